@@ -1,0 +1,69 @@
+/* PowerSums on the CPU: one sweep over a row's tokens accumulates every order k at once,
+ * so the [rows, T, D] gather per order is never formed. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../manaka.h"
+#include "threads.h"
+
+mk_status mk_power_sums_cpu(const float *emb, const int32_t *tokens, int64_t rows, int64_t T,
+                            int64_t D, int64_t K, float *out) {
+    int failed = 0;
+#pragma omp parallel num_threads(mk_get_num_threads()) reduction(| : failed)
+    {
+        float *power = malloc((size_t)D * sizeof(float)); /* emb[v] ** (k + 1), per thread */
+        if (!power) failed = 1;
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            float *o = out + r * K * D;
+            memset(o, 0, (size_t)(K * D) * sizeof(float));
+            if (!power) continue;
+            for (int64_t t = 0; t < T; t++) {
+                int32_t v = tokens[r * T + t];
+                if (v < 0) continue;
+                const float *e = emb + (int64_t)v * D;
+                memcpy(power, e, (size_t)D * sizeof(float));
+                for (int64_t k = 0; k < K; k++) {
+                    float *ok = o + k * D;
+#pragma omp simd
+                    for (int64_t d = 0; d < D; d++) {
+                        ok[d] += power[d];
+                        power[d] *= e[d];
+                    }
+                }
+            }
+        }
+        free(power);
+    }
+    return failed ? mk_fail(MK_ERR_NOMEM, "power_sums: out of memory for a %lld-float buffer",
+                            (long long)D)
+                  : MK_OK;
+}
+
+mk_status mk_power_sums_backward_cpu(const float *grad, const float *emb, const int32_t *tokens,
+                                     int64_t rows, int64_t T, int64_t D, int64_t K, int64_t V,
+                                     float *grad_emb) {
+#pragma omp parallel num_threads(mk_get_num_threads())
+    {
+        int64_t v0, v1;
+        mk_owned_rows(V, &v0, &v1);
+        memset(grad_emb + v0 * D, 0, (size_t)((v1 - v0) * D) * sizeof(float));
+        for (int64_t r = 0; r < rows; r++) {
+            const float *g = grad + r * K * D;
+            for (int64_t t = 0; t < T; t++) {
+                int64_t v = tokens[r * T + t];
+                if (v < v0 || v >= v1) continue; /* also skips the -1 sentinel */
+                const float *e = emb + v * D;
+                float *ge = grad_emb + v * D;
+                /* sum_k (k + 1) g_k e^k by Horner's rule, vectorised over d */
+#pragma omp simd
+                for (int64_t d = 0; d < D; d++) {
+                    float acc = (float)K * g[(K - 1) * D + d];
+                    for (int64_t k = K - 2; k >= 0; k--) acc = acc * e[d] + (float)(k + 1) * g[k * D + d];
+                    ge[d] += acc;
+                }
+            }
+        }
+    }
+    return MK_OK;
+}

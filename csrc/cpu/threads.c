@@ -1,0 +1,15 @@
+/* The OpenMP thread count: the one setting shared by every CPU op. */
+#include "../manaka.h"
+#include "threads.h"
+
+static int num_threads = 0; /* 0: OpenMP's default */
+
+void mk_set_num_threads(int n) { num_threads = n > 0 ? n : 0; }
+
+int mk_get_num_threads(void) {
+#ifdef _OPENMP
+    return num_threads > 0 ? num_threads : omp_get_max_threads();
+#else
+    return 1;
+#endif
+}

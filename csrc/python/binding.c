@@ -1,0 +1,86 @@
+/* Argument conversion shared by every binding file: see binding.h for the rules. */
+#include "binding.h"
+
+static int check_array(PyObject *obj, const char *op, const char *name) {
+    if (obj == NULL || obj == Py_None) {
+        PyErr_Format(PyExc_TypeError, "%s: %s is required, got None", op, name);
+        return -1;
+    }
+    if (!PyArray_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: %s must be a NumPy array, got %s", op, name,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_ndim(PyArrayObject *arr, const char *op, const char *name, int ndim) {
+    if (PyArray_NDIM(arr) != ndim) {
+        PyErr_Format(PyExc_ValueError, "%s: %s must have %d dimension%s, got %d", op, name, ndim,
+                     ndim == 1 ? "" : "s", PyArray_NDIM(arr));
+        return -1;
+    }
+    return 0;
+}
+
+PyArrayObject *mk_float_arg(PyObject *obj, const char *op, const char *name, int ndim) {
+    if (check_array(obj, op, name) < 0) return NULL;
+    PyArrayObject *arr = (PyArrayObject *)obj;
+    if (PyArray_TYPE(arr) != NPY_FLOAT32) {
+        PyObject *dtype = PyObject_Str((PyObject *)PyArray_DESCR(arr));
+        PyErr_Format(PyExc_TypeError, "%s: %s must have dtype float32, got %S", op, name, dtype);
+        Py_XDECREF(dtype);
+        return NULL;
+    }
+    if (check_ndim(arr, op, name, ndim) < 0) return NULL;
+    return (PyArrayObject *)PyArray_FROM_OTF(obj, NPY_FLOAT32, NPY_ARRAY_IN_ARRAY);
+}
+
+PyArrayObject *mk_index_arg(PyObject *obj, const char *op, const char *name, int ndim) {
+    if (check_array(obj, op, name) < 0) return NULL;
+    PyArrayObject *arr = (PyArrayObject *)obj;
+    if (!PyArray_ISINTEGER(arr)) {
+        PyObject *dtype = PyObject_Str((PyObject *)PyArray_DESCR(arr));
+        PyErr_Format(PyExc_TypeError, "%s: %s must have an integer dtype, got %S", op, name,
+                     dtype);
+        Py_XDECREF(dtype);
+        return NULL;
+    }
+    if (check_ndim(arr, op, name, ndim) < 0) return NULL;
+    if (PyArray_TYPE(arr) == NPY_INT32)
+        return (PyArrayObject *)PyArray_FROM_OTF(obj, NPY_INT32, NPY_ARRAY_IN_ARRAY);
+    /* Widen to int64 (exact for every integer dtype; NumPy's safe-cast rule refuses
+     * uint64), then narrow to int32 with a range check instead of a silent wrap. */
+    PyArrayObject *wide = (PyArrayObject *)PyArray_FROM_OTF(obj, NPY_INT64, NPY_ARRAY_IN_ARRAY);
+    if (!wide) return NULL;
+    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(ndim, PyArray_DIMS(wide), NPY_INT32);
+    if (!out) {
+        Py_DECREF(wide);
+        return NULL;
+    }
+    const int64_t *src = PyArray_DATA(wide);
+    int32_t *dst = PyArray_DATA(out);
+    npy_intp n = PyArray_SIZE(wide);
+    for (npy_intp i = 0; i < n; i++) {
+        if (src[i] < INT32_MIN || src[i] > INT32_MAX) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: %s holds %lld at flat position %zd, outside the int32 range", op,
+                         name, (long long)src[i], (Py_ssize_t)i);
+            Py_DECREF(wide);
+            Py_DECREF(out);
+            return NULL;
+        }
+        dst[i] = (int32_t)src[i];
+    }
+    Py_DECREF(wide);
+    return out;
+}
+
+PyObject *mk_raise_status(mk_status status) {
+    PyObject *type = PyExc_RuntimeError;
+    if (status == MK_ERR_VALUE) type = PyExc_ValueError;
+    else if (status == MK_ERR_TYPE) type = PyExc_TypeError;
+    else if (status == MK_ERR_NOMEM) type = PyExc_MemoryError;
+    PyErr_SetString(type, mk_error()[0] ? mk_error() : "manaka: unknown error");
+    return NULL;
+}

@@ -1,0 +1,104 @@
+"""Timing and reporting rules shared by every benchmark suite (DESIGN.md §5).
+
+A time is the median of N runs after warm-up, reported with min and max; a run that
+raised is an error, never a time. Results are written, with a description of the
+machine, as JSON and Markdown under bench/results/.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Dict, List, Optional
+
+
+@dataclass
+class Timing:
+    name: str
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    runs: int
+    extra: Dict[str, object] = field(default_factory=dict)
+
+    def row(self, baseline: Optional["Timing"] = None) -> str:
+        ratio = f"{baseline.median_ms / self.median_ms:8.1f}x" if baseline else " " * 9
+        extra = "  ".join(f"{k}={v}" for k, v in self.extra.items())
+        return (f"{self.name:<44} {self.median_ms:10.3f} {self.min_ms:10.3f} {self.max_ms:10.3f}"
+                f" {ratio}  {extra}")
+
+
+HEADER = f"{'what':<44} {'median ms':>10} {'min ms':>10} {'max ms':>10} {'speed-up':>9}"
+
+
+def measure(name: str, fn: Callable[[], object], runs: int = 10, warmup: int = 2,
+            sync: Callable[[], None] = lambda: None, **extra) -> Timing:
+    """Median/min/max wall time of `fn()` over `runs` calls after `warmup` calls.
+
+    `sync` is called after each call (e.g. a device synchronise) so the time is complete."""
+    for _ in range(warmup):
+        fn()
+        sync()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append((time.perf_counter() - start) * 1e3)
+    return Timing(name, statistics.median(times), min(times), max(times), runs, dict(extra))
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def machine() -> Dict[str, object]:
+    """A description of the machine a result was measured on."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    info = {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "platform": platform.platform()}
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        info["memory_gib"] = round(mem / 2**30, 1)
+    except (ValueError, OSError):
+        pass
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=10)
+        if gpu.returncode == 0 and gpu.stdout.strip():
+            info["gpu"] = gpu.stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return info
+
+
+def write_results(suite: str, tag: str, payload: Dict[str, object], lines: List[str],
+                  out_dir: Optional[str] = None) -> str:
+    """Writes bench/results/<suite>-<tag>.json and .md; returns the JSON path."""
+    out_dir = out_dir or os.environ.get("MANAKA_BENCH_DIR") or os.path.join("bench", "results")
+    os.makedirs(out_dir, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    payload = {"suite": suite, "measured_at": stamp, "machine": machine(), **payload}
+    base = os.path.join(out_dir, f"{suite}-{tag}")
+    with open(base + ".json", "w") as f:
+        json.dump(payload, f, indent=2, default=lambda o: asdict(o) if hasattr(o, "__dataclass_fields__") else str(o))
+    with open(base + ".md", "w") as f:
+        f.write(f"# manaka.bench {suite} ({tag}), {stamp}\n\n")
+        f.write("Machine: " + ", ".join(f"{k}: {v}" for k, v in payload["machine"].items()) + "\n\n")
+        f.write("```\n" + "\n".join(lines) + "\n```\n")
+    return base + ".json"

@@ -1,0 +1,79 @@
+"""Plain NumPy references for every op of DESIGN.md §1: float64, written for clarity,
+independent of the C code. These are the test oracles; keep ONE reference per op here."""
+import numpy as np
+
+
+def pair_index(a, b):
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    return hi * (hi + 1) // 2 + lo
+
+
+def legal_mask(indices, counts):
+    B, L = indices.shape
+    if counts is None:
+        return np.ones((B, L), bool)
+    return np.arange(L)[None, :] < np.asarray(counts)[:, None]
+
+
+def gather_dot(hidden, table, indices, counts=None):
+    hidden, table = np.float64(hidden), np.float64(table)
+    mask = legal_mask(indices, counts)
+    safe = np.where(mask, indices, 0)
+    logits = np.einsum("bw,blw->bl", hidden, table[safe])
+    return np.where(mask, logits, 0.0)
+
+
+def gather_dot_backward(grad, hidden, table, indices, counts=None):
+    hidden, table = np.float64(hidden), np.float64(table)
+    mask = legal_mask(indices, counts)
+    g = np.where(mask, np.float64(grad), 0.0)
+    safe = np.where(mask, indices, 0)
+    grad_hidden = np.einsum("bl,blw->bw", g, table[safe])
+    grad_table = np.zeros_like(table)
+    b, l = np.nonzero(mask)
+    np.add.at(grad_table, indices[b, l], g[b, l][:, None] * hidden[b])
+    return grad_hidden, grad_table
+
+
+def power_sums(emb, tokens, orders):
+    emb = np.float64(emb)
+    present = tokens >= 0
+    gathered = np.where(present[..., None], emb[np.where(present, tokens, 0)], 0.0)  # [B,S,T,D]
+    return np.stack([(gathered ** (k + 1)).sum(axis=2) for k in range(orders)], axis=2)
+
+
+def power_sums_backward(grad, emb, tokens):
+    emb, grad = np.float64(emb), np.float64(grad)
+    K = grad.shape[2]
+    grad_emb = np.zeros_like(emb)
+    for b, s, t in zip(*np.nonzero(tokens >= 0)):
+        v = tokens[b, s, t]
+        grad_emb[v] += sum(grad[b, s, k] * (k + 1) * emb[v] ** k for k in range(K))
+    return grad_emb
+
+
+def pair_sums(pair_table, tokens):
+    pair_table = np.float64(pair_table)
+    B, S, T = tokens.shape
+    out = np.zeros((B, S, pair_table.shape[1]))
+    i, j = np.triu_indices(T, k=1)
+    for b in range(B):
+        for s in range(S):
+            ti, tj = tokens[b, s, i], tokens[b, s, j]
+            keep = (ti >= 0) & (tj >= 0)
+            out[b, s] = pair_table[pair_index(ti[keep], tj[keep])].sum(axis=0)
+    return out
+
+
+def pair_sums_backward(grad, tokens, num_pairs):
+    grad = np.float64(grad)
+    B, S, T = tokens.shape
+    out = np.zeros((num_pairs, grad.shape[2]))
+    i, j = np.triu_indices(T, k=1)
+    for b in range(B):
+        for s in range(S):
+            ti, tj = tokens[b, s, i], tokens[b, s, j]
+            keep = (ti >= 0) & (tj >= 0)
+            np.add.at(out, pair_index(ti[keep], tj[keep]), grad[b, s])
+    return out
