@@ -5,10 +5,11 @@ The fused ops live in :mod:`manaka.ops`; see DESIGN.md for the math they compute
 from __future__ import annotations
 
 from . import _core, ops
+from .batch import Batch
 
 __version__ = "0.1.0"
 
-__all__ = ["ops", "build_info", "set_num_threads", "get_num_threads", "__version__"]
+__all__ = ["ops", "Batch", "build_info", "set_num_threads", "get_num_threads", "__version__"]
 
 
 def set_num_threads(n: int) -> None:

@@ -1,0 +1,68 @@
+"""A batch of positions: the unit the model, the trainer and the loader exchange."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+__all__ = ["Batch"]
+
+
+def _as(name: str, x: Any, dtype, ndim: int) -> np.ndarray:
+    if x is None:
+        raise TypeError(f"Batch: {name} is required, got None")
+    if not isinstance(x, np.ndarray):
+        if hasattr(x, "__cuda_array_interface__") or hasattr(x, "__dlpack_device__"):
+            return x  # a GPU array: the CUDA model checks it where it lives
+        raise TypeError(f"Batch: {name} must be a NumPy array, got {type(x).__name__}")
+    kind = "iu" if np.issubdtype(dtype, np.integer) else "f"
+    if x.dtype.kind not in kind:
+        raise TypeError(f"Batch: {name} must have {'an integer' if kind == 'iu' else 'a float'} dtype, got {x.dtype}")
+    if x.ndim != ndim:
+        raise ValueError(f"Batch: {name} must have {ndim} dimension{'s' if ndim > 1 else ''}, got {x.ndim}")
+    return np.ascontiguousarray(x, dtype=dtype)
+
+
+class Batch:
+    """Positions for one step (DESIGN.md §1–§2).
+
+    Args:
+        tokens: integer ``[B, 2, T]`` token ids per perspective, -1 for an empty slot.
+        legal: integer ``[B, L]`` legal move ids, padded (slots ``l >= counts[b]`` ignored).
+        counts: integer ``[B]``, the number of legal moves of each position (>= 1).
+        target: integer ``[B]``, the index of the played move in the position's legal list.
+        value: float ``[B]``, the game result from the side to move (1 win, 0.5 draw, 0 loss).
+        policy_target: optional float ``[B, L]`` soft targets over legal slots (rows sum to 1).
+
+    Arrays are converted to int32 / float32 (copied only when needed). Value ranges are
+    checked by the model before any parameter changes, so a bad batch changes nothing.
+    """
+
+    __slots__ = ("tokens", "legal", "counts", "target", "value", "policy_target")
+
+    def __init__(self, tokens, legal, counts, target, value, policy_target: Optional[Any] = None):
+        self.tokens = _as("tokens", tokens, np.int32, 3)
+        self.legal = _as("legal", legal, np.int32, 2)
+        self.counts = _as("counts", counts, np.int32, 1)
+        self.target = _as("target", target, np.int32, 1)
+        self.value = _as("value", value, np.float32, 1)
+        self.policy_target = None if policy_target is None else _as("policy_target", policy_target, np.float32, 2)
+        B = self.tokens.shape[0]
+        for name in ("legal", "counts", "target", "value", "policy_target"):
+            arr = getattr(self, name)
+            if arr is not None and arr.shape[0] != B:
+                raise ValueError(f"Batch: {name} has {arr.shape[0]} rows but tokens has {B}")
+        if self.policy_target is not None and self.policy_target.shape != self.legal.shape:
+            raise ValueError(f"Batch: policy_target shape {self.policy_target.shape} must equal legal shape {self.legal.shape}")
+
+    def __len__(self) -> int:
+        return self.tokens.shape[0]
+
+    @property
+    def max_legal(self) -> int:
+        """L, the padded width of the legal-move lists."""
+        return self.legal.shape[1]
+
+    def __repr__(self) -> str:
+        soft = ", soft targets" if self.policy_target is not None else ""
+        return f"Batch(size={len(self)}, tokens_per_side={self.tokens.shape[2]}, max_legal={self.max_legal}{soft})"
