@@ -44,6 +44,7 @@ typedef struct {
     int64_t b, l;    /* check_legal: row b, and slot l (-1 when counts[b] itself is bad) */
     int64_t flat;    /* check_tokens: flat position */
     int32_t value;   /* the bad value */
+    int64_t count;   /* check_legal, bad index: counts[b] (L without counts) */
 } mk_bad_index;
 
 /* counts[b] in [0, L] (counts may be NULL: every row has L), and indices[b, l] in [0, M)

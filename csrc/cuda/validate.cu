@@ -91,6 +91,12 @@ extern "C" mk_status mk_check_legal_cuda(const int32_t *indices, const int32_t *
     bad->b = (int64_t)(key / (unsigned long long)(L + 1));
     bad->l = (int64_t)(key % (unsigned long long)(L + 1)) - 1;
     if (bad->l < 0) return counts ? read_int(counts + bad->b, &bad->value, s) : MK_OK;
+    bad->count = L;
+    if (counts) {
+        int32_t count;
+        if ((status = read_int(counts + bad->b, &count, s)) != MK_OK) return status;
+        bad->count = count;
+    }
     return read_int(indices + bad->b * L + bad->l, &bad->value, s);
 }
 
