@@ -236,6 +236,11 @@ int mk_gpu_parse(PyObject *obj, const char *op, const char *name, mk_gpu_array *
         return fail(PyExc_TypeError, op, name,
                     "is a NumPy (CPU) array but other arguments are on the GPU; pass every "
                     "array on the same device (DeviceArray.from_numpy copies it over)");
+    /* DLPack first: its producer orders its own stream before the one we name, which
+     * also covers producers whose __cuda_array_interface__ is v2 and carries no stream
+     * (PyTorch's). */
+    if (PyObject_HasAttrString(obj, "__dlpack__") && PyObject_HasAttrString(obj, "__dlpack_device__"))
+        return parse_dlpack(obj, op, a);
     PyObject *cai = PyObject_GetAttrString(obj, "__cuda_array_interface__");
     if (cai) {
         int r = parse_cai(obj, cai, op, a);
@@ -244,8 +249,6 @@ int mk_gpu_parse(PyObject *obj, const char *op, const char *name, mk_gpu_array *
     }
     if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
     PyErr_Clear();
-    if (PyObject_HasAttrString(obj, "__dlpack__") && PyObject_HasAttrString(obj, "__dlpack_device__"))
-        return parse_dlpack(obj, op, a);
     return fail(PyExc_TypeError, op, name,
                 "must be a GPU array (__cuda_array_interface__ or __dlpack__) or a "
                 "manaka.DeviceArray, got %s", Py_TYPE(obj)->tp_name);

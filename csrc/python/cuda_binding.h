@@ -2,10 +2,11 @@
  * GPU arguments. The CUDA runtime is reached only through csrc/cuda/runtime.h.
  *
  * Argument rules on the GPU (the CPU rules of binding.h where they can hold):
- * - an argument is a manaka.DeviceArray, any object with __cuda_array_interface__
- *   (versions 0-3; a v3 `stream` is waited for before use; masks are refused), or any
- *   object with __dlpack__/__dlpack_device__ (asked for the legacy default stream, the
- *   one every manaka kernel runs on);
+ * - an argument is a manaka.DeviceArray, any object with __dlpack__/__dlpack_device__
+ *   (asked for the legacy default stream, the one every manaka kernel runs on; preferred
+ *   when both protocols are there, since PyTorch's __cuda_array_interface__ is v2 and
+ *   names no stream), or any object with __cuda_array_interface__ (versions 0-3; a v3
+ *   `stream` is waited for before use; masks are refused);
  * - float arrays must be float32, index arrays int32 (TypeError naming the argument);
  *   converting on the GPU would hide an allocation and a copy;
  * - arrays must be C-contiguous (ValueError): a strided copy on the device is the
