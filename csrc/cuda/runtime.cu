@@ -46,7 +46,11 @@ extern "C" mk_status mk_cuda_malloc(void **ptr, size_t bytes) {
 }
 
 extern "C" mk_status mk_cuda_free(void *ptr) {
-    if (ptr) TRY_RETURN(cudaFree(ptr));
+    if (!ptr) return MK_OK;
+    cudaError_t err = cudaFree(ptr);
+    /* At process exit the runtime may already be gone; the driver reclaims everything. */
+    if (err == cudaErrorCudartUnloading) return MK_OK;
+    TRY_RETURN(err);
     return MK_OK;
 }
 
