@@ -141,13 +141,20 @@ core = Extension(
 # The CUDA binding files (cuda_*.c) belong to manaka._cuda only.
 core.sources = [s for s in core.sources if not os.path.basename(s).startswith("cuda_")]
 
+# The fused ops, their index checks and the runtime services the binding uses. The
+# training-step primitives in csrc/cuda (memory.cu, dense.cu, loss.cu, ...) join this list
+# when the CUDA model is built (they need csrc/backend.h and cuBLAS).
+CUDA_OP_SOURCES = ["bucket.cu", "gather_dot.cu", "pair_sums.cu", "power_sums.cu", "runtime.cu",
+                   "validate.cu"]
+
 extensions = [core]
 CUDA = cuda_config()
 if CUDA:
     archs = ";".join(CUDA["archs"])
     extensions.append(Extension(
         "manaka._cuda",
-        sources=sources("cuda/*.cu") + ["csrc/error.c", "csrc/python/binding.c"] + sources("python/cuda_*.c"),
+        sources=[os.path.join("csrc", "cuda", f) for f in CUDA_OP_SOURCES]
+        + ["csrc/error.c", "csrc/python/binding.c"] + sources("python/cuda_*.c"),
         include_dirs=[numpy.get_include(), "csrc"],
         define_macros=[("MK_CUDA_ARCHS", f'"{archs}"')],
         extra_compile_args=[f for f in c_flags() if f != "-fopenmp"] + (["-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-Werror"] if WERROR else []),
