@@ -39,6 +39,22 @@ static PyObject *py_synchronize(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* _device_copy(dst, src): copies one DeviceArray into another of the same size on the
+ * device (the benchmark's bandwidth probe). Asynchronous, on the legacy stream. */
+static PyObject *py_device_copy(PyObject *self, PyObject *args) {
+    mk_device_array *dst, *src;
+    if (!PyArg_ParseTuple(args, "O!O!", &mk_DeviceArray_Type, &dst, &mk_DeviceArray_Type, &src))
+        return NULL;
+    int64_t bytes = mk_shape_size(dst->ndim, dst->shape) * dst->dtype->itemsize;
+    if (bytes != mk_shape_size(src->ndim, src->shape) * src->dtype->itemsize) {
+        PyErr_SetString(PyExc_ValueError, "_device_copy: dst and src must have the same nbytes");
+        return NULL;
+    }
+    mk_status status = mk_cuda_copy_device(dst->ptr, src->ptr, (size_t)bytes, NULL);
+    if (status != MK_OK) return mk_raise_status(status);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_build_info(PyObject *self, PyObject *unused) {
     int runtime, driver;
     mk_cuda_versions(&runtime, &driver);
@@ -51,6 +67,7 @@ static PyMethodDef module_methods[] = {
     {"device_name", py_device_name, METH_VARARGS, NULL},
     {"synchronize", py_synchronize, METH_NOARGS, NULL},
     {"build_info", py_build_info, METH_NOARGS, NULL},
+    {"_device_copy", py_device_copy, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 
