@@ -344,6 +344,7 @@ static PyObject *array_dlpack_device(mk_device_array *self, PyObject *unused) {
 typedef struct {
     DLManagedTensor tensor;
     int64_t shape[MK_MAX_DIMS];
+    int64_t strides[MK_MAX_DIMS]; /* explicit, in elements: some consumers refuse NULL */
 } exported;
 
 static void exported_deleter(DLManagedTensor *t) {
@@ -367,7 +368,7 @@ static PyObject *array_dlpack(mk_device_array *self, PyObject *args, PyObject *k
     static const char where[] = "DeviceArray.__dlpack__";
     static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
     PyObject *stream_o = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOO", kwlist, &stream_o, &max_version,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$OOO", kwlist, &stream_o, &max_version,
                                      &dl_device, &copy))
         return NULL;
     if (copy == Py_True) {
@@ -396,7 +397,12 @@ static PyObject *array_dlpack(mk_device_array *self, PyObject *args, PyObject *k
     }
     exported *e = PyMem_RawCalloc(1, sizeof *e);
     if (!e) return PyErr_NoMemory();
-    for (int i = 0; i < self->ndim; i++) e->shape[i] = self->shape[i];
+    int64_t stride = 1;
+    for (int i = self->ndim - 1; i >= 0; i--) {
+        e->shape[i] = self->shape[i];
+        e->strides[i] = stride;
+        stride *= self->shape[i] > 0 ? self->shape[i] : 1;
+    }
     DLTensor *t = &e->tensor.dl_tensor;
     t->data = self->ptr;
     t->device.device_type = kDLCUDA;
@@ -406,7 +412,7 @@ static PyObject *array_dlpack(mk_device_array *self, PyObject *args, PyObject *k
     t->dtype.bits = (uint8_t)(self->dtype->itemsize * 8);
     t->dtype.lanes = 1;
     t->shape = e->shape;
-    t->strides = NULL; /* C-contiguous */
+    t->strides = e->strides; /* C-contiguous */
     t->byte_offset = 0;
     e->tensor.manager_ctx = self;
     e->tensor.deleter = exported_deleter;
