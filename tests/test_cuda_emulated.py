@@ -46,7 +46,7 @@ def emu():
         import build
     finally:
         sys.path.pop(0)
-    lib = ctypes.CDLL(build.build(os.path.join(ROOT, "build", "cuda_emu")))
+    lib = ctypes.CDLL(build.build(os.environ.get("MK_EMU_DIR") or os.path.join(ROOT, "build", "cuda_emu")))
     for name, args in SIGNATURES.items():
         getattr(lib, name).argtypes = args
         getattr(lib, name).restype = ctypes.c_int

@@ -85,9 +85,12 @@ def build(out_dir):
             g.write(f'#line 1 "{src}"\n' + translate(f.read()))
         objects.append(cpp)
     error_o = os.path.join(out_dir, "error.o")
-    subprocess.check_call(["gcc", "-std=c11", "-O1", "-fPIC", "-c", os.path.join(ROOT, "csrc", "error.c"),
-                           "-o", error_o])
-    subprocess.check_call(["g++", "-std=c++20", "-O1", "-g", "-fPIC", "-shared", "-pthread",
+    # MK_EMU_ASAN=1: AddressSanitizer, to catch out-of-bounds reads and writes (run Python
+    # with LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0).
+    sanitize = ["-fsanitize=address", "-fno-omit-frame-pointer"] if os.environ.get("MK_EMU_ASAN") == "1" else []
+    subprocess.check_call(["gcc", "-std=c11", "-O1", "-fPIC", *sanitize, "-c",
+                           os.path.join(ROOT, "csrc", "error.c"), "-o", error_o])
+    subprocess.check_call(["g++", "-std=c++20", "-O1", "-g", "-fPIC", "-shared", "-pthread", *sanitize,
                            "-I", inc, "-I", os.path.join(ROOT, "csrc", "cuda"), "-include", "emu.h",
                            os.path.join(HERE, "emu.cpp"), *objects, error_o, "-o", lib])
     return lib
