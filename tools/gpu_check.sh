@@ -49,6 +49,8 @@ if ! step nvidia-smi 30 nvidia-smi; then
     exit 2
 fi
 
+step toolkit 30 bash -c 'command -v nvcc || ls /usr/local/cuda/bin/nvcc; (nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>&1 | tail -2' || true
+
 install_missing() {
     local module wheel_name
     for pair in hypothesis:hypothesis tqdm:tqdm scipy_openblas32:scipy-openblas32; do

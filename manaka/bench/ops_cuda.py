@@ -132,6 +132,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if busy:
         print(f"warning: other processes use the GPU ({busy}); times may be disturbed", file=sys.stderr)
 
+    nvml = open_nvml()
     x = op_inputs(s)
     d = {k: mk.DeviceArray.from_numpy(v) for k, v in x.items()}
     bw = bandwidth_gbs(args.copy_mib << 20)
@@ -217,6 +218,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         fused = timed(f"{name}: fused", kernel, args.runs, args.inner,
                       floor_ms=round(floor_ms, 4))
         entry["fused"] = fused
+        entry["fused_telemetry"] = telemetry(nvml, kernel)
         rows.append(fused)
         if atomic:
             outs = [host(atomic()) for _ in range(2)]
@@ -251,15 +253,42 @@ def host_torch(result):
     return tuple(r.cpu().numpy() for r in result) if isinstance(result, tuple) else result.cpu().numpy()
 
 
-def other_gpu_processes() -> List[int]:
+def open_nvml():
+    """An NVML handle on GPU 0, or None where NVML is not available."""
     try:
         from .nvml import Nvml, NvmlError
     except ImportError:
-        return []
+        return None
     try:
-        return Nvml().other_processes()
+        return Nvml()
     except NvmlError:
+        return None
+
+
+def other_gpu_processes() -> List[int]:
+    nvml = open_nvml()
+    try:
+        return nvml.other_processes() if nvml else []
+    except Exception:
         return []
+
+
+def telemetry(nvml, fn: Callable[[], object], seconds: float = 0.3) -> Dict[str, float]:
+    """Memory-controller utilisation and power while `fn` runs back to back for `seconds`
+    (DESIGN.md §5: "busy" alone says little about a memory-bound kernel)."""
+    if nvml is None:
+        return {}
+    import time
+
+    from .nvml import Sampler
+
+    with Sampler(nvml, interval=0.01) as sampler:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            for _ in range(20):
+                fn()
+            cuda.synchronize()
+    return sampler.summary()
 
 
 def make_torch_cases(torch, d: dict, s: SeedShapes, compile_too: bool) -> Dict[str, list]:
