@@ -48,6 +48,19 @@ static inline int64_t mk_pair_index(int64_t a, int64_t b) {
 }
 /* Number of rows of a pair table over a vocabulary of V tokens: V (V + 1) / 2. */
 static inline int64_t mk_num_pairs(int64_t V) { return V * (V + 1) / 2; }
+/* The V with V (V + 1) / 2 = num_pairs, or -1 if there is none. */
+static inline int64_t mk_vocab_of_pairs(int64_t num_pairs) {
+    if (num_pairs < 0) return -1;
+    int64_t V = 0;
+    while (mk_num_pairs(V) < num_pairs) V = V ? V * 2 : 1; /* bracket, then bisect */
+    int64_t lo = V / 2, hi = V;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (mk_num_pairs(mid) < num_pairs) lo = mid + 1;
+        else hi = mid;
+    }
+    return mk_num_pairs(lo) == num_pairs ? lo : -1;
+}
 
 /* ---------------------------------------------------------------- GatherDot
  * logits[b, l] = sum_h hidden[b, h] * table[indices[b, l], h]   for l < counts[b]

@@ -158,22 +158,8 @@ static int check_tokens(const char *op, mk_gpu_array *tokens, int64_t V, const c
     return -1;
 }
 
-/* The V of a pair table with `num_pairs` = V (V + 1) / 2 rows, or -1 if there is none. */
-static int64_t vocab_of_pairs(int64_t num_pairs) {
-    if (num_pairs < 0) return -1;
-    int64_t V = 0;
-    while (mk_num_pairs(V) < num_pairs) V = V ? V * 2 : 1;
-    int64_t lo = V / 2, hi = V;
-    while (lo < hi) {
-        int64_t mid = (lo + hi) / 2;
-        if (mk_num_pairs(mid) < num_pairs) lo = mid + 1;
-        else hi = mid;
-    }
-    return mk_num_pairs(lo) == num_pairs ? lo : -1;
-}
-
 static int64_t pair_vocab(const char *op, const char *what, int64_t num_pairs) {
-    int64_t V = vocab_of_pairs(num_pairs);
+    int64_t V = mk_vocab_of_pairs(num_pairs);
     if (V < 0)
         PyErr_Format(PyExc_ValueError,
                      "%s: %s is %lld, which is not V (V + 1) / 2 for any vocabulary size V", op,
