@@ -22,7 +22,8 @@ P, I64 = ctypes.c_void_p, ctypes.c_int64
 
 class BadIndex(ctypes.Structure):  # mk_bad_index in csrc/cuda/runtime.h
     _fields_ = [("found", ctypes.c_int), ("b", ctypes.c_int64), ("l", ctypes.c_int64),
-                ("flat", ctypes.c_int64), ("value", ctypes.c_int32), ("count", ctypes.c_int64)]
+                ("flat", ctypes.c_int64), ("value", ctypes.c_int32), ("count", ctypes.c_int64),
+                ("wide", ctypes.c_int64)]
 
 
 SIGNATURES = {
@@ -36,6 +37,7 @@ SIGNATURES = {
     "mk_pair_sums_backward_atomic_cuda": [P, P, I64, I64, I64, I64, P, P],
     "mk_check_legal_cuda": [P, P, I64, I64, I64, ctypes.POINTER(BadIndex), P],
     "mk_check_tokens_cuda": [P, I64, I64, ctypes.POINTER(BadIndex), P],
+    "mk_narrow_to_int32_cuda": [P, ctypes.c_int, ctypes.c_int, I64, P, ctypes.POINTER(BadIndex), P],
 }
 
 
@@ -244,3 +246,24 @@ def test_check_tokens_finds_the_first_bad_token(emu):
         assert bad.found == (len(bad_at) > 0)
         if len(bad_at):
             assert (bad.flat, bad.value) == (bad_at[0], flat[bad_at[0]])
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int64, np.uint8, np.uint16, np.uint32, np.uint64])
+def test_narrow_to_int32(emu, dtype):
+    rng = np.random.default_rng(2)
+    info = np.iinfo(dtype)
+    lo, hi = max(info.min, -2**31), min(info.max, 2**31 - 1)
+    src = rng.integers(lo, hi, size=37, endpoint=True, dtype=dtype)
+    dst = np.full(37, 12345, np.int32)
+    bad = BadIndex()
+    call(emu, "mk_narrow_to_int32_cuda", src, np.dtype(dtype).itemsize, int(info.min < 0), 37, dst,
+         ctypes.byref(bad))
+    assert bad.found == 0 and np.array_equal(dst, src.astype(np.int64))
+    if info.max > 2**31 - 1:
+        src[[5, 20]] = info.max
+        if info.min < 0:
+            src[3] = info.min
+        call(emu, "mk_narrow_to_int32_cuda", src, np.dtype(dtype).itemsize, int(info.min < 0), 37, dst,
+             ctypes.byref(bad))
+        first = 3 if info.min < 0 else 5
+        assert bad.found == 1 and bad.flat == first and bad.wide == np.int64(src[first].astype(np.int64))

@@ -54,6 +54,17 @@ extern "C" mk_status mk_cuda_free(void *ptr) {
     return MK_OK;
 }
 
+extern "C" mk_status mk_cuda_malloc_async(void **ptr, size_t bytes, void *stream) {
+    *ptr = NULL;
+    if (bytes) TRY_RETURN(cudaMallocAsync(ptr, bytes, MK_STREAM(stream)));
+    return MK_OK;
+}
+
+extern "C" mk_status mk_cuda_free_async(void *ptr, void *stream) {
+    if (ptr) TRY_RETURN(cudaFreeAsync(ptr, MK_STREAM(stream)));
+    return MK_OK;
+}
+
 extern "C" mk_status mk_cuda_copy_to_device(void *dst, const void *src, size_t bytes) {
     if (bytes) TRY_RETURN(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
     return MK_OK;

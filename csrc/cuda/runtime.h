@@ -24,6 +24,9 @@ void mk_cuda_versions(int *runtime, int *driver);
  * the device, so memory is never released under a kernel still using it. */
 mk_status mk_cuda_malloc(void **ptr, size_t bytes);
 mk_status mk_cuda_free(void *ptr);
+/* Stream-ordered allocation for temporaries that only `stream`'s work uses. */
+mk_status mk_cuda_malloc_async(void **ptr, size_t bytes, void *stream);
+mk_status mk_cuda_free_async(void *ptr, void *stream);
 /* Synchronous copies, ordered after the work already queued on the legacy stream. */
 mk_status mk_cuda_copy_to_device(void *dst, const void *src, size_t bytes);
 mk_status mk_cuda_copy_to_host(void *dst, const void *src, size_t bytes);
@@ -45,6 +48,7 @@ typedef struct {
     int64_t flat;    /* check_tokens: flat position */
     int32_t value;   /* the bad value */
     int64_t count;   /* check_legal, bad index: counts[b] (L without counts) */
+    int64_t wide;    /* narrow: the value that does not fit in int32 */
 } mk_bad_index;
 
 /* counts[b] in [0, L] (counts may be NULL: every row has L), and indices[b, l] in [0, M)
@@ -55,6 +59,13 @@ mk_status mk_check_legal_cuda(const int32_t *indices, const int32_t *counts, int
 /* Every token in [-1, V); reports the first violation in flat order. Waits for the answer. */
 mk_status mk_check_tokens_cuda(const int32_t *tokens, int64_t n, int64_t V, mk_bad_index *bad,
                                void *stream);
+
+/* dst[i] = src[i] for an integer array of `itemsize` bytes (1, 2, 8, or 4 unsigned), so
+ * an op can take int8/16/64 and uint8/16/32/64 indices like the CPU path; reports the first
+ * element outside the int32 range (bad->flat, bad->wide) instead of wrapping it. Waits
+ * for the answer. */
+mk_status mk_narrow_to_int32_cuda(const void *src, int itemsize, int is_signed, int64_t n,
+                                  int32_t *dst, mk_bad_index *bad, void *stream);
 
 #ifdef __cplusplus
 }

@@ -37,6 +37,20 @@ static __global__ void check_tokens_kernel(const int32_t *__restrict__ tokens, i
     }
 }
 
+/* Narrowing copy; out-of-range elements are written as 0 and reported. */
+template <typename T>
+static __global__ void narrow_kernel(const T *__restrict__ src, int64_t n, int32_t *__restrict__ dst,
+                                     unsigned long long *first) {
+    for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < n;
+         x += (int64_t)gridDim.x * blockDim.x) {
+        const bool is_unsigned = (T)0 < (T)-1;
+        const bool fits = is_unsigned ? (uint64_t)src[x] <= (uint64_t)INT32_MAX
+                                      : (int64_t)src[x] >= INT32_MIN && (int64_t)src[x] <= INT32_MAX;
+        dst[x] = fits ? (int32_t)src[x] : 0;
+        if (!fits) atomicMin(first, (unsigned long long)x);
+    }
+}
+
 /* Runs `launch` into a fresh word and returns the smallest key it recorded (NONE if none). */
 template <typename Launch>
 static mk_status first_bad(Launch launch, const char *name, cudaStream_t s,
@@ -116,4 +130,44 @@ extern "C" mk_status mk_check_tokens_cuda(const int32_t *tokens, int64_t n, int6
     bad->found = 1;
     bad->flat = (int64_t)key;
     return read_int(tokens + bad->flat, &bad->value, s);
+}
+
+extern "C" mk_status mk_narrow_to_int32_cuda(const void *src, int itemsize, int is_signed,
+                                             int64_t n, int32_t *dst, mk_bad_index *bad,
+                                             void *stream) {
+    cudaStream_t s = MK_STREAM(stream);
+    unsigned long long key;
+    mk_status status;
+    memset(bad, 0, sizeof *bad);
+    if (n == 0) return MK_OK;
+    const unsigned blocks = mk_blocks_for(n, 256);
+    auto launch = [&](unsigned long long *word) {
+        if (itemsize == 1 && is_signed)
+            narrow_kernel<<<blocks, 256, 0, s>>>((const int8_t *)src, n, dst, word);
+        else if (itemsize == 1)
+            narrow_kernel<<<blocks, 256, 0, s>>>((const uint8_t *)src, n, dst, word);
+        else if (itemsize == 2 && is_signed)
+            narrow_kernel<<<blocks, 256, 0, s>>>((const int16_t *)src, n, dst, word);
+        else if (itemsize == 2)
+            narrow_kernel<<<blocks, 256, 0, s>>>((const uint16_t *)src, n, dst, word);
+        else if (itemsize == 4 && !is_signed)
+            narrow_kernel<<<blocks, 256, 0, s>>>((const uint32_t *)src, n, dst, word);
+        else if (itemsize == 8 && is_signed)
+            narrow_kernel<<<blocks, 256, 0, s>>>((const int64_t *)src, n, dst, word);
+        else
+            narrow_kernel<<<blocks, 256, 0, s>>>((const uint64_t *)src, n, dst, word);
+    };
+    if (!(itemsize == 1 || itemsize == 2 || itemsize == 8 || (itemsize == 4 && !is_signed)))
+        return mk_fail(MK_ERR_TYPE, "narrow: unsupported index item size %d", itemsize);
+    status = first_bad(launch, "launch of narrow_kernel", s, &key);
+    if (status != MK_OK || key == NONE) return status;
+    bad->found = 1;
+    bad->flat = (int64_t)key;
+    uint64_t raw = 0; /* little-endian: the low itemsize bytes, then sign-extended */
+    MK_CUDA_RETURN_IF(cudaMemcpyAsync(&raw, (const char *)src + key * itemsize, (size_t)itemsize,
+                                      cudaMemcpyDeviceToHost, s));
+    MK_CUDA_RETURN_IF(cudaStreamSynchronize(s));
+    if (is_signed && itemsize < 8 && ((raw >> (itemsize * 8 - 1)) & 1)) raw |= ~0ULL << (itemsize * 8);
+    bad->wide = (int64_t)raw;
+    return MK_OK;
 }

@@ -269,6 +269,41 @@ int mk_gpu_expect(mk_gpu_array *a, const char *op, const mk_dtype *dtype, int nd
     return 0;
 }
 
+int mk_gpu_expect_index(mk_gpu_array *a, const char *op, int ndim) {
+    if (!a->dtype || !PyTypeNum_ISINTEGER(a->dtype->npy_type))
+        return fail(PyExc_TypeError, op, a->name, "must have an integer dtype, got %s",
+                    a->dtype ? a->dtype->name : a->typestr);
+    if (a->ndim != ndim)
+        return fail(PyExc_ValueError, op, a->name, "must have %d dimension%s, got %d", ndim,
+                    ndim == 1 ? "" : "s", a->ndim);
+    return 0;
+}
+
+int mk_gpu_narrow(mk_gpu_array *a, const char *op) {
+    int64_t n = mk_shape_size(a->ndim, a->shape);
+    if (a->dtype->npy_type == NPY_INT32 || n == 0) return 0;
+    mk_bad_index bad;
+    mk_status status;
+    int is_signed = PyTypeNum_ISSIGNED(a->dtype->npy_type);
+    Py_BEGIN_ALLOW_THREADS;
+    status = mk_cuda_malloc_async((void **)&a->narrowed, (size_t)n * sizeof(int32_t), NULL);
+    if (status == MK_OK)
+        status = mk_narrow_to_int32_cuda(a->ptr, a->dtype->itemsize, is_signed, n, a->narrowed,
+                                         &bad, NULL);
+    Py_END_ALLOW_THREADS;
+    if (status != MK_OK) {
+        PyErr_Format(PyExc_RuntimeError, "%s: %s: %s", op, a->name, mk_error());
+        return -1;
+    }
+    if (bad.found)
+        return fail(PyExc_ValueError, op, a->name,
+                    "holds %lld at flat position %lld, outside the int32 range",
+                    (long long)bad.wide, (long long)bad.flat);
+    a->ptr = a->narrowed;
+    a->dtype = &mk_int32;
+    return 0;
+}
+
 int mk_gpu_attach(mk_gpu_array *a, const char *op, int device, void *stream) {
     mk_status status = MK_OK;
     if (a->ptr && a->device < 0) { /* CAI: ask the driver what the pointer is */
@@ -292,6 +327,9 @@ int mk_gpu_attach(mk_gpu_array *a, const char *op, int device, void *stream) {
 }
 
 void mk_gpu_release(mk_gpu_array *a) {
+    /* Stream-ordered: after the kernels that read it. A failure here has no one to tell. */
+    if (a->narrowed) (void)mk_cuda_free_async(a->narrowed, NULL);
+    a->narrowed = NULL;
     if (a->dl && a->dl->deleter) a->dl->deleter(a->dl);
     a->dl = NULL;
     Py_CLEAR(a->ref);

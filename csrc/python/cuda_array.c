@@ -10,7 +10,8 @@ static const mk_dtype dtypes[] = {
     {"float16", "<f2", 2, NPY_FLOAT16, kDLFloat}, {"float64", "<f8", 8, NPY_FLOAT64, kDLFloat},
     {"int8", "|i1", 1, NPY_INT8, kDLInt},         {"int16", "<i2", 2, NPY_INT16, kDLInt},
     {"int64", "<i8", 8, NPY_INT64, kDLInt},       {"uint8", "|u1", 1, NPY_UINT8, kDLUInt},
-    {"bool", "|b1", 1, NPY_BOOL, kDLBool},
+    {"uint16", "<u2", 2, NPY_UINT16, kDLUInt},    {"uint32", "<u4", 4, NPY_UINT32, kDLUInt},
+    {"uint64", "<u8", 8, NPY_UINT64, kDLUInt},    {"bool", "|b1", 1, NPY_BOOL, kDLBool},
 };
 #define NUM_DTYPES (sizeof dtypes / sizeof dtypes[0])
 const mk_dtype mk_float32 = {"float32", "<f4", 4, NPY_FLOAT32, kDLFloat};
@@ -100,7 +101,7 @@ static const mk_dtype *parse_dtype(PyObject *obj, const char *where) {
     if (!dt) {
         PyObject *s = PyObject_Str((PyObject *)descr);
         PyErr_Format(PyExc_TypeError,
-                     "%s: dtype %S is not supported (float16/32/64, int8/16/32/64, uint8, bool)",
+                     "%s: dtype %S is not supported (float16/32/64, int8/16/32/64, uint8/16/32/64, bool)",
                      where, s);
         Py_XDECREF(s);
     }

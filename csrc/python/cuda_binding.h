@@ -7,8 +7,10 @@
  *   when both protocols are there, since PyTorch's __cuda_array_interface__ is v2 and
  *   names no stream), or any object with __cuda_array_interface__ (versions 0-3; a v3
  *   `stream` is waited for before use; masks are refused);
- * - float arrays must be float32, index arrays int32 (TypeError naming the argument);
- *   converting on the GPU would hide an allocation and a copy;
+ * - float arrays must be float32 (TypeError naming the argument: converting would hide a
+ *   copy and a change of precision); index arrays may have any integer dtype, narrowed
+ *   to int32 on the device with a range check (ValueError, never a wrap-around), as on
+ *   the CPU;
  * - arrays must be C-contiguous (ValueError): a strided copy on the device is the
  *   caller's decision (x.contiguous(), cupy.ascontiguousarray);
  * - every array must live on the current CUDA device;
@@ -72,6 +74,7 @@ typedef struct {
     const char *source;      /* "DeviceArray", "__cuda_array_interface__", "__dlpack__" */
     PyObject *ref;           /* keeps the producer alive while the op runs */
     DLManagedTensor *dl;     /* a consumed DLPack tensor: its deleter runs at release */
+    int32_t *narrowed;       /* an index array's int32 copy (mk_gpu_narrow), freed at release */
 } mk_gpu_array;
 
 /* Reads obj's layout without touching the device: 0, or -1 with TypeError/ValueError
@@ -79,6 +82,11 @@ typedef struct {
 int mk_gpu_parse(PyObject *obj, const char *op, const char *name, mk_gpu_array *out);
 /* dtype and ndim, with the CPU path's messages. */
 int mk_gpu_expect(mk_gpu_array *a, const char *op, const mk_dtype *dtype, int ndim);
+/* An integer dtype (any width) and ndim, with the CPU path's messages. */
+int mk_gpu_expect_index(mk_gpu_array *a, const char *op, int ndim);
+/* After attach: an index array that is not int32 is narrowed to an int32 copy on the
+ * device (ptr and dtype then describe the copy); ValueError for a value that does not fit. */
+int mk_gpu_narrow(mk_gpu_array *a, const char *op);
 /* Checks that the array lives on `device` and orders its producer's stream before
  * `stream` (the one manaka's kernels will use). Touches the device. */
 int mk_gpu_attach(mk_gpu_array *a, const char *op, int device, void *stream);

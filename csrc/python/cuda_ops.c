@@ -18,14 +18,20 @@
 
 typedef struct {
     mk_gpu_array a[MAX_ARGS];
+    int index[MAX_ARGS]; /* a[i] is an index array */
     int n;
     int device;
 } call;
 
+/* A float32 argument (dtype = &mk_float32) or an index argument (dtype = &mk_int32: any
+ * integer dtype, narrowed to int32 at attach). */
 static mk_gpu_array *arg(call *c, PyObject *obj, const char *op, const char *name,
                          const mk_dtype *dtype, int ndim) {
-    mk_gpu_array *a = &c->a[c->n++]; /* counted even on failure: parse may hold a tensor */
-    if (mk_gpu_parse(obj, op, name, a) < 0 || mk_gpu_expect(a, op, dtype, ndim) < 0) return NULL;
+    mk_gpu_array *a = &c->a[c->n];
+    c->index[c->n++] = dtype == &mk_int32; /* counted even on failure: parse may hold a tensor */
+    if (mk_gpu_parse(obj, op, name, a) < 0) return NULL;
+    if ((dtype == &mk_int32 ? mk_gpu_expect_index(a, op, ndim) : mk_gpu_expect(a, op, dtype, ndim)) < 0)
+        return NULL;
     return a;
 }
 
@@ -40,8 +46,8 @@ static int same(int64_t got, int64_t want, const char *op, const char *what) {
     return -1;
 }
 
-/* Finds the device, then checks every parsed array against it and orders their streams
- * before ours. */
+/* Finds the device, then checks every parsed array against it, orders their streams
+ * before ours, and narrows index arrays to int32. */
 static int attach(call *c, const char *op) {
     int count;
     mk_status status = mk_cuda_device_count(&count);
@@ -52,7 +58,9 @@ static int attach(call *c, const char *op) {
         return -1;
     }
     for (int i = 0; i < c->n; i++)
-        if (mk_gpu_attach(&c->a[i], op, c->device, NULL) < 0) return -1;
+        if (mk_gpu_attach(&c->a[i], op, c->device, NULL) < 0 ||
+            (c->index[i] && mk_gpu_narrow(&c->a[i], op) < 0))
+            return -1;
     return 0;
 }
 
