@@ -1,19 +1,15 @@
-/* Runs csrc/cuda's kernels on the CPU, for tests on machines without a GPU: every CUDA
- * thread of a block is a std::thread, __syncthreads a block-wide barrier, a warp shuffle
- * an exchange between the 32 threads of a warp; blocks run one after another.
- * Included before each kernel file (translate.py rewrites `kernel<<<...>>>(args)` into
+/* Runs csrc/cuda's kernels on the CPU, for tests on machines without a GPU. The threads
+ * of a block are fibers (ucontext) on one OS thread, switched at __syncthreads (a block
+ * barrier) and at warp shuffles (a warp barrier); blocks run one after another. The
+ * schedule is deterministic, so even atomicAdd sums come out the same every run here.
+ * Included before each kernel file (build.py rewrites `kernel<<<...>>>(args)` into
  * mk_emu::launch and `extern __shared__ T name[]` into a pointer to the block's buffer).
  * This checks the kernels' indexing, synchronisation and arithmetic, not GPU specifics
- * (memory model, alignment faults, resource limits). */
+ * (memory model, alignment faults, resource limits, real concurrency). */
 #ifndef MK_EMU_H
 #define MK_EMU_H
-#include <atomic>
-#include <barrier>
 #include <cmath>
 #include <functional>
-#include <memory>
-#include <thread>
-#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -24,43 +20,35 @@
 #define __restrict__ __restrict
 
 namespace mk_emu {
-struct block_state {
-    std::barrier<> *block;
-    std::vector<std::unique_ptr<std::barrier<>>> warps;
-    std::vector<float> exchange; /* one float per thread for shuffles */
-    void *shared;
+struct thread_view {
+    dim3 thread, block, block_dim, grid_dim;
 };
-extern thread_local dim3 t_thread, t_block, t_block_dim, t_grid_dim;
-extern thread_local block_state *t_state;
+extern thread_view *current; /* the fiber running now */
 void launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
             const std::function<void()> &kernel);
-inline void *shared_mem() { return t_state->shared; }
+void *shared_mem();
+void sync_block();
+float shuffle_xor(float v, int offset);
 }  // namespace mk_emu
 
-#define threadIdx (mk_emu::t_thread)
-#define blockIdx (mk_emu::t_block)
-#define blockDim (mk_emu::t_block_dim)
-#define gridDim (mk_emu::t_grid_dim)
+#define threadIdx (mk_emu::current->thread)
+#define blockIdx (mk_emu::current->block)
+#define blockDim (mk_emu::current->block_dim)
+#define gridDim (mk_emu::current->grid_dim)
 
-inline void __syncthreads() { mk_emu::t_state->block->arrive_and_wait(); }
-
-inline float __shfl_xor_sync(unsigned, float v, int offset) {
-    unsigned tid = threadIdx.x, warp = tid / 32;
-    mk_emu::t_state->exchange[tid] = v;
-    mk_emu::t_state->warps[warp]->arrive_and_wait();
-    float other = mk_emu::t_state->exchange[warp * 32 + ((tid % 32) ^ (unsigned)offset)];
-    mk_emu::t_state->warps[warp]->arrive_and_wait();
-    return other;
-}
-
+inline void __syncthreads() { mk_emu::sync_block(); }
+inline float __shfl_xor_sync(unsigned, float v, int offset) { return mk_emu::shuffle_xor(v, offset); }
 template <typename T> inline T __ldg(const T *p) { return *p; }
 
-inline float atomicAdd(float *p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
+/* One OS thread runs everything: plain read-modify-writes are atomic here. */
+inline float atomicAdd(float *p, float v) {
+    float old = *p;
+    *p = old + v;
+    return old;
+}
 inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v) {
-    std::atomic_ref<unsigned long long> a(*p);
-    unsigned long long old = a.load();
-    while (v < old && !a.compare_exchange_weak(old, v)) {
-    }
+    unsigned long long old = *p;
+    if (v < old) *p = v;
     return old;
 }
 #endif
