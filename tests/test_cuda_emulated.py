@@ -267,3 +267,17 @@ def test_narrow_to_int32(emu, dtype):
              ctypes.byref(bad))
         first = 3 if info.min < 0 else 5
         assert bad.found == 1 and bad.flat == first and bad.wide == np.int64(src[first].astype(np.int64))
+
+
+def test_gpu_test_files_pass_on_the_emulated_device():
+    """tests/test_cuda_ops.py and tests/test_device_array.py against manaka._cuda built on
+    the emulator: the real binding (argument parsing, DeviceArray, DLPack/CAI, index
+    checks and their messages, narrowing, out=) over the real kernels."""
+    import subprocess
+
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "cuda_emu", "run_gpu_tests.py")],
+                         capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
+    summary = run.stdout.strip().splitlines()[-1]
+    passed = int(summary.split(" passed")[0].split()[-1])
+    assert passed >= 60, summary

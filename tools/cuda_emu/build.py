@@ -12,6 +12,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SOURCES = ["bucket.cu", "gather_dot.cu", "pair_sums.cu", "power_sums.cu", "validate.cu"]
+RUNTIME = "runtime.cu"  # in the extension build only: the kernel tests call launchers directly
 
 
 def split_top_level(text):
@@ -65,35 +66,64 @@ def inputs():
     files = [os.path.join(ROOT, "csrc", "cuda", f) for f in os.listdir(os.path.join(ROOT, "csrc", "cuda"))]
     files += [os.path.join(ROOT, "csrc", "manaka.h"), os.path.join(ROOT, "csrc", "error.c"), __file__,
               os.path.join(HERE, "emu.cpp")]
+    files += [os.path.join(ROOT, "csrc", "python", f) for f in os.listdir(os.path.join(ROOT, "csrc", "python"))]
     for folder, _, names in os.walk(os.path.join(HERE, "include")):
         files += [os.path.join(folder, n) for n in names]
     return files
 
 
-def build(out_dir):
-    """Builds (unless up to date) and returns the path of libmk_emu.so in out_dir."""
-    os.makedirs(out_dir, exist_ok=True)
-    lib = os.path.join(out_dir, "libmk_emu.so")
-    if os.path.exists(lib) and os.path.getmtime(lib) >= max(os.path.getmtime(f) for f in inputs()):
-        return lib
+def _up_to_date(target):
+    return os.path.exists(target) and os.path.getmtime(target) >= max(os.path.getmtime(f) for f in inputs())
+
+
+def _compile(out_dir, sources, link_extra, target):
     inc = os.path.join(HERE, "include")
-    objects = []
-    for name in SOURCES:
+    cpps = []
+    for name in sources:
         src = os.path.join(ROOT, "csrc", "cuda", name)
         cpp = os.path.join(out_dir, name[:-3] + ".cpp")
         with open(src) as f, open(cpp, "w") as g:
             g.write(f'#line 1 "{src}"\n' + translate(f.read()))
-        objects.append(cpp)
-    error_o = os.path.join(out_dir, "error.o")
+        cpps.append(cpp)
     # MK_EMU_ASAN=1: AddressSanitizer, to catch out-of-bounds reads and writes (run Python
     # with LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0).
     sanitize = ["-fsanitize=address", "-fno-omit-frame-pointer"] if os.environ.get("MK_EMU_ASAN") == "1" else []
+    error_o = os.path.join(out_dir, "error.o")
     subprocess.check_call(["gcc", "-std=c11", "-O1", "-fPIC", *sanitize, "-c",
                            os.path.join(ROOT, "csrc", "error.c"), "-o", error_o])
     subprocess.check_call(["g++", "-std=c++20", "-O1", "-g", "-fPIC", "-shared", "-pthread", *sanitize,
                            "-I", inc, "-I", os.path.join(ROOT, "csrc", "cuda"), "-include", "emu.h",
-                           os.path.join(HERE, "emu.cpp"), *objects, error_o, "-o", lib])
-    return lib
+                           os.path.join(HERE, "emu.cpp"), *cpps, error_o, *link_extra, "-o", target])
+    return target
+
+
+def build(out_dir):
+    """The kernels and launchers as libmk_emu.so in out_dir (rebuilt when out of date)."""
+    os.makedirs(out_dir, exist_ok=True)
+    lib = os.path.join(out_dir, "libmk_emu.so")
+    return lib if _up_to_date(lib) else _compile(out_dir, SOURCES, [], lib)
+
+
+def build_extension(out_dir):
+    """manaka._cuda built against the emulator: the real binding (csrc/python/cuda_*.c),
+    kernels and runtime.cu, so the GPU test files run without a GPU (run_gpu_tests.py)."""
+    import sysconfig
+
+    import numpy
+
+    os.makedirs(out_dir, exist_ok=True)
+    target = os.path.join(out_dir, "_cuda" + sysconfig.get_config_var("EXT_SUFFIX"))
+    if _up_to_date(target):
+        return target
+    py_dir = os.path.join(ROOT, "csrc", "python")
+    objects = []
+    for c in ["binding.c"] + sorted(f for f in os.listdir(py_dir) if f.startswith("cuda_") and f.endswith(".c")):
+        obj = os.path.join(out_dir, c[:-2] + ".o")
+        subprocess.check_call(["gcc", "-std=c11", "-O1", "-g", "-fPIC", "-Wall", "-I", sysconfig.get_paths()["include"],
+                               "-I", numpy.get_include(), "-I", os.path.join(ROOT, "csrc"),
+                               '-DMK_CUDA_ARCHS="emulated"', "-c", os.path.join(py_dir, c), "-o", obj])
+        objects.append(obj)
+    return _compile(out_dir, SOURCES + [RUNTIME], objects, target)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -120,4 +121,75 @@ cudaError_t cudaGetLastError(void) {
     cudaError_t e = mk_emu::last_error;
     mk_emu::last_error = cudaSuccess;
     return e;
+}
+
+/* ---------------------------------------------------------------- device memory */
+static std::map<const char *, size_t> allocations; /* start -> size */
+/* Strict: memsets and copies must touch "device" memory where a GPU would need it. Off for
+ * the kernel tests, which hand the launchers NumPy buffers as device memory. */
+static bool strict = false;
+extern "C" void mk_emu_strict(int on) { strict = on != 0; }
+
+static bool on_device(const void *p, size_t n) {
+    auto it = allocations.upper_bound((const char *)p);
+    if (it == allocations.begin()) return false;
+    --it;
+    return (const char *)p >= it->first && (const char *)p + n <= it->first + it->second;
+}
+
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) {
+    *p = aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+    if (!*p) return cudaErrorMemoryAllocation;
+    memset(*p, 0xA5, bytes); /* garbage, like fresh device memory */
+    allocations[(const char *)*p] = bytes;
+    return cudaSuccess;
+}
+cudaError_t cudaMalloc(void **p, size_t bytes) { return cudaMallocAsync(p, bytes, nullptr); }
+
+cudaError_t cudaFreeAsync(void *p, cudaStream_t) {
+    auto it = allocations.find((const char *)p);
+    if (it == allocations.end()) return cudaErrorInvalidValue;
+    allocations.erase(it);
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void *p) { return p ? cudaFreeAsync(p, nullptr) : cudaSuccess; }
+
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) {
+    if (strict && !on_device(p, n)) return cudaErrorInvalidValue;
+    memset(p, v, n);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind kind, cudaStream_t) {
+    bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    if (strict && (on_device(s, n) != src_dev || on_device(d, n) != dst_dev)) return cudaErrorInvalidValue;
+    memcpy(d, s, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind kind) {
+    return cudaMemcpyAsync(d, s, n, kind, nullptr);
+}
+
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *p) {
+    bool dev = on_device(p, 1);
+    attr->type = dev ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered;
+    attr->device = dev ? 0 : -2;
+    attr->devicePointer = dev ? (void *)p : nullptr;
+    attr->hostPointer = nullptr;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceCount(int *count) {
+    *count = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *device) {
+    *device = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int) {
+    snprintf(prop->name, sizeof prop->name, "mk_emu (CPU emulation of a CUDA device)");
+    return cudaSuccess;
 }

@@ -8,8 +8,33 @@
 #include <cstdlib>
 #include <cstring>
 
-typedef enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidValue = 1 } cudaError_t;
+typedef enum {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorCudartUnloading = 4,
+    cudaErrorNoDevice = 100,
+} cudaError_t;
 typedef struct CUstream_st *cudaStream_t;
+typedef struct CUevent_st *cudaEvent_t;
+#define cudaStreamLegacy ((cudaStream_t)0x1)
+#define cudaStreamPerThread ((cudaStream_t)0x2)
+#define cudaEventDisableTiming 0x02
+enum cudaMemoryType {
+    cudaMemoryTypeUnregistered = 0,
+    cudaMemoryTypeHost = 1,
+    cudaMemoryTypeDevice = 2,
+    cudaMemoryTypeManaged = 3
+};
+struct cudaPointerAttributes {
+    enum cudaMemoryType type;
+    int device;
+    void *devicePointer;
+    void *hostPointer;
+};
+struct cudaDeviceProp {
+    char name[256];
+};
 typedef enum {
     cudaMemcpyHostToHost = 0,
     cudaMemcpyHostToDevice = 1,
@@ -31,22 +56,28 @@ static inline const char *cudaGetErrorName(cudaError_t e) {
 static inline const char *cudaGetErrorString(cudaError_t e) { return cudaGetErrorName(e); }
 cudaError_t cudaGetLastError(void);
 
-static inline cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) {
-    *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
-    if (*p) memset(*p, 0xA5, bytes); /* garbage, like fresh device memory */
-    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
-}
-static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) {
-    free(p);
-    return cudaSuccess;
-}
-static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) {
-    memset(p, v, n);
-    return cudaSuccess;
-}
-static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) {
-    memcpy(d, s, n);
-    return cudaSuccess;
-}
+/* "Device" memory is host memory from these allocators, tracked so that copies in the
+ * wrong direction, frees of foreign pointers and pointer queries behave as on a GPU. */
+cudaError_t cudaMalloc(void **p, size_t bytes);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t);
+cudaError_t cudaFreeAsync(void *p, cudaStream_t);
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t);
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind kind, cudaStream_t);
+cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind kind);
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *p);
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device);
+static inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = 0; return cudaSuccess; }
+static inline cudaError_t cudaDriverGetVersion(int *v) { *v = 0; return cudaSuccess; }
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
+    *e = (cudaEvent_t)0x10;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
+static inline cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
 #endif
