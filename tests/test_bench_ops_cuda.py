@@ -41,6 +41,12 @@ class HostArray:
     def numpy(self):
         return self.a.copy()
 
+    def __dlpack__(self, **kwargs):  # lets torch.from_dlpack view it (on the CPU)
+        return self.a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
 
 def fake_backend():
     def wrap(op):
@@ -65,7 +71,7 @@ def fake_backend():
                                  **ops)
 
 
-def test_bench_bookkeeping_with_a_stand_in_backend(monkeypatch, tmp_path):
+def stand_in(monkeypatch):
     backend = fake_backend()
     monkeypatch.setattr(cuda, "_cuda", backend)
     monkeypatch.setattr(cuda, "is_available", lambda: True)
@@ -74,6 +80,10 @@ def test_bench_bookkeeping_with_a_stand_in_backend(monkeypatch, tmp_path):
     monkeypatch.setattr(cuda, "_ops", lambda op: backend)
     monkeypatch.setattr(manaka, "DeviceArray", HostArray)
     monkeypatch.setattr(ops_cuda, "other_gpu_processes", lambda: [])
+
+
+def test_bench_bookkeeping_with_a_stand_in_backend(monkeypatch, tmp_path):
+    stand_in(monkeypatch)
     rc = ops_cuda.main(["--batch", "8", "--runs", "1", "--inner", "1", "--no-torch", "--copy-mib", "4",
                         "--out", str(tmp_path)])
     assert rc == 0
@@ -88,3 +98,17 @@ def test_bench_bookkeeping_with_a_stand_in_backend(monkeypatch, tmp_path):
         assert ("atomic" in r) == (r["op"] in ("gather_dot backward", "pair_sums backward"))
     assert result["bandwidth_gbs"] > 0 and result["fp32_tflops"] is None
     assert (tmp_path / "ops-cuda.md").exists()
+
+
+def test_bench_torch_rows_with_a_stand_in_backend(monkeypatch, tmp_path):
+    """The PyTorch eager rows (on PyTorch's CPU device here) agree with the CPU results."""
+    torch = pytest.importorskip("torch")
+    stand_in(monkeypatch)
+    monkeypatch.setattr(ops_cuda, "import_torch", lambda: torch)
+    monkeypatch.setattr(ops_cuda, "fp32_tflops", lambda torch: 1.0)
+    rc = ops_cuda.main(["--batch", "8", "--runs", "1", "--inner", "1", "--no-compile", "--copy-mib", "4",
+                        "--out", str(tmp_path)])
+    assert rc == 0
+    result = json.load(open(tmp_path / "ops-cuda.json"))
+    for r in result["results"]:
+        assert float(r["torch eager"]["extra"]["rel_diff"]) < 1e-4, r["op"]
