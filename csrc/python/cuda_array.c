@@ -109,9 +109,10 @@ static const mk_dtype *parse_dtype(PyObject *obj, const char *where) {
     return dt;
 }
 
-static PyObject *raise_status(const char *where, mk_status status) {
+PyObject *mk_raise_where(const char *where, mk_status status) {
     PyObject *type = status == MK_ERR_NOMEM ? PyExc_MemoryError
                      : status == MK_ERR_VALUE ? PyExc_ValueError
+                     : status == MK_ERR_TYPE  ? PyExc_TypeError
                                               : PyExc_RuntimeError;
     PyErr_Format(type, "%s: %s", where, mk_error());
     return NULL;
@@ -137,7 +138,7 @@ mk_device_array *mk_device_array_empty(int ndim, const int64_t *shape, const mk_
     size_t bytes = (size_t)mk_shape_size(ndim, shape) * (size_t)dtype->itemsize;
     int device;
     mk_status status = mk_cuda_current_device(&device);
-    if (status != MK_OK) return (mk_device_array *)raise_status("DeviceArray", status);
+    if (status != MK_OK) return (mk_device_array *)mk_raise_where("DeviceArray", status);
     mk_device_array *self = alloc_array(ndim, shape, dtype);
     if (!self) return NULL;
     self->device = device;
@@ -146,7 +147,7 @@ mk_device_array *mk_device_array_empty(int ndim, const int64_t *shape, const mk_
     Py_END_ALLOW_THREADS;
     if (status != MK_OK) {
         Py_DECREF(self);
-        return (mk_device_array *)raise_status("DeviceArray", status);
+        return (mk_device_array *)mk_raise_where("DeviceArray", status);
     }
     self->owns = 1;
     return self;
@@ -216,7 +217,7 @@ static PyObject *array_from_numpy(PyObject *cls, PyObject *a) {
         Py_END_ALLOW_THREADS;
         if (status != MK_OK) {
             Py_CLEAR(out);
-            raise_status("DeviceArray.from_numpy", status);
+            mk_raise_where("DeviceArray.from_numpy", status);
         }
     }
     Py_DECREF(c);
@@ -259,7 +260,7 @@ static PyObject *array_from_ptr(PyObject *cls, PyObject *args, PyObject *kw) {
     /* Only now touch the device: what memory is this? */
     mk_status status = mk_cuda_current_device(&device);
     if (status == MK_OK && address) status = mk_cuda_pointer_info((void *)(uintptr_t)address, &kind, &device);
-    if (status != MK_OK) return raise_status(where, status);
+    if (status != MK_OK) return mk_raise_where(where, status);
     if (address && kind == MK_MEM_HOST) {
         PyErr_Format(PyExc_ValueError,
                      "%s: ptr 0x%llx is not CUDA device or managed memory (a host address?)",
@@ -291,7 +292,7 @@ static PyObject *array_numpy(mk_device_array *self, PyObject *unused) {
     Py_END_ALLOW_THREADS;
     if (status != MK_OK) {
         Py_DECREF(out);
-        return raise_status("DeviceArray.numpy", status);
+        return mk_raise_where("DeviceArray.numpy", status);
     }
     return (PyObject *)out;
 }
@@ -393,7 +394,7 @@ static PyObject *array_dlpack(mk_device_array *self, PyObject *args, PyObject *k
         if (stream == -1 && PyErr_Occurred()) return NULL;
         if (stream != -1 && stream != 0 && stream != 1) {
             mk_status status = mk_cuda_stream_wait(NULL, (void *)(intptr_t)stream);
-            if (status != MK_OK) return raise_status(where, status);
+            if (status != MK_OK) return mk_raise_where(where, status);
         }
     }
     exported *e = PyMem_RawCalloc(1, sizeof *e);

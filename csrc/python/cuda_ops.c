@@ -64,15 +64,6 @@ static int attach(call *c, const char *op) {
     return 0;
 }
 
-static PyObject *raise_op(const char *op, mk_status status) {
-    PyObject *type = status == MK_ERR_NOMEM ? PyExc_MemoryError
-                     : status == MK_ERR_VALUE ? PyExc_ValueError
-                     : status == MK_ERR_TYPE  ? PyExc_TypeError
-                                              : PyExc_RuntimeError;
-    PyErr_Format(type, "%s: %s", op, mk_error());
-    return NULL;
-}
-
 /* An `out=` array, parsed with the inputs (NULL pointer in *parsed when not given). */
 static int out_arg(call *c, PyObject *obj, const char *op, const char *name, int ndim,
                    mk_gpu_array **parsed) {
@@ -114,7 +105,7 @@ static PyObject *result(PyObject *out_o, mk_gpu_array *out, const char *op, int 
         status = (call_expr);                   \
         Py_END_ALLOW_THREADS;                   \
         if (status != MK_OK) {                  \
-            raise_op(op, status);               \
+            mk_raise_where(op, status);               \
             goto fail;                          \
         }                                       \
     } while (0)
@@ -129,7 +120,7 @@ static int check_legal(const char *op, mk_gpu_array *indices, mk_gpu_array *coun
     status = mk_check_legal_cuda(P32(indices), P32(counts), B, L, M, &bad, NULL);
     Py_END_ALLOW_THREADS;
     if (status != MK_OK) {
-        raise_op(op, status);
+        mk_raise_where(op, status);
         return -1;
     }
     if (!bad.found) return 0;
@@ -153,7 +144,7 @@ static int check_tokens(const char *op, mk_gpu_array *tokens, int64_t V, const c
     status = mk_check_tokens_cuda(P32(tokens), mk_shape_size(3, tokens->shape), V, &bad, NULL);
     Py_END_ALLOW_THREADS;
     if (status != MK_OK) {
-        raise_op(op, status);
+        mk_raise_where(op, status);
         return -1;
     }
     if (!bad.found) return 0;
