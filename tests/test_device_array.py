@@ -24,6 +24,11 @@ def test_round_trip(dtype):
     np.testing.assert_array_equal(x.numpy(), a)
 
 
+def test_no_implicit_conversion_to_numpy():
+    with pytest.raises(TypeError, match="use .numpy\\(\\)"):
+        np.asarray(DeviceArray.from_numpy(np.ones(3, np.float32)))
+
+
 def test_from_numpy_copies_non_contiguous_input():
     a = np.arange(20, dtype=np.float32).reshape(4, 5)[:, ::2]
     np.testing.assert_array_equal(DeviceArray.from_numpy(a).numpy(), a)

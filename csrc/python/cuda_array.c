@@ -297,6 +297,14 @@ static PyObject *array_numpy(mk_device_array *self, PyObject *unused) {
     return (PyObject *)out;
 }
 
+/* np.asarray(x) would otherwise make a 0-d object array without a word: refuse, as CuPy
+ * does, since a device-to-host copy should be asked for. */
+static PyObject *array_array(mk_device_array *self, PyObject *args, PyObject *kw) {
+    PyErr_SetString(PyExc_TypeError,
+                    "a DeviceArray lives in GPU memory: use .numpy() to copy it to the host");
+    return NULL;
+}
+
 static PyObject *shape_tuple(mk_device_array *self) {
     PyObject *t = PyTuple_New(self->ndim);
     for (int i = 0; t && i < self->ndim; i++) {
@@ -444,6 +452,8 @@ static PyMethodDef array_methods[] = {
      "device memory at address ptr, without a copy. The memory is not freed by manaka; `owner`\n"
      "(any object) is kept alive as long as the DeviceArray."},
     {"numpy", (PyCFunction)array_numpy, METH_NOARGS, "numpy() -> a NumPy copy of the array."},
+    {"__array__", (PyCFunction)(void (*)(void))array_array, METH_VARARGS | METH_KEYWORDS,
+     "Refuses implicit conversion: use numpy()."},
     {"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack, METH_VARARGS | METH_KEYWORDS,
      "DLPack export (zero-copy); stream as in the array API standard."},
     {"__dlpack_device__", (PyCFunction)array_dlpack_device, METH_NOARGS, "(2, device): CUDA."},
