@@ -145,7 +145,7 @@ core.sources = [s for s in core.sources if not os.path.basename(s).startswith("c
 # training-step primitives in csrc/cuda (memory.cu, dense.cu, loss.cu, ...) join this list
 # when the CUDA model is built (they need csrc/backend.h and cuBLAS).
 CUDA_OP_SOURCES = ["bucket.cu", "gather_dot.cu", "pair_sums.cu", "power_sums.cu", "runtime.cu",
-                   "validate.cu"]
+                   "validate.cu", "workspace.cu"]
 
 extensions = [core]
 CUDA = cuda_config()

@@ -43,16 +43,16 @@ mk_status mk_buckets_alloc(mk_buckets *bk, int64_t n, int64_t num_keys, cudaStre
     bk->n = n;
     bk->num_keys = (int32_t)num_keys;
     size_t words = (size_t)(n > 0 ? n : 1);
-    MK_CUDA_TRY(cudaMallocAsync((void **)&bk->keys, words * sizeof(uint32_t), stream));
-    MK_CUDA_TRY(cudaMallocAsync((void **)&bk->sorted_keys, words * sizeof(uint32_t), stream));
-    MK_CUDA_TRY(cudaMallocAsync((void **)&bk->ids, words * sizeof(int32_t), stream));
-    MK_CUDA_TRY(cudaMallocAsync((void **)&bk->order, words * sizeof(int32_t), stream));
-    MK_CUDA_TRY(cudaMallocAsync((void **)&bk->starts, ((size_t)num_keys + 1) * sizeof(int32_t),
+    MK_CUDA_TRY(mk_workspace_alloc((void **)&bk->keys, words * sizeof(uint32_t), stream));
+    MK_CUDA_TRY(mk_workspace_alloc((void **)&bk->sorted_keys, words * sizeof(uint32_t), stream));
+    MK_CUDA_TRY(mk_workspace_alloc((void **)&bk->ids, words * sizeof(int32_t), stream));
+    MK_CUDA_TRY(mk_workspace_alloc((void **)&bk->order, words * sizeof(int32_t), stream));
+    MK_CUDA_TRY(mk_workspace_alloc((void **)&bk->starts, ((size_t)num_keys + 1) * sizeof(int32_t),
                                 stream));
     MK_CUDA_TRY(cub::DeviceRadixSort::SortPairs(NULL, bk->temp_bytes, bk->keys, bk->sorted_keys,
                                                 bk->ids, bk->order, (int)words, 0,
                                                 key_bits(bk->num_keys), stream));
-    MK_CUDA_TRY(cudaMallocAsync(&bk->temp, bk->temp_bytes ? bk->temp_bytes : 1, stream));
+    MK_CUDA_TRY(mk_workspace_alloc(&bk->temp, bk->temp_bytes ? bk->temp_bytes : 1, stream));
 done:
     if (status != MK_OK) mk_buckets_free(bk, stream);
     return status;
@@ -79,9 +79,9 @@ mk_status mk_buckets_free(mk_buckets *bk, cudaStream_t stream) {
     mk_status status = MK_OK;
     void *buffers[] = {bk->keys, bk->sorted_keys, bk->ids, bk->order, bk->starts, bk->temp};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) {
-        cudaError_t err = buffers[i] ? cudaFreeAsync(buffers[i], stream) : cudaSuccess;
+        cudaError_t err = buffers[i] ? mk_workspace_free(buffers[i], stream) : cudaSuccess;
         if (err != cudaSuccess && status == MK_OK)
-            status = mk_cuda_error(err, "cudaFreeAsync(bucket buffer)", __FILE__, __LINE__);
+            status = mk_cuda_error(err, "mk_workspace_free(bucket buffer)", __FILE__, __LINE__);
     }
     memset(bk, 0, sizeof *bk);
     return status;

@@ -10,7 +10,7 @@
 #ifndef MANAKA_CUDA_BUCKET_CUH
 #define MANAKA_CUDA_BUCKET_CUH
 
-#include "common.cuh"
+#include "workspace.cuh"
 
 typedef struct {
     int64_t n;          /* entries */

@@ -1,8 +1,8 @@
 /* Device discovery, memory and stream ordering for the binding; see runtime.h. */
 #include <stdio.h>
 
-#include "common.cuh"
 #include "runtime.h"
+#include "workspace.cuh"
 
 #define TRY_RETURN MK_CUDA_RETURN_IF
 
@@ -56,12 +56,12 @@ extern "C" mk_status mk_cuda_free(void *ptr) {
 
 extern "C" mk_status mk_cuda_malloc_async(void **ptr, size_t bytes, void *stream) {
     *ptr = NULL;
-    if (bytes) TRY_RETURN(cudaMallocAsync(ptr, bytes, MK_STREAM(stream)));
+    if (bytes) TRY_RETURN(mk_workspace_alloc(ptr, bytes, MK_STREAM(stream)));
     return MK_OK;
 }
 
 extern "C" mk_status mk_cuda_free_async(void *ptr, void *stream) {
-    if (ptr) TRY_RETURN(cudaFreeAsync(ptr, MK_STREAM(stream)));
+    if (ptr) TRY_RETURN(mk_workspace_free(ptr, MK_STREAM(stream)));
     return MK_OK;
 }
 

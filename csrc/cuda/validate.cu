@@ -2,8 +2,8 @@
  * bad index is a Python ValueError with its position, never an out-of-bounds read.
  * Each check keeps the smallest offending key with atomicMin (integer: the answer does
  * not depend on scheduling), then copies that one word back. */
-#include "common.cuh"
 #include "runtime.h"
+#include "workspace.cuh"
 
 #define NONE 0xffffffffffffffffULL
 
@@ -58,7 +58,7 @@ static mk_status first_bad(Launch launch, const char *name, cudaStream_t s,
     mk_status status = MK_OK;
     unsigned long long *word = NULL;
     *key = NONE;
-    MK_CUDA_TRY(cudaMallocAsync((void **)&word, sizeof *word, s));
+    MK_CUDA_TRY(mk_workspace_alloc((void **)&word, sizeof *word, s));
     MK_CUDA_TRY(cudaMemsetAsync(word, 0xff, sizeof *word, s));
     launch(word);
     {
@@ -72,9 +72,9 @@ static mk_status first_bad(Launch launch, const char *name, cudaStream_t s,
     MK_CUDA_TRY(cudaStreamSynchronize(s));
 done:
     if (word) {
-        cudaError_t err = cudaFreeAsync(word, s);
+        cudaError_t err = mk_workspace_free(word, s);
         if (err != cudaSuccess && status == MK_OK)
-            status = mk_cuda_error(err, "cudaFreeAsync", __FILE__, __LINE__);
+            status = mk_cuda_error(err, "mk_workspace_free", __FILE__, __LINE__);
     }
     return status;
 }

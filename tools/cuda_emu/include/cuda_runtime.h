@@ -35,6 +35,18 @@ struct cudaPointerAttributes {
 struct cudaDeviceProp {
     char name[256];
 };
+typedef struct CUmemPool_st *cudaMemPool_t;
+enum cudaMemAllocationType { cudaMemAllocationTypePinned = 1 };
+enum cudaMemLocationType { cudaMemLocationTypeDevice = 1 };
+struct cudaMemLocation {
+    enum cudaMemLocationType type;
+    int id;
+};
+struct cudaMemPoolProps {
+    enum cudaMemAllocationType allocType;
+    struct cudaMemLocation location;
+};
+enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold = 4 };
 typedef enum {
     cudaMemcpyHostToHost = 0,
     cudaMemcpyHostToDevice = 1,
@@ -69,6 +81,12 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const v
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 cudaError_t cudaGetDeviceCount(int *count);
+/* Pools: MK_EMU_POOLS=0 makes creation fail, to run the default-pool fallback. */
+cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps *props);
+static inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, enum cudaMemPoolAttr, void *) { return cudaSuccess; }
+static inline cudaError_t cudaMallocFromPoolAsync(void **p, size_t bytes, cudaMemPool_t, cudaStream_t s) {
+    return cudaMallocAsync(p, bytes, s);
+}
 cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device);
 static inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = 0; return cudaSuccess; }
