@@ -4,12 +4,13 @@ The fused ops live in :mod:`manaka.ops`; see DESIGN.md for the math they compute
 """
 from __future__ import annotations
 
-from . import _core, ops
+from . import _core, cuda, ops
 from .batch import Batch
+from .cuda import DeviceArray
 
 __version__ = "0.1.0"
 
-__all__ = ["ops", "Batch", "build_info", "set_num_threads", "get_num_threads", "__version__"]
+__all__ = ["ops", "cuda", "Batch", "DeviceArray", "build_info", "set_num_threads", "get_num_threads", "__version__"]
 
 
 def set_num_threads(n: int) -> None:
@@ -26,5 +27,6 @@ def build_info() -> dict:
     """What was built and what is present: compiler, OpenMP, threads, backends."""
     info = dict(_core.build_info())
     info["version"] = __version__
-    info["backends"] = ["cpu"]
+    info["cuda"] = cuda.build_info()  # built, archs, device_present, device
+    info["backends"] = ["cpu"] + (["cuda"] if info["cuda"]["device_present"] else [])
     return info
