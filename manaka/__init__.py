@@ -1,19 +1,29 @@
 """manaka: fast policy/value network training for board games.
 
-The fused ops live in :mod:`manaka.ops`; see DESIGN.md for the math they compute.
+The fused ops live in :mod:`manaka.ops`; the network in :class:`Model`, its training step
+in :class:`Trainer`; see DESIGN.md for the math they compute.
 """
 from __future__ import annotations
 
-from . import _core, ops
-from .batch import Batch
+from . import _openblas
+
+_openblas.load()  # before _core: it resolves its BLAS symbols against this copy
+
+from . import _core, ops  # noqa: E402
+from .batch import Batch  # noqa: E402
+from .model import Model, ModelConfig  # noqa: E402
+from .trainer import Stats, Trainer  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["ops", "Batch", "build_info", "set_num_threads", "get_num_threads", "__version__"]
+__all__ = ["ops", "Batch", "ModelConfig", "Model", "Trainer", "Stats", "build_info",
+           "set_num_threads", "get_num_threads", "__version__"]
 
 
 def set_num_threads(n: int) -> None:
-    """Sets the number of OpenMP threads every CPU op uses (0 restores the default)."""
+    """Sets the number of threads every CPU op and GEMM uses (0 restores the default).
+
+    OpenMP loops and OpenBLAS's thread pool are set together, so they agree."""
     _core.set_num_threads(n)
 
 

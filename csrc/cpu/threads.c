@@ -1,10 +1,16 @@
 /* The OpenMP thread count: the one setting shared by every CPU op. */
 #include "../manaka.h"
 #include "threads.h"
+#include "backend_cpu.h"
 
 static int num_threads = 0; /* 0: OpenMP's default */
 
-void mk_set_num_threads(int n) { num_threads = n > 0 ? n : 0; }
+/* OpenBLAS keeps its own thread pool: it gets the same count, so GEMMs and OpenMP loops
+ * never ask for more cores than the user allowed. */
+void mk_set_num_threads(int n) {
+    num_threads = n > 0 ? n : 0;
+    mk_gemm_set_num_threads(mk_get_num_threads());
+}
 
 int mk_get_num_threads(void) {
 #ifdef _OPENMP
