@@ -40,7 +40,7 @@ def write(path: str, kind: str, meta: dict, tensors: Iterable[Tuple[str, np.ndar
     for name, arr in arrays:
         entries.append({"name": name, "shape": list(arr.shape), "offset": offset, "nbytes": arr.nbytes})
         offset += _pad(arr.nbytes)
-        crc = zlib.crc32(arr.data, crc)
+        crc = zlib.crc32(b"\0" * (_pad(arr.nbytes) - arr.nbytes), zlib.crc32(arr.data, crc))
     header = json.dumps({"kind": kind, "meta": meta, "tensors": entries, "data_bytes": offset,
                          "crc32": crc}).encode()
     start = _pad(len(MAGIC) + 8 + len(header))
@@ -87,16 +87,18 @@ def read(path: str, kind: str) -> Tuple[dict, Dict[str, np.ndarray]]:
         if size != start + data_bytes:
             what = "truncated" if size < start + data_bytes else "longer than its header says"
             raise ValueError(f"{path!r} is {what}: expected {start + data_bytes} bytes, found {size}")
-        out, check = {}, 0
-        for e in entries:
+        out, check, offset = {}, 0, 0
+        f.seek(start)
+        for e in entries:  # back to back, in order: the checksum covers every data byte
             shape = tuple(int(d) for d in e["shape"])
             arr = np.empty(shape, dtype="<f4")
-            if arr.nbytes != e["nbytes"] or e["offset"] + e["nbytes"] > data_bytes:
+            if arr.nbytes != e["nbytes"] or e["offset"] != offset or offset + _pad(arr.nbytes) > data_bytes:
                 raise ValueError(f"{path!r} has a corrupt header: tensor {e['name']!r} does not fit")
-            f.seek(start + e["offset"])
-            if f.readinto(memoryview(arr).cast("B")) != arr.nbytes:
+            pad = bytearray(_pad(arr.nbytes) - arr.nbytes)
+            if f.readinto(memoryview(arr).cast("B")) != arr.nbytes or f.readinto(pad) != len(pad):
                 raise ValueError(f"{path!r} is truncated inside tensor {e['name']!r}")
-            check = zlib.crc32(arr.data, check)
+            check = zlib.crc32(pad, zlib.crc32(arr.data, check))
+            offset += _pad(arr.nbytes)
             out[e["name"]] = arr.astype(np.float32, copy=False)
         if check != crc:
             raise ValueError(f"{path!r} is corrupt: the data checksum does not match its header")
