@@ -191,3 +191,36 @@ def test_config_validation():
         mk.ModelConfig(num_tokens=4, num_moves=2.5)
     with pytest.raises(ValueError, match="hidden"):
         cases.config(hidden=(4, 0))
+
+
+# Which test exercises each entry of the backend op table (csrc/backend.h). A new entry
+# without a line here fails test_every_backend_entry_is_tested.
+BACKEND_ENTRY_TESTS = {
+    "alloc": "test_same_seed_same_model_and_different_seed_differs",
+    "free": "test_same_seed_same_model_and_different_seed_differs",
+    "fill": "test_parameters_are_live_views_and_state_dict_copies",
+    "fill_uniform": "test_same_seed_same_model_and_different_seed_differs",
+    "to_device": "test_load_state_dict_rejects_bad_state_without_changes",
+    "to_host": "test_forward_matches_reference",
+    "synchronize": "test_trainer.py::test_profile_counts_phases",
+    "gemm": "test_loss_and_grad_match_reference",
+    "bias_act": "test_forward_matches_reference",
+    "bias_act_backward": "test_loss_and_grad_match_reference",
+    "sigmoid": "test_forward_matches_reference",
+    "gather_dot": "test_forward_matches_reference",
+    "gather_dot_backward": "test_loss_and_grad_match_reference",
+    "power_sums": "test_forward_matches_reference",
+    "power_sums_backward": "test_loss_and_grad_match_reference",
+    "pair_sums": "test_forward_matches_reference",
+    "pair_sums_backward": "test_loss_and_grad_match_reference",
+    "softmax_xent": "test_loss_and_grad_match_reference",
+    "value_bce": "test_loss_and_grad_match_reference",
+    "loss_stats": "test_loss_and_grad_match_reference",
+    "adamw": "test_trainer.py::test_steps_match_reference_adamw",
+}
+
+
+def test_every_backend_entry_is_tested():
+    assert set(mk._core.backend_entries("cpu")) == set(BACKEND_ENTRY_TESTS)
+    with pytest.raises(ValueError, match="not in this build"):
+        mk._core.backend_entries("tpu")

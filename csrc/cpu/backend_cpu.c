@@ -84,7 +84,6 @@ const mk_backend mk_backend_cpu = {
     .free = cpu_free,
     .to_device = cpu_memcpy,
     .to_host = cpu_memcpy,
-    .copy = cpu_memcpy,
     .fill = cpu_fill,
     .fill_uniform = cpu_fill_uniform,
     .synchronize = cpu_synchronize,

@@ -303,6 +303,35 @@ static PyObject *model_arena_bytes(mk_model_object *self, void *closure) {
     return PyLong_FromSize_t(mk_model_arena_bytes(self->model));
 }
 
+/* backend_entries(name="cpu") -> [entry names of the op table], after checking it is
+ * complete: tests enumerate it so that an entry without a test fails. */
+static PyObject *py_backend_entries(PyObject *self, PyObject *args) {
+    const char *name = "cpu";
+    if (!PyArg_ParseTuple(args, "|s", &name)) return NULL;
+    const mk_backend *backend = mk_backend_get(name);
+    if (!backend) return mk_raise_status(MK_ERR_VALUE);
+    PyObject *list = PyList_New(0);
+    if (!list) return NULL;
+#define MK_APPEND_ENTRY(entry)                                             \
+    {                                                                      \
+        PyObject *s = PyUnicode_FromString(#entry);                        \
+        if (!s || PyList_Append(list, s) < 0) {                            \
+            Py_XDECREF(s);                                                 \
+            Py_DECREF(list);                                               \
+            return NULL;                                                   \
+        }                                                                  \
+        Py_DECREF(s);                                                      \
+    }
+    MK_BACKEND_ENTRIES(MK_APPEND_ENTRY)
+#undef MK_APPEND_ENTRY
+    return list;
+}
+
+static PyMethodDef module_functions[] = {
+    {"backend_entries", py_backend_entries, METH_VARARGS, "backend_entries(name='cpu')"},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyMethodDef model_methods[] = {
     {"tensors", (PyCFunction)model_tensors, METH_NOARGS, "[(name, shape, decay)] in order."},
     {"view", (PyCFunction)model_view, METH_O, "view(name): the live parameter (host memory)."},
@@ -335,5 +364,6 @@ int mk_init_model(PyObject *module) {
     mk_set_num_threads(0); /* the default count, and OpenBLAS's pool sized to match */
     if (PyType_Ready(&mk_model_type) < 0) return -1;
     if (PyModule_AddObjectRef(module, "Model", (PyObject *)&mk_model_type) < 0) return -1;
+    if (PyModule_AddFunctions(module, module_functions) < 0) return -1;
     return mk_init_trainer(module);
 }
