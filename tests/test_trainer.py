@@ -212,7 +212,15 @@ def _teacher_batch(teacher, cfg, rng, B, L=12):
     return mk.Batch(tokens, legal, counts, logits.argmax(axis=1), value), 1.0 / counts
 
 
-def test_student_learns_a_random_teacher():
+@pytest.fixture
+def one_thread():
+    """Small models run faster on one thread, and are then immune to a busy machine."""
+    mk.set_num_threads(1)
+    yield
+    mk.set_num_threads(0)
+
+
+def test_student_learns_a_random_teacher(one_thread):
     """Labels from a fixed random network of the same family: the student must beat chance
     by a wide margin on held-out positions within a few hundred small steps."""
     cfg = mk.ModelConfig(num_tokens=24, num_moves=40, tokens_per_side=8, embed_dim=16, orders=2,

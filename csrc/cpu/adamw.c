@@ -16,7 +16,8 @@ mk_status mk_adamw_cpu(void *stream, float *p, const float *g, float *m, float *
     const float step_size = a->lr / a->bias_correction1;
     const float inv_bc2_sqrt = 1.0f / sqrtf(a->bias_correction2);
     const float eps = a->eps;
-#pragma omp parallel for simd schedule(static) num_threads(mk_get_num_threads())
+#pragma omp parallel for simd schedule(static) num_threads(mk_get_num_threads()) \
+    if (n >= MK_PARALLEL_MIN)
     for (int64_t i = 0; i < n; i++) {
         float gi = g[i];
         float mi = b1 * m[i] + c1 * gi;

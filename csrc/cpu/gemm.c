@@ -15,7 +15,7 @@
 #include "threads.h"
 
 /* Below this many multiply-adds a GEMM runs on one thread: splitting costs more. */
-#define MK_GEMM_SPLIT_MIN (1 << 18)
+#define MK_GEMM_SPLIT_MIN (1 << 20)
 
 static void sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,

@@ -11,7 +11,8 @@ mk_status mk_softmax_xent_cpu(void *stream, const float *logits, const int32_t *
                               float grad_scale, float *dlogits, float *row_loss,
                               float *row_correct) {
     (void)stream;
-#pragma omp parallel for schedule(static) num_threads(mk_get_num_threads())
+#pragma omp parallel for schedule(static) num_threads(mk_get_num_threads()) \
+    if (B * L >= MK_PARALLEL_MIN)
     for (int64_t b = 0; b < B; b++) {
         const float *x = logits + b * L;
         int64_t n = counts[b], best = 0;
