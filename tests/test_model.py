@@ -224,3 +224,18 @@ def test_every_backend_entry_is_tested():
     assert set(mk._core.backend_entries("cpu")) == set(BACKEND_ENTRY_TESTS)
     with pytest.raises(ValueError, match="not in this build"):
         mk._core.backend_entries("tpu")
+
+
+def test_fresh_process_finds_openblas_without_rpath():
+    """_core links libscipy_openblas by soname only; manaka preloads the installed copy."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(mk.__file__)))
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    env["PYTHONPATH"] = root
+    code = ("import manaka as mk; m = mk.Model(mk.ModelConfig(4, 5, 3, 2, 1, 1, (3,), 2)); "
+            "mk.set_num_threads(1); print(m.num_parameters())")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd="/", capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
