@@ -66,6 +66,7 @@ def main(argv: List[str]) -> int:
     args = ap.parse_args(argv)
 
     mk.set_num_threads(args.threads)
+    load = os.getloadavg()
     cfg = mk.ModelConfig(**SEED)
     batch = seed_batch(cfg, args.batch, args.max_legal)
     B = args.batch
@@ -74,7 +75,7 @@ def main(argv: List[str]) -> int:
     lines = [f"seed configuration: {cfg}", f"B={B} L={args.max_legal} threads={mk.get_num_threads()}"
              f" parameters={model.num_parameters():,}", "", HEADER]
     results = {"config": cfg.to_dict(), "batch": B, "max_legal": args.max_legal,
-               "threads": mk.get_num_threads()}
+               "threads": mk.get_num_threads(), "load_average_at_start": load}
 
     loss0 = model.loss_and_grad(batch)[0]["loss"]
     trainer = mk.Trainer(model, lr=1e-3)
@@ -120,6 +121,10 @@ def main(argv: List[str]) -> int:
         results["torch"] = tt
         results["speedup_vs_torch"] = tt.median_ms / step.median_ms
     lines.append(f"  peak RSS {peak_rss_mb():,.0f} MB")
+    load = os.getloadavg()
+    results["load_average"] = load
+    lines.append(f"  load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores"
+                 " (other processes inflate every time above)")
     print("\n".join(lines))
     if not args.no_write:
         print("wrote", write_results("step", args.tag, results, lines))
