@@ -235,3 +235,41 @@ def test_student_learns_a_random_teacher(one_thread):
     stats, _ = student.loss_and_grad(held_out)
     assert stats["accuracy"] > 3 * chance.mean(), (stats, chance.mean())  # chance ~0.18
     assert stats["accuracy"] > 0.6
+
+
+def test_step_releases_the_gil_and_guards_the_model():
+    """While a step runs in C, another thread runs Python and is told the model is busy."""
+    import threading
+
+    cfg = cases.config(num_tokens=64, num_moves=300, T=16, D=32, hidden=(256, 256), W=64)
+    model = mk.Model(cfg, seed=0)
+    trainer = mk.Trainer(model)
+    b = cases.batch(cfg, B=256, L=64)
+    done, errors = threading.Event(), []
+
+    def work():
+        try:
+            steps = 0
+            while steps < 4:
+                try:
+                    trainer.step(b)
+                    steps += 1
+                except RuntimeError as e:  # the main thread held the model for a moment
+                    assert "in use" in str(e)
+        except Exception as e:  # surfaced below
+            errors.append(e)
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    busy = 0
+    while not done.is_set():
+        try:
+            model._core.read("value.bias")
+        except RuntimeError as e:
+            assert "in use by another thread" in str(e)
+            busy += 1
+    worker.join()
+    assert not errors and trainer.step_count == 4
+    assert busy > 0  # this thread ran during a step: the GIL was released
