@@ -134,7 +134,24 @@ typedef struct mk_backend {
      *   p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps) */
     mk_status (*adamw)(void *stream, float *p, const float *g, float *m, float *v, int64_t n,
                        const mk_adamw_args *args, const float *stats);
+    /* PairSums backward fused with AdamW on the pair table [V (V + 1) / 2, P]: the same
+     * result as pair_sums_backward(grad, tokens, rows, T, P, num_pairs, g) followed by
+     * adamw(p, g, m, v, num_pairs * P, args, stats) (bitwise, on the CPU), without ever
+     * writing or reading the dense gradient: at the seed shapes that gradient is 176 MB
+     * zeroed, scattered into and streamed back every step. `work` is device scratch of
+     * mk_pair_adamw_work_ints(rows, T, V) int32 (its contents are undefined afterwards). */
+    mk_status (*pair_sums_backward_adamw)(void *stream, const float *grad, const int32_t *tokens,
+                                          int64_t rows, int64_t T, int64_t P, int64_t V,
+                                          float *p, float *m, float *v, const mk_adamw_args *args,
+                                          const float *stats, int32_t *work);
 } mk_backend;
+
+/* Scratch of pair_sums_backward_adamw: each row's present tokens sorted [rows, T], their
+ * counts [rows], and the (row, slot) list bucketed by token value ([V + 1] starts and
+ * [rows, T] entries). */
+static inline int64_t mk_pair_adamw_work_ints(int64_t rows, int64_t T, int64_t V) {
+    return 2 * rows * T + rows + V + 1;
+}
 
 /* Every entry of the table, for mk_backend_check: adding an entry without listing it here
  * fails the static assertion in backend.c. */
@@ -142,7 +159,7 @@ typedef struct mk_backend {
     X(alloc) X(free) X(to_device) X(to_host) X(fill) X(fill_uniform) X(synchronize)    \
     X(gemm) X(bias_act) X(bias_act_backward) X(sigmoid) X(gather_dot) X(gather_dot_backward)  \
     X(power_sums) X(power_sums_backward) X(pair_sums) X(pair_sums_backward) X(softmax_xent)   \
-    X(value_bce) X(loss_stats) X(adamw)
+    X(value_bce) X(loss_stats) X(adamw) X(pair_sums_backward_adamw)
 #define MK_BACKEND_COUNT_ENTRY(name) +1
 enum { MK_BACKEND_NUM_ENTRIES = 0 MK_BACKEND_ENTRIES(MK_BACKEND_COUNT_ENTRY) };
 

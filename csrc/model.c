@@ -40,6 +40,7 @@ typedef struct {
     float *z, *dz, *v;       /* [B] */
     float *logits, *dlogits; /* [B, L] */
     float *row_policy, *row_value, *row_correct;
+    int32_t *pair_work; /* scratch of the fused pair-table update */
 } acts;
 
 struct mk_model {
@@ -256,6 +257,7 @@ static size_t carve(mk_model *m, char *base, int64_t B, int64_t L, acts *a) {
     TAKE(a->row_policy, float, B);
     TAKE(a->row_value, float, B);
     TAKE(a->row_correct, float, B);
+    TAKE(a->pair_work, int32_t, mk_pair_adamw_work_ints(B * S, c->tokens_per_side, c->num_tokens));
 #undef TAKE
     return used;
 }
@@ -418,7 +420,7 @@ mk_status mk_model_forward_loss(mk_model *m, const mk_batch *batch, float value_
     return MK_OK;
 }
 
-mk_status mk_model_backward(mk_model *m) {
+mk_status mk_model_backward(mk_model *m, int pair_table) {
     const mk_config *c = &m->cfg;
     const mk_backend *be = m->be;
     const mk_batch *bt = &m->batch;
@@ -445,9 +447,20 @@ mk_status mk_model_backward(mk_model *m) {
     }
     TRY(be->power_sums_backward(m->stream, a->dps, P(m, T_EMBEDDING), bt->tokens, B * S, T,
                                 c->embed_dim, c->orders, c->num_tokens, G(m, T_EMBEDDING)));
-    TRY(be->pair_sums_backward(m->stream, a->dpair, bt->tokens, B * S, T, c->pair_dim,
-                               mk_num_pairs(c->num_tokens), G(m, T_PAIR_TABLE)));
+    if (pair_table)
+        TRY(be->pair_sums_backward(m->stream, a->dpair, bt->tokens, B * S, T, c->pair_dim,
+                                   mk_num_pairs(c->num_tokens), G(m, T_PAIR_TABLE)));
     return MK_OK;
+}
+
+mk_status mk_model_pair_table_adamw(mk_model *m, float *exp_avg, float *exp_avg_sq,
+                                    const mk_adamw_args *args, const float *stats) {
+    const mk_config *c = &m->cfg;
+    int64_t o = m->tensors[T_PAIR_TABLE].offset;
+    return m->be->pair_sums_backward_adamw(m->stream, m->a.dpair, m->batch.tokens,
+                                           m->batch.B * S, c->tokens_per_side, c->pair_dim,
+                                           c->num_tokens, m->params + o, exp_avg + o,
+                                           exp_avg_sq + o, args, stats, m->a.pair_work);
 }
 
 mk_status mk_model_loss_and_grad(mk_model *m, const mk_batch *batch, float value_weight,
@@ -456,6 +469,6 @@ mk_status mk_model_loss_and_grad(mk_model *m, const mk_batch *batch, float value
     TRY(mk_batch_check("Model.loss_and_grad", batch, c->num_tokens, c->num_moves,
                        c->tokens_per_side, 1));
     TRY(mk_model_forward_loss(m, batch, value_weight));
-    TRY(mk_model_backward(m));
+    TRY(mk_model_backward(m, 1));
     return m->be->to_host(m->stream, stats, m->stats, MK_STAT_COUNT * sizeof(float));
 }

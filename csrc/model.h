@@ -90,11 +90,17 @@ size_t mk_model_arena_bytes(const mk_model *model);
 /* logits [B, L] and value [B] for a batch (targets not needed), into host buffers. */
 mk_status mk_model_forward(mk_model *model, const mk_batch *batch, float *logits, float *value);
 
-/* The two halves of a training step, for the trainer. The batch must have been checked
- * with mk_batch_check. forward_loss runs the network and the loss and writes the stats
- * buffer; backward then overwrites every gradient. */
+/* The parts of a training step, for the trainer. The batch must have been checked with
+ * mk_batch_check. forward_loss runs the network and the loss and writes the stats buffer;
+ * backward then overwrites every gradient, the pair table's only if `pair_table` (the
+ * trainer instead fuses it with AdamW: mk_model_pair_table_adamw, after backward). */
 mk_status mk_model_forward_loss(mk_model *model, const mk_batch *batch, float value_weight);
-mk_status mk_model_backward(mk_model *model);
+mk_status mk_model_backward(mk_model *model, int pair_table);
+/* AdamW on the pair table straight from the last backward (backend
+ * pair_sums_backward_adamw); exp_avg / exp_avg_sq are moment buffers laid out like the
+ * parameters. */
+mk_status mk_model_pair_table_adamw(mk_model *model, float *exp_avg, float *exp_avg_sq,
+                                    const mk_adamw_args *args, const float *stats);
 
 /* Checks the batch, then forward_loss and backward; `stats` (host, MK_STAT_COUNT floats)
  * receives the stats buffer. */

@@ -21,6 +21,7 @@ struct mk_trainer {
     int64_t steps;
     float *m, *v;
     int profile;
+    int fuse_pair_table; /* 1: pair-table gradient and AdamW in one pass (same result) */
     mk_phase_times times;
 };
 
@@ -86,6 +87,7 @@ mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, mk_tr
     }
     t->m = m;
     t->v = v;
+    t->fuse_pair_table = 1;
     *out = t;
     return MK_OK;
 }
@@ -112,6 +114,8 @@ void mk_trainer_profile(mk_trainer *t, int enable) {
     t->times = (mk_phase_times){0};
 }
 mk_phase_times mk_trainer_times(const mk_trainer *t) { return t->times; }
+void mk_trainer_set_fused(mk_trainer *t, int fused) { t->fuse_pair_table = fused != 0; }
+int mk_trainer_fused(const mk_trainer *t) { return t->fuse_pair_table; }
 
 static double now(void) {
     struct timespec ts;
@@ -155,7 +159,7 @@ mk_status mk_trainer_step(mk_trainer *t, const mk_batch *batch, float *stats) {
                            (double)stats[MK_STAT_VALUE_LOSS], (long long)t->steps);
     }
     if (t->profile) t_fwd = lap(t, &mark);
-    TRY(mk_model_backward(model));
+    TRY(mk_model_backward(model, !t->fuse_pair_table));
     if (t->profile) t_bwd = lap(t, &mark);
 
     int64_t step = t->steps + 1;
@@ -174,7 +178,10 @@ mk_status mk_trainer_step(mk_trainer *t, const mk_batch *batch, float *stats) {
         args.weight_decay = tn->decay ? (float)t->cfg.weight_decay : 0.0f;
         int64_t o = tn->offset;
         double before = t->profile ? lap(t, &mark) : 0.0;
-        TRY(be->adamw(stream, p + o, g + o, t->m + o, t->v + o, tn->numel, &args, dstats));
+        if (i == pair_table && t->fuse_pair_table)
+            TRY(mk_model_pair_table_adamw(model, t->m, t->v, &args, dstats));
+        else
+            TRY(be->adamw(stream, p + o, g + o, t->m + o, t->v + o, tn->numel, &args, dstats));
         double dt = t->profile ? lap(t, &mark) : 0.0;
         t_opt += before + dt;
         if (i == pair_table) t_pair += dt;

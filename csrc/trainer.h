@@ -10,6 +10,9 @@
  *   cosine:           min_lr + (lr - min_lr) (1 + cos(pi p)) / 2,
  *                     p = min(1, (s - warmup) / (total - warmup))
  * The moments m and v are one allocation each, with the parameters' offset table.
+ * Phases: backward (every gradient but the pair table's), then AdamW per tensor, the pair
+ * table's fused with its gradient (pair_sums_backward_adamw) so its 176 MB gradient is
+ * never written or read.
  */
 #ifndef MANAKA_TRAINER_H
 #define MANAKA_TRAINER_H
@@ -55,6 +58,11 @@ void mk_trainer_set_step_count(mk_trainer *trainer, int64_t steps);
 /* Device pointers to the first (kind 0) and second (kind 1) moment buffers. */
 float *mk_trainer_moment(mk_trainer *trainer, int kind);
 void mk_trainer_profile(mk_trainer *trainer, int enable); /* also resets the times */
+/* Whether the pair table's gradient is fused with its AdamW update (default 1; 0 runs
+ * pair_sums_backward then adamw, for testing that both agree). With fusion the model's
+ * gradient buffer does not hold the pair table's gradient after a step. */
+void mk_trainer_set_fused(mk_trainer *trainer, int fused);
+int mk_trainer_fused(const mk_trainer *trainer);
 mk_phase_times mk_trainer_times(const mk_trainer *trainer);
 
 /* One step on `batch`: check it (MK_ERR_VALUE, nothing changed), forward, loss, backward,

@@ -103,4 +103,5 @@ const mk_backend mk_backend_cpu = {
     .value_bce = mk_value_bce_cpu,
     .loss_stats = mk_loss_stats_cpu,
     .adamw = mk_adamw_cpu,
+    .pair_sums_backward_adamw = mk_pair_sums_backward_adamw_cpu,
 };

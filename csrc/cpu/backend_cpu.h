@@ -33,4 +33,10 @@ mk_status mk_loss_stats_cpu(void *stream, const float *row_policy, const float *
 /* adamw.c */
 mk_status mk_adamw_cpu(void *stream, float *p, const float *g, float *m, float *v, int64_t n,
                        const mk_adamw_args *args, const float *stats);
+/* pair_adamw.c */
+mk_status mk_pair_sums_backward_adamw_cpu(void *stream, const float *grad, const int32_t *tokens,
+                                          int64_t rows, int64_t T, int64_t P, int64_t V,
+                                          float *p, float *m, float *v,
+                                          const mk_adamw_args *args, const float *stats,
+                                          int32_t *work);
 #endif

@@ -243,8 +243,23 @@ static PyMethodDef trainer_methods[] = {
     {"times", (PyCFunction)trainer_times, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
+static PyObject *trainer_get_fused(trainer_object *self, void *closure) {
+    return PyBool_FromLong(mk_trainer_fused(self->trainer));
+}
+static int trainer_set_fused(trainer_object *self, PyObject *value, void *closure) {
+    int on = value ? PyObject_IsTrue(value) : -1;
+    if (on < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "Trainer: fused cannot be deleted");
+        return -1;
+    }
+    mk_trainer_set_fused(self->trainer, on);
+    return 0;
+}
+
 static PyGetSetDef trainer_getset[] = {
     {"step_count", (getter)trainer_get_steps, (setter)trainer_set_steps, NULL, NULL},
+    {"fused", (getter)trainer_get_fused, (setter)trainer_set_fused,
+     "pair-table gradient fused with its AdamW update (default True)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
