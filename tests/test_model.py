@@ -240,3 +240,24 @@ def test_fresh_process_finds_openblas_without_rpath():
             "mk.set_num_threads(1); print(m.num_parameters())")
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd="/", capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def test_uninitialised_core_objects_raise_instead_of_crashing():
+    for cls, call in [(mk._core.Model, lambda o: o.tensors()),
+                      (mk._core.Trainer, lambda o: o.step(None, None, None, None, None, None))]:
+        with pytest.raises(RuntimeError, match="not initialised"):
+            call(cls.__new__(cls))
+
+
+def test_batch_argument_errors_name_the_argument():
+    cfg = cases.config()
+    model = mk.Model(cfg)
+    b = cases.batch(cfg)
+    with pytest.raises(TypeError, match="batch must be a manaka.Batch"):
+        model.forward((b.tokens, b.legal, b.counts))
+    with pytest.raises(TypeError, match="tokens"):
+        model._core.forward(b.tokens.astype(np.float32), b.legal, b.counts)
+    with pytest.raises(ValueError, match="counts has 2 rows"):
+        model._core.forward(b.tokens, b.legal, b.counts[:2])
+    with pytest.raises(ValueError, match="value_weight"):
+        model.loss_and_grad(b, value_weight=float("nan"))

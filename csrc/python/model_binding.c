@@ -79,6 +79,13 @@ static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
     return 0;
 }
 
+/* Methods called on a Model whose __init__ failed or never ran raise instead of crashing. */
+#define REQUIRE_MODEL(self, ret)                                                              \
+    if (!(self)->model) {                                                                     \
+        PyErr_SetString(PyExc_RuntimeError, "manaka._core.Model: not initialised");           \
+        return ret;                                                                           \
+    }
+
 static void model_dealloc(mk_model_object *self) {
     mk_model_destroy(self->model);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -86,6 +93,7 @@ static void model_dealloc(mk_model_object *self) {
 
 /* [(name, shape, decay)] in parameter order. */
 static PyObject *model_tensors(mk_model_object *self, PyObject *unused) {
+    REQUIRE_MODEL(self, NULL);
     int n = mk_model_num_tensors(self->model);
     PyObject *list = PyList_New(n);
     if (!list) return NULL;
@@ -138,6 +146,7 @@ static PyObject *view_of(const mk_tensor *t, float *data, PyObject *owner) {
 
 /* view(name): the live parameter as a NumPy view (backends with host memory only). */
 static PyObject *model_view(mk_model_object *self, PyObject *name) {
+    REQUIRE_MODEL(self, NULL);
     const mk_tensor *t = find(self->model, name, "Model.parameters");
     if (!t) return NULL;
     if (!mk_model_backend(self->model)->host_memory) {
@@ -175,6 +184,7 @@ static PyObject *read_tensor(mk_model_object *self, const mk_tensor *t, const fl
 
 /* read(name, grad=False): a copy of the parameter (or of its last gradient). */
 static PyObject *model_read(mk_model_object *self, PyObject *args) {
+    REQUIRE_MODEL(self, NULL);
     PyObject *name;
     int grad = 0;
     if (!PyArg_ParseTuple(args, "O|p", &name, &grad)) return NULL;
@@ -203,6 +213,7 @@ PyArrayObject *mk_tensor_arg(const mk_tensor *t, PyObject *value, const char *op
 
 /* write(name, array): copies a float32 array of the tensor's shape into the parameter. */
 static PyObject *model_write(mk_model_object *self, PyObject *args) {
+    REQUIRE_MODEL(self, NULL);
     PyObject *name, *value;
     static const char op[] = "Model.load_state_dict";
     if (!PyArg_ParseTuple(args, "OO", &name, &value)) return NULL;
@@ -227,6 +238,7 @@ static PyObject *model_write(mk_model_object *self, PyObject *args) {
 }
 
 static PyObject *model_forward(mk_model_object *self, PyObject *args) {
+    REQUIRE_MODEL(self, NULL);
     static const char op[] = "Model.forward";
     PyObject *tokens, *legal, *counts, *logits = NULL, *value = NULL;
     if (!PyArg_ParseTuple(args, "OOO", &tokens, &legal, &counts)) return NULL;
@@ -260,6 +272,7 @@ fail:
 /* loss_and_grad(tokens, legal, counts, target, value, policy_target, value_weight) -> stats
  * (float32 [MK_STAT_COUNT]); gradients stay in the model, read with read(name, True). */
 static PyObject *model_loss_and_grad(mk_model_object *self, PyObject *args) {
+    REQUIRE_MODEL(self, NULL);
     static const char op[] = "Model.loss_and_grad";
     PyObject *tokens, *legal, *counts, *target, *value, *soft, *stats = NULL;
     double value_weight;
@@ -297,9 +310,11 @@ fail:
 }
 
 static PyObject *model_backend(mk_model_object *self, void *closure) {
+    REQUIRE_MODEL(self, NULL);
     return PyUnicode_FromString(mk_model_backend(self->model)->name);
 }
 static PyObject *model_arena_bytes(mk_model_object *self, void *closure) {
+    REQUIRE_MODEL(self, NULL);
     return PyLong_FromSize_t(mk_model_arena_bytes(self->model));
 }
 

@@ -62,6 +62,13 @@ static int trainer_init(trainer_object *self, PyObject *args, PyObject *kwargs) 
     return 0;
 }
 
+/* Methods called on a Trainer whose __init__ failed or never ran raise instead of crashing. */
+#define REQUIRE_TRAINER(self, ret)                                                            \
+    if (!(self)->trainer) {                                                                   \
+        PyErr_SetString(PyExc_RuntimeError, "manaka._core.Trainer: not initialised");         \
+        return ret;                                                                           \
+    }
+
 static void trainer_dealloc(trainer_object *self) {
     mk_trainer_destroy(self->trainer);
     Py_XDECREF(self->model);
@@ -70,6 +77,7 @@ static void trainer_dealloc(trainer_object *self) {
 
 /* configure(model, lr, ...): replaces the hyperparameters (load_state_dict). */
 static PyObject *trainer_configure(trainer_object *self, PyObject *args, PyObject *kwargs) {
+    REQUIRE_TRAINER(self, NULL);
     mk_trainer_config cfg;
     PyObject *model;
     if (parse_config(args, kwargs, &cfg, &model) < 0) return NULL;
@@ -79,6 +87,7 @@ static PyObject *trainer_configure(trainer_object *self, PyObject *args, PyObjec
 }
 
 static PyObject *trainer_config(trainer_object *self, PyObject *unused) {
+    REQUIRE_TRAINER(self, NULL);
     const mk_trainer_config *c = mk_trainer_get_config(self->trainer);
     PyObject *total = c->total_steps < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(c->total_steps);
     return Py_BuildValue("{s:d,s:(dd),s:d,s:d,s:L,s:s,s:N,s:d,s:d}", "lr", c->lr, "betas",
@@ -90,6 +99,7 @@ static PyObject *trainer_config(trainer_object *self, PyObject *unused) {
 
 /* step(tokens, legal, counts, target, value, policy_target) -> float32 [MK_STAT_COUNT] */
 static PyObject *trainer_step(trainer_object *self, PyObject *args) {
+    REQUIRE_TRAINER(self, NULL);
     static const char op[] = "Trainer.step";
     PyObject *tokens, *legal, *counts, *target, *value, *soft, *stats = NULL;
     if (!PyArg_ParseTuple(args, "OOOOOO", &tokens, &legal, &counts, &target, &value, &soft))
@@ -137,6 +147,7 @@ static const mk_tensor *moment_tensor(trainer_object *self, PyObject *args, int 
 
 /* read_moment(kind, name) -> a copy of exp_avg (0) or exp_avg_sq (1) of that tensor. */
 static PyObject *trainer_read_moment(trainer_object *self, PyObject *args) {
+    REQUIRE_TRAINER(self, NULL);
     static const char op[] = "Trainer.state_dict";
     int kind;
     const mk_tensor *t = moment_tensor(self, args, &kind, NULL, op);
@@ -166,6 +177,7 @@ static PyObject *trainer_read_moment(trainer_object *self, PyObject *args) {
 
 /* write_moment(kind, name, array) */
 static PyObject *trainer_write_moment(trainer_object *self, PyObject *args) {
+    REQUIRE_TRAINER(self, NULL);
     static const char op[] = "Trainer.load_state_dict";
     int kind;
     PyObject *value;
@@ -191,6 +203,7 @@ static PyObject *trainer_write_moment(trainer_object *self, PyObject *args) {
 }
 
 static PyObject *trainer_lr_at(trainer_object *self, PyObject *arg) {
+    REQUIRE_TRAINER(self, NULL);
     long long step = PyLong_AsLongLong(arg);
     if (step == -1 && PyErr_Occurred()) return NULL;
     if (step < 0) {
@@ -201,6 +214,7 @@ static PyObject *trainer_lr_at(trainer_object *self, PyObject *arg) {
 }
 
 static PyObject *trainer_profile(trainer_object *self, PyObject *arg) {
+    REQUIRE_TRAINER(self, NULL);
     int enable = PyObject_IsTrue(arg);
     if (enable < 0) return NULL;
     mk_trainer_profile(self->trainer, enable);
@@ -208,6 +222,7 @@ static PyObject *trainer_profile(trainer_object *self, PyObject *arg) {
 }
 
 static PyObject *trainer_times(trainer_object *self, PyObject *unused) {
+    REQUIRE_TRAINER(self, NULL);
     mk_phase_times t = mk_trainer_times(self->trainer);
     return Py_BuildValue("{s:L,s:d,s:d,s:d,s:d}", "steps", (long long)t.steps, "forward",
                          t.forward, "backward", t.backward, "optimizer", t.optimizer,
@@ -215,9 +230,11 @@ static PyObject *trainer_times(trainer_object *self, PyObject *unused) {
 }
 
 static PyObject *trainer_get_steps(trainer_object *self, void *closure) {
+    REQUIRE_TRAINER(self, NULL);
     return PyLong_FromLongLong(mk_trainer_step_count(self->trainer));
 }
 static int trainer_set_steps(trainer_object *self, PyObject *value, void *closure) {
+    REQUIRE_TRAINER(self, -1);
     if (!value || !PyLong_Check(value)) {
         PyErr_SetString(PyExc_TypeError, "Trainer: step_count must be an int");
         return -1;
@@ -244,9 +261,11 @@ static PyMethodDef trainer_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 static PyObject *trainer_get_fused(trainer_object *self, void *closure) {
+    REQUIRE_TRAINER(self, NULL);
     return PyBool_FromLong(mk_trainer_fused(self->trainer));
 }
 static int trainer_set_fused(trainer_object *self, PyObject *value, void *closure) {
+    REQUIRE_TRAINER(self, -1);
     int on = value ? PyObject_IsTrue(value) : -1;
     if (on < 0) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "Trainer: fused cannot be deleted");
