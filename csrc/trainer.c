@@ -3,12 +3,20 @@
  *
  * A non-finite loss must never reach the parameters. The loss is computed before AdamW and
  * lands in the device stats buffer, whose MK_STAT_FINITE flag every AdamW call checks
- * (adamw skips when it is 0). So the guard holds on any backend without the host reading
- * anything. On a backend with host memory the trainer also reads the loss right after the
- * forward pass (free: it is already on the host) and fails the step with a message naming
- * it. A device backend that wants no per-step synchronisation can instead leave the check
- * to the flag and report the skipped step when the stats are read; the parameters are
- * protected either way. */
+ * (adamw and pair_sums_backward_adamw return without touching anything when it is 0), so
+ * the guard holds on any backend without the host reading anything.
+ *
+ * On a backend with host memory (the CPU) the trainer also reads the stats right after the
+ * forward pass (free: they are already on the host) and fails the step with MK_ERR_FLOAT
+ * naming it, before the backward pass: parameters, moments and step count are unchanged.
+ *
+ * A device backend must not synchronise every step just for this. The design for it: keep
+ * the stats of recent steps in a small device ring (one slot per step in flight), let the
+ * flag skip the update on the device, and raise when the stats of that step are read (the
+ * Stats object knows its step). Parameters and moments are then exactly as before the bad
+ * step; the host's step count has moved on by the skipped steps, which a checkpoint restore
+ * (or trainer.load_state_dict) undoes. Today the trainer copies the stats back at the end of
+ * every step on every backend; a CUDA backend replaces that copy with the ring. */
 #include <math.h>
 #include <stdlib.h>
 #include <time.h>
