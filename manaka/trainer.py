@@ -60,6 +60,11 @@ class Trainer:
     A step checks the batch first (ValueError naming the field and position, nothing
     changed), then runs forward, loss, backward and AdamW in C without the GIL. A non-finite
     loss raises FloatingPointError naming the step, and the update is not applied.
+
+    The pair table's gradient is never materialised by a step: it is accumulated group by
+    group and fed straight to AdamW (bitwise the same result as the unfused update), which
+    saves two passes over its 176 MB at the seed shapes. Use ``model.loss_and_grad`` to see
+    gradients.
     """
 
     def __init__(self, model: Model, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
