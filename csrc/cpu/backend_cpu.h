@@ -9,8 +9,9 @@
 mk_status mk_gemm_cpu(void *stream, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                       float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                       float beta, float *C, int64_t ldc);
-/* Keeps OpenBLAS's own thread pool the size of manaka's OpenMP team. */
-void mk_gemm_set_num_threads(int n);
+/* Pins OpenBLAS's own thread pool to one thread: GEMMs are split over manaka's OpenMP
+ * team instead (gemm.c says why), so mk_set_num_threads governs both. */
+void mk_gemm_pin_blas_threads(void);
 
 /* dense.c */
 mk_status mk_bias_act_cpu(void *stream, float *y, const float *bias, int64_t rows, int64_t cols,

@@ -57,8 +57,4 @@ mk_status mk_gemm_cpu(void *stream, int trans_a, int trans_b, int64_t M, int64_t
     return MK_OK;
 }
 
-/* OpenBLAS's pool stays at one thread whatever `n` is: the split above uses n threads. */
-void mk_gemm_set_num_threads(int n) {
-    (void)n;
-    scipy_openblas_set_num_threads(1);
-}
+void mk_gemm_pin_blas_threads(void) { scipy_openblas_set_num_threads(1); }

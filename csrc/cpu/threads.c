@@ -5,11 +5,11 @@
 
 static int num_threads = 0; /* 0: OpenMP's default */
 
-/* OpenBLAS keeps its own thread pool: it gets the same count, so GEMMs and OpenMP loops
- * never ask for more cores than the user allowed. */
+/* GEMMs run on this same OpenMP team (OpenBLAS's own pool is pinned to one thread), so
+ * this one count governs every CPU op and GEMM. */
 void mk_set_num_threads(int n) {
     num_threads = n > 0 ? n : 0;
-    mk_gemm_set_num_threads(mk_get_num_threads());
+    mk_gemm_pin_blas_threads();
 }
 
 int mk_get_num_threads(void) {

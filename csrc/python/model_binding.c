@@ -376,7 +376,7 @@ PyTypeObject mk_model_type = {
 };
 
 int mk_init_model(PyObject *module) {
-    mk_set_num_threads(0); /* the default count, and OpenBLAS's pool sized to match */
+    mk_set_num_threads(0); /* the default count; also pins OpenBLAS's pool (cpu/gemm.c) */
     if (PyType_Ready(&mk_model_type) < 0) return -1;
     if (PyModule_AddObjectRef(module, "Model", (PyObject *)&mk_model_type) < 0) return -1;
     if (PyModule_AddFunctions(module, module_functions) < 0) return -1;
