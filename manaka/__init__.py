@@ -37,4 +37,11 @@ def build_info() -> dict:
     info = dict(_core.build_info())
     info["version"] = __version__
     info["backends"] = ["cpu"]
+    try:
+        from importlib.metadata import version
+
+        blas = f"scipy-openblas32 {version('scipy-openblas32')}"
+    except Exception:  # metadata missing: still report where it was loaded from
+        blas = "scipy-openblas32"
+    info["blas"] = f"{blas} ({_openblas.load()}); its pool is pinned to 1 thread, GEMMs are split over num_threads"
     return info
