@@ -26,6 +26,8 @@ SEED = dict(num_tokens=2344, num_moves=2187, tokens_per_side=40, embed_dim=256, 
 def seed_batch(cfg: mk.ModelConfig, B: int, L: int, seed: int = 0) -> mk.Batch:
     """The seed batch of DESIGN.md §5: full boards, counts ~ clip(round(lognormal(ln 90,
     0.6)), 1, L - 7), distinct legal moves per position, padded with -1."""
+    if not 8 <= L <= cfg.num_moves:
+        raise ValueError(f"seed_batch: L must be in [8, num_moves = {cfg.num_moves}], got {L}")
     rng = np.random.default_rng(seed)
     counts = np.clip(np.round(rng.lognormal(np.log(90), 0.6, B)), 1, L - 7).astype(np.int32)
     tokens = rng.integers(0, cfg.num_tokens, (B, 2, cfg.tokens_per_side), dtype=np.int32)
