@@ -1,9 +1,9 @@
 /* PairSums backward fused with AdamW on the pair table (backend.h explains the contract).
  *
  * The pair table's rows are grouped by their larger token h: rows h (h + 1) / 2 + lo,
- * lo <= h, are contiguous. Each thread owns a range of h (balanced by rows), and for each h
- * accumulates that group's gradient in a small buffer (at most V rows, cache-resident),
- * then runs AdamW over the group (split_groups balances the ranges). Finding the contributions of one h is cheap because
+ * lo <= h, are contiguous. Threads take groups one by one; for each h a thread accumulates
+ * the group's gradient in a small buffer (at most V rows, cache-resident), then runs AdamW
+ * over the group. Finding the contributions of one h is cheap because
  * every row's tokens are sorted once and every (row, slot) is bucketed by its token:
  * the pairs whose larger token is h are (slot j holding h, any earlier sorted slot i).
  *
@@ -16,31 +16,6 @@
 #include "adamw.h"
 #include "backend_cpu.h"
 #include "threads.h"
-
-#define MAX_TEAM 256
-/* Relative cost of one pair's scatter (P adds, in cache) against one parameter's AdamW
- * update (7 floats through memory): splitting h by AdamW rows alone left the thread with
- * the small h (many groups, most pairs) doing ~70% of the scatter while the others waited. */
-#define PAIR_COST 0.5
-
-/* bounds[t] .. bounds[t + 1]: the h range of thread t, balancing AdamW rows and pairs. */
-static void split_groups(const int32_t *start, const int32_t *slots, int64_t T, int64_t V,
-                         int64_t P, int nt, int64_t *bounds) {
-    double total = 0.0;
-    for (int64_t h = 0; h < V; h++) {
-        total += (double)((h + 1) * P);
-        for (int32_t e = start[h]; e < start[h + 1]; e++) total += PAIR_COST * P * (slots[e] % T);
-    }
-    double done = 0.0;
-    int t = 1;
-    bounds[0] = 0;
-    for (int64_t h = 0; h < V && t < nt; h++) {
-        done += (double)((h + 1) * P);
-        for (int32_t e = start[h]; e < start[h + 1]; e++) done += PAIR_COST * P * (slots[e] % T);
-        while (t < nt && done >= total * t / nt) bounds[t++] = h + 1;
-    }
-    while (t <= nt) bounds[t++] = V;
-}
 
 mk_status mk_pair_sums_backward_adamw_cpu(void *stream, const float *grad, const int32_t *tokens,
                                           int64_t rows, int64_t T, int64_t P, int64_t V,
@@ -81,17 +56,19 @@ mk_status mk_pair_sums_backward_adamw_cpu(void *stream, const float *grad, const
     start[0] = 0;
 
     const mk_adamw_consts k = mk_adamw_prepare(args);
-    int64_t bounds[MAX_TEAM + 1];
-    int threads = mk_get_num_threads() < MAX_TEAM ? mk_get_num_threads() : MAX_TEAM, failed = 0;
-#pragma omp parallel num_threads(threads) reduction(| : failed)
+    int failed = 0;
+#pragma omp parallel num_threads(mk_get_num_threads()) reduction(| : failed)
     {
-#pragma omp single
-        split_groups(start, slots, T, V, P, mk_team_size(), bounds);
-        int64_t h0 = bounds[mk_thread_id()], h1 = bounds[mk_thread_id() + 1];
-        float *acc = h1 > h0 ? malloc((size_t)(h1 * P) * sizeof(float)) : NULL; /* <= h1 rows */
-        if (h1 > h0 && !acc) failed = 1;
-        for (int64_t h = h0; h < h1 && acc; h++) {
-            int64_t q0 = mk_num_pairs(h), n = (h + 1) * P;
+        float *acc = malloc((size_t)(V * P) * sizeof(float)); /* a group has <= V rows */
+        if (!acc) failed = 1;
+        /* Groups are handed out one at a time, largest first: the work per group varies
+         * (rows grow with h, pairs with the batch), and a thread descheduled by another
+         * process leaves its share to the others. Each group's result does not depend on
+         * which thread computes it. */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t k_ = 0; k_ < V; k_++) {
+            if (!acc) continue;
+            int64_t h = V - 1 - k_, q0 = mk_num_pairs(h), n = (h + 1) * P;
             memset(acc, 0, (size_t)n * sizeof(float));
             for (int32_t e = start[h]; e < start[h + 1]; e++) {
                 int64_t r = slots[e] / T, j = slots[e] % T;
