@@ -16,6 +16,9 @@
 
 /* Below this many multiply-adds a GEMM runs on one thread: splitting costs more. */
 #define MK_GEMM_SPLIT_MIN (1 << 20)
+/* Concurrent single-threaded calls each hold one of OpenBLAS's work buffers, of which it
+ * keeps a fixed number (twice its compiled CPU limit, 64 or more): stay well inside it. */
+#define MK_GEMM_MAX_THREADS 64
 
 static void sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
@@ -34,7 +37,7 @@ mk_status mk_gemm_cpu(void *stream, int trans_a, int trans_b, int64_t M, int64_t
         return mk_fail(MK_ERR_VALUE, "gemm: dimension above the 32-bit BLAS limit (%lld x %lld x %lld)",
                        (long long)M, (long long)N, (long long)K);
     if (M == 0 || N == 0) return MK_OK;
-    int threads = mk_get_num_threads();
+    int threads = mk_get_num_threads() < MK_GEMM_MAX_THREADS ? mk_get_num_threads() : MK_GEMM_MAX_THREADS;
     if (threads <= 1 || M * N * K < MK_GEMM_SPLIT_MIN) {
         sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return MK_OK;
