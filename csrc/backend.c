@@ -24,7 +24,8 @@ mk_status mk_backend_check(const mk_backend *backend) {
 const mk_backend *mk_backend_get(const char *name) {
     const mk_backend *found = NULL;
     if (name && strcmp(name, "cpu") == 0) found = &mk_backend_cpu;
-    /* a CUDA build registers its table here */
+    /* a CUDA build registers its table here, e.g. under #ifdef MANAKA_CUDA:
+     * if (name && strcmp(name, "cuda") == 0) found = &mk_backend_cuda; */
     if (!found) {
         mk_fail(MK_ERR_VALUE, "backend '%s' is not in this build (available: cpu)",
                 name ? name : "(null)");

@@ -13,6 +13,13 @@
  *   explicit leading dimension (ld*) is given.
  * - Inputs are already validated (batch.c checks ranges on the host); primitives trust them,
  *   return MK_OK, or an mk_fail() status (never abort).
+ *
+ * Adding a backend (e.g. csrc/cuda): fill an mk_backend with every entry (mk_backend_check
+ * names a missing one), set host_memory = 0, and return it from mk_backend_get in backend.c.
+ * With host_memory = 0, model.c stages each host batch into its arena with to_device and
+ * reads results back with to_host; the Python layer cannot view parameters in place. GEMM
+ * is row-major here: with column-major cuBLAS, compute C^T = op(B)^T op(A)^T, i.e. call
+ * cublasSgemm with the operands (and M, N) swapped and the same leading dimensions.
  */
 #ifndef MANAKA_BACKEND_H
 #define MANAKA_BACKEND_H
