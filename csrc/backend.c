@@ -24,6 +24,7 @@ mk_status mk_backend_check(const mk_backend *backend) {
 const mk_backend *mk_backend_get(const char *name) {
     const mk_backend *found = NULL;
     if (name && strcmp(name, "cpu") == 0) found = &mk_backend_cpu;
+    if (name && strcmp(name, "cpu_staged") == 0) found = &mk_backend_cpu_staged;
     /* a CUDA build registers its table here, e.g. under #ifdef MANAKA_CUDA:
      * if (name && strcmp(name, "cuda") == 0) found = &mk_backend_cuda; */
     if (!found) {

@@ -176,8 +176,10 @@ mk_status mk_backend_check(const mk_backend *backend);
 /* The backend called `name` ("cpu", and "cuda" in a CUDA build), or NULL with mk_error set. */
 const mk_backend *mk_backend_get(const char *name);
 
-/* The CPU backend's table (cpu/backend_cpu.c). */
+/* The CPU backend's table (cpu/backend_cpu.c), and the same table with host_memory = 0
+ * ("cpu_staged", for tests of the device-memory path). */
 extern const mk_backend mk_backend_cpu;
+extern const mk_backend mk_backend_cpu_staged;
 
 /* A counter-based uniform in [0, 1): splitmix64 of (seed, i), top 24 bits. Stateless, so
  * any backend fills any element in parallel and gets the same float. */

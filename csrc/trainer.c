@@ -16,7 +16,9 @@
  * Stats object knows its step). Parameters and moments are then exactly as before the bad
  * step; the host's step count has moved on by the skipped steps, which a checkpoint restore
  * (or trainer.load_state_dict) undoes. Today the trainer copies the stats back at the end of
- * every step on every backend; a CUDA backend replaces that copy with the ring. */
+ * every step on every backend (and fails a skipped step there, leaving the step count as
+ * it was); a CUDA backend replaces that copy with the ring. The "cpu_staged" test backend
+ * runs this device path on the CPU. */
 #include <math.h>
 #include <stdlib.h>
 #include <time.h>
@@ -145,6 +147,14 @@ static double lap(mk_trainer *t, double *mark) {
         if (st_ != MK_OK) return st_; \
     } while (0)
 
+static mk_status not_finite(const mk_trainer *t, const float *stats) {
+    return mk_fail(MK_ERR_FLOAT,
+                   "Trainer.step: the loss is not finite (%g: policy %g, value %g) at step %lld; "
+                   "the update was not applied",
+                   (double)stats[MK_STAT_LOSS], (double)stats[MK_STAT_POLICY_LOSS],
+                   (double)stats[MK_STAT_VALUE_LOSS], (long long)t->steps);
+}
+
 mk_status mk_trainer_step(mk_trainer *t, const mk_batch *batch, float *stats) {
     mk_model *model = t->model;
     const mk_config *mc = mk_model_config(model);
@@ -159,12 +169,7 @@ mk_status mk_trainer_step(mk_trainer *t, const mk_batch *batch, float *stats) {
     TRY(be->fill(stream, dstats + MK_STAT_LR, lr, 1));
     if (be->host_memory) {
         TRY(be->to_host(stream, stats, dstats, MK_STAT_COUNT * sizeof(float)));
-        if (stats[MK_STAT_FINITE] == 0.0f)
-            return mk_fail(MK_ERR_FLOAT,
-                           "Trainer.step: the loss is not finite (%g: policy %g, value %g) at "
-                           "step %lld; the update was not applied",
-                           (double)stats[MK_STAT_LOSS], (double)stats[MK_STAT_POLICY_LOSS],
-                           (double)stats[MK_STAT_VALUE_LOSS], (long long)t->steps);
+        if (stats[MK_STAT_FINITE] == 0.0f) return not_finite(t, stats);
     }
     if (t->profile) t_fwd = lap(t, &mark);
     TRY(mk_model_backward(model, !t->fuse_pair_table));
@@ -194,8 +199,9 @@ mk_status mk_trainer_step(mk_trainer *t, const mk_batch *batch, float *stats) {
         t_opt += before + dt;
         if (i == pair_table) t_pair += dt;
     }
-    t->steps = step;
     TRY(be->to_host(stream, stats, dstats, MK_STAT_COUNT * sizeof(float)));
+    if (stats[MK_STAT_FINITE] == 0.0f) return not_finite(t, stats); /* AdamW skipped on the flag */
+    t->steps = step;
     if (t->profile) {
         t->times.steps++;
         t->times.forward += t_fwd;

@@ -223,6 +223,7 @@ BACKEND_ENTRY_TESTS = {
 
 def test_every_backend_entry_is_tested():
     assert set(mk._core.backend_entries("cpu")) == set(BACKEND_ENTRY_TESTS)
+    assert mk._core.backend_entries("cpu_staged") == mk._core.backend_entries("cpu")
     with pytest.raises(ValueError, match="not in this build"):
         mk._core.backend_entries("tpu")
 

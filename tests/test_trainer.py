@@ -296,3 +296,54 @@ def test_fused_pair_table_update_equals_unfused(threads):
         assert runs[0] == runs[1]
     finally:
         mk.set_num_threads(0)
+
+
+def staged_twin(model):
+    """The same model on the "cpu_staged" backend: CPU kernels behind the device-memory path
+    of model.c and trainer.c (batches staged with to_device, results read with to_host, the
+    non-finite guard left to AdamW's device-side flag) -- the path a GPU backend takes."""
+    twin = mk.Model.__new__(mk.Model)
+    twin.config, twin.device, twin.seed = model.config, "cpu_staged", model.seed
+    d = model.config.to_dict()
+    twin._core = mk._core.Model(d["num_tokens"], d["num_moves"], d["tokens_per_side"], d["embed_dim"],
+                                d["orders"], d["pair_dim"], d["hidden"], d["head_width"],
+                                backend="cpu_staged", seed=model.seed)
+    twin._shapes = model.shapes
+    return twin
+
+
+def test_device_memory_path_matches_host_path():
+    cfg = cases.config(hidden=(8,))
+    host = mk.Model(cfg, seed=6)
+    staged = staged_twin(host)
+    assert staged._core.backend == "cpu_staged"
+    with pytest.raises(RuntimeError, match="not in host memory"):
+        staged.parameters()
+    b = cases.batch(cfg, seed=1, soft=True)
+    for x, y in zip(host.forward(b), staged.forward(b)):
+        np.testing.assert_array_equal(x, y)
+    (s1, g1), (s2, g2) = host.loss_and_grad(b, 0.5), staged.loss_and_grad(b, 0.5)
+    assert s1 == s2
+    for name in g1:
+        np.testing.assert_array_equal(g1[name], g2[name])
+    t1, t2 = mk.Trainer(host, lr=1e-2), mk.Trainer(staged, lr=1e-2)
+    for s in range(3):
+        bs = cases.batch(cfg, seed=10 + s)
+        assert t1.step(bs).as_dict() == t2.step(bs).as_dict()
+    assert snapshot(host, t1) == snapshot(staged, t2)
+
+
+def test_device_memory_path_skips_non_finite_updates_on_the_device_flag():
+    cfg = cases.config()
+    staged = staged_twin(mk.Model(cfg, seed=1))
+    trainer = mk.Trainer(staged, lr=1e-2)
+    b = cases.batch(cfg)
+    trainer.step(b)
+    staged._core.write("value.bias", np.array([np.inf], np.float32))  # no host check on this path
+    weight = staged.state_dict()["value.weight"]
+    weight[0, 0] = -np.inf
+    staged._core.write("value.weight", weight)
+    before = snapshot(staged, trainer)
+    with pytest.raises(FloatingPointError, match="step 1"):
+        trainer.step(b)
+    assert snapshot(staged, trainer) == before

@@ -79,29 +79,33 @@ static mk_status cpu_pair_sums_backward(void *stream, const float *grad, const i
     return mk_pair_sums_backward_cpu(grad, tokens, rows, T, P, num_pairs, grad_pair_table);
 }
 
-const mk_backend mk_backend_cpu = {
-    .name = "cpu",
-    .host_memory = 1,
-    .alloc = cpu_alloc,
-    .free = cpu_free,
-    .to_device = cpu_memcpy,
-    .to_host = cpu_memcpy,
-    .fill = cpu_fill,
-    .fill_uniform = cpu_fill_uniform,
-    .synchronize = cpu_synchronize,
-    .gemm = mk_gemm_cpu,
-    .bias_act = mk_bias_act_cpu,
-    .bias_act_backward = mk_bias_act_backward_cpu,
-    .sigmoid = mk_sigmoid_cpu,
-    .gather_dot = cpu_gather_dot,
-    .gather_dot_backward = cpu_gather_dot_backward,
-    .power_sums = cpu_power_sums,
-    .power_sums_backward = cpu_power_sums_backward,
-    .pair_sums = cpu_pair_sums,
-    .pair_sums_backward = cpu_pair_sums_backward,
-    .softmax_xent = mk_softmax_xent_cpu,
-    .value_bce = mk_value_bce_cpu,
-    .loss_stats = mk_loss_stats_cpu,
-    .adamw = mk_adamw_cpu,
+#define CPU_ENTRIES \
+    .alloc = cpu_alloc, \
+    .free = cpu_free, \
+    .to_device = cpu_memcpy, \
+    .to_host = cpu_memcpy, \
+    .fill = cpu_fill, \
+    .fill_uniform = cpu_fill_uniform, \
+    .synchronize = cpu_synchronize, \
+    .gemm = mk_gemm_cpu, \
+    .bias_act = mk_bias_act_cpu, \
+    .bias_act_backward = mk_bias_act_backward_cpu, \
+    .sigmoid = mk_sigmoid_cpu, \
+    .gather_dot = cpu_gather_dot, \
+    .gather_dot_backward = cpu_gather_dot_backward, \
+    .power_sums = cpu_power_sums, \
+    .power_sums_backward = cpu_power_sums_backward, \
+    .pair_sums = cpu_pair_sums, \
+    .pair_sums_backward = cpu_pair_sums_backward, \
+    .softmax_xent = mk_softmax_xent_cpu, \
+    .value_bce = mk_value_bce_cpu, \
+    .loss_stats = mk_loss_stats_cpu, \
+    .adamw = mk_adamw_cpu, \
     .pair_sums_backward_adamw = mk_pair_sums_backward_adamw_cpu,
-};
+
+const mk_backend mk_backend_cpu = {.name = "cpu", .host_memory = 1, CPU_ENTRIES};
+
+/* The same table flagged as device memory: model.c then stages batches with to_device and
+ * reads results with to_host, the path a GPU backend takes, so tests exercise that path
+ * (and the device-side non-finite guard) on any machine. Not a user-facing device. */
+const mk_backend mk_backend_cpu_staged = {.name = "cpu_staged", .host_memory = 0, CPU_ENTRIES};
