@@ -37,9 +37,9 @@ typedef struct {
 typedef struct {
     int64_t steps;
     double forward;   /* network and loss */
-    double backward;  /* every gradient */
+    double backward;  /* every gradient but the pair table's when fused */
     double optimizer; /* AdamW over every tensor, pair table included */
-    double optimizer_pair_table;
+    double optimizer_pair_table; /* with fusion: the pair table's gradient and AdamW */
 } mk_phase_times;
 
 typedef struct mk_trainer mk_trainer;
