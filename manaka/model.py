@@ -172,7 +172,9 @@ class Model:
     def save(self, path) -> None:
         """Writes config, seed and parameters to one file, atomically (see model_file)."""
         meta = {"config": self.config.to_dict(), "seed": self.seed}
-        model_file.write(path, "model", meta, self.state_dict().items())
+        # on the CPU the live views are written directly (no 180 MB copy at the seed shapes)
+        tensors = self.parameters() if self.device == "cpu" else self.state_dict()
+        model_file.write(path, "model", meta, tensors.items())
 
     @classmethod
     def load(cls, path, device: str = "cpu") -> "Model":
