@@ -347,3 +347,22 @@ def test_device_memory_path_skips_non_finite_updates_on_the_device_flag():
     with pytest.raises(FloatingPointError, match="step 1"):
         trainer.step(b)
     assert snapshot(staged, trainer) == before
+
+
+def test_training_is_bitwise_identical_for_any_thread_count():
+    """Every CPU primitive splits work so that results do not depend on the team size
+    (GEMMs by output rows, reductions by owned columns, AdamW elementwise)."""
+    cfg = cases.config(hidden=(300, 200), num_tokens=40, num_moves=120, T=12, D=64, W=96,
+                       orders=3, pair_dim=8)
+    results = []
+    try:
+        for threads in (1, 2, 3):
+            mk.set_num_threads(threads)
+            model = mk.Model(cfg, seed=0)
+            trainer = mk.Trainer(model)
+            for s in range(2):
+                trainer.step(cases.batch(cfg, B=300, L=40, seed=s))
+            results.append(snapshot(model, trainer))
+    finally:
+        mk.set_num_threads(0)
+    assert results[0] == results[1] == results[2]
