@@ -185,8 +185,11 @@ mk_status mk_trainer_step(mk_trainer *t, const mk_batch *batch, float *stats) {
         .bias_correction2 = (float)(1.0 - pow(t->cfg.beta2, (double)step)),
     };
     float *p = mk_model_params(model), *g = mk_model_grads(model);
-    int pair_table = mk_model_find(model, "pair_table");
-    for (int i = 0; i < mk_model_num_tensors(model); i++) {
+    int pair_table = mk_model_find(model, "pair_table"), count = mk_model_num_tensors(model);
+    /* The pair table goes first: its fused update is the one that needs scratch memory,
+     * and failing before any tensor changed keeps a failed step from half-applying. */
+    for (int n = 0; n < count; n++) {
+        int i = n == 0 ? pair_table : n <= pair_table ? n - 1 : n;
         const mk_tensor *tn = mk_model_tensor(model, i);
         args.weight_decay = tn->decay ? (float)t->cfg.weight_decay : 0.0f;
         int64_t o = tn->offset;

@@ -56,18 +56,25 @@ mk_status mk_pair_sums_backward_adamw_cpu(void *stream, const float *grad, const
     start[0] = 0;
 
     const mk_adamw_consts k = mk_adamw_prepare(args);
-    int failed = 0;
-#pragma omp parallel num_threads(mk_get_num_threads()) reduction(| : failed)
+    int failed = 0; /* shared: no thread updates anything unless every buffer was allocated */
+#pragma omp parallel num_threads(mk_get_num_threads())
     {
         float *acc = malloc((size_t)(V * P) * sizeof(float)); /* a group has <= V rows */
-        if (!acc) failed = 1;
+        if (!acc) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp barrier
+        int skip;
+#pragma omp atomic read
+        skip = failed;
         /* Groups are handed out one at a time, largest first: the work per group varies
          * (rows grow with h, pairs with the batch), and a thread descheduled by another
          * process leaves its share to the others. Each group's result does not depend on
          * which thread computes it. */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t k_ = 0; k_ < V; k_++) {
-            if (!acc) continue;
+            if (skip) continue;
             int64_t h = V - 1 - k_, q0 = mk_num_pairs(h), n = (h + 1) * P;
             memset(acc, 0, (size_t)n * sizeof(float));
             for (int32_t e = start[h]; e < start[h + 1]; e++) {
