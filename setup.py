@@ -160,11 +160,10 @@ core = Extension(
 # The CUDA binding files (cuda_*.c) belong to manaka._cuda only.
 core.sources = [s for s in core.sources if not os.path.basename(s).startswith("cuda_")]
 
-# The fused ops, their index checks and the runtime services the binding uses. The
-# training-step primitives in csrc/cuda (memory.cu, dense.cu, loss.cu, ...) join this list
-# when the CUDA model is built (they need csrc/backend.h and cuBLAS).
-CUDA_OP_SOURCES = ["bucket.cu", "gather_dot.cu", "pair_sums.cu", "power_sums.cu", "runtime.cu",
-                   "validate.cu", "workspace.cu"]
+# Every .cu in csrc/cuda: the fused ops, their index checks, the runtime services the
+# binding uses, and the training step's primitives and op table (backend_cuda.cu). cuBLAS
+# is not linked: cublas_dynamic.c loads it at run time (see its header for why).
+CUDA_SOURCES = sources("cuda/*.cu") + ["csrc/cuda/cublas_dynamic.c"]
 
 extensions = [core]
 CUDA = cuda_config()
@@ -172,8 +171,8 @@ if CUDA:
     archs = ";".join(CUDA["archs"])
     extensions.append(Extension(
         "manaka._cuda",
-        sources=[os.path.join("csrc", "cuda", f) for f in CUDA_OP_SOURCES]
-        + ["csrc/error.c", "csrc/python/binding.c"] + sources("python/cuda_*.c"),
+        sources=CUDA_SOURCES + ["csrc/error.c", "csrc/backend.c", "csrc/python/binding.c"]
+        + sources("python/cuda_*.c"),
         include_dirs=[numpy.get_include(), "csrc"],
         define_macros=[("MK_CUDA_ARCHS", f'"{archs}"')],
         extra_compile_args=[f for f in c_flags() if f != "-fopenmp"] + (["-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-Werror"] if WERROR else []),

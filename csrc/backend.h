@@ -176,6 +176,10 @@ mk_status mk_backend_check(const mk_backend *backend);
 /* The backend called `name` ("cpu", and "cuda" in a CUDA build), or NULL with mk_error set. */
 const mk_backend *mk_backend_get(const char *name);
 
+/* Name of the PyCapsule through which an extension (manaka._cuda) hands its table to
+ * manaka._core's Model. */
+#define MK_BACKEND_CAPSULE "manaka.mk_backend"
+
 /* The CPU backend's table (cpu/backend_cpu.c), and the same table with host_memory = 0
  * ("cpu_staged", for tests of the device-memory path). */
 extern const mk_backend mk_backend_cpu;
@@ -183,7 +187,12 @@ extern const mk_backend mk_backend_cpu_staged;
 
 /* A counter-based uniform in [0, 1): splitmix64 of (seed, i), top 24 bits. Stateless, so
  * any backend fills any element in parallel and gets the same float. */
-static inline float mk_uniform01(uint64_t seed, uint64_t i) {
+#ifdef __CUDACC__
+#define MK_HOST_DEVICE __host__ __device__
+#else
+#define MK_HOST_DEVICE
+#endif
+MK_HOST_DEVICE static inline float mk_uniform01(uint64_t seed, uint64_t i) {
     uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;

@@ -18,7 +18,6 @@ mk_status mk_alloc_cuda(void *stream, size_t bytes, void **out);
 void mk_free_cuda(void *stream, void *ptr);
 mk_status mk_to_device_cuda(void *stream, void *dst, const void *src, size_t bytes);
 mk_status mk_to_host_cuda(void *stream, void *dst, const void *src, size_t bytes);
-mk_status mk_copy_cuda(void *stream, void *dst, const void *src, size_t bytes);
 mk_status mk_fill_cuda(void *stream, float *dst, float value, int64_t n);
 mk_status mk_fill_uniform_cuda(void *stream, float *dst, int64_t n, float bound, uint64_t seed);
 mk_status mk_synchronize_cuda(void *stream);
@@ -44,9 +43,14 @@ mk_status mk_loss_stats_cuda(void *stream, const float *row_policy, const float 
                              const float *row_correct, int64_t B, float value_weight,
                              float *stats);
 
-/* adamw.cu */
+/* adamw.cu; pair_sums.cu for the fused PairSums backward + AdamW */
 mk_status mk_adamw_cuda(void *stream, float *p, const float *g, float *m, float *v, int64_t n,
                         const mk_adamw_args *args, const float *stats);
+mk_status mk_pair_sums_backward_adamw_cuda(const float *grad, const int32_t *tokens,
+                                           int64_t rows, int64_t T, int64_t P, int64_t V,
+                                           float *p, float *m, float *v,
+                                           const mk_adamw_args *args, const float *stats,
+                                           void *stream);
 
 #ifdef __cplusplus
 }
