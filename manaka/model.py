@@ -138,7 +138,7 @@ class Model:
         """{name: array}: views of the live parameters (writing to them changes the model):
         NumPy arrays on the CPU, :class:`manaka.DeviceArray` on the GPU (zero-copy into
         PyTorch or CuPy through DLPack / ``__cuda_array_interface__``)."""
-        if self.device == "cpu":
+        if self.device != "cuda":
             return {name: self._core.view(name) for name in self._shapes}
         from .cuda import DeviceArray
 
