@@ -163,7 +163,7 @@ core.sources = [s for s in core.sources if not os.path.basename(s).startswith("c
 # Every .cu in csrc/cuda: the fused ops, their index checks, the runtime services the
 # binding uses, and the training step's primitives and op table (backend_cuda.cu). cuBLAS
 # is not linked: cublas_dynamic.c loads it at run time (see its header for why).
-CUDA_SOURCES = sources("cuda/*.cu") + ["csrc/cuda/cublas_dynamic.c"]
+CUDA_SOURCES = sources("cuda/*.cu", "cuda/*.c")
 
 extensions = [core]
 CUDA = cuda_config()

@@ -16,7 +16,8 @@ RUNTIME_CU = "runtime.cu"
 SOURCES = sorted(f for f in os.listdir(os.path.join(ROOT, "csrc", "cuda")) if f.endswith(".cu") and f != RUNTIME_CU)
 # The C files those need (backend.c: the table check; cublas_dynamic.c: the cuBLAS loader,
 # which the emulated build points at cublas_emu.c's stand-in).
-C_SOURCES = ["csrc/error.c", "csrc/backend.c", "csrc/cuda/cublas_dynamic.c"]
+C_SOURCES = ["csrc/error.c", "csrc/backend.c"] + sorted(
+    os.path.join("csrc", "cuda", f) for f in os.listdir(os.path.join(ROOT, "csrc", "cuda")) if f.endswith(".c"))
 RUNTIME = RUNTIME_CU  # in the extension build only: the kernel tests call launchers directly
 
 
