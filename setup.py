@@ -15,6 +15,7 @@ Environment:
   CUDA_HOME / CUDA_PATH  the toolkit (default: /usr/local/cuda, or nvcc's on PATH)
   MANAKA_WERROR=1        treat warnings in the CUDA backend (nvcc and its C binding) as errors
 """
+import concurrent.futures
 import glob
 import os
 import shutil
@@ -99,16 +100,19 @@ class BuildExt(build_ext):
         same_flags = os.path.exists(stamp) and open(stamp).read() == " ".join(flags)
         headers = sources("*.h", "cuda/*.cuh", "cuda/*.h")
         newest_header = max((os.path.getmtime(h) for h in headers), default=0)
-        objects = []
+        objects, commands = [], []
         for src in cu_files:
             obj = os.path.join(out_dir, os.path.basename(src)[:-3] + ".o")
             objects.append(obj)
             if (same_flags and not self.force and os.path.exists(obj)
                     and os.path.getmtime(obj) >= max(os.path.getmtime(src), newest_header)):
                 continue
-            cmd = [nvcc, *flags, "-c", src, "-o", obj]
-            print(" ".join(cmd), flush=True)
-            subprocess.check_call(cmd)
+            commands.append([nvcc, *flags, "-c", src, "-o", obj])
+        # nvcc runs one file on one core: compile the files side by side.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            for cmd in commands:
+                print(" ".join(cmd), flush=True)
+            list(pool.map(subprocess.check_call, commands))
         with open(stamp, "w") as f:
             f.write(" ".join(flags))
         return objects

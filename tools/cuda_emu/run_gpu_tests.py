@@ -33,7 +33,8 @@ def main(argv):
     args = list(argv)
     if not any(not a.startswith("-") for a in args):
         args += [os.path.join(ROOT, "tests", name) for name in
-                 ("test_cuda_ops.py", "test_device_array.py", "test_cuda_step.py")]
+                 ("test_cuda_ops.py", "test_device_array.py", "test_cuda_step.py",
+                  "test_bench_step_cuda.py")]
     return pytest.main(["-q", "-p", "no:cacheprovider", "-rs", *args])
 
 
