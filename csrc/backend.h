@@ -66,6 +66,8 @@ typedef struct mk_backend {
      * once the data is on the host. */
     mk_status (*to_device)(void *stream, void *dst, const void *src, size_t bytes);
     mk_status (*to_host)(void *stream, void *dst, const void *src, size_t bytes);
+    /* device -> device, ordered on the stream (the trainer files each step's stats). */
+    mk_status (*copy)(void *stream, void *dst, const void *src, size_t bytes);
     /* dst[i] = value, i < n. */
     mk_status (*fill)(void *stream, float *dst, float value, int64_t n);
     /* dst[i] = bound * (2 u(seed, i) - 1) with u = mk_uniform01 below: the same bits on
@@ -163,7 +165,7 @@ static inline int64_t mk_pair_adamw_work_ints(int64_t rows, int64_t T, int64_t V
 /* Every entry of the table, for mk_backend_check: adding an entry without listing it here
  * fails the static assertion in backend.c. */
 #define MK_BACKEND_ENTRIES(X)                                                                  \
-    X(alloc) X(free) X(to_device) X(to_host) X(fill) X(fill_uniform) X(synchronize)    \
+    X(alloc) X(free) X(to_device) X(to_host) X(copy) X(fill) X(fill_uniform) X(synchronize) \
     X(gemm) X(bias_act) X(bias_act_backward) X(sigmoid) X(gather_dot) X(gather_dot_backward)  \
     X(power_sums) X(power_sums_backward) X(pair_sums) X(pair_sums_backward) X(softmax_xent)   \
     X(value_bce) X(loss_stats) X(adamw) X(pair_sums_backward_adamw)

@@ -212,6 +212,7 @@ BACKEND_ENTRY_TESTS = {
     "fill_uniform": "test_same_seed_same_model_and_different_seed_differs",
     "to_device": "test_load_state_dict_rejects_bad_state_without_changes",
     "to_host": "test_forward_matches_reference",
+    "copy": "test_trainer.py::test_device_path_keeps_the_stats_of_recent_steps_on_the_device",
     "synchronize": "test_trainer.py::test_profile_counts_phases",
     "gemm": "test_loss_and_grad_match_reference",
     "bias_act": "test_forward_matches_reference",

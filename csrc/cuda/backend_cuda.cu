@@ -53,6 +53,7 @@ extern "C" const mk_backend mk_backend_cuda = {
     mk_free_cuda,
     mk_to_device_cuda,
     mk_to_host_cuda,
+    mk_copy_cuda,
     mk_fill_cuda,
     mk_fill_uniform_cuda,
     mk_synchronize_cuda,

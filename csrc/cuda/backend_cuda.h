@@ -18,6 +18,7 @@ mk_status mk_alloc_cuda(void *stream, size_t bytes, void **out);
 void mk_free_cuda(void *stream, void *ptr);
 mk_status mk_to_device_cuda(void *stream, void *dst, const void *src, size_t bytes);
 mk_status mk_to_host_cuda(void *stream, void *dst, const void *src, size_t bytes);
+mk_status mk_copy_cuda(void *stream, void *dst, const void *src, size_t bytes);
 mk_status mk_fill_cuda(void *stream, float *dst, float value, int64_t n);
 mk_status mk_fill_uniform_cuda(void *stream, float *dst, int64_t n, float bound, uint64_t seed);
 mk_status mk_synchronize_cuda(void *stream);

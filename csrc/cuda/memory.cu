@@ -41,6 +41,10 @@ mk_status mk_to_host_cuda(void *stream, void *dst, const void *src, size_t bytes
     return MK_OK;
 }
 
+mk_status mk_copy_cuda(void *stream, void *dst, const void *src, size_t bytes) {
+    return copy(stream, dst, src, bytes, cudaMemcpyDeviceToDevice);
+}
+
 __global__ void fill_kernel(float *dst, float value, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
