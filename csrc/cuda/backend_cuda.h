@@ -23,6 +23,9 @@ mk_status mk_fill_cuda(void *stream, float *dst, float value, int64_t n);
 mk_status mk_fill_uniform_cuda(void *stream, float *dst, int64_t n, float bound, uint64_t seed);
 mk_status mk_synchronize_cuda(void *stream);
 
+/* staging.cu: host -> device through a pinned ring, without waiting for the stream */
+mk_status mk_cuda_stage_to_device(void *dst, const void *src, size_t bytes, void *stream);
+
 /* dense.cu */
 mk_status mk_gemm_cuda(void *stream, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                        float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,

@@ -29,8 +29,9 @@ static mk_status copy(void *stream, void *dst, const void *src, size_t bytes,
     return MK_OK;
 }
 
+/* Through pinned staging memory (staging.cu), so the copy never waits for the stream. */
 mk_status mk_to_device_cuda(void *stream, void *dst, const void *src, size_t bytes) {
-    return copy(stream, dst, src, bytes, cudaMemcpyHostToDevice);
+    return bytes ? mk_cuda_stage_to_device(dst, src, bytes, stream) : MK_OK;
 }
 
 /* The caller reads `dst` right after, so this one waits for the copy to land. */

@@ -102,4 +102,14 @@ static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
 static inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
 static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
 static inline cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; } /* all is synchronous */
+/* Pinned host memory is plain host memory here (not tracked as device memory). */
+static inline cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned) {
+    *p = std::malloc(bytes);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+static inline cudaError_t cudaFreeHost(void *p) {
+    std::free(p);
+    return cudaSuccess;
+}
 #endif

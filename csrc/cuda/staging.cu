@@ -1,0 +1,79 @@
+/* Host-to-device copies through pinned staging memory.
+ *
+ * Why: cudaMemcpyAsync from pageable memory may synchronise with the stream while the
+ * driver stages the bytes, so copying a batch would wait for the previous step to finish.
+ * Copying the batch into pinned memory first (a host memcpy of a few MB) and DMA-ing from
+ * there never waits: the host queues step n + 1 while the GPU still runs step n.
+ *
+ * The staging memory is one pinned ring (64 MB, allocated on first use) shared by every
+ * stream of the process, like the CUDA context it belongs to. A copy takes the next
+ * contiguous region; before a region is reused, the event recorded after the copies that
+ * last used it is waited for (with a ring many batches long, it has long completed).
+ * Copies larger than the ring (loading a checkpoint's 176 MB pair table) go the ordinary
+ * pageable way. */
+#include <mutex>
+#include <string.h>
+
+#include "backend_cuda.h"
+#include "common.cuh"
+
+#define STAGING_BYTES ((size_t)64 << 20)
+#define STAGING_REGIONS 64 /* copies in flight the ring tracks */
+
+namespace {
+struct region {
+    size_t begin, end;
+    cudaEvent_t done;
+};
+
+struct staging_ring {
+    std::mutex lock;
+    char *memory = nullptr;
+    size_t head = 0;
+    region regions[STAGING_REGIONS];
+    int first = 0, count = 0; /* circular queue of regions in flight, oldest first */
+};
+staging_ring ring;
+
+/* Waits for (and forgets) the oldest regions until [begin, end) overlaps none in flight
+ * and a slot is free. */
+cudaError_t reclaim(size_t begin, size_t end) {
+    while (ring.count > 0) {
+        region &r = ring.regions[ring.first];
+        bool overlaps = r.begin < end && begin < r.end;
+        if (!overlaps && ring.count < STAGING_REGIONS) break;
+        cudaError_t err = cudaEventSynchronize(r.done);
+        if (err == cudaSuccess) err = cudaEventDestroy(r.done);
+        if (err != cudaSuccess) return err;
+        ring.first = (ring.first + 1) % STAGING_REGIONS;
+        ring.count--;
+    }
+    return cudaSuccess;
+}
+}  // namespace
+
+extern "C" mk_status mk_cuda_stage_to_device(void *dst, const void *src, size_t bytes,
+                                             void *stream) {
+    cudaStream_t s = MK_STREAM(stream);
+    if (bytes > STAGING_BYTES) {
+        MK_CUDA_RETURN_IF(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+        return MK_OK;
+    }
+    std::lock_guard<std::mutex> guard(ring.lock);
+    if (!ring.memory) MK_CUDA_RETURN_IF(cudaHostAlloc((void **)&ring.memory, STAGING_BYTES, 0));
+    size_t begin = ring.head + bytes <= STAGING_BYTES ? ring.head : 0;
+    MK_CUDA_RETURN_IF(reclaim(begin, begin + bytes));
+    memcpy(ring.memory + begin, src, bytes);
+    cudaEvent_t done;
+    MK_CUDA_RETURN_IF(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    cudaError_t err = cudaMemcpyAsync(dst, ring.memory + begin, bytes, cudaMemcpyHostToDevice, s);
+    if (err == cudaSuccess) err = cudaEventRecord(done, s);
+    if (err != cudaSuccess) {
+        cudaEventDestroy(done);
+        return mk_cuda_error(err, "staged cudaMemcpyAsync", __FILE__, __LINE__);
+    }
+    ring.regions[(ring.first + ring.count) % STAGING_REGIONS] = region{begin, begin + bytes, done};
+    ring.count++;
+    ring.head = begin + bytes;
+    return MK_OK;
+}
