@@ -93,10 +93,36 @@ static void add_tensor(mk_model *m, const char *name, int64_t rows, int64_t cols
     t->shape[0] = rows;
     t->shape[1] = ndim == 2 ? cols : 0;
     t->numel = ndim == 2 ? rows * cols : rows;
-    t->offset = m->buffer_size;
     size_t len = strlen(name);
     t->decay = !(len >= 4 && strcmp(name + len - 4, "bias") == 0);
-    m->buffer_size += aligned(t->numel);
+}
+
+/* Places the tensors in the buffers: the pair table, then every other decayed tensor,
+ * then the biases. Each AdamW group is then one contiguous range, updated by one launch
+ * (mk_model_adamw_groups) instead of one per tensor. */
+static void place_tensors(mk_model *m) {
+    for (int pass = 0; pass < 3; pass++)
+        for (int i = 0; i < m->num_tensors; i++) {
+            mk_tensor *t = &m->tensors[i];
+            int group = i == T_PAIR_TABLE ? 0 : t->decay ? 1 : 2;
+            if (group != pass) continue;
+            t->offset = m->buffer_size;
+            m->buffer_size += aligned(t->numel);
+        }
+}
+
+void mk_model_adamw_groups(const mk_model *m, int64_t ranges[2][2]) {
+    int64_t decay_begin = m->buffer_size, bias_begin = m->buffer_size;
+    for (int i = 0; i < m->num_tensors; i++) {
+        const mk_tensor *t = &m->tensors[i];
+        if (i == T_PAIR_TABLE) continue;
+        if (t->decay && t->offset < decay_begin) decay_begin = t->offset;
+        if (!t->decay && t->offset < bias_begin) bias_begin = t->offset;
+    }
+    ranges[0][0] = decay_begin;
+    ranges[0][1] = bias_begin;
+    ranges[1][0] = bias_begin;
+    ranges[1][1] = m->buffer_size;
 }
 
 static int64_t features(const mk_config *c) { return S * (c->orders * c->embed_dim + c->pair_dim); }
@@ -122,6 +148,7 @@ static void layout(mk_model *m) {
     add_tensor(m, "move_table", c->num_moves, c->head_width, 2);
     add_tensor(m, "value.weight", 1, in, 2);
     add_tensor(m, "value.bias", 1, 0, 1);
+    place_tensors(m);
 }
 
 static float *P(mk_model *m, int i) { return m->params + m->tensors[i].offset; }

@@ -79,6 +79,10 @@ const mk_tensor *mk_model_tensor(const mk_model *model, int i);
 int mk_model_find(const mk_model *model, const char *name);
 /* Floats in each of the parameter / gradient / moment buffers (tensors plus alignment). */
 int64_t mk_model_buffer_size(const mk_model *model);
+/* The two AdamW groups besides the pair table, as [begin, end) float offsets into the
+ * buffers: ranges[0] every decayed tensor, ranges[1] every bias. Each is contiguous (the
+ * alignment padding inside stays 0 in parameters, gradients and moments). */
+void mk_model_adamw_groups(const mk_model *model, int64_t ranges[2][2]);
 /* Device pointers to the parameter and gradient buffers. */
 float *mk_model_params(mk_model *model);
 float *mk_model_grads(mk_model *model);

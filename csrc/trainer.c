@@ -189,23 +189,28 @@ mk_status mk_trainer_step(mk_trainer *t, const mk_batch *batch, float *stats) {
         .bias_correction2 = (float)(1.0 - pow(t->cfg.beta2, (double)step)),
     };
     float *p = mk_model_params(model), *g = mk_model_grads(model);
-    int pair_table = mk_model_find(model, "pair_table"), count = mk_model_num_tensors(model);
     /* The pair table goes first: its fused update is the one that needs scratch memory,
      * and failing before any tensor changed keeps a failed step from half-applying. */
-    for (int n = 0; n < count; n++) {
-        int i = n == 0 ? pair_table : n <= pair_table ? n - 1 : n;
-        const mk_tensor *tn = mk_model_tensor(model, i);
-        args.weight_decay = tn->decay ? (float)t->cfg.weight_decay : 0.0f;
-        int64_t o = tn->offset;
-        double before = t->profile ? lap(t, &mark) : 0.0;
-        if (i == pair_table && t->fuse_pair_table)
-            TRY(mk_model_pair_table_adamw(model, t->m, t->v, &args, dstats));
-        else
-            TRY(be->adamw(stream, p + o, g + o, t->m + o, t->v + o, tn->numel, &args, dstats));
-        double dt = t->profile ? lap(t, &mark) : 0.0;
-        t_opt += before + dt;
-        if (i == pair_table) t_pair += dt;
+    const mk_tensor *pt = mk_model_tensor(model, mk_model_find(model, "pair_table"));
+    args.weight_decay = (float)t->cfg.weight_decay;
+    double before = t->profile ? lap(t, &mark) : 0.0;
+    if (t->fuse_pair_table)
+        TRY(mk_model_pair_table_adamw(model, t->m, t->v, &args, dstats));
+    else
+        TRY(be->adamw(stream, p + pt->offset, g + pt->offset, t->m + pt->offset, t->v + pt->offset,
+                      pt->numel, &args, dstats));
+    t_pair = t->profile ? lap(t, &mark) : 0.0;
+    t_opt = before + t_pair;
+    /* Then every other tensor in two launches: decayed weights, then biases (model.c lays
+     * each group out contiguously). */
+    int64_t groups[2][2];
+    mk_model_adamw_groups(model, groups);
+    for (int k = 0; k < 2; k++) {
+        int64_t o = groups[k][0];
+        args.weight_decay = k == 0 ? (float)t->cfg.weight_decay : 0.0f;
+        TRY(be->adamw(stream, p + o, g + o, t->m + o, t->v + o, groups[k][1] - o, &args, dstats));
     }
+    if (t->profile) t_opt += lap(t, &mark);
     if (be->host_memory) {
         TRY(be->to_host(stream, stats, dstats, MK_STAT_COUNT * sizeof(float)));
         if (stats[MK_STAT_FINITE] == 0.0f) return not_finite(t, stats); /* AdamW skipped */
