@@ -78,5 +78,9 @@ def test_power_and_pair_sums_property(B, S, T, V, D, K, empty, seed):
     table = rng.standard_normal((V * (V + 1) // 2, D), dtype=np.float32)
     assert rel_err(mk.ops.pair_sums(table, tok), ref.pair_sums(table, tok)) < 1e-5
     Gp = rng.standard_normal((B, S, D), dtype=np.float32)
-    assert rel_err(mk.ops.pair_sums_backward(Gp, tok, len(table)),
-                   ref.pair_sums_backward(Gp, tok, len(table))) < 1e-5
+    # With a tiny vocabulary every pair lands in a few rows (V = 1: up to B S T (T-1)/2 terms
+    # in one row) and a float32 sum of mixed signs may cancel: the error is bounded relative
+    # to the sum of magnitudes (the summation's condition), not to the cancelled result.
+    err = np.linalg.norm(np.float64(mk.ops.pair_sums_backward(Gp, tok, len(table)))
+                         - ref.pair_sums_backward(Gp, tok, len(table)))
+    assert err <= 1e-5 * np.linalg.norm(ref.pair_sums_backward(np.abs(Gp), tok, len(table)))
