@@ -21,7 +21,7 @@ def sources(*patterns):
 
 
 def c_flags():
-    flags = ["-std=c11", "-O3", "-fopenmp", "-Wall", "-Wno-unused-function"]
+    flags = ["-std=c11", "-O3", "-fopenmp", "-pthread", "-Wall", "-Wno-unused-function"]
     if os.environ.get("MANAKA_PORTABLE", "0") != "1":
         flags.append("-march=native")
     return flags
@@ -32,7 +32,7 @@ core = Extension(
     sources=sources("*.c", "cpu/*.c", "python/*.c"),
     include_dirs=[numpy.get_include(), "csrc"],
     extra_compile_args=c_flags(),
-    extra_link_args=["-fopenmp"],
+    extra_link_args=["-fopenmp", "-pthread"],
     depends=sources("*.h", "cpu/*.h", "python/*.h"),
 )
 
