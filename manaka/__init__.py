@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from . import _core, ops
 from .batch import Batch
+from .dataset import Dataset, Position
+from .loader import Loader
 
 __version__ = "0.1.0"
 
-__all__ = ["ops", "Batch", "build_info", "set_num_threads", "get_num_threads", "__version__"]
+__all__ = ["ops", "Batch", "Dataset", "Position", "Loader", "build_info", "set_num_threads", "get_num_threads", "__version__"]
 
 
 def set_num_threads(n: int) -> None:
