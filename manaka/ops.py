@@ -174,7 +174,7 @@ def pair_index(a: Union[int, ArrayLike], b: Union[int, ArrayLike]) -> Union[int,
     if np.isscalar(a) and np.isscalar(b):
         lo, hi = sorted((_as_int("pair_index", "a", a), _as_int("pair_index", "b", b)))
         if lo < 0:
-            raise ValueError(f"pair_index: tokens must be >= 0, got {lo}")
+            raise ValueError(f"pair_index: tokens must be >= 0, got a negative token ({lo})")
         return hi * (hi + 1) // 2 + lo
     a, b = np.asarray(a), np.asarray(b)
     for name, x in (("a", a), ("b", b)):

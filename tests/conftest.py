@@ -1,5 +1,22 @@
 import os
 import sys
 
+import numpy as np
+import pytest
+
 # tests import helpers such as fake_training.py from this folder
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def rng(request):
+    """A fresh generator per test, seeded from the test's name so failures reproduce."""
+    return np.random.default_rng(abs(hash(request.node.nodeid)) % 2**32)
+
+
+def rel_err(got, want):
+    """Norm-wise relative error (robust to entries that are near zero)."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    scale = np.linalg.norm(want)
+    diff = np.linalg.norm(got - want)
+    return diff / scale if scale > 0 else diff

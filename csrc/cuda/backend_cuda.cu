@@ -1,0 +1,63 @@
+/* The CUDA backend's table: the same entries as the CPU's (../backend.h), so model.c runs
+ * unchanged on the GPU. The fused ops' launchers take the stream last (they are also the
+ * public C API of csrc/cuda); the table adapts them to the stream-first convention. */
+#include "backend_cuda.h"
+#include "common.cuh"
+
+static mk_status gather_dot(void *s, const float *hidden, const float *table,
+                            const int32_t *indices, const int32_t *counts, int64_t B, int64_t L,
+                            int64_t W, float *logits) {
+    return mk_gather_dot_cuda(hidden, table, indices, counts, B, L, W, logits, s);
+}
+static mk_status gather_dot_backward(void *s, const float *grad, const float *hidden,
+                                     const float *table, const int32_t *indices,
+                                     const int32_t *counts, int64_t B, int64_t L, int64_t W,
+                                     int64_t M, float *grad_hidden, float *grad_table) {
+    return mk_gather_dot_backward_cuda(grad, hidden, table, indices, counts, B, L, W, M,
+                                       grad_hidden, grad_table, s);
+}
+static mk_status power_sums(void *s, const float *emb, const int32_t *tokens, int64_t rows,
+                            int64_t T, int64_t D, int64_t K, float *out) {
+    return mk_power_sums_cuda(emb, tokens, rows, T, D, K, out, s);
+}
+static mk_status power_sums_backward(void *s, const float *grad, const float *emb,
+                                     const int32_t *tokens, int64_t rows, int64_t T, int64_t D,
+                                     int64_t K, int64_t V, float *grad_emb) {
+    return mk_power_sums_backward_cuda(grad, emb, tokens, rows, T, D, K, V, grad_emb, s);
+}
+static mk_status pair_sums(void *s, const float *pair_table, const int32_t *tokens, int64_t rows,
+                           int64_t T, int64_t P, float *out) {
+    return mk_pair_sums_cuda(pair_table, tokens, rows, T, P, out, s);
+}
+static mk_status pair_sums_backward(void *s, const float *grad, const int32_t *tokens,
+                                    int64_t rows, int64_t T, int64_t P, int64_t num_pairs,
+                                    float *grad_pair_table) {
+    return mk_pair_sums_backward_cuda(grad, tokens, rows, T, P, num_pairs, grad_pair_table, s);
+}
+
+extern "C" const mk_backend mk_backend_cuda = {
+    /* name */ "cuda",
+    /* host_memory */ 0,
+    mk_alloc_cuda,
+    mk_free_cuda,
+    mk_to_device_cuda,
+    mk_to_host_cuda,
+    mk_copy_cuda,
+    mk_fill_cuda,
+    mk_fill_uniform_cuda,
+    mk_synchronize_cuda,
+    mk_gemm_cuda,
+    mk_bias_act_cuda,
+    mk_bias_act_backward_cuda,
+    mk_sigmoid_cuda,
+    gather_dot,
+    gather_dot_backward,
+    power_sums,
+    power_sums_backward,
+    pair_sums,
+    pair_sums_backward,
+    mk_softmax_xent_cuda,
+    mk_value_bce_cuda,
+    mk_loss_stats_cuda,
+    mk_adamw_cuda,
+};

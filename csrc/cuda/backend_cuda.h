@@ -1,0 +1,54 @@
+/* The CUDA backend's primitives for the training step (the table in backend_cuda.cu).
+ * Each implements the entry of mk_backend (../backend.h) with the same name and contract;
+ * the math is documented there once. Pointers are device pointers; `stream` is a
+ * cudaStream_t; nothing here synchronises the host except mk_synchronize_cuda. */
+#ifndef MANAKA_CUDA_BACKEND_CUDA_H
+#define MANAKA_CUDA_BACKEND_CUDA_H
+
+#include "../backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+extern const mk_backend mk_backend_cuda;
+
+/* memory.cu */
+mk_status mk_alloc_cuda(void *stream, size_t bytes, void **out);
+void mk_free_cuda(void *stream, void *ptr);
+mk_status mk_to_device_cuda(void *stream, void *dst, const void *src, size_t bytes);
+mk_status mk_to_host_cuda(void *stream, void *dst, const void *src, size_t bytes);
+mk_status mk_copy_cuda(void *stream, void *dst, const void *src, size_t bytes);
+mk_status mk_fill_cuda(void *stream, float *dst, float value, int64_t n);
+mk_status mk_fill_uniform_cuda(void *stream, float *dst, int64_t n, float bound, uint64_t seed);
+mk_status mk_synchronize_cuda(void *stream);
+
+/* dense.cu */
+mk_status mk_gemm_cuda(void *stream, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                       float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                       float beta, float *C, int64_t ldc);
+mk_status mk_bias_act_cuda(void *stream, float *y, const float *bias, int64_t rows, int64_t cols,
+                           int relu);
+mk_status mk_bias_act_backward_cuda(void *stream, float *dy, const float *y, int64_t rows,
+                                    int64_t cols, int relu, float *dbias);
+mk_status mk_sigmoid_cuda(void *stream, const float *x, int64_t n, float *out);
+
+/* loss.cu */
+mk_status mk_softmax_xent_cuda(void *stream, const float *logits, const int32_t *counts,
+                               const int32_t *target, const float *soft, int64_t B, int64_t L,
+                               float grad_scale, float *dlogits, float *row_loss,
+                               float *row_correct);
+mk_status mk_value_bce_cuda(void *stream, const float *z, const float *t, int64_t B,
+                            float grad_scale, float *dz, float *row_loss);
+mk_status mk_loss_stats_cuda(void *stream, const float *row_policy, const float *row_value,
+                             const float *row_correct, int64_t B, float value_weight,
+                             float *stats);
+
+/* adamw.cu */
+mk_status mk_adamw_cuda(void *stream, float *p, const float *g, float *m, float *v, int64_t n,
+                        const mk_adamw_args *args, const float *stats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

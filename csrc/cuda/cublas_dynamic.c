@@ -1,0 +1,89 @@
+/* cuBLAS entry points resolved with dlopen/dlsym: see cublas_dynamic.h for why. */
+#include "cublas_dynamic.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+
+typedef int (*create_fn)(mk_cublas_handle *);
+typedef int (*set_stream_fn)(mk_cublas_handle, cudaStream_t);
+typedef int (*set_math_mode_fn)(mk_cublas_handle, int);
+typedef int (*sgemm_fn)(mk_cublas_handle, int, int, int, int, int, const float *, const float *,
+                        int, const float *, int, const float *, float *, int);
+
+/* Written once under `lock`, then only read: the library handle is process-wide, like the
+ * CUDA context it lives in. */
+static struct {
+    pthread_mutex_t lock;
+    void *library;
+    char path[1024];
+    mk_cublas_handle handle;
+    set_stream_fn set_stream;
+    set_math_mode_fn set_math_mode;
+    sgemm_fn sgemm;
+} cublas = {PTHREAD_MUTEX_INITIALIZER};
+
+static mk_status load_locked(const char *path) {
+    const char *candidates[] = {path, "libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+    void *lib = NULL;
+    const char *found = NULL;
+    for (size_t i = 0; i < sizeof candidates / sizeof *candidates && !lib; i++) {
+        if (!candidates[i]) continue;
+        lib = dlopen(candidates[i], RTLD_NOW | RTLD_LOCAL);
+        found = candidates[i];
+    }
+    if (!lib)
+        return mk_fail(MK_ERR_RUNTIME,
+                       "cuBLAS not found (tried %s, libcublas.so.13, libcublas.so.12): install "
+                       "the nvidia-cublas wheel or put the CUDA toolkit's lib64 on "
+                       "LD_LIBRARY_PATH",
+                       path ? path : "no explicit path");
+    create_fn create = (create_fn)dlsym(lib, "cublasCreate_v2");
+    cublas.set_stream = (set_stream_fn)dlsym(lib, "cublasSetStream_v2");
+    cublas.set_math_mode = (set_math_mode_fn)dlsym(lib, "cublasSetMathMode");
+    cublas.sgemm = (sgemm_fn)dlsym(lib, "cublasSgemm_v2");
+    if (!create || !cublas.set_stream || !cublas.set_math_mode || !cublas.sgemm) {
+        dlclose(lib);
+        return mk_fail(MK_ERR_RUNTIME, "%s lacks the cuBLAS v2 entry points", found);
+    }
+    int rc = create(&cublas.handle);
+    if (rc != 0) {
+        dlclose(lib);
+        return mk_fail(MK_ERR_RUNTIME, "cublasCreate failed with status %d (from %s)", rc, found);
+    }
+    cublas.library = lib;
+    snprintf(cublas.path, sizeof cublas.path, "%s", found);
+    return MK_OK;
+}
+
+mk_status mk_cublas_load(const char *path) {
+    pthread_mutex_lock(&cublas.lock);
+    mk_status status = cublas.library ? MK_OK : load_locked(path);
+    pthread_mutex_unlock(&cublas.lock);
+    return status;
+}
+
+const char *mk_cublas_path(void) { return cublas.path; }
+
+mk_status mk_cublas_allow_tf32(int allow) {
+    mk_status status = mk_cublas_load(NULL);
+    if (status != MK_OK) return status;
+    int rc = cublas.set_math_mode(cublas.handle, allow ? MK_CUBLAS_TF32_TENSOR_OP_MATH
+                                                       : MK_CUBLAS_DEFAULT_MATH);
+    return rc ? mk_fail(MK_ERR_RUNTIME, "cublasSetMathMode failed with status %d", rc) : MK_OK;
+}
+
+mk_status mk_cublas_sgemm(cudaStream_t stream, int trans_a, int trans_b, int m, int n, int k,
+                          float alpha, const float *A, int lda, const float *B, int ldb,
+                          float beta, float *C, int ldc) {
+    mk_status status = mk_cublas_load(NULL);
+    if (status != MK_OK) return status;
+    int rc = cublas.set_stream(cublas.handle, stream);
+    if (rc == 0)
+        rc = cublas.sgemm(cublas.handle, trans_a ? MK_CUBLAS_OP_T : MK_CUBLAS_OP_N,
+                          trans_b ? MK_CUBLAS_OP_T : MK_CUBLAS_OP_N, m, n, k, &alpha, A, lda, B,
+                          ldb, &beta, C, ldc);
+    return rc ? mk_fail(MK_ERR_RUNTIME, "cublasSgemm failed with status %d (m=%d n=%d k=%d)", rc,
+                        m, n, k)
+              : MK_OK;
+}

@@ -1,0 +1,50 @@
+"""The seed configuration of DESIGN.md §5 and random inputs at its shapes: the one
+place every benchmark takes its shapes from."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SeedShapes:
+    B: int = 1024     # batch
+    T: int = 40       # tokens per perspective
+    S: int = 2        # perspectives
+    V: int = 2344     # token vocabulary
+    D: int = 256      # embedding width
+    K: int = 4        # power orders
+    P: int = 16       # pair width
+    W: int = 300      # policy head width
+    M: int = 2187     # move vocabulary
+    L: int = 600      # padded legal slots
+
+    @property
+    def num_pairs(self) -> int:
+        return self.V * (self.V + 1) // 2
+
+
+def legal_counts(rng: np.random.Generator, B: int, L: int = 600) -> np.ndarray:
+    """Legal-move counts ~ clip(round(lognormal(ln 90, 0.6)), 1, 593), as in the seed."""
+    return np.clip(np.round(rng.lognormal(np.log(90), 0.6, B)), 1, min(593, L)).astype(np.int32)
+
+
+def op_inputs(shapes: SeedShapes = SeedShapes(), seed: int = 0) -> dict:
+    """Random inputs for the three ops at the seed shapes (about 200 MB, mostly the pair table)."""
+    s, rng = shapes, np.random.default_rng(seed)
+    counts = legal_counts(rng, s.B, s.L)
+    indices = rng.integers(0, s.M, (s.B, s.L), dtype=np.int32)
+    indices[np.arange(s.L)[None] >= counts[:, None]] = -1
+    tokens = rng.integers(0, s.V, (s.B, s.S, s.T), dtype=np.int32)
+    tokens[rng.random(tokens.shape) < 0.2] = -1  # captured / empty slots
+    return dict(
+        counts=counts, indices=indices, tokens=tokens,
+        hidden=rng.standard_normal((s.B, s.W), dtype=np.float32),
+        table=rng.standard_normal((s.M, s.W), dtype=np.float32) * 0.05,
+        emb=rng.standard_normal((s.V, s.D), dtype=np.float32) * 0.1,
+        pair_table=rng.standard_normal((s.num_pairs, s.P), dtype=np.float32) * 0.01,
+        grad_logits=rng.standard_normal((s.B, s.L), dtype=np.float32),
+        grad_power=rng.standard_normal((s.B, s.S, s.K, s.D), dtype=np.float32),
+        grad_pair=rng.standard_normal((s.B, s.S, s.P), dtype=np.float32),
+    )

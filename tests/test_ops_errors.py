@@ -1,0 +1,141 @@
+"""Every bad input to an op raises a clear exception that names the argument."""
+import numpy as np
+import pytest
+
+import manaka as mk
+from op_inputs import legal_batch, tokens
+
+
+@pytest.fixture
+def gd(rng):
+    hidden, table, indices, counts = legal_batch(rng, 4, 6, 5, 7)
+    grad = rng.standard_normal((4, 6), dtype=np.float32)
+    return dict(hidden=hidden, table=table, indices=indices, counts=counts, grad=grad)
+
+
+def call_gather_dot(a):
+    return mk.ops.gather_dot(a["hidden"], a["table"], a["indices"], a["counts"])
+
+
+def call_gather_dot_backward(a):
+    return mk.ops.gather_dot_backward(a["grad"], a["hidden"], a["table"], a["indices"], a["counts"])
+
+
+GATHER_CASES = [  # (argument, replacement, exception, message pattern)
+    ("hidden", lambda a: a["hidden"].astype(np.float64), TypeError, "hidden must have dtype float32, got float64"),
+    ("hidden", lambda a: None, TypeError, "hidden is required"),
+    ("hidden", lambda a: a["hidden"].tolist(), TypeError, "hidden must be a NumPy array, got list"),
+    ("hidden", lambda a: a["hidden"][None], ValueError, "hidden must have 2 dimensions, got 3"),
+    ("hidden", lambda a: a["hidden"][:3], ValueError, r"indices.shape\[0\] must equal hidden.shape\[0\]"),
+    ("table", lambda a: a["table"][:, :4], ValueError, r"table.shape\[1\] must equal hidden.shape\[1\]"),
+    ("table", lambda a: a["table"].astype(np.float16), TypeError, "table must have dtype float32"),
+    ("indices", lambda a: a["indices"].astype(np.float32), TypeError, "indices must have an integer dtype"),
+    ("indices", lambda a: np.where(a["indices"] >= 0, 7, -1), ValueError, r"indices\[\d+, \d+\] = 7 is out of range"),
+    ("indices", lambda a: np.full_like(a["indices"], 2**40, dtype=np.int64), ValueError, "outside the int32 range"),
+    ("counts", lambda a: np.full(4, 7, np.int32), ValueError, r"counts\[0\] = 7 is outside \[0, L = 6\]"),
+    ("counts", lambda a: np.array([1, -1, 0, 2]), ValueError, r"counts\[1\] = -1 is outside"),
+    ("counts", lambda a: np.ones(3, np.int32), ValueError, r"counts.shape\[0\] must equal"),
+    ("counts", lambda a: np.ones((4, 1), np.int32), ValueError, "counts must have 1 dimension"),
+]
+
+
+@pytest.mark.parametrize("name,bad,exc,pattern", GATHER_CASES)
+@pytest.mark.parametrize("call", [call_gather_dot, call_gather_dot_backward])
+def test_gather_dot_bad_inputs(gd, name, bad, exc, pattern, call):
+    gd[name] = bad(gd)
+    with pytest.raises(exc, match=pattern):
+        call(gd)
+
+
+def test_gather_dot_index_error_gives_position(rng):
+    hidden, table, indices, _ = legal_batch(rng, 3, 4, 2, 5, "full")
+    indices[2, 1] = 5
+    with pytest.raises(ValueError, match=r"indices\[2, 1\] = 5 is out of range for a table of 5 rows"):
+        mk.ops.gather_dot(hidden, table, indices)
+
+
+@pytest.mark.parametrize("bad,exc,pattern", [
+    (lambda g: g[:, :5], ValueError, r"grad.shape\[1\] must equal indices.shape\[1\]"),
+    (lambda g: g.astype(np.float64), TypeError, "grad must have dtype float32"),
+    (lambda g: g[0], ValueError, "grad must have 2 dimensions"),
+])
+def test_gather_dot_backward_bad_grad(gd, bad, exc, pattern):
+    gd["grad"] = bad(gd["grad"])
+    with pytest.raises(exc, match=pattern):
+        call_gather_dot_backward(gd)
+
+
+@pytest.fixture
+def ps(rng):
+    emb = rng.standard_normal((9, 4), dtype=np.float32)
+    tok = tokens(rng, 3, 2, 5, 9)
+    return emb, tok
+
+
+@pytest.mark.parametrize("value,exc,pattern", [(0, ValueError, "orders must be >= 1, got 0"),
+                                               (-2, ValueError, "orders must be >= 1"),
+                                               (2.0, TypeError, "orders must be an int"),
+                                               (True, TypeError, "orders must be an int")])
+def test_power_sums_bad_orders(ps, value, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        mk.ops.power_sums(ps[0], ps[1], value)
+
+
+@pytest.mark.parametrize("token,pattern", [(9, r"tokens\[1, 0, 2\] = 9 is out of range"),
+                                           (-2, r"tokens\[1, 0, 2\] = -2 is out of range")])
+def test_power_sums_bad_tokens(ps, token, pattern):
+    emb, tok = ps
+    tok[1, 0, 2] = token
+    with pytest.raises(ValueError, match=pattern):
+        mk.ops.power_sums(emb, tok, 2)
+    with pytest.raises(ValueError, match=pattern):
+        mk.ops.power_sums_backward(np.zeros((3, 2, 2, 4), np.float32), emb, tok)
+
+
+def test_power_sums_bad_shapes(ps):
+    emb, tok = ps
+    with pytest.raises(ValueError, match="tokens must have 3 dimensions"):
+        mk.ops.power_sums(emb, tok[0], 2)
+    with pytest.raises(TypeError, match="emb must have dtype float32"):
+        mk.ops.power_sums(emb.astype(np.float64), tok, 2)
+    with pytest.raises(ValueError, match=r"grad.shape\[3\] must equal emb.shape\[1\]"):
+        mk.ops.power_sums_backward(np.zeros((3, 2, 2, 5), np.float32), emb, tok)
+    with pytest.raises(ValueError, match=r"grad.shape\[0\] must equal tokens.shape\[0\]"):
+        mk.ops.power_sums_backward(np.zeros((2, 2, 2, 4), np.float32), emb, tok)
+    with pytest.raises(ValueError, match=r"grad.shape\[2\] \(orders\) must be >= 1"):
+        mk.ops.power_sums_backward(np.zeros((3, 2, 0, 4), np.float32), emb, tok)
+
+
+def test_pair_sums_bad_inputs(rng):
+    tok = tokens(rng, 2, 2, 5, 4)
+    table = rng.standard_normal((10, 3), dtype=np.float32)  # V = 4
+    with pytest.raises(ValueError, match="pair_table.shape\\[0\\] is 11, which is not V \\(V \\+ 1\\) / 2"):
+        mk.ops.pair_sums(rng.standard_normal((11, 3), dtype=np.float32), tok)
+    tok[0, 1, 3] = 4
+    with pytest.raises(ValueError, match=r"tokens\[0, 1, 3\] = 4 is out of range.*vocabulary size V"):
+        mk.ops.pair_sums(table, tok)
+    with pytest.raises(ValueError, match=r"tokens\[0, 1, 3\] = 4"):
+        mk.ops.pair_sums_backward(np.zeros((2, 2, 3), np.float32), tok, 10)
+    tok[0, 1, 3] = 1
+    with pytest.raises(ValueError, match="num_pairs is 12, which is not"):
+        mk.ops.pair_sums_backward(np.zeros((2, 2, 3), np.float32), tok, 12)
+    with pytest.raises(TypeError, match="num_pairs must be an int"):
+        mk.ops.pair_sums_backward(np.zeros((2, 2, 3), np.float32), tok, 10.0)
+    with pytest.raises(ValueError, match=r"grad.shape\[1\] must equal tokens.shape\[1\]"):
+        mk.ops.pair_sums_backward(np.zeros((2, 1, 3), np.float32), tok, 10)
+    with pytest.raises(TypeError, match="pair_table is required"):
+        mk.ops.pair_sums(None, tok)
+
+
+def test_set_num_threads_rejects_negative():
+    with pytest.raises(ValueError, match="n must be >= 0"):
+        mk.set_num_threads(-1)
+
+
+def test_gpu_and_cpu_arrays_cannot_be_mixed(rng):
+    class FakeGpuArray:  # looks like a device array; must never be touched by the CPU path
+        __cuda_array_interface__ = {"shape": (4, 5), "typestr": "<f4", "data": (0, False), "version": 3}
+
+    hidden, table, indices, counts = legal_batch(rng, 4, 6, 5, 7)
+    with pytest.raises(TypeError, match="table is a CPU array but other arguments are on the GPU"):
+        mk.ops.gather_dot(FakeGpuArray(), table, indices, counts)
