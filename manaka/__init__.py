@@ -9,10 +9,11 @@ from .batch import Batch
 from .dataset import Dataset, Position
 from .loader import Loader
 from .fit import History, fit
+from .evaluate import evaluate
 
 __version__ = "0.1.0"
 
-__all__ = ["ops", "Batch", "Dataset", "Position", "Loader", "fit", "History", "build_info", "set_num_threads", "get_num_threads", "__version__"]
+__all__ = ["ops", "Batch", "Dataset", "Position", "Loader", "fit", "History", "evaluate", "build_info", "set_num_threads", "get_num_threads", "__version__"]
 
 
 def set_num_threads(n: int) -> None:

@@ -90,14 +90,16 @@ def _default_trainer(model, total_steps: int):
 
 def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = None, trainer=None,
         log_every: int = 100, checkpoint: Optional[str] = None, checkpoint_every: Optional[int] = None,
-        resume: bool = False, progress: bool = True, log: Optional[Callable[[str], None]] = None) -> History:
+        resume: bool = False, progress: bool = True, log: Optional[Callable[[str], None]] = None,
+        time_limit: Optional[float] = None) -> History:
     """Trains `model` on the batches of `loader`; returns the :class:`History` of logged steps.
 
     Args:
         model: a :class:`manaka.Model` (anything with state_dict / load_state_dict).
         loader: a :class:`manaka.Loader` (its position is part of the checkpoint).
         steps: total optimizer steps of the run (counted from the start, also when resuming).
-        epochs: or a number of epochs (may be fractional); with neither, one epoch.
+        epochs: or a number of epochs (may be fractional); with neither, one epoch (or, with a
+            `time_limit`, as many steps as fit in it).
         trainer: a :class:`manaka.Trainer`; default ``Trainer(model, total_steps=...)``.
         log_every: read back the loss and print a log line every this many steps (and at the end).
         checkpoint: path of the checkpoint file; written at the end and every `checkpoint_every` steps.
@@ -105,6 +107,8 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
             position restored): a resumed CPU run ends bitwise equal to an uninterrupted one.
         progress: show a tqdm progress bar (a widget in notebooks).
         log: where log lines go (default: above the progress bar, or stdout).
+        time_limit: stop after this many seconds of this call (the step in progress finishes;
+            the last step is logged and checkpointed as at the end).
 
     Ctrl-C stops the loader's threads, keeps the last complete checkpoint and re-raises
     KeyboardInterrupt; the model holds the parameters of the last finished step.
@@ -122,8 +126,11 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         if steps < 0:
             raise ValueError(f"fit: steps must be >= 0, got {steps}")
         total = int(steps)
+    elif epochs is None and time_limit is not None:
+        total = sys.maxsize  # bounded by time only
     else:
         total = int(round((1.0 if epochs is None else float(epochs)) * per_epoch))
+    bounded = total != sys.maxsize
     if trainer is None:
         trainer = _default_trainer(model, total)
 
@@ -137,7 +144,7 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         history = History(state.get("history"))
 
     from tqdm.auto import tqdm
-    bar = tqdm(total=total, initial=step, unit="step", disable=not progress, dynamic_ncols=True,
+    bar = tqdm(total=total if bounded else None, initial=step, unit="step", disable=not progress, dynamic_ncols=True,
                leave=True, file=sys.stderr)
     say = log or (bar.write if progress else print)
 
@@ -152,6 +159,28 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     wait = 0.0
     batches: Optional[Iterator] = None
     stats = None
+
+    def emit(now: float) -> None:
+        nonlocal mark_time, mark_step, mark_positions, mark_wait
+        interval = max(now - mark_time, 1e-9)
+        record = {"step": step, "epoch": loader.epoch_fraction, "elapsed": elapsed_before + now - start}
+        for name in METRICS:
+            record[name] = _read(stats, name)
+        record["positions_per_s"] = (positions - mark_positions) / interval
+        record["wait_share"] = (wait - mark_wait) / interval
+        ls = loader.stats
+        record["queue_depth"] = ls["queue_depth"]
+        eta = (total - step) * interval / max(step - mark_step, 1) if bounded else float("inf")
+        if time_limit is not None:
+            eta = min(eta, max(0.0, time_limit - (now - start)))
+        history.append(record)
+        say(f"[{format_duration(record['elapsed'])}] step={step} loss={record['loss']:.4f} "
+            f"acc={record['accuracy']:.3f} lr={record['lr']:.2e} | {_rate(record['positions_per_s'])} pos/s | "
+            f"q=[{ls['queue_depth']}/{ls['queue_capacity']}] wait={100 * record['wait_share']:.1f}% | "
+            f"epoch {record['epoch']:.2f} ETA {format_duration(eta)}")
+        bar.set_postfix(loss=f"{record['loss']:.4f}", acc=f"{record['accuracy']:.3f}", refresh=False)
+        mark_time, mark_step, mark_positions, mark_wait = now, step, positions, wait
+
     try:
         while step < total:
             t = time.perf_counter()
@@ -166,27 +195,14 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
             step += 1
             positions += len(batch)
             bar.update(1)
-            if step % log_every == 0 or step == total:
-                now = time.perf_counter()
-                interval = max(now - mark_time, 1e-9)
-                record = {"step": step, "epoch": loader.epoch_fraction,
-                          "elapsed": elapsed_before + now - start}
-                for name in METRICS:
-                    record[name] = _read(stats, name)
-                record["positions_per_s"] = (positions - mark_positions) / interval
-                record["wait_share"] = (wait - mark_wait) / interval
-                ls = loader.stats
-                record["queue_depth"] = ls["queue_depth"]
-                eta = (total - step) * interval / max(step - mark_step, 1)
-                history.append(record)
-                say(f"[{format_duration(record['elapsed'])}] step={step} loss={record['loss']:.4f} "
-                    f"acc={record['accuracy']:.3f} lr={record['lr']:.2e} | {_rate(record['positions_per_s'])} pos/s | "
-                    f"q=[{ls['queue_depth']}/{ls['queue_capacity']}] wait={100 * record['wait_share']:.1f}% | "
-                    f"epoch {record['epoch']:.2f} ETA {format_duration(eta)}")
-                bar.set_postfix(loss=f"{record['loss']:.4f}", acc=f"{record['accuracy']:.3f}", refresh=False)
-                mark_time, mark_step, mark_positions, mark_wait = now, step, positions, wait
+            now = time.perf_counter()
+            out_of_time = time_limit is not None and now - start >= time_limit
+            if step % log_every == 0 or step == total or out_of_time:
+                emit(now)
             if checkpoint_every and step % checkpoint_every == 0:
                 save()
+            if out_of_time:
+                break
         if checkpoint:
             save()
     except KeyboardInterrupt:
