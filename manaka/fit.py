@@ -144,7 +144,11 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         history = History(state.get("history"))
 
     from tqdm.auto import tqdm
-    bar = tqdm(total=total if bounded else None, initial=step, unit="step", disable=not progress, dynamic_ncols=True,
+
+    class Bar(tqdm):
+        monitor_interval = 0  # no tqdm monitor thread: fit leaves no thread behind
+
+    bar = Bar(total=total if bounded else None, initial=step, unit="step", disable=not progress, dynamic_ncols=True,
                leave=True, file=sys.stderr)
     say = log or (bar.write if progress else print)
 

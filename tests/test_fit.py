@@ -119,3 +119,25 @@ def test_bad_arguments(ds):
         mk.fit(FakeModel(), loader, steps=1, trainer=FakeTrainer(FakeModel()), log_every=0)
     with pytest.raises(ValueError, match="checkpoint path"):
         mk.fit(FakeModel(), loader, steps=1, trainer=FakeTrainer(FakeModel()), resume=True)
+
+
+def test_progress_bar_leaves_no_thread(ds, capsys):
+    before = threading.active_count()
+    model = FakeModel()
+    mk.fit(model, mk.Loader(ds, batch_size=32), steps=20, trainer=FakeTrainer(model), log_every=10, progress=True)
+    assert threading.active_count() == before
+    out = capsys.readouterr()
+    assert "step=20" in out.out and "20/20" in out.err  # log lines on stdout, the bar on stderr
+
+
+def test_time_limit_stops_and_logs(ds):
+    class SlowTrainer(FakeTrainer):
+        def step(self, batch):
+            time.sleep(0.01)
+            return super().step(batch)
+
+    model = FakeModel()
+    lines = []
+    history = mk.fit(model, mk.Loader(ds, batch_size=32), trainer=SlowTrainer(model), time_limit=0.3,
+                     log_every=1000, progress=False, log=lines.append)
+    assert 5 <= history.last["step"] < 1000 and len(lines) == 1 and LOG.match(lines[0])
