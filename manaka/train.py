@@ -25,7 +25,7 @@ from .fit import format_duration
 # Model shapes besides the vocabularies (which come from the data). "small" learns visibly
 # within a minute on a laptop CPU; "seed" is the seed configuration of DESIGN.md §5.
 PRESETS = {
-    "small": dict(embed_dim=32, orders=4, pair_dim=4, hidden=(128,), head_width=64, batch_size=512, lr=3e-3),
+    "small": dict(embed_dim=32, orders=4, pair_dim=4, hidden=(128,), head_width=64, batch_size=512, lr=5e-3),
     "seed": dict(embed_dim=256, orders=4, pair_dim=16, hidden=(512, 512), head_width=300, batch_size=1024, lr=1e-3),
 }
 
@@ -56,7 +56,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                    help="auto: the GPU when the CUDA backend is built and usable, else the CPU")
     g.add_argument("--batch-size", type=int, help="positions per step (default: the preset's: 512 small, 1024 seed)")
-    g.add_argument("--lr", type=float, help="peak learning rate (default: the preset's: 3e-3 small, 1e-3 seed)")
+    g.add_argument("--lr", type=float, help="peak learning rate (default: the preset's: 5e-3 small, 1e-3 seed)")
     g.add_argument("--warmup", type=int, default=20, metavar="STEPS", help="linear warm-up steps (default 20)")
     g.add_argument("--schedule", choices=["constant", "cosine"], default="constant",
                    help="after warm-up: constant, or cosine to 0 at the last step (needs --steps or --epochs)")
