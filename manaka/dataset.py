@@ -60,6 +60,15 @@ def _fits(name: str, x: np.ndarray, lo: int, hi: int, what: str) -> None:
                          f"which does not fit {what}")
 
 
+def _read_only(x: Optional[np.ndarray]) -> Optional[np.ndarray]:
+    """A read-only view: the loader's C threads read these arrays while training runs."""
+    if x is None or not x.flags.writeable:
+        return x
+    view = x.view()
+    view.flags.writeable = False
+    return view
+
+
 def _int_arg(name: str, x: Any, dtype, lo: int, hi: int, what: str) -> np.ndarray:
     x = np.asarray(x)
     if x.dtype.kind not in "iu":
@@ -91,6 +100,7 @@ class Dataset:
         dims = _v.check_meta(meta, rule)
         _v.check_shapes(arrays, dims, rule)
         self._stats = _v.check_values(arrays, dims, rule)
+        arrays = {k: _read_only(v) for k, v in arrays.items()}
         self.tokens = arrays["tokens"]
         self.legal_offsets = arrays["legal_offsets"]
         self.legal_moves = arrays["legal_moves"]
@@ -123,7 +133,9 @@ class Dataset:
         move_dtype = np.int16 if num_moves <= 32768 else np.int32
         arrays = {
             "tokens": _int_arg("tokens", tokens, np.int16, -32768, 32767, "int16 token ids"),
-            "legal_offsets": _int_arg("legal_offsets", legal_offsets, np.int64, -2**63, 2**63 - 1, "int64"),
+            # A private copy: offsets steer every read of the producer threads, so a caller
+            # changing its array later must not be able to send them out of bounds.
+            "legal_offsets": np.array(_int_arg("legal_offsets", legal_offsets, np.int64, -2**63, 2**63 - 1, "int64")),
             "legal_moves": _int_arg("legal_moves", legal_moves, move_dtype, np.iinfo(move_dtype).min,
                                     np.iinfo(move_dtype).max, f"{np.dtype(move_dtype).name} move ids"),
             "target": _int_arg("target", target, np.int32, -2**31, 2**31 - 1, "int32"),

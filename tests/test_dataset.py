@@ -215,3 +215,15 @@ def test_synthetic_soft_targets(tmp_path):
     back = mk.Dataset.open(ds.save(tmp_path / "soft"))
     assert back.meta["teacher_accuracy_ceiling"] == ds.meta["teacher_accuracy_ceiling"]
     assert "soft targets" in repr(back[0])
+
+
+def test_dataset_arrays_are_read_only_and_offsets_private():
+    a = arrays()
+    offsets = a["legal_offsets"].astype(np.int64)
+    ds = mk.Dataset.from_arrays(**{**a, "legal_offsets": offsets})
+    offsets[3] = 10**9  # the caller's array changes later: the dataset (and its loader) is unaffected
+    assert ds.legal_offsets[3] != 10**9
+    with pytest.raises(ValueError):
+        ds.legal_offsets[0] = 5
+    with pytest.raises(ValueError):
+        ds.tokens[0, 0, 0] = 1
