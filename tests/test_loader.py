@@ -221,3 +221,17 @@ def test_stopped_loader_fails_instead_of_waiting(ds):
         for _ in range(5):
             next(it)
     assert settle(base)
+
+
+def test_stress_many_epochs_small_queue(ds):
+    """Races would show as a lost, repeated or misplaced position: 8 producers fighting over a
+    queue of 1, against the single-producer order, epoch after epoch."""
+    ref = mk.Loader(ds, batch_size=7, producers=1, prefetch=1, seed=11)
+    hot = mk.Loader(ds, batch_size=7, producers=8, prefetch=1, seed=11)
+    for _ in range(20):
+        a = [(ref.last_indices.copy(), b.legal.copy()) for b in ref]
+        b = [(hot.last_indices.copy(), b.legal.copy()) for b in hot]
+        assert len(a) == len(b) == 143
+        for (ia, la), (ib, lb) in zip(a, b):
+            assert np.array_equal(ia, ib) and np.array_equal(la, lb)
+        assert np.array_equal(np.sort(np.concatenate([i for i, _ in b])), np.arange(len(ds)))
