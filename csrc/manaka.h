@@ -8,6 +8,11 @@
  * Conventions: float32 data, int32 indices, row-major C-contiguous buffers.
  * Inputs are validated by the caller (the binding checks ranges before any work);
  * these functions trust their arguments.
+ *
+ * CUDA variants (csrc/cuda/, built only with the CUDA backend): the same signature with
+ * device pointers plus a trailing `void *stream` (a cudaStream_t; NULL = the legacy
+ * default stream). They only enqueue work on that stream (no host synchronisation), and
+ * report CUDA failures as MK_ERR_RUNTIME with file:line and the CUDA error string.
  */
 #ifndef MANAKA_H
 #define MANAKA_H
@@ -43,6 +48,19 @@ static inline int64_t mk_pair_index(int64_t a, int64_t b) {
 }
 /* Number of rows of a pair table over a vocabulary of V tokens: V (V + 1) / 2. */
 static inline int64_t mk_num_pairs(int64_t V) { return V * (V + 1) / 2; }
+/* The V with V (V + 1) / 2 = num_pairs, or -1 if there is none. */
+static inline int64_t mk_vocab_of_pairs(int64_t num_pairs) {
+    if (num_pairs < 0) return -1;
+    int64_t V = 0;
+    while (mk_num_pairs(V) < num_pairs) V = V ? V * 2 : 1; /* bracket, then bisect */
+    int64_t lo = V / 2, hi = V;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (mk_num_pairs(mid) < num_pairs) lo = mid + 1;
+        else hi = mid;
+    }
+    return mk_num_pairs(lo) == num_pairs ? lo : -1;
+}
 
 /* ---------------------------------------------------------------- GatherDot
  * logits[b, l] = sum_h hidden[b, h] * table[indices[b, l], h]   for l < counts[b]
@@ -53,6 +71,9 @@ static inline int64_t mk_num_pairs(int64_t V) { return V * (V + 1) / 2; }
 mk_status mk_gather_dot_cpu(const float *hidden, const float *table, const int32_t *indices,
                             const int32_t *counts, int64_t B, int64_t L, int64_t W,
                             float *logits);
+mk_status mk_gather_dot_cuda(const float *hidden, const float *table, const int32_t *indices,
+                             const int32_t *counts, int64_t B, int64_t L, int64_t W,
+                             float *logits, void *stream);
 
 /* For upstream grad G [B, L] (padded slots ignored):
  * grad_hidden[b, :] = sum_{l < counts[b]} G[b, l] * table[indices[b, l], :]
@@ -64,6 +85,19 @@ mk_status mk_gather_dot_backward_cpu(const float *grad, const float *hidden, con
                                      const int32_t *indices, const int32_t *counts, int64_t B,
                                      int64_t L, int64_t W, int64_t M, float *grad_hidden,
                                      float *grad_table);
+/* CUDA: grad_table is bitwise reproducible run to run (entries grouped by move id with a
+ * stable sort, each row summed in ascending (b, l)); grad_hidden too (one thread per
+ * column, ascending l). The _atomic variant (atomicAdd into rows) is kept for comparison
+ * in the benchmark: its grad_table varies in the last bits when moves repeat. */
+mk_status mk_gather_dot_backward_cuda(const float *grad, const float *hidden, const float *table,
+                                      const int32_t *indices, const int32_t *counts, int64_t B,
+                                      int64_t L, int64_t W, int64_t M, float *grad_hidden,
+                                      float *grad_table, void *stream);
+mk_status mk_gather_dot_backward_atomic_cuda(const float *grad, const float *hidden,
+                                             const float *table, const int32_t *indices,
+                                             const int32_t *counts, int64_t B, int64_t L,
+                                             int64_t W, int64_t M, float *grad_hidden,
+                                             float *grad_table, void *stream);
 
 /* ---------------------------------------------------------------- PowerSums
  * out[b, s, k, :] = sum_{t : tokens[b, s, t] >= 0} emb[tokens[b, s, t], :] ** (k + 1)
@@ -72,6 +106,8 @@ mk_status mk_gather_dot_backward_cpu(const float *grad, const float *hidden, con
  */
 mk_status mk_power_sums_cpu(const float *emb, const int32_t *tokens, int64_t rows, int64_t T,
                             int64_t D, int64_t K, float *out);
+mk_status mk_power_sums_cuda(const float *emb, const int32_t *tokens, int64_t rows, int64_t T,
+                             int64_t D, int64_t K, float *out, void *stream);
 
 /* grad_emb[v, :] = sum over occurrences of v of sum_k G[row, k, :] * (k + 1) * emb[v, :] ** k
  * grad [rows, K, D]; grad_emb [V, D] is overwritten; bitwise deterministic.
@@ -79,6 +115,10 @@ mk_status mk_power_sums_cpu(const float *emb, const int32_t *tokens, int64_t row
 mk_status mk_power_sums_backward_cpu(const float *grad, const float *emb, const int32_t *tokens,
                                      int64_t rows, int64_t T, int64_t D, int64_t K, int64_t V,
                                      float *grad_emb);
+/* CUDA: bitwise reproducible (occurrences grouped by token with a stable sort). */
+mk_status mk_power_sums_backward_cuda(const float *grad, const float *emb, const int32_t *tokens,
+                                      int64_t rows, int64_t T, int64_t D, int64_t K, int64_t V,
+                                      float *grad_emb, void *stream);
 
 /* ---------------------------------------------------------------- PairSums
  * out[row, :] = sum_{i < j, tok_i >= 0, tok_j >= 0} pair_table[pair_index(tok_i, tok_j), :]
@@ -86,6 +126,8 @@ mk_status mk_power_sums_backward_cpu(const float *grad, const float *emb, const 
  */
 mk_status mk_pair_sums_cpu(const float *pair_table, const int32_t *tokens, int64_t rows,
                            int64_t T, int64_t P, float *out);
+mk_status mk_pair_sums_cuda(const float *pair_table, const int32_t *tokens, int64_t rows,
+                            int64_t T, int64_t P, float *out, void *stream);
 
 /* grad_pair_table[pair_index(tok_i, tok_j), :] += grad[row, :] for every such pair;
  * grad [rows, P]; grad_pair_table [num_pairs, P] is overwritten; bitwise deterministic.
@@ -93,6 +135,16 @@ mk_status mk_pair_sums_cpu(const float *pair_table, const int32_t *tokens, int64
 mk_status mk_pair_sums_backward_cpu(const float *grad, const int32_t *tokens, int64_t rows,
                                     int64_t T, int64_t P, int64_t num_pairs,
                                     float *grad_pair_table);
+/* CUDA: bitwise reproducible (pairs grouped by table row with a stable sort; every element
+ * of the dense table written once). The _atomic variant (zero, then atomicAdd) is kept
+ * for the benchmark; it is not reproducible when a pair repeats across rows. */
+mk_status mk_pair_sums_backward_cuda(const float *grad, const int32_t *tokens, int64_t rows,
+                                     int64_t T, int64_t P, int64_t num_pairs,
+                                     float *grad_pair_table, void *stream);
+mk_status mk_pair_sums_backward_atomic_cuda(const float *grad, const int32_t *tokens,
+                                            int64_t rows, int64_t T, int64_t P,
+                                            int64_t num_pairs, float *grad_pair_table,
+                                            void *stream);
 
 /* ---------------------------------------------------------------- threads
  * OpenMP thread count used by every CPU op (default: OpenMP's default). */

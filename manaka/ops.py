@@ -8,9 +8,10 @@ Argument rules (the same for every op):
 
 * float arrays must be ``float32``; anything else is a ``TypeError`` (a float64 array is
   not silently converted: that would hide a copy and a change of precision);
-* index arrays (``indices``, ``counts``, ``tokens``) may have any integer dtype: int16,
-  int32 and int64 are converted to int32, and a value that does not fit is a ``ValueError``;
-* non-contiguous arrays are accepted and copied; inputs are never modified;
+* index arrays (``indices``, ``counts``, ``tokens``) may have any integer dtype (int8 to
+  int64, unsigned too): they are converted to int32, and a value that does not fit is a ``ValueError``;
+* non-contiguous NumPy arrays are accepted and copied; GPU arrays must be C-contiguous
+  (the error says how to make them so); inputs are never modified;
 * every index is range-checked before any work; a bad one is a ``ValueError`` that gives
   its position.
 """

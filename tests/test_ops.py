@@ -159,12 +159,12 @@ def test_pair_index():
         mk.ops.pair_index(np.array([1.5]), np.array([1]))
 
 
-@pytest.mark.parametrize("dtype", [np.int16, np.int64, np.uint8])
+@pytest.mark.parametrize("dtype", [np.int16, np.int64, np.uint8, np.uint64])
 def test_index_dtypes_are_converted(rng, dtype):
     hidden, table, indices, counts = legal_batch(rng, 6, 9, 8, 7, pad=0)
     want = mk.ops.gather_dot(hidden, table, indices, counts)
     assert np.array_equal(want, mk.ops.gather_dot(hidden, table, indices.astype(dtype), counts.astype(dtype)))
-    tok = tokens(rng, 3, 2, 5, 7).astype(np.int16 if dtype == np.uint8 else dtype)
+    tok = tokens(rng, 3, 2, 5, 7).astype(np.int16 if np.dtype(dtype).kind == "u" else dtype)  # -1 needs a sign
     emb = rng.standard_normal((7, 4), dtype=np.float32)
     assert np.array_equal(mk.ops.power_sums(emb, tok, 2), mk.ops.power_sums(emb, tok.astype(np.int32), 2))
 

@@ -139,3 +139,18 @@ def test_gpu_and_cpu_arrays_cannot_be_mixed(rng):
     hidden, table, indices, counts = legal_batch(rng, 4, 6, 5, 7)
     with pytest.raises(TypeError, match="table is a CPU array but other arguments are on the GPU"):
         mk.ops.gather_dot(FakeGpuArray(), table, indices, counts)
+
+
+def test_huge_unsigned_indices_are_refused_not_wrapped(rng):
+    hidden, table, indices, counts = legal_batch(rng, 2, 3, 4, 5, "full")
+    big = indices.astype(np.uint64)
+    big[1, 2] = 2**64 - 1  # would read as -1 (the padding sentinel) if it wrapped
+    with pytest.raises(ValueError, match=r"indices holds 18446744073709551615 at flat position 5"):
+        mk.ops.gather_dot(hidden, table, big, counts)
+
+
+def test_a_bad_count_is_reported_before_any_index(rng):
+    hidden, table, indices, _ = legal_batch(rng, 3, 4, 2, 5, "full")
+    indices[0, 0] = 99
+    with pytest.raises(ValueError, match=r"counts\[2\] = 9 is outside"):
+        mk.ops.gather_dot(hidden, table, indices, np.array([4, 4, 9]))

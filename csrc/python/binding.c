@@ -49,9 +49,13 @@ PyArrayObject *mk_index_arg(PyObject *obj, const char *op, const char *name, int
     if (check_ndim(arr, op, name, ndim) < 0) return NULL;
     if (PyArray_TYPE(arr) == NPY_INT32)
         return (PyArrayObject *)PyArray_FROM_OTF(obj, NPY_INT32, NPY_ARRAY_IN_ARRAY);
-    /* Widen to int64 (exact for every integer dtype; NumPy's safe-cast rule refuses
-     * uint64), then narrow to int32 with a range check instead of a silent wrap. */
-    PyArrayObject *wide = (PyArrayObject *)PyArray_FROM_OTF(obj, NPY_INT64, NPY_ARRAY_IN_ARRAY);
+    /* Widen to int64, then narrow to int32 with a range check instead of a silent wrap.
+     * uint64 is widened through its bit pattern (NumPy's safe-cast rule refuses it), so
+     * values above INT64_MAX read as negative and are refused by the same check below,
+     * except that they must not pass as the -1 sentinel: reject them here by sign. */
+    int is_u64 = PyArray_TYPE(arr) == NPY_UINT64;
+    PyArrayObject *wide = (PyArrayObject *)PyArray_FROM_OTF(
+        obj, NPY_INT64, NPY_ARRAY_IN_ARRAY | (is_u64 ? NPY_ARRAY_FORCECAST : 0));
     if (!wide) return NULL;
     PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(ndim, PyArray_DIMS(wide), NPY_INT32);
     if (!out) {
@@ -62,10 +66,15 @@ PyArrayObject *mk_index_arg(PyObject *obj, const char *op, const char *name, int
     int32_t *dst = PyArray_DATA(out);
     npy_intp n = PyArray_SIZE(wide);
     for (npy_intp i = 0; i < n; i++) {
-        if (src[i] < INT32_MIN || src[i] > INT32_MAX) {
-            PyErr_Format(PyExc_ValueError,
-                         "%s: %s holds %lld at flat position %zd, outside the int32 range", op,
-                         name, (long long)src[i], (Py_ssize_t)i);
+        if (src[i] < INT32_MIN || src[i] > INT32_MAX || (is_u64 && src[i] < 0)) {
+            if (is_u64)
+                PyErr_Format(PyExc_ValueError,
+                             "%s: %s holds %llu at flat position %zd, outside the int32 range", op,
+                             name, (unsigned long long)src[i], (Py_ssize_t)i);
+            else
+                PyErr_Format(PyExc_ValueError,
+                             "%s: %s holds %lld at flat position %zd, outside the int32 range",
+                             op, name, (long long)src[i], (Py_ssize_t)i);
             Py_DECREF(wide);
             Py_DECREF(out);
             return NULL;

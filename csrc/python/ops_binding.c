@@ -27,18 +27,21 @@ static int same(int64_t got, int64_t want, const char *op, const char *what) {
     return -1;
 }
 
-/* counts[b] in [0, L]; indices[b, l] in [0, M) for l < counts[b]. */
+/* counts[b] in [0, L] (all rows first, so a bad count is reported as such), then
+ * indices[b, l] in [0, M) for l < counts[b]. */
 static int check_legal(const char *op, PyArrayObject *indices, PyArrayObject *counts, int64_t M) {
     int64_t B = DIM(indices, 0), L = DIM(indices, 1);
     const int32_t *idx = PyArray_DATA(indices);
     const int32_t *cnt = counts ? PyArray_DATA(counts) : NULL;
-    for (int64_t b = 0; b < B; b++) {
-        int64_t n = cnt ? cnt[b] : L;
-        if (n < 0 || n > L) {
-            PyErr_Format(PyExc_ValueError, "%s: counts[%lld] = %lld is outside [0, L = %lld]", op,
-                         (long long)b, (long long)n, (long long)L);
+    for (int64_t b = 0; cnt && b < B; b++) {
+        if (cnt[b] < 0 || cnt[b] > L) {
+            PyErr_Format(PyExc_ValueError, "%s: counts[%lld] = %d is outside [0, L = %lld]", op,
+                         (long long)b, cnt[b], (long long)L);
             return -1;
         }
+    }
+    for (int64_t b = 0; b < B; b++) {
+        int64_t n = cnt ? cnt[b] : L;
         for (int64_t l = 0; l < n; l++) {
             int32_t m = idx[b * L + l];
             if (m < 0 || m >= M) {
@@ -69,20 +72,6 @@ static int check_tokens(const char *op, PyArrayObject *tokens, int64_t V, const 
         }
     }
     return 0;
-}
-
-/* The V of a pair table with `num_pairs` = V (V + 1) / 2 rows, or -1 if there is none. */
-static int64_t vocab_of_pairs(int64_t num_pairs) {
-    if (num_pairs < 0) return -1;
-    int64_t V = 0;
-    while (mk_num_pairs(V) < num_pairs) V = V ? V * 2 : 1; /* bracket, then bisect */
-    int64_t lo = V / 2, hi = V;
-    while (lo < hi) {
-        int64_t mid = (lo + hi) / 2;
-        if (mk_num_pairs(mid) < num_pairs) lo = mid + 1;
-        else hi = mid;
-    }
-    return mk_num_pairs(lo) == num_pairs ? lo : -1;
 }
 
 static PyObject *new_float(int ndim, const int64_t *shape) {
@@ -250,7 +239,7 @@ fail:
 /* Checks that `num_pairs` = V (V + 1) / 2 for some V and that every token is below V. */
 static int check_pair_rows(const char *op, const char *what, int64_t num_pairs,
                            PyArrayObject *tokens) {
-    int64_t V = vocab_of_pairs(num_pairs);
+    int64_t V = mk_vocab_of_pairs(num_pairs);
     if (V < 0) {
         PyErr_Format(PyExc_ValueError,
                      "%s: %s is %lld, which is not V (V + 1) / 2 for any vocabulary size V", op,

@@ -65,14 +65,19 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m manaka.bench ops", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--runs", type=int, default=10, help="timed runs of each fused op (default 10)")
+    parser.add_argument("--runs", type=int, default=None, help="timed runs of each fused op (default 10)")
     parser.add_argument("--baseline-runs", type=int, default=3, help="timed runs of each NumPy version (default 3)")
     parser.add_argument("--batch", type=int, default=SeedShapes.B, help="batch size (default: the seed's 1024)")
     parser.add_argument("--out", default=None, help="results folder (default bench/results)")
     args, rest = parser.parse_known_args(argv)
+    args.runs_given = args.runs is not None
+    args.runs = args.runs or 10
     if args.device == "cuda":
         from . import ops_cuda
-        return ops_cuda.main(rest + (["--out", args.out] if args.out else []))
+        forwarded = ["--batch", str(args.batch)] + (["--out", args.out] if args.out else [])
+        if args.runs_given:
+            forwarded += ["--runs", str(args.runs)]
+        return ops_cuda.main(rest + forwarded)
 
     shapes = SeedShapes(B=args.batch)
     print(f"manaka.bench ops (cpu): {shapes}\n{mk.build_info()}", flush=True)

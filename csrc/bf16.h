@@ -1,0 +1,45 @@
+/* bfloat16 storage for optimizer moments (pair_state_dtype="bf16"), host and device.
+ *
+ * Why stochastic rounding: with beta2 = 0.999 an update changes v by 0.1 %, below half a
+ * bf16 ulp (0.39 %), so round-to-nearest would freeze v. Adding 16 random bits below the
+ * kept mantissa before truncating rounds up with probability equal to the discarded
+ * fraction: unbiased in expectation. The bits come from a counter hash of (seed, index),
+ * so a run is reproducible and identical on every backend. */
+#ifndef MANAKA_BF16_H
+#define MANAKA_BF16_H
+
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __CUDACC__
+#define MK_BF16_FN __host__ __device__ static inline
+#else
+#define MK_BF16_FN static inline
+#endif
+
+MK_BF16_FN float mk_bf16_to_float(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Rounds `f` to bf16, stochastically with the low 16 bits of `noise`. NaN stays NaN;
+ * values that would round past the largest finite bf16 become infinity, as in IEEE. */
+MK_BF16_FN uint16_t mk_float_to_bf16_stochastic(float f, uint32_t noise) {
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    if ((bits & 0x7f800000u) == 0x7f800000u) /* inf or NaN: keep, make NaN quiet */
+        return (uint16_t)((bits >> 16) | ((bits & 0x007fffffu) ? 0x0040u : 0u));
+    return (uint16_t)((bits + (noise & 0xffffu)) >> 16);
+}
+
+/* 32 random bits for element i of step `seed` (splitmix64 finaliser). */
+MK_BF16_FN uint32_t mk_rounding_noise(uint64_t seed, uint64_t i) {
+    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (uint32_t)(z ^ (z >> 31));
+}
+
+#endif

@@ -1,0 +1,35 @@
+/* Grouping entries by an integer key, deterministically: the backbone of every
+ * bitwise-reproducible scatter on the GPU (GatherDot's grad_table, PowerSums' grad_emb,
+ * PairSums' grad_pair_table).
+ *
+ * An op writes one key per entry into keys[] (num_keys marks an entry to ignore), then
+ * mk_buckets_sort orders the entry ids by key with CUB's radix sort, which is STABLE: within
+ * a key the ids stay ascending. starts[k] .. starts[k + 1] is then the range of order[]
+ * holding key k, and a kernel that owns key k sums those entries in that order: the same
+ * additions in the same order on every run, with no float atomics. */
+#ifndef MANAKA_CUDA_BUCKET_CUH
+#define MANAKA_CUDA_BUCKET_CUH
+
+#include "workspace.cuh"
+
+typedef struct {
+    int64_t n;          /* entries */
+    int32_t num_keys;   /* keys are 0 .. num_keys - 1; num_keys itself means "ignore" */
+    uint32_t *keys;     /* [n], written by the op before mk_buckets_sort */
+    uint32_t *sorted_keys; /* [n] */
+    int32_t *ids;       /* [n] 0 .. n - 1 */
+    int32_t *order;     /* [n] entry ids sorted by key, stable */
+    int32_t *starts;    /* [num_keys + 1] */
+    void *temp;         /* CUB's scratch */
+    size_t temp_bytes;
+} mk_buckets;
+
+/* Allocates the buffers (stream-ordered) for n entries over num_keys keys. n and num_keys
+ * must be below 2^31 (ids and starts are int32): MK_ERR_VALUE otherwise. */
+mk_status mk_buckets_alloc(mk_buckets *bk, int64_t n, int64_t num_keys, cudaStream_t stream);
+/* Sorts and fills order[] and starts[]; keys[] must be written. */
+mk_status mk_buckets_sort(mk_buckets *bk, cudaStream_t stream);
+/* Frees what mk_buckets_alloc allocated (safe on a zeroed or partly allocated struct). */
+mk_status mk_buckets_free(mk_buckets *bk, cudaStream_t stream);
+
+#endif

@@ -1,0 +1,72 @@
+/* Shared by every CUDA op: error checking that never aborts, launch sizing, and the
+ * stream convention.
+ *
+ * Errors: every CUDA call and every launch goes through MK_CUDA_TRY, which records
+ * "file:line: call: error name (error string)" with mk_fail and makes the launcher
+ * return MK_ERR_RUNTIME. Launchers that allocate workspace declare every variable before
+ * the first MK_CUDA_TRY and clean up at one `done:` label (C++ forbids jumping over
+ * initialisations).
+ *
+ * Streams: `void *stream` is a cudaStream_t; NULL is the legacy default stream. Every
+ * launcher only enqueues work on `stream` (workspace comes from the stream-ordered
+ * allocator), so nothing here synchronises the host unless it says so. */
+#ifndef MANAKA_CUDA_COMMON_CUH
+#define MANAKA_CUDA_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../manaka.h"
+
+static inline mk_status mk_cuda_error(cudaError_t err, const char *what, const char *file,
+                                      int line) {
+    return mk_fail(MK_ERR_RUNTIME, "CUDA error at %s:%d in %s: %s (%s)", file, line, what,
+                   cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
+/* For launchers with a `mk_status status` and a `done:` cleanup label. */
+#define MK_CUDA_TRY(call)                                                      \
+    do {                                                                       \
+        cudaError_t mk_err_ = (call);                                          \
+        if (mk_err_ != cudaSuccess) {                                          \
+            status = mk_cuda_error(mk_err_, #call, __FILE__, __LINE__);        \
+            goto done;                                                         \
+        }                                                                      \
+    } while (0)
+
+/* Checks the launch just made (bad configuration, no kernel image for this GPU). */
+#define MK_CUDA_LAUNCHED(name)                                                 \
+    do {                                                                       \
+        cudaError_t mk_err_ = cudaGetLastError();                              \
+        if (mk_err_ != cudaSuccess) {                                          \
+            status = mk_cuda_error(mk_err_, "launch of " name, __FILE__, __LINE__); \
+            goto done;                                                         \
+        }                                                                      \
+    } while (0)
+
+/* For launchers without cleanup: returns from the function on error. */
+#define MK_CUDA_RETURN_IF(call)                                                \
+    do {                                                                       \
+        cudaError_t mk_err_ = (call);                                          \
+        if (mk_err_ != cudaSuccess) return mk_cuda_error(mk_err_, #call, __FILE__, __LINE__); \
+    } while (0)
+
+#define MK_STREAM(s) ((cudaStream_t)(s))
+
+/* Blocks for a grid-stride loop over n items: enough to fill the GPU, never zero, and
+ * within gridDim.x's limit. */
+static inline unsigned int mk_blocks_for(int64_t n, int threads) {
+    int64_t blocks = (n + threads - 1) / threads;
+    if (blocks < 1) blocks = 1;
+    if (blocks > 65535LL * 32) blocks = 65535LL * 32;
+    return (unsigned int)blocks;
+}
+
+/* Sum over a warp, lanes combined in a fixed tree, so the result is reproducible. */
+__device__ __forceinline__ float mk_warp_sum(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+
+#endif

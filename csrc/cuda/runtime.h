@@ -1,0 +1,73 @@
+/* The CUDA runtime services the binding needs (device discovery, memory, copies, stream
+ * ordering) and the index checks every op runs before its kernels, as plain C functions
+ * returning mk_status: the binding never includes a CUDA header and the core never
+ * aborts. `stream` arguments are cudaStream_t values; NULL (and 1, cudaStreamLegacy) is
+ * the legacy default stream, 2 the per-thread default stream, as in the CUDA Array
+ * Interface and DLPack conventions. */
+#ifndef MANAKA_CUDA_RUNTIME_H
+#define MANAKA_CUDA_RUNTIME_H
+
+#include "../manaka.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Number of devices; fails (with the CUDA error, e.g. no driver) when there are none. */
+mk_status mk_cuda_device_count(int *count);
+mk_status mk_cuda_current_device(int *device);
+mk_status mk_cuda_device_name(int device, char *name, size_t size);
+/* Runtime version linked in (e.g. 13000) and the driver's (0 when there is no driver). */
+void mk_cuda_versions(int *runtime, int *driver);
+
+/* cudaMalloc / cudaFree on the current device; 0 bytes gives NULL. cudaFree waits for
+ * the device, so memory is never released under a kernel still using it. */
+mk_status mk_cuda_malloc(void **ptr, size_t bytes);
+mk_status mk_cuda_free(void *ptr);
+/* Stream-ordered allocation for temporaries that only `stream`'s work uses. */
+mk_status mk_cuda_malloc_async(void **ptr, size_t bytes, void *stream);
+mk_status mk_cuda_free_async(void *ptr, void *stream);
+/* Synchronous copies, ordered after the work already queued on the legacy stream. */
+mk_status mk_cuda_copy_to_device(void *dst, const void *src, size_t bytes);
+mk_status mk_cuda_copy_to_host(void *dst, const void *src, size_t bytes);
+mk_status mk_cuda_copy_device(void *dst, const void *src, size_t bytes, void *stream);
+mk_status mk_cuda_synchronize(void);
+
+/* Makes `consumer` wait for the work queued so far on `producer` (an event, no host
+ * wait); nothing to do when both are the legacy default stream. */
+mk_status mk_cuda_stream_wait(void *producer, void *consumer);
+
+enum { MK_MEM_HOST = 0, MK_MEM_DEVICE = 1, MK_MEM_MANAGED = 2 };
+/* What `ptr` points to (MK_MEM_*) and, for device or managed memory, its device. */
+mk_status mk_cuda_pointer_info(const void *ptr, int *kind, int *device);
+
+/* The first bad position of an index check, found on the device. */
+typedef struct {
+    int found;       /* 0: every index is in range */
+    int64_t b, l;    /* check_legal: row b, and slot l (-1 when counts[b] itself is bad) */
+    int64_t flat;    /* check_tokens: flat position */
+    int32_t value;   /* the bad value */
+    int64_t count;   /* check_legal, bad index: counts[b] (L without counts) */
+    int64_t wide;    /* narrow: the value that does not fit in int32 */
+} mk_bad_index;
+
+/* counts[b] in [0, L] (counts may be NULL: every row has L), and indices[b, l] in [0, M)
+ * for l < counts[b]; reports the first violation in row-major order, like the CPU check.
+ * Waits for the answer (one small copy). */
+mk_status mk_check_legal_cuda(const int32_t *indices, const int32_t *counts, int64_t B,
+                              int64_t L, int64_t M, mk_bad_index *bad, void *stream);
+/* Every token in [-1, V); reports the first violation in flat order. Waits for the answer. */
+mk_status mk_check_tokens_cuda(const int32_t *tokens, int64_t n, int64_t V, mk_bad_index *bad,
+                               void *stream);
+
+/* dst[i] = src[i] for an integer array of `itemsize` bytes (1, 2, 8, or 4 unsigned), so
+ * an op can take int8/16/64 and uint8/16/32/64 indices like the CPU path; reports the first
+ * element outside the int32 range (bad->flat, bad->wide) instead of wrapping it. Waits
+ * for the answer. */
+mk_status mk_narrow_to_int32_cuda(const void *src, int itemsize, int is_signed, int64_t n,
+                                  int32_t *dst, mk_bad_index *bad, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

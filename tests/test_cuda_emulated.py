@@ -1,0 +1,283 @@
+"""csrc/cuda's kernels, run on the CPU by the emulator in tools/cuda_emu (every CUDA thread
+a std::thread, barriers and warp shuffles emulated), against tests/reference.py. This runs
+the real kernel source on machines without a GPU; tests/test_cuda_ops.py runs the same
+checks on a GPU, where it also tests what emulation cannot (memory model, alignment
+faults, launch limits)."""
+import ctypes
+import os
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+import reference as ref
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None or shutil.which("gcc") is None,
+                                reason="no g++/gcc to build the CPU emulation of the CUDA kernels")
+
+P, I64 = ctypes.c_void_p, ctypes.c_int64
+
+
+class BadIndex(ctypes.Structure):  # mk_bad_index in csrc/cuda/runtime.h
+    _fields_ = [("found", ctypes.c_int), ("b", ctypes.c_int64), ("l", ctypes.c_int64),
+                ("flat", ctypes.c_int64), ("value", ctypes.c_int32), ("count", ctypes.c_int64),
+                ("wide", ctypes.c_int64)]
+
+
+SIGNATURES = {
+    "mk_gather_dot_cuda": [P, P, P, P, I64, I64, I64, P, P],
+    "mk_gather_dot_backward_cuda": [P, P, P, P, P, I64, I64, I64, I64, P, P, P],
+    "mk_gather_dot_backward_atomic_cuda": [P, P, P, P, P, I64, I64, I64, I64, P, P, P],
+    "mk_power_sums_cuda": [P, P, I64, I64, I64, I64, P, P],
+    "mk_power_sums_backward_cuda": [P, P, P, I64, I64, I64, I64, I64, P, P],
+    "mk_pair_sums_cuda": [P, P, I64, I64, I64, P, P],
+    "mk_pair_sums_backward_cuda": [P, P, I64, I64, I64, I64, P, P],
+    "mk_pair_sums_backward_atomic_cuda": [P, P, I64, I64, I64, I64, P, P],
+    "mk_check_legal_cuda": [P, P, I64, I64, I64, ctypes.POINTER(BadIndex), P],
+    "mk_check_tokens_cuda": [P, I64, I64, ctypes.POINTER(BadIndex), P],
+    "mk_narrow_to_int32_cuda": [P, ctypes.c_int, ctypes.c_int, I64, P, ctypes.POINTER(BadIndex), P],
+}
+
+
+@pytest.fixture(scope="module")
+def emu():
+    sys.path.insert(0, os.path.join(ROOT, "tools", "cuda_emu"))
+    try:
+        import build
+    finally:
+        sys.path.pop(0)
+    lib = ctypes.CDLL(build.build(os.environ.get("MK_EMU_DIR") or os.path.join(ROOT, "build", "cuda_emu")))
+    for name, args in SIGNATURES.items():
+        getattr(lib, name).argtypes = args
+        getattr(lib, name).restype = ctypes.c_int
+    lib.mk_error.restype = ctypes.c_char_p
+    return lib
+
+
+def ptr(a):
+    return None if a is None else a.ctypes.data
+
+
+def call(lib, name, *args):
+    status = getattr(lib, name)(*[ptr(a) if isinstance(a, np.ndarray) or a is None else a for a in args], None)
+    assert status == 0, lib.mk_error().decode()
+
+
+def unwritten(shape):
+    """Output buffers start as NaN: an element a kernel forgets to write shows up."""
+    return np.full(shape, np.nan, np.float32)
+
+
+def misaligned(a):
+    """A copy of `a` whose data starts 4 bytes past a 16-byte boundary (no float4 loads)."""
+    buf = np.empty(a.size + 4, a.dtype)
+    offset = (-(buf.ctypes.data // 4) % 4 + 1) % 4
+    out = buf[offset:offset + a.size].reshape(a.shape)
+    out[...] = a
+    assert out.ctypes.data % 16 != 0
+    return out
+
+
+def close(got, want, tol=1e-5):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    assert got.shape == want.shape and np.all(np.isfinite(got))
+    scale = np.linalg.norm(want)
+    err = np.linalg.norm(got - want) / scale if scale > 0 else np.linalg.norm(got)
+    assert err < tol, f"relative error {err:.2e}"
+
+
+def legal(rng, B, L, M, collide=None):
+    indices = rng.integers(0, collide or M, size=(B, L)).astype(np.int32)
+    counts = rng.integers(0, L + 1, size=B).astype(np.int32)
+    counts[0], counts[-1] = 0, L
+    indices[np.arange(L)[None, :] >= counts[:, None]] = -1
+    return indices, counts
+
+
+def tokens_for(rng, B, S, T, V, empty=0.3):
+    tok = rng.integers(0, V, size=(B, S, T)).astype(np.int32)
+    tok[rng.random((B, S, T)) < empty] = -1
+    return tok
+
+
+@pytest.mark.parametrize("W, aligned", [(300, True), (300, False), (5, True), (12292, True), (12291, True)])
+@pytest.mark.parametrize("with_counts", [True, False])
+def test_gather_dot(emu, W, aligned, with_counts):
+    rng = np.random.default_rng(W)
+    B, L, M = 5, 37, 20
+    hidden = rng.standard_normal((B, W)).astype(np.float32)
+    table = rng.standard_normal((M, W)).astype(np.float32)
+    if not aligned:
+        hidden, table = misaligned(hidden), misaligned(table)
+    indices, counts = legal(rng, B, L, M)
+    if not with_counts:
+        indices, counts = np.abs(indices), None
+    logits = unwritten((B, L))
+    call(emu, "mk_gather_dot_cuda", hidden, table, indices, counts, B, L, W, logits)
+    close(logits, ref.gather_dot(hidden, table, indices, counts))
+
+
+@pytest.mark.parametrize("variant", ["mk_gather_dot_backward_cuda", "mk_gather_dot_backward_atomic_cuda"])
+@pytest.mark.parametrize("W, collide", [(300, None), (33, 2), (8, 1)])
+def test_gather_dot_backward(emu, variant, W, collide):
+    rng = np.random.default_rng(W)
+    B, L, M = 6, 23, 30
+    hidden = rng.standard_normal((B, W)).astype(np.float32)
+    table = rng.standard_normal((M, W)).astype(np.float32)
+    indices, counts = legal(rng, B, L, M, collide)
+    grad = rng.standard_normal((B, L)).astype(np.float32)
+    gh, gt = unwritten((B, W)), unwritten((M, W))
+    call(emu, variant, grad, hidden, table, indices, counts, B, L, W, M, gh, gt)
+    want_h, want_t = ref.gather_dot_backward(grad, hidden, table, indices, counts)
+    close(gh, want_h)
+    close(gt, want_t)
+    if variant == "mk_gather_dot_backward_cuda":
+        gt2 = unwritten((M, W))
+        call(emu, variant, grad, hidden, table, indices, counts, B, L, W, M, None, gt2)
+        assert gt2.tobytes() == gt.tobytes()
+
+
+def test_gather_dot_backward_empty_batch_zeroes_the_table(emu):
+    W, M = 8, 4
+    gt = unwritten((M, W))
+    z = np.zeros((0, 5), np.float32)
+    call(emu, "mk_gather_dot_backward_cuda", z, np.zeros((0, W), np.float32), np.ones((M, W), np.float32),
+         np.zeros((0, 5), np.int32), None, 0, 5, W, M, None, gt)
+    assert np.all(gt == 0)
+
+
+@pytest.mark.parametrize("K", [1, 4, 8, 9])
+@pytest.mark.parametrize("D", [256, 5, 300])
+def test_power_sums(emu, K, D):
+    rng = np.random.default_rng(K * 1000 + D)
+    B, S, T, V = 3, 2, 13, 20
+    emb = (rng.standard_normal((V, D)) * 0.5).astype(np.float32)
+    tokens = tokens_for(rng, B, S, T, V)
+    tokens[0, 0] = -1
+    out = unwritten((B, S, K, D))
+    call(emu, "mk_power_sums_cuda", emb, tokens, B * S, T, D, K, out)
+    close(out, ref.power_sums(emb, tokens, K))
+
+
+@pytest.mark.parametrize("K, D", [(1, 40), (4, 256), (9, 7)])
+def test_power_sums_backward(emu, K, D):
+    rng = np.random.default_rng(K + D)
+    B, S, T, V = 4, 2, 11, 7
+    emb = (rng.standard_normal((V, D)) * 0.5).astype(np.float32)
+    tokens = tokens_for(rng, B, S, T, V)
+    tokens[..., 0] = 3  # one token in every row: a long bucket
+    grad = rng.standard_normal((B, S, K, D)).astype(np.float32)
+    out = unwritten((V, D))
+    call(emu, "mk_power_sums_backward_cuda", grad, emb, tokens, B * S, T, D, K, V, out)
+    close(out, ref.power_sums_backward(grad, emb, tokens))
+
+
+@pytest.mark.parametrize("Pw, T, V", [(16, 40, 25), (3, 6, 4), (300, 9, 6), (16, 1, 5), (16, 2, 3)])
+def test_pair_sums(emu, Pw, T, V):
+    rng = np.random.default_rng(Pw + T)
+    B, S = 2, 2
+    table = rng.standard_normal((V * (V + 1) // 2, Pw)).astype(np.float32)
+    tokens = tokens_for(rng, B, S, T, V)
+    out = unwritten((B, S, Pw))
+    call(emu, "mk_pair_sums_cuda", table, tokens, B * S, T, Pw, out)
+    close(out, ref.pair_sums(table, tokens))
+
+
+@pytest.mark.parametrize("variant", ["mk_pair_sums_backward_cuda", "mk_pair_sums_backward_atomic_cuda"])
+@pytest.mark.parametrize("Pw, T, V", [(16, 40, 25), (3, 6, 4), (300, 9, 6), (16, 1, 5)])
+def test_pair_sums_backward(emu, variant, Pw, T, V):
+    rng = np.random.default_rng(Pw + T + V)
+    B, S = 2, 2
+    num_pairs = V * (V + 1) // 2
+    tokens = tokens_for(rng, B, S, T, V)
+    grad = rng.standard_normal((B, S, Pw)).astype(np.float32)
+    out = unwritten((num_pairs, Pw))
+    call(emu, variant, grad, tokens, B * S, T, Pw, num_pairs, out)
+    close(out, ref.pair_sums_backward(grad, tokens, num_pairs))
+
+
+def first_legal_error(indices, counts, M):
+    B, L = indices.shape
+    for b in range(B):
+        n = L if counts is None else counts[b]
+        if n < 0 or n > L:
+            return (b, -1, n)
+        for l in range(n):
+            if not 0 <= indices[b, l] < M:
+                return (b, l, indices[b, l])
+    return None
+
+
+def test_check_legal_finds_the_first_bad_position(emu):
+    rng = np.random.default_rng(0)
+    B, L, M = 7, 9, 10
+    for trial in range(30):
+        indices, counts = legal(rng, B, L, M)
+        for _ in range(trial % 4):
+            b, l = rng.integers(0, B), rng.integers(0, L)
+            indices[b, l] = rng.choice([-5, M, M + 3, 0])
+        if trial % 5 == 0:
+            counts[rng.integers(0, B)] = rng.choice([-1, L + 1])
+        for c in (counts, None):
+            want = first_legal_error(indices, c, M)
+            bad = BadIndex()
+            call(emu, "mk_check_legal_cuda", indices, c, B, L, M, ctypes.byref(bad))
+            if want is None:
+                assert bad.found == 0
+            else:
+                assert bad.found == 1 and (bad.b, bad.l, bad.value) == want
+                if want[1] >= 0:
+                    assert bad.count == (L if c is None else c[want[0]])
+
+
+def test_check_tokens_finds_the_first_bad_token(emu):
+    rng = np.random.default_rng(1)
+    V = 6
+    for trial in range(20):
+        tokens = rng.integers(-1, V, size=(3, 2, 5)).astype(np.int32)
+        for _ in range(trial % 3):
+            tokens.flat[rng.integers(0, tokens.size)] = rng.choice([-2, V, 100])
+        flat = tokens.ravel()
+        bad_at = np.nonzero((flat < -1) | (flat >= V))[0]
+        bad = BadIndex()
+        call(emu, "mk_check_tokens_cuda", tokens, tokens.size, V, ctypes.byref(bad))
+        assert bad.found == (len(bad_at) > 0)
+        if len(bad_at):
+            assert (bad.flat, bad.value) == (bad_at[0], flat[bad_at[0]])
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int64, np.uint8, np.uint16, np.uint32, np.uint64])
+def test_narrow_to_int32(emu, dtype):
+    rng = np.random.default_rng(2)
+    info = np.iinfo(dtype)
+    lo, hi = max(info.min, -2**31), min(info.max, 2**31 - 1)
+    src = rng.integers(lo, hi, size=37, endpoint=True, dtype=dtype)
+    dst = np.full(37, 12345, np.int32)
+    bad = BadIndex()
+    call(emu, "mk_narrow_to_int32_cuda", src, np.dtype(dtype).itemsize, int(info.min < 0), 37, dst,
+         ctypes.byref(bad))
+    assert bad.found == 0 and np.array_equal(dst, src.astype(np.int64))
+    if info.max > 2**31 - 1:
+        src[[5, 20]] = info.max
+        if info.min < 0:
+            src[3] = info.min
+        call(emu, "mk_narrow_to_int32_cuda", src, np.dtype(dtype).itemsize, int(info.min < 0), 37, dst,
+             ctypes.byref(bad))
+        first = 3 if info.min < 0 else 5
+        assert bad.found == 1 and bad.flat == first and bad.wide == np.int64(src[first].astype(np.int64))
+
+
+def test_gpu_test_files_pass_on_the_emulated_device():
+    """tests/test_cuda_ops.py and tests/test_device_array.py against manaka._cuda built on
+    the emulator: the real binding (argument parsing, DeviceArray, DLPack/CAI, index
+    checks and their messages, narrowing, out=) over the real kernels."""
+    import subprocess
+
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "cuda_emu", "run_gpu_tests.py")],
+                         capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
+    summary = run.stdout.strip().splitlines()[-1]
+    passed = int(summary.split(" passed")[0].split()[-1])
+    assert passed >= 60, summary

@@ -1,0 +1,130 @@
+"""Builds csrc/cuda's kernels and launchers for the CPU emulator (include/emu.h) into one
+shared library: ``python tools/cuda_emu/build.py [OUT_DIR]`` prints its path.
+
+Each .cu file is rewritten (launches `k<<<grid, block, smem, stream>>>(args)` become
+`mk_emu::launch(...)`, `extern __shared__ T x[]` a pointer to the block's buffer) and
+compiled as C++20 with g++; nothing else in the kernel source changes."""
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SOURCES = ["bucket.cu", "gather_dot.cu", "pair_sums.cu", "power_sums.cu", "validate.cu", "workspace.cu"]
+RUNTIME = "runtime.cu"  # in the extension build only: the kernel tests call launchers directly
+
+
+def split_top_level(text):
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return parts
+
+
+def rewrite_launches(src):
+    out, pos = [], 0
+    while True:
+        at = src.find("<<<", pos)
+        if at < 0:
+            out.append(src[pos:])
+            return "".join(out)
+        head = re.search(r"([A-Za-z_]\w*(?:<[^<>;]*>)?)\s*$", src[pos:at])
+        name_start = pos + head.start(1)
+        end_cfg = src.index(">>>", at)
+        config = split_top_level(src[at + 3:end_cfg])
+        if len(config) != 4:
+            raise SystemExit(f"translate: launch needs grid, block, smem, stream: {src[name_start:end_cfg + 3]}")
+        open_paren = src.index("(", end_cfg)
+        depth, i = 0, open_paren
+        while True:
+            depth += {"(": 1, ")": -1}.get(src[i], 0)
+            if depth == 0:
+                break
+            i += 1
+        args = src[open_paren + 1:i]
+        out.append(src[pos:name_start])
+        out.append(f"mk_emu::launch(dim3({config[0]}), dim3({config[1]}), {config[2]}, {config[3]}, "
+                   f"[&]() {{ {head.group(1)}({args}); }})")
+        pos = i + 1
+
+
+def translate(src):
+    src = re.sub(r"extern __shared__ (\w+) (\w+)\[\];", r"\1 *\2 = (\1 *)mk_emu::shared_mem();", src)
+    return rewrite_launches(src)
+
+
+def inputs():
+    """Every file the emulated library is built from."""
+    files = [os.path.join(ROOT, "csrc", "cuda", f) for f in os.listdir(os.path.join(ROOT, "csrc", "cuda"))]
+    files += [os.path.join(ROOT, "csrc", "manaka.h"), os.path.join(ROOT, "csrc", "error.c"), __file__,
+              os.path.join(HERE, "emu.cpp")]
+    files += [os.path.join(ROOT, "csrc", "python", f) for f in os.listdir(os.path.join(ROOT, "csrc", "python"))]
+    for folder, _, names in os.walk(os.path.join(HERE, "include")):
+        files += [os.path.join(folder, n) for n in names]
+    return files
+
+
+def _up_to_date(target):
+    return os.path.exists(target) and os.path.getmtime(target) >= max(os.path.getmtime(f) for f in inputs())
+
+
+def _compile(out_dir, sources, link_extra, target):
+    inc = os.path.join(HERE, "include")
+    cpps = []
+    for name in sources:
+        src = os.path.join(ROOT, "csrc", "cuda", name)
+        cpp = os.path.join(out_dir, name[:-3] + ".cpp")
+        with open(src) as f, open(cpp, "w") as g:
+            g.write(f'#line 1 "{src}"\n' + translate(f.read()))
+        cpps.append(cpp)
+    # MK_EMU_ASAN=1: AddressSanitizer, to catch out-of-bounds reads and writes (run Python
+    # with LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0).
+    sanitize = ["-fsanitize=address", "-fno-omit-frame-pointer"] if os.environ.get("MK_EMU_ASAN") == "1" else []
+    error_o = os.path.join(out_dir, "error.o")
+    subprocess.check_call(["gcc", "-std=c11", "-O1", "-fPIC", *sanitize, "-c",
+                           os.path.join(ROOT, "csrc", "error.c"), "-o", error_o])
+    subprocess.check_call(["g++", "-std=c++20", "-O1", "-g", "-fPIC", "-shared", "-pthread", *sanitize,
+                           "-I", inc, "-I", os.path.join(ROOT, "csrc", "cuda"), "-include", "emu.h",
+                           os.path.join(HERE, "emu.cpp"), *cpps, error_o, *link_extra, "-o", target])
+    return target
+
+
+def build(out_dir):
+    """The kernels and launchers as libmk_emu.so in out_dir (rebuilt when out of date)."""
+    os.makedirs(out_dir, exist_ok=True)
+    lib = os.path.join(out_dir, "libmk_emu.so")
+    return lib if _up_to_date(lib) else _compile(out_dir, SOURCES, [], lib)
+
+
+def build_extension(out_dir):
+    """manaka._cuda built against the emulator: the real binding (csrc/python/cuda_*.c),
+    kernels and runtime.cu, so the GPU test files run without a GPU (run_gpu_tests.py)."""
+    import sysconfig
+
+    import numpy
+
+    os.makedirs(out_dir, exist_ok=True)
+    target = os.path.join(out_dir, "_cuda" + sysconfig.get_config_var("EXT_SUFFIX"))
+    if _up_to_date(target):
+        return target
+    py_dir = os.path.join(ROOT, "csrc", "python")
+    objects = []
+    for c in ["binding.c"] + sorted(f for f in os.listdir(py_dir) if f.startswith("cuda_") and f.endswith(".c")):
+        obj = os.path.join(out_dir, c[:-2] + ".o")
+        subprocess.check_call(["gcc", "-std=c11", "-O1", "-g", "-fPIC", "-Wall", "-I", sysconfig.get_paths()["include"],
+                               "-I", numpy.get_include(), "-I", os.path.join(ROOT, "csrc"),
+                               '-DMK_CUDA_ARCHS="emulated"', "-c", os.path.join(py_dir, c), "-o", obj])
+        objects.append(obj)
+    return _compile(out_dir, SOURCES + [RUNTIME], objects, target)
+
+
+if __name__ == "__main__":
+    print(build(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "cuda_emu")))

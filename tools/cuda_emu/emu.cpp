@@ -1,0 +1,202 @@
+/* The emulator's scheduler: see include/emu.h. */
+#include <ucontext.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "emu.h"
+
+namespace mk_emu {
+thread_view *current;
+static thread_local cudaError_t last_error = cudaSuccess;
+
+enum state { RUNNABLE, AT_BLOCK_BARRIER, AT_WARP_BARRIER, DONE };
+struct fiber {
+    thread_view view;
+    ucontext_t context;
+    state st;
+};
+static const size_t STACK = 256 * 1024;
+static struct {
+    ucontext_t scheduler;
+    std::vector<fiber> fibers;
+    std::vector<std::unique_ptr<char[]>> stacks;
+    std::vector<float> exchange;
+    std::vector<float4> shared;
+    const std::function<void()> *kernel;
+    fiber *running;
+} blk;
+
+static void yield(state st) {
+    fiber *self = blk.running;
+    self->st = st;
+    swapcontext(&self->context, &blk.scheduler);
+}
+
+static void trampoline() {
+    (*blk.kernel)();
+    yield(DONE);
+}
+
+void *shared_mem() { return blk.shared.data(); }
+void sync_block() { yield(AT_BLOCK_BARRIER); }
+
+float shuffle_xor(float v, int offset) {
+    unsigned tid = current->thread.x, base = tid / 32 * 32;
+    blk.exchange[tid] = v;
+    yield(AT_WARP_BARRIER);
+    float other = blk.exchange[base + ((tid % 32) ^ (unsigned)offset)];
+    yield(AT_WARP_BARRIER); /* nobody overwrites exchange[] before every lane has read */
+    return other;
+}
+
+/* Releases the barriers every live thread (of the block, or of a warp) has reached. */
+static bool release() {
+    size_t n = blk.fibers.size();
+    bool block_ready = true, any = false;
+    for (auto &f : blk.fibers)
+        if (f.st != DONE && f.st != AT_BLOCK_BARRIER) block_ready = false;
+    for (auto &f : blk.fibers)
+        if (f.st == AT_BLOCK_BARRIER && block_ready) f.st = RUNNABLE, any = true;
+    for (size_t w = 0; w < n; w += 32) {
+        bool warp_ready = true, waiting = false;
+        for (size_t t = w; t < w + 32 && t < n; t++) {
+            if (blk.fibers[t].st == AT_WARP_BARRIER) waiting = true;
+            else if (blk.fibers[t].st != DONE) warp_ready = false;
+        }
+        if (waiting && warp_ready)
+            for (size_t t = w; t < w + 32 && t < n; t++)
+                if (blk.fibers[t].st == AT_WARP_BARRIER) blk.fibers[t].st = RUNNABLE, any = true;
+    }
+    return any;
+}
+
+void launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t, const std::function<void()> &kernel) {
+    if (grid.x == 0 || block.x == 0 || block.x > 1024 || block.x % 32 || shared_bytes > 48 * 1024) {
+        last_error = cudaErrorInvalidValue; /* what a real launch would refuse */
+        return;
+    }
+    blk.kernel = &kernel;
+    blk.fibers.assign(block.x, fiber());
+    while (blk.stacks.size() < block.x) blk.stacks.emplace_back(new char[STACK]);
+    blk.exchange.assign(block.x, 0.0f);
+    for (unsigned b = 0; b < grid.x; b++) {
+        blk.shared.assign(shared_bytes / sizeof(float4) + 1, float4{NAN, NAN, NAN, NAN});
+        for (unsigned t = 0; t < block.x; t++) {
+            fiber &f = blk.fibers[t];
+            f.view = {dim3(t), dim3(b), block, grid};
+            f.st = RUNNABLE;
+            getcontext(&f.context);
+            f.context.uc_stack.ss_sp = blk.stacks[t].get();
+            f.context.uc_stack.ss_size = STACK;
+            f.context.uc_link = nullptr;
+            makecontext(&f.context, trampoline, 0);
+        }
+        for (;;) {
+            bool ran = false, live = false;
+            for (auto &f : blk.fibers) {
+                if (f.st == RUNNABLE) {
+                    blk.running = &f;
+                    current = &f.view;
+                    swapcontext(&blk.scheduler, &f.context);
+                    ran = true;
+                }
+                if (f.st != DONE) live = true;
+            }
+            if (!live) break;
+            if (!ran && !release()) {
+                fprintf(stderr, "mk_emu: deadlock in block %u: threads wait at barriers others never reach\n", b);
+                abort();
+            }
+        }
+    }
+    current = nullptr;
+}
+}  // namespace mk_emu
+
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = mk_emu::last_error;
+    mk_emu::last_error = cudaSuccess;
+    return e;
+}
+
+/* ---------------------------------------------------------------- device memory */
+static std::map<const char *, size_t> allocations; /* start -> size */
+/* Strict: memsets and copies must touch "device" memory where a GPU would need it. Off for
+ * the kernel tests, which hand the launchers NumPy buffers as device memory. */
+static bool strict = false;
+extern "C" void mk_emu_strict(int on) { strict = on != 0; }
+
+static bool on_device(const void *p, size_t n) {
+    auto it = allocations.upper_bound((const char *)p);
+    if (it == allocations.begin()) return false;
+    --it;
+    return (const char *)p >= it->first && (const char *)p + n <= it->first + it->second;
+}
+
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) {
+    *p = aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+    if (!*p) return cudaErrorMemoryAllocation;
+    memset(*p, 0xA5, bytes); /* garbage, like fresh device memory */
+    allocations[(const char *)*p] = bytes;
+    return cudaSuccess;
+}
+cudaError_t cudaMalloc(void **p, size_t bytes) { return cudaMallocAsync(p, bytes, nullptr); }
+
+cudaError_t cudaFreeAsync(void *p, cudaStream_t) {
+    auto it = allocations.find((const char *)p);
+    if (it == allocations.end()) return cudaErrorInvalidValue;
+    allocations.erase(it);
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void *p) { return p ? cudaFreeAsync(p, nullptr) : cudaSuccess; }
+
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) {
+    if (strict && !on_device(p, n)) return cudaErrorInvalidValue;
+    memset(p, v, n);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind kind, cudaStream_t) {
+    bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    if (strict && (on_device(s, n) != src_dev || on_device(d, n) != dst_dev)) return cudaErrorInvalidValue;
+    memcpy(d, s, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind kind) {
+    return cudaMemcpyAsync(d, s, n, kind, nullptr);
+}
+
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *p) {
+    bool dev = on_device(p, 1);
+    attr->type = dev ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered;
+    attr->device = dev ? 0 : -2;
+    attr->devicePointer = dev ? (void *)p : nullptr;
+    attr->hostPointer = nullptr;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceCount(int *count) {
+    *count = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *device) {
+    *device = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int) {
+    snprintf(prop->name, sizeof prop->name, "mk_emu (CPU emulation of a CUDA device)");
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps *props) {
+    const char *env = getenv("MK_EMU_POOLS");
+    if ((env && env[0] == '0') || props->location.type != cudaMemLocationTypeDevice) return cudaErrorInvalidValue;
+    *pool = (cudaMemPool_t)0x20;
+    return cudaSuccess;
+}
