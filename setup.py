@@ -2,6 +2,11 @@
 and the CUDA backend as the separate extension manaka._cuda when the CUDA toolkit is
 found, so that _core never depends on CUDA libraries.
 
+GEMM comes from OpenBLAS as shipped by the scipy-openblas32 wheel (a build and runtime
+dependency). The extension links it by soname only, with no rpath into the (temporary,
+isolated) build environment: manaka/__init__.py loads the installed copy with RTLD_GLOBAL
+before importing _core, and the loader reuses it.
+
 Environment:
   MANAKA_PORTABLE=1      build for a generic x86-64/arm64 CPU instead of -march=native
   MANAKA_CUDA=0|1        skip / require the CUDA backend (default: build it when nvcc is found)
@@ -33,7 +38,9 @@ def sources(*patterns):
 
 
 def c_flags():
-    flags = ["-std=c11", "-O3", "-fopenmp", "-pthread", "-Wall", "-Wno-unused-function"]
+    # -fno-math-errno: nothing reads errno, and with it sqrtf/expf in a loop keep a scalar
+    # error path that stops vectorisation (AdamW ran scalar); results are unchanged.
+    flags = ["-std=c11", "-O3", "-fopenmp", "-fno-math-errno", "-pthread", "-Wall", "-Wno-unused-function"]
     if os.environ.get("MANAKA_PORTABLE", "0") != "1":
         flags.append("-march=native")
     return flags
@@ -130,10 +137,22 @@ def cuda_config():
     return {"root": root, "archs": cuda_archs(), "cudart": lib}
 
 
+def openblas():
+    """(include dir, library dir, library name) of the scipy-openblas32 wheel."""
+    import scipy_openblas32
+
+    return (scipy_openblas32.get_include_dir(), scipy_openblas32.get_lib_dir(),
+            scipy_openblas32.get_library())
+
+
+BLAS_INCLUDE, BLAS_LIBDIR, BLAS_LIB = openblas()
+
 core = Extension(
     "manaka._core",
     sources=sources("*.c", "cpu/*.c", "python/*.c"),
-    include_dirs=[numpy.get_include(), "csrc"],
+    include_dirs=[numpy.get_include(), "csrc", BLAS_INCLUDE],
+    library_dirs=[BLAS_LIBDIR],
+    libraries=[BLAS_LIB],
     extra_compile_args=c_flags(),
     extra_link_args=["-fopenmp", "-pthread"],
     depends=sources("*.h", "cpu/*.h", "python/*.h"),

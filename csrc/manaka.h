@@ -30,6 +30,7 @@ typedef enum {
     MK_ERR_TYPE = 2,    /* bad argument type (TypeError) */
     MK_ERR_NOMEM = 3,   /* allocation failed (MemoryError) */
     MK_ERR_RUNTIME = 4, /* backend failure, e.g. a CUDA error (RuntimeError) */
+    MK_ERR_FLOAT = 5,   /* a non-finite loss (FloatingPointError) */
 } mk_status;
 
 /* Records a printf-style message for the calling thread and returns `status`. */

@@ -1,25 +1,35 @@
 """manaka: fast policy/value network training for board games.
 
-The fused ops live in :mod:`manaka.ops`; see DESIGN.md for the math they compute.
+The fused ops live in :mod:`manaka.ops`; the network in :class:`Model`, its training step
+in :class:`Trainer`; see DESIGN.md for the math they compute.
 """
 from __future__ import annotations
 
-from . import _core, cuda, ops
-from .batch import Batch
-from .cuda import DeviceArray
-from .dataset import Dataset, Position
-from .loader import Loader
-from .fit import History, fit
-from .evaluate import evaluate
+from . import _openblas
+
+_openblas.load()  # before _core: it resolves its BLAS symbols against this copy
+
+from . import _core, cuda, ops  # noqa: E402
+from .batch import Batch  # noqa: E402
+from .cuda import DeviceArray  # noqa: E402
+from .model import Model, ModelConfig  # noqa: E402
+from .trainer import Stats, Trainer  # noqa: E402
+from .dataset import Dataset, Position  # noqa: E402
+from .loader import Loader  # noqa: E402
+from .fit import History, fit  # noqa: E402
+from .evaluate import evaluate  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["ops", "cuda", "Batch", "DeviceArray", "Dataset", "Position", "Loader", "fit", "History", "evaluate",
+__all__ = ["ops", "cuda", "Batch", "DeviceArray", "ModelConfig", "Model", "Trainer", "Stats",
+           "Dataset", "Position", "Loader", "fit", "History", "evaluate",
            "build_info", "set_num_threads", "get_num_threads", "__version__"]
 
 
 def set_num_threads(n: int) -> None:
-    """Sets the number of OpenMP threads every CPU op uses (0 restores the default)."""
+    """Sets the number of threads every CPU op and GEMM uses (0 restores the default).
+
+    OpenMP loops and OpenBLAS's thread pool are set together, so they agree."""
     _core.set_num_threads(n)
 
 
@@ -34,4 +44,11 @@ def build_info() -> dict:
     info["version"] = __version__
     info["cuda"] = cuda.build_info()  # built, archs, device_present, device
     info["backends"] = ["cpu"] + (["cuda"] if info["cuda"]["device_present"] else [])
+    try:
+        from importlib.metadata import version
+
+        blas = f"scipy-openblas32 {version('scipy-openblas32')}"
+    except Exception:  # metadata missing: still report where it was loaded from
+        blas = "scipy-openblas32"
+    info["blas"] = f"{blas} ({_openblas.load()}); its pool is pinned to 1 thread, GEMMs are split over num_threads"
     return info

@@ -55,12 +55,22 @@ mk_status mk_power_sums_backward_cpu(const float *grad, const float *emb, const 
                 if (v < v0 || v >= v1) continue; /* also skips the -1 sentinel */
                 const float *e = emb + v * D;
                 float *ge = grad_emb + v * D;
-                /* sum_k (k + 1) g_k e^k by Horner's rule, vectorised over d */
+                /* sum_k (k + 1) g_k e^k by Horner's rule, vectorised over d. The k loop
+                 * is outside the d loop (over a stack block of d) because gcc does not
+                 * vectorise a simd loop that contains a loop: the inner-k form ran scalar. */
+                for (int64_t d0 = 0; d0 < D; d0 += 64) {
+                    int64_t n = D - d0 < 64 ? D - d0 : 64;
+                    float acc[64];
+                    const float *top = g + (K - 1) * D + d0;
 #pragma omp simd
-                for (int64_t d = 0; d < D; d++) {
-                    float acc = (float)K * g[(K - 1) * D + d];
-                    for (int64_t k = K - 2; k >= 0; k--) acc = acc * e[d] + (float)(k + 1) * g[k * D + d];
-                    ge[d] += acc;
+                    for (int64_t d = 0; d < n; d++) acc[d] = (float)K * top[d];
+                    for (int64_t k = K - 2; k >= 0; k--) {
+                        const float *gk = g + k * D + d0, c = (float)(k + 1);
+#pragma omp simd
+                        for (int64_t d = 0; d < n; d++) acc[d] = acc[d] * e[d0 + d] + c * gk[d];
+                    }
+#pragma omp simd
+                    for (int64_t d = 0; d < n; d++) ge[d0 + d] += acc[d];
                 }
             }
         }

@@ -1,10 +1,16 @@
 /* The OpenMP thread count: the one setting shared by every CPU op. */
 #include "../manaka.h"
 #include "threads.h"
+#include "backend_cpu.h"
 
 static int num_threads = 0; /* 0: OpenMP's default */
 
-void mk_set_num_threads(int n) { num_threads = n > 0 ? n : 0; }
+/* GEMMs run on this same OpenMP team (OpenBLAS's own pool is pinned to one thread), so
+ * this one count governs every CPU op and GEMM. */
+void mk_set_num_threads(int n) {
+    num_threads = n > 0 ? n : 0;
+    mk_gemm_pin_blas_threads();
+}
 
 int mk_get_num_threads(void) {
 #ifdef _OPENMP

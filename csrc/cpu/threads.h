@@ -26,6 +26,11 @@ static inline int mk_team_size(void) {
     return 1;
 #endif
 }
+/* Loops with fewer elementary operations than this run on one thread: waking the team
+ * costs microseconds, and on a busy machine a parallel region waits for its slowest
+ * (descheduled) thread. Used as `if (work >= MK_PARALLEL_MIN)` on a parallel pragma. */
+#define MK_PARALLEL_MIN 65536
+
 /* [*begin, *end) is this thread's share of n rows. */
 static inline void mk_owned_rows(int64_t n, int64_t *begin, int64_t *end) {
     int64_t t = mk_thread_id(), nt = mk_team_size();

@@ -90,6 +90,7 @@ PyObject *mk_raise_status(mk_status status) {
     if (status == MK_ERR_VALUE) type = PyExc_ValueError;
     else if (status == MK_ERR_TYPE) type = PyExc_TypeError;
     else if (status == MK_ERR_NOMEM) type = PyExc_MemoryError;
+    else if (status == MK_ERR_FLOAT) type = PyExc_FloatingPointError;
     PyErr_SetString(type, mk_error()[0] ? mk_error() : "manaka: unknown error");
     return NULL;
 }

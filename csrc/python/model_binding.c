@@ -1,5 +1,384 @@
-/* Python entry points of the model and training step: registered by issue "The network
- * and its training step in C" (nothing yet). */
-#include "binding.h"
+/* _core.Model: the C network behind manaka.Model (manaka/model.py holds the user-facing
+ * class, its docstrings and the file format). Every entry point converts and checks its
+ * arguments, then releases the GIL around the C call. */
+#include "model_binding.h"
 
-int mk_init_model(PyObject *module) { return 0; }
+int mk_model_acquire(mk_model_object *self, const char *op) {
+    if (!self->model) {
+        PyErr_Format(PyExc_RuntimeError, "%s: the model is not initialised", op);
+        return -1;
+    }
+    if (self->busy) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "%s: the model is in use by another thread (a Model runs one call at a time)",
+                     op);
+        return -1;
+    }
+    self->busy = 1;
+    return 0;
+}
+void mk_model_release(mk_model_object *self) { self->busy = 0; }
+
+static int positive_int(PyObject *obj, const char *name, int64_t *out) {
+    if (!PyLong_Check(obj) || PyBool_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "ModelConfig: %s must be an int, got %s", name,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    long long v = PyLong_AsLongLong(obj);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    *out = v;
+    return 0;
+}
+
+static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
+    static char *kw[] = {"num_tokens", "num_moves",  "tokens_per_side", "embed_dim", "orders",
+                         "pair_dim",   "hidden",     "head_width",      "backend",   "seed",
+                         NULL};
+    PyObject *o[8];
+    const char *backend_name = "cpu";
+    unsigned long long seed = 0;
+    if (self->model) {
+        PyErr_SetString(PyExc_RuntimeError, "_core.Model: already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO|sK", kw, &o[0], &o[1], &o[2], &o[3],
+                                     &o[4], &o[5], &o[6], &o[7], &backend_name, &seed))
+        return -1;
+    mk_config cfg = {0};
+    int64_t *fields[] = {&cfg.num_tokens, &cfg.num_moves, &cfg.tokens_per_side, &cfg.embed_dim,
+                         &cfg.orders, &cfg.pair_dim};
+    for (int i = 0; i < 6; i++)
+        if (positive_int(o[i], kw[i], fields[i]) < 0) return -1;
+    if (positive_int(o[7], "head_width", &cfg.head_width) < 0) return -1;
+    PyObject *hidden = PySequence_Fast(o[6], "ModelConfig: hidden must be a sequence of ints");
+    if (!hidden) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(hidden);
+    if (n > MK_MAX_HIDDEN) {
+        PyErr_Format(PyExc_ValueError, "ModelConfig: hidden has %zd layers; at most %d are supported",
+                     n, MK_MAX_HIDDEN);
+        Py_DECREF(hidden);
+        return -1;
+    }
+    cfg.num_hidden = (int)n;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (positive_int(PySequence_Fast_GET_ITEM(hidden, i), "hidden[i]", &cfg.hidden[i]) < 0) {
+            Py_DECREF(hidden);
+            return -1;
+        }
+    Py_DECREF(hidden);
+    const mk_backend *backend = mk_backend_get(backend_name);
+    if (!backend) return mk_raise_status(MK_ERR_VALUE), -1;
+    mk_model *model = NULL;
+    mk_status status;
+    Py_BEGIN_ALLOW_THREADS;
+    status = mk_model_create(&cfg, backend, NULL, (uint64_t)seed, &model);
+    Py_END_ALLOW_THREADS;
+    if (status != MK_OK) return mk_raise_status(status), -1;
+    self->model = model;
+    return 0;
+}
+
+/* Methods called on a Model whose __init__ failed or never ran raise instead of crashing. */
+#define REQUIRE_MODEL(self, ret)                                                              \
+    if (!(self)->model) {                                                                     \
+        PyErr_SetString(PyExc_RuntimeError, "manaka._core.Model: not initialised");           \
+        return ret;                                                                           \
+    }
+
+static void model_dealloc(mk_model_object *self) {
+    mk_model_destroy(self->model);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* [(name, shape, decay)] in parameter order. */
+static PyObject *model_tensors(mk_model_object *self, PyObject *unused) {
+    REQUIRE_MODEL(self, NULL);
+    int n = mk_model_num_tensors(self->model);
+    PyObject *list = PyList_New(n);
+    if (!list) return NULL;
+    for (int i = 0; i < n; i++) {
+        const mk_tensor *t = mk_model_tensor(self->model, i);
+        PyObject *shape = t->ndim == 2 ? Py_BuildValue("(LL)", (long long)t->shape[0], (long long)t->shape[1])
+                                       : Py_BuildValue("(L)", (long long)t->shape[0]);
+        PyObject *item = shape ? Py_BuildValue("(sNO)", t->name, shape, t->decay ? Py_True : Py_False) : NULL;
+        if (!item) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
+static const mk_tensor *find(mk_model *model, PyObject *name_o, const char *op) {
+    const char *name = PyUnicode_Check(name_o) ? PyUnicode_AsUTF8(name_o) : NULL;
+    if (!name) {
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s: name must be a str", op);
+        return NULL;
+    }
+    int i = mk_model_find(model, name);
+    if (i < 0) {
+        PyErr_Format(PyExc_KeyError, "%s: the model has no tensor named '%s'", op, name);
+        return NULL;
+    }
+    return mk_model_tensor(model, i);
+}
+
+static void shape_of(const mk_tensor *t, npy_intp *dims) {
+    dims[0] = (npy_intp)t->shape[0];
+    dims[1] = (npy_intp)t->shape[1];
+}
+
+/* A writable NumPy array over `data` that keeps `owner` alive. */
+static PyObject *view_of(const mk_tensor *t, float *data, PyObject *owner) {
+    npy_intp dims[2];
+    shape_of(t, dims);
+    PyObject *arr = PyArray_SimpleNewFromData(t->ndim, dims, NPY_FLOAT32, data);
+    if (!arr) return NULL;
+    Py_INCREF(owner);
+    if (PyArray_SetBaseObject((PyArrayObject *)arr, owner) < 0) {
+        Py_DECREF(arr);
+        return NULL;
+    }
+    return arr;
+}
+
+/* view(name): the live parameter as a NumPy view (backends with host memory only). */
+static PyObject *model_view(mk_model_object *self, PyObject *name) {
+    REQUIRE_MODEL(self, NULL);
+    const mk_tensor *t = find(self->model, name, "Model.parameters");
+    if (!t) return NULL;
+    if (!mk_model_backend(self->model)->host_memory) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Model.parameters: this backend's parameters are not in host memory");
+        return NULL;
+    }
+    return view_of(t, mk_model_params(self->model) + t->offset, (PyObject *)self);
+}
+
+/* Copies `count` floats device -> host into a new array shaped like t. */
+static PyObject *read_tensor(mk_model_object *self, const mk_tensor *t, const float *src,
+                             const char *op) {
+    npy_intp dims[2];
+    shape_of(t, dims);
+    PyObject *out = PyArray_SimpleNew(t->ndim, dims, NPY_FLOAT32);
+    if (!out) return NULL;
+    if (mk_model_acquire(self, op) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    const mk_backend *be = mk_model_backend(self->model);
+    mk_status status;
+    Py_BEGIN_ALLOW_THREADS;
+    status = be->to_host(mk_model_stream(self->model), PyArray_DATA((PyArrayObject *)out), src,
+                         (size_t)t->numel * sizeof(float));
+    Py_END_ALLOW_THREADS;
+    mk_model_release(self);
+    if (status != MK_OK) {
+        Py_DECREF(out);
+        return mk_raise_status(status);
+    }
+    return out;
+}
+
+/* read(name, grad=False): a copy of the parameter (or of its last gradient). */
+static PyObject *model_read(mk_model_object *self, PyObject *args) {
+    REQUIRE_MODEL(self, NULL);
+    PyObject *name;
+    int grad = 0;
+    if (!PyArg_ParseTuple(args, "O|p", &name, &grad)) return NULL;
+    const mk_tensor *t = find(self->model, name, "Model.state_dict");
+    if (!t) return NULL;
+    float *base = grad ? mk_model_grads(self->model) : mk_model_params(self->model);
+    return read_tensor(self, t, base + t->offset, "Model.state_dict");
+}
+
+/* Checks `value` is a float32 array of t's exact shape; new reference or NULL. */
+PyArrayObject *mk_tensor_arg(const mk_tensor *t, PyObject *value, const char *op) {
+    PyArrayObject *arr = mk_float_arg(value, op, t->name, t->ndim);
+    if (!arr) return NULL;
+    if (PyArray_DIM(arr, 0) == t->shape[0] && (t->ndim == 1 || PyArray_DIM(arr, 1) == t->shape[1]))
+        return arr;
+    if (t->ndim == 2)
+        PyErr_Format(PyExc_ValueError, "%s: %s has shape (%zd, %zd), expected (%lld, %lld)", op,
+                     t->name, (Py_ssize_t)PyArray_DIM(arr, 0), (Py_ssize_t)PyArray_DIM(arr, 1),
+                     (long long)t->shape[0], (long long)t->shape[1]);
+    else
+        PyErr_Format(PyExc_ValueError, "%s: %s has shape (%zd,), expected (%lld,)", op, t->name,
+                     (Py_ssize_t)PyArray_DIM(arr, 0), (long long)t->shape[0]);
+    Py_DECREF(arr);
+    return NULL;
+}
+
+/* write(name, array): copies a float32 array of the tensor's shape into the parameter. */
+static PyObject *model_write(mk_model_object *self, PyObject *args) {
+    REQUIRE_MODEL(self, NULL);
+    PyObject *name, *value;
+    static const char op[] = "Model.load_state_dict";
+    if (!PyArg_ParseTuple(args, "OO", &name, &value)) return NULL;
+    const mk_tensor *t = find(self->model, name, op);
+    if (!t) return NULL;
+    PyArrayObject *arr = mk_tensor_arg(t, value, op);
+    if (!arr) return NULL;
+    if (mk_model_acquire(self, op) < 0) {
+        Py_DECREF(arr);
+        return NULL;
+    }
+    const mk_backend *be = mk_model_backend(self->model);
+    mk_status status;
+    Py_BEGIN_ALLOW_THREADS;
+    status = be->to_device(mk_model_stream(self->model), mk_model_params(self->model) + t->offset,
+                           PyArray_DATA(arr), (size_t)t->numel * sizeof(float));
+    Py_END_ALLOW_THREADS;
+    mk_model_release(self);
+    Py_DECREF(arr);
+    if (status != MK_OK) return mk_raise_status(status);
+    Py_RETURN_NONE;
+}
+
+static PyObject *model_forward(mk_model_object *self, PyObject *args) {
+    REQUIRE_MODEL(self, NULL);
+    static const char op[] = "Model.forward";
+    PyObject *tokens, *legal, *counts, *logits = NULL, *value = NULL;
+    if (!PyArg_ParseTuple(args, "OOO", &tokens, &legal, &counts)) return NULL;
+    mk_batch_args held;
+    mk_batch batch;
+    if (mk_batch_from_args(op, tokens, legal, counts, NULL, NULL, NULL, &held, &batch) < 0)
+        return NULL;
+    npy_intp dims[2] = {(npy_intp)batch.B, (npy_intp)batch.L};
+    if (!(logits = PyArray_SimpleNew(2, dims, NPY_FLOAT32)) ||
+        !(value = PyArray_SimpleNew(1, dims, NPY_FLOAT32)) || mk_model_acquire(self, op) < 0)
+        goto fail;
+    mk_status status;
+    Py_BEGIN_ALLOW_THREADS;
+    status = mk_model_forward(self->model, &batch, PyArray_DATA((PyArrayObject *)logits),
+                              PyArray_DATA((PyArrayObject *)value));
+    Py_END_ALLOW_THREADS;
+    mk_model_release(self);
+    if (status != MK_OK) {
+        mk_raise_status(status);
+        goto fail;
+    }
+    mk_batch_args_release(&held);
+    return Py_BuildValue("NN", logits, value);
+fail:
+    Py_XDECREF(logits);
+    Py_XDECREF(value);
+    mk_batch_args_release(&held);
+    return NULL;
+}
+
+/* loss_and_grad(tokens, legal, counts, target, value, policy_target, value_weight) -> stats
+ * (float32 [MK_STAT_COUNT]); gradients stay in the model, read with read(name, True). */
+static PyObject *model_loss_and_grad(mk_model_object *self, PyObject *args) {
+    REQUIRE_MODEL(self, NULL);
+    static const char op[] = "Model.loss_and_grad";
+    PyObject *tokens, *legal, *counts, *target, *value, *soft, *stats = NULL;
+    double value_weight;
+    if (!PyArg_ParseTuple(args, "OOOOOOd", &tokens, &legal, &counts, &target, &value, &soft,
+                          &value_weight))
+        return NULL;
+    if (!(value_weight >= 0.0) || !isfinite(value_weight)) {
+        PyErr_Format(PyExc_ValueError, "%s: value_weight must be finite and >= 0, got %g", op,
+                     value_weight);
+        return NULL;
+    }
+    mk_batch_args held;
+    mk_batch batch;
+    if (mk_batch_from_args(op, tokens, legal, counts, target, value, soft, &held, &batch) < 0)
+        return NULL;
+    npy_intp dims[1] = {MK_STAT_COUNT};
+    if (!(stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0)) || mk_model_acquire(self, op) < 0)
+        goto fail;
+    mk_status status;
+    Py_BEGIN_ALLOW_THREADS;
+    status = mk_model_loss_and_grad(self->model, &batch, (float)value_weight,
+                                    PyArray_DATA((PyArrayObject *)stats));
+    Py_END_ALLOW_THREADS;
+    mk_model_release(self);
+    if (status != MK_OK) {
+        mk_raise_status(status);
+        goto fail;
+    }
+    mk_batch_args_release(&held);
+    return stats;
+fail:
+    Py_XDECREF(stats);
+    mk_batch_args_release(&held);
+    return NULL;
+}
+
+static PyObject *model_backend(mk_model_object *self, void *closure) {
+    REQUIRE_MODEL(self, NULL);
+    return PyUnicode_FromString(mk_model_backend(self->model)->name);
+}
+static PyObject *model_arena_bytes(mk_model_object *self, void *closure) {
+    REQUIRE_MODEL(self, NULL);
+    return PyLong_FromSize_t(mk_model_arena_bytes(self->model));
+}
+
+/* backend_entries(name="cpu") -> [entry names of the op table], after checking it is
+ * complete: tests enumerate it so that an entry without a test fails. */
+static PyObject *py_backend_entries(PyObject *self, PyObject *args) {
+    const char *name = "cpu";
+    if (!PyArg_ParseTuple(args, "|s", &name)) return NULL;
+    const mk_backend *backend = mk_backend_get(name);
+    if (!backend) return mk_raise_status(MK_ERR_VALUE);
+    PyObject *list = PyList_New(0);
+    if (!list) return NULL;
+#define MK_APPEND_ENTRY(entry)                                             \
+    {                                                                      \
+        PyObject *s = PyUnicode_FromString(#entry);                        \
+        if (!s || PyList_Append(list, s) < 0) {                            \
+            Py_XDECREF(s);                                                 \
+            Py_DECREF(list);                                               \
+            return NULL;                                                   \
+        }                                                                  \
+        Py_DECREF(s);                                                      \
+    }
+    MK_BACKEND_ENTRIES(MK_APPEND_ENTRY)
+#undef MK_APPEND_ENTRY
+    return list;
+}
+
+static PyMethodDef module_functions[] = {
+    {"backend_entries", py_backend_entries, METH_VARARGS, "backend_entries(name='cpu')"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMethodDef model_methods[] = {
+    {"tensors", (PyCFunction)model_tensors, METH_NOARGS, "[(name, shape, decay)] in order."},
+    {"view", (PyCFunction)model_view, METH_O, "view(name): the live parameter (host memory)."},
+    {"read", (PyCFunction)model_read, METH_VARARGS, "read(name, grad=False): a copy."},
+    {"write", (PyCFunction)model_write, METH_VARARGS, "write(name, array): set a parameter."},
+    {"forward", (PyCFunction)model_forward, METH_VARARGS, "forward(tokens, legal, counts)."},
+    {"loss_and_grad", (PyCFunction)model_loss_and_grad, METH_VARARGS,
+     "loss_and_grad(tokens, legal, counts, target, value, policy_target, value_weight)."},
+    {NULL, NULL, 0, NULL},
+};
+static PyGetSetDef model_getset[] = {
+    {"backend", (getter)model_backend, NULL, "the backend's name", NULL},
+    {"arena_bytes", (getter)model_arena_bytes, NULL, "bytes of activation arena", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject mk_model_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "manaka._core.Model",
+    .tp_basicsize = sizeof(mk_model_object),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The C network (use manaka.Model).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)model_init,
+    .tp_dealloc = (destructor)model_dealloc,
+    .tp_methods = model_methods,
+    .tp_getset = model_getset,
+};
+
+int mk_init_model(PyObject *module) {
+    mk_set_num_threads(0); /* the default count; also pins OpenBLAS's pool (cpu/gemm.c) */
+    if (PyType_Ready(&mk_model_type) < 0) return -1;
+    if (PyModule_AddObjectRef(module, "Model", (PyObject *)&mk_model_type) < 0) return -1;
+    if (PyModule_AddFunctions(module, module_functions) < 0) return -1;
+    return mk_init_trainer(module);
+}

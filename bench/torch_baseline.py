@@ -1,0 +1,87 @@
+"""The network of DESIGN.md §1 in plain PyTorch eager, gathers written the ordinary way
+(materialising [B, S, T, D], [B, S, T (T - 1) / 2, P] and [B, L, W]), as the baseline of
+``python -m manaka.bench step``. It loads the SAME parameters as a manaka.Model and runs
+on the same batch, so the two losses can be compared.
+
+Only the benchmark imports this file, and only when torch is installed: torch is never a
+dependency of manaka.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+class TorchNet(torch.nn.Module):
+    def __init__(self, cfg, state: dict):
+        super().__init__()
+        self.cfg = cfg
+        self.names = list(state)
+        self.params = torch.nn.ParameterDict(
+            {n.replace(".", "_"): torch.nn.Parameter(torch.from_numpy(np.array(a, np.float32)))
+             for n, a in state.items()})
+        T = cfg.tokens_per_side
+        i, j = np.triu_indices(T, k=1)
+        self.register_buffer("pair_i", torch.from_numpy(i))
+        self.register_buffer("pair_j", torch.from_numpy(j))
+
+    def p(self, name):
+        return self.params[name.replace(".", "_")]
+
+    def forward(self, tokens, legal, counts):
+        cfg = self.cfg
+        B, S, T = tokens.shape
+        present = tokens >= 0
+        emb = self.p("embedding")[tokens.clamp(min=0)] * present[..., None]    # [B, S, T, D]
+        ps = torch.stack([(emb ** (k + 1)).sum(2) for k in range(cfg.orders)], 2)  # [B, S, K, D]
+        ti, tj = tokens[:, :, self.pair_i], tokens[:, :, self.pair_j]
+        lo, hi = torch.minimum(ti, tj).long(), torch.maximum(ti, tj).long()
+        valid = (ti >= 0) & (tj >= 0)
+        rows = (hi * (hi + 1) // 2 + lo).clamp(min=0)
+        pair = (self.p("pair_table")[rows] * valid[..., None]).sum(2)           # [B, S, P]
+        x = torch.cat([ps.reshape(B, S, -1), pair], 2).reshape(B, -1)
+        for i in range(len(cfg.hidden)):
+            x = F.relu(F.linear(x, self.p(f"trunk.{i}.weight"), self.p(f"trunk.{i}.bias")))
+        q = F.linear(x, self.p("policy.weight"), self.p("policy.bias"))
+        mask = torch.arange(legal.shape[1])[None, :] < counts[:, None]
+        moves = self.p("move_table")[legal.clamp(min=0).long()]                 # [B, L, W]
+        logits = torch.bmm(moves, q[:, :, None])[:, :, 0].masked_fill(~mask, 0.0)
+        z = F.linear(x, self.p("value.weight"), self.p("value.bias"))[:, 0]
+        return logits, z, mask
+
+    def loss(self, tokens, legal, counts, target, value, policy_target=None, value_weight=1.0):
+        logits, z, mask = self(tokens, legal, counts)
+        logp = F.log_softmax(logits.masked_fill(~mask, float("-inf")), dim=1)
+        if policy_target is None:
+            policy_loss = -logp.gather(1, target.long()[:, None]).mean()
+        else:
+            policy_loss = -(policy_target * logp.masked_fill(~mask, 0.0)).sum(1).mean()
+        value_loss = F.binary_cross_entropy_with_logits(z, value)
+        return policy_loss + value_weight * value_loss
+
+
+class TorchStep:
+    """forward, loss, backward and torch.optim.AdamW (no decay on biases), eager."""
+
+    def __init__(self, cfg, state, batch, lr=1e-3, weight_decay=0.01):
+        self.net = TorchNet(cfg, state)
+        decay = [self.net.p(n) for n in self.net.names if not n.endswith("bias")]
+        no_decay = [self.net.p(n) for n in self.net.names if n.endswith("bias")]
+        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                                      {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+        self.args = [torch.from_numpy(batch.tokens), torch.from_numpy(batch.legal),
+                     torch.from_numpy(batch.counts), torch.from_numpy(batch.target),
+                     torch.from_numpy(batch.value),
+                     None if batch.policy_target is None else torch.from_numpy(batch.policy_target)]
+
+    def loss(self) -> float:
+        with torch.no_grad():
+            return float(self.net.loss(*self.args))
+
+    def step(self) -> float:
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.net.loss(*self.args)
+        loss.backward()
+        self.opt.step()
+        return float(loss.detach())

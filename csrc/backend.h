@@ -1,0 +1,197 @@
+/* mk_backend: the table of primitives the network and its training step are written over.
+ *
+ * model.c and trainer.c call only these entries, so the same code runs on every backend:
+ * the CPU table lives in cpu/backend_cpu.c, a CUDA table (cuBLAS + kernels) plugs in the
+ * same way. Rules every implementation follows:
+ *
+ * - Every primitive takes `stream` first. The CPU ignores it; CUDA launches on it. Calls on
+ *   one stream are ordered, so the caller never synchronises between primitives.
+ * - Pointers marked "device" point into memory from `alloc`; the caller never dereferences
+ *   them on the host (only the backend does). When `host_memory` is 1, device memory IS host
+ *   memory (the CPU), and callers may hand host pointers where device ones are expected.
+ * - Float data is float32, indices int32, matrices row-major and C-contiguous unless an
+ *   explicit leading dimension (ld*) is given.
+ * - Inputs are already validated (batch.c checks ranges on the host); primitives trust them,
+ *   return MK_OK, or an mk_fail() status (never abort).
+ *
+ * Adding a backend (e.g. csrc/cuda): fill an mk_backend with every entry (mk_backend_check
+ * names a missing one), set host_memory = 0, and return it from mk_backend_get in backend.c.
+ * With host_memory = 0, model.c stages each host batch into its arena with to_device and
+ * reads results back with to_host; the Python layer cannot view parameters in place. GEMM
+ * is row-major here: with column-major cuBLAS, compute C^T = op(B)^T op(A)^T, i.e. call
+ * cublasSgemm with the operands (and M, N) swapped and the same leading dimensions.
+ */
+#ifndef MANAKA_BACKEND_H
+#define MANAKA_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "manaka.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Layout of the small stats buffer the loss writes on the device (float32 each). The
+ * finite flag lets AdamW skip an update without the host reading the loss first: a GPU
+ * backend can run step after step with no synchronisation and still never apply a
+ * non-finite update (see trainer.c). */
+enum {
+    MK_STAT_LOSS = 0,        /* policy_loss + value_weight * value_loss */
+    MK_STAT_POLICY_LOSS = 1, /* mean_b cross-entropy */
+    MK_STAT_VALUE_LOSS = 2,  /* mean_b BCE(sigmoid(z), value) */
+    MK_STAT_ACCURACY = 3,    /* mean_b [argmax logits == target] */
+    MK_STAT_LR = 4,          /* learning rate of the step (written by the trainer) */
+    MK_STAT_FINITE = 5,      /* 1.0 if the loss is finite, else 0.0 */
+    MK_STAT_COUNT = 8,       /* buffer size, padded */
+};
+
+/* Scalars of one AdamW update, computed on the host from the step count (no device read). */
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+    float bias_correction1; /* 1 - beta1^t */
+    float bias_correction2; /* 1 - beta2^t */
+} mk_adamw_args;
+
+typedef struct mk_backend {
+    const char *name;
+    int host_memory; /* 1: device memory is host memory (parameters can be viewed in place) */
+
+    /* ------------------------------------------------------------ memory */
+    /* *out = `bytes` bytes of device memory, aligned to 64 bytes, contents undefined. */
+    mk_status (*alloc)(void *stream, size_t bytes, void **out);
+    void (*free)(void *stream, void *ptr); /* NULL is a no-op */
+    /* host -> device and device -> host copies, ordered on the stream; to_host returns
+     * once the data is on the host. */
+    mk_status (*to_device)(void *stream, void *dst, const void *src, size_t bytes);
+    mk_status (*to_host)(void *stream, void *dst, const void *src, size_t bytes);
+    /* dst[i] = value, i < n. */
+    mk_status (*fill)(void *stream, float *dst, float value, int64_t n);
+    /* dst[i] = bound * (2 u(seed, i) - 1) with u = mk_uniform01 below: the same bits on
+     * every backend, so a seed gives the same model on the CPU and the GPU. */
+    mk_status (*fill_uniform)(void *stream, float *dst, int64_t n, float bound, uint64_t seed);
+    /* Waits until everything queued on the stream is done (used only for profiling). */
+    mk_status (*synchronize)(void *stream);
+
+    /* ------------------------------------------------------------ dense algebra */
+    /* C[M, N] = alpha * op(A) @ op(B) + beta * C, op(X) = X or X^T (trans_* != 0), row-major:
+     * A is [M, K] (or [K, M] when transposed) with row stride lda, likewise B and C.
+     * beta = 0 overwrites C without reading it. */
+    mk_status (*gemm)(void *stream, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                      float beta, float *C, int64_t ldc);
+    /* y[r, c] = act(y[r, c] + bias[c]), act = relu if `relu` else identity; y [rows, cols]. */
+    mk_status (*bias_act)(void *stream, float *y, const float *bias, int64_t rows, int64_t cols,
+                          int relu);
+    /* The backward of bias_act given its output y: if relu, dy[r, c] = 0 where y[r, c] <= 0
+     * (in place); then dbias[c] = sum_r dy[r, c] (overwritten). */
+    mk_status (*bias_act_backward)(void *stream, float *dy, const float *y, int64_t rows,
+                                   int64_t cols, int relu, float *dbias);
+    /* out[i] = 1 / (1 + exp(-x[i])). */
+    mk_status (*sigmoid)(void *stream, const float *x, int64_t n, float *out);
+
+    /* ------------------------------------------------------------ the fused ops (manaka.h) */
+    mk_status (*gather_dot)(void *stream, const float *hidden, const float *table,
+                            const int32_t *indices, const int32_t *counts, int64_t B, int64_t L,
+                            int64_t W, float *logits);
+    mk_status (*gather_dot_backward)(void *stream, const float *grad, const float *hidden,
+                                     const float *table, const int32_t *indices,
+                                     const int32_t *counts, int64_t B, int64_t L, int64_t W,
+                                     int64_t M, float *grad_hidden, float *grad_table);
+    mk_status (*power_sums)(void *stream, const float *emb, const int32_t *tokens, int64_t rows,
+                            int64_t T, int64_t D, int64_t K, float *out);
+    mk_status (*power_sums_backward)(void *stream, const float *grad, const float *emb,
+                                     const int32_t *tokens, int64_t rows, int64_t T, int64_t D,
+                                     int64_t K, int64_t V, float *grad_emb);
+    mk_status (*pair_sums)(void *stream, const float *pair_table, const int32_t *tokens,
+                           int64_t rows, int64_t T, int64_t P, float *out);
+    mk_status (*pair_sums_backward)(void *stream, const float *grad, const int32_t *tokens,
+                                    int64_t rows, int64_t T, int64_t P, int64_t num_pairs,
+                                    float *grad_pair_table);
+
+    /* ------------------------------------------------------------ losses */
+    /* Masked softmax cross-entropy over the first counts[b] slots of logits [B, L]:
+     *   lse_b = log sum_{l < n_b} exp(logits[b, l])
+     *   hard (soft == NULL): row_loss[b] = lse_b - logits[b, target[b]]
+     *   soft:                row_loss[b] = sum_{l < n_b} soft[b, l] (lse_b - logits[b, l])
+     *   row_correct[b] = 1 if the first argmax over l < n_b equals target[b], else 0
+     *   dlogits[b, l] = grad_scale * (softmax_b[l] - y_b[l]) for l < n_b, 0 beyond,
+     *   with y_b the one-hot of target[b] or soft[b]. dlogits may be NULL (no gradient). */
+    mk_status (*softmax_xent)(void *stream, const float *logits, const int32_t *counts,
+                              const int32_t *target, const float *soft, int64_t B, int64_t L,
+                              float grad_scale, float *dlogits, float *row_loss,
+                              float *row_correct);
+    /* Value head loss on logits z [B] and targets t [B] in [0, 1], computed stably as
+     *   row_loss[b] = BCE(sigmoid(z), t) = max(z, 0) - t z + log(1 + exp(-|z|))
+     *   dz[b] = grad_scale * (sigmoid(z[b]) - t[b])   (dz may be NULL) */
+    mk_status (*value_bce)(void *stream, const float *z, const float *t, int64_t B,
+                           float grad_scale, float *dz, float *row_loss);
+    /* stats[MK_STAT_*] from the per-row results (sums accumulated in double precision):
+     * policy = mean(row_policy), value = mean(row_value), loss = policy + value_weight value,
+     * accuracy = mean(row_correct), finite = isfinite(loss); stats[MK_STAT_LR] is untouched. */
+    mk_status (*loss_stats)(void *stream, const float *row_policy, const float *row_value,
+                            const float *row_correct, int64_t B, float value_weight,
+                            float *stats);
+
+    /* ------------------------------------------------------------ optimizer */
+    /* AdamW (PyTorch semantics) over n contiguous parameters, skipped entirely when `stats`
+     * is not NULL and stats[MK_STAT_FINITE] == 0:
+     *   p *= 1 - lr wd;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+     *   p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps) */
+    mk_status (*adamw)(void *stream, float *p, const float *g, float *m, float *v, int64_t n,
+                       const mk_adamw_args *args, const float *stats);
+    /* PairSums backward fused with AdamW on the pair table [V (V + 1) / 2, P]: the same
+     * result as pair_sums_backward(grad, tokens, rows, T, P, num_pairs, g) followed by
+     * adamw(p, g, m, v, num_pairs * P, args, stats) (bitwise, on the CPU), without ever
+     * writing or reading the dense gradient: at the seed shapes that gradient is 176 MB
+     * zeroed, scattered into and streamed back every step. `work` is device scratch of
+     * mk_pair_adamw_work_ints(rows, T, V) int32 (its contents are undefined afterwards). */
+    mk_status (*pair_sums_backward_adamw)(void *stream, const float *grad, const int32_t *tokens,
+                                          int64_t rows, int64_t T, int64_t P, int64_t V,
+                                          float *p, float *m, float *v, const mk_adamw_args *args,
+                                          const float *stats, int32_t *work);
+} mk_backend;
+
+/* Scratch of pair_sums_backward_adamw: each row's present tokens sorted [rows, T], their
+ * counts [rows], and the (row, slot) list bucketed by token value ([V + 1] starts and
+ * [rows, T] entries). */
+static inline int64_t mk_pair_adamw_work_ints(int64_t rows, int64_t T, int64_t V) {
+    return 2 * rows * T + rows + V + 1;
+}
+
+/* Every entry of the table, for mk_backend_check: adding an entry without listing it here
+ * fails the static assertion in backend.c. */
+#define MK_BACKEND_ENTRIES(X)                                                                  \
+    X(alloc) X(free) X(to_device) X(to_host) X(fill) X(fill_uniform) X(synchronize)    \
+    X(gemm) X(bias_act) X(bias_act_backward) X(sigmoid) X(gather_dot) X(gather_dot_backward)  \
+    X(power_sums) X(power_sums_backward) X(pair_sums) X(pair_sums_backward) X(softmax_xent)   \
+    X(value_bce) X(loss_stats) X(adamw) X(pair_sums_backward_adamw)
+#define MK_BACKEND_COUNT_ENTRY(name) +1
+enum { MK_BACKEND_NUM_ENTRIES = 0 MK_BACKEND_ENTRIES(MK_BACKEND_COUNT_ENTRY) };
+
+/* MK_OK if every entry is set, else MK_ERR_RUNTIME naming the first missing one. */
+mk_status mk_backend_check(const mk_backend *backend);
+
+/* The backend called `name` ("cpu", and "cuda" in a CUDA build), or NULL with mk_error set. */
+const mk_backend *mk_backend_get(const char *name);
+
+/* The CPU backend's table (cpu/backend_cpu.c), and the same table with host_memory = 0
+ * ("cpu_staged", for tests of the device-memory path). */
+extern const mk_backend mk_backend_cpu;
+extern const mk_backend mk_backend_cpu_staged;
+
+/* A counter-based uniform in [0, 1): splitmix64 of (seed, i), top 24 bits. Stateless, so
+ * any backend fills any element in parallel and gets the same float. */
+static inline float mk_uniform01(uint64_t seed, uint64_t i) {
+    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 16777216.0f);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MANAKA_BACKEND_H */

@@ -1,0 +1,43 @@
+/* The CPU implementations of the mk_backend primitives (backend.h gives each one's math).
+ * Each concern has its own file: backend_cpu.c (memory and the table), gemm.c, dense.c,
+ * loss.c, adamw.c; the fused ops are the mk_*_cpu functions of manaka.h. */
+#ifndef MANAKA_CPU_BACKEND_H
+#define MANAKA_CPU_BACKEND_H
+#include "../backend.h"
+
+/* gemm.c: OpenBLAS sgemm (scipy-openblas32) */
+mk_status mk_gemm_cpu(void *stream, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                      float beta, float *C, int64_t ldc);
+/* Pins OpenBLAS's own thread pool to one thread: GEMMs are split over manaka's OpenMP
+ * team instead (gemm.c says why), so mk_set_num_threads governs both. */
+void mk_gemm_pin_blas_threads(void);
+
+/* dense.c */
+mk_status mk_bias_act_cpu(void *stream, float *y, const float *bias, int64_t rows, int64_t cols,
+                          int relu);
+mk_status mk_bias_act_backward_cpu(void *stream, float *dy, const float *y, int64_t rows,
+                                   int64_t cols, int relu, float *dbias);
+mk_status mk_sigmoid_cpu(void *stream, const float *x, int64_t n, float *out);
+
+/* loss.c */
+mk_status mk_softmax_xent_cpu(void *stream, const float *logits, const int32_t *counts,
+                              const int32_t *target, const float *soft, int64_t B, int64_t L,
+                              float grad_scale, float *dlogits, float *row_loss,
+                              float *row_correct);
+mk_status mk_value_bce_cpu(void *stream, const float *z, const float *t, int64_t B,
+                           float grad_scale, float *dz, float *row_loss);
+mk_status mk_loss_stats_cpu(void *stream, const float *row_policy, const float *row_value,
+                            const float *row_correct, int64_t B, float value_weight,
+                            float *stats);
+
+/* adamw.c */
+mk_status mk_adamw_cpu(void *stream, float *p, const float *g, float *m, float *v, int64_t n,
+                       const mk_adamw_args *args, const float *stats);
+/* pair_adamw.c */
+mk_status mk_pair_sums_backward_adamw_cpu(void *stream, const float *grad, const int32_t *tokens,
+                                          int64_t rows, int64_t T, int64_t P, int64_t V,
+                                          float *p, float *m, float *v,
+                                          const mk_adamw_args *args, const float *stats,
+                                          int32_t *work);
+#endif

@@ -1,0 +1,81 @@
+/* The two losses and their reduction into the stats buffer, on the CPU. Rows are
+ * independent (parallel over b); the reduction is serial in double so the stats do not
+ * depend on the thread count. */
+#include <math.h>
+
+#include "backend_cpu.h"
+#include "threads.h"
+
+mk_status mk_softmax_xent_cpu(void *stream, const float *logits, const int32_t *counts,
+                              const int32_t *target, const float *soft, int64_t B, int64_t L,
+                              float grad_scale, float *dlogits, float *row_loss,
+                              float *row_correct) {
+    (void)stream;
+#pragma omp parallel for schedule(static) num_threads(mk_get_num_threads()) \
+    if (B * L >= MK_PARALLEL_MIN)
+    for (int64_t b = 0; b < B; b++) {
+        const float *x = logits + b * L;
+        int64_t n = counts[b], best = 0;
+        float top = x[0];
+        for (int64_t l = 1; l < n; l++)
+            if (x[l] > top) top = x[l], best = l; /* first maximum wins ties */
+        double sum = 0.0;
+        for (int64_t l = 0; l < n; l++) sum += exp((double)(x[l] - top));
+        double lse = (double)top + log(sum);
+        double loss;
+        if (soft) {
+            const float *pi = soft + b * L;
+            loss = 0.0;
+            for (int64_t l = 0; l < n; l++) loss += (double)pi[l] * (lse - (double)x[l]);
+        } else {
+            loss = lse - (double)x[target[b]];
+        }
+        row_loss[b] = (float)loss;
+        row_correct[b] = best == target[b] ? 1.0f : 0.0f;
+        if (dlogits) {
+            float *d = dlogits + b * L;
+            float flse = (float)lse;
+            for (int64_t l = 0; l < n; l++) d[l] = grad_scale * expf(x[l] - flse);
+            if (soft) {
+                const float *pi = soft + b * L;
+                for (int64_t l = 0; l < n; l++) d[l] -= grad_scale * pi[l];
+            } else {
+                d[target[b]] -= grad_scale;
+            }
+            for (int64_t l = n; l < L; l++) d[l] = 0.0f;
+        }
+    }
+    return MK_OK;
+}
+
+mk_status mk_value_bce_cpu(void *stream, const float *z, const float *t, int64_t B,
+                           float grad_scale, float *dz, float *row_loss) {
+    (void)stream;
+    for (int64_t b = 0; b < B; b++) {
+        float x = z[b];
+        row_loss[b] = fmaxf(x, 0.0f) - t[b] * x + log1pf(expf(-fabsf(x)));
+        if (dz) dz[b] = grad_scale * (1.0f / (1.0f + expf(-x)) - t[b]);
+    }
+    return MK_OK;
+}
+
+mk_status mk_loss_stats_cpu(void *stream, const float *row_policy, const float *row_value,
+                            const float *row_correct, int64_t B, float value_weight,
+                            float *stats) {
+    (void)stream;
+    double policy = 0.0, value = 0.0, correct = 0.0;
+    for (int64_t b = 0; b < B; b++) {
+        policy += row_policy[b];
+        value += row_value[b];
+        correct += row_correct[b];
+    }
+    policy /= (double)B;
+    value /= (double)B;
+    double loss = policy + (double)value_weight * value;
+    stats[MK_STAT_LOSS] = (float)loss;
+    stats[MK_STAT_POLICY_LOSS] = (float)policy;
+    stats[MK_STAT_VALUE_LOSS] = (float)value;
+    stats[MK_STAT_ACCURACY] = (float)(correct / (double)B);
+    stats[MK_STAT_FINITE] = isfinite((float)loss) ? 1.0f : 0.0f;
+    return MK_OK;
+}

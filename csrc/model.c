@@ -1,0 +1,474 @@
+/* The network's forward, loss and backward passes, over mk_backend only: this file never
+ * dereferences parameter, gradient or activation memory (it may live on a GPU). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+#define MK_ALIGN 16 /* floats: 64 bytes */
+#define S 2         /* perspectives */
+
+static int64_t aligned(int64_t n) { return (n + MK_ALIGN - 1) / MK_ALIGN * MK_ALIGN; }
+
+/* Indices of the fixed tensors in the table; trunk.i.{weight,bias} are 2 + 2 i, 3 + 2 i. */
+enum { T_EMBEDDING = 0, T_PAIR_TABLE = 1 };
+
+/* A view of one layer's input as column blocks: x[:, col_offset + c] = ptr[b * ld + c],
+ * c < cols. x_0 is four blocks (PowerSums and PairSums of each perspective); every other
+ * x_i is one. `grad` is where d loss / d block goes, with the same ld. */
+typedef struct {
+    const float *ptr;
+    float *grad;
+    int64_t ld, cols, col_offset;
+} block;
+typedef struct {
+    int n;
+    int64_t width; /* sum of cols: the in-features of the layer that reads it */
+    block blk[4];
+} input;
+
+/* Activations of one step, carved from the arena for the current (B, L). */
+typedef struct {
+    int32_t *tokens, *legal, *counts, *target; /* staged batch (device-memory backends only) */
+    float *value, *soft;
+    float *ps, *dps;     /* [B, S, K, D] */
+    float *pair, *dpair; /* [B, S, P] */
+    float *y[MK_MAX_HIDDEN], *dy[MK_MAX_HIDDEN];
+    float *q, *dq;           /* [B, W] */
+    float *z, *dz, *v;       /* [B] */
+    float *logits, *dlogits; /* [B, L] */
+    float *row_policy, *row_value, *row_correct;
+    int32_t *pair_work; /* scratch of the fused pair-table update */
+} acts;
+
+struct mk_model {
+    mk_config cfg;
+    const mk_backend *be;
+    void *stream;
+    int num_tensors;
+    mk_tensor tensors[2 + 2 * MK_MAX_HIDDEN + 5];
+    int64_t buffer_size;
+    float *params, *grads, *stats;
+    /* arena */
+    void *arena;
+    size_t arena_bytes;
+    int64_t cap_B, cap_L;
+    /* the step in flight */
+    mk_batch batch; /* device pointers (the host ones when the backend has host memory) */
+    int has_soft;
+    float value_weight;
+    acts a;
+};
+
+mk_status mk_config_check(const mk_config *c) {
+#define POSITIVE(field)                                                                     \
+    if (c->field < 1)                                                                       \
+        return mk_fail(MK_ERR_VALUE, "ModelConfig: " #field " must be >= 1, got %lld",      \
+                       (long long)c->field);
+    POSITIVE(num_tokens) POSITIVE(num_moves) POSITIVE(tokens_per_side) POSITIVE(embed_dim)
+    POSITIVE(orders) POSITIVE(pair_dim) POSITIVE(head_width)
+#undef POSITIVE
+    if (c->num_hidden < 0 || c->num_hidden > MK_MAX_HIDDEN)
+        return mk_fail(MK_ERR_VALUE, "ModelConfig: hidden has %d layers; at most %d are supported",
+                       c->num_hidden, MK_MAX_HIDDEN);
+    for (int i = 0; i < c->num_hidden; i++)
+        if (c->hidden[i] < 1)
+            return mk_fail(MK_ERR_VALUE, "ModelConfig: hidden[%d] must be >= 1, got %lld", i,
+                           (long long)c->hidden[i]);
+    if (c->num_tokens > (1 << 20)) /* the pair table alone would hold 5e11 rows */
+        return mk_fail(MK_ERR_VALUE, "ModelConfig: num_tokens = %lld is above the supported 2^20",
+                       (long long)c->num_tokens);
+    if (c->tokens_per_side > 1024)
+        return mk_fail(MK_ERR_VALUE, "ModelConfig: tokens_per_side must be <= 1024, got %lld",
+                       (long long)c->tokens_per_side);
+    return MK_OK;
+}
+
+static void add_tensor(mk_model *m, const char *name, int64_t rows, int64_t cols, int ndim) {
+    mk_tensor *t = &m->tensors[m->num_tensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    t->shape[0] = rows;
+    t->shape[1] = ndim == 2 ? cols : 0;
+    t->numel = ndim == 2 ? rows * cols : rows;
+    t->offset = m->buffer_size;
+    size_t len = strlen(name);
+    t->decay = !(len >= 4 && strcmp(name + len - 4, "bias") == 0);
+    m->buffer_size += aligned(t->numel);
+}
+
+static int64_t features(const mk_config *c) { return S * (c->orders * c->embed_dim + c->pair_dim); }
+static int64_t last_width(const mk_config *c) {
+    return c->num_hidden ? c->hidden[c->num_hidden - 1] : features(c);
+}
+
+static void layout(mk_model *m) {
+    const mk_config *c = &m->cfg;
+    char name[MK_NAME_MAX];
+    add_tensor(m, "embedding", c->num_tokens, c->embed_dim, 2);
+    add_tensor(m, "pair_table", mk_num_pairs(c->num_tokens), c->pair_dim, 2);
+    int64_t in = features(c);
+    for (int i = 0; i < c->num_hidden; i++) {
+        snprintf(name, sizeof name, "trunk.%d.weight", i);
+        add_tensor(m, name, c->hidden[i], in, 2);
+        snprintf(name, sizeof name, "trunk.%d.bias", i);
+        add_tensor(m, name, c->hidden[i], 0, 1);
+        in = c->hidden[i];
+    }
+    add_tensor(m, "policy.weight", c->head_width, in, 2);
+    add_tensor(m, "policy.bias", c->head_width, 0, 1);
+    add_tensor(m, "move_table", c->num_moves, c->head_width, 2);
+    add_tensor(m, "value.weight", 1, in, 2);
+    add_tensor(m, "value.bias", 1, 0, 1);
+}
+
+static float *P(mk_model *m, int i) { return m->params + m->tensors[i].offset; }
+static float *G(mk_model *m, int i) { return m->grads + m->tensors[i].offset; }
+static int trunk_w(int i) { return 2 + 2 * i; }
+static int trunk_b(int i) { return 3 + 2 * i; }
+static int head(const mk_model *m, int k) { return 2 + 2 * m->cfg.num_hidden + k; }
+enum { H_POLICY_W = 0, H_POLICY_B, H_MOVES, H_VALUE_W, H_VALUE_B };
+
+static float init_std(const mk_model *m, int i) {
+    const mk_config *c = &m->cfg;
+    const mk_tensor *t = &m->tensors[i];
+    if (!t->decay) return 0.0f; /* biases start at 0 */
+    double T = (double)c->tokens_per_side;
+    if (i == T_EMBEDDING) return (float)(1.0 / sqrt(T));
+    if (i == T_PAIR_TABLE) return (float)(1.0 / sqrt(T > 1 ? T * (T - 1) / 2 : 1));
+    if (i == head(m, H_MOVES)) return (float)(1.0 / sqrt((double)c->head_width));
+    double in = (double)t->shape[1];
+    if (i < head(m, 0)) return (float)sqrt(2.0 / in); /* trunk: He */
+    return (float)(1.0 / sqrt(in));
+}
+
+static mk_status init_params(mk_model *m, uint64_t seed) {
+    mk_status st = m->be->fill(m->stream, m->params, 0.0f, m->buffer_size); /* padding too */
+    for (int i = 0; i < m->num_tensors && st == MK_OK; i++) {
+        float std = init_std(m, i);
+        if (std == 0.0f) continue;
+        uint64_t tensor_seed = seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(i + 1));
+        st = m->be->fill_uniform(m->stream, P(m, i), m->tensors[i].numel, sqrtf(3.0f) * std,
+                                 tensor_seed);
+    }
+    return st;
+}
+
+mk_status mk_model_create(const mk_config *cfg, const mk_backend *backend, void *stream,
+                          uint64_t seed, mk_model **out) {
+    *out = NULL;
+    mk_status st = mk_config_check(cfg);
+    if (st != MK_OK) return st;
+    if ((st = mk_backend_check(backend)) != MK_OK) return st;
+    mk_model *m = calloc(1, sizeof *m);
+    if (!m) return mk_fail(MK_ERR_NOMEM, "Model: out of memory");
+    m->cfg = *cfg;
+    m->be = backend;
+    m->stream = stream;
+    layout(m);
+    size_t bytes = (size_t)m->buffer_size * sizeof(float);
+    void *p = NULL, *g = NULL, *s = NULL;
+    if ((st = backend->alloc(stream, bytes, &p)) != MK_OK ||
+        (st = backend->alloc(stream, bytes, &g)) != MK_OK ||
+        (st = backend->alloc(stream, MK_STAT_COUNT * sizeof(float), &s)) != MK_OK) {
+        backend->free(stream, p);
+        backend->free(stream, g);
+        free(m);
+        return st;
+    }
+    m->params = p;
+    m->grads = g;
+    m->stats = s;
+    if ((st = init_params(m, seed)) != MK_OK ||
+        (st = backend->fill(stream, m->grads, 0.0f, m->buffer_size)) != MK_OK ||
+        (st = backend->fill(stream, m->stats, 0.0f, MK_STAT_COUNT)) != MK_OK) {
+        mk_model_destroy(m);
+        return st;
+    }
+    *out = m;
+    return MK_OK;
+}
+
+void mk_model_destroy(mk_model *m) {
+    if (!m) return;
+    m->be->free(m->stream, m->params);
+    m->be->free(m->stream, m->grads);
+    m->be->free(m->stream, m->stats);
+    m->be->free(m->stream, m->arena);
+    free(m);
+}
+
+const mk_config *mk_model_config(const mk_model *m) { return &m->cfg; }
+const mk_backend *mk_model_backend(const mk_model *m) { return m->be; }
+void *mk_model_stream(const mk_model *m) { return m->stream; }
+int mk_model_num_tensors(const mk_model *m) { return m->num_tensors; }
+const mk_tensor *mk_model_tensor(const mk_model *m, int i) {
+    return i >= 0 && i < m->num_tensors ? &m->tensors[i] : NULL;
+}
+int mk_model_find(const mk_model *m, const char *name) {
+    for (int i = 0; i < m->num_tensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0) return i;
+    return -1;
+}
+int64_t mk_model_buffer_size(const mk_model *m) { return m->buffer_size; }
+float *mk_model_params(mk_model *m) { return m->params; }
+float *mk_model_grads(mk_model *m) { return m->grads; }
+float *mk_model_stats(mk_model *m) { return m->stats; }
+size_t mk_model_arena_bytes(const mk_model *m) { return m->arena_bytes; }
+
+/* ---------------------------------------------------------------- arena */
+
+/* Carves the activations for (B, L) out of `base` (NULL: only measures) and returns the
+ * bytes needed. One layout function for sizing and carving keeps the two in step. */
+static size_t carve(mk_model *m, char *base, int64_t B, int64_t L, acts *a) {
+    const mk_config *c = &m->cfg;
+    size_t used = 0;
+#define TAKE(ptr, type, count)                                               \
+    do {                                                                     \
+        (ptr) = base ? (type *)(base + used) : NULL;                         \
+        used += (size_t)aligned((int64_t)(count)) * 4; /* 4-byte elements */ \
+    } while (0)
+    if (!m->be->host_memory) {
+        TAKE(a->tokens, int32_t, B * S * c->tokens_per_side);
+        TAKE(a->legal, int32_t, B * L);
+        TAKE(a->counts, int32_t, B);
+        TAKE(a->target, int32_t, B);
+        TAKE(a->value, float, B);
+        TAKE(a->soft, float, B * L);
+    }
+    int64_t KD = c->orders * c->embed_dim;
+    TAKE(a->ps, float, B * S * KD);
+    TAKE(a->dps, float, B * S * KD);
+    TAKE(a->pair, float, B * S * c->pair_dim);
+    TAKE(a->dpair, float, B * S * c->pair_dim);
+    for (int i = 0; i < c->num_hidden; i++) {
+        TAKE(a->y[i], float, B * c->hidden[i]);
+        TAKE(a->dy[i], float, B * c->hidden[i]);
+    }
+    TAKE(a->q, float, B * c->head_width);
+    TAKE(a->dq, float, B * c->head_width);
+    TAKE(a->z, float, B);
+    TAKE(a->dz, float, B);
+    TAKE(a->v, float, B);
+    TAKE(a->logits, float, B * L);
+    TAKE(a->dlogits, float, B * L);
+    TAKE(a->row_policy, float, B);
+    TAKE(a->row_value, float, B);
+    TAKE(a->row_correct, float, B);
+    TAKE(a->pair_work, int32_t, mk_pair_adamw_work_ints(B * S, c->tokens_per_side, c->num_tokens));
+#undef TAKE
+    return used;
+}
+
+/* Makes the arena large enough for (B, L). Capacity follows the largest B and the largest
+ * L seen separately, so batches that alternate shapes stop reallocating after the first. */
+static mk_status reserve(mk_model *m, int64_t B, int64_t L) {
+    if (B > m->cap_B || L > m->cap_L) {
+        int64_t cap_B = B > m->cap_B ? B : m->cap_B, cap_L = L > m->cap_L ? L : m->cap_L;
+        size_t bytes = carve(m, NULL, cap_B, cap_L, &m->a);
+        void *arena = NULL;
+        mk_status st = m->be->alloc(m->stream, bytes, &arena);
+        if (st != MK_OK) return st;
+        m->be->free(m->stream, m->arena);
+        m->arena = arena;
+        m->arena_bytes = bytes;
+        m->cap_B = cap_B;
+        m->cap_L = cap_L;
+    }
+    carve(m, m->arena, B, L, &m->a);
+    return MK_OK;
+}
+
+/* Points m->batch at device copies of the batch (or at the batch itself on host memory). */
+static mk_status stage(mk_model *m, const mk_batch *host) {
+    m->batch = *host;
+    m->has_soft = host->policy_target != NULL;
+    if (m->be->host_memory) return MK_OK;
+    const mk_backend *be = m->be;
+    acts *a = &m->a;
+    int64_t B = host->B, L = host->L;
+    mk_status st;
+#define PUT(dst, src, count)                                                                  \
+    if ((src) && (st = be->to_device(m->stream, (dst), (src), (size_t)(count) * 4)) != MK_OK) \
+        return st;
+    PUT(a->tokens, host->tokens, B * S * host->T);
+    PUT(a->legal, host->legal, B * L);
+    PUT(a->counts, host->counts, B);
+    PUT(a->target, host->target, B);
+    PUT(a->value, host->value, B);
+    PUT(a->soft, host->policy_target, B * L);
+#undef PUT
+    m->batch.tokens = a->tokens;
+    m->batch.legal = a->legal;
+    m->batch.counts = a->counts;
+    m->batch.target = host->target ? a->target : NULL;
+    m->batch.value = host->value ? a->value : NULL;
+    m->batch.policy_target = host->policy_target ? a->soft : NULL;
+    return MK_OK;
+}
+
+/* ---------------------------------------------------------------- layers */
+
+#define TRY(call)                               \
+    do {                                        \
+        mk_status st_ = (call);                 \
+        if (st_ != MK_OK) return st_;           \
+    } while (0)
+
+static input features_input(mk_model *m) {
+    const mk_config *c = &m->cfg;
+    int64_t KD = c->orders * c->embed_dim, Pd = c->pair_dim;
+    input x = {.n = 4, .width = features(c)};
+    for (int s = 0; s < S; s++) {
+        x.blk[2 * s] = (block){m->a.ps + s * KD, m->a.dps + s * KD, S * KD, KD, s * (KD + Pd)};
+        x.blk[2 * s + 1] =
+            (block){m->a.pair + s * Pd, m->a.dpair + s * Pd, S * Pd, Pd, s * (KD + Pd) + KD};
+    }
+    return x;
+}
+
+static input layer_input(mk_model *m, int n) {
+    if (n == 0) return features_input(m);
+    int64_t H = m->cfg.hidden[n - 1];
+    return (input){.n = 1, .width = H, .blk = {{m->a.y[n - 1], m->a.dy[n - 1], H, H, 0}}};
+}
+
+/* out[B, N] = x @ weight^T, weight [N, x.width]. */
+static mk_status linear(mk_model *m, const input *x, const float *weight, int64_t B, int64_t N,
+                        float *out) {
+    for (int k = 0; k < x->n; k++) {
+        const block *b = &x->blk[k];
+        TRY(m->be->gemm(m->stream, 0, 1, B, N, b->cols, 1.0f, b->ptr, b->ld,
+                        weight + b->col_offset, x->width, k ? 1.0f : 0.0f, out, N));
+    }
+    return MK_OK;
+}
+
+/* dweight[N, x.width] = dout^T @ x (overwritten); then, when `dx_beta` >= 0,
+ * dx = dout @ weight + dx_beta * dx, block by block. */
+static mk_status linear_backward(mk_model *m, const input *x, const float *weight,
+                                 const float *dout, int64_t B, int64_t N, float *dweight,
+                                 float dx_beta) {
+    for (int k = 0; k < x->n; k++) {
+        const block *b = &x->blk[k];
+        TRY(m->be->gemm(m->stream, 1, 0, N, b->cols, B, 1.0f, dout, N, b->ptr, b->ld, 0.0f,
+                        dweight + b->col_offset, x->width));
+        if (dx_beta >= 0.0f)
+            TRY(m->be->gemm(m->stream, 0, 0, B, b->cols, N, 1.0f, dout, N,
+                            weight + b->col_offset, x->width, dx_beta, b->grad, b->ld));
+    }
+    return MK_OK;
+}
+
+/* ---------------------------------------------------------------- passes */
+
+/* Everything up to logits [B, L] and the value logit z [B]. */
+static mk_status forward_net(mk_model *m) {
+    const mk_config *c = &m->cfg;
+    const mk_backend *be = m->be;
+    const mk_batch *bt = &m->batch;
+    acts *a = &m->a;
+    int64_t B = bt->B, L = bt->L, T = c->tokens_per_side;
+    TRY(be->power_sums(m->stream, P(m, T_EMBEDDING), bt->tokens, B * S, T, c->embed_dim,
+                       c->orders, a->ps));
+    TRY(be->pair_sums(m->stream, P(m, T_PAIR_TABLE), bt->tokens, B * S, T, c->pair_dim,
+                      a->pair));
+    for (int i = 0; i < c->num_hidden; i++) {
+        input x = layer_input(m, i);
+        TRY(linear(m, &x, P(m, trunk_w(i)), B, c->hidden[i], a->y[i]));
+        TRY(be->bias_act(m->stream, a->y[i], P(m, trunk_b(i)), B, c->hidden[i], 1));
+    }
+    input x = layer_input(m, c->num_hidden);
+    TRY(linear(m, &x, P(m, head(m, H_POLICY_W)), B, c->head_width, a->q));
+    TRY(be->bias_act(m->stream, a->q, P(m, head(m, H_POLICY_B)), B, c->head_width, 0));
+    TRY(be->gather_dot(m->stream, a->q, P(m, head(m, H_MOVES)), bt->legal, bt->counts, B, L,
+                       c->head_width, a->logits));
+    TRY(linear(m, &x, P(m, head(m, H_VALUE_W)), B, 1, a->z));
+    TRY(be->bias_act(m->stream, a->z, P(m, head(m, H_VALUE_B)), B, 1, 0));
+    return MK_OK;
+}
+
+mk_status mk_model_forward(mk_model *m, const mk_batch *batch, float *logits, float *value) {
+    const mk_config *c = &m->cfg;
+    TRY(mk_batch_check("Model.forward", batch, c->num_tokens, c->num_moves, c->tokens_per_side, 0));
+    TRY(reserve(m, batch->B, batch->L));
+    TRY(stage(m, batch));
+    TRY(forward_net(m));
+    TRY(m->be->sigmoid(m->stream, m->a.z, batch->B, m->a.v));
+    TRY(m->be->to_host(m->stream, logits, m->a.logits, (size_t)(batch->B * batch->L) * 4));
+    TRY(m->be->to_host(m->stream, value, m->a.v, (size_t)batch->B * 4));
+    return MK_OK;
+}
+
+mk_status mk_model_forward_loss(mk_model *m, const mk_batch *batch, float value_weight) {
+    const mk_backend *be = m->be;
+    acts *a = &m->a;
+    int64_t B = batch->B;
+    TRY(reserve(m, B, batch->L));
+    TRY(stage(m, batch));
+    m->value_weight = value_weight;
+    TRY(forward_net(m));
+    const mk_batch *bt = &m->batch;
+    float inv_B = 1.0f / (float)B;
+    TRY(be->softmax_xent(m->stream, a->logits, bt->counts, bt->target, bt->policy_target, B,
+                         bt->L, inv_B, a->dlogits, a->row_policy, a->row_correct));
+    TRY(be->value_bce(m->stream, a->z, bt->value, B, value_weight * inv_B, a->dz, a->row_value));
+    TRY(be->loss_stats(m->stream, a->row_policy, a->row_value, a->row_correct, B, value_weight,
+                       m->stats));
+    return MK_OK;
+}
+
+mk_status mk_model_backward(mk_model *m, int pair_table) {
+    const mk_config *c = &m->cfg;
+    const mk_backend *be = m->be;
+    const mk_batch *bt = &m->batch;
+    acts *a = &m->a;
+    int64_t B = bt->B, T = c->tokens_per_side, W = c->head_width;
+    int n = c->num_hidden;
+    TRY(be->gather_dot_backward(m->stream, a->dlogits, a->q, P(m, head(m, H_MOVES)), bt->legal,
+                                bt->counts, B, bt->L, W, c->num_moves, a->dq,
+                                G(m, head(m, H_MOVES))));
+    TRY(be->bias_act_backward(m->stream, a->dq, a->q, B, W, 0, G(m, head(m, H_POLICY_B))));
+    TRY(be->bias_act_backward(m->stream, a->dz, a->z, B, 1, 0, G(m, head(m, H_VALUE_B))));
+    /* both heads read x_n: the value head's dx accumulates onto the policy head's */
+    input x = layer_input(m, n);
+    TRY(linear_backward(m, &x, P(m, head(m, H_POLICY_W)), a->dq, B, W, G(m, head(m, H_POLICY_W)),
+                        0.0f));
+    TRY(linear_backward(m, &x, P(m, head(m, H_VALUE_W)), a->dz, B, 1, G(m, head(m, H_VALUE_W)),
+                        1.0f));
+    for (int i = n - 1; i >= 0; i--) {
+        TRY(be->bias_act_backward(m->stream, a->dy[i], a->y[i], B, c->hidden[i], 1,
+                                  G(m, trunk_b(i))));
+        input xi = layer_input(m, i);
+        TRY(linear_backward(m, &xi, P(m, trunk_w(i)), a->dy[i], B, c->hidden[i],
+                            G(m, trunk_w(i)), 0.0f));
+    }
+    TRY(be->power_sums_backward(m->stream, a->dps, P(m, T_EMBEDDING), bt->tokens, B * S, T,
+                                c->embed_dim, c->orders, c->num_tokens, G(m, T_EMBEDDING)));
+    if (pair_table)
+        TRY(be->pair_sums_backward(m->stream, a->dpair, bt->tokens, B * S, T, c->pair_dim,
+                                   mk_num_pairs(c->num_tokens), G(m, T_PAIR_TABLE)));
+    return MK_OK;
+}
+
+mk_status mk_model_pair_table_adamw(mk_model *m, float *exp_avg, float *exp_avg_sq,
+                                    const mk_adamw_args *args, const float *stats) {
+    const mk_config *c = &m->cfg;
+    int64_t o = m->tensors[T_PAIR_TABLE].offset;
+    return m->be->pair_sums_backward_adamw(m->stream, m->a.dpair, m->batch.tokens,
+                                           m->batch.B * S, c->tokens_per_side, c->pair_dim,
+                                           c->num_tokens, m->params + o, exp_avg + o,
+                                           exp_avg_sq + o, args, stats, m->a.pair_work);
+}
+
+mk_status mk_model_loss_and_grad(mk_model *m, const mk_batch *batch, float value_weight,
+                                 float *stats) {
+    const mk_config *c = &m->cfg;
+    TRY(mk_batch_check("Model.loss_and_grad", batch, c->num_tokens, c->num_moves,
+                       c->tokens_per_side, 1));
+    TRY(mk_model_forward_loss(m, batch, value_weight));
+    TRY(mk_model_backward(m, 1));
+    return m->be->to_host(m->stream, stats, m->stats, MK_STAT_COUNT * sizeof(float));
+}

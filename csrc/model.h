@@ -1,0 +1,113 @@
+/* The policy/value network of DESIGN.md §1, written once over mk_backend (backend.h).
+ *
+ *   f_s    = concat(PowerSums(embedding, tokens)[:, s].reshape(B, K D), PairSums(pair_table, tokens)[:, s])
+ *   x_0    = concat(f_0, f_1)                                   [B, 2 (K D + P)]
+ *   x_i+1  = relu(x_i @ trunk.i.weight^T + trunk.i.bias)        for each hidden width
+ *   q      = x_n @ policy.weight^T + policy.bias                [B, W]
+ *   logits = GatherDot(q, move_table, legal, counts)            [B, L]
+ *   value  = sigmoid(x_n @ value.weight^T + value.bias)         [B]
+ *   loss   = mean_b CE(logits[b, :counts[b]], target or soft target)
+ *            + value_weight * mean_b BCE(value[b], z[b])
+ *
+ * x_0 is never formed: the first layer (or the heads, with no hidden layer) multiplies the
+ * PowerSums and PairSums outputs in place, as four column blocks of its weight.
+ *
+ * Memory: parameters and gradients are each ONE backend allocation, carved into named
+ * tensors by an offset table (64-byte aligned); activations live in one arena sized for the
+ * largest (B, L) seen so far, grown only when a larger batch arrives.
+ */
+#ifndef MANAKA_MODEL_H
+#define MANAKA_MODEL_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "batch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MK_MAX_HIDDEN 16
+#define MK_NAME_MAX 32
+
+typedef struct {
+    int64_t num_tokens;      /* V */
+    int64_t num_moves;       /* M */
+    int64_t tokens_per_side; /* T */
+    int64_t embed_dim;       /* D */
+    int64_t orders;          /* K */
+    int64_t pair_dim;        /* P */
+    int64_t head_width;      /* W */
+    int num_hidden;          /* 0 .. MK_MAX_HIDDEN */
+    int64_t hidden[MK_MAX_HIDDEN];
+} mk_config;
+
+/* MK_OK, or MK_ERR_VALUE naming the bad field. */
+mk_status mk_config_check(const mk_config *cfg);
+
+/* One named tensor inside the parameter (and gradient, and moment) buffers. */
+typedef struct {
+    char name[MK_NAME_MAX];
+    int ndim;
+    int64_t shape[2];
+    int64_t offset; /* in floats from the start of the buffer */
+    int64_t numel;
+    int decay; /* 1: AdamW applies weight decay (names not ending in "bias") */
+} mk_tensor;
+
+typedef struct mk_model mk_model;
+
+/* A model on `backend` (checked complete) with parameters initialised from `seed`:
+ * uniform(-a, a) with a = sqrt(3) * std, std chosen so every layer's output starts O(1):
+ *   embedding   std 1/sqrt(T)                 (sum over T tokens of order 1 has std ~1)
+ *   pair_table  std 1/sqrt(T (T - 1) / 2)     (same for the sum over pairs)
+ *   trunk.i.weight  std sqrt(2 / in)          (He, for ReLU)
+ *   policy.weight, value.weight  std 1/sqrt(in);  move_table  std 1/sqrt(W)
+ *   every bias 0.
+ * Random numbers are mk_uniform01(seed ^ tensor, index): identical on every backend. */
+mk_status mk_model_create(const mk_config *cfg, const mk_backend *backend, void *stream,
+                          uint64_t seed, mk_model **out);
+void mk_model_destroy(mk_model *model);
+
+const mk_config *mk_model_config(const mk_model *model);
+const mk_backend *mk_model_backend(const mk_model *model);
+void *mk_model_stream(const mk_model *model);
+int mk_model_num_tensors(const mk_model *model);
+const mk_tensor *mk_model_tensor(const mk_model *model, int i);
+/* Index of the tensor called `name`, or -1. */
+int mk_model_find(const mk_model *model, const char *name);
+/* Floats in each of the parameter / gradient / moment buffers (tensors plus alignment). */
+int64_t mk_model_buffer_size(const mk_model *model);
+/* Device pointers to the parameter and gradient buffers. */
+float *mk_model_params(mk_model *model);
+float *mk_model_grads(mk_model *model);
+/* Device pointer to the stats buffer (MK_STAT_COUNT floats) the last loss wrote. */
+float *mk_model_stats(mk_model *model);
+/* Bytes of activation arena currently allocated. */
+size_t mk_model_arena_bytes(const mk_model *model);
+
+/* logits [B, L] and value [B] for a batch (targets not needed), into host buffers. */
+mk_status mk_model_forward(mk_model *model, const mk_batch *batch, float *logits, float *value);
+
+/* The parts of a training step, for the trainer. The batch must have been checked with
+ * mk_batch_check. forward_loss runs the network and the loss and writes the stats buffer;
+ * backward then overwrites every gradient, the pair table's only if `pair_table` (the
+ * trainer instead fuses it with AdamW: mk_model_pair_table_adamw, after backward). */
+mk_status mk_model_forward_loss(mk_model *model, const mk_batch *batch, float value_weight);
+mk_status mk_model_backward(mk_model *model, int pair_table);
+/* AdamW on the pair table straight from the last backward (backend
+ * pair_sums_backward_adamw); exp_avg / exp_avg_sq are moment buffers laid out like the
+ * parameters. */
+mk_status mk_model_pair_table_adamw(mk_model *model, float *exp_avg, float *exp_avg_sq,
+                                    const mk_adamw_args *args, const float *stats);
+
+/* Checks the batch, then forward_loss and backward; `stats` (host, MK_STAT_COUNT floats)
+ * receives the stats buffer. */
+mk_status mk_model_loss_and_grad(mk_model *model, const mk_batch *batch, float value_weight,
+                                 float *stats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,40 @@
+/* Shared by model_binding.c and trainer_binding.c: the Model object and batch arguments. */
+#ifndef MANAKA_MODEL_BINDING_H
+#define MANAKA_MODEL_BINDING_H
+#include "binding.h"
+#include "../batch.h"
+#include "../model.h"
+
+/* _core.Model. `busy` is set (under the GIL) while a call runs without the GIL, so a second
+ * thread using the same model gets an error instead of a data race. */
+typedef struct {
+    PyObject_HEAD
+    mk_model *model;
+    int busy;
+} mk_model_object;
+
+extern PyTypeObject mk_model_type;
+
+/* 0 and busy set, or -1 with RuntimeError if another thread is using the model. */
+int mk_model_acquire(mk_model_object *self, const char *op);
+void mk_model_release(mk_model_object *self);
+
+/* The arrays a batch was converted to: released with mk_batch_args_release. */
+typedef struct {
+    PyArrayObject *a[6];
+} mk_batch_args;
+
+/* Converts (tokens, legal, counts[, target, value, policy_target]) into `batch`, checking
+ * dtypes, dimensions and that shapes agree. target/value may be NULL (forward only);
+ * policy_target may be None. Range checks are mk_batch_check's job (in C, on any path). */
+int mk_batch_from_args(const char *op, PyObject *tokens, PyObject *legal, PyObject *counts,
+                       PyObject *target, PyObject *value, PyObject *policy_target,
+                       mk_batch_args *held, mk_batch *batch);
+void mk_batch_args_release(mk_batch_args *held);
+
+/* Checks `value` is a float32 array of exactly t's shape; new reference, or NULL with
+ * an exception naming the tensor. */
+PyArrayObject *mk_tensor_arg(const mk_tensor *t, PyObject *value, const char *op);
+
+int mk_init_trainer(PyObject *module);
+#endif

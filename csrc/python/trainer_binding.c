@@ -1,0 +1,313 @@
+/* _core.Trainer: AdamW state and the training step behind manaka.Trainer
+ * (manaka/trainer.py holds the user-facing class). */
+#include "model_binding.h"
+#include "../trainer.h"
+
+typedef struct {
+    PyObject_HEAD
+    mk_model_object *model; /* strong reference: the trainer borrows its C model */
+    mk_trainer *trainer;
+} trainer_object;
+
+static const char *schedule_names[] = {"constant", "cosine"};
+
+/* Parses the hyperparameters shared by __init__ and configure into `cfg`. */
+static int parse_config(PyObject *args, PyObject *kwargs, mk_trainer_config *cfg,
+                        PyObject **model) {
+    static char *kw[] = {"model", "lr", "beta1", "beta2", "eps", "weight_decay", "warmup_steps",
+                         "schedule", "total_steps", "min_lr", "value_weight", NULL};
+    const char *schedule = "constant";
+    long long warmup = 0, total = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OdddddLsLdd", kw, model, &cfg->lr,
+                                     &cfg->beta1, &cfg->beta2, &cfg->eps, &cfg->weight_decay,
+                                     &warmup, &schedule, &total, &cfg->min_lr,
+                                     &cfg->value_weight))
+        return -1;
+    cfg->warmup_steps = warmup;
+    cfg->total_steps = total;
+    cfg->schedule = -1;
+    for (int i = 0; i < 2; i++)
+        if (strcmp(schedule, schedule_names[i]) == 0) cfg->schedule = i;
+    if (cfg->schedule < 0) {
+        PyErr_Format(PyExc_ValueError, "Trainer: schedule must be 'constant' or 'cosine', got '%s'",
+                     schedule);
+        return -1;
+    }
+    mk_status st = mk_trainer_config_check(cfg);
+    return st == MK_OK ? 0 : (mk_raise_status(st), -1);
+}
+
+static int trainer_init(trainer_object *self, PyObject *args, PyObject *kwargs) {
+    mk_trainer_config cfg;
+    PyObject *model;
+    if (self->trainer) {
+        PyErr_SetString(PyExc_RuntimeError, "_core.Trainer: already initialised");
+        return -1;
+    }
+    if (parse_config(args, kwargs, &cfg, &model) < 0) return -1;
+    if (!PyObject_TypeCheck(model, &mk_model_type) || !((mk_model_object *)model)->model) {
+        PyErr_Format(PyExc_TypeError, "Trainer: model must be a manaka Model, got %s",
+                     Py_TYPE(model)->tp_name);
+        return -1;
+    }
+    mk_trainer *trainer = NULL;
+    mk_status status;
+    Py_BEGIN_ALLOW_THREADS;
+    status = mk_trainer_create(((mk_model_object *)model)->model, &cfg, &trainer);
+    Py_END_ALLOW_THREADS;
+    if (status != MK_OK) return mk_raise_status(status), -1;
+    Py_INCREF(model);
+    self->model = (mk_model_object *)model;
+    self->trainer = trainer;
+    return 0;
+}
+
+/* Methods called on a Trainer whose __init__ failed or never ran raise instead of crashing. */
+#define REQUIRE_TRAINER(self, ret)                                                            \
+    if (!(self)->trainer) {                                                                   \
+        PyErr_SetString(PyExc_RuntimeError, "manaka._core.Trainer: not initialised");         \
+        return ret;                                                                           \
+    }
+
+static void trainer_dealloc(trainer_object *self) {
+    mk_trainer_destroy(self->trainer);
+    Py_XDECREF(self->model);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* configure(model, lr, ...): replaces the hyperparameters (load_state_dict). */
+static PyObject *trainer_configure(trainer_object *self, PyObject *args, PyObject *kwargs) {
+    REQUIRE_TRAINER(self, NULL);
+    mk_trainer_config cfg;
+    PyObject *model;
+    if (parse_config(args, kwargs, &cfg, &model) < 0) return NULL;
+    mk_status st = mk_trainer_set_config(self->trainer, &cfg);
+    if (st != MK_OK) return mk_raise_status(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *trainer_config(trainer_object *self, PyObject *unused) {
+    REQUIRE_TRAINER(self, NULL);
+    const mk_trainer_config *c = mk_trainer_get_config(self->trainer);
+    PyObject *total = c->total_steps < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(c->total_steps);
+    return Py_BuildValue("{s:d,s:(dd),s:d,s:d,s:L,s:s,s:N,s:d,s:d}", "lr", c->lr, "betas",
+                         c->beta1, c->beta2, "eps", c->eps, "weight_decay", c->weight_decay,
+                         "warmup_steps", (long long)c->warmup_steps, "schedule",
+                         schedule_names[c->schedule], "total_steps", total, "min_lr", c->min_lr,
+                         "value_weight", c->value_weight);
+}
+
+/* step(tokens, legal, counts, target, value, policy_target) -> float32 [MK_STAT_COUNT] */
+static PyObject *trainer_step(trainer_object *self, PyObject *args) {
+    REQUIRE_TRAINER(self, NULL);
+    static const char op[] = "Trainer.step";
+    PyObject *tokens, *legal, *counts, *target, *value, *soft, *stats = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &tokens, &legal, &counts, &target, &value, &soft))
+        return NULL;
+    mk_batch_args held;
+    mk_batch batch;
+    if (mk_batch_from_args(op, tokens, legal, counts, target, value, soft, &held, &batch) < 0)
+        return NULL;
+    npy_intp dims[1] = {MK_STAT_COUNT};
+    if (!(stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0)) || mk_model_acquire(self->model, op) < 0)
+        goto fail;
+    mk_status status;
+    Py_BEGIN_ALLOW_THREADS;
+    status = mk_trainer_step(self->trainer, &batch, PyArray_DATA((PyArrayObject *)stats));
+    Py_END_ALLOW_THREADS;
+    mk_model_release(self->model);
+    if (status != MK_OK) {
+        mk_raise_status(status);
+        goto fail;
+    }
+    mk_batch_args_release(&held);
+    return stats;
+fail:
+    Py_XDECREF(stats);
+    mk_batch_args_release(&held);
+    return NULL;
+}
+
+static const mk_tensor *moment_tensor(trainer_object *self, PyObject *args, int *kind,
+                                      PyObject **value, const char *op) {
+    const char *name;
+    if (value) *value = NULL;
+    if (!PyArg_ParseTuple(args, value ? "is|O" : "is", kind, &name, value)) return NULL;
+    if (*kind != 0 && *kind != 1) {
+        PyErr_Format(PyExc_ValueError, "%s: moment kind must be 0 (exp_avg) or 1 (exp_avg_sq)", op);
+        return NULL;
+    }
+    int i = mk_model_find(self->model->model, name);
+    if (i < 0) {
+        PyErr_Format(PyExc_KeyError, "%s: the model has no tensor named '%s'", op, name);
+        return NULL;
+    }
+    return mk_model_tensor(self->model->model, i);
+}
+
+/* read_moment(kind, name) -> a copy of exp_avg (0) or exp_avg_sq (1) of that tensor. */
+static PyObject *trainer_read_moment(trainer_object *self, PyObject *args) {
+    REQUIRE_TRAINER(self, NULL);
+    static const char op[] = "Trainer.state_dict";
+    int kind;
+    const mk_tensor *t = moment_tensor(self, args, &kind, NULL, op);
+    if (!t) return NULL;
+    npy_intp dims[2] = {(npy_intp)t->shape[0], (npy_intp)t->shape[1]};
+    PyObject *out = PyArray_SimpleNew(t->ndim, dims, NPY_FLOAT32);
+    if (!out) return NULL;
+    if (mk_model_acquire(self->model, op) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    mk_model *model = self->model->model;
+    mk_status status;
+    Py_BEGIN_ALLOW_THREADS;
+    status = mk_model_backend(model)->to_host(mk_model_stream(model),
+                                              PyArray_DATA((PyArrayObject *)out),
+                                              mk_trainer_moment(self->trainer, kind) + t->offset,
+                                              (size_t)t->numel * sizeof(float));
+    Py_END_ALLOW_THREADS;
+    mk_model_release(self->model);
+    if (status != MK_OK) {
+        Py_DECREF(out);
+        return mk_raise_status(status);
+    }
+    return out;
+}
+
+/* write_moment(kind, name, array) */
+static PyObject *trainer_write_moment(trainer_object *self, PyObject *args) {
+    REQUIRE_TRAINER(self, NULL);
+    static const char op[] = "Trainer.load_state_dict";
+    int kind;
+    PyObject *value;
+    const mk_tensor *t = moment_tensor(self, args, &kind, &value, op);
+    if (!t) return NULL;
+    PyArrayObject *arr = mk_tensor_arg(t, value, op);
+    if (!arr) return NULL;
+    if (mk_model_acquire(self->model, op) < 0) {
+        Py_DECREF(arr);
+        return NULL;
+    }
+    mk_model *model = self->model->model;
+    mk_status status;
+    Py_BEGIN_ALLOW_THREADS;
+    status = mk_model_backend(model)->to_device(mk_model_stream(model),
+                                                mk_trainer_moment(self->trainer, kind) + t->offset,
+                                                PyArray_DATA(arr), (size_t)t->numel * sizeof(float));
+    Py_END_ALLOW_THREADS;
+    mk_model_release(self->model);
+    Py_DECREF(arr);
+    if (status != MK_OK) return mk_raise_status(status);
+    Py_RETURN_NONE;
+}
+
+static PyObject *trainer_lr_at(trainer_object *self, PyObject *arg) {
+    REQUIRE_TRAINER(self, NULL);
+    long long step = PyLong_AsLongLong(arg);
+    if (step == -1 && PyErr_Occurred()) return NULL;
+    if (step < 0) {
+        PyErr_SetString(PyExc_ValueError, "Trainer.lr_at: step must be >= 0");
+        return NULL;
+    }
+    return PyFloat_FromDouble((double)(float)mk_trainer_lr_at(mk_trainer_get_config(self->trainer), step));
+}
+
+static PyObject *trainer_profile(trainer_object *self, PyObject *arg) {
+    REQUIRE_TRAINER(self, NULL);
+    int enable = PyObject_IsTrue(arg);
+    if (enable < 0) return NULL;
+    mk_trainer_profile(self->trainer, enable);
+    Py_RETURN_NONE;
+}
+
+static PyObject *trainer_times(trainer_object *self, PyObject *unused) {
+    REQUIRE_TRAINER(self, NULL);
+    mk_phase_times t = mk_trainer_times(self->trainer);
+    return Py_BuildValue("{s:L,s:d,s:d,s:d,s:d}", "steps", (long long)t.steps, "forward",
+                         t.forward, "backward", t.backward, "optimizer", t.optimizer,
+                         "optimizer_pair_table", t.optimizer_pair_table);
+}
+
+static PyObject *trainer_get_steps(trainer_object *self, void *closure) {
+    REQUIRE_TRAINER(self, NULL);
+    return PyLong_FromLongLong(mk_trainer_step_count(self->trainer));
+}
+static int trainer_set_steps(trainer_object *self, PyObject *value, void *closure) {
+    REQUIRE_TRAINER(self, -1);
+    if (!value || !PyLong_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "Trainer: step_count must be an int");
+        return -1;
+    }
+    long long n = PyLong_AsLongLong(value);
+    if (n == -1 && PyErr_Occurred()) return -1;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "Trainer: step_count must be >= 0");
+        return -1;
+    }
+    mk_trainer_set_step_count(self->trainer, n);
+    return 0;
+}
+
+static PyMethodDef trainer_methods[] = {
+    {"step", (PyCFunction)trainer_step, METH_VARARGS, NULL},
+    {"config", (PyCFunction)trainer_config, METH_NOARGS, NULL},
+    {"configure", (PyCFunction)(void (*)(void))trainer_configure, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"read_moment", (PyCFunction)trainer_read_moment, METH_VARARGS, NULL},
+    {"write_moment", (PyCFunction)trainer_write_moment, METH_VARARGS, NULL},
+    {"lr_at", (PyCFunction)trainer_lr_at, METH_O, NULL},
+    {"profile", (PyCFunction)trainer_profile, METH_O, NULL},
+    {"times", (PyCFunction)trainer_times, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+static PyObject *trainer_get_fused(trainer_object *self, void *closure) {
+    REQUIRE_TRAINER(self, NULL);
+    return PyBool_FromLong(mk_trainer_fused(self->trainer));
+}
+static int trainer_set_fused(trainer_object *self, PyObject *value, void *closure) {
+    REQUIRE_TRAINER(self, -1);
+    int on = value ? PyObject_IsTrue(value) : -1;
+    if (on < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "Trainer: fused cannot be deleted");
+        return -1;
+    }
+    mk_trainer_set_fused(self->trainer, on);
+    return 0;
+}
+
+static PyGetSetDef trainer_getset[] = {
+    {"step_count", (getter)trainer_get_steps, (setter)trainer_set_steps, NULL, NULL},
+    {"fused", (getter)trainer_get_fused, (setter)trainer_set_fused,
+     "pair-table gradient fused with its AdamW update (default True)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject trainer_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "manaka._core.Trainer",
+    .tp_basicsize = sizeof(trainer_object),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "AdamW and the training step in C (use manaka.Trainer).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)trainer_init,
+    .tp_dealloc = (destructor)trainer_dealloc,
+    .tp_methods = trainer_methods,
+    .tp_getset = trainer_getset,
+};
+
+static PyObject *stat_layout(void) {
+    return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "loss", MK_STAT_LOSS, "policy_loss",
+                         MK_STAT_POLICY_LOSS, "value_loss", MK_STAT_VALUE_LOSS, "accuracy",
+                         MK_STAT_ACCURACY, "lr", MK_STAT_LR, "finite", MK_STAT_FINITE, "size",
+                         MK_STAT_COUNT);
+}
+
+int mk_init_trainer(PyObject *module) {
+    if (PyType_Ready(&trainer_type) < 0) return -1;
+    if (PyModule_AddObjectRef(module, "Trainer", (PyObject *)&trainer_type) < 0) return -1;
+    PyObject *layout = stat_layout();
+    if (!layout || PyModule_AddObject(module, "STATS", layout) < 0) {
+        Py_XDECREF(layout);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,216 @@
+#define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
+/* The training step over mk_backend.
+ *
+ * A non-finite loss must never reach the parameters. The loss is computed before AdamW and
+ * lands in the device stats buffer, whose MK_STAT_FINITE flag every AdamW call checks
+ * (adamw and pair_sums_backward_adamw return without touching anything when it is 0), so
+ * the guard holds on any backend without the host reading anything.
+ *
+ * On a backend with host memory (the CPU) the trainer also reads the stats right after the
+ * forward pass (free: they are already on the host) and fails the step with MK_ERR_FLOAT
+ * naming it, before the backward pass: parameters, moments and step count are unchanged.
+ *
+ * A device backend must not synchronise every step just for this. The design for it: keep
+ * the stats of recent steps in a small device ring (one slot per step in flight), let the
+ * flag skip the update on the device, and raise when the stats of that step are read (the
+ * Stats object knows its step). Parameters and moments are then exactly as before the bad
+ * step; the host's step count has moved on by the skipped steps, which a checkpoint restore
+ * (or trainer.load_state_dict) undoes. Today the trainer copies the stats back at the end of
+ * every step on every backend (and fails a skipped step there, leaving the step count as
+ * it was); a CUDA backend replaces that copy with the ring. The "cpu_staged" test backend
+ * runs this device path on the CPU. */
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "trainer.h"
+
+struct mk_trainer {
+    mk_model *model;
+    mk_trainer_config cfg;
+    int64_t steps;
+    float *m, *v;
+    int profile;
+    int fuse_pair_table; /* 1: pair-table gradient and AdamW in one pass (same result) */
+    mk_phase_times times;
+};
+
+mk_status mk_trainer_config_check(const mk_trainer_config *c) {
+    if (!(c->lr >= 0.0 && isfinite(c->lr)))
+        return mk_fail(MK_ERR_VALUE, "Trainer: lr must be finite and >= 0, got %g", c->lr);
+    if (!(c->beta1 >= 0.0 && c->beta1 < 1.0))
+        return mk_fail(MK_ERR_VALUE, "Trainer: betas[0] must be in [0, 1), got %g", c->beta1);
+    if (!(c->beta2 >= 0.0 && c->beta2 < 1.0))
+        return mk_fail(MK_ERR_VALUE, "Trainer: betas[1] must be in [0, 1), got %g", c->beta2);
+    if (!(c->eps > 0.0 && isfinite(c->eps)))
+        return mk_fail(MK_ERR_VALUE, "Trainer: eps must be finite and > 0, got %g", c->eps);
+    if (!(c->weight_decay >= 0.0 && isfinite(c->weight_decay)))
+        return mk_fail(MK_ERR_VALUE, "Trainer: weight_decay must be finite and >= 0, got %g",
+                       c->weight_decay);
+    if (!(c->min_lr >= 0.0 && isfinite(c->min_lr)))
+        return mk_fail(MK_ERR_VALUE, "Trainer: min_lr must be finite and >= 0, got %g", c->min_lr);
+    if (!(c->value_weight >= 0.0 && isfinite(c->value_weight)))
+        return mk_fail(MK_ERR_VALUE, "Trainer: value_weight must be finite and >= 0, got %g",
+                       c->value_weight);
+    if (c->warmup_steps < 0)
+        return mk_fail(MK_ERR_VALUE, "Trainer: warmup_steps must be >= 0, got %lld",
+                       (long long)c->warmup_steps);
+    if (c->schedule != MK_SCHEDULE_CONSTANT && c->schedule != MK_SCHEDULE_COSINE)
+        return mk_fail(MK_ERR_VALUE, "Trainer: unknown schedule %d", c->schedule);
+    if (c->schedule == MK_SCHEDULE_COSINE && c->total_steps < 0)
+        return mk_fail(MK_ERR_VALUE, "Trainer: schedule='cosine' requires total_steps");
+    if (c->total_steps >= 0 && c->schedule == MK_SCHEDULE_COSINE &&
+        c->total_steps <= c->warmup_steps)
+        return mk_fail(MK_ERR_VALUE,
+                       "Trainer: total_steps = %lld must be greater than warmup_steps = %lld",
+                       (long long)c->total_steps, (long long)c->warmup_steps);
+    return MK_OK;
+}
+
+double mk_trainer_lr_at(const mk_trainer_config *c, int64_t s) {
+    if (s < c->warmup_steps) return c->lr * (double)(s + 1) / (double)c->warmup_steps;
+    if (c->schedule == MK_SCHEDULE_CONSTANT) return c->lr;
+    double p = (double)(s - c->warmup_steps) / (double)(c->total_steps - c->warmup_steps);
+    if (p > 1.0) p = 1.0;
+    return c->min_lr + (c->lr - c->min_lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * p));
+}
+
+mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, mk_trainer **out) {
+    *out = NULL;
+    mk_status st = mk_trainer_config_check(cfg);
+    if (st != MK_OK) return st;
+    mk_trainer *t = calloc(1, sizeof *t);
+    if (!t) return mk_fail(MK_ERR_NOMEM, "Trainer: out of memory");
+    t->model = model;
+    t->cfg = *cfg;
+    const mk_backend *be = mk_model_backend(model);
+    void *stream = mk_model_stream(model);
+    int64_t n = mk_model_buffer_size(model);
+    void *m = NULL, *v = NULL;
+    if ((st = be->alloc(stream, (size_t)n * sizeof(float), &m)) != MK_OK ||
+        (st = be->alloc(stream, (size_t)n * sizeof(float), &v)) != MK_OK ||
+        (st = be->fill(stream, m, 0.0f, n)) != MK_OK || (st = be->fill(stream, v, 0.0f, n)) != MK_OK) {
+        be->free(stream, m);
+        be->free(stream, v);
+        free(t);
+        return st;
+    }
+    t->m = m;
+    t->v = v;
+    t->fuse_pair_table = 1;
+    *out = t;
+    return MK_OK;
+}
+
+void mk_trainer_destroy(mk_trainer *t) {
+    if (!t) return;
+    const mk_backend *be = mk_model_backend(t->model);
+    be->free(mk_model_stream(t->model), t->m);
+    be->free(mk_model_stream(t->model), t->v);
+    free(t);
+}
+
+const mk_trainer_config *mk_trainer_get_config(const mk_trainer *t) { return &t->cfg; }
+mk_status mk_trainer_set_config(mk_trainer *t, const mk_trainer_config *cfg) {
+    mk_status st = mk_trainer_config_check(cfg);
+    if (st == MK_OK) t->cfg = *cfg;
+    return st;
+}
+int64_t mk_trainer_step_count(const mk_trainer *t) { return t->steps; }
+void mk_trainer_set_step_count(mk_trainer *t, int64_t steps) { t->steps = steps; }
+float *mk_trainer_moment(mk_trainer *t, int kind) { return kind ? t->v : t->m; }
+void mk_trainer_profile(mk_trainer *t, int enable) {
+    t->profile = enable;
+    t->times = (mk_phase_times){0};
+}
+mk_phase_times mk_trainer_times(const mk_trainer *t) { return t->times; }
+void mk_trainer_set_fused(mk_trainer *t, int fused) { t->fuse_pair_table = fused != 0; }
+int mk_trainer_fused(const mk_trainer *t) { return t->fuse_pair_table; }
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Seconds since *mark, after the stream has drained (profiling only); moves the mark. */
+static double lap(mk_trainer *t, double *mark) {
+    mk_model_backend(t->model)->synchronize(mk_model_stream(t->model));
+    double when = now(), dt = when - *mark;
+    *mark = when;
+    return dt;
+}
+
+#define TRY(call)                     \
+    do {                              \
+        mk_status st_ = (call);       \
+        if (st_ != MK_OK) return st_; \
+    } while (0)
+
+static mk_status not_finite(const mk_trainer *t, const float *stats) {
+    return mk_fail(MK_ERR_FLOAT,
+                   "Trainer.step: the loss is not finite (%g: policy %g, value %g) at step %lld; "
+                   "the update was not applied",
+                   (double)stats[MK_STAT_LOSS], (double)stats[MK_STAT_POLICY_LOSS],
+                   (double)stats[MK_STAT_VALUE_LOSS], (long long)t->steps);
+}
+
+mk_status mk_trainer_step(mk_trainer *t, const mk_batch *batch, float *stats) {
+    mk_model *model = t->model;
+    const mk_config *mc = mk_model_config(model);
+    const mk_backend *be = mk_model_backend(model);
+    void *stream = mk_model_stream(model);
+    float *dstats = mk_model_stats(model);
+    TRY(mk_batch_check("Trainer.step", batch, mc->num_tokens, mc->num_moves, mc->tokens_per_side, 1));
+    double mark = t->profile ? now() : 0.0, t_fwd = 0, t_bwd = 0, t_opt = 0, t_pair = 0;
+
+    TRY(mk_model_forward_loss(model, batch, (float)t->cfg.value_weight));
+    float lr = (float)mk_trainer_lr_at(&t->cfg, t->steps);
+    TRY(be->fill(stream, dstats + MK_STAT_LR, lr, 1));
+    if (be->host_memory) {
+        TRY(be->to_host(stream, stats, dstats, MK_STAT_COUNT * sizeof(float)));
+        if (stats[MK_STAT_FINITE] == 0.0f) return not_finite(t, stats);
+    }
+    if (t->profile) t_fwd = lap(t, &mark);
+    TRY(mk_model_backward(model, !t->fuse_pair_table));
+    if (t->profile) t_bwd = lap(t, &mark);
+
+    int64_t step = t->steps + 1;
+    mk_adamw_args args = {
+        .lr = lr,
+        .beta1 = (float)t->cfg.beta1,
+        .beta2 = (float)t->cfg.beta2,
+        .eps = (float)t->cfg.eps,
+        .bias_correction1 = (float)(1.0 - pow(t->cfg.beta1, (double)step)),
+        .bias_correction2 = (float)(1.0 - pow(t->cfg.beta2, (double)step)),
+    };
+    float *p = mk_model_params(model), *g = mk_model_grads(model);
+    int pair_table = mk_model_find(model, "pair_table"), count = mk_model_num_tensors(model);
+    /* The pair table goes first: its fused update is the one that needs scratch memory,
+     * and failing before any tensor changed keeps a failed step from half-applying. */
+    for (int n = 0; n < count; n++) {
+        int i = n == 0 ? pair_table : n <= pair_table ? n - 1 : n;
+        const mk_tensor *tn = mk_model_tensor(model, i);
+        args.weight_decay = tn->decay ? (float)t->cfg.weight_decay : 0.0f;
+        int64_t o = tn->offset;
+        double before = t->profile ? lap(t, &mark) : 0.0;
+        if (i == pair_table && t->fuse_pair_table)
+            TRY(mk_model_pair_table_adamw(model, t->m, t->v, &args, dstats));
+        else
+            TRY(be->adamw(stream, p + o, g + o, t->m + o, t->v + o, tn->numel, &args, dstats));
+        double dt = t->profile ? lap(t, &mark) : 0.0;
+        t_opt += before + dt;
+        if (i == pair_table) t_pair += dt;
+    }
+    TRY(be->to_host(stream, stats, dstats, MK_STAT_COUNT * sizeof(float)));
+    if (stats[MK_STAT_FINITE] == 0.0f) return not_finite(t, stats); /* AdamW skipped on the flag */
+    t->steps = step;
+    if (t->profile) {
+        t->times.steps++;
+        t->times.forward += t_fwd;
+        t->times.backward += t_bwd;
+        t->times.optimizer += t_opt;
+        t->times.optimizer_pair_table += t_pair;
+    }
+    return MK_OK;
+}

@@ -1,0 +1,77 @@
+/* The training step: forward, loss, backward, AdamW, over mk_backend (backend.h).
+ *
+ * AdamW follows PyTorch (torch.optim.AdamW): with t the 1-based step number,
+ *   p *= 1 - lr_t wd          (wd = 0 for tensors whose name ends in "bias")
+ *   m  = b1 m + (1 - b1) g;   v = b2 v + (1 - b2) g^2
+ *   p -= lr_t / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+ * Learning rate of the step with 0-based index s (mk_trainer_lr_at):
+ *   s < warmup:       lr (s + 1) / warmup                         (linear warm-up from 0)
+ *   constant:         lr
+ *   cosine:           min_lr + (lr - min_lr) (1 + cos(pi p)) / 2,
+ *                     p = min(1, (s - warmup) / (total - warmup))
+ * The moments m and v are one allocation each, with the parameters' offset table.
+ * Phases: backward (every gradient but the pair table's), then AdamW per tensor, the pair
+ * table's fused with its gradient (pair_sums_backward_adamw) so its 176 MB gradient is
+ * never written or read.
+ */
+#ifndef MANAKA_TRAINER_H
+#define MANAKA_TRAINER_H
+
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { MK_SCHEDULE_CONSTANT = 0, MK_SCHEDULE_COSINE = 1 };
+
+typedef struct {
+    double lr, beta1, beta2, eps, weight_decay, min_lr, value_weight;
+    int64_t warmup_steps;
+    int schedule;        /* MK_SCHEDULE_* */
+    int64_t total_steps; /* required (> warmup_steps) by the cosine schedule; -1 = none */
+} mk_trainer_config;
+
+/* Phase timings (seconds, accumulated) measured when profiling is on. Profiling
+ * synchronises the stream between phases, so it is off by default. */
+typedef struct {
+    int64_t steps;
+    double forward;   /* network and loss */
+    double backward;  /* every gradient but the pair table's when fused */
+    double optimizer; /* AdamW over every tensor, pair table included */
+    double optimizer_pair_table; /* with fusion: the pair table's gradient and AdamW */
+} mk_phase_times;
+
+typedef struct mk_trainer mk_trainer;
+
+/* MK_OK, or MK_ERR_VALUE naming the bad hyperparameter. */
+mk_status mk_trainer_config_check(const mk_trainer_config *cfg);
+double mk_trainer_lr_at(const mk_trainer_config *cfg, int64_t step);
+
+/* The trainer borrows `model`, which must outlive it. Moments start at zero. */
+mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, mk_trainer **out);
+void mk_trainer_destroy(mk_trainer *trainer);
+const mk_trainer_config *mk_trainer_get_config(const mk_trainer *trainer);
+mk_status mk_trainer_set_config(mk_trainer *trainer, const mk_trainer_config *cfg);
+int64_t mk_trainer_step_count(const mk_trainer *trainer);
+void mk_trainer_set_step_count(mk_trainer *trainer, int64_t steps);
+/* Device pointers to the first (kind 0) and second (kind 1) moment buffers. */
+float *mk_trainer_moment(mk_trainer *trainer, int kind);
+void mk_trainer_profile(mk_trainer *trainer, int enable); /* also resets the times */
+/* Whether the pair table's gradient is fused with its AdamW update (default 1; 0 runs
+ * pair_sums_backward then adamw, for testing that both agree). With fusion the model's
+ * gradient buffer does not hold the pair table's gradient after a step. */
+void mk_trainer_set_fused(mk_trainer *trainer, int fused);
+int mk_trainer_fused(const mk_trainer *trainer);
+mk_phase_times mk_trainer_times(const mk_trainer *trainer);
+
+/* One step on `batch`: check it (MK_ERR_VALUE, nothing changed), forward, loss, backward,
+ * then AdamW and step_count + 1. A non-finite loss is MK_ERR_FLOAT naming the step, with
+ * parameters, moments and step count unchanged. `stats` (host, MK_STAT_COUNT floats)
+ * receives loss, policy_loss, value_loss, accuracy and lr of the step. */
+mk_status mk_trainer_step(mk_trainer *trainer, const mk_batch *batch, float *stats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

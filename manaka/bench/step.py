@@ -1,0 +1,139 @@
+"""``python -m manaka.bench step``: the training step at the seed configuration on the CPU.
+
+Reports manaka's step (median/min/max of N after warm-up, positions/s), its split into
+forward, backward and optimizer (pair-table AdamW shown on its own), measured by the C
+trainer's phase counters, and beside it the same network in PyTorch eager
+(bench/torch_baseline.py, only when torch is importable) loaded with the same parameters
+and batch, after checking that the two losses agree.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+from typing import List
+
+import numpy as np
+
+import manaka as mk
+from manaka.bench.timing import HEADER, measure, peak_rss_mb, write_results
+
+SEED = dict(num_tokens=2344, num_moves=2187, tokens_per_side=40, embed_dim=256, orders=4,
+            pair_dim=16, hidden=(512, 512), head_width=300)
+
+
+def seed_batch(cfg: mk.ModelConfig, B: int, L: int, seed: int = 0) -> mk.Batch:
+    """The seed batch of DESIGN.md §5: full boards, counts ~ clip(round(lognormal(ln 90,
+    0.6)), 1, L - 7), distinct legal moves per position, padded with -1."""
+    if not 8 <= L <= cfg.num_moves:
+        raise ValueError(f"seed_batch: L must be in [8, num_moves = {cfg.num_moves}], got {L}")
+    rng = np.random.default_rng(seed)
+    counts = np.clip(np.round(rng.lognormal(np.log(90), 0.6, B)), 1, L - 7).astype(np.int32)
+    tokens = rng.integers(0, cfg.num_tokens, (B, 2, cfg.tokens_per_side), dtype=np.int32)
+    legal = np.argsort(rng.random((B, cfg.num_moves)), axis=1)[:, :L].astype(np.int32)
+    legal[np.arange(L)[None, :] >= counts[:, None]] = -1
+    target = (rng.random(B) * counts).astype(np.int32)
+    value = rng.choice(np.float32([0.0, 0.5, 1.0]), B)
+    return mk.Batch(tokens, legal, counts, target, value)
+
+
+def load_torch_baseline():
+    """bench/torch_baseline.py from the source tree, or None (no torch, or not found)."""
+    if importlib.util.find_spec("torch") is None:
+        return None
+    here = os.path.dirname(os.path.abspath(__file__))
+    for root in (os.getcwd(), os.path.join(here, "..", "..")):
+        path = os.path.join(root, "bench", "torch_baseline.py")
+        if os.path.exists(path):
+            spec = importlib.util.spec_from_file_location("torch_baseline", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    return None
+
+
+def main(argv: List[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m manaka.bench step", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batch", type=int, default=1024, help="B (default 1024)")
+    ap.add_argument("--max-legal", type=int, default=600, help="L (default 600)")
+    ap.add_argument("--runs", type=int, default=10, help="timed steps (median of N)")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--torch-runs", type=int, default=5, help="timed PyTorch steps")
+    ap.add_argument("--threads", type=int, default=0, help="threads (0: default)")
+    ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch baseline")
+    ap.add_argument("--tag", default="cpu", help="results file tag: bench/results/step-<tag>.*")
+    ap.add_argument("--no-write", action="store_true", help="print only")
+    args = ap.parse_args(argv)
+
+    mk.set_num_threads(args.threads)
+    load = os.getloadavg()
+    cfg = mk.ModelConfig(**SEED)
+    batch = seed_batch(cfg, args.batch, args.max_legal)
+    B = args.batch
+    model = mk.Model(cfg, seed=0)
+    state = model.state_dict()
+    lines = [f"seed configuration: {cfg}", f"B={B} L={args.max_legal} threads={mk.get_num_threads()}"
+             f" parameters={model.num_parameters():,}", "", HEADER]
+    results = {"config": cfg.to_dict(), "batch": B, "max_legal": args.max_legal,
+               "threads": mk.get_num_threads(), "load_average_at_start": load}
+
+    loss0 = model.loss_and_grad(batch)[0]["loss"]
+    trainer = mk.Trainer(model, lr=1e-3)
+    step = measure("manaka step (forward+backward+AdamW)", lambda: trainer.step(batch),
+                   runs=args.runs, warmup=args.warmup)
+    step.extra["pos/s"] = f"{B / step.median_ms * 1e3:,.0f}"
+    lines.append(step.row())
+    results["manaka"] = step
+
+    trainer.profile(True)
+    for _ in range(args.runs):
+        trainer.step(batch)
+    t = trainer.phase_times()
+    trainer.profile(False)
+    phases = {k: t[k] / t["steps"] * 1e3 for k in ("forward", "backward", "optimizer", "optimizer_pair_table")}
+    results["phases_ms"] = phases
+    total = phases["forward"] + phases["backward"] + phases["optimizer"]
+    lines.append(f"  phases (mean of {t['steps']} profiled steps, ms): forward+loss {phases['forward']:.1f}"
+                 f" | backward {phases['backward']:.1f} | AdamW {phases['optimizer']:.1f}"
+                 f" = pair_table {phases['optimizer_pair_table']:.1f} + rest"
+                 f" {phases['optimizer'] - phases['optimizer_pair_table']:.1f} | sum {total:.1f}")
+    lines.append("  (the pair table's gradient is fused with its AdamW update: its time is in pair_table,"
+                 " not in backward)")
+
+    baseline = None if args.no_torch else load_torch_baseline()
+    if baseline is None:
+        lines.append("  PyTorch baseline: skipped (torch not installed or --no-torch)")
+    else:
+        import torch
+
+        torch.set_num_threads(mk.get_num_threads())
+        ref = baseline.TorchStep(cfg, state, batch, lr=1e-3)
+        torch_loss0 = ref.loss()
+        agree = abs(torch_loss0 - loss0) <= 1e-4 * abs(loss0)
+        results["loss_check"] = {"manaka": loss0, "torch": torch_loss0, "agree": agree}
+        if not agree:
+            print(f"error: losses disagree: manaka {loss0} vs torch {torch_loss0}", file=sys.stderr)
+            return 1
+        tt = measure(f"torch {torch.__version__} eager step (materialising)", ref.step,
+                     runs=args.torch_runs, warmup=1)
+        tt.extra["pos/s"] = f"{B / tt.median_ms * 1e3:,.0f}"
+        lines.append(tt.row(baseline=None))
+        lines.append(f"  losses agree at the same parameters: manaka {loss0:.6f} torch {torch_loss0:.6f}")
+        lines.append(f"  manaka speed-up over torch eager: {tt.median_ms / step.median_ms:.2f}x (median)")
+        results["torch"] = tt
+        results["speedup_vs_torch"] = tt.median_ms / step.median_ms
+    lines.append(f"  peak RSS {peak_rss_mb():,.0f} MB")
+    load = os.getloadavg()
+    results["load_average"] = load
+    lines.append(f"  load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores"
+                 " (other processes inflate every time above)")
+    print("\n".join(lines))
+    if not args.no_write:
+        print("wrote", write_results("step", args.tag, results, lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,231 @@
+"""The policy/value network (DESIGN.md §1): configuration, parameters, forward pass, loss
+and gradients, file I/O. The arithmetic is in C (csrc/model.c); this is the Python face."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import asdict, dataclass, field
+from typing import Dict, Mapping, Tuple
+
+import numpy as np
+
+from . import _core, model_file
+from .batch import Batch
+
+__all__ = ["ModelConfig", "Model"]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shapes of a network (DESIGN.md §1).
+
+    Args:
+        num_tokens: V, the token vocabulary (the pair table has V (V + 1) / 2 rows).
+        num_moves: M, the move vocabulary (rows of ``move_table``).
+        tokens_per_side: T, token slots per perspective (``-1`` marks an empty one).
+        embed_dim: D, the embedding width.
+        orders: K, the power orders 1..K summed over tokens.
+        pair_dim: P, the pair-table width.
+        hidden: widths of the ReLU trunk layers (may be empty).
+        head_width: W, the policy head width (and ``move_table``'s).
+    """
+
+    num_tokens: int
+    num_moves: int
+    tokens_per_side: int = 40
+    embed_dim: int = 256
+    orders: int = 4
+    pair_dim: int = 16
+    hidden: Tuple[int, ...] = field(default=(512, 512))
+    head_width: int = 300
+
+    def __post_init__(self):
+        for name in ("num_tokens", "num_moves", "tokens_per_side", "embed_dim", "orders",
+                     "pair_dim", "head_width"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+                raise TypeError(f"ModelConfig: {name} must be an int, got {type(value).__name__}")
+            if value < 1:
+                raise ValueError(f"ModelConfig: {name} must be >= 1, got {value}")
+            object.__setattr__(self, name, int(value))
+        try:
+            hidden = tuple(int(h) for h in self.hidden)
+        except TypeError:
+            raise TypeError(f"ModelConfig: hidden must be a sequence of ints, got {self.hidden!r}") from None
+        if any(h < 1 for h in hidden):
+            raise ValueError(f"ModelConfig: every hidden width must be >= 1, got {hidden}")
+        object.__setattr__(self, "hidden", hidden)
+
+    @property
+    def num_pairs(self) -> int:
+        """Rows of the pair table: V (V + 1) / 2."""
+        return self.num_tokens * (self.num_tokens + 1) // 2
+
+    @property
+    def num_features(self) -> int:
+        """Width of x_0: 2 (K D + P)."""
+        return 2 * (self.orders * self.embed_dim + self.pair_dim)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["hidden"] = list(self.hidden)
+        return d
+
+
+def _resolve_device(device: str) -> str:
+    """The C backend that runs `device`: the one place a device string is interpreted.
+
+    "cpu" is always there. "cuda" needs the CUDA backend: the module manaka.cuda, present
+    in CUDA builds, says whether it can run here."""
+    if device == "cpu":
+        return "cpu"
+    if device == "cuda":
+        try:
+            cuda = importlib.import_module("manaka.cuda")
+        except ImportError:
+            cuda = None
+        if cuda is None or not cuda.is_available():
+            raise RuntimeError("manaka.Model: device='cuda' needs the CUDA backend: this build has none "
+                               "(or no GPU is usable); use device='cpu'")
+        return "cuda"
+    raise ValueError(f"manaka.Model: device must be 'cpu' or 'cuda', got {device!r}")
+
+
+class Model:
+    """The policy/value network of DESIGN.md §1, with its parameters in C.
+
+    Args:
+        config: the shapes (:class:`ModelConfig`).
+        device: ``"cpu"``, or ``"cuda"`` when the CUDA backend is built and usable.
+        seed: initialisation seed (the same seed gives the same parameters on any backend).
+
+    Initialisation: every tensor is uniform in [-a, a] with a = sqrt(3) std, where
+    ``embedding`` has std 1/sqrt(T) and ``pair_table`` 1/sqrt(T (T - 1) / 2) (so the sums
+    over tokens and pairs start with unit scale), ``trunk.i.weight`` sqrt(2 / in) (He, for
+    ReLU), ``policy.weight`` and ``value.weight`` 1/sqrt(in), ``move_table`` 1/sqrt(W);
+    every bias starts at 0. This keeps the initial logits O(1) and training stable at the
+    seed configuration.
+
+    Parameters (``parameters()``, in this order): ``embedding`` [V, D], ``pair_table``
+    [V (V + 1) / 2, P], ``trunk.{i}.weight`` [H_i, H_{i-1}], ``trunk.{i}.bias`` [H_i],
+    ``policy.weight`` [W, H_n], ``policy.bias`` [W], ``move_table`` [M, W],
+    ``value.weight`` [1, H_n], ``value.bias`` [1].
+
+    A Model runs one call at a time; calls release the GIL, so other Python threads run.
+    """
+
+    def __init__(self, config: ModelConfig, device: str = "cpu", seed: int = 0):
+        if not isinstance(config, ModelConfig):
+            raise TypeError(f"Model: config must be a ModelConfig, got {type(config).__name__}")
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or not 0 <= seed < 2**64:
+            raise ValueError(f"Model: seed must be an int in [0, 2**64), got {seed!r}")
+        self.config = config
+        self.device = device
+        self.seed = int(seed)
+        d = config.to_dict()
+        self._core = _core.Model(d["num_tokens"], d["num_moves"], d["tokens_per_side"],
+                                 d["embed_dim"], d["orders"], d["pair_dim"], d["hidden"],
+                                 d["head_width"], backend=_resolve_device(device), seed=self.seed)
+        self._shapes = {name: shape for name, shape, _ in self._core.tensors()}
+
+    # ------------------------------------------------------------ parameters
+    @property
+    def shapes(self) -> Dict[str, Tuple[int, ...]]:
+        """{name: shape} of every parameter, in order."""
+        return dict(self._shapes)
+
+    def num_parameters(self) -> int:
+        """Total number of parameters."""
+        return sum(int(np.prod(s)) for s in self._shapes.values())
+
+    def parameters(self) -> Dict[str, np.ndarray]:
+        """{name: array}: NumPy views of the live parameters (writing to them changes the model)."""
+        return {name: self._core.view(name) for name in self._shapes}
+
+    def state_dict(self) -> Dict[str, np.ndarray]:
+        """{name: array}: copies of the parameters."""
+        return {name: self._core.read(name) for name in self._shapes}
+
+    def load_state_dict(self, state: Mapping[str, np.ndarray]) -> None:
+        """Sets every parameter from `state` (as from :meth:`state_dict`).
+
+        Every name must be present with its exact shape, a float dtype and finite values;
+        everything is checked before anything is written, so a bad state changes nothing."""
+        missing = [n for n in self._shapes if n not in state]
+        extra = [n for n in state if n not in self._shapes]
+        if missing or extra:
+            raise KeyError(f"Model.load_state_dict: missing {missing}, unexpected {extra}")
+        arrays = {}
+        for name, shape in self._shapes.items():
+            arr = np.asarray(state[name])
+            if arr.dtype.kind != "f":
+                raise TypeError(f"Model.load_state_dict: {name} must have a float dtype, got {arr.dtype}")
+            if arr.shape != tuple(shape):
+                raise ValueError(f"Model.load_state_dict: {name} has shape {arr.shape}, expected {tuple(shape)}")
+            arr = np.ascontiguousarray(arr, dtype=np.float32)
+            if not np.isfinite(arr).all():
+                raise ValueError(f"Model.load_state_dict: {name} holds a non-finite value")
+            arrays[name] = arr
+        for name, arr in arrays.items():
+            self._core.write(name, arr)
+
+    # ------------------------------------------------------------ files
+    def save(self, path) -> None:
+        """Writes config, seed and parameters to one file, atomically (see model_file)."""
+        meta = {"config": self.config.to_dict(), "seed": self.seed}
+        # on the CPU the live views are written directly (no 180 MB copy at the seed shapes)
+        tensors = self.parameters() if self.device == "cpu" else self.state_dict()
+        model_file.write(path, "model", meta, tensors.items())
+
+    @classmethod
+    def load(cls, path, device: str = "cpu") -> "Model":
+        """A model read from a file written by :meth:`save`; ValueError if the file is not one."""
+        meta, tensors = model_file.read(path, "model")
+        try:
+            config = ModelConfig(**{**meta["config"], "hidden": tuple(meta["config"]["hidden"])})
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"{path!r}: the model config in the file is invalid: {e}") from None
+        model = cls(config, device=device, seed=int(meta.get("seed", 0)))
+        try:
+            model.load_state_dict(tensors)
+        except (KeyError, ValueError, TypeError) as e:
+            raise ValueError(f"{path!r}: the parameters do not match the config: {e}") from None
+        return model
+
+    # ------------------------------------------------------------ compute
+    def forward(self, batch: Batch) -> Tuple[np.ndarray, np.ndarray]:
+        """(logits [B, L], value [B]) for a batch; logits are 0 at padded slots and value is
+        the sigmoid of the value head. Only tokens, legal and counts are read."""
+        batch = _check_batch("Model.forward", batch)
+        return self._core.forward(batch.tokens, batch.legal, batch.counts)
+
+    def loss_and_grad(self, batch: Batch, value_weight: float = 1.0):
+        """(stats, grads) for a batch, without changing the parameters.
+
+        stats: {"loss", "policy_loss", "value_loss", "accuracy"} (floats);
+        grads: {name: array}, d loss / d parameter, copies in parameter order."""
+        batch = _check_batch("Model.loss_and_grad", batch)
+        raw = self._core.loss_and_grad(batch.tokens, batch.legal, batch.counts, batch.target,
+                                       batch.value, batch.policy_target, float(value_weight))
+        layout = _core.STATS
+        stats = {k: float(raw[layout[k]]) for k in ("loss", "policy_loss", "value_loss", "accuracy")}
+        grads = {name: self._core.read(name, True) for name in self._shapes}
+        return stats, grads
+
+    def __repr__(self) -> str:
+        c = self.config
+        lines = [f"manaka.Model(device={self.device!r}, seed={self.seed},",
+                 f"  config=ModelConfig(num_tokens={c.num_tokens}, num_moves={c.num_moves}, "
+                 f"tokens_per_side={c.tokens_per_side}, embed_dim={c.embed_dim}, orders={c.orders}, "
+                 f"pair_dim={c.pair_dim}, hidden={c.hidden}, head_width={c.head_width}),",
+                 "  parameters:"]
+        width = max(len(n) for n in self._shapes)
+        for name, shape in self._shapes.items():
+            lines.append(f"    {name:<{width}}  {str(tuple(shape)):<16} {int(np.prod(shape)):>12,}")
+        lines.append(f"    {'total':<{width}}  {'':<16} {self.num_parameters():>12,}")
+        return "\n".join(lines) + ")"
+
+
+def _check_batch(op: str, batch) -> Batch:
+    if not isinstance(batch, Batch):
+        raise TypeError(f"{op}: batch must be a manaka.Batch, got {type(batch).__name__}")
+    return batch

@@ -1,0 +1,181 @@
+"""AdamW and the training step (DESIGN.md §1–§2); the arithmetic is in C (csrc/trainer.c)."""
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+
+from . import _core
+from .batch import Batch
+from .model import Model, _check_batch
+
+__all__ = ["Trainer", "Stats"]
+
+_LAYOUT = _core.STATS
+
+
+class Stats:
+    """Results of one step: loss, policy_loss, value_loss, accuracy, lr (floats).
+
+    They are computed in C into a small float32 buffer; a field becomes a Python float only
+    when read (on a GPU backend, reading is what waits for the device)."""
+
+    __slots__ = ("_buf", "step")
+
+    def __init__(self, buffer: np.ndarray, step: int):
+        self._buf = buffer
+        self.step = step  #: 1-based number of the step these stats belong to
+
+    def _get(self, name: str) -> float:
+        return float(self._buf[_LAYOUT[name]])
+
+    loss = property(lambda self: self._get("loss"), doc="policy_loss + value_weight * value_loss")
+    policy_loss = property(lambda self: self._get("policy_loss"), doc="mean cross-entropy")
+    value_loss = property(lambda self: self._get("value_loss"), doc="mean BCE of the value head")
+    accuracy = property(lambda self: self._get("accuracy"), doc="fraction where argmax == target")
+    lr = property(lambda self: self._get("lr"), doc="learning rate used by the step")
+
+    def as_dict(self) -> Dict[str, float]:
+        return {k: self._get(k) for k in ("loss", "policy_loss", "value_loss", "accuracy", "lr")}
+
+    def __repr__(self) -> str:
+        d = self.as_dict()
+        return (f"Stats(step={self.step}, loss={d['loss']:.4f}, policy_loss={d['policy_loss']:.4f}, "
+                f"value_loss={d['value_loss']:.4f}, accuracy={d['accuracy']:.3f}, lr={d['lr']:.3g})")
+
+
+class Trainer:
+    """AdamW training of a :class:`Model`, one :meth:`step` per batch.
+
+    AdamW has PyTorch's semantics (``torch.optim.AdamW``): decoupled weight decay applied
+    first (``p *= 1 - lr * weight_decay``), then Adam with bias correction; tensors whose
+    name ends in ``bias`` get no weight decay.
+
+    Learning rate of the step with 0-based index s: ``lr * (s + 1) / warmup_steps`` while
+    ``s < warmup_steps`` (linear warm-up from 0), then ``lr`` ("constant") or
+    ``min_lr + (lr - min_lr) * (1 + cos(pi * p)) / 2`` with
+    ``p = min(1, (s - warmup_steps) / (total_steps - warmup_steps))`` ("cosine", which
+    requires ``total_steps > warmup_steps``).
+
+    A step checks the batch first (ValueError naming the field and position, nothing
+    changed), then runs forward, loss, backward and AdamW in C without the GIL. A non-finite
+    loss raises FloatingPointError naming the step, and the update is not applied.
+
+    The pair table's gradient is never materialised by a step: it is accumulated group by
+    group and fed straight to AdamW (bitwise the same result as the unfused update), which
+    saves two passes over its 176 MB at the seed shapes. Use ``model.loss_and_grad`` to see
+    gradients.
+    """
+
+    def __init__(self, model: Model, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.01, warmup_steps: int = 0,
+                 schedule: str = "constant", total_steps: Optional[int] = None,
+                 min_lr: float = 0.0, value_weight: float = 1.0):
+        if not isinstance(model, Model):
+            raise TypeError(f"Trainer: model must be a manaka.Model, got {type(model).__name__}")
+        self.model = model
+        self._core = _core.Trainer(model._core, **self._hyper(lr, betas, eps, weight_decay, warmup_steps,
+                                                              schedule, total_steps, min_lr, value_weight))
+
+    @staticmethod
+    def _hyper(lr, betas, eps, weight_decay, warmup_steps, schedule, total_steps, min_lr,
+               value_weight) -> dict:
+        try:
+            beta1, beta2 = (float(b) for b in betas)
+        except (TypeError, ValueError):
+            raise ValueError(f"Trainer: betas must be a pair of floats, got {betas!r}") from None
+        for name, value in (("warmup_steps", warmup_steps), ("total_steps", total_steps)):
+            if value is not None and (not isinstance(value, (int, np.integer)) or isinstance(value, bool)):
+                raise TypeError(f"Trainer: {name} must be an int, got {type(value).__name__}")
+        if total_steps is not None and total_steps < 0:
+            raise ValueError(f"Trainer: total_steps must be >= 0, got {total_steps}")
+        if schedule == "cosine" and total_steps is None:
+            raise ValueError("Trainer: schedule='cosine' requires total_steps (the step where lr reaches min_lr)")
+        return dict(lr=float(lr), beta1=beta1, beta2=beta2, eps=float(eps),
+                    weight_decay=float(weight_decay), warmup_steps=int(warmup_steps),
+                    schedule=str(schedule), total_steps=-1 if total_steps is None else int(total_steps),
+                    min_lr=float(min_lr), value_weight=float(value_weight))
+
+    def step(self, batch: Batch) -> Stats:
+        """One AdamW step on `batch`; returns its :class:`Stats`."""
+        batch = _check_batch("Trainer.step", batch)
+        buf = self._core.step(batch.tokens, batch.legal, batch.counts, batch.target, batch.value,
+                              batch.policy_target)
+        return Stats(buf, self._core.step_count)
+
+    @property
+    def step_count(self) -> int:
+        """Number of steps applied so far."""
+        return self._core.step_count
+
+    @property
+    def lr(self) -> float:
+        """Learning rate the next step will use."""
+        return self._core.lr_at(self._core.step_count)
+
+    def lr_at(self, step: int) -> float:
+        """Learning rate of the step with 0-based index `step` (as float32)."""
+        return self._core.lr_at(step)
+
+    @property
+    def hyperparameters(self) -> dict:
+        """lr, betas, eps, weight_decay, warmup_steps, schedule, total_steps, min_lr, value_weight."""
+        return self._core.config()
+
+    def state_dict(self) -> dict:
+        """Everything needed to resume training exactly: step count, hyperparameters
+        (schedule included) and both AdamW moments of every parameter (copies)."""
+        names = list(self.model.shapes)
+        return {
+            "step_count": self.step_count,
+            "hyperparameters": self.hyperparameters,
+            "exp_avg": {n: self._core.read_moment(0, n) for n in names},
+            "exp_avg_sq": {n: self._core.read_moment(1, n) for n in names},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restores a :meth:`state_dict`; everything is checked before anything changes."""
+        try:
+            h = dict(state["hyperparameters"])
+            step_count = state["step_count"]
+            moments = [state["exp_avg"], state["exp_avg_sq"]]
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"Trainer.load_state_dict: not a trainer state: missing {e}") from None
+        if not isinstance(step_count, (int, np.integer)) or step_count < 0:
+            raise ValueError(f"Trainer.load_state_dict: step_count must be an int >= 0, got {step_count!r}")
+        hyper = self._hyper(**h)
+        shapes = self.model.shapes
+        checked = []
+        for kind, moment in enumerate(moments):
+            if set(moment) != set(shapes):
+                raise KeyError(f"Trainer.load_state_dict: moment names {sorted(set(moment) ^ set(shapes))} "
+                               "do not match the model")
+            for name, shape in shapes.items():
+                arr = np.asarray(moment[name])
+                if arr.shape != tuple(shape) or arr.dtype.kind != "f":
+                    raise ValueError(f"Trainer.load_state_dict: {name} has shape {arr.shape} and dtype "
+                                     f"{arr.dtype}, expected {tuple(shape)} float")
+                arr = np.ascontiguousarray(arr, dtype=np.float32)
+                if not np.isfinite(arr).all() or (kind == 1 and (arr < 0).any()):
+                    raise ValueError(f"Trainer.load_state_dict: a moment of {name} holds an invalid value")
+                checked.append((kind, name, arr))
+        self._core.configure(self.model._core, **hyper)
+        for kind, name, arr in checked:
+            self._core.write_moment(kind, name, arr)
+        self._core.step_count = int(step_count)
+
+    def profile(self, enable: bool = True) -> None:
+        """Turns on (and resets) per-phase timing in C; it synchronises between phases."""
+        self._core.profile(bool(enable))
+
+    def phase_times(self) -> dict:
+        """Seconds spent in forward, backward, optimizer (and its pair_table part) since
+        :meth:`profile` was turned on, and the number of steps measured."""
+        return self._core.times()
+
+    def __repr__(self) -> str:
+        h = self.hyperparameters
+        return (f"manaka.Trainer(step_count={self.step_count}, lr={h['lr']:g}, betas={h['betas']}, "
+                f"eps={h['eps']:g}, weight_decay={h['weight_decay']:g}, warmup_steps={h['warmup_steps']}, "
+                f"schedule={h['schedule']!r}, total_steps={h['total_steps']}, min_lr={h['min_lr']:g}, "
+                f"value_weight={h['value_weight']:g})")

@@ -1,0 +1,36 @@
+"""Small random configurations and batches shared by the model and trainer tests."""
+import numpy as np
+
+import manaka as mk
+
+
+def config(hidden=(12,), orders=3, pair_dim=4, num_tokens=11, num_moves=17, T=6, D=5, W=7):
+    return mk.ModelConfig(num_tokens=num_tokens, num_moves=num_moves, tokens_per_side=T,
+                          embed_dim=D, orders=orders, pair_dim=pair_dim, hidden=hidden, head_width=W)
+
+
+def batch(cfg, B=6, L=9, seed=0, soft=False, empty_fraction=0.25):
+    """A valid random batch: some empty token slots, legal ids garbage (-1) in padded slots."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, cfg.num_tokens, (B, 2, cfg.tokens_per_side))
+    tokens[rng.random(tokens.shape) < empty_fraction] = -1
+    counts = rng.integers(1, L + 1, B)
+    legal = np.full((B, L), -1)
+    for b in range(B):
+        legal[b, :counts[b]] = rng.choice(cfg.num_moves, counts[b], replace=counts[b] > cfg.num_moves)
+    target = (rng.random(B) * counts).astype(np.int64)
+    value = rng.choice([0.0, 0.5, 1.0], B).astype(np.float32)
+    policy_target = None
+    if soft:
+        policy_target = np.zeros((B, L), np.float32)
+        for b in range(B):
+            w = rng.random(counts[b]) ** 2
+            policy_target[b, :counts[b]] = w / w.sum()
+    return mk.Batch(tokens, legal, counts, target, value, policy_target)
+
+
+def rel_err(got, want):
+    """Norm-wise relative error (robust to entries that are ~0 in both)."""
+    got, want = np.float64(got), np.float64(want)
+    scale = max(np.abs(want).max(), 1e-30)
+    return float(np.abs(got - want).max() / scale)

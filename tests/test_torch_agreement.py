@@ -1,0 +1,26 @@
+"""Cross-check against PyTorch (bench/torch_baseline.py): same parameters, same batch, three
+AdamW steps; skipped (and saying so) when torch is not installed."""
+import os
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch not installed: the PyTorch cross-check is skipped")
+
+import manaka as mk  # noqa: E402
+import model_cases as cases  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+from torch_baseline import TorchStep  # noqa: E402
+
+
+@pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
+def test_three_steps_agree_with_torch_adamw(soft):
+    cfg = cases.config(hidden=(8, 6))
+    b = cases.batch(cfg, soft=soft)
+    trainer = mk.Trainer(mk.Model(cfg, seed=1), lr=1e-2, weight_decay=0.05)
+    ref = TorchStep(cfg, trainer.model.state_dict(), b, lr=1e-2, weight_decay=0.05)
+    for _ in range(3):
+        assert trainer.step(b).loss == pytest.approx(ref.step(), rel=1e-5)
+    for name, arr in trainer.model.state_dict().items():
+        assert cases.rel_err(arr, ref.net.p(name).detach().numpy()) < 1e-4, name
