@@ -9,6 +9,11 @@
 
 #include <errno.h>
 #include <pthread.h>
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,8 +166,24 @@ static void pack(const mk_loader *ld, int64_t n, slot *s) {
 
 /* ---------------------------------------------------------------- producers */
 
+/* Producers are background work kept ahead by the queue: on a machine whose cores the
+ * training step keeps busy, a lower priority lets the step's threads win every contest for
+ * a core, and the producers pack in the gaps (Linux: the nice value is per thread). */
+static void lower_priority(int nice_increment) {
+#ifdef __linux__
+    if (nice_increment <= 0) return;
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    errno = 0;
+    int now = getpriority(PRIO_PROCESS, (id_t)tid);
+    if (errno == 0) (void)setpriority(PRIO_PROCESS, (id_t)tid, now + nice_increment);
+#else
+    (void)nice_increment;
+#endif
+}
+
 static void *producer_main(void *arg) {
     mk_loader *ld = arg;
+    lower_priority(ld->config.nice);
     pthread_mutex_lock(&ld->lock);
     for (;;) {
         while (!ld->stopping && ld->next_claim < ld->num_batches &&

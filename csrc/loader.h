@@ -56,6 +56,7 @@ typedef struct {
     int shuffle;      /* 0: dataset order */
     uint64_t seed;
     int drop_last;    /* 1: the last, short batch of an epoch is skipped */
+    int nice;         /* producers' priority below the caller's (Linux nice increment; 0 = same) */
     mk_alloc_fn alloc; /* NULL: the default allocator */
     mk_free_fn free;
     void *alloc_ctx;

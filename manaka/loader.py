@@ -52,6 +52,10 @@ class Loader:
         copy: yield batches that own their memory (safe to keep).
     """
 
+    # Producers run this much below the caller's priority (Linux nice): they are background
+    # work kept ahead by the queue, and must not take a core from the training step.
+    NICE = 10
+
     def __init__(self, dataset: Dataset, batch_size: int = 1024, producers: int = 4, prefetch: int = 8,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False, copy: bool = False):
         if not isinstance(dataset, Dataset):
@@ -68,7 +72,7 @@ class Loader:
         self._core = _core.Loader(
             dataset.tokens, dataset.legal_offsets, dataset.legal_moves, dataset.target, dataset.value,
             dataset.policy_target, self.batch_size, self.producers, self.prefetch, self.shuffle,
-            self.seed, self.drop_last)
+            self.seed, self.drop_last, self.NICE)
         self.epoch, self.batch_index = 0, 0
         self.last_indices: Optional[np.ndarray] = None  # dataset indices of the last batch
         self._run = 0

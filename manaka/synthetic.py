@@ -38,7 +38,7 @@ __all__ = ["make", "teacher_parameters", "teacher_forward", "SEED_SHAPES", "TEAC
 # DESIGN.md §5: vocabularies and legal counts of the seed configuration.
 SEED_SHAPES = dict(num_tokens=2344, num_moves=2187, tokens_per_side=40, orders=4)
 MAX_LEGAL = 593
-TEACHER_DIMS = dict(embed_dim=16, pair_dim=4, hidden=(64,), head_width=32)
+TEACHER_DIMS = dict(embed_dim=16, pair_dim=1, hidden=(64,), head_width=32)  # P = 1: the pair lookups dominate generation time
 SHARPNESS = 3.5      # std of the teacher logits within a legal list: top-1 prob ~0.45
 VALUE_SHARPNESS = 1.5  # std of the teacher's value logit
 _CHUNK = 8192

@@ -60,17 +60,17 @@ static int check_len(PyArrayObject *a, const char *name, int64_t want, const cha
 static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"tokens", "legal_offsets", "legal_moves", "target", "value",
                              "policy_target", "batch_size", "producers", "prefetch",
-                             "shuffle", "seed", "drop_last", NULL};
+                             "shuffle", "seed", "drop_last", "nice", NULL};
     PyObject *obj[6];
     long long batch_size, seed;
-    int producers, prefetch, shuffle, drop_last;
+    int producers, prefetch, shuffle, drop_last, nice = 0;
     if (self->loader) {
         PyErr_SetString(PyExc_RuntimeError, "Loader: already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOLiipLp", kwlist, &obj[0], &obj[1],
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOLiipLp|i", kwlist, &obj[0], &obj[1],
                                      &obj[2], &obj[3], &obj[4], &obj[5], &batch_size,
-                                     &producers, &prefetch, &shuffle, &seed, &drop_last))
+                                     &producers, &prefetch, &shuffle, &seed, &drop_last, &nice))
         return -1;
     PyArrayObject *tokens, *offsets, *moves, *target, *value, *policy = NULL;
     if (!(tokens = dataset_array(obj[0], "tokens", NPY_INT16, NPY_INT16, 3))) return -1;
@@ -111,6 +111,7 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kwds) {
     mk_loader_config config = {
         .batch_size = batch_size, .producers = producers, .prefetch = prefetch,
         .shuffle = shuffle, .seed = (uint64_t)seed, .drop_last = drop_last,
+        .nice = nice < 0 ? 0 : nice > 19 ? 19 : nice,
     };
     mk_loader *loader = NULL;
     mk_status status;
