@@ -354,7 +354,9 @@ mk_status mk_loader_next(mk_loader *ld, double timeout_s, const mk_batch **out, 
     if (ld->held >= 0) {
         ld->slots[ld->held].state = SLOT_FREE;
         ld->held = -1;
-        pthread_cond_broadcast(&ld->slot_free);
+        /* One slot freed: one producer can use it. Waking them all would put every producer
+         * on a core at the moment the training loop wants one. */
+        pthread_cond_signal(&ld->slot_free);
     }
     mk_status status = MK_OK;
     for (;;) {

@@ -7,9 +7,10 @@ share of a training step spent waiting for data.
    run = one epoch; the time is the median over runs after a warm-up epoch. The consumer's
    wrapping of each batch into mk.Batch is included (it is part of what a trainer waits for).
    Goal: one producer >= 500,000 positions/s.
-2. Data wait: mk.fit on the seed configuration on the CPU, reporting the share of wall time
-   the loop waited for batches (goal: below 1%). Skipped, and said so, when mk.Model is
-   not available in this build.
+2. Data wait: mk.fit on the CPU at the seed configuration (and at the much faster small
+   preset of ``python -m manaka.train``), reporting the share of wall time the loop spent in
+   next() (goal: below 1%) and, within it, blocked on the producers. Skipped, and said so,
+   when mk.Model is not available in this build.
 """
 from __future__ import annotations
 
@@ -17,11 +18,15 @@ import argparse
 import os
 import sys
 import tempfile
+import time
 
 import manaka as mk
 
 from .seed import SeedShapes
 from .timing import HEADER, measure, write_results
+
+SEED_DIMS = dict(embed_dim=256, orders=4, pair_dim=16, hidden=(512, 512), head_width=300)
+SMALL_DIMS = dict(embed_dim=32, orders=4, pair_dim=4, hidden=(128,), head_width=64)
 
 
 def delivery(ds, producers: int, batch_size: int, runs: int):
@@ -41,23 +46,26 @@ def delivery(ds, producers: int, batch_size: int, runs: int):
     return t
 
 
-def data_wait(ds, batch_size: int, steps: int, producers: int):
-    """mk.fit at the seed configuration on the CPU: mean wait share over logged intervals."""
+def data_wait(ds, batch_size: int, steps: int, producers: int, dims: dict, name: str):
+    """mk.fit on the CPU: the share of wall time the loop spent blocked on the producers (C
+    wait) and in next() altogether (C wait plus wrapping the batch), after a warm-up."""
     if not hasattr(mk, "Model"):
         return None
-    s = SeedShapes()
-    cfg = mk.ModelConfig(num_tokens=s.V, num_moves=s.M, tokens_per_side=s.T, embed_dim=s.D, orders=s.K,
-                         pair_dim=s.P, hidden=(512, 512), head_width=s.W)
+    cfg = mk.ModelConfig(num_tokens=ds.num_tokens, num_moves=ds.num_moves, tokens_per_side=ds.tokens_per_side, **dims)
     model = mk.Model(cfg, device="cpu", seed=0)
+    trainer = mk.Trainer(model, lr=1e-3)
     loader = mk.Loader(ds, batch_size=batch_size, producers=producers, prefetch=8, seed=0)
-    log_every = max(1, steps // 4)
-    history = mk.fit(model, loader, steps=steps + log_every, log_every=log_every, progress=False,
-                     log=lambda line: print("   ", line, flush=True))
-    later = history.records[1:]  # the first interval includes start-up and the first fill
-    wait = sum(r["wait_share"] for r in later) / len(later)
-    rate = sum(r["positions_per_s"] for r in later) / len(later)
-    return {"steps": steps, "batch_size": batch_size, "producers": producers, "wait_share": wait,
-            "positions_per_s": rate, "step_ms": 1e3 * batch_size / rate}
+    quiet = dict(trainer=trainer, progress=False, log=lambda line: None)
+    mk.fit(model, loader, steps=3, log_every=3, **quiet)  # warm-up: first fill, first-touch of buffers
+    before, start = loader.stats, time.perf_counter()
+    history = mk.fit(model, loader, steps=steps, log_every=steps, **quiet)
+    wall, after = time.perf_counter() - start, loader.stats
+    blocked = (after["wait_seconds"] - before["wait_seconds"]) / wall
+    in_next = (after["consumer_seconds"] - before["consumer_seconds"]) / wall
+    return {"config": name, "steps": steps, "batch_size": batch_size, "producers": producers,
+            "step_ms": 1e3 * wall / steps, "positions_per_s": steps * batch_size / wall,
+            "blocked_on_producers_share": blocked, "wait_share": in_next,
+            "loss_at_end": history.last["loss"]}
 
 
 def main(argv=None) -> int:
@@ -85,19 +93,24 @@ def main(argv=None) -> int:
             results.append(t)
             lines.append(t.row())
             print(lines[-1], flush=True)
-        wait = None
-        if args.train_steps > 0:
-            wait = data_wait(ds, args.batch_size, args.train_steps, producers=4)
+        waits = []
+        runs = [("seed configuration", SEED_DIMS, args.batch_size, args.train_steps),
+                ("small preset of python -m manaka.train", SMALL_DIMS, 512, 4 * args.train_steps)]
+        for name, dims, batch_size, steps in runs if args.train_steps > 0 else []:
+            wait = data_wait(ds, batch_size, steps, 4, dims, name)
             if wait is None:
                 lines.append("data wait during training: SKIPPED (mk.Model is not in this build)")
-            else:
-                lines.append(f"data wait during a seed-configuration CPU run: {100 * wait['wait_share']:.2f}% of wall "
-                             f"time ({wait['step_ms']:.0f} ms/step, {wait['positions_per_s']:.0f} pos/s, "
-                             f"{wait['producers']} producers)")
+                print(lines[-1], flush=True)
+                break
+            waits.append(wait)
+            lines.append(f"data wait, {name} on the CPU, batch {batch_size}, 4 producers: "
+                         f"{100 * wait['wait_share']:.2f}% of wall time in next() "
+                         f"({100 * wait['blocked_on_producers_share']:.2f}% blocked on producers); "
+                         f"{wait['step_ms']:.0f} ms/step, {wait['positions_per_s']:.0f} pos/s")
             print(lines[-1], flush=True)
     path = write_results("pipeline", "cpu", {
         "positions": args.positions, "batch_size": args.batch_size, "dataset": repr(ds),
-        "delivery": results, "training_data_wait": wait}, lines, args.out)
+        "delivery": results, "training_data_wait": waits}, lines, args.out)
     print(f"wrote {path}")
     return 0
 
