@@ -109,30 +109,34 @@ def main(argv=None) -> int:
         if time_limit is None:
             time_limit = 60.0
 
-    t0 = time.perf_counter()
-    held_out = None
-    if args.data:
-        data = mk.Dataset.open(args.data)
-        if args.eval_data:
-            held_out = mk.Dataset.open(args.eval_data)
-    else:
-        # Vocabularies and shapes of the seed configuration; orders as the model's.
-        shape = mk.ModelConfig(num_tokens=2344, num_moves=2187, orders=args.orders or preset["orders"])
-        data = mk.Dataset.synthetic(args.synthetic, shape, seed=args.seed)
-        if args.eval_positions > 0:
-            held_out = mk.Dataset.synthetic(args.eval_positions, shape, seed=args.seed + 1_000_003)
-    cfg = model_config(args, preset, data)
-    print(f"data: {data}  ({format_duration(time.perf_counter() - t0)} to prepare)")
-    model = mk.Model(cfg, device=device, seed=args.seed)
-    print(f"model: {device}, {model.num_parameters():,} parameters, {cfg}")
+    try:  # a bad dataset, device or option is a one-line error, not a traceback
+        t0 = time.perf_counter()
+        held_out = None
+        if args.data:
+            data = mk.Dataset.open(args.data)
+            if args.eval_data:
+                held_out = mk.Dataset.open(args.eval_data)
+        else:
+            # Vocabularies and shapes of the seed configuration; orders as the model's.
+            shape = mk.ModelConfig(num_tokens=2344, num_moves=2187, orders=args.orders or preset["orders"])
+            data = mk.Dataset.synthetic(args.synthetic, shape, seed=args.seed)
+            if args.eval_positions > 0:
+                held_out = mk.Dataset.synthetic(args.eval_positions, shape, seed=args.seed + 1_000_003)
+        cfg = model_config(args, preset, data)
+        print(f"data: {data}  ({format_duration(time.perf_counter() - t0)} to prepare)")
+        model = mk.Model(cfg, device=device, seed=args.seed)
+        print(f"model: {device}, {model.num_parameters():,} parameters, {cfg}")
 
-    batch_size = args.batch_size or preset["batch_size"]
-    loader = mk.Loader(data, batch_size=batch_size, producers=args.producers, prefetch=args.prefetch,
-                       shuffle=True, seed=args.seed)
-    total = args.steps if args.steps is not None else int(round(epochs * len(loader)))
-    trainer = mk.Trainer(model, lr=args.lr or preset["lr"], weight_decay=args.weight_decay,
-                         warmup_steps=args.warmup, schedule=args.schedule, total_steps=total)
-    print(f"training: batch {batch_size}, {loader.producers} producers, {trainer!r}")
+        batch_size = args.batch_size or preset["batch_size"]
+        loader = mk.Loader(data, batch_size=batch_size, producers=args.producers, prefetch=args.prefetch,
+                           shuffle=True, seed=args.seed)
+        total = args.steps if args.steps is not None else int(round(epochs * len(loader)))
+        trainer = mk.Trainer(model, lr=args.lr or preset["lr"], weight_decay=args.weight_decay,
+                             warmup_steps=args.warmup, schedule=args.schedule, total_steps=total)
+        print(f"training: batch {batch_size}, {loader.producers} producers, {trainer!r}")
+    except (ValueError, TypeError, RuntimeError, OSError) as e:
+        print(f"python -m manaka.train: {e}", file=sys.stderr)
+        return 2
     history = mk.fit(model, loader, steps=args.steps, epochs=epochs, trainer=trainer,
                      log_every=args.log_every, checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                      resume=args.resume, progress=not args.no_progress, time_limit=time_limit)

@@ -80,3 +80,11 @@ def test_student_learns_the_teacher():
     assert after["loss"] < before["loss"]
     assert after["accuracy"] > max(5 * chance, before["accuracy"] + 0.05)
     assert after["accuracy"] <= ceiling + 0.05
+
+
+def test_cli_reports_bad_data_in_one_line(tmp_path, capsys):
+    from manaka import train
+    assert train.main(["--data", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert "python -m manaka.train: Dataset.open(" in err and "not a directory" in err
+    assert train.main(["--resume"]) == 2
