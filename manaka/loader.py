@@ -37,6 +37,11 @@ class Loader:
     same epoch; finishing an epoch moves to the next. ``state_dict()`` /
     ``load_state_dict()`` save and restore this position (mk.fit checkpoints it).
 
+    Producers run below the caller's OS priority (``Loader.NICE``, Linux): they are
+    background work kept ahead by the queue and never take a core from the training step.
+    Their buffers come from an allocation hook in the C loader (csrc/loader.h), where a GPU
+    model will plug page-locked memory for asynchronous host-to-device copies.
+
     Threads stop at the end of each epoch, on ``close()``, when a ``with`` block ends,
     when the consuming loop raises, and on Ctrl-C (waits wake every 50 ms to let Python
     raise KeyboardInterrupt).
