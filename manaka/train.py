@@ -44,8 +44,8 @@ def parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("data")
     g.add_argument("--data", metavar="DIR", help="a dataset folder (DESIGN.md §4); default: synthetic data")
     g.add_argument("--eval-data", metavar="DIR", help="a held-out dataset folder to evaluate on at the end")
-    g.add_argument("--synthetic", type=int, default=400_000, metavar="N",
-                   help="positions of synthetic training data when --data is not given (default 400000)")
+    g.add_argument("--synthetic", type=int, default=600_000, metavar="N",
+                   help="positions of synthetic training data when --data is not given (default 600000)")
     g.add_argument("--eval-positions", type=int, default=4096, metavar="N",
                    help="held-out synthetic positions (same teacher, other seed) evaluated at the end (default 4096)")
     g = p.add_argument_group("run length (default: one epoch, at most one minute)")
