@@ -79,7 +79,8 @@ class Loader:
             dataset.policy_target, self.batch_size, self.producers, self.prefetch, self.shuffle,
             self.seed, self.drop_last, self.NICE)
         self.epoch, self.batch_index = 0, 0
-        self.last_indices: Optional[np.ndarray] = None  # dataset indices of the last batch
+        # Dataset indices of the last batch's rows (recycled with its buffers unless copy=True).
+        self.last_indices: Optional[np.ndarray] = None
         self._run = 0
         self._wait = 0.0
         self._closed = False
