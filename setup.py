@@ -15,6 +15,7 @@ Environment:
   CUDA_HOME / CUDA_PATH  the toolkit (default: /usr/local/cuda, or nvcc's on PATH)
   MANAKA_WERROR=1        treat warnings in the CUDA backend (nvcc and its C binding) as errors
 """
+import concurrent.futures
 import glob
 import os
 import shutil
@@ -99,16 +100,19 @@ class BuildExt(build_ext):
         same_flags = os.path.exists(stamp) and open(stamp).read() == " ".join(flags)
         headers = sources("*.h", "cuda/*.cuh", "cuda/*.h")
         newest_header = max((os.path.getmtime(h) for h in headers), default=0)
-        objects = []
+        objects, commands = [], []
         for src in cu_files:
             obj = os.path.join(out_dir, os.path.basename(src)[:-3] + ".o")
             objects.append(obj)
             if (same_flags and not self.force and os.path.exists(obj)
                     and os.path.getmtime(obj) >= max(os.path.getmtime(src), newest_header)):
                 continue
-            cmd = [nvcc, *flags, "-c", src, "-o", obj]
-            print(" ".join(cmd), flush=True)
-            subprocess.check_call(cmd)
+            commands.append([nvcc, *flags, "-c", src, "-o", obj])
+        # nvcc runs one file on one core: compile the files side by side.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            for cmd in commands:
+                print(" ".join(cmd), flush=True)
+            list(pool.map(subprocess.check_call, commands))
         with open(stamp, "w") as f:
             f.write(" ".join(flags))
         return objects
@@ -160,11 +164,10 @@ core = Extension(
 # The CUDA binding files (cuda_*.c) belong to manaka._cuda only.
 core.sources = [s for s in core.sources if not os.path.basename(s).startswith("cuda_")]
 
-# The fused ops, their index checks and the runtime services the binding uses. The
-# training-step primitives in csrc/cuda (memory.cu, dense.cu, loss.cu, ...) join this list
-# when the CUDA model is built (they need csrc/backend.h and cuBLAS).
-CUDA_OP_SOURCES = ["bucket.cu", "gather_dot.cu", "pair_sums.cu", "power_sums.cu", "runtime.cu",
-                   "validate.cu", "workspace.cu"]
+# Every .cu in csrc/cuda: the fused ops, their index checks, the runtime services the
+# binding uses, and the training step's primitives and op table (backend_cuda.cu). cuBLAS
+# is not linked: cublas_dynamic.c loads it at run time (see its header for why).
+CUDA_SOURCES = sources("cuda/*.cu", "cuda/*.c")
 
 extensions = [core]
 CUDA = cuda_config()
@@ -172,8 +175,8 @@ if CUDA:
     archs = ";".join(CUDA["archs"])
     extensions.append(Extension(
         "manaka._cuda",
-        sources=[os.path.join("csrc", "cuda", f) for f in CUDA_OP_SOURCES]
-        + ["csrc/error.c", "csrc/python/binding.c"] + sources("python/cuda_*.c"),
+        sources=CUDA_SOURCES + ["csrc/error.c", "csrc/backend.c", "csrc/python/binding.c"]
+        + sources("python/cuda_*.c"),
         include_dirs=[numpy.get_include(), "csrc"],
         define_macros=[("MK_CUDA_ARCHS", f'"{archs}"')],
         extra_compile_args=[f for f in c_flags() if f != "-fopenmp"] + (["-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-Werror"] if WERROR else []),

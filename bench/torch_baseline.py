@@ -44,7 +44,7 @@ class TorchNet(torch.nn.Module):
         for i in range(len(cfg.hidden)):
             x = F.relu(F.linear(x, self.p(f"trunk.{i}.weight"), self.p(f"trunk.{i}.bias")))
         q = F.linear(x, self.p("policy.weight"), self.p("policy.bias"))
-        mask = torch.arange(legal.shape[1])[None, :] < counts[:, None]
+        mask = torch.arange(legal.shape[1], device=legal.device)[None, :] < counts[:, None]
         moves = self.p("move_table")[legal.clamp(min=0).long()]                 # [B, L, W]
         logits = torch.bmm(moves, q[:, :, None])[:, :, 0].masked_fill(~mask, 0.0)
         z = F.linear(x, self.p("value.weight"), self.p("value.bias"))[:, 0]
@@ -62,26 +62,33 @@ class TorchNet(torch.nn.Module):
 
 
 class TorchStep:
-    """forward, loss, backward and torch.optim.AdamW (no decay on biases), eager."""
+    """forward, loss, backward and torch.optim.AdamW (no decay on biases).
 
-    def __init__(self, cfg, state, batch, lr=1e-3, weight_decay=0.01):
-        self.net = TorchNet(cfg, state)
+    device: "cpu" or "cuda"; compile: wrap the network in torch.compile (the step's forward
+    and backward become compiled graphs; on CUDA AdamW is the fused multi-tensor kernel)."""
+
+    def __init__(self, cfg, state, batch, lr=1e-3, weight_decay=0.01, device="cpu", compile=False):
+        self.device = torch.device(device)
+        self.net = TorchNet(cfg, state).to(self.device)
         decay = [self.net.p(n) for n in self.net.names if not n.endswith("bias")]
         no_decay = [self.net.p(n) for n in self.net.names if n.endswith("bias")]
+        fused = {"fused": True} if self.device.type == "cuda" else {}
         self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                                      {"params": no_decay, "weight_decay": 0.0}], lr=lr)
-        self.args = [torch.from_numpy(batch.tokens), torch.from_numpy(batch.legal),
-                     torch.from_numpy(batch.counts), torch.from_numpy(batch.target),
-                     torch.from_numpy(batch.value),
-                     None if batch.policy_target is None else torch.from_numpy(batch.policy_target)]
+                                      {"params": no_decay, "weight_decay": 0.0}], lr=lr, **fused)
+        self.loss_fn = torch.compile(self.net.loss) if compile else self.net.loss
+        self.args = [None if a is None else torch.from_numpy(a).to(self.device)
+                     for a in (batch.tokens, batch.legal, batch.counts, batch.target, batch.value,
+                               batch.policy_target)]
 
     def loss(self) -> float:
         with torch.no_grad():
             return float(self.net.loss(*self.args))
 
-    def step(self) -> float:
+    def step(self):
+        """One step; returns the loss as a tensor, so nothing is read back from the device
+        (float() it to read it; synchronise to time it)."""
         self.opt.zero_grad(set_to_none=True)
-        loss = self.net.loss(*self.args)
+        loss = self.loss_fn(*self.args)
         loss.backward()
         self.opt.step()
-        return float(loss.detach())
+        return loss.detach()

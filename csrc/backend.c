@@ -1,4 +1,4 @@
-/* Backend registry and the completeness check of an op table. */
+/* The completeness check of an op table (linked into every extension that has one). */
 #include <stddef.h>
 #include <string.h>
 
@@ -19,18 +19,4 @@ mk_status mk_backend_check(const mk_backend *backend) {
     MK_BACKEND_ENTRIES(MK_CHECK_ENTRY)
 #undef MK_CHECK_ENTRY
     return MK_OK;
-}
-
-const mk_backend *mk_backend_get(const char *name) {
-    const mk_backend *found = NULL;
-    if (name && strcmp(name, "cpu") == 0) found = &mk_backend_cpu;
-    if (name && strcmp(name, "cpu_staged") == 0) found = &mk_backend_cpu_staged;
-    /* a CUDA build registers its table here, e.g. under #ifdef MANAKA_CUDA:
-     * if (name && strcmp(name, "cuda") == 0) found = &mk_backend_cuda; */
-    if (!found) {
-        mk_fail(MK_ERR_VALUE, "backend '%s' is not in this build (available: cpu)",
-                name ? name : "(null)");
-        return NULL;
-    }
-    return mk_backend_check(found) == MK_OK ? found : NULL;
 }

@@ -66,6 +66,8 @@ typedef struct mk_backend {
      * once the data is on the host. */
     mk_status (*to_device)(void *stream, void *dst, const void *src, size_t bytes);
     mk_status (*to_host)(void *stream, void *dst, const void *src, size_t bytes);
+    /* device -> device, ordered on the stream (the trainer files each step's stats). */
+    mk_status (*copy)(void *stream, void *dst, const void *src, size_t bytes);
     /* dst[i] = value, i < n. */
     mk_status (*fill)(void *stream, float *dst, float value, int64_t n);
     /* dst[i] = bound * (2 u(seed, i) - 1) with u = mk_uniform01 below: the same bits on
@@ -163,7 +165,7 @@ static inline int64_t mk_pair_adamw_work_ints(int64_t rows, int64_t T, int64_t V
 /* Every entry of the table, for mk_backend_check: adding an entry without listing it here
  * fails the static assertion in backend.c. */
 #define MK_BACKEND_ENTRIES(X)                                                                  \
-    X(alloc) X(free) X(to_device) X(to_host) X(fill) X(fill_uniform) X(synchronize)    \
+    X(alloc) X(free) X(to_device) X(to_host) X(copy) X(fill) X(fill_uniform) X(synchronize) \
     X(gemm) X(bias_act) X(bias_act_backward) X(sigmoid) X(gather_dot) X(gather_dot_backward)  \
     X(power_sums) X(power_sums_backward) X(pair_sums) X(pair_sums_backward) X(softmax_xent)   \
     X(value_bce) X(loss_stats) X(adamw) X(pair_sums_backward_adamw)
@@ -176,6 +178,10 @@ mk_status mk_backend_check(const mk_backend *backend);
 /* The backend called `name` ("cpu", and "cuda" in a CUDA build), or NULL with mk_error set. */
 const mk_backend *mk_backend_get(const char *name);
 
+/* Name of the PyCapsule through which an extension (manaka._cuda) hands its table to
+ * manaka._core's Model. */
+#define MK_BACKEND_CAPSULE "manaka.mk_backend"
+
 /* The CPU backend's table (cpu/backend_cpu.c), and the same table with host_memory = 0
  * ("cpu_staged", for tests of the device-memory path). */
 extern const mk_backend mk_backend_cpu;
@@ -183,7 +189,12 @@ extern const mk_backend mk_backend_cpu_staged;
 
 /* A counter-based uniform in [0, 1): splitmix64 of (seed, i), top 24 bits. Stateless, so
  * any backend fills any element in parallel and gets the same float. */
-static inline float mk_uniform01(uint64_t seed, uint64_t i) {
+#ifdef __CUDACC__
+#define MK_HOST_DEVICE __host__ __device__
+#else
+#define MK_HOST_DEVICE
+#endif
+MK_HOST_DEVICE static inline float mk_uniform01(uint64_t seed, uint64_t i) {
     uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;

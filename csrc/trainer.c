@@ -30,6 +30,7 @@ struct mk_trainer {
     mk_trainer_config cfg;
     int64_t steps;
     float *m, *v;
+    float *ring; /* device backends: [MK_STATS_RING][MK_STAT_COUNT] stats of recent steps */
     int profile;
     int fuse_pair_table; /* 1: pair-table gradient and AdamW in one pass (same result) */
     mk_phase_times times;
@@ -89,7 +90,9 @@ mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, mk_tr
     void *m = NULL, *v = NULL;
     if ((st = be->alloc(stream, (size_t)n * sizeof(float), &m)) != MK_OK ||
         (st = be->alloc(stream, (size_t)n * sizeof(float), &v)) != MK_OK ||
-        (st = be->fill(stream, m, 0.0f, n)) != MK_OK || (st = be->fill(stream, v, 0.0f, n)) != MK_OK) {
+        (st = be->fill(stream, m, 0.0f, n)) != MK_OK || (st = be->fill(stream, v, 0.0f, n)) != MK_OK ||
+        (!be->host_memory &&
+         (st = be->alloc(stream, MK_STATS_RING * MK_STAT_COUNT * sizeof(float), (void **)&t->ring)) != MK_OK)) {
         be->free(stream, m);
         be->free(stream, v);
         free(t);
@@ -107,6 +110,7 @@ void mk_trainer_destroy(mk_trainer *t) {
     const mk_backend *be = mk_model_backend(t->model);
     be->free(mk_model_stream(t->model), t->m);
     be->free(mk_model_stream(t->model), t->v);
+    be->free(mk_model_stream(t->model), t->ring);
     free(t);
 }
 
@@ -202,8 +206,13 @@ mk_status mk_trainer_step(mk_trainer *t, const mk_batch *batch, float *stats) {
         t_opt += before + dt;
         if (i == pair_table) t_pair += dt;
     }
-    TRY(be->to_host(stream, stats, dstats, MK_STAT_COUNT * sizeof(float)));
-    if (stats[MK_STAT_FINITE] == 0.0f) return not_finite(t, stats); /* AdamW skipped on the flag */
+    if (be->host_memory) {
+        TRY(be->to_host(stream, stats, dstats, MK_STAT_COUNT * sizeof(float)));
+        if (stats[MK_STAT_FINITE] == 0.0f) return not_finite(t, stats); /* AdamW skipped */
+    } else { /* file the stats on the device: no synchronisation (see the top of this file) */
+        TRY(be->copy(stream, t->ring + (step % MK_STATS_RING) * MK_STAT_COUNT, dstats,
+                     MK_STAT_COUNT * sizeof(float)));
+    }
     t->steps = step;
     if (t->profile) {
         t->times.steps++;
@@ -212,5 +221,26 @@ mk_status mk_trainer_step(mk_trainer *t, const mk_batch *batch, float *stats) {
         t->times.optimizer += t_opt;
         t->times.optimizer_pair_table += t_pair;
     }
+    return MK_OK;
+}
+
+mk_status mk_trainer_read_stats(mk_trainer *t, int64_t step, float *stats) {
+    const mk_backend *be = mk_model_backend(t->model);
+    if (!t->ring)
+        return mk_fail(MK_ERR_VALUE, "Trainer: this backend returns stats with each step");
+    if (step < 1 || step > t->steps || step <= t->steps - MK_STATS_RING)
+        return mk_fail(MK_ERR_VALUE,
+                       "Trainer: the stats of step %lld are not kept (steps %lld to %lld are: "
+                       "read a step's stats within %d steps of it)",
+                       (long long)step, (long long)(t->steps > MK_STATS_RING ? t->steps - MK_STATS_RING + 1 : 1),
+                       (long long)t->steps, MK_STATS_RING);
+    TRY(be->to_host(mk_model_stream(t->model), stats, t->ring + (step % MK_STATS_RING) * MK_STAT_COUNT,
+                    MK_STAT_COUNT * sizeof(float)));
+    if (stats[MK_STAT_FINITE] == 0.0f)
+        return mk_fail(MK_ERR_FLOAT,
+                       "Trainer.step: the loss was not finite (%g: policy %g, value %g) at step %lld; "
+                       "its update was skipped on the device",
+                       (double)stats[MK_STAT_LOSS], (double)stats[MK_STAT_POLICY_LOSS],
+                       (double)stats[MK_STAT_VALUE_LOSS], (long long)(step - 1));
     return MK_OK;
 }

@@ -65,11 +65,24 @@ void mk_trainer_set_fused(mk_trainer *trainer, int fused);
 int mk_trainer_fused(const mk_trainer *trainer);
 mk_phase_times mk_trainer_times(const mk_trainer *trainer);
 
+/* Steps whose stats a device backend keeps for a later read (mk_trainer_read_stats). */
+#define MK_STATS_RING 256
+
 /* One step on `batch`: check it (MK_ERR_VALUE, nothing changed), forward, loss, backward,
- * then AdamW and step_count + 1. A non-finite loss is MK_ERR_FLOAT naming the step, with
- * parameters, moments and step count unchanged. `stats` (host, MK_STAT_COUNT floats)
- * receives loss, policy_loss, value_loss, accuracy and lr of the step. */
+ * then AdamW and step_count + 1.
+ * On a backend with host memory, `stats` (host, MK_STAT_COUNT floats) receives loss,
+ * policy_loss, value_loss, accuracy and lr at once, and a non-finite loss is MK_ERR_FLOAT
+ * naming the step, with parameters, moments and step count unchanged.
+ * On a device backend nothing is read back (no host synchronisation): `stats` is not
+ * written, the step's stats are filed on the device, and mk_trainer_read_stats fetches
+ * them when asked. A non-finite loss then skips the update on the device (parameters and
+ * moments unchanged) and is reported when that step's stats are read. */
 mk_status mk_trainer_step(mk_trainer *trainer, const mk_batch *batch, float *stats);
+
+/* The stats of step `step` (1-based, as step_count after it) into `stats` (host): waits for
+ * the device. MK_ERR_VALUE if the step is not among the last MK_STATS_RING steps;
+ * MK_ERR_FLOAT if its loss was not finite (its update was skipped). Device backends only. */
+mk_status mk_trainer_read_stats(mk_trainer *trainer, int64_t step, float *stats);
 
 #ifdef __cplusplus
 }

@@ -18,7 +18,7 @@ except ImportError as error:  # not built, or built but not loadable here
     _cuda = None
     _IMPORT_ERROR = error
 
-__all__ = ["is_available", "why_unavailable", "device_name", "synchronize", "DeviceArray"]
+__all__ = ["is_available", "why_unavailable", "device_name", "synchronize", "allow_tf32", "DeviceArray"]
 
 
 def _built_file_exists() -> bool:
@@ -67,6 +67,25 @@ def _ops(op: str) -> Any:
     return _require(f"{op}: got GPU arrays, but the CUDA backend cannot run")
 
 
+def backend_table() -> Any:
+    """The CUDA op table, as a capsule for manaka._core's Model (used by Model(device="cuda")).
+
+    Loads cuBLAS first: from $MANAKA_CUBLAS, the nvidia-cublas wheel, the CUDA toolkit, or
+    the loader's search (see manaka._cuda_libs); a RuntimeError says so if none is found."""
+    from ._cuda_libs import find_cublas
+
+    return _require("Model(device='cuda')").backend_table(find_cublas())
+
+
+def allow_tf32(allow: bool = True) -> None:
+    """Lets every later GEMM of the CUDA backend use TF32 tensor cores (about 10 bits of
+    mantissa in the products) instead of full FP32. Off by default: manaka's results match
+    the NumPy references to 1e-4 only in FP32."""
+    _require("allow_tf32")
+    backend_table()  # cuBLAS must be loaded to change its math mode
+    _cuda.allow_tf32(bool(allow))
+
+
 def build_info() -> Dict[str, Any]:
     """What :func:`manaka.build_info` reports about CUDA."""
     info: Dict[str, Any] = {"built": _cuda is not None}
@@ -75,6 +94,7 @@ def build_info() -> Dict[str, Any]:
         info["archs"] = [a for a in details["archs"].split(";") if a]
         info["runtime_version"] = details["runtime_version"]
         info["driver_version"] = details["driver_version"]
+        info["cublas"] = _cuda.cublas_path() or None
     info["device_present"] = is_available()
     info["device"] = device_name() if info["device_present"] else None
     if not info["device_present"]:

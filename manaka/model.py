@@ -2,9 +2,8 @@
 and gradients, file I/O. The arithmetic is in C (csrc/model.c); this is the Python face."""
 from __future__ import annotations
 
-import importlib
 from dataclasses import asdict, dataclass, field
-from typing import Dict, Mapping, Tuple
+from typing import Any, Dict, Mapping, Tuple
 
 import numpy as np
 
@@ -71,22 +70,20 @@ class ModelConfig:
         return d
 
 
-def _resolve_device(device: str) -> str:
+def _resolve_device(device: str):
     """The C backend that runs `device`: the one place a device string is interpreted.
 
-    "cpu" is always there. "cuda" needs the CUDA backend: the module manaka.cuda, present
-    in CUDA builds, says whether it can run here."""
+    "cpu" is always there. "cuda" needs the CUDA backend (manaka._cuda, built when the
+    toolkit is found) and a usable GPU; it hands over its op table as a capsule."""
     if device == "cpu":
         return "cpu"
     if device == "cuda":
-        try:
-            cuda = importlib.import_module("manaka.cuda")
-        except ImportError:
-            cuda = None
-        if cuda is None or not cuda.is_available():
-            raise RuntimeError("manaka.Model: device='cuda' needs the CUDA backend: this build has none "
-                               "(or no GPU is usable); use device='cpu'")
-        return "cuda"
+        from . import cuda
+
+        reason = cuda.why_unavailable()
+        if reason:
+            raise RuntimeError(f"manaka.Model: device='cuda' is unavailable: {reason}; use device='cpu'")
+        return cuda.backend_table()
     raise ValueError(f"manaka.Model: device must be 'cpu' or 'cuda', got {device!r}")
 
 
@@ -137,9 +134,19 @@ class Model:
         """Total number of parameters."""
         return sum(int(np.prod(s)) for s in self._shapes.values())
 
-    def parameters(self) -> Dict[str, np.ndarray]:
-        """{name: array}: NumPy views of the live parameters (writing to them changes the model)."""
-        return {name: self._core.view(name) for name in self._shapes}
+    def parameters(self) -> Dict[str, Any]:
+        """{name: array}: views of the live parameters (writing to them changes the model):
+        NumPy arrays on the CPU, :class:`manaka.DeviceArray` on the GPU (zero-copy into
+        PyTorch or CuPy through DLPack / ``__cuda_array_interface__``)."""
+        if self.device != "cuda":
+            return {name: self._core.view(name) for name in self._shapes}
+        from .cuda import DeviceArray
+
+        views = {}
+        for name in self._shapes:
+            ptr, shape = self._core.address(name)
+            views[name] = DeviceArray.from_ptr(ptr, shape, "float32", owner=self)
+        return views
 
     def state_dict(self) -> Dict[str, np.ndarray]:
         """{name: array}: copies of the parameters."""

@@ -17,16 +17,23 @@ _LAYOUT = _core.STATS
 class Stats:
     """Results of one step: loss, policy_loss, value_loss, accuracy, lr (floats).
 
-    They are computed in C into a small float32 buffer; a field becomes a Python float only
-    when read (on a GPU backend, reading is what waits for the device)."""
+    They are computed in C into a small float32 buffer and become Python floats only when
+    read. On a GPU backend the step reads nothing back: the buffer stays on the device
+    (kept for the last 256 steps) and the first field read fetches it, which waits for
+    that step to finish; a non-finite loss is reported then, as a FloatingPointError (its
+    update was skipped on the device). Read a step's stats within 256 steps of it."""
 
-    __slots__ = ("_buf", "step")
+    __slots__ = ("_buf", "_trainer", "step")
 
-    def __init__(self, buffer: np.ndarray, step: int):
-        self._buf = buffer
+    def __init__(self, buffer: Optional[np.ndarray], step: int, trainer=None):
+        self._buf = buffer       # host stats, or None until fetched from `trainer`
+        self._trainer = trainer  # the _core.Trainer holding this step's stats on the device
         self.step = step  #: 1-based number of the step these stats belong to
 
     def _get(self, name: str) -> float:
+        if self._buf is None:
+            self._buf = self._trainer.read_stats(self.step)
+            self._trainer = None
         return float(self._buf[_LAYOUT[name]])
 
     loss = property(lambda self: self._get("loss"), doc="policy_loss + value_weight * value_loss")
@@ -39,6 +46,8 @@ class Stats:
         return {k: self._get(k) for k in ("loss", "policy_loss", "value_loss", "accuracy", "lr")}
 
     def __repr__(self) -> str:
+        if self._buf is None:
+            return f"Stats(step={self.step}, on the device: read a field to fetch it)"
         d = self.as_dict()
         return (f"Stats(step={self.step}, loss={d['loss']:.4f}, policy_loss={d['policy_loss']:.4f}, "
                 f"value_loss={d['value_loss']:.4f}, accuracy={d['accuracy']:.3f}, lr={d['lr']:.3g})")
@@ -101,7 +110,8 @@ class Trainer:
         batch = _check_batch("Trainer.step", batch)
         buf = self._core.step(batch.tokens, batch.legal, batch.counts, batch.target, batch.value,
                               batch.policy_target)
-        return Stats(buf, self._core.step_count)
+        step = self._core.step_count
+        return Stats(buf, step) if buf is not None else Stats(None, step, self._core)
 
     @property
     def step_count(self) -> int:

@@ -68,6 +68,7 @@ def fake_backend():
                                    "power_sums_backward", "pair_sums", "pair_sums_backward")}
     return types.SimpleNamespace(_device_copy=lambda dst, src: dst.a.__setitem__(..., src.a),
                                  build_info=lambda: {"archs": "90", "runtime_version": 0, "driver_version": 0},
+                                 cublas_path=lambda: "",
                                  **ops)
 
 

@@ -1,4 +1,6 @@
 """The C network against the float64 NumPy reference (tests/reference_model.py)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -164,15 +166,23 @@ def test_load_rejects_damaged_files(tmp_path, damage):
         mk.Model.load(path)
 
 
-def test_device_cuda_without_backend_raises():
-    try:
-        import manaka.cuda as cuda
-        if cuda.is_available():
-            pytest.skip("a CUDA backend is available here")
-    except ImportError:
-        pass
-    with pytest.raises(RuntimeError, match="device='cuda' needs the CUDA backend"):
+def test_device_cuda_says_which_reason_makes_it_unavailable(monkeypatch):
+    import manaka.cuda as cuda
+
+    if cuda.is_available():
+        pytest.skip("a CUDA device is usable here")
+    with pytest.raises(RuntimeError, match=re.escape(cuda.why_unavailable())):
         mk.Model(cases.config(), device="cuda")
+    # the other reason: a build without the CUDA backend
+    monkeypatch.setattr(cuda, "_cuda", None)
+    monkeypatch.setattr(cuda, "_IMPORT_ERROR", None)
+    cuda.why_unavailable.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match="manaka was built without the CUDA backend"):
+            mk.Model(cases.config(), device="cuda")
+    finally:
+        monkeypatch.undo()
+        cuda.why_unavailable.cache_clear()
     with pytest.raises(ValueError, match="device"):
         mk.Model(cases.config(), device="tpu")
 
@@ -202,6 +212,7 @@ BACKEND_ENTRY_TESTS = {
     "fill_uniform": "test_same_seed_same_model_and_different_seed_differs",
     "to_device": "test_load_state_dict_rejects_bad_state_without_changes",
     "to_host": "test_forward_matches_reference",
+    "copy": "test_trainer.py::test_device_path_keeps_the_stats_of_recent_steps_on_the_device",
     "synchronize": "test_trainer.py::test_profile_counts_phases",
     "gemm": "test_loss_and_grad_match_reference",
     "bias_act": "test_forward_matches_reference",

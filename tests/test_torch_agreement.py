@@ -21,6 +21,6 @@ def test_three_steps_agree_with_torch_adamw(soft):
     trainer = mk.Trainer(mk.Model(cfg, seed=1), lr=1e-2, weight_decay=0.05)
     ref = TorchStep(cfg, trainer.model.state_dict(), b, lr=1e-2, weight_decay=0.05)
     for _ in range(3):
-        assert trainer.step(b).loss == pytest.approx(ref.step(), rel=1e-5)
+        assert trainer.step(b).loss == pytest.approx(float(ref.step()), rel=1e-5)
     for name, arr in trainer.model.state_dict().items():
         assert cases.rel_err(arr, ref.net.p(name).detach().numpy()) < 1e-4, name

@@ -344,9 +344,30 @@ def test_device_memory_path_skips_non_finite_updates_on_the_device_flag():
     weight[0, 0] = -np.inf
     staged._core.write("value.weight", weight)
     before = snapshot(staged, trainer)
-    with pytest.raises(FloatingPointError, match="step 1"):
-        trainer.step(b)
-    assert snapshot(staged, trainer) == before
+    stats = trainer.step(b)  # no host synchronisation: nothing is known yet
+    assert trainer.step_count == 2
+    with pytest.raises(FloatingPointError, match="at step 1; its update was skipped on the device"):
+        stats.loss  # the step's stats are read: the failure is reported now
+    after = snapshot(staged, trainer)
+    assert after.pop("step_count") == 2 and before.pop("step_count") == 1
+    assert after == before  # parameters and moments untouched by the skipped update
+
+
+def test_device_path_keeps_the_stats_of_recent_steps_on_the_device():
+    cfg = cases.config()
+    host, staged = mk.Model(cfg, seed=4), staged_twin(mk.Model(cfg, seed=4))
+    t1, t2 = mk.Trainer(host, lr=1e-2), mk.Trainer(staged, lr=1e-2)
+    kept = []
+    for s in range(300):
+        b = cases.batch(cfg, seed=s)
+        want = t1.step(b).as_dict()
+        got = t2.step(b)
+        assert "on the device" in repr(got)
+        kept.append((want, got))
+    for want, got in kept[-256:]:  # read late, in any order: the same numbers as the host path
+        assert got.as_dict() == want
+    with pytest.raises(ValueError, match="the stats of step 44 are not kept"):
+        kept[43][1].loss
 
 
 def test_training_is_bitwise_identical_for_any_thread_count():

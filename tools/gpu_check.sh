@@ -6,10 +6,13 @@
 #      when they are missing (tests needing them skip otherwise),
 #   3. the CUDA backend builds for this GPU (MANAKA_CUDA=1, MANAKA_CUDA_ARCH default 90),
 #   4. the whole test suite runs, and none of the GPU tests was skipped for want of a device,
-#   5. python3 -m manaka.bench ops --device cuda (without, then with, torch.compile).
+#   5. python3 -m manaka.bench ops --device cuda (without torch.compile),
+#   6. python3 -m manaka.bench step --device cuda (PyTorch eager and torch.compile beside it),
+#   7. the ops benchmark with torch.compile, if time is left.
 # Writes OUTDIR/gpu_check.log (everything), OUTDIR/gpu_check.json (a summary per step),
-# OUTDIR/pytest.xml, and the benchmark's OUTDIR/ops-cuda*.{json,md}. Exit status 0 only if
-# every step passed (the torch.compile benchmark is optional: it may run out of time).
+# OUTDIR/pytest.xml, and the benchmarks' results packed in OUTDIR/bench_results.tar (the
+# device tool returns at most 8 files). Exit status 0 only if every step passed (the
+# torch.compile ops benchmark is optional: it may run out of time).
 set -u -o pipefail
 
 OUT=${1:?usage: tools/gpu_check.sh OUTDIR}
@@ -101,12 +104,15 @@ fi
 
 if [ $FAILED -eq 0 ]; then
     left=$((BUDGET - $(elapsed)))
-    step bench-ops-cuda $((left > 150 ? 150 : (left > 30 ? left : 30))) \
-        "$PY" -m manaka.bench ops --device cuda --no-compile --out "$OUT" || FAILED=1
+    step bench-ops-cuda $((left > 120 ? 120 : (left > 30 ? left : 30))) \
+        "$PY" -m manaka.bench ops --device cuda --no-compile --out "$OUT/bench" || FAILED=1
+    left=$((BUDGET - $(elapsed)))
+    step bench-step-cuda $((left > 150 ? 150 : (left > 30 ? left : 30))) \
+        "$PY" -m manaka.bench step --device cuda --out "$OUT/bench" || FAILED=1
     left=$((BUDGET - $(elapsed)))
     if [ $left -ge 60 ]; then
         step bench-ops-cuda-compile $left \
-            "$PY" -m manaka.bench ops --device cuda --tag cuda-compile --out "$OUT" ||
+            "$PY" -m manaka.bench ops --device cuda --tag cuda-compile --out "$OUT/bench" ||
             echo "gpu_check: the torch.compile benchmark did not finish (optional)"
     else
         echo "gpu_check: ${left}s left: skipping the torch.compile benchmark"
@@ -130,11 +136,15 @@ if os.path.exists(xml):
     suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
     summary["pytest"] = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
     summary["pytest"]["skip_reasons"] = sorted({s.get("message", "") for s in suite.iter("skipped")})
-summary["bench"] = {os.path.basename(p): json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "ops-cuda*.json")))}
+summary["bench"] = {os.path.basename(p): json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "bench", "*.json")))}
 with open(os.path.join(out, "gpu_check.json"), "w") as f:
     json.dump(summary, f, indent=1, default=str)
 print(f"wrote {os.path.join(out, 'gpu_check.json')}")
 PYEOF
+
+if [ -d "$OUT/bench" ]; then
+    tar -C "$OUT" -cf "$OUT/bench_results.tar" bench && rm -r "$OUT/bench"
+fi
 
 echo "gpu_check: $([ $FAILED -eq 0 ] && echo PASSED || echo FAILED) after $(elapsed)s"
 exit $FAILED

@@ -3,27 +3,7 @@
  * -std=c11, so vector and scalar iterations round identically. */
 #ifndef MANAKA_CPU_ADAMW_H
 #define MANAKA_CPU_ADAMW_H
-#include <math.h>
-
-#include "../backend.h"
-
-typedef struct {
-    float decay, b1, b2, c1, c2, step_size, inv_bc2_sqrt, eps;
-} mk_adamw_consts;
-
-static inline mk_adamw_consts mk_adamw_prepare(const mk_adamw_args *a) {
-    mk_adamw_consts k = {
-        .decay = 1.0f - a->lr * a->weight_decay,
-        .b1 = a->beta1,
-        .b2 = a->beta2,
-        .c1 = 1.0f - a->beta1,
-        .c2 = 1.0f - a->beta2,
-        .step_size = a->lr / a->bias_correction1,
-        .inv_bc2_sqrt = 1.0f / sqrtf(a->bias_correction2),
-        .eps = a->eps,
-    };
-    return k;
-}
+#include "../adamw_consts.h"
 
 /* p *= decay; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
  * p -= step_size * m / (sqrt(v) / sqrt(bc2) + eps), for i < n (single thread). */

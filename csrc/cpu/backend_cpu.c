@@ -84,6 +84,7 @@ static mk_status cpu_pair_sums_backward(void *stream, const float *grad, const i
     .free = cpu_free, \
     .to_device = cpu_memcpy, \
     .to_host = cpu_memcpy, \
+    .copy = cpu_memcpy, \
     .fill = cpu_fill, \
     .fill_uniform = cpu_fill_uniform, \
     .synchronize = cpu_synchronize, \

@@ -35,6 +35,17 @@ static mk_status pair_sums_backward(void *s, const float *grad, const int32_t *t
     return mk_pair_sums_backward_cuda(grad, tokens, rows, T, P, num_pairs, grad_pair_table, s);
 }
 
+/* The pair table's gradient goes straight into AdamW (pair_sums.cu); the CPU's scratch
+ * `work` is not needed: the GPU path keeps its buckets in the workspace pool. */
+static mk_status pair_sums_backward_adamw(void *s, const float *grad, const int32_t *tokens,
+                                          int64_t rows, int64_t T, int64_t P, int64_t V,
+                                          float *p, float *m, float *v,
+                                          const mk_adamw_args *args, const float *stats,
+                                          int32_t *work) {
+    (void)work;
+    return mk_pair_sums_backward_adamw_cuda(grad, tokens, rows, T, P, V, p, m, v, args, stats, s);
+}
+
 extern "C" const mk_backend mk_backend_cuda = {
     /* name */ "cuda",
     /* host_memory */ 0,
@@ -60,4 +71,5 @@ extern "C" const mk_backend mk_backend_cuda = {
     mk_value_bce_cuda,
     mk_loss_stats_cuda,
     mk_adamw_cuda,
+    pair_sums_backward_adamw,
 };

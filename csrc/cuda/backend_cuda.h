@@ -44,9 +44,14 @@ mk_status mk_loss_stats_cuda(void *stream, const float *row_policy, const float 
                              const float *row_correct, int64_t B, float value_weight,
                              float *stats);
 
-/* adamw.cu */
+/* adamw.cu; pair_sums.cu for the fused PairSums backward + AdamW */
 mk_status mk_adamw_cuda(void *stream, float *p, const float *g, float *m, float *v, int64_t n,
                         const mk_adamw_args *args, const float *stats);
+mk_status mk_pair_sums_backward_adamw_cuda(const float *grad, const int32_t *tokens,
+                                           int64_t rows, int64_t T, int64_t P, int64_t V,
+                                           float *p, float *m, float *v,
+                                           const mk_adamw_args *args, const float *stats,
+                                           void *stream);
 
 #ifdef __cplusplus
 }

@@ -36,8 +36,14 @@ static inline mk_status mk_cuda_error(cudaError_t err, const char *what, const c
     } while (0)
 
 /* Checks the launch just made (bad configuration, no kernel image for this GPU). */
+/* Kernel launches made by manaka (plus cuBLAS calls), for the step benchmark's
+ * "launches per step": a process-wide counter, relaxed atomic, never read on a hot path. */
+extern "C" unsigned long long mk_cuda_launches;
+#define MK_CUDA_COUNT_LAUNCH() __atomic_fetch_add(&mk_cuda_launches, 1ull, __ATOMIC_RELAXED)
+
 #define MK_CUDA_LAUNCHED(name)                                                 \
     do {                                                                       \
+        MK_CUDA_COUNT_LAUNCH();                                                \
         cudaError_t mk_err_ = cudaGetLastError();                              \
         if (mk_err_ != cudaSuccess) {                                          \
             status = mk_cuda_error(mk_err_, "launch of " name, __FILE__, __LINE__); \

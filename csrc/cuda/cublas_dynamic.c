@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 typedef int (*create_fn)(mk_cublas_handle *);
-typedef int (*set_stream_fn)(mk_cublas_handle, cudaStream_t);
+typedef int (*set_stream_fn)(mk_cublas_handle, void *); /* cudaStream_t is a pointer */
 typedef int (*set_math_mode_fn)(mk_cublas_handle, int);
 typedef int (*sgemm_fn)(mk_cublas_handle, int, int, int, int, int, const float *, const float *,
                         int, const float *, int, const float *, float *, int);
@@ -73,11 +73,13 @@ mk_status mk_cublas_allow_tf32(int allow) {
     return rc ? mk_fail(MK_ERR_RUNTIME, "cublasSetMathMode failed with status %d", rc) : MK_OK;
 }
 
-mk_status mk_cublas_sgemm(cudaStream_t stream, int trans_a, int trans_b, int m, int n, int k,
+mk_status mk_cublas_sgemm(void *stream, int trans_a, int trans_b, int m, int n, int k,
                           float alpha, const float *A, int lda, const float *B, int ldb,
                           float beta, float *C, int ldc) {
     mk_status status = mk_cublas_load(NULL);
     if (status != MK_OK) return status;
+    extern unsigned long long mk_cuda_launches; /* runtime.cu: counted like a kernel launch */
+    __atomic_fetch_add(&mk_cuda_launches, 1ull, __ATOMIC_RELAXED);
     int rc = cublas.set_stream(cublas.handle, stream);
     if (rc == 0)
         rc = cublas.sgemm(cublas.handle, trans_a ? MK_CUBLAS_OP_T : MK_CUBLAS_OP_N,

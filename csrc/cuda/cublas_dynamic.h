@@ -9,8 +9,6 @@
 #ifndef MANAKA_CUDA_CUBLAS_DYNAMIC_H
 #define MANAKA_CUDA_CUBLAS_DYNAMIC_H
 
-#include <cuda_runtime.h>
-
 #include "../manaka.h"
 
 #ifdef __cplusplus
@@ -28,8 +26,8 @@ mk_status mk_cublas_load(const char *path);
 const char *mk_cublas_path(void);
 /* Selects FP32 (default) or TF32 tensor-core GEMMs for every later mk_cublas_sgemm. */
 mk_status mk_cublas_allow_tf32(int allow);
-/* Column-major cublasSgemm on `stream`, with host-side alpha and beta. */
-mk_status mk_cublas_sgemm(cudaStream_t stream, int trans_a, int trans_b, int m, int n, int k,
+/* Column-major cublasSgemm on `stream` (a cudaStream_t), with host-side alpha and beta. */
+mk_status mk_cublas_sgemm(void *stream, int trans_a, int trans_b, int m, int n, int k,
                           float alpha, const float *A, int lda, const float *B, int ldb,
                           float beta, float *C, int ldc);
 

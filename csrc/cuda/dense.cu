@@ -13,7 +13,7 @@ mk_status mk_gemm_cuda(void *stream, int trans_a, int trans_b, int64_t M, int64_
     if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX ||
         ldc > INT32_MAX)
         return mk_fail(MK_ERR_VALUE, "gemm: dimensions exceed cuBLAS's 32-bit limit");
-    return mk_cublas_sgemm(MK_STREAM(stream), trans_b, trans_a, (int)N, (int)M, (int)K, alpha, B,
+    return mk_cublas_sgemm(stream, trans_b, trans_a, (int)N, (int)M, (int)K, alpha, B,
                            (int)ldb, A, (int)lda, beta, C, (int)ldc);
 }
 

@@ -14,6 +14,7 @@
  * element of the 44 M-float table is written exactly once (no memset) and the result is
  * bitwise reproducible. The atomic version (zero, then atomicAdd per pair and column) is
  * kept for the benchmark; its result depends on scheduling when a pair repeats. */
+#include "adamw.cuh"
 #include "bucket.cuh"
 
 #define PR_THREADS 256
@@ -113,6 +114,26 @@ static __global__ void pair_sums_grad_table_kernel(const float *__restrict__ gra
     }
 }
 
+/* The same per-element sum as pair_sums_grad_table_kernel, consumed at once by AdamW
+ * instead of being written: the 176 MB gradient of the seed's pair table is never stored
+ * or read back. Skipped on the device when the step's loss was not finite. */
+static __global__ void pair_sums_adamw_kernel(const float *__restrict__ grad,
+                                              const int32_t *__restrict__ order,
+                                              const int32_t *__restrict__ starts,
+                                              int64_t num_pairs, int64_t pairs, int64_t P,
+                                              float *__restrict__ p, float *__restrict__ m,
+                                              float *__restrict__ v, mk_adamw_consts k,
+                                              const float *__restrict__ stats) {
+    if (stats && stats[MK_STAT_FINITE] == 0.0f) return;
+    for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < num_pairs * P;
+         x += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t q = x / P, c = x % P;
+        float acc = 0.0f;
+        for (int32_t j = starts[q]; j < starts[q + 1]; j++) acc += grad[(order[j] / pairs) * P + c];
+        mk_adamw_update(k, acc, p + x, m + x, v + x);
+    }
+}
+
 static __global__ void pair_sums_grad_table_atomic_kernel(const float *__restrict__ grad,
                                                           const int32_t *__restrict__ tokens,
                                                           int64_t T, int P, float *grad_table) {
@@ -160,6 +181,23 @@ done:
     return status;
 }
 
+/* Where each pair table row's contributions are: buckets of (row, pair) entries keyed by
+ * table row, stable in entry order (so each sum has a fixed order: reproducible). */
+static mk_status pair_buckets(const int32_t *tokens, int64_t rows, int64_t T, int64_t num_pairs,
+                              mk_buckets *bk, cudaStream_t s) {
+    mk_status status = MK_OK;
+    const int64_t pairs = T * (T - 1) / 2;
+    if ((status = mk_buckets_alloc(bk, rows * pairs, num_pairs, s)) != MK_OK) return status;
+    if (rows * pairs > 0) {
+        pair_sums_keys_kernel<<<mk_blocks_for(rows * pairs, 256), 256, 0, s>>>(
+            tokens, rows, T, (int32_t)num_pairs, bk->keys);
+        MK_CUDA_LAUNCHED("pair_sums_keys_kernel");
+    }
+    status = mk_buckets_sort(bk, s);
+done:
+    return status;
+}
+
 extern "C" mk_status mk_pair_sums_backward_cuda(const float *grad, const int32_t *tokens,
                                                 int64_t rows, int64_t T, int64_t P,
                                                 int64_t num_pairs, float *grad_pair_table,
@@ -171,16 +209,34 @@ extern "C" mk_status mk_pair_sums_backward_cuda(const float *grad, const int32_t
     memset(&bk, 0, sizeof bk);
     if (num_pairs == 0 || P == 0) return MK_OK;
     if ((status = check_sizes("pair_sums_backward", rows, T, P, 0)) != MK_OK) return status;
-    if ((status = mk_buckets_alloc(&bk, rows * pairs, num_pairs, s)) != MK_OK) return status;
-    if (rows * pairs > 0) {
-        pair_sums_keys_kernel<<<mk_blocks_for(rows * pairs, 256), 256, 0, s>>>(
-            tokens, rows, T, (int32_t)num_pairs, bk.keys);
-        MK_CUDA_LAUNCHED("pair_sums_keys_kernel");
-    }
-    if ((status = mk_buckets_sort(&bk, s)) != MK_OK) goto done;
+    if ((status = pair_buckets(tokens, rows, T, num_pairs, &bk, s)) != MK_OK) goto done;
     pair_sums_grad_table_kernel<<<mk_blocks_for(num_pairs * P, 256), 256, 0, s>>>(
         grad, bk.order, bk.starts, num_pairs, pairs > 0 ? pairs : 1, P, grad_pair_table);
     MK_CUDA_LAUNCHED("pair_sums_grad_table_kernel");
+done:
+    {
+        mk_status freed = mk_buckets_free(&bk, s);
+        return status != MK_OK ? status : freed;
+    }
+}
+
+extern "C" mk_status mk_pair_sums_backward_adamw_cuda(const float *grad, const int32_t *tokens,
+                                                      int64_t rows, int64_t T, int64_t P,
+                                                      int64_t V, float *p, float *m, float *v,
+                                                      const mk_adamw_args *args,
+                                                      const float *stats, void *stream) {
+    mk_status status = MK_OK;
+    cudaStream_t s = MK_STREAM(stream);
+    const int64_t pairs = T * (T - 1) / 2, num_pairs = mk_num_pairs(V);
+    mk_buckets bk;
+    memset(&bk, 0, sizeof bk);
+    if (num_pairs == 0 || P == 0) return MK_OK;
+    if ((status = check_sizes("pair_sums_backward_adamw", rows, T, P, 0)) != MK_OK) return status;
+    if ((status = pair_buckets(tokens, rows, T, num_pairs, &bk, s)) != MK_OK) goto done;
+    pair_sums_adamw_kernel<<<mk_blocks_for(num_pairs * P, 256), 256, 0, s>>>(
+        grad, bk.order, bk.starts, num_pairs, pairs > 0 ? pairs : 1, P, p, m, v,
+        mk_adamw_prepare(args), stats);
+    MK_CUDA_LAUNCHED("pair_sums_adamw_kernel");
 done:
     {
         mk_status freed = mk_buckets_free(&bk, s);

@@ -115,3 +115,8 @@ extern "C" mk_status mk_cuda_pointer_info(const void *ptr, int *kind, int *devic
     *device = attr.device;
     return MK_OK;
 }
+
+extern "C" mk_status mk_cuda_mem_info(size_t *free_bytes, size_t *total_bytes) {
+    MK_CUDA_RETURN_IF(cudaMemGetInfo(free_bytes, total_bytes));
+    return MK_OK;
+}

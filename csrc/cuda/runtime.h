@@ -32,6 +32,10 @@ mk_status mk_cuda_copy_to_device(void *dst, const void *src, size_t bytes);
 mk_status mk_cuda_copy_to_host(void *dst, const void *src, size_t bytes);
 mk_status mk_cuda_copy_device(void *dst, const void *src, size_t bytes, void *stream);
 mk_status mk_cuda_synchronize(void);
+/* Kernel launches (and cuBLAS calls) manaka has made so far in this process. */
+unsigned long long mk_cuda_launch_count(void);
+/* Free and total device memory of the current device, in bytes. */
+mk_status mk_cuda_mem_info(size_t *free_bytes, size_t *total_bytes);
 
 /* Makes `consumer` wait for the work queued so far on `producer` (an event, no host
  * wait); nothing to do when both are the legacy default stream. */

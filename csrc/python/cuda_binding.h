@@ -98,4 +98,6 @@ PyObject *mk_raise_where(const char *where, mk_status status);
 
 /* PyInit__cuda's helpers. */
 int mk_init_cuda_ops(PyObject *module);
+/* backend_table, cublas_path, allow_tf32 (cuda_backend.c) */
+int mk_init_cuda_backend(PyObject *module);
 #endif

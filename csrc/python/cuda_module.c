@@ -55,6 +55,19 @@ static PyObject *py_device_copy(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* launch_count() -> kernel launches (and cuBLAS calls) made so far by this process. */
+static PyObject *py_launch_count(PyObject *self, PyObject *unused) {
+    return PyLong_FromUnsignedLongLong(mk_cuda_launch_count());
+}
+
+/* mem_info() -> (free, total) bytes of the current device. */
+static PyObject *py_mem_info(PyObject *self, PyObject *unused) {
+    size_t free_bytes = 0, total_bytes = 0;
+    mk_status status = mk_cuda_mem_info(&free_bytes, &total_bytes);
+    if (status != MK_OK) return mk_raise_status(status);
+    return Py_BuildValue("(nn)", (Py_ssize_t)free_bytes, (Py_ssize_t)total_bytes);
+}
+
 static PyObject *py_build_info(PyObject *self, PyObject *unused) {
     int runtime, driver;
     mk_cuda_versions(&runtime, &driver);
@@ -67,6 +80,8 @@ static PyMethodDef module_methods[] = {
     {"device_name", py_device_name, METH_VARARGS, NULL},
     {"synchronize", py_synchronize, METH_NOARGS, NULL},
     {"build_info", py_build_info, METH_NOARGS, NULL},
+    {"launch_count", py_launch_count, METH_NOARGS, NULL},
+    {"mem_info", py_mem_info, METH_NOARGS, NULL},
     {"_device_copy", py_device_copy, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
@@ -79,7 +94,8 @@ PyMODINIT_FUNC PyInit__cuda(void) {
     import_array();
     PyObject *module = PyModule_Create(&module_def);
     if (!module) return NULL;
-    if (mk_init_device_array(module) < 0 || mk_init_cuda_ops(module) < 0) {
+    if (mk_init_device_array(module) < 0 || mk_init_cuda_ops(module) < 0 ||
+        mk_init_cuda_backend(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -31,19 +31,44 @@ static int positive_int(PyObject *obj, const char *name, int64_t *out) {
     return 0;
 }
 
+/* The op table `arg` names: NULL or a str looks up this module's registry ("cpu",
+ * "cpu_staged"); a PyCapsule named MK_BACKEND_CAPSULE carries a table exported by another
+ * extension (manaka._cuda). The table lives in that extension's static data, and CPython
+ * never unloads an extension module, so the pointer stays valid for the model's life. */
+static const mk_backend *backend_from(PyObject *arg) {
+    const mk_backend *backend;
+    if (!arg || PyUnicode_Check(arg)) {
+        const char *name = arg ? PyUnicode_AsUTF8(arg) : "cpu";
+        if (!name) return NULL;
+        backend = mk_backend_get(name);
+        if (!backend) mk_raise_status(MK_ERR_VALUE);
+        return backend;
+    }
+    if (!PyCapsule_IsValid(arg, MK_BACKEND_CAPSULE)) {
+        PyErr_Format(PyExc_TypeError,
+                     "_core.Model: backend must be a name or a '%s' capsule, got %s",
+                     MK_BACKEND_CAPSULE, Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    backend = PyCapsule_GetPointer(arg, MK_BACKEND_CAPSULE);
+    mk_status status = mk_backend_check(backend);
+    if (status != MK_OK) return mk_raise_status(status), NULL;
+    return backend;
+}
+
 static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
     static char *kw[] = {"num_tokens", "num_moves",  "tokens_per_side", "embed_dim", "orders",
                          "pair_dim",   "hidden",     "head_width",      "backend",   "seed",
                          NULL};
     PyObject *o[8];
-    const char *backend_name = "cpu";
+    PyObject *backend_arg = NULL; /* a name ("cpu") or a capsule of another module's table */
     unsigned long long seed = 0;
     if (self->model) {
         PyErr_SetString(PyExc_RuntimeError, "_core.Model: already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO|sK", kw, &o[0], &o[1], &o[2], &o[3],
-                                     &o[4], &o[5], &o[6], &o[7], &backend_name, &seed))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO|OK", kw, &o[0], &o[1], &o[2], &o[3],
+                                     &o[4], &o[5], &o[6], &o[7], &backend_arg, &seed))
         return -1;
     mk_config cfg = {0};
     int64_t *fields[] = {&cfg.num_tokens, &cfg.num_moves, &cfg.tokens_per_side, &cfg.embed_dim,
@@ -67,8 +92,8 @@ static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
             return -1;
         }
     Py_DECREF(hidden);
-    const mk_backend *backend = mk_backend_get(backend_name);
-    if (!backend) return mk_raise_status(MK_ERR_VALUE), -1;
+    const mk_backend *backend = backend_from(backend_arg);
+    if (!backend) return -1;
     mk_model *model = NULL;
     mk_status status;
     Py_BEGIN_ALLOW_THREADS;
@@ -145,6 +170,20 @@ static PyObject *view_of(const mk_tensor *t, float *data, PyObject *owner) {
 }
 
 /* view(name): the live parameter as a NumPy view (backends with host memory only). */
+/* address(name) -> (pointer, shape): where the live parameter sits in the backend's memory
+ * (a device pointer on a GPU backend), for zero-copy views such as manaka.DeviceArray. */
+static PyObject *model_address(mk_model_object *self, PyObject *name) {
+    REQUIRE_MODEL(self, NULL);
+    const mk_tensor *t = find(self->model, name, "Model.parameters");
+    if (!t) return NULL;
+    PyObject *shape = t->ndim == 1 ? Py_BuildValue("(L)", (long long)t->shape[0])
+                                   : Py_BuildValue("(LL)", (long long)t->shape[0],
+                                                   (long long)t->shape[1]);
+    if (!shape) return NULL;
+    return Py_BuildValue("(NN)", PyLong_FromVoidPtr(mk_model_params(self->model) + t->offset),
+                         shape);
+}
+
 static PyObject *model_view(mk_model_object *self, PyObject *name) {
     REQUIRE_MODEL(self, NULL);
     const mk_tensor *t = find(self->model, name, "Model.parameters");
@@ -350,6 +389,8 @@ static PyMethodDef module_functions[] = {
 static PyMethodDef model_methods[] = {
     {"tensors", (PyCFunction)model_tensors, METH_NOARGS, "[(name, shape, decay)] in order."},
     {"view", (PyCFunction)model_view, METH_O, "view(name): the live parameter (host memory)."},
+    {"address", (PyCFunction)model_address, METH_O,
+     "address(name) -> (pointer, shape) of the live parameter in the backend's memory."},
     {"read", (PyCFunction)model_read, METH_VARARGS, "read(name, grad=False): a copy."},
     {"write", (PyCFunction)model_write, METH_VARARGS, "write(name, array): set a parameter."},
     {"forward", (PyCFunction)model_forward, METH_VARARGS, "forward(tokens, legal, counts)."},

@@ -97,7 +97,8 @@ static PyObject *trainer_config(trainer_object *self, PyObject *unused) {
                          "value_weight", c->value_weight);
 }
 
-/* step(tokens, legal, counts, target, value, policy_target) -> float32 [MK_STAT_COUNT] */
+/* step(tokens, legal, counts, target, value, policy_target) -> float32 [MK_STAT_COUNT], or
+ * None on a device backend (the stats stay on the device: read_stats(step) fetches them). */
 static PyObject *trainer_step(trainer_object *self, PyObject *args) {
     REQUIRE_TRAINER(self, NULL);
     static const char op[] = "Trainer.step";
@@ -121,11 +122,39 @@ static PyObject *trainer_step(trainer_object *self, PyObject *args) {
         goto fail;
     }
     mk_batch_args_release(&held);
+    if (!mk_model_backend(self->model->model)->host_memory) {
+        Py_DECREF(stats);
+        Py_RETURN_NONE;
+    }
     return stats;
 fail:
     Py_XDECREF(stats);
     mk_batch_args_release(&held);
     return NULL;
+}
+
+/* read_stats(step) -> float32 [MK_STAT_COUNT]: a device backend's stats of that step. */
+static PyObject *trainer_read_stats(trainer_object *self, PyObject *arg) {
+    REQUIRE_TRAINER(self, NULL);
+    long long step = PyLong_AsLongLong(arg);
+    if (step == -1 && PyErr_Occurred()) return NULL;
+    npy_intp dims[1] = {MK_STAT_COUNT};
+    PyObject *stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0);
+    if (!stats) return NULL;
+    if (mk_model_acquire(self->model, "Stats") < 0) {
+        Py_DECREF(stats);
+        return NULL;
+    }
+    mk_status status;
+    Py_BEGIN_ALLOW_THREADS;
+    status = mk_trainer_read_stats(self->trainer, step, PyArray_DATA((PyArrayObject *)stats));
+    Py_END_ALLOW_THREADS;
+    mk_model_release(self->model);
+    if (status != MK_OK) {
+        Py_DECREF(stats);
+        return mk_raise_status(status);
+    }
+    return stats;
 }
 
 static const mk_tensor *moment_tensor(trainer_object *self, PyObject *args, int *kind,
@@ -251,6 +280,7 @@ static int trainer_set_steps(trainer_object *self, PyObject *value, void *closur
 
 static PyMethodDef trainer_methods[] = {
     {"step", (PyCFunction)trainer_step, METH_VARARGS, NULL},
+    {"read_stats", (PyCFunction)trainer_read_stats, METH_O, NULL},
     {"config", (PyCFunction)trainer_config, METH_NOARGS, NULL},
     {"configure", (PyCFunction)(void (*)(void))trainer_configure, METH_VARARGS | METH_KEYWORDS, NULL},
     {"read_moment", (PyCFunction)trainer_read_moment, METH_VARARGS, NULL},

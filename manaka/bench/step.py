@@ -65,7 +65,15 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch baseline")
     ap.add_argument("--tag", default="cpu", help="results file tag: bench/results/step-<tag>.*")
     ap.add_argument("--no-write", action="store_true", help="print only")
-    args = ap.parse_args(argv)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: the GPU suite (python -m manaka.bench step --device cuda --help)")
+    args, rest = ap.parse_known_args(argv)
+    if args.device == "cuda":
+        from . import step_cuda
+
+        return step_cuda.main([a for a in argv if a not in ("--device", "cuda", "--device=cuda")])
+    if rest:
+        ap.error(f"unrecognized arguments: {' '.join(rest)}")
 
     mk.set_num_threads(args.threads)
     load = os.getloadavg()

@@ -11,8 +11,14 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SOURCES = ["bucket.cu", "gather_dot.cu", "pair_sums.cu", "power_sums.cu", "validate.cu", "workspace.cu"]
-RUNTIME = "runtime.cu"  # in the extension build only: the kernel tests call launchers directly
+RUNTIME_CU = "runtime.cu"
+# Every kernel file: the fused ops and the training step's primitives and op table.
+SOURCES = sorted(f for f in os.listdir(os.path.join(ROOT, "csrc", "cuda")) if f.endswith(".cu") and f != RUNTIME_CU)
+# The C files those need (backend.c: the table check; cublas_dynamic.c: the cuBLAS loader,
+# which the emulated build points at cublas_emu.c's stand-in).
+C_SOURCES = ["csrc/error.c", "csrc/backend.c"] + sorted(
+    os.path.join("csrc", "cuda", f) for f in os.listdir(os.path.join(ROOT, "csrc", "cuda")) if f.endswith(".c"))
+RUNTIME = RUNTIME_CU  # in the extension build only: the kernel tests call launchers directly
 
 
 def split_top_level(text):
@@ -58,14 +64,16 @@ def rewrite_launches(src):
 
 def translate(src):
     src = re.sub(r"extern __shared__ (\w+) (\w+)\[\];", r"\1 *\2 = (\1 *)mk_emu::shared_mem();", src)
+    src = re.sub(r"__shared__ (\w+) (\w+)((?:\[[^\]]+\])+);",
+                 r'auto &\2 = *reinterpret_cast<\1 (*)\3>(mk_emu::static_shared("\2", sizeof(\1\3)));', src)
     return rewrite_launches(src)
 
 
 def inputs():
     """Every file the emulated library is built from."""
     files = [os.path.join(ROOT, "csrc", "cuda", f) for f in os.listdir(os.path.join(ROOT, "csrc", "cuda"))]
-    files += [os.path.join(ROOT, "csrc", "manaka.h"), os.path.join(ROOT, "csrc", "error.c"), __file__,
-              os.path.join(HERE, "emu.cpp")]
+    files += [os.path.join(ROOT, "csrc", f) for f in os.listdir(os.path.join(ROOT, "csrc")) if f.endswith((".h", ".c"))]
+    files += [__file__, os.path.join(HERE, "emu.cpp"), os.path.join(HERE, "cublas_emu.c")]
     files += [os.path.join(ROOT, "csrc", "python", f) for f in os.listdir(os.path.join(ROOT, "csrc", "python"))]
     for folder, _, names in os.walk(os.path.join(HERE, "include")):
         files += [os.path.join(folder, n) for n in names]
@@ -88,12 +96,15 @@ def _compile(out_dir, sources, link_extra, target):
     # MK_EMU_ASAN=1: AddressSanitizer, to catch out-of-bounds reads and writes (run Python
     # with LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0).
     sanitize = ["-fsanitize=address", "-fno-omit-frame-pointer"] if os.environ.get("MK_EMU_ASAN") == "1" else []
-    error_o = os.path.join(out_dir, "error.o")
-    subprocess.check_call(["gcc", "-std=c11", "-O1", "-fPIC", *sanitize, "-c",
-                           os.path.join(ROOT, "csrc", "error.c"), "-o", error_o])
+    c_objects = []
+    for c in C_SOURCES:
+        obj = os.path.join(out_dir, os.path.basename(c)[:-2] + ".o")
+        subprocess.check_call(["gcc", "-std=c11", "-O1", "-fPIC", *sanitize, "-I", inc, "-c",
+                               os.path.join(ROOT, c), "-o", obj])
+        c_objects.append(obj)
     subprocess.check_call(["g++", "-std=c++20", "-O1", "-g", "-fPIC", "-shared", "-pthread", *sanitize,
                            "-I", inc, "-I", os.path.join(ROOT, "csrc", "cuda"), "-include", "emu.h",
-                           os.path.join(HERE, "emu.cpp"), *cpps, error_o, *link_extra, "-o", target])
+                           os.path.join(HERE, "emu.cpp"), *cpps, *c_objects, *link_extra, "-ldl", "-o", target])
     return target
 
 
@@ -102,6 +113,16 @@ def build(out_dir):
     os.makedirs(out_dir, exist_ok=True)
     lib = os.path.join(out_dir, "libmk_emu.so")
     return lib if _up_to_date(lib) else _compile(out_dir, SOURCES, [], lib)
+
+
+def build_cublas(out_dir):
+    """cublas_emu.c as libcublas_emu.so in out_dir: what MANAKA_CUBLAS points at under emulation."""
+    os.makedirs(out_dir, exist_ok=True)
+    lib = os.path.join(out_dir, "libcublas_emu.so")
+    if not _up_to_date(lib):
+        subprocess.check_call(["gcc", "-std=c11", "-O2", "-fPIC", "-shared",
+                               os.path.join(HERE, "cublas_emu.c"), "-o", lib])
+    return lib
 
 
 def build_extension(out_dir):

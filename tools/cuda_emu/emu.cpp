@@ -26,6 +26,7 @@ static struct {
     std::vector<std::unique_ptr<char[]>> stacks;
     std::vector<float> exchange;
     std::vector<float4> shared;
+    std::map<std::string, std::vector<float4>> statics; /* `__shared__ T name[N]` per block */
     const std::function<void()> *kernel;
     fiber *running;
 } blk;
@@ -42,10 +43,20 @@ static void trampoline() {
 }
 
 void *shared_mem() { return blk.shared.data(); }
+void *static_shared(const char *name, size_t bytes) {
+    std::vector<float4> &mem = blk.statics[name];
+    if (mem.empty()) mem.assign(bytes / sizeof(float4) + 1, float4{NAN, NAN, NAN, NAN});
+    return mem.data();
+}
 void sync_block() { yield(AT_BLOCK_BARRIER); }
 
+/* A thread's linear index in its block (x fastest, as warps are formed on a GPU). */
+static unsigned linear_tid(const thread_view &v) {
+    return v.thread.x + v.block_dim.x * (v.thread.y + v.block_dim.y * v.thread.z);
+}
+
 float shuffle_xor(float v, int offset) {
-    unsigned tid = current->thread.x, base = tid / 32 * 32;
+    unsigned tid = linear_tid(*current), base = tid / 32 * 32;
     blk.exchange[tid] = v;
     yield(AT_WARP_BARRIER);
     float other = blk.exchange[base + ((tid % 32) ^ (unsigned)offset)];
@@ -75,19 +86,25 @@ static bool release() {
 }
 
 void launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t, const std::function<void()> &kernel) {
-    if (grid.x == 0 || block.x == 0 || block.x > 1024 || block.x % 32 || shared_bytes > 48 * 1024) {
+    const unsigned threads = block.x * block.y * block.z;
+    const unsigned long long blocks = (unsigned long long)grid.x * grid.y * grid.z;
+    if (blocks == 0 || threads == 0 || threads > 1024 || threads % 32 || shared_bytes > 48 * 1024) {
         last_error = cudaErrorInvalidValue; /* what a real launch would refuse */
         return;
     }
     blk.kernel = &kernel;
-    blk.fibers.assign(block.x, fiber());
-    while (blk.stacks.size() < block.x) blk.stacks.emplace_back(new char[STACK]);
-    blk.exchange.assign(block.x, 0.0f);
-    for (unsigned b = 0; b < grid.x; b++) {
+    blk.fibers.assign(threads, fiber());
+    while (blk.stacks.size() < threads) blk.stacks.emplace_back(new char[STACK]);
+    blk.exchange.assign(threads, 0.0f);
+    for (unsigned long long b = 0; b < blocks; b++) {
+        const dim3 block_id((unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y),
+                            (unsigned)(b / ((unsigned long long)grid.x * grid.y)));
         blk.shared.assign(shared_bytes / sizeof(float4) + 1, float4{NAN, NAN, NAN, NAN});
-        for (unsigned t = 0; t < block.x; t++) {
+        blk.statics.clear();
+        for (unsigned t = 0; t < threads; t++) {
             fiber &f = blk.fibers[t];
-            f.view = {dim3(t), dim3(b), block, grid};
+            f.view = {dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y)), block_id,
+                      block, grid};
             f.st = RUNNABLE;
             getcontext(&f.context);
             f.context.uc_stack.ss_sp = blk.stacks[t].get();
@@ -108,7 +125,7 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t, const std:
             }
             if (!live) break;
             if (!ran && !release()) {
-                fprintf(stderr, "mk_emu: deadlock in block %u: threads wait at barriers others never reach\n", b);
+                fprintf(stderr, "mk_emu: deadlock in block %llu: threads wait at barriers others never reach\n", b);
                 abort();
             }
         }

@@ -1,4 +1,4 @@
-"""Runs the GPU test files (tests/test_cuda_ops.py, tests/test_device_array.py by default)
+"""Runs the GPU test files (tests/test_cuda_ops.py, test_device_array.py, test_cuda_step.py)
 against manaka._cuda built on the CPU emulator: the real binding, kernels and runtime
 wrapper, with host memory standing in for device memory.
 
@@ -26,12 +26,15 @@ def main(argv):
     ctypes.CDLL(so).mk_emu_strict(1)  # device-memory rules as on a GPU
     sys.modules["manaka._cuda"] = module
     os.environ["MANAKA_CUDA_EMULATED"] = "1"
+    os.environ["MANAKA_CUBLAS"] = build.build_cublas(os.path.dirname(so))  # the loops of cublas_emu.c
     sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
     import pytest
 
     args = list(argv)
     if not any(not a.startswith("-") for a in args):
-        args += [os.path.join(ROOT, "tests", "test_cuda_ops.py"), os.path.join(ROOT, "tests", "test_device_array.py")]
+        args += [os.path.join(ROOT, "tests", name) for name in
+                 ("test_cuda_ops.py", "test_device_array.py", "test_cuda_step.py",
+                  "test_bench_step_cuda.py")]
     return pytest.main(["-q", "-p", "no:cacheprovider", "-rs", *args])
 
 

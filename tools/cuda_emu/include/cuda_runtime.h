@@ -81,6 +81,10 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const v
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 cudaError_t cudaGetDeviceCount(int *count);
+static inline cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    *free_bytes = (size_t)1 << 34, *total_bytes = (size_t)1 << 35; /* a nominal 32 GiB card */
+    return cudaSuccess;
+}
 /* Pools: MK_EMU_POOLS=0 makes creation fail, to run the default-pool fallback. */
 cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps *props);
 static inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, enum cudaMemPoolAttr, void *) { return cudaSuccess; }

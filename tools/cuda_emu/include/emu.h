@@ -9,9 +9,12 @@
 #ifndef MK_EMU_H
 #define MK_EMU_H
 #include <cmath>
+#include <cstring>
 #include <functional>
 
 #include <cuda_runtime.h>
+
+using std::isfinite;
 
 #define __global__
 #define __device__
@@ -27,6 +30,8 @@ extern thread_view *current; /* the fiber running now */
 void launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
             const std::function<void()> &kernel);
 void *shared_mem();
+/* The block's copy of a statically sized `__shared__` array (build.py rewrites them). */
+void *static_shared(const char *name, size_t bytes);
 void sync_block();
 float shuffle_xor(float v, int offset);
 }  // namespace mk_emu
@@ -38,7 +43,20 @@ float shuffle_xor(float v, int offset);
 
 inline void __syncthreads() { mk_emu::sync_block(); }
 inline float __shfl_xor_sync(unsigned, float v, int offset) { return mk_emu::shuffle_xor(v, offset); }
+inline int __shfl_xor_sync(unsigned mask, int v, int offset) { /* through the float lane, bit for bit */
+    float f;
+    std::memcpy(&f, &v, sizeof f);
+    f = __shfl_xor_sync(mask, f, offset);
+    std::memcpy(&v, &f, sizeof v);
+    return v;
+}
 template <typename T> inline T __ldg(const T *p) { return *p; }
+/* IEEE round-to-nearest arithmetic intrinsics: plain operations on the host (compiled
+ * with -std=c++20, so GCC does not contract them into FMAs). */
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
 
 /* One OS thread runs everything: plain read-modify-writes are atomic here. */
 inline float atomicAdd(float *p, float v) {

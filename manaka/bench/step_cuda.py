@@ -1,0 +1,157 @@
+"""``python -m manaka.bench step --device cuda``: the training step at the seed
+configuration on a GPU.
+
+Reports manaka's step (median/min/max of N after warm-up, positions/s) with the batch
+staged from NumPy every step (as a loader delivers it) and, separately, the step alone;
+kernel launches per step; device memory in use; memory-controller utilisation and power
+sampled through NVML during the timed loop; and beside it, in the same run, the same
+network in PyTorch eager and under torch.compile (bench/torch_baseline.py, same parameters
+and batch, losses checked to agree), and the floor: the bytes the step must move and the
+FLOPs it must do over this GPU's measured copy bandwidth and FP32 matmul rate.
+The run is refused while another process uses the GPU (DESIGN.md §5).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Dict, List
+
+import numpy as np
+
+import manaka as mk
+from manaka import cuda
+
+from .ops_cuda import bandwidth_gbs, fp32_tflops, import_torch, open_nvml, other_gpu_processes
+from .step import SEED, load_torch_baseline, seed_batch
+from .timing import HEADER, measure, write_results
+
+
+SMALL = dict(num_tokens=60, num_moves=50, tokens_per_side=8, embed_dim=8, orders=2, pair_dim=4,
+             hidden=(16,), head_width=12)
+
+
+def floor(cfg: mk.ModelConfig, batch: mk.Batch) -> Dict[str, float]:
+    """Bytes and FLOPs one step cannot avoid. Bytes: AdamW reads p, m, v and writes them
+    (plus reads the gradient, except the pair table's, which is consumed where it is
+    computed), the pair rows gathered forward and backward, the activations' round trips
+    are ignored (they are small); FLOPs: the GEMMs forward and backward and GatherDot."""
+    B, S, T, P = len(batch), 2, cfg.tokens_per_side, cfg.pair_dim
+    pair_params = cfg.num_pairs * P
+    model = mk.Model(cfg, device="cpu", seed=0)
+    other = model.num_parameters() - pair_params
+    tok = batch.tokens
+    i, j = np.triu_indices(T, k=1)
+    n_pairs = int(((tok[..., i] >= 0) & (tok[..., j] >= 0)).sum())
+    widths = [cfg.num_features, *cfg.hidden]
+    gemm = sum(2 * B * a * b for a, b in zip(widths[:-1], widths[1:]))
+    gemm += 2 * B * widths[-1] * (cfg.head_width + 1)
+    n_legal = int(batch.counts.sum())
+    flops = 3 * gemm + 3 * 2 * n_legal * cfg.head_width   # forward, and two GEMMs backward
+    nbytes = 4 * (6 * pair_params + 7 * other) + 2 * 4 * n_pairs * P
+    return {"bytes": nbytes, "flops": flops}
+
+
+def main(argv: List[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m manaka.bench step --device cuda", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batch", type=int, default=1024, help="B (default 1024)")
+    ap.add_argument("--max-legal", type=int, default=600, help="L (default 600)")
+    ap.add_argument("--runs", type=int, default=50, help="timed steps (median of N)")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch baselines")
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (slow to compile)")
+    ap.add_argument("--tf32", action="store_true", help="let cuBLAS use TF32 (default: FP32)")
+    ap.add_argument("--small", action="store_true",
+                    help="a small configuration, to test the benchmark itself (not a result)")
+    ap.add_argument("--tag", default="cuda", help="results file tag: bench/results/step-<tag>.*")
+    ap.add_argument("--out", default=None, help="results folder (default bench/results)")
+    args = ap.parse_args(argv)
+
+    if not cuda.is_available():
+        print(f"step --device cuda: {cuda.why_unavailable()}", file=sys.stderr)
+        return 2
+    busy = other_gpu_processes()
+    if busy:
+        print(f"step --device cuda: refused, other processes use the GPU: {busy}", file=sys.stderr)
+        return 3
+    if args.tf32:
+        cuda.allow_tf32(True)
+    cfg = mk.ModelConfig(**(SMALL if args.small else SEED))
+    batch = seed_batch(cfg, args.batch, args.max_legal)
+    B = args.batch
+    free0, total = cuda._cuda.mem_info()
+    model = mk.Model(cfg, device="cuda", seed=0)
+    trainer = mk.Trainer(model, lr=1e-3)
+    lines = [f"{'small test' if args.small else 'seed'} configuration: {cfg}", f"B={B} L={args.max_legal} device={cuda.device_name()}"
+             f" tf32={args.tf32} parameters={model.num_parameters():,}", "", HEADER]
+    results: Dict[str, object] = {"config": cfg.to_dict(), "batch": B, "max_legal": args.max_legal,
+                                  "device": cuda.device_name(), "tf32": args.tf32}
+
+    loss0 = model.loss_and_grad(batch)[0]["loss"]
+    results["loss_at_start"] = loss0
+    launches0 = cuda._cuda.launch_count()
+    step = measure("manaka step, batch staged from NumPy", lambda: trainer.step(batch),
+                   runs=args.runs, warmup=args.warmup, sync=cuda.synchronize)
+    launches = (cuda._cuda.launch_count() - launches0) / (args.runs + args.warmup)
+    step.extra["pos/s"] = f"{B / step.median_ms * 1e3:,.0f}"
+    step.extra["launches/step"] = f"{launches:.0f}"
+    free1, _ = cuda._cuda.mem_info()
+    results["manaka"] = step
+    results["launches_per_step"] = launches
+    results["device_memory_mb"] = (free0 - free1) / 2**20
+    lines.append(step.row())
+
+    nvml = open_nvml()
+    if nvml is not None:
+        from .nvml import Sampler
+
+        with Sampler(nvml, interval=0.01) as sampler:
+            for _ in range(args.runs if args.small else max(args.runs, 200)):
+                trainer.step(batch)
+            cuda.synchronize()
+        results["nvml"] = sampler.summary()
+        lines.append(f"  NVML during the sampled steps: {results['nvml']}")
+    else:
+        lines.append("  NVML: not available here (no utilisation or power figures)")
+    final_loss = trainer.step(batch).loss  # a real read: a run that failed is an error, not a time
+    if not np.isfinite(final_loss):
+        print(f"error: the loss became {final_loss}", file=sys.stderr)
+        return 1
+
+    bw = bandwidth_gbs(1 << 24 if args.small else 1 << 30)
+    torch = import_torch()
+    tflops = fp32_tflops(torch) if torch is not None else None
+    need = floor(cfg, batch)
+    floor_ms = need["bytes"] / (bw * 1e9) * 1e3 + (need["flops"] / (tflops * 1e12) * 1e3 if tflops else 0.0)
+    results["floor"] = {**need, "bandwidth_gbs": bw, "fp32_tflops": tflops, "floor_ms": floor_ms}
+    lines.append(f"  floor: {need['bytes'] / 1e9:.2f} GB at {bw:,.0f} GB/s + {need['flops'] / 1e9:.1f} GFLOP"
+                 + (f" at {tflops:.1f} TFLOP/s" if tflops else " (FLOP rate not measured: no torch)")
+                 + f" = {floor_ms:.3f} ms; manaka is {step.median_ms / floor_ms:.2f}x the floor")
+    lines.append(f"  device memory used by the model and its step: {results['device_memory_mb']:,.0f} MB")
+
+    baseline = None if args.no_torch or torch is None else load_torch_baseline()
+    if baseline is None:
+        lines.append("  PyTorch baselines: skipped (torch with CUDA not installed, or --no-torch)")
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = args.tf32
+        state = model.state_dict()
+        for label, compiled in (("eager", False), ("torch.compile", True)):
+            if compiled and args.no_compile:
+                continue
+            ref = baseline.TorchStep(cfg, state, batch, lr=1e-3, device="cuda", compile=compiled)
+            torch_loss0 = ref.loss()
+            if abs(torch_loss0 - loss0) > 1e-4 * abs(loss0):
+                print(f"error: losses disagree: manaka {loss0} vs torch {torch_loss0}", file=sys.stderr)
+                return 1
+            tt = measure(f"torch {torch.__version__} {label} step", ref.step, runs=args.runs,
+                         warmup=args.warmup, sync=torch.cuda.synchronize)
+            tt.extra["pos/s"] = f"{B / tt.median_ms * 1e3:,.0f}"
+            lines.append(tt.row())
+            lines.append(f"  manaka speed-up over torch {label}: {tt.median_ms / step.median_ms:.2f}x (median)")
+            results[f"torch_{label}"] = tt
+            results[f"speedup_vs_torch_{label}"] = tt.median_ms / step.median_ms
+            del ref
+            torch.cuda.empty_cache()
+    print("\n".join(lines))
+    print("wrote", write_results("step", args.tag, results, lines, args.out))
+    return 0

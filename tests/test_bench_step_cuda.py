@@ -1,0 +1,22 @@
+"""The GPU step benchmark runs end to end (on a small configuration) and writes its results.
+Skipped, saying why, where there is no usable CUDA device; tools/cuda_emu/run_gpu_tests.py
+also runs it on the CPU emulation of the device."""
+import json
+
+import pytest
+
+from manaka import cuda
+from manaka.bench import step_cuda
+
+pytestmark = pytest.mark.skipif(not cuda.is_available(),
+                                reason=f"no CUDA device: {cuda.why_unavailable()}")
+
+
+def test_step_benchmark_runs_and_writes_results(tmp_path, capsys):
+    rc = step_cuda.main(["--small", "--batch", "16", "--max-legal", "20", "--runs", "3",
+                         "--warmup", "1", "--no-compile", "--tag", "test", "--out", str(tmp_path)])
+    assert rc == 0, capsys.readouterr().err
+    result = json.loads((tmp_path / "step-test.json").read_text())
+    assert result["manaka"]["median_ms"] > 0
+    assert result["launches_per_step"] > 5  # forward, loss, backward and AdamW kernels at least
+    assert result["floor"]["bytes"] > 0 and result["floor"]["floor_ms"] > 0
