@@ -2,9 +2,9 @@
 
 With no arguments it trains on built-in synthetic data (positions at the seed shapes,
 labelled by a fixed random teacher network, see manaka.synthetic) for one epoch of at most
-a minute, on
-the GPU if one is usable and the CPU otherwise, and ends with a summary: throughput, the
-data-wait share, and held-out loss and accuracy against the teacher's own ceiling.
+a minute, on the GPU if one is usable and the CPU otherwise, and ends with a summary:
+throughput, the data-wait share, and held-out loss and accuracy against the teacher's own
+ceiling.
 
 Examples:
     python -m manaka.train                                   # a one-minute demonstration
