@@ -41,7 +41,7 @@ def sources(*patterns):
 def c_flags():
     # -fno-math-errno: nothing reads errno, and with it sqrtf/expf in a loop keep a scalar
     # error path that stops vectorisation (AdamW ran scalar); results are unchanged.
-    flags = ["-std=c11", "-O3", "-fopenmp", "-fno-math-errno", "-Wall", "-Wno-unused-function"]
+    flags = ["-std=c11", "-O3", "-fopenmp", "-fno-math-errno", "-pthread", "-Wall", "-Wno-unused-function"]
     if os.environ.get("MANAKA_PORTABLE", "0") != "1":
         flags.append("-march=native")
     return flags
@@ -158,7 +158,7 @@ core = Extension(
     library_dirs=[BLAS_LIBDIR],
     libraries=[BLAS_LIB],
     extra_compile_args=c_flags(),
-    extra_link_args=["-fopenmp"],
+    extra_link_args=["-fopenmp", "-pthread"],
     depends=sources("*.h", "cpu/*.h", "python/*.h"),
 )
 # The CUDA binding files (cuda_*.c) belong to manaka._cuda only.

@@ -14,10 +14,15 @@ from .batch import Batch  # noqa: E402
 from .cuda import DeviceArray  # noqa: E402
 from .model import Model, ModelConfig  # noqa: E402
 from .trainer import Stats, Trainer  # noqa: E402
+from .dataset import Dataset, Position  # noqa: E402
+from .loader import Loader  # noqa: E402
+from .fit import History, fit  # noqa: E402
+from .evaluate import evaluate  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = ["ops", "cuda", "Batch", "DeviceArray", "ModelConfig", "Model", "Trainer", "Stats",
+           "Dataset", "Position", "Loader", "fit", "History", "evaluate",
            "build_info", "set_num_threads", "get_num_threads", "__version__"]
 
 

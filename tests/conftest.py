@@ -1,7 +1,12 @@
+import os
+import sys
 import zlib
 
 import numpy as np
 import pytest
+
+# tests import helpers such as fake_training.py from this folder
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture

@@ -1,0 +1,415 @@
+/* Batch producers and the ordered prefetch queue: see loader.h for the contract.
+ *
+ * Queue: a ring of num_slots = prefetch + 1 buffers (one may be held by the consumer).
+ * Batch n is packed into slot n % num_slots, so delivery order is fixed by construction;
+ * a producer claims the lowest unclaimed batch once its slot is free. One mutex guards
+ * all queue state; `slot_free` wakes producers, `batch_ready` wakes the consumer. */
+#define _GNU_SOURCE
+#include "loader.h"
+
+#include <errno.h>
+#include <pthread.h>
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD };
+
+typedef struct {
+    int state;
+    void *memory;
+    mk_batch batch;
+} slot;
+
+struct mk_loader {
+    mk_dataset_view data;
+    mk_loader_config config;
+    int64_t num_batches, max_count; /* max_count: the dataset's largest legal list */
+    int num_slots;
+    slot *slots;
+    int64_t *perm; /* this epoch's order */
+    int64_t epoch;
+
+    pthread_mutex_t lock;
+    pthread_cond_t slot_free, batch_ready;
+    pthread_t *threads;
+    int num_threads, running, stopping;
+    int64_t next_claim, next_deliver;
+    int held; /* slot held by the consumer, or -1 */
+    int ready;
+
+    int64_t delivered_batches, delivered_positions;
+    double wait_seconds;
+};
+
+/* ---------------------------------------------------------------- allocation */
+
+static void *default_alloc(size_t bytes, void *ctx) {
+    (void)ctx;
+    void *p = NULL;
+    return posix_memalign(&p, 64, bytes ? bytes : 64) == 0 ? p : NULL;
+}
+static void default_free(void *p, void *ctx) {
+    (void)ctx;
+    free(p);
+}
+static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Carves one slot's arrays out of one allocation. */
+static mk_status alloc_slot(mk_loader *ld, slot *s) {
+    int64_t B = ld->config.batch_size, T = ld->data.tokens_per_side, L = ld->max_count;
+    size_t tokens = round64((size_t)B * 2 * T * 4), legal = round64((size_t)B * L * 4);
+    size_t row = round64((size_t)B * 4), positions = round64((size_t)B * 8);
+    size_t policy = ld->data.policy_target ? legal : 0;
+    size_t total = tokens + legal + 3 * row + policy + positions;
+    char *m = ld->config.alloc(total, ld->config.alloc_ctx);
+    if (!m) return mk_fail(MK_ERR_NOMEM, "Loader: cannot allocate a %zu-byte batch buffer", total);
+    s->memory = m;
+    s->batch.tokens = (int32_t *)m, m += tokens;
+    s->batch.legal = (int32_t *)m, m += legal;
+    s->batch.counts = (int32_t *)m, m += row;
+    s->batch.target = (int32_t *)m, m += row;
+    s->batch.value = (float *)m, m += row;
+    s->batch.policy_target = policy ? (float *)m : NULL, m += policy;
+    s->batch.positions = (int64_t *)m;
+    s->state = SLOT_FREE;
+    return MK_OK;
+}
+
+/* ---------------------------------------------------------------- permutation */
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Unbiased integer in [0, n) (Lemire's multiply-shift with rejection). */
+static uint64_t bounded(uint64_t *state, uint64_t n) {
+    uint64_t x = splitmix64(state);
+    __uint128_t m = (__uint128_t)x * n;
+    uint64_t low = (uint64_t)m;
+    if (low < n) {
+        uint64_t threshold = -n % n;
+        while (low < threshold) {
+            x = splitmix64(state);
+            m = (__uint128_t)x * n;
+            low = (uint64_t)m;
+        }
+    }
+    return (uint64_t)(m >> 64);
+}
+
+/* Epoch `epoch`'s order: a Fisher-Yates shuffle seeded by (seed, epoch) only. */
+static void build_permutation(mk_loader *ld, int64_t epoch) {
+    int64_t N = ld->data.num_positions;
+    for (int64_t i = 0; i < N; i++) ld->perm[i] = i;
+    if (!ld->config.shuffle) return;
+    uint64_t state = ld->config.seed * 0xD1B54A32D192ED03ull;
+    splitmix64(&state);
+    state ^= (uint64_t)epoch * 0x8CB92BA72F3D8DD7ull + 0x2545F4914F6CDD1Dull;
+    for (int64_t i = N - 1; i > 0; i--) {
+        int64_t j = (int64_t)bounded(&state, (uint64_t)i + 1);
+        int64_t t = ld->perm[i];
+        ld->perm[i] = ld->perm[j];
+        ld->perm[j] = t;
+    }
+}
+
+/* ---------------------------------------------------------------- packing */
+
+/* Fills slot `s` with batch `n` of the current epoch. Reads only the dataset and perm,
+ * writes only the slot: safe to run in parallel with other producers. */
+static void pack(const mk_loader *ld, int64_t n, slot *s) {
+    const mk_dataset_view *d = &ld->data;
+    int64_t B = ld->config.batch_size, first = n * B, T2 = 2 * d->tokens_per_side;
+    int64_t size = d->num_positions - first < B ? d->num_positions - first : B;
+    const int64_t *pos = ld->perm + first, *off = d->legal_offsets;
+    mk_batch *b = &s->batch;
+    int64_t L = 0;
+    for (int64_t i = 0; i < size; i++) {
+        int64_t c = off[pos[i] + 1] - off[pos[i]];
+        if (c > L) L = c;
+    }
+    b->epoch = ld->epoch, b->index = n, b->size = size, b->max_legal = L;
+    for (int64_t i = 0; i < size; i++) {
+        int64_t p = pos[i], start = off[p], c = off[p + 1] - start;
+        const int16_t *tok = d->tokens + p * T2;
+        int32_t *tok_out = b->tokens + i * T2;
+        for (int64_t t = 0; t < T2; t++) tok_out[t] = tok[t];
+        int32_t *row = b->legal + i * L;
+        if (d->moves_itemsize == 2) {
+            const int16_t *mv = (const int16_t *)d->legal_moves + start;
+            for (int64_t l = 0; l < c; l++) row[l] = mv[l];
+        } else {
+            memcpy(row, (const int32_t *)d->legal_moves + start, (size_t)c * 4);
+        }
+        for (int64_t l = c; l < L; l++) row[l] = -1;
+        if (b->policy_target) {
+            float *prow = b->policy_target + i * L;
+            memcpy(prow, d->policy_target + start, (size_t)c * 4);
+            for (int64_t l = c; l < L; l++) prow[l] = 0.0f;
+        }
+        b->counts[i] = (int32_t)c;
+        b->target[i] = d->target[p];
+        b->value[i] = d->value[p];
+        b->positions[i] = p;
+    }
+}
+
+/* ---------------------------------------------------------------- producers */
+
+/* Producers are background work kept ahead by the queue: on a machine whose cores the
+ * training step keeps busy, a lower priority lets the step's threads win every contest for
+ * a core, and the producers pack in the gaps (Linux: the nice value is per thread). */
+static void lower_priority(int nice_increment) {
+#ifdef __linux__
+    if (nice_increment <= 0) return;
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    errno = 0;
+    int now = getpriority(PRIO_PROCESS, (id_t)tid);
+    if (errno == 0) (void)setpriority(PRIO_PROCESS, (id_t)tid, now + nice_increment);
+#else
+    (void)nice_increment;
+#endif
+}
+
+static void *producer_main(void *arg) {
+    mk_loader *ld = arg;
+    lower_priority(ld->config.nice);
+    pthread_mutex_lock(&ld->lock);
+    for (;;) {
+        while (!ld->stopping && ld->next_claim < ld->num_batches &&
+               ld->slots[ld->next_claim % ld->num_slots].state != SLOT_FREE)
+            pthread_cond_wait(&ld->slot_free, &ld->lock);
+        if (ld->stopping || ld->next_claim >= ld->num_batches) break;
+        int64_t n = ld->next_claim++;
+        slot *s = &ld->slots[n % ld->num_slots];
+        s->state = SLOT_FILLING;
+        pthread_mutex_unlock(&ld->lock);
+        pack(ld, n, s);
+        pthread_mutex_lock(&ld->lock);
+        s->state = SLOT_READY;
+        ld->ready++;
+        pthread_cond_broadcast(&ld->batch_ready);
+    }
+    ld->running--;
+    pthread_cond_broadcast(&ld->batch_ready);
+    pthread_mutex_unlock(&ld->lock);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- public API */
+
+mk_status mk_loader_create(const mk_dataset_view *data, const mk_loader_config *config,
+                           mk_loader **out) {
+    *out = NULL;
+    if (config->batch_size < 1)
+        return mk_fail(MK_ERR_VALUE, "Loader: batch_size must be >= 1, got %lld",
+                       (long long)config->batch_size);
+    if (config->producers < 1 || config->producers > 256)
+        return mk_fail(MK_ERR_VALUE, "Loader: producers must be in [1, 256], got %d",
+                       config->producers);
+    if (config->prefetch < 1 || config->prefetch > 1024)
+        return mk_fail(MK_ERR_VALUE, "Loader: prefetch must be in [1, 1024], got %d",
+                       config->prefetch);
+    if (data->moves_itemsize != 2 && data->moves_itemsize != 4)
+        return mk_fail(MK_ERR_TYPE, "Loader: legal_moves must be int16 or int32");
+    if (data->num_positions < 0 || data->tokens_per_side < 1)
+        return mk_fail(MK_ERR_VALUE, "Loader: bad dataset shape");
+    /* The offsets decide every memory access of the producers: check them here, whatever
+     * the caller validated, so a bad offsets array is an error and never a wild read. */
+    const int64_t *off = data->legal_offsets;
+    if (off[0] != 0)
+        return mk_fail(MK_ERR_VALUE, "Loader: legal_offsets[0] must be 0, got %lld",
+                       (long long)off[0]);
+    int64_t max_count = 0;
+    for (int64_t i = 0; i < data->num_positions; i++) {
+        int64_t c = off[i + 1] - off[i];
+        if (c < 1)
+            return mk_fail(MK_ERR_VALUE,
+                           "Loader: position %lld has %lld legal moves (legal_offsets must "
+                           "increase strictly)",
+                           (long long)i, (long long)c);
+        if (c > max_count) max_count = c;
+    }
+    if (off[data->num_positions] != data->total_moves)
+        return mk_fail(MK_ERR_VALUE,
+                       "Loader: legal_offsets[-1] = %lld but legal_moves has %lld entries",
+                       (long long)off[data->num_positions], (long long)data->total_moves);
+    mk_loader *ld = calloc(1, sizeof *ld);
+    if (!ld) return mk_fail(MK_ERR_NOMEM, "Loader: out of memory");
+    ld->data = *data;
+    ld->config = *config;
+    if (!ld->config.alloc || !ld->config.free) {
+        ld->config.alloc = default_alloc;
+        ld->config.free = default_free;
+    }
+    int64_t N = data->num_positions, B = config->batch_size;
+    ld->num_batches = config->drop_last ? N / B : (N + B - 1) / B;
+    ld->max_count = max_count;
+    ld->num_slots = config->prefetch + 1;
+    ld->held = -1;
+    ld->next_claim = ld->next_deliver = ld->num_batches; /* nothing to deliver until start */
+    pthread_mutex_init(&ld->lock, NULL);
+    pthread_cond_init(&ld->slot_free, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&ld->batch_ready, &attr);
+    pthread_condattr_destroy(&attr);
+    ld->slots = calloc((size_t)ld->num_slots, sizeof *ld->slots);
+    ld->perm = malloc((size_t)(N ? N : 1) * sizeof *ld->perm);
+    ld->threads = calloc((size_t)config->producers, sizeof *ld->threads);
+    if (!ld->slots || !ld->perm || !ld->threads) {
+        mk_loader_destroy(ld);
+        return mk_fail(MK_ERR_NOMEM, "Loader: out of memory for %lld positions", (long long)N);
+    }
+    for (int i = 0; i < ld->num_slots; i++) {
+        mk_status st = alloc_slot(ld, &ld->slots[i]);
+        if (st != MK_OK) {
+            mk_loader_destroy(ld);
+            return st;
+        }
+    }
+    *out = ld;
+    return MK_OK;
+}
+
+int64_t mk_loader_num_batches(const mk_loader *ld) { return ld->num_batches; }
+
+void mk_loader_stop(mk_loader *ld) {
+    if (!ld) return;
+    pthread_mutex_lock(&ld->lock);
+    ld->stopping = 1;
+    pthread_cond_broadcast(&ld->slot_free);
+    pthread_cond_broadcast(&ld->batch_ready);
+    pthread_mutex_unlock(&ld->lock);
+    for (int i = 0; i < ld->num_threads; i++) pthread_join(ld->threads[i], NULL);
+    ld->num_threads = 0;
+}
+
+mk_status mk_loader_start(mk_loader *ld, int64_t epoch, int64_t first_batch) {
+    if (epoch < 0)
+        return mk_fail(MK_ERR_VALUE, "Loader: epoch must be >= 0, got %lld", (long long)epoch);
+    if (first_batch < 0 || first_batch > ld->num_batches)
+        return mk_fail(MK_ERR_VALUE, "Loader: batch index %lld is outside [0, %lld]",
+                       (long long)first_batch, (long long)ld->num_batches);
+    mk_loader_stop(ld);
+    build_permutation(ld, epoch);
+    for (int i = 0; i < ld->num_slots; i++) ld->slots[i].state = SLOT_FREE;
+    ld->epoch = epoch;
+    ld->held = -1;
+    ld->ready = 0;
+    ld->next_claim = ld->next_deliver = first_batch;
+    ld->stopping = 0;
+    /* Producers never run Python; blocking signals in them leaves SIGINT to the main
+     * thread, whose wait in mk_loader_next wakes up to let Python raise KeyboardInterrupt. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    mk_status status = MK_OK;
+    for (int i = 0; i < ld->config.producers; i++) {
+        pthread_mutex_lock(&ld->lock);
+        ld->running++;
+        pthread_mutex_unlock(&ld->lock);
+        int rc = pthread_create(&ld->threads[i], NULL, producer_main, ld);
+        if (rc != 0) {
+            pthread_mutex_lock(&ld->lock);
+            ld->running--;
+            pthread_mutex_unlock(&ld->lock);
+            status = mk_fail(MK_ERR_RUNTIME, "Loader: cannot start producer thread %d: %s", i,
+                             strerror(rc));
+            break;
+        }
+        ld->num_threads++;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (status != MK_OK) mk_loader_stop(ld);
+    return status;
+}
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+mk_status mk_loader_next(mk_loader *ld, double timeout_s, const mk_batch **out, int *end) {
+    *out = NULL;
+    *end = 0;
+    double begin = now_seconds();
+    struct timespec deadline;
+    double until = begin + (timeout_s > 0 ? timeout_s : 0);
+    deadline.tv_sec = (time_t)until;
+    deadline.tv_nsec = (long)((until - (double)deadline.tv_sec) * 1e9);
+    pthread_mutex_lock(&ld->lock);
+    if (ld->held >= 0) {
+        ld->slots[ld->held].state = SLOT_FREE;
+        ld->held = -1;
+        /* One slot freed: one producer can use it. Waking them all would put every producer
+         * on a core at the moment the training loop wants one. */
+        pthread_cond_signal(&ld->slot_free);
+    }
+    mk_status status = MK_OK;
+    for (;;) {
+        if (ld->next_deliver >= ld->num_batches) {
+            *end = 1;
+            break;
+        }
+        int k = (int)(ld->next_deliver % ld->num_slots);
+        slot *s = &ld->slots[k];
+        if (s->state == SLOT_READY && s->batch.index == ld->next_deliver) {
+            s->state = SLOT_HELD;
+            ld->held = k;
+            ld->ready--;
+            ld->next_deliver++;
+            ld->delivered_batches++;
+            ld->delivered_positions += s->batch.size;
+            *out = &s->batch;
+            break;
+        }
+        if (ld->running == 0) {
+            status = mk_fail(MK_ERR_RUNTIME,
+                             "Loader: no producer is running (the loader was stopped or closed)");
+            break;
+        }
+        if (pthread_cond_timedwait(&ld->batch_ready, &ld->lock, &deadline) == ETIMEDOUT) break;
+    }
+    ld->wait_seconds += now_seconds() - begin;
+    pthread_mutex_unlock(&ld->lock);
+    return status;
+}
+
+void mk_loader_get_stats(mk_loader *ld, mk_loader_stats *st) {
+    pthread_mutex_lock(&ld->lock);
+    st->batches = ld->delivered_batches;
+    st->positions = ld->delivered_positions;
+    st->wait_seconds = ld->wait_seconds;
+    st->queue_depth = ld->ready;
+    st->queue_capacity = ld->config.prefetch;
+    st->running_threads = ld->running;
+    pthread_mutex_unlock(&ld->lock);
+}
+
+void mk_loader_destroy(mk_loader *ld) {
+    if (!ld) return;
+    mk_loader_stop(ld);
+    if (ld->slots)
+        for (int i = 0; i < ld->num_slots; i++)
+            if (ld->slots[i].memory) ld->config.free(ld->slots[i].memory, ld->config.alloc_ctx);
+    free(ld->slots);
+    free(ld->perm);
+    free(ld->threads);
+    pthread_mutex_destroy(&ld->lock);
+    pthread_cond_destroy(&ld->slot_free);
+    pthread_cond_destroy(&ld->batch_ready);
+    free(ld);
+}

@@ -1,0 +1,119 @@
+/* manaka's batch producers: C threads that pack positions of a dataset (DESIGN.md §4)
+ * into a bounded queue of reusable batch buffers.
+ *
+ * Contract:
+ * - The dataset is given as raw pointers into C-contiguous arrays (memory-mapped .npy
+ *   files, typically); the caller keeps them alive and unchanged while the loader exists.
+ * - Batch n of an epoch always holds positions perm[n * B .. n * B + size) where perm is
+ *   the epoch's permutation (seeded by (seed, epoch); the identity without shuffle).
+ *   Which producer packs a batch never changes its contents, and the consumer receives
+ *   batches strictly in order: the queue is a ring of slots, batch n lives in slot
+ *   n % num_slots, so the result is identical for 1 or 16 producers.
+ * - Legal lists are padded to the batch's own maximum count: legal with -1, policy with 0.
+ *   int16 token and move ids are widened to int32.
+ * - Buffer reuse: the consumer holds at most one batch; its slot is recycled when the
+ *   consumer asks for the next batch (mk_loader_next) or stops the epoch.
+ * - Waits are bounded (mk_loader_next takes a timeout) so a caller can check for signals
+ *   between waits; producers block only on condition variables that stop() broadcasts.
+ * - Nothing here aborts: errors come back as mk_status with mk_error() set.
+ */
+#ifndef MANAKA_LOADER_H
+#define MANAKA_LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "manaka.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A dataset in the on-disk layout of DESIGN.md §4, as pointers. */
+typedef struct {
+    int64_t num_positions;       /* N */
+    int64_t tokens_per_side;     /* T; tokens are [N, 2, T] */
+    const int16_t *tokens;
+    const int64_t *legal_offsets; /* [N + 1], offsets[0] = 0, increasing */
+    const void *legal_moves;      /* [total_moves] of int16 or int32 */
+    int64_t total_moves;          /* must equal legal_offsets[N] */
+    int moves_itemsize;           /* 2 or 4 */
+    const int32_t *target;        /* [N] */
+    const float *value;           /* [N] */
+    const float *policy_target;   /* [offsets[N]] or NULL */
+} mk_dataset_view;
+
+/* Allocation hook for the batch buffers. The default is aligned host memory; a CUDA model
+ * passes page-locked (pinned) allocation here so host-to-device copies can be async
+ * (a later issue). Must return memory aligned to at least 64 bytes, or NULL. */
+typedef void *(*mk_alloc_fn)(size_t bytes, void *ctx);
+typedef void (*mk_free_fn)(void *ptr, void *ctx);
+
+typedef struct {
+    int64_t batch_size;
+    int producers;    /* threads, >= 1 */
+    int prefetch;     /* batches that may be ready ahead of the consumer, >= 1 */
+    int shuffle;      /* 0: dataset order */
+    uint64_t seed;
+    int drop_last;    /* 1: the last, short batch of an epoch is skipped */
+    int nice;         /* producers' priority below the caller's (Linux nice increment; 0 = same) */
+    mk_alloc_fn alloc; /* NULL: the default allocator */
+    mk_free_fn free;
+    void *alloc_ctx;
+} mk_loader_config;
+
+/* One packed batch; pointers stay valid until the consumer's next mk_loader_next. */
+typedef struct {
+    int64_t epoch, index; /* which batch of which epoch */
+    int64_t size;         /* B, rows (the last batch may be short) */
+    int64_t max_legal;    /* L, the batch's own maximum legal count */
+    int32_t *tokens;      /* [B, 2, T] */
+    int32_t *legal;       /* [B, L], -1 beyond counts[b] */
+    int32_t *counts;      /* [B] */
+    int32_t *target;      /* [B] */
+    float *value;         /* [B] */
+    float *policy_target; /* [B, L], 0 beyond counts[b]; NULL without soft targets */
+    int64_t *positions;   /* [B], dataset indices of the rows */
+} mk_batch;
+
+typedef struct {
+    int64_t batches;        /* delivered to the consumer since creation */
+    int64_t positions;      /* positions in those batches */
+    double wait_seconds;    /* time the consumer spent blocked in mk_loader_next */
+    int queue_depth;        /* batches ready ahead of the consumer now */
+    int queue_capacity;     /* = prefetch */
+    int running_threads;    /* producer threads alive */
+} mk_loader_stats;
+
+typedef struct mk_loader mk_loader;
+
+/* Checks the config against the dataset, allocates every buffer (sized for the dataset's
+ * largest legal count); starts no thread. */
+mk_status mk_loader_create(const mk_dataset_view *data, const mk_loader_config *config,
+                           mk_loader **out);
+
+/* Batches per epoch. */
+int64_t mk_loader_num_batches(const mk_loader *loader);
+
+/* Stops any running epoch, builds epoch `epoch`'s permutation and starts the producers at
+ * batch `first_batch` (0 <= first_batch <= num_batches). */
+mk_status mk_loader_start(mk_loader *loader, int64_t epoch, int64_t first_batch);
+
+/* Recycles the batch the consumer held, then waits up to `timeout_s` for the next one.
+ * *out = the batch, or NULL with *end = 1 when the epoch is exhausted, or NULL with
+ * *end = 0 on timeout. Asking a loader that was stopped mid-epoch is an MK_ERR_RUNTIME.
+ * (Producers cannot fail: create() checked every offset they will follow.) */
+mk_status mk_loader_next(mk_loader *loader, double timeout_s, const mk_batch **out, int *end);
+
+/* Stops the producers and joins them; the held batch stays readable. Idempotent. */
+void mk_loader_stop(mk_loader *loader);
+
+void mk_loader_get_stats(mk_loader *loader, mk_loader_stats *stats);
+
+/* Stops and frees everything. NULL is fine. */
+void mk_loader_destroy(mk_loader *loader);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MANAKA_LOADER_H */

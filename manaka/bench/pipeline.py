@@ -1,0 +1,119 @@
+"""``python -m manaka.bench pipeline``: positions/s the C batch producers deliver, and the
+share of a training step spent waiting for data.
+
+1. Delivery: a synthetic dataset at the seed shapes (T = 40, V = 2344, M = 2187, legal
+   counts ~ lognormal(ln 90, 0.6)) is saved and memory-mapped back (as training reads it),
+   then iterated by a consumer that does nothing else, with 1, 2, 4 and 8 producers. One
+   run = one epoch; the time is the median over runs after a warm-up epoch. The consumer's
+   wrapping of each batch into mk.Batch is included (it is part of what a trainer waits for).
+   Goal: one producer >= 500,000 positions/s.
+2. Data wait: mk.fit on the CPU at the seed configuration (and at the much faster small
+   preset of ``python -m manaka.train``), reporting the share of wall time the loop spent in
+   next() (goal: below 1%) and, within it, blocked on the producers. Skipped, and said so,
+   when mk.Model is not available in this build.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import manaka as mk
+
+from .seed import SeedShapes
+from .timing import HEADER, measure, write_results
+
+SEED_DIMS = dict(embed_dim=256, orders=4, pair_dim=16, hidden=(512, 512), head_width=300)
+SMALL_DIMS = dict(embed_dim=32, orders=4, pair_dim=4, hidden=(128,), head_width=64)
+
+
+def delivery(ds, producers: int, batch_size: int, runs: int):
+    loader = mk.Loader(ds, batch_size=batch_size, producers=producers, prefetch=8, seed=0)
+
+    def one_epoch():
+        n = 0
+        for batch in loader:
+            n += len(batch)
+        assert n == len(ds), f"an epoch delivered {n} of {len(ds)} positions"  # a short run is an error
+
+    t = measure(f"{producers} producer{'s' if producers > 1 else ''}, batch {batch_size}", one_epoch,
+                runs=runs, warmup=1)
+    loader.close()
+    t.extra["positions_per_s"] = round(len(ds) / (t.median_ms / 1e3))
+    t.extra["consumer_wait_s"] = round(loader.stats["wait_seconds"], 3)
+    return t
+
+
+def data_wait(ds, batch_size: int, steps: int, producers: int, dims: dict, name: str):
+    """mk.fit on the CPU: the share of wall time the loop spent blocked on the producers (C
+    wait) and in next() altogether (C wait plus wrapping the batch), after a warm-up."""
+    if not hasattr(mk, "Model"):
+        return None
+    cfg = mk.ModelConfig(num_tokens=ds.num_tokens, num_moves=ds.num_moves, tokens_per_side=ds.tokens_per_side, **dims)
+    model = mk.Model(cfg, device="cpu", seed=0)
+    trainer = mk.Trainer(model, lr=1e-3)
+    loader = mk.Loader(ds, batch_size=batch_size, producers=producers, prefetch=8, seed=0)
+    quiet = dict(trainer=trainer, progress=False, log=lambda line: None)
+    mk.fit(model, loader, steps=3, log_every=3, **quiet)  # warm-up: first fill, first-touch of buffers
+    before, start = loader.stats, time.perf_counter()
+    history = mk.fit(model, loader, steps=steps, log_every=steps, **quiet)
+    wall, after = time.perf_counter() - start, loader.stats
+    blocked = (after["wait_seconds"] - before["wait_seconds"]) / wall
+    in_next = (after["consumer_seconds"] - before["consumer_seconds"]) / wall
+    return {"config": name, "steps": steps, "batch_size": batch_size, "producers": producers,
+            "step_ms": 1e3 * wall / steps, "positions_per_s": steps * batch_size / wall,
+            "blocked_on_producers_share": blocked, "wait_share": in_next,
+            "loss_at_end": history.last["loss"]}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m manaka.bench pipeline", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--positions", type=int, default=200_000, help="dataset size (default 200000)")
+    parser.add_argument("--batch-size", type=int, default=SeedShapes.B, help="batch size (default 1024)")
+    parser.add_argument("--producers", default="1,2,4,8", help="producer counts to measure (default 1,2,4,8)")
+    parser.add_argument("--runs", type=int, default=5, help="timed epochs per producer count (default 5)")
+    parser.add_argument("--train-steps", type=int, default=20,
+                        help="seed-configuration training steps for the data-wait measurement (0 skips it)")
+    parser.add_argument("--out", default=None, help="results folder (default bench/results)")
+    args = parser.parse_args(argv)
+    counts = [int(p) for p in args.producers.split(",")]
+
+    print(f"manaka.bench pipeline: {args.positions} synthetic positions at the seed shapes\n{mk.build_info()}",
+          flush=True)
+    lines, results = [HEADER], []
+    with tempfile.TemporaryDirectory() as tmp:
+        mk.Dataset.synthetic(args.positions, None, seed=0).save(os.path.join(tmp, "data"))
+        ds = mk.Dataset.open(os.path.join(tmp, "data"))  # memory-mapped, as in training
+        print(ds, flush=True)
+        for p in counts:
+            t = delivery(ds, p, args.batch_size, args.runs)
+            results.append(t)
+            lines.append(t.row())
+            print(lines[-1], flush=True)
+        waits = []
+        runs = [("seed configuration", SEED_DIMS, args.batch_size, args.train_steps),
+                ("small preset of python -m manaka.train", SMALL_DIMS, 512, 4 * args.train_steps)]
+        for name, dims, batch_size, steps in runs if args.train_steps > 0 else []:
+            wait = data_wait(ds, batch_size, steps, 4, dims, name)
+            if wait is None:
+                lines.append("data wait during training: SKIPPED (mk.Model is not in this build)")
+                print(lines[-1], flush=True)
+                break
+            waits.append(wait)
+            lines.append(f"data wait, {name} on the CPU, batch {batch_size}, 4 producers: "
+                         f"{100 * wait['wait_share']:.2f}% of wall time in next() "
+                         f"({100 * wait['blocked_on_producers_share']:.2f}% blocked on producers); "
+                         f"{wait['step_ms']:.0f} ms/step, {wait['positions_per_s']:.0f} pos/s")
+            print(lines[-1], flush=True)
+    path = write_results("pipeline", "cpu", {
+        "positions": args.positions, "batch_size": args.batch_size, "dataset": repr(ds),
+        "delivery": results, "training_data_wait": waits}, lines, args.out)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

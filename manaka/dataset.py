@@ -1,0 +1,248 @@
+"""Datasets in the on-disk format of DESIGN.md §4: a folder of .npy files plus meta.json.
+
+    tokens.npy          int16   [N, 2, T]   token ids per perspective, -1 = empty slot
+    legal_offsets.npy   int64   [N + 1]     position i's legal moves are
+    legal_moves.npy     int16|int32 [total]   legal_moves[legal_offsets[i]:legal_offsets[i+1]]
+    target.npy          int32   [N]         index of the played move in that list
+    value.npy           float32 [N]         game result for the side to move, in [0, 1]
+    policy_target.npy   float32 [total]     optional soft targets, summing to 1 per position
+    meta.json           {"version": 1, "num_tokens": V, "num_moves": M, "T": T, ...}
+
+Files are memory-mapped, never loaded whole; :meth:`Dataset.open` validates everything
+(manaka/validate.py) before any training starts.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+import numpy as np
+
+from . import validate as _v
+
+__all__ = ["Dataset", "Position"]
+
+
+@dataclass(frozen=True)
+class Position:
+    """One position of a dataset, for inspection (``ds[i]``)."""
+
+    index: int
+    tokens: np.ndarray          # int16 [2, T], -1 = empty
+    legal_moves: np.ndarray     # move ids [count]
+    target: int                 # index into legal_moves
+    value: float
+    policy_target: Optional[np.ndarray] = None  # float32 [count]
+
+    @property
+    def played_move(self) -> int:
+        """The move id of the target."""
+        return int(self.legal_moves[self.target])
+
+    def __repr__(self) -> str:
+        present = [int((side >= 0).sum()) for side in self.tokens]
+        soft = ""
+        if self.policy_target is not None:
+            top = int(np.argmax(self.policy_target))
+            soft = f", soft targets (top move {int(self.legal_moves[top])} p={self.policy_target[top]:.3f})"
+        return (f"Position(#{self.index}: {present[0]}+{present[1]} tokens, "
+                f"{len(self.legal_moves)} legal moves, target={self.target} (move {self.played_move}), "
+                f"value={self.value:.3f}{soft})")
+
+
+def _fits(name: str, x: np.ndarray, lo: int, hi: int, what: str) -> None:
+    """Refuses a value that would wrap when narrowed (the range checks come after)."""
+    if x.size and (x.min() < lo or x.max() > hi):
+        k = int(np.flatnonzero(((x < lo) | (x > hi)).reshape(-1))[0])
+        raise ValueError(f"Dataset.from_arrays: {name} holds {x.reshape(-1)[k]} at flat position {k}, "
+                         f"which does not fit {what}")
+
+
+def _read_only(x: Optional[np.ndarray]) -> Optional[np.ndarray]:
+    """A read-only view: the loader's C threads read these arrays while training runs."""
+    if x is None or not x.flags.writeable:
+        return x
+    view = x.view()
+    view.flags.writeable = False
+    return view
+
+
+def _int_arg(name: str, x: Any, dtype, lo: int, hi: int, what: str) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype.kind not in "iu":
+        raise TypeError(f"Dataset.from_arrays: {name} must have an integer dtype, got {x.dtype}")
+    _fits(name, x, lo, hi, what)
+    return np.ascontiguousarray(x, dtype=dtype)
+
+
+def _float_arg(name: str, x: Any) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype.kind not in "iuf":
+        raise TypeError(f"Dataset.from_arrays: {name} must be numeric, got {x.dtype}")
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+class Dataset:
+    """Positions with their legal moves and targets (DESIGN.md §4).
+
+    Build one with :meth:`from_arrays`, :meth:`open` (a saved folder, memory-mapped) or
+    :meth:`synthetic` (positions labelled by a fixed random teacher network). ``len(ds)``
+    is the number of positions, ``ds[i]`` a readable :class:`Position`, and
+    ``ds.meta`` the meta.json dictionary (including extra keys such as
+    ``teacher_accuracy_ceiling`` for synthetic data). Hand it to :class:`manaka.Loader`.
+    """
+
+    def __init__(self, arrays: Dict[str, Optional[np.ndarray]], meta: Dict[str, Any],
+                 path: Optional[str] = None, source: str = "Dataset", names=None):
+        rule = _v.Rule(source, names or {})
+        dims = _v.check_meta(meta, rule)
+        _v.check_shapes(arrays, dims, rule)
+        self._stats = _v.check_values(arrays, dims, rule)
+        arrays = {k: _read_only(v) for k, v in arrays.items()}
+        self.tokens = arrays["tokens"]
+        self.legal_offsets = arrays["legal_offsets"]
+        self.legal_moves = arrays["legal_moves"]
+        self.target = arrays["target"]
+        self.value = arrays["value"]
+        self.policy_target = arrays.get("policy_target")
+        self.meta = dict(meta)
+        self.path = path
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_arrays(cls, *, tokens, legal_offsets, legal_moves, target, value,
+                    policy_target=None, num_tokens: int, num_moves: int,
+                    meta: Optional[Dict[str, Any]] = None) -> "Dataset":
+        """A dataset from in-memory arrays (any integer / float dtypes; converted to the format's).
+
+        Args:
+            tokens: ``[N, 2, T]`` token ids, -1 for an empty slot, below ``num_tokens``.
+            legal_offsets: ``[N + 1]``, starting at 0, strictly increasing.
+            legal_moves: ``[legal_offsets[-1]]`` move ids below ``num_moves``.
+            target: ``[N]`` index of the played move within each position's legal list.
+            value: ``[N]`` result in [0, 1] for the side to move.
+            policy_target: optional ``[legal_offsets[-1]]`` soft targets summing to 1 per position.
+            num_tokens, num_moves: the vocabularies (V and M of DESIGN.md).
+            meta: extra keys for meta.json (JSON-serialisable).
+
+        Raises:
+            ValueError / TypeError naming the argument, the first bad position and the rule.
+        """
+        move_dtype = np.int16 if num_moves <= 32768 else np.int32
+        arrays = {
+            "tokens": _int_arg("tokens", tokens, np.int16, -32768, 32767, "int16 token ids"),
+            # A private copy: offsets steer every read of the producer threads, so a caller
+            # changing its array later must not be able to send them out of bounds.
+            "legal_offsets": np.array(_int_arg("legal_offsets", legal_offsets, np.int64, -2**63, 2**63 - 1, "int64")),
+            "legal_moves": _int_arg("legal_moves", legal_moves, move_dtype, np.iinfo(move_dtype).min,
+                                    np.iinfo(move_dtype).max, f"{np.dtype(move_dtype).name} move ids"),
+            "target": _int_arg("target", target, np.int32, -2**31, 2**31 - 1, "int32"),
+            "value": _float_arg("value", value),
+            "policy_target": None if policy_target is None else _float_arg("policy_target", policy_target),
+        }
+        T = arrays["tokens"].shape[2] if arrays["tokens"].ndim == 3 else 1  # shape errors come next
+        full_meta = {"version": _v.FORMAT_VERSION, "num_tokens": int(num_tokens),
+                     "num_moves": int(num_moves), "T": int(T), **(meta or {})}
+        return cls(arrays, full_meta, source="Dataset.from_arrays")
+
+    @classmethod
+    def open(cls, path: str) -> "Dataset":
+        """Memory-maps the dataset folder at `path` and validates all of it.
+
+        Raises:
+            ValueError naming the file, the first bad position and the rule broken.
+        """
+        path = os.fspath(path)
+        source = f"Dataset.open({path!r})"
+        if not os.path.isdir(path):
+            raise ValueError(f"{source}: not a directory")
+        meta_path = os.path.join(path, "meta.json")
+        try:
+            with open(meta_path) as f:
+                meta = json.load(f)
+        except FileNotFoundError:
+            raise ValueError(f"{source}: meta.json: missing") from None
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{source}: meta.json: not valid JSON ({e})") from None
+        arrays: Dict[str, Optional[np.ndarray]] = {}
+        for name in _v.FILES:
+            file = os.path.join(path, name + ".npy")
+            if not os.path.exists(file):
+                if name == "policy_target":
+                    arrays[name] = None
+                    continue
+                raise ValueError(f"{source}: {name}.npy: missing")
+            try:
+                arrays[name] = np.load(file, mmap_mode="r", allow_pickle=False)
+            except (OSError, ValueError, EOFError) as e:
+                raise ValueError(f"{source}: {name}.npy: cannot be read (truncated or not a .npy file: {e})") from None
+        names = {name: name + ".npy" for name in _v.FILES}
+        names["meta"] = "meta.json"
+        return cls(arrays, meta, path=path, source=source, names=names)
+
+    @classmethod
+    def synthetic(cls, n: int, cfg: Any = None, seed: int = 0, **options) -> "Dataset":
+        """`n` positions labelled by a fixed random teacher network: see :func:`manaka.synthetic.make`."""
+        from .synthetic import make
+        return make(n, cfg, seed, **options)
+
+    def save(self, path: str) -> str:
+        """Writes the dataset as a folder of .npy files plus meta.json (meta last, so a folder
+        with a meta.json is complete). Returns the path."""
+        path = os.fspath(path)
+        os.makedirs(path, exist_ok=True)
+        for name in _v.FILES:
+            arr = getattr(self, name)
+            if arr is not None:
+                np.save(os.path.join(path, name + ".npy"), np.asarray(arr))
+        tmp = os.path.join(path, "meta.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump(self.meta, f, indent=1)
+        os.replace(tmp, os.path.join(path, "meta.json"))
+        return path
+
+    # ------------------------------------------------------------------ inspection
+    def __len__(self) -> int:
+        return self.tokens.shape[0]
+
+    def __getitem__(self, i: int) -> Position:
+        n = len(self)
+        if not isinstance(i, (int, np.integer)):
+            raise TypeError(f"Dataset indices must be integers, got {type(i).__name__}")
+        if i < -n or i >= n:
+            raise IndexError(f"position {i} is out of range for a dataset of {n}")
+        i = int(i) % n
+        a, b = int(self.legal_offsets[i]), int(self.legal_offsets[i + 1])
+        pol = None if self.policy_target is None else np.array(self.policy_target[a:b])
+        return Position(i, np.array(self.tokens[i]), np.array(self.legal_moves[a:b]),
+                        int(self.target[i]), float(self.value[i]), pol)
+
+    @property
+    def num_tokens(self) -> int:
+        return self.meta["num_tokens"]
+
+    @property
+    def num_moves(self) -> int:
+        return self.meta["num_moves"]
+
+    @property
+    def tokens_per_side(self) -> int:
+        return self.meta["T"]
+
+    @property
+    def max_legal(self) -> int:
+        """The largest legal-move count of any position."""
+        return self._stats["max_legal"]
+
+    @property
+    def mean_legal(self) -> float:
+        return self._stats["mean_legal"]
+
+    def __repr__(self) -> str:
+        soft = ", soft targets" if self.policy_target is not None else ""
+        where = f", path={self.path!r}" if self.path else ""
+        return (f"Dataset({len(self):,} positions, T={self.tokens_per_side}, num_tokens={self.num_tokens}, "
+                f"num_moves={self.num_moves}, legal moves {self.mean_legal:.1f} avg / {self.max_legal} max"
+                f"{soft}{where})")

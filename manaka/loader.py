@@ -1,0 +1,190 @@
+"""mk.Loader: C producer threads that pack a Dataset's positions into mk.Batch objects.
+
+The producers (csrc/loader.c) read the memory-mapped arrays directly and fill a bounded
+queue of reusable buffers; Python only wraps each finished batch (no Python work per
+position). See :class:`Loader` for the guarantees.
+"""
+from __future__ import annotations
+
+import time
+from typing import Dict, Iterator, Optional
+
+import numpy as np
+
+from . import _core
+from .batch import Batch
+from .dataset import Dataset
+
+__all__ = ["Loader"]
+
+
+class Loader:
+    """Iterates a :class:`manaka.Dataset` in batches packed by C producer threads.
+
+    ``for batch in loader`` yields one epoch of :class:`manaka.Batch` objects: every
+    position exactly once, in a seeded order (a permutation of (seed, epoch): it differs
+    between epochs and between seeds, and is identical for the same seed). Batch n of an
+    epoch always holds the same positions, whatever the number of producers. Legal lists
+    are padded to the batch's own largest count (legal = -1, policy_target = 0 there).
+
+    Buffer reuse: batches live in ``prefetch + 1`` reusable C buffers. A yielded batch is
+    valid until the next one is requested; after that its arrays are overwritten by a later
+    batch (they never dangle: the memory lives as long as any view of it). To keep a batch,
+    pass ``copy=True`` (each batch is copied out, costing a memcpy) or copy it yourself.
+
+    Position: the loader remembers where it is (``epoch``, ``batch_index``). A new
+    iteration continues from there: breaking out of a loop and iterating again resumes the
+    same epoch; finishing an epoch moves to the next. ``state_dict()`` /
+    ``load_state_dict()`` save and restore this position (mk.fit checkpoints it).
+
+    Producers run below the caller's OS priority (``Loader.NICE``, Linux): they are
+    background work kept ahead by the queue and never take a core from the training step.
+    Their buffers come from an allocation hook in the C loader (csrc/loader.h), where a GPU
+    model will plug page-locked memory for asynchronous host-to-device copies.
+
+    Threads stop at the end of each epoch, on ``close()``, when a ``with`` block ends,
+    when the consuming loop raises, and on Ctrl-C (waits wake every 50 ms to let Python
+    raise KeyboardInterrupt).
+
+    Args:
+        dataset: a :class:`manaka.Dataset`.
+        batch_size: positions per batch.
+        producers: C threads packing batches (more is not automatically better: 1-4).
+        prefetch: batches that may be ready ahead of the consumer.
+        shuffle: False keeps dataset order.
+        seed: the shuffle's seed (>= 0).
+        drop_last: skip the last, short batch of each epoch.
+        copy: yield batches that own their memory (safe to keep).
+    """
+
+    # Producers run this much below the caller's priority (Linux nice): they are background
+    # work kept ahead by the queue, and must not take a core from the training step.
+    NICE = 10
+
+    def __init__(self, dataset: Dataset, batch_size: int = 1024, producers: int = 4, prefetch: int = 8,
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False, copy: bool = False):
+        if not isinstance(dataset, Dataset):
+            raise TypeError(f"Loader: dataset must be a manaka.Dataset, got {type(dataset).__name__}")
+        for name, value, low in (("batch_size", batch_size, 1), ("producers", producers, 1),
+                                 ("prefetch", prefetch, 1), ("seed", seed, 0)):
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+                raise TypeError(f"Loader: {name} must be an int, got {type(value).__name__}")
+            if value < low:
+                raise ValueError(f"Loader: {name} must be >= {low}, got {value}")
+        self.dataset = dataset
+        self.batch_size, self.producers, self.prefetch = int(batch_size), int(producers), int(prefetch)
+        self.shuffle, self.seed, self.drop_last, self.copy = bool(shuffle), int(seed), bool(drop_last), bool(copy)
+        self._core = _core.Loader(
+            dataset.tokens, dataset.legal_offsets, dataset.legal_moves, dataset.target, dataset.value,
+            dataset.policy_target, self.batch_size, self.producers, self.prefetch, self.shuffle,
+            self.seed, self.drop_last, self.NICE)
+        self.epoch, self.batch_index = 0, 0
+        # Dataset indices of the last batch's rows (recycled with its buffers unless copy=True).
+        self.last_indices: Optional[np.ndarray] = None
+        self._run = 0
+        self._wait = 0.0
+        self._closed = False
+
+    # ------------------------------------------------------------------ iteration
+    def __len__(self) -> int:
+        """Batches per epoch."""
+        return self._core.num_batches
+
+    @property
+    def num_batches(self) -> int:
+        return self._core.num_batches
+
+    def __iter__(self) -> Iterator[Batch]:
+        if self._closed:
+            raise RuntimeError("Loader: iterating a closed loader")
+        if self.batch_index >= self.num_batches:
+            self.epoch, self.batch_index = self.epoch + 1, 0
+        return self._epoch(self.epoch, self.batch_index)
+
+    def _epoch(self, epoch: int, first: int) -> Iterator[Batch]:
+        # A newer iteration restarts the producers; an older, unfinished generator must then
+        # neither take its batches nor stop its threads when it is collected.
+        self._run += 1
+        run = self._run
+        self._core.start(epoch, first)
+        try:
+            while not self._closed:
+                if run != self._run:
+                    raise RuntimeError("Loader: this iteration was superseded by a newer one")
+                start = time.perf_counter()
+                item = self._core.next()
+                if item is None:
+                    break
+                _, index, tokens, legal, counts, target, value, policy, positions = item
+                if self.copy:
+                    tokens, legal, counts, target, value, positions = (
+                        a.copy() for a in (tokens, legal, counts, target, value, positions))
+                    policy = None if policy is None else policy.copy()
+                batch = Batch(tokens, legal, counts, target, value, policy)
+                self.last_indices = positions
+                self._wait += time.perf_counter() - start
+                self.batch_index = index + 1
+                if self.batch_index >= self.num_batches:
+                    self.epoch, self.batch_index = epoch + 1, 0
+                yield batch
+        finally:
+            if run == self._run:
+                self._core.stop()
+
+    # ------------------------------------------------------------------ position
+    def state_dict(self) -> Dict[str, int]:
+        """Where the next iteration starts, plus the settings that fix the order."""
+        return {"epoch": self.epoch, "batch_index": self.batch_index, "seed": self.seed,
+                "batch_size": self.batch_size, "shuffle": int(self.shuffle), "drop_last": int(self.drop_last)}
+
+    def load_state_dict(self, state: Dict[str, int]) -> None:
+        """Restores a position saved by :meth:`state_dict` (the order settings must match)."""
+        for key in ("seed", "batch_size", "shuffle", "drop_last"):
+            if key in state and int(state[key]) != int(getattr(self, key)):
+                raise ValueError(f"Loader.load_state_dict: {key} = {state[key]} was saved, but this loader has "
+                                 f"{key} = {getattr(self, key)}: the batch order would differ")
+        epoch, index = int(state["epoch"]), int(state["batch_index"])
+        if epoch < 0 or not 0 <= index <= self.num_batches:
+            raise ValueError(f"Loader.load_state_dict: position (epoch {epoch}, batch {index}) is out of range "
+                             f"({self.num_batches} batches per epoch)")
+        self.epoch, self.batch_index = epoch, index
+
+    def set_epoch(self, epoch: int) -> None:
+        """Starts the next iteration at the beginning of `epoch`."""
+        self.load_state_dict({"epoch": epoch, "batch_index": 0})
+
+    @property
+    def epoch_fraction(self) -> float:
+        """Epochs completed, fractionally (e.g. 2.41)."""
+        return self.epoch + self.batch_index / max(1, self.num_batches)
+
+    # ------------------------------------------------------------------ stats and lifetime
+    @property
+    def stats(self) -> Dict[str, float]:
+        """batches, positions, queue_depth / queue_capacity (ready ahead of the consumer now),
+        wait_seconds (consumer time spent waiting in C), consumer_seconds (the same plus the
+        Python wrapping of each batch), running_threads."""
+        s = dict(self._core.stats())
+        s["consumer_seconds"] = self._wait
+        return s
+
+    def close(self) -> None:
+        """Stops and joins the producer threads. Idempotent."""
+        self._closed = True
+        self._core.stop()
+
+    def __enter__(self) -> "Loader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        core = getattr(self, "_core", None)
+        if core is not None:
+            core.stop()
+
+    def __repr__(self) -> str:
+        return (f"Loader({len(self.dataset):,} positions, batch_size={self.batch_size}, producers={self.producers}, "
+                f"prefetch={self.prefetch}, shuffle={self.shuffle}, seed={self.seed}, epoch={self.epoch}, "
+                f"batch {self.batch_index}/{self.num_batches})")

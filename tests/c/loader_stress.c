@@ -1,0 +1,39 @@
+/* Stress harness for csrc/loader.c under ThreadSanitizer / AddressSanitizer (tests/test_loader_sanitizers.py):
+ * 6 producers, a queue of 2, 30 epochs, some stopped early. Prints "ok <sum of positions>". */
+#include <stdio.h>
+#include <stdlib.h>
+#include "loader.h"
+int main(void) {
+    int64_t N = 5000, T = 4;
+    int16_t *tok = malloc(N * 2 * T * 2);
+    int64_t *off = malloc((N + 1) * 8);
+    off[0] = 0;
+    for (int64_t i = 0; i < N; i++) off[i + 1] = off[i] + 1 + i % 17;
+    int16_t *mv = malloc(off[N] * 2);
+    for (int64_t i = 0; i < off[N]; i++) mv[i] = i % 1000;
+    for (int64_t i = 0; i < N * 2 * T; i++) tok[i] = i % 300;
+    int32_t *tg = calloc(N, 4);
+    float *v = calloc(N, 4);
+    mk_dataset_view d = {N, T, tok, off, mv, off[N], 2, tg, v, NULL};
+    mk_loader_config c = {.batch_size = 13, .producers = 6, .prefetch = 2, .shuffle = 1, .seed = 3};
+    mk_loader *ld;
+    if (mk_loader_create(&d, &c, &ld)) { printf("%s\n", mk_error()); return 1; }
+    long long sum = 0;
+    for (int e = 0; e < 30; e++) {
+        mk_loader_start(ld, e, 0);
+        int stopped_early = (e % 5 == 4);
+        for (int k = 0;; k++) {
+            const mk_batch *b; int end;
+            mk_loader_next(ld, 0.05, &b, &end);
+            if (end) break;
+            if (!b) continue;
+            for (int64_t i = 0; i < b->size; i++) sum += b->positions[i];
+            if (stopped_early && k == 20) break;
+        }
+        mk_loader_stop(ld);
+    }
+    mk_loader_destroy(ld);
+    free(tok), free(off), free(mv), free(tg), free(v);
+    printf("ok %lld\n", sum);
+    return 0;
+}
