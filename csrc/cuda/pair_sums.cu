@@ -198,21 +198,32 @@ done:
     return status;
 }
 
-extern "C" mk_status mk_pair_sums_backward_cuda(const float *grad, const int32_t *tokens,
-                                                int64_t rows, int64_t T, int64_t P,
-                                                int64_t num_pairs, float *grad_pair_table,
-                                                void *stream) {
+/* The deterministic backward: bucket the (row, pair) entries by table row, then either
+ * write each row's gradient (grad_pair_table) or, when it is NULL, feed it straight to
+ * AdamW over (p, m, v) with `args`, skipped on the device when stats says not finite. */
+static mk_status pair_sums_backward_sorted(const char *op, const float *grad,
+                                           const int32_t *tokens, int64_t rows, int64_t T,
+                                           int64_t P, int64_t num_pairs, float *grad_pair_table,
+                                           float *p, float *m, float *v,
+                                           const mk_adamw_args *args, const float *stats,
+                                           cudaStream_t s) {
     mk_status status = MK_OK;
-    cudaStream_t s = MK_STREAM(stream);
     const int64_t pairs = T * (T - 1) / 2;
     mk_buckets bk;
     memset(&bk, 0, sizeof bk);
     if (num_pairs == 0 || P == 0) return MK_OK;
-    if ((status = check_sizes("pair_sums_backward", rows, T, P, 0)) != MK_OK) return status;
+    if ((status = check_sizes(op, rows, T, P, 0)) != MK_OK) return status;
     if ((status = pair_buckets(tokens, rows, T, num_pairs, &bk, s)) != MK_OK) goto done;
-    pair_sums_grad_table_kernel<<<mk_blocks_for(num_pairs * P, 256), 256, 0, s>>>(
-        grad, bk.order, bk.starts, num_pairs, pairs > 0 ? pairs : 1, P, grad_pair_table);
-    MK_CUDA_LAUNCHED("pair_sums_grad_table_kernel");
+    if (grad_pair_table) {
+        pair_sums_grad_table_kernel<<<mk_blocks_for(num_pairs * P, 256), 256, 0, s>>>(
+            grad, bk.order, bk.starts, num_pairs, pairs > 0 ? pairs : 1, P, grad_pair_table);
+        MK_CUDA_LAUNCHED("pair_sums_grad_table_kernel");
+    } else {
+        pair_sums_adamw_kernel<<<mk_blocks_for(num_pairs * P, 256), 256, 0, s>>>(
+            grad, bk.order, bk.starts, num_pairs, pairs > 0 ? pairs : 1, P, p, m, v,
+            mk_adamw_prepare(args), stats);
+        MK_CUDA_LAUNCHED("pair_sums_adamw_kernel");
+    }
 done:
     {
         mk_status freed = mk_buckets_free(&bk, s);
@@ -220,28 +231,23 @@ done:
     }
 }
 
+extern "C" mk_status mk_pair_sums_backward_cuda(const float *grad, const int32_t *tokens,
+                                                int64_t rows, int64_t T, int64_t P,
+                                                int64_t num_pairs, float *grad_pair_table,
+                                                void *stream) {
+    return pair_sums_backward_sorted("pair_sums_backward", grad, tokens, rows, T, P, num_pairs,
+                                     grad_pair_table, NULL, NULL, NULL, NULL, NULL,
+                                     MK_STREAM(stream));
+}
+
 extern "C" mk_status mk_pair_sums_backward_adamw_cuda(const float *grad, const int32_t *tokens,
                                                       int64_t rows, int64_t T, int64_t P,
                                                       int64_t V, float *p, float *m, float *v,
                                                       const mk_adamw_args *args,
                                                       const float *stats, void *stream) {
-    mk_status status = MK_OK;
-    cudaStream_t s = MK_STREAM(stream);
-    const int64_t pairs = T * (T - 1) / 2, num_pairs = mk_num_pairs(V);
-    mk_buckets bk;
-    memset(&bk, 0, sizeof bk);
-    if (num_pairs == 0 || P == 0) return MK_OK;
-    if ((status = check_sizes("pair_sums_backward_adamw", rows, T, P, 0)) != MK_OK) return status;
-    if ((status = pair_buckets(tokens, rows, T, num_pairs, &bk, s)) != MK_OK) goto done;
-    pair_sums_adamw_kernel<<<mk_blocks_for(num_pairs * P, 256), 256, 0, s>>>(
-        grad, bk.order, bk.starts, num_pairs, pairs > 0 ? pairs : 1, P, p, m, v,
-        mk_adamw_prepare(args), stats);
-    MK_CUDA_LAUNCHED("pair_sums_adamw_kernel");
-done:
-    {
-        mk_status freed = mk_buckets_free(&bk, s);
-        return status != MK_OK ? status : freed;
-    }
+    return pair_sums_backward_sorted("pair_sums_backward_adamw", grad, tokens, rows, T, P,
+                                     mk_num_pairs(V), NULL, p, m, v, args, stats,
+                                     MK_STREAM(stream));
 }
 
 extern "C" mk_status mk_pair_sums_backward_atomic_cuda(const float *grad, const int32_t *tokens,
