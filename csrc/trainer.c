@@ -164,6 +164,14 @@ mk_status mk_trainer_set_config(mk_trainer *t, const mk_trainer_config *cfg) {
 int64_t mk_trainer_step_count(const mk_trainer *t) { return t->steps; }
 void mk_trainer_set_step_count(mk_trainer *t, int64_t steps) { t->steps = steps; }
 int mk_trainer_pair_state(const mk_trainer *t) { return t->pair_state; }
+size_t mk_trainer_state_bytes(const mk_trainer *t) {
+    int64_t n = mk_model_buffer_size(t->model), pair = 0;
+    if (t->pair_state == MK_PAIR_STATE_BF16) {
+        pair = mk_model_tensor(t->model, mk_model_find(t->model, "pair_table"))->numel;
+        n -= t->pair_span;
+    }
+    return (size_t)(2 * n) * sizeof(float) + (size_t)(2 * pair) * sizeof(uint16_t);
+}
 void mk_trainer_profile(mk_trainer *t, int enable) {
     t->profile = enable;
     t->times = (mk_phase_times){0};

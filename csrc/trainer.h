@@ -64,6 +64,8 @@ mk_status mk_trainer_set_config(mk_trainer *trainer, const mk_trainer_config *cf
 int64_t mk_trainer_step_count(const mk_trainer *trainer);
 void mk_trainer_set_step_count(mk_trainer *trainer, int64_t steps);
 int mk_trainer_pair_state(const mk_trainer *trainer); /* MK_PAIR_STATE_* */
+/* Bytes of device memory the AdamW moments take (both kinds). */
+size_t mk_trainer_state_bytes(const mk_trainer *trainer);
 /* Copies the first (kind 0) or second (kind 1) moment of tensor `tensor` to / from host
  * float32 [numel], whatever its storage: bf16 moments are widened exactly on reading and
  * rounded to nearest on writing (so a bf16 state round-trips bit for bit). */

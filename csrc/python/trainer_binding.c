@@ -247,6 +247,11 @@ static PyObject *trainer_times(trainer_object *self, PyObject *unused) {
                          "optimizer_pair_table", t.optimizer_pair_table);
 }
 
+static PyObject *trainer_moment_bytes(trainer_object *self, PyObject *unused) {
+    REQUIRE_TRAINER(self, NULL);
+    return PyLong_FromSize_t(mk_trainer_state_bytes(self->trainer));
+}
+
 static PyObject *trainer_get_steps(trainer_object *self, void *closure) {
     REQUIRE_TRAINER(self, NULL);
     return PyLong_FromLongLong(mk_trainer_step_count(self->trainer));
@@ -276,6 +281,8 @@ static PyMethodDef trainer_methods[] = {
     {"lr_at", (PyCFunction)trainer_lr_at, METH_O, NULL},
     {"profile", (PyCFunction)trainer_profile, METH_O, NULL},
     {"times", (PyCFunction)trainer_times, METH_NOARGS, NULL},
+    {"moment_bytes", (PyCFunction)trainer_moment_bytes, METH_NOARGS,
+     "bytes of device memory held by the AdamW moments"},
     {NULL, NULL, 0, NULL},
 };
 static PyObject *trainer_get_fused(trainer_object *self, void *closure) {
