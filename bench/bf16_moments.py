@@ -79,7 +79,8 @@ def learning(args):
                 loss=losses, accuracy=accs, seconds=seconds,
                 held_out={k: float(v) for k, v in final.items()},
                 moment_bytes=trainer._core.moment_bytes(),
-                pair_table=student.state_dict()["pair_table"])
+                pair_table=student.state_dict()["pair_table"],
+                pair_v=trainer.state_dict()["exp_avg_sq"]["pair_table"])
     return runs, float(np.mean(1.0 / held_out.counts))
 
 
@@ -152,6 +153,18 @@ def main(argv):
                          f"value {h['value_loss']:.4f}  accuracy {h['accuracy']:.4f}  "
                          f"pair_table off float32 by {dist:.3f} of its norm  "
                          f"({r['seconds']:.0f} s, moments {r['moment_bytes'] / 1e6:.1f} MB)")
+    lines += ["", "the pair table's exp_avg_sq at the end against the float32 run's, |v - v_f32| / v_f32 "
+              "over its non-zero entries (stochastic rounding makes v a random walk around the exact "
+              "average: ~ulp / 2 per step, kept for ~1 / (1 - beta2) steps):"]
+    for seed in args.seeds:
+        ref_v = runs[seed]["float32"]["pair_v"]
+        nz = ref_v > 0
+        for x in labels[1:]:
+            rel = np.abs(runs[seed][x]["pair_v"][nz] - ref_v[nz]) / ref_v[nz]
+            lines.append(f"  seed {seed} {x:>7}: median {np.median(rel):.4f}, 90th percentile "
+                         f"{np.quantile(rel, 0.9):.4f}")
+            runs[seed][x]["pair_v_rel_dev"] = dict(median=float(np.median(rel)),
+                                                   p90=float(np.quantile(rel, 0.9)))
     mean = {x: {k: float(np.mean([runs[s][x]["held_out"][k] for s in args.seeds]))
                 for k in ("loss", "accuracy")} for x in labels}
     lines.append("  mean over seeds: " + ", ".join(
@@ -174,7 +187,8 @@ def main(argv):
                    runs={str(seed): {x: dict(loss_curve=curve(r["loss"], args.log_every).tolist(),
                                              accuracy_curve=curve(r["accuracy"], args.log_every).tolist(),
                                              held_out=r["held_out"], seconds=r["seconds"],
-                                             moment_bytes=r["moment_bytes"])
+                                             moment_bytes=r["moment_bytes"],
+                                             pair_v_rel_dev=r.get("pair_v_rel_dev"))
                                      for x, r in by_label.items()}
                          for seed, by_label in runs.items()},
                    held_out_mean=mean, pair_adamw_seed_shapes=timing)
