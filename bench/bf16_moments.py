@@ -10,7 +10,8 @@ change learning, and what does it save?
 2. Cost: the pair table's fused gradient + AdamW per step at the seed shapes (44 M
    parameters) with both dtypes, from the trainer's own phase timer (median of --time-steps
    alternating steps after a warm-up), and the moment memory. On a shared machine the
-   times are noisy: read min and max beside the median.
+   times are noisy: read min and max beside the median. The learning runs' wall times are
+   printed for orientation only (they are not alternated).
 
     python bench/bf16_moments.py [--steps 3000] [--tag cpu]
 
@@ -152,10 +153,13 @@ def main(argv):
             lines.append(f"  seed {seed} {x:>7}: loss {h['loss']:.4f}  policy {h['policy_loss']:.4f}  "
                          f"value {h['value_loss']:.4f}  accuracy {h['accuracy']:.4f}  "
                          f"pair_table off float32 by {dist:.3f} of its norm  "
-                         f"({r['seconds']:.0f} s, moments {r['moment_bytes'] / 1e6:.1f} MB)")
+                         f"({r['seconds']:.0f} s wall, moments {r['moment_bytes'] / 1e6:.1f} MB)")
     lines += ["", "the pair table's exp_avg_sq at the end against the float32 run's, |v - v_f32| / v_f32 "
-              "over its non-zero entries (stochastic rounding makes v a random walk around the exact "
-              "average: ~ulp / 2 per step, kept for ~1 / (1 - beta2) steps):"]
+              "over its non-zero entries. Stochastic rounding is unbiased but makes v a multiplicative "
+              "random walk (~1/4 ulp of relative noise per step); for an entry whose gradient is zero on "
+              "most steps, as in a sparsely hit pair table, decay shrinks v and its error alike, so the "
+              "relative error grows like sqrt(steps) until a gradient arrives. The runs' diverging "
+              "trajectories add to it (the control shows how much chaos alone gives):"]
     for seed in args.seeds:
         ref_v = runs[seed]["float32"]["pair_v"]
         nz = ref_v > 0
