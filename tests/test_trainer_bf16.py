@@ -153,13 +153,19 @@ def test_bf16_moments_stay_close_to_float32_over_200_steps():
     cfg = cases.config(hidden=(16,), num_tokens=30, T=8, pair_dim=6)
     batches = [cases.batch(cfg, B=16, L=8, seed=100 + s) for s in range(200)]
     start = mk.Model(cfg, seed=7).state_dict()
-    runs = {}
+    runs, v = {}, {}
     for d in ("float32", "bf16"):
         model = mk.Model(cfg, seed=7)
         trainer = mk.Trainer(model, lr=3e-3, warmup_steps=10, pair_state_dtype=d)
         losses = [trainer.step(b).loss for b in batches]
         runs[d] = (model.state_dict(), np.array(losses))
+        v[d] = trainer.state_dict()["exp_avg_sq"]["pair_table"]
     (p32, l32), (p16, l16) = runs["float32"], runs["bf16"]
+    # The rounding is unbiased: the pair table's exp_avg_sq matches float32's on average
+    # (measured: +0.1 % mean, 2 % median deviation; truncating instead gives -37 %).
+    nz = v["float32"] > 0
+    dev = (v["bf16"][nz] - v["float32"][nz]) / v["float32"][nz]
+    assert abs(dev.mean()) < 0.02 and np.median(np.abs(dev)) < 0.05, (dev.mean(), np.median(np.abs(dev)))
     assert np.abs(l16 - l32).max() < 0.02 * np.abs(l32).max(), np.abs(l16 - l32).max()
     assert abs(l16[-50:].mean() - l32[-50:].mean()) < 0.005 * l32[-50:].mean()
     for name, a in p32.items():
