@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hash.h"
 #include "manaka.h"
 
 #ifdef __cplusplus
@@ -153,6 +154,22 @@ typedef struct mk_backend {
                                           int64_t rows, int64_t T, int64_t P, int64_t V,
                                           float *p, float *m, float *v, const mk_adamw_args *args,
                                           const float *stats, int32_t *work);
+    /* The two updates above with the moments m, v stored as bf16 (bf16.h), for
+     * pair_state_dtype="bf16": each element reads m, v as float, runs exactly the fp32
+     * update, and writes them back stochastically rounded,
+     *   noise = mk_rounding_noise(seed, i)      (i: element index from p's start)
+     *   m[i] = mk_float_to_bf16_stochastic(m', noise), v[i] = ...(v', noise >> 16),
+     * so the result is a pure function of (inputs, seed): the same bits on every backend,
+     * and the fused entry gives the same bits as pair_sums_backward + adamw_bf16. */
+    mk_status (*adamw_bf16)(void *stream, float *p, const float *g, uint16_t *m, uint16_t *v,
+                            int64_t n, const mk_adamw_args *args, const float *stats,
+                            uint64_t seed);
+    mk_status (*pair_sums_backward_adamw_bf16)(void *stream, const float *grad,
+                                               const int32_t *tokens, int64_t rows, int64_t T,
+                                               int64_t P, int64_t V, float *p, uint16_t *m,
+                                               uint16_t *v, const mk_adamw_args *args,
+                                               const float *stats, uint64_t seed,
+                                               int32_t *work);
 } mk_backend;
 
 /* Scratch of pair_sums_backward_adamw: each row's present tokens sorted [rows, T], their
@@ -168,7 +185,8 @@ static inline int64_t mk_pair_adamw_work_ints(int64_t rows, int64_t T, int64_t V
     X(alloc) X(free) X(to_device) X(to_host) X(copy) X(fill) X(fill_uniform) X(synchronize) \
     X(gemm) X(bias_act) X(bias_act_backward) X(sigmoid) X(gather_dot) X(gather_dot_backward)  \
     X(power_sums) X(power_sums_backward) X(pair_sums) X(pair_sums_backward) X(softmax_xent)   \
-    X(value_bce) X(loss_stats) X(adamw) X(pair_sums_backward_adamw)
+    X(value_bce) X(loss_stats) X(adamw) X(pair_sums_backward_adamw) X(adamw_bf16)            \
+    X(pair_sums_backward_adamw_bf16)
 #define MK_BACKEND_COUNT_ENTRY(name) +1
 enum { MK_BACKEND_NUM_ENTRIES = 0 MK_BACKEND_ENTRIES(MK_BACKEND_COUNT_ENTRY) };
 
@@ -187,19 +205,10 @@ const mk_backend *mk_backend_get(const char *name);
 extern const mk_backend mk_backend_cpu;
 extern const mk_backend mk_backend_cpu_staged;
 
-/* A counter-based uniform in [0, 1): splitmix64 of (seed, i), top 24 bits. Stateless, so
- * any backend fills any element in parallel and gets the same float. */
-#ifdef __CUDACC__
-#define MK_HOST_DEVICE __host__ __device__
-#else
-#define MK_HOST_DEVICE
-#endif
+/* A uniform in [0, 1): the top 24 bits of mk_hash64(seed, i) (hash.h), so any backend
+ * fills any element in parallel and gets the same float. */
 MK_HOST_DEVICE static inline float mk_uniform01(uint64_t seed, uint64_t i) {
-    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (float)(z >> 40) * (1.0f / 16777216.0f);
+    return (float)(mk_hash64(seed, i) >> 40) * (1.0f / 16777216.0f);
 }
 
 #ifdef __cplusplus

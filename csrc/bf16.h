@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "hash.h"
+
 #ifdef __CUDACC__
 #define MK_BF16_FN __host__ __device__ static inline
 #else
@@ -34,12 +36,30 @@ MK_BF16_FN uint16_t mk_float_to_bf16_stochastic(float f, uint32_t noise) {
     return (uint16_t)((bits + (noise & 0xffffu)) >> 16);
 }
 
-/* 32 random bits for element i of step `seed` (splitmix64 finaliser). */
+/* Rounds `f` to the nearest bf16 (ties to even): for loading fp32 moments into bf16
+ * storage (Trainer.load_state_dict), where one deterministic rounding is the closest. A
+ * value already representable in bf16 comes back unchanged, so a bf16 state round-trips
+ * through float32 bit for bit. */
+MK_BF16_FN uint16_t mk_float_to_bf16_nearest(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    if ((bits & 0x7f800000u) == 0x7f800000u)
+        return (uint16_t)((bits >> 16) | ((bits & 0x007fffffu) ? 0x0040u : 0u));
+    return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+/* 32 random bits for element i of step `seed`: the low half rounds exp_avg, the high half
+ * exp_avg_sq, so one hash serves both moments with independent bits. */
 MK_BF16_FN uint32_t mk_rounding_noise(uint64_t seed, uint64_t i) {
-    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (uint32_t)(z ^ (z >> 31));
+    return (uint32_t)mk_hash64(seed, i);
+}
+
+/* The rounding seed of the AdamW step with 1-based number `step`: a different stream of
+ * noise every step (the same noise each step would round the same elements up every time:
+ * biased), and a pure function of the step count, so a resumed run (step_count restored)
+ * and every backend draw the same bits. */
+MK_BF16_FN uint64_t mk_bf16_step_seed(int64_t step) {
+    return mk_hash64(0x6d6b2d6266313621ull /* "mk-bf16!" */, (uint64_t)step);
 }
 
 #endif

@@ -490,6 +490,16 @@ mk_status mk_model_pair_table_adamw(mk_model *m, float *exp_avg, float *exp_avg_
                                            exp_avg_sq + o, args, stats, m->a.pair_work);
 }
 
+mk_status mk_model_pair_table_adamw_bf16(mk_model *m, uint16_t *exp_avg, uint16_t *exp_avg_sq,
+                                         const mk_adamw_args *args, const float *stats,
+                                         uint64_t seed) {
+    const mk_config *c = &m->cfg;
+    return m->be->pair_sums_backward_adamw_bf16(
+        m->stream, m->a.dpair, m->batch.tokens, m->batch.B * S, c->tokens_per_side, c->pair_dim,
+        c->num_tokens, m->params + m->tensors[T_PAIR_TABLE].offset, exp_avg, exp_avg_sq, args,
+        stats, seed, m->a.pair_work);
+}
+
 mk_status mk_model_loss_and_grad(mk_model *m, const mk_batch *batch, float value_weight,
                                  float *stats) {
     const mk_config *c = &m->cfg;

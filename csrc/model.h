@@ -106,6 +106,12 @@ mk_status mk_model_backward(mk_model *model, int pair_table);
 mk_status mk_model_pair_table_adamw(mk_model *model, float *exp_avg, float *exp_avg_sq,
                                     const mk_adamw_args *args, const float *stats);
 
+/* The same with bf16 moments (backend pair_sums_backward_adamw_bf16): exp_avg / exp_avg_sq
+ * hold the pair table's moments only, [num_pairs * P] each; `seed` rounds them. */
+mk_status mk_model_pair_table_adamw_bf16(mk_model *model, uint16_t *exp_avg, uint16_t *exp_avg_sq,
+                                         const mk_adamw_args *args, const float *stats,
+                                         uint64_t seed);
+
 /* Checks the batch, then forward_loss and backward; `stats` (host, MK_STAT_COUNT floats)
  * receives the stats buffer. */
 mk_status mk_model_loss_and_grad(mk_model *model, const mk_batch *batch, float value_weight,

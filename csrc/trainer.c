@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bf16.h"
 #include "trainer.h"
 
 struct mk_trainer {
@@ -31,6 +32,11 @@ struct mk_trainer {
     int64_t steps;
     float *m, *v;
     float *ring; /* device backends: [MK_STATS_RING][MK_STAT_COUNT] stats of recent steps */
+    /* MK_PAIR_STATE_BF16: the pair table's moments live in pair_m16 / pair_v16 (one
+     * allocation), and m, v skip its span [pair_offset, pair_offset + pair_span). */
+    int pair_state;
+    uint16_t *pair_m16, *pair_v16;
+    int64_t pair_offset, pair_span;
     int profile;
     int fuse_pair_table; /* 1: pair-table gradient and AdamW in one pass (same result) */
     mk_phase_times times;
@@ -76,17 +82,58 @@ double mk_trainer_lr_at(const mk_trainer_config *c, int64_t s) {
     return c->min_lr + (c->lr - c->min_lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * p));
 }
 
-mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, mk_trainer **out) {
+/* Where tensor i's moments start in the fp32 moment buffers (floats). */
+static int64_t moment_offset(const mk_trainer *t, int i) {
+    int64_t o = mk_model_tensor(t->model, i)->offset;
+    return t->pair_state == MK_PAIR_STATE_BF16 && o > t->pair_offset ? o - t->pair_span : o;
+}
+
+/* The bf16 pair-table moments: 2 numel uint16, zero (bf16 +0 is all zero bits, so a float
+ * fill of numel floats clears both halves). */
+static mk_status alloc_pair_bf16(mk_trainer *t, const mk_backend *be, void *stream) {
+    int i = mk_model_find(t->model, "pair_table");
+    const mk_tensor *pt = mk_model_tensor(t->model, i);
+    int64_t n = pt->numel;
+    void *buf = NULL;
+    mk_status st = be->alloc(stream, (size_t)(2 * n) * sizeof(uint16_t), &buf);
+    if (st == MK_OK) st = be->fill(stream, buf, 0.0f, n);
+    if (st != MK_OK) {
+        be->free(stream, buf);
+        return st;
+    }
+    t->pair_m16 = buf;
+    t->pair_v16 = t->pair_m16 + n;
+    t->pair_offset = pt->offset;
+    /* its span in the layout runs to the tensor placed after it (numel plus alignment
+     * padding); model.c places the pair table first, so every other tensor is after it */
+    int64_t next = mk_model_buffer_size(t->model);
+    for (int k = 0; k < mk_model_num_tensors(t->model); k++) {
+        int64_t o = mk_model_tensor(t->model, k)->offset;
+        if (o > pt->offset && o < next) next = o;
+    }
+    t->pair_span = next - pt->offset;
+    return MK_OK;
+}
+
+mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, int pair_state,
+                            mk_trainer **out) {
     *out = NULL;
     mk_status st = mk_trainer_config_check(cfg);
     if (st != MK_OK) return st;
+    if (pair_state != MK_PAIR_STATE_F32 && pair_state != MK_PAIR_STATE_BF16)
+        return mk_fail(MK_ERR_VALUE, "Trainer: unknown pair_state_dtype %d", pair_state);
     mk_trainer *t = calloc(1, sizeof *t);
     if (!t) return mk_fail(MK_ERR_NOMEM, "Trainer: out of memory");
     t->model = model;
     t->cfg = *cfg;
+    t->pair_state = pair_state;
     const mk_backend *be = mk_model_backend(model);
     void *stream = mk_model_stream(model);
-    int64_t n = mk_model_buffer_size(model);
+    if (pair_state == MK_PAIR_STATE_BF16 && (st = alloc_pair_bf16(t, be, stream)) != MK_OK) {
+        free(t);
+        return st;
+    }
+    int64_t n = mk_model_buffer_size(model) - (pair_state == MK_PAIR_STATE_BF16 ? t->pair_span : 0);
     void *m = NULL, *v = NULL;
     if ((st = be->alloc(stream, (size_t)n * sizeof(float), &m)) != MK_OK ||
         (st = be->alloc(stream, (size_t)n * sizeof(float), &v)) != MK_OK ||
@@ -95,6 +142,7 @@ mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, mk_tr
          (st = be->alloc(stream, MK_STATS_RING * MK_STAT_COUNT * sizeof(float), (void **)&t->ring)) != MK_OK)) {
         be->free(stream, m);
         be->free(stream, v);
+        be->free(stream, t->pair_m16);
         free(t);
         return st;
     }
@@ -111,6 +159,7 @@ void mk_trainer_destroy(mk_trainer *t) {
     be->free(mk_model_stream(t->model), t->m);
     be->free(mk_model_stream(t->model), t->v);
     be->free(mk_model_stream(t->model), t->ring);
+    be->free(mk_model_stream(t->model), t->pair_m16);
     free(t);
 }
 
@@ -122,7 +171,15 @@ mk_status mk_trainer_set_config(mk_trainer *t, const mk_trainer_config *cfg) {
 }
 int64_t mk_trainer_step_count(const mk_trainer *t) { return t->steps; }
 void mk_trainer_set_step_count(mk_trainer *t, int64_t steps) { t->steps = steps; }
-float *mk_trainer_moment(mk_trainer *t, int kind) { return kind ? t->v : t->m; }
+int mk_trainer_pair_state(const mk_trainer *t) { return t->pair_state; }
+size_t mk_trainer_state_bytes(const mk_trainer *t) {
+    int64_t n = mk_model_buffer_size(t->model), pair = 0;
+    if (t->pair_state == MK_PAIR_STATE_BF16) {
+        pair = mk_model_tensor(t->model, mk_model_find(t->model, "pair_table"))->numel;
+        n -= t->pair_span;
+    }
+    return (size_t)(2 * n) * sizeof(float) + (size_t)(2 * pair) * sizeof(uint16_t);
+}
 void mk_trainer_profile(mk_trainer *t, int enable) {
     t->profile = enable;
     t->times = (mk_phase_times){0};
@@ -191,24 +248,32 @@ mk_status mk_trainer_step(mk_trainer *t, const mk_batch *batch, float *stats) {
     float *p = mk_model_params(model), *g = mk_model_grads(model);
     /* The pair table goes first: its fused update is the one that needs scratch memory,
      * and failing before any tensor changed keeps a failed step from half-applying. */
-    const mk_tensor *pt = mk_model_tensor(model, mk_model_find(model, "pair_table"));
+    const int pair_table = mk_model_find(model, "pair_table");
+    const mk_tensor *pt = mk_model_tensor(model, pair_table);
+    const int64_t po = pt->offset;
     args.weight_decay = (float)t->cfg.weight_decay;
     double before = t->profile ? lap(t, &mark) : 0.0;
-    if (t->fuse_pair_table)
+    if (t->pair_state == MK_PAIR_STATE_BF16)
+        TRY(t->fuse_pair_table
+                ? mk_model_pair_table_adamw_bf16(model, t->pair_m16, t->pair_v16, &args, dstats,
+                                                 mk_bf16_step_seed(step))
+                : be->adamw_bf16(stream, p + po, g + po, t->pair_m16, t->pair_v16, pt->numel, &args,
+                                 dstats, mk_bf16_step_seed(step)));
+    else if (t->fuse_pair_table)
         TRY(mk_model_pair_table_adamw(model, t->m, t->v, &args, dstats));
     else
-        TRY(be->adamw(stream, p + pt->offset, g + pt->offset, t->m + pt->offset, t->v + pt->offset,
-                      pt->numel, &args, dstats));
+        TRY(be->adamw(stream, p + po, g + po, t->m + po, t->v + po, pt->numel, &args, dstats));
     t_pair = t->profile ? lap(t, &mark) : 0.0;
     t_opt = before + t_pair;
     /* Then every other tensor in two launches: decayed weights, then biases (model.c lays
-     * each group out contiguously). */
-    int64_t groups[2][2];
+     * each group out contiguously, after the pair table, so their moments sit at the same
+     * offsets less the pair table's span when that one's moments are bf16). */
+    int64_t groups[2][2], shift = t->pair_state == MK_PAIR_STATE_BF16 ? t->pair_span : 0;
     mk_model_adamw_groups(model, groups);
     for (int k = 0; k < 2; k++) {
-        int64_t o = groups[k][0];
+        int64_t o = groups[k][0], mo = o - shift;
         args.weight_decay = k == 0 ? (float)t->cfg.weight_decay : 0.0f;
-        TRY(be->adamw(stream, p + o, g + o, t->m + o, t->v + o, groups[k][1] - o, &args, dstats));
+        TRY(be->adamw(stream, p + o, g + o, t->m + mo, t->v + mo, groups[k][1] - o, &args, dstats));
     }
     if (t->profile) t_opt += lap(t, &mark);
     if (be->host_memory) {
@@ -248,4 +313,45 @@ mk_status mk_trainer_read_stats(mk_trainer *t, int64_t step, float *stats) {
                        (double)stats[MK_STAT_LOSS], (double)stats[MK_STAT_POLICY_LOSS],
                        (double)stats[MK_STAT_VALUE_LOSS], (long long)(step - 1));
     return MK_OK;
+}
+
+/* A bf16 moment goes through a host staging buffer: it is converted on the host, where
+ * state_dict / load_state_dict run anyway, instead of adding a conversion to every backend. */
+static mk_status pair_moment_copy(mk_trainer *t, int kind, float *read, const float *write) {
+    const mk_backend *be = mk_model_backend(t->model);
+    void *stream = mk_model_stream(t->model);
+    int64_t n = mk_model_tensor(t->model, mk_model_find(t->model, "pair_table"))->numel;
+    uint16_t *dev = kind ? t->pair_v16 : t->pair_m16;
+    uint16_t *host = malloc((size_t)(n ? n : 1) * sizeof(uint16_t));
+    if (!host) return mk_fail(MK_ERR_NOMEM, "Trainer: out of memory for the pair table's moments");
+    mk_status st;
+    if (read) {
+        st = be->to_host(stream, host, dev, (size_t)n * sizeof(uint16_t));
+        for (int64_t i = 0; st == MK_OK && i < n; i++) read[i] = mk_bf16_to_float(host[i]);
+    } else {
+        for (int64_t i = 0; i < n; i++) host[i] = mk_float_to_bf16_nearest(write[i]);
+        /* to_device may return before the copy is done on a GPU: finish it before freeing */
+        st = be->to_device(stream, dev, host, (size_t)n * sizeof(uint16_t));
+        if (st == MK_OK) st = be->synchronize(stream);
+    }
+    free(host);
+    return st;
+}
+
+mk_status mk_trainer_read_moment(mk_trainer *t, int kind, int tensor, float *host) {
+    const mk_tensor *tn = mk_model_tensor(t->model, tensor);
+    if (t->pair_state == MK_PAIR_STATE_BF16 && tensor == mk_model_find(t->model, "pair_table"))
+        return pair_moment_copy(t, kind, host, NULL);
+    const mk_backend *be = mk_model_backend(t->model);
+    return be->to_host(mk_model_stream(t->model), host, (kind ? t->v : t->m) + moment_offset(t, tensor),
+                       (size_t)tn->numel * sizeof(float));
+}
+
+mk_status mk_trainer_write_moment(mk_trainer *t, int kind, int tensor, const float *host) {
+    const mk_tensor *tn = mk_model_tensor(t->model, tensor);
+    if (t->pair_state == MK_PAIR_STATE_BF16 && tensor == mk_model_find(t->model, "pair_table"))
+        return pair_moment_copy(t, kind, NULL, host);
+    const mk_backend *be = mk_model_backend(t->model);
+    return be->to_device(mk_model_stream(t->model), (kind ? t->v : t->m) + moment_offset(t, tensor),
+                         host, (size_t)tn->numel * sizeof(float));
 }

@@ -9,7 +9,11 @@
  *   constant:         lr
  *   cosine:           min_lr + (lr - min_lr) (1 + cos(pi p)) / 2,
  *                     p = min(1, (s - warmup) / (total - warmup))
- * The moments m and v are one allocation each, with the parameters' offset table.
+ * The moments m and v are one allocation each, with the parameters' offset table. With
+ * pair_state MK_PAIR_STATE_BF16 the pair table's m and v are instead bf16 (bf16.h), in one
+ * uint16 allocation of their own, and the fp32 buffers skip the pair table's span (its
+ * 2 x 176 MB at the seed shapes become 2 x 88 MB): its AdamW runs on the backend's *_bf16
+ * entries, rounding stochastically with seed mk_bf16_step_seed(t).
  * Phases: backward (every gradient but the pair table's), then AdamW per tensor, the pair
  * table's fused with its gradient (pair_sums_backward_adamw) so its 176 MB gradient is
  * never written or read.
@@ -24,6 +28,8 @@ extern "C" {
 #endif
 
 enum { MK_SCHEDULE_CONSTANT = 0, MK_SCHEDULE_COSINE = 1 };
+/* Storage of the pair table's AdamW moments (fixed for a trainer's life). */
+enum { MK_PAIR_STATE_F32 = 0, MK_PAIR_STATE_BF16 = 1 };
 
 typedef struct {
     double lr, beta1, beta2, eps, weight_decay, min_lr, value_weight;
@@ -48,15 +54,23 @@ typedef struct mk_trainer mk_trainer;
 mk_status mk_trainer_config_check(const mk_trainer_config *cfg);
 double mk_trainer_lr_at(const mk_trainer_config *cfg, int64_t step);
 
-/* The trainer borrows `model`, which must outlive it. Moments start at zero. */
-mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, mk_trainer **out);
+/* The trainer borrows `model`, which must outlive it. Moments start at zero; `pair_state`
+ * is MK_PAIR_STATE_* (MK_ERR_VALUE otherwise). */
+mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, int pair_state,
+                            mk_trainer **out);
 void mk_trainer_destroy(mk_trainer *trainer);
 const mk_trainer_config *mk_trainer_get_config(const mk_trainer *trainer);
 mk_status mk_trainer_set_config(mk_trainer *trainer, const mk_trainer_config *cfg);
 int64_t mk_trainer_step_count(const mk_trainer *trainer);
 void mk_trainer_set_step_count(mk_trainer *trainer, int64_t steps);
-/* Device pointers to the first (kind 0) and second (kind 1) moment buffers. */
-float *mk_trainer_moment(mk_trainer *trainer, int kind);
+int mk_trainer_pair_state(const mk_trainer *trainer); /* MK_PAIR_STATE_* */
+/* Bytes of device memory the AdamW moments take (both kinds). */
+size_t mk_trainer_state_bytes(const mk_trainer *trainer);
+/* Copies the first (kind 0) or second (kind 1) moment of tensor `tensor` to / from host
+ * float32 [numel], whatever its storage: bf16 moments are widened exactly on reading and
+ * rounded to nearest on writing (so a bf16 state round-trips bit for bit). */
+mk_status mk_trainer_read_moment(mk_trainer *trainer, int kind, int tensor, float *host);
+mk_status mk_trainer_write_moment(mk_trainer *trainer, int kind, int tensor, const float *host);
 void mk_trainer_profile(mk_trainer *trainer, int enable); /* also resets the times */
 /* Whether the pair table's gradient is fused with its AdamW update (default 1; 0 runs
  * pair_sums_backward then adamw, for testing that both agree). With fusion the model's

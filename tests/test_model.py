@@ -229,6 +229,9 @@ BACKEND_ENTRY_TESTS = {
     "loss_stats": "test_loss_and_grad_match_reference",
     "adamw": "test_trainer.py::test_steps_match_reference_adamw",
     "pair_sums_backward_adamw": "test_trainer.py::test_fused_pair_table_update_equals_unfused",
+    "adamw_bf16": "test_trainer_bf16.py::test_cpu_adamw_bf16_matches_numpy_bitwise",
+    "pair_sums_backward_adamw_bf16":
+        "test_trainer_bf16.py::test_cpu_fused_pair_update_bf16_matches_unfused_and_numpy",
 }
 
 

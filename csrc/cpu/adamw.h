@@ -1,23 +1,42 @@
-/* The AdamW update of a run of parameters, shared by adamw.c and the fused pair-table path
- * (pair_adamw.c) so both produce the same bits. Floating-point contraction is off under
- * -std=c11, so vector and scalar iterations round identically. */
+/* The AdamW update of a run of parameters, shared by adamw.c, adamw_bf16.c and the fused
+ * pair-table path (pair_adamw.c) so all produce the same bits. Floating-point contraction
+ * is off under -std=c11, so vector and scalar iterations round identically. */
 #ifndef MANAKA_CPU_ADAMW_H
 #define MANAKA_CPU_ADAMW_H
 #include "../adamw_consts.h"
+#include "../bf16.h"
 
-/* p *= decay; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
- * p -= step_size * m / (sqrt(v) / sqrt(bc2) + eps), for i < n (single thread). */
+/* One element: p *= decay; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+ * p -= step_size * m / (sqrt(v) / sqrt(bc2) + eps). */
+static inline void mk_adamw_one(const mk_adamw_consts *k, float g, float *p, float *m, float *v) {
+    float mi = k->b1 * *m + k->c1 * g;
+    float vi = k->b2 * *v + k->c2 * g * g;
+    *m = mi;
+    *v = vi;
+    *p = *p * k->decay - k->step_size * mi / (sqrtf(vi) * k->inv_bc2_sqrt + k->eps);
+}
+
+/* mk_adamw_one for i < n (single thread). */
 static inline void mk_adamw_run(const mk_adamw_consts *k, float *restrict p,
                                 const float *restrict g, float *restrict m, float *restrict v,
                                 int64_t n) {
 #pragma omp simd
+    for (int64_t i = 0; i < n; i++) mk_adamw_one(k, g[i], p + i, m + i, v + i);
+}
+
+/* The same with bf16 moments (backend.h, adamw_bf16): element i of the run is element
+ * first + i of the tensor, whose rounding noise is mk_rounding_noise(seed, first + i). */
+static inline void mk_adamw_run_bf16(const mk_adamw_consts *k, float *restrict p,
+                                     const float *restrict g, uint16_t *restrict m,
+                                     uint16_t *restrict v, int64_t n, uint64_t seed,
+                                     int64_t first) {
+#pragma omp simd
     for (int64_t i = 0; i < n; i++) {
-        float gi = g[i];
-        float mi = k->b1 * m[i] + k->c1 * gi;
-        float vi = k->b2 * v[i] + k->c2 * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = p[i] * k->decay - k->step_size * mi / (sqrtf(vi) * k->inv_bc2_sqrt + k->eps);
+        float mi = mk_bf16_to_float(m[i]), vi = mk_bf16_to_float(v[i]);
+        mk_adamw_one(k, g[i], p + i, &mi, &vi);
+        uint32_t noise = mk_rounding_noise(seed, (uint64_t)(first + i));
+        m[i] = mk_float_to_bf16_stochastic(mi, noise);
+        v[i] = mk_float_to_bf16_stochastic(vi, noise >> 16);
     }
 }
 #endif

@@ -102,7 +102,9 @@ static mk_status cpu_pair_sums_backward(void *stream, const float *grad, const i
     .value_bce = mk_value_bce_cpu, \
     .loss_stats = mk_loss_stats_cpu, \
     .adamw = mk_adamw_cpu, \
-    .pair_sums_backward_adamw = mk_pair_sums_backward_adamw_cpu,
+    .pair_sums_backward_adamw = mk_pair_sums_backward_adamw_cpu, \
+    .adamw_bf16 = mk_adamw_bf16_cpu, \
+    .pair_sums_backward_adamw_bf16 = mk_pair_sums_backward_adamw_bf16_cpu,
 
 const mk_backend mk_backend_cpu = {.name = "cpu", .host_memory = 1, CPU_ENTRIES};
 

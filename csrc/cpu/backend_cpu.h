@@ -1,6 +1,6 @@
 /* The CPU implementations of the mk_backend primitives (backend.h gives each one's math).
  * Each concern has its own file: backend_cpu.c (memory and the table), gemm.c, dense.c,
- * loss.c, adamw.c; the fused ops are the mk_*_cpu functions of manaka.h. */
+ * loss.c, adamw.c, adamw_bf16.c, pair_adamw.c; the fused ops are the mk_*_cpu functions of manaka.h. */
 #ifndef MANAKA_CPU_BACKEND_H
 #define MANAKA_CPU_BACKEND_H
 #include "../backend.h"
@@ -34,10 +34,20 @@ mk_status mk_loss_stats_cpu(void *stream, const float *row_policy, const float *
 /* adamw.c */
 mk_status mk_adamw_cpu(void *stream, float *p, const float *g, float *m, float *v, int64_t n,
                        const mk_adamw_args *args, const float *stats);
-/* pair_adamw.c */
+/* adamw_bf16.c */
+mk_status mk_adamw_bf16_cpu(void *stream, float *p, const float *g, uint16_t *m, uint16_t *v,
+                            int64_t n, const mk_adamw_args *args, const float *stats,
+                            uint64_t seed);
+/* pair_adamw.c (over pair_groups.c) */
 mk_status mk_pair_sums_backward_adamw_cpu(void *stream, const float *grad, const int32_t *tokens,
                                           int64_t rows, int64_t T, int64_t P, int64_t V,
                                           float *p, float *m, float *v,
                                           const mk_adamw_args *args, const float *stats,
                                           int32_t *work);
+mk_status mk_pair_sums_backward_adamw_bf16_cpu(void *stream, const float *grad,
+                                               const int32_t *tokens, int64_t rows, int64_t T,
+                                               int64_t P, int64_t V, float *p, uint16_t *m,
+                                               uint16_t *v, const mk_adamw_args *args,
+                                               const float *stats, uint64_t seed,
+                                               int32_t *work);
 #endif

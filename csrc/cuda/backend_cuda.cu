@@ -46,6 +46,17 @@ static mk_status pair_sums_backward_adamw(void *s, const float *grad, const int3
     return mk_pair_sums_backward_adamw_cuda(grad, tokens, rows, T, P, V, p, m, v, args, stats, s);
 }
 
+static mk_status pair_sums_backward_adamw_bf16(void *s, const float *grad,
+                                               const int32_t *tokens, int64_t rows, int64_t T,
+                                               int64_t P, int64_t V, float *p, uint16_t *m,
+                                               uint16_t *v, const mk_adamw_args *args,
+                                               const float *stats, uint64_t seed,
+                                               int32_t *work) {
+    (void)work;
+    return mk_pair_sums_backward_adamw_bf16_cuda(grad, tokens, rows, T, P, V, p, m, v, args,
+                                                 stats, seed, s);
+}
+
 extern "C" const mk_backend mk_backend_cuda = {
     /* name */ "cuda",
     /* host_memory */ 0,
@@ -72,4 +83,6 @@ extern "C" const mk_backend mk_backend_cuda = {
     mk_loss_stats_cuda,
     mk_adamw_cuda,
     pair_sums_backward_adamw,
+    mk_adamw_bf16_cuda,
+    pair_sums_backward_adamw_bf16,
 };

@@ -55,6 +55,15 @@ mk_status mk_pair_sums_backward_adamw_cuda(const float *grad, const int32_t *tok
                                            float *p, float *m, float *v,
                                            const mk_adamw_args *args, const float *stats,
                                            void *stream);
+/* adamw_bf16.cu; pair_sums.cu: the same two updates with bf16 moments */
+mk_status mk_adamw_bf16_cuda(void *stream, float *p, const float *g, uint16_t *m, uint16_t *v,
+                             int64_t n, const mk_adamw_args *args, const float *stats,
+                             uint64_t seed);
+mk_status mk_pair_sums_backward_adamw_bf16_cuda(const float *grad, const int32_t *tokens,
+                                                int64_t rows, int64_t T, int64_t P, int64_t V,
+                                                float *p, uint16_t *m, uint16_t *v,
+                                                const mk_adamw_args *args, const float *stats,
+                                                uint64_t seed, void *stream);
 
 #ifdef __cplusplus
 }

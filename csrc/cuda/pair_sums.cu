@@ -100,38 +100,58 @@ static __global__ void pair_sums_keys_kernel(const int32_t *__restrict__ tokens,
     }
 }
 
+/* Table element x = q P + c of the pair table's gradient: grad[row, c] summed over q's
+ * entries in ascending row (the buckets' stable order), so every kernel that needs it,
+ * stored or consumed, gets the same bits. */
+__device__ __forceinline__ float pair_grad_element(const float *__restrict__ grad,
+                                                   const int32_t *__restrict__ order,
+                                                   const int32_t *__restrict__ starts,
+                                                   int64_t pairs, int64_t P, int64_t x) {
+    const int64_t q = x / P, c = x % P;
+    float acc = 0.0f;
+    for (int32_t j = starts[q]; j < starts[q + 1]; j++) acc += grad[(order[j] / pairs) * P + c];
+    return acc;
+}
+
 static __global__ void pair_sums_grad_table_kernel(const float *__restrict__ grad,
                                                    const int32_t *__restrict__ order,
                                                    const int32_t *__restrict__ starts,
                                                    int64_t num_pairs, int64_t pairs, int64_t P,
                                                    float *__restrict__ grad_table) {
     for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < num_pairs * P;
-         x += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t q = x / P, p = x % P;
-        float acc = 0.0f;
-        for (int32_t j = starts[q]; j < starts[q + 1]; j++) acc += grad[(order[j] / pairs) * P + p];
-        grad_table[x] = acc;
-    }
+         x += (int64_t)gridDim.x * blockDim.x)
+        grad_table[x] = pair_grad_element(grad, order, starts, pairs, P, x);
+}
+
+/* AdamW of table element x with fp32 or bf16 moments (adamw.cuh). */
+__device__ __forceinline__ void pair_update(const mk_adamw_consts &k, float g, float *p, float *m,
+                                            float *v, uint64_t seed, int64_t x) {
+    (void)seed;
+    (void)x;
+    mk_adamw_update(k, g, p, m, v);
+}
+__device__ __forceinline__ void pair_update(const mk_adamw_consts &k, float g, float *p,
+                                            uint16_t *m, uint16_t *v, uint64_t seed, int64_t x) {
+    mk_adamw_update_bf16(k, g, p, m, v, seed, x);
 }
 
 /* The same per-element sum as pair_sums_grad_table_kernel, consumed at once by AdamW
  * instead of being written: the 176 MB gradient of the seed's pair table is never stored
- * or read back. Skipped on the device when the step's loss was not finite. */
+ * or read back. Moment is float, or uint16_t for bf16 moments (pair_state_dtype="bf16",
+ * rounded with `seed`). Skipped on the device when the step's loss was not finite. */
+template <typename Moment>
 static __global__ void pair_sums_adamw_kernel(const float *__restrict__ grad,
                                               const int32_t *__restrict__ order,
                                               const int32_t *__restrict__ starts,
                                               int64_t num_pairs, int64_t pairs, int64_t P,
-                                              float *__restrict__ p, float *__restrict__ m,
-                                              float *__restrict__ v, mk_adamw_consts k,
-                                              const float *__restrict__ stats) {
+                                              float *__restrict__ p, Moment *__restrict__ m,
+                                              Moment *__restrict__ v, mk_adamw_consts k,
+                                              const float *__restrict__ stats, uint64_t seed) {
     if (stats && stats[MK_STAT_FINITE] == 0.0f) return;
     for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < num_pairs * P;
-         x += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t q = x / P, c = x % P;
-        float acc = 0.0f;
-        for (int32_t j = starts[q]; j < starts[q + 1]; j++) acc += grad[(order[j] / pairs) * P + c];
-        mk_adamw_update(k, acc, p + x, m + x, v + x);
-    }
+         x += (int64_t)gridDim.x * blockDim.x)
+        pair_update(k, pair_grad_element(grad, order, starts, pairs, P, x), p + x, m + x, v + x,
+                    seed, x);
 }
 
 static __global__ void pair_sums_grad_table_atomic_kernel(const float *__restrict__ grad,
@@ -200,13 +220,15 @@ done:
 
 /* The deterministic backward: bucket the (row, pair) entries by table row, then either
  * write each row's gradient (grad_pair_table) or, when it is NULL, feed it straight to
- * AdamW over (p, m, v) with `args`, skipped on the device when stats says not finite. */
+ * AdamW over (p, m, v) with `args` (moments float32 or bf16 rounded with `seed`), skipped
+ * on the device when stats says not finite. */
+template <typename Moment>
 static mk_status pair_sums_backward_sorted(const char *op, const float *grad,
                                            const int32_t *tokens, int64_t rows, int64_t T,
                                            int64_t P, int64_t num_pairs, float *grad_pair_table,
-                                           float *p, float *m, float *v,
+                                           float *p, Moment *m, Moment *v,
                                            const mk_adamw_args *args, const float *stats,
-                                           cudaStream_t s) {
+                                           uint64_t seed, cudaStream_t s) {
     mk_status status = MK_OK;
     const int64_t pairs = T * (T - 1) / 2;
     mk_buckets bk;
@@ -219,9 +241,9 @@ static mk_status pair_sums_backward_sorted(const char *op, const float *grad,
             grad, bk.order, bk.starts, num_pairs, pairs > 0 ? pairs : 1, P, grad_pair_table);
         MK_CUDA_LAUNCHED("pair_sums_grad_table_kernel");
     } else {
-        pair_sums_adamw_kernel<<<mk_blocks_for(num_pairs * P, 256), 256, 0, s>>>(
+        pair_sums_adamw_kernel<Moment><<<mk_blocks_for(num_pairs * P, 256), 256, 0, s>>>(
             grad, bk.order, bk.starts, num_pairs, pairs > 0 ? pairs : 1, P, p, m, v,
-            mk_adamw_prepare(args), stats);
+            mk_adamw_prepare(args), stats, seed);
         MK_CUDA_LAUNCHED("pair_sums_adamw_kernel");
     }
 done:
@@ -235,9 +257,9 @@ extern "C" mk_status mk_pair_sums_backward_cuda(const float *grad, const int32_t
                                                 int64_t rows, int64_t T, int64_t P,
                                                 int64_t num_pairs, float *grad_pair_table,
                                                 void *stream) {
-    return pair_sums_backward_sorted("pair_sums_backward", grad, tokens, rows, T, P, num_pairs,
-                                     grad_pair_table, NULL, NULL, NULL, NULL, NULL,
-                                     MK_STREAM(stream));
+    return pair_sums_backward_sorted<float>("pair_sums_backward", grad, tokens, rows, T, P,
+                                            num_pairs, grad_pair_table, NULL, NULL, NULL, NULL,
+                                            NULL, 0, MK_STREAM(stream));
 }
 
 extern "C" mk_status mk_pair_sums_backward_adamw_cuda(const float *grad, const int32_t *tokens,
@@ -245,9 +267,21 @@ extern "C" mk_status mk_pair_sums_backward_adamw_cuda(const float *grad, const i
                                                       int64_t V, float *p, float *m, float *v,
                                                       const mk_adamw_args *args,
                                                       const float *stats, void *stream) {
-    return pair_sums_backward_sorted("pair_sums_backward_adamw", grad, tokens, rows, T, P,
-                                     mk_num_pairs(V), NULL, p, m, v, args, stats,
-                                     MK_STREAM(stream));
+    return pair_sums_backward_sorted<float>("pair_sums_backward_adamw", grad, tokens, rows, T, P,
+                                            mk_num_pairs(V), NULL, p, m, v, args, stats, 0,
+                                            MK_STREAM(stream));
+}
+
+extern "C" mk_status mk_pair_sums_backward_adamw_bf16_cuda(const float *grad,
+                                                           const int32_t *tokens, int64_t rows,
+                                                           int64_t T, int64_t P, int64_t V,
+                                                           float *p, uint16_t *m, uint16_t *v,
+                                                           const mk_adamw_args *args,
+                                                           const float *stats, uint64_t seed,
+                                                           void *stream) {
+    return pair_sums_backward_sorted<uint16_t>("pair_sums_backward_adamw_bf16", grad, tokens,
+                                               rows, T, P, mk_num_pairs(V), NULL, p, m, v, args,
+                                               stats, seed, MK_STREAM(stream));
 }
 
 extern "C" mk_status mk_pair_sums_backward_atomic_cuda(const float *grad, const int32_t *tokens,

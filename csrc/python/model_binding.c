@@ -35,7 +35,7 @@ static int positive_int(PyObject *obj, const char *name, int64_t *out) {
  * "cpu_staged"); a PyCapsule named MK_BACKEND_CAPSULE carries a table exported by another
  * extension (manaka._cuda). The table lives in that extension's static data, and CPython
  * never unloads an extension module, so the pointer stays valid for the model's life. */
-static const mk_backend *backend_from(PyObject *arg) {
+const mk_backend *mk_backend_from_arg(PyObject *arg) {
     const mk_backend *backend;
     if (!arg || PyUnicode_Check(arg)) {
         const char *name = arg ? PyUnicode_AsUTF8(arg) : "cpu";
@@ -92,7 +92,7 @@ static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
             return -1;
         }
     Py_DECREF(hidden);
-    const mk_backend *backend = backend_from(backend_arg);
+    const mk_backend *backend = mk_backend_from_arg(backend_arg);
     if (!backend) return -1;
     mk_model *model = NULL;
     mk_status status;

@@ -36,5 +36,10 @@ void mk_batch_args_release(mk_batch_args *held);
  * an exception naming the tensor. */
 PyArrayObject *mk_tensor_arg(const mk_tensor *t, PyObject *value, const char *op);
 
+/* The op table a backend argument names: a str ("cpu", "cpu_staged") or a capsule of
+ * another extension's table (manaka._cuda); NULL with an exception set if neither. */
+const mk_backend *mk_backend_from_arg(PyObject *arg);
+
 int mk_init_trainer(PyObject *module);
+int mk_init_backend_probe(PyObject *module);
 #endif

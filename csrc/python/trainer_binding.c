@@ -10,6 +10,27 @@ typedef struct {
 } trainer_object;
 
 static const char *schedule_names[] = {"constant", "cosine"};
+static const char *pair_state_names[] = {"float32", "bf16"}; /* by MK_PAIR_STATE_* */
+
+/* Takes the keyword pair_state_dtype (default "float32") out of __init__'s keywords, so
+ * the rest parse as configure's: *kwargs becomes a new reference (or NULL). */
+static int pop_pair_state(PyObject **kwargs, int *pair_state) {
+    *pair_state = MK_PAIR_STATE_F32;
+    if (!*kwargs) return 0;
+    PyObject *rest = PyDict_Copy(*kwargs), *value;
+    if (!rest) return -1;
+    *kwargs = rest;
+    if (!(value = PyDict_GetItemString(rest, "pair_state_dtype"))) return 0; /* borrowed */
+    int found = -1;
+    for (int i = 0; i < 2; i++)
+        if (PyUnicode_Check(value) && PyUnicode_CompareWithASCIIString(value, pair_state_names[i]) == 0)
+            found = i;
+    if (found < 0) PyErr_Format(PyExc_ValueError,
+                                "Trainer: pair_state_dtype must be 'float32' or 'bf16', got %R", value);
+    if (found < 0 || PyDict_DelItemString(rest, "pair_state_dtype") < 0) return -1;
+    *pair_state = found;
+    return 0;
+}
 
 /* Parses the hyperparameters shared by __init__ and configure into `cfg`. */
 static int parse_config(PyObject *args, PyObject *kwargs, mk_trainer_config *cfg,
@@ -40,11 +61,15 @@ static int parse_config(PyObject *args, PyObject *kwargs, mk_trainer_config *cfg
 static int trainer_init(trainer_object *self, PyObject *args, PyObject *kwargs) {
     mk_trainer_config cfg;
     PyObject *model;
+    int pair_state;
     if (self->trainer) {
         PyErr_SetString(PyExc_RuntimeError, "_core.Trainer: already initialised");
         return -1;
     }
-    if (parse_config(args, kwargs, &cfg, &model) < 0) return -1;
+    PyObject *rest = kwargs;
+    int parsed = pop_pair_state(&rest, &pair_state) < 0 ? -1 : parse_config(args, rest, &cfg, &model);
+    if (rest != kwargs) Py_XDECREF(rest);
+    if (parsed < 0) return -1;
     if (!PyObject_TypeCheck(model, &mk_model_type) || !((mk_model_object *)model)->model) {
         PyErr_Format(PyExc_TypeError, "Trainer: model must be a manaka Model, got %s",
                      Py_TYPE(model)->tp_name);
@@ -53,7 +78,7 @@ static int trainer_init(trainer_object *self, PyObject *args, PyObject *kwargs) 
     mk_trainer *trainer = NULL;
     mk_status status;
     Py_BEGIN_ALLOW_THREADS;
-    status = mk_trainer_create(((mk_model_object *)model)->model, &cfg, &trainer);
+    status = mk_trainer_create(((mk_model_object *)model)->model, &cfg, pair_state, &trainer);
     Py_END_ALLOW_THREADS;
     if (status != MK_OK) return mk_raise_status(status), -1;
     Py_INCREF(model);
@@ -158,7 +183,7 @@ static PyObject *trainer_read_stats(trainer_object *self, PyObject *arg) {
 }
 
 static const mk_tensor *moment_tensor(trainer_object *self, PyObject *args, int *kind,
-                                      PyObject **value, const char *op) {
+                                      PyObject **value, const char *op, int *index) {
     const char *name;
     if (value) *value = NULL;
     if (!PyArg_ParseTuple(args, value ? "is|O" : "is", kind, &name, value)) return NULL;
@@ -166,7 +191,7 @@ static const mk_tensor *moment_tensor(trainer_object *self, PyObject *args, int 
         PyErr_Format(PyExc_ValueError, "%s: moment kind must be 0 (exp_avg) or 1 (exp_avg_sq)", op);
         return NULL;
     }
-    int i = mk_model_find(self->model->model, name);
+    int i = *index = mk_model_find(self->model->model, name);
     if (i < 0) {
         PyErr_Format(PyExc_KeyError, "%s: the model has no tensor named '%s'", op, name);
         return NULL;
@@ -178,8 +203,8 @@ static const mk_tensor *moment_tensor(trainer_object *self, PyObject *args, int 
 static PyObject *trainer_read_moment(trainer_object *self, PyObject *args) {
     REQUIRE_TRAINER(self, NULL);
     static const char op[] = "Trainer.state_dict";
-    int kind;
-    const mk_tensor *t = moment_tensor(self, args, &kind, NULL, op);
+    int kind, index;
+    const mk_tensor *t = moment_tensor(self, args, &kind, NULL, op, &index);
     if (!t) return NULL;
     npy_intp dims[2] = {(npy_intp)t->shape[0], (npy_intp)t->shape[1]};
     PyObject *out = PyArray_SimpleNew(t->ndim, dims, NPY_FLOAT32);
@@ -188,13 +213,9 @@ static PyObject *trainer_read_moment(trainer_object *self, PyObject *args) {
         Py_DECREF(out);
         return NULL;
     }
-    mk_model *model = self->model->model;
     mk_status status;
     Py_BEGIN_ALLOW_THREADS;
-    status = mk_model_backend(model)->to_host(mk_model_stream(model),
-                                              PyArray_DATA((PyArrayObject *)out),
-                                              mk_trainer_moment(self->trainer, kind) + t->offset,
-                                              (size_t)t->numel * sizeof(float));
+    status = mk_trainer_read_moment(self->trainer, kind, index, PyArray_DATA((PyArrayObject *)out));
     Py_END_ALLOW_THREADS;
     mk_model_release(self->model);
     if (status != MK_OK) {
@@ -208,9 +229,9 @@ static PyObject *trainer_read_moment(trainer_object *self, PyObject *args) {
 static PyObject *trainer_write_moment(trainer_object *self, PyObject *args) {
     REQUIRE_TRAINER(self, NULL);
     static const char op[] = "Trainer.load_state_dict";
-    int kind;
+    int kind, index;
     PyObject *value;
-    const mk_tensor *t = moment_tensor(self, args, &kind, &value, op);
+    const mk_tensor *t = moment_tensor(self, args, &kind, &value, op, &index);
     if (!t) return NULL;
     PyArrayObject *arr = mk_tensor_arg(t, value, op);
     if (!arr) return NULL;
@@ -218,12 +239,9 @@ static PyObject *trainer_write_moment(trainer_object *self, PyObject *args) {
         Py_DECREF(arr);
         return NULL;
     }
-    mk_model *model = self->model->model;
     mk_status status;
     Py_BEGIN_ALLOW_THREADS;
-    status = mk_model_backend(model)->to_device(mk_model_stream(model),
-                                                mk_trainer_moment(self->trainer, kind) + t->offset,
-                                                PyArray_DATA(arr), (size_t)t->numel * sizeof(float));
+    status = mk_trainer_write_moment(self->trainer, kind, index, PyArray_DATA(arr));
     Py_END_ALLOW_THREADS;
     mk_model_release(self->model);
     Py_DECREF(arr);
@@ -258,6 +276,11 @@ static PyObject *trainer_times(trainer_object *self, PyObject *unused) {
                          "optimizer_pair_table", t.optimizer_pair_table);
 }
 
+static PyObject *trainer_moment_bytes(trainer_object *self, PyObject *unused) {
+    REQUIRE_TRAINER(self, NULL);
+    return PyLong_FromSize_t(mk_trainer_state_bytes(self->trainer));
+}
+
 static PyObject *trainer_get_steps(trainer_object *self, void *closure) {
     REQUIRE_TRAINER(self, NULL);
     return PyLong_FromLongLong(mk_trainer_step_count(self->trainer));
@@ -288,6 +311,8 @@ static PyMethodDef trainer_methods[] = {
     {"lr_at", (PyCFunction)trainer_lr_at, METH_O, NULL},
     {"profile", (PyCFunction)trainer_profile, METH_O, NULL},
     {"times", (PyCFunction)trainer_times, METH_NOARGS, NULL},
+    {"moment_bytes", (PyCFunction)trainer_moment_bytes, METH_NOARGS,
+     "bytes of device memory held by the AdamW moments"},
     {NULL, NULL, 0, NULL},
 };
 static PyObject *trainer_get_fused(trainer_object *self, void *closure) {
@@ -305,10 +330,17 @@ static int trainer_set_fused(trainer_object *self, PyObject *value, void *closur
     return 0;
 }
 
+static PyObject *trainer_get_pair_state(trainer_object *self, void *closure) {
+    REQUIRE_TRAINER(self, NULL);
+    return PyUnicode_FromString(pair_state_names[mk_trainer_pair_state(self->trainer)]);
+}
+
 static PyGetSetDef trainer_getset[] = {
     {"step_count", (getter)trainer_get_steps, (setter)trainer_set_steps, NULL, NULL},
     {"fused", (getter)trainer_get_fused, (setter)trainer_set_fused,
      "pair-table gradient fused with its AdamW update (default True)", NULL},
+    {"pair_state_dtype", (getter)trainer_get_pair_state, NULL,
+     "storage of the pair table's AdamW moments: 'float32' or 'bf16'", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -1,0 +1,18 @@
+/* The pair table's gradient, one group of rows at a time, for the fused updates of
+ * pair_adamw.c (fp32 and bf16 moments): the gradient is never stored whole. */
+#ifndef MANAKA_CPU_PAIR_GROUPS_H
+#define MANAKA_CPU_PAIR_GROUPS_H
+#include "../backend.h"
+
+/* Called once per group h (table rows h (h + 1) / 2 .. + h, the pairs whose larger token is
+ * h), from any thread, with the group's gradient acc [(h + 1) P] (exactly
+ * pair_sums_backward's rows, same bits). Group results must not depend on the thread. */
+typedef void (*mk_pair_group_fn)(void *ctx, int64_t h, const float *acc);
+
+/* Runs `fn` on every group of the pair table's gradient for grad [rows, P] and tokens
+ * [rows, T]; `work` as in backend.h (mk_pair_adamw_work_ints). MK_ERR_NOMEM (no group
+ * visited) if a thread's buffer cannot be allocated. */
+mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int64_t rows,
+                                  int64_t T, int64_t P, int64_t V, int32_t *work,
+                                  mk_pair_group_fn fn, void *ctx);
+#endif

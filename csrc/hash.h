@@ -1,0 +1,24 @@
+/* The one counter-based hash of the core: splitmix64's finaliser of (seed, i). Stateless, so
+ * any backend computes element i's random bits in any order, in parallel, and every backend
+ * gets the same bits. Both parameter initialisation (mk_uniform01, backend.h) and the
+ * stochastic rounding of bf16 moments (mk_rounding_noise, bf16.h) draw from it; the NumPy
+ * twin in tests/test_trainer_bf16.py pins it. Plain C that also compiles as CUDA. */
+#ifndef MANAKA_HASH_H
+#define MANAKA_HASH_H
+
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define MK_HOST_DEVICE __host__ __device__
+#else
+#define MK_HOST_DEVICE
+#endif
+
+MK_HOST_DEVICE static inline uint64_t mk_hash64(uint64_t seed, uint64_t i) {
+    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+#endif
