@@ -1,9 +1,12 @@
 /* PairSums on the CPU: sums of pair-table rows over every unordered pair of a row's
  * tokens. The pair table is large (44 M floats at the seed shapes) and mostly cold, so
  * the forward pass is bound by gathering one P-float row per pair. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "../manaka.h"
+#include "../backend.h"
+#include "pair_groups.h"
 #include "threads.h"
 
 mk_status mk_pair_sums_cpu(const float *pair_table, const int32_t *tokens, int64_t rows,
@@ -26,29 +29,32 @@ mk_status mk_pair_sums_cpu(const float *pair_table, const int32_t *tokens, int64
     return MK_OK;
 }
 
+/* Group h of the gradient (the rows whose larger token is h, contiguous in the table) is
+ * summed in a cache-resident buffer by pair_groups.c and written once, in order: the
+ * 176 MB table is streamed instead of updated at 1.6 M random rows, and needs no zeroing
+ * pass (every group is written, empty ones as zeros). Same bits as summing in (row, pair)
+ * order, for any thread count. */
+typedef struct {
+    float *out;
+    int64_t P;
+} group_writer;
+
+static void write_group(void *ctx, int64_t h, const float *acc) {
+    const group_writer *w = ctx;
+    memcpy(w->out + mk_num_pairs(h) * w->P, acc, (size_t)((h + 1) * w->P) * sizeof(float));
+}
+
 mk_status mk_pair_sums_backward_cpu(const float *grad, const int32_t *tokens, int64_t rows,
                                     int64_t T, int64_t P, int64_t num_pairs,
                                     float *grad_pair_table) {
-#pragma omp parallel num_threads(mk_get_num_threads())
-    {
-        int64_t q0, q1;
-        mk_owned_rows(num_pairs, &q0, &q1);
-        memset(grad_pair_table + q0 * P, 0, (size_t)((q1 - q0) * P) * sizeof(float));
-        for (int64_t r = 0; r < rows; r++) {
-            const int32_t *tok = tokens + r * T;
-            const float *g = grad + r * P;
-            for (int64_t j = 1; j < T; j++) {
-                if (tok[j] < 0) continue;
-                for (int64_t i = 0; i < j; i++) {
-                    if (tok[i] < 0) continue;
-                    int64_t q = mk_pair_index(tok[i], tok[j]);
-                    if (q < q0 || q >= q1) continue;
-                    float *gq = grad_pair_table + q * P;
-#pragma omp simd
-                    for (int64_t p = 0; p < P; p++) gq[p] += g[p];
-                }
-            }
-        }
-    }
-    return MK_OK;
+    int64_t V = mk_vocab_of_pairs(num_pairs);
+    if (V < 0)
+        return mk_fail(MK_ERR_VALUE, "pair_sums_backward: %lld rows is not V (V + 1) / 2",
+                       (long long)num_pairs);
+    int32_t *work = malloc((size_t)mk_pair_adamw_work_ints(rows, T, V) * sizeof(int32_t));
+    if (!work) return mk_fail(MK_ERR_NOMEM, "pair_sums_backward: out of memory for its scratch");
+    group_writer w = {grad_pair_table, P};
+    mk_status status = mk_pair_grad_groups_cpu(grad, tokens, rows, T, P, V, work, write_group, &w);
+    free(work);
+    return status;
 }
