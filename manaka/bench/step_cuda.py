@@ -87,6 +87,8 @@ def main(argv: List[str]) -> int:
     results: Dict[str, object] = {"config": cfg.to_dict(), "batch": B, "max_legal": args.max_legal,
                                   "device": cuda.device_name(), "tf32": args.tf32}
 
+    # PyTorch starts from these parameters (the timed steps below change the model)
+    state0 = model.state_dict()
     loss0 = model.loss_and_grad(batch)[0]["loss"]
     results["loss_at_start"] = loss0
     launches0 = cuda._cuda.launch_count()
@@ -96,10 +98,19 @@ def main(argv: List[str]) -> int:
     step.extra["pos/s"] = f"{B / step.median_ms * 1e3:,.0f}"
     step.extra["launches/step"] = f"{launches:.0f}"
     free1, _ = cuda._cuda.mem_info()
+    # The same step with the pair table's moments in bf16 (pair_state_dtype="bf16"), on a
+    # second trainer of the same model: its AdamW moves ~16 instead of ~24 bytes/parameter.
+    trainer_bf16 = mk.Trainer(model, lr=1e-3, pair_state_dtype="bf16")
+    bf16 = measure("manaka step, bf16 pair-table moments", lambda: trainer_bf16.step(batch),
+                   runs=args.runs, warmup=args.warmup, sync=cuda.synchronize)
+    bf16.extra["pos/s"] = f"{B / bf16.median_ms * 1e3:,.0f}"
+    results["manaka_bf16_moments"] = bf16
+    del trainer_bf16
     results["manaka"] = step
     results["launches_per_step"] = launches
     results["device_memory_mb"] = (free0 - free1) / 2**20
     lines.append(step.row())
+    lines.append(bf16.row(step))
 
     nvml = open_nvml()
     if nvml is not None:
@@ -134,11 +145,10 @@ def main(argv: List[str]) -> int:
         lines.append("  PyTorch baselines: skipped (torch with CUDA not installed, or --no-torch)")
     else:
         torch.backends.cuda.matmul.allow_tf32 = args.tf32
-        state = model.state_dict()
         for label, compiled in (("eager", False), ("torch.compile", True)):
             if compiled and args.no_compile:
                 continue
-            ref = baseline.TorchStep(cfg, state, batch, lr=1e-3, device="cuda", compile=compiled)
+            ref = baseline.TorchStep(cfg, state0, batch, lr=1e-3, device="cuda", compile=compiled)
             torch_loss0 = ref.loss()
             if abs(torch_loss0 - loss0) > 1e-4 * abs(loss0):
                 print(f"error: losses disagree: manaka {loss0} vs torch {torch_loss0}", file=sys.stderr)
