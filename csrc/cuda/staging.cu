@@ -35,13 +35,18 @@ struct staging_ring {
 };
 staging_ring ring;
 
-/* Waits for (and forgets) the oldest regions until [begin, end) overlaps none in flight
- * and a slot is free. */
+/* Waits for (and forgets) regions, oldest first, until none in flight overlaps
+ * [begin, end) and a slot is free. After a wrap to 0 the overlapping regions need not be
+ * the oldest (those may sit past the old head), so every region is checked, and all up to
+ * the newest overlapping one are retired: the queue stays in allocation order. */
 cudaError_t reclaim(size_t begin, size_t end) {
-    while (ring.count > 0) {
+    int retire = ring.count == STAGING_REGIONS ? 1 : 0;
+    for (int k = 0; k < ring.count; k++) {
+        const region &r = ring.regions[(ring.first + k) % STAGING_REGIONS];
+        if (r.begin < end && begin < r.end) retire = k + 1;
+    }
+    for (; retire > 0; retire--) {
         region &r = ring.regions[ring.first];
-        bool overlaps = r.begin < end && begin < r.end;
-        if (!overlaps && ring.count < STAGING_REGIONS) break;
         cudaError_t err = cudaEventSynchronize(r.done);
         if (err == cudaSuccess) err = cudaEventDestroy(r.done);
         if (err != cudaSuccess) return err;
