@@ -8,7 +8,6 @@ import manaka as mk
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.mark.skipif(not hasattr(mk, "Model"), reason="SKIPPED: mk.Model is not in this build yet")
 def test_quickstart_notebook_runs(monkeypatch):
     nbformat = pytest.importorskip("nbformat", reason="SKIPPED: pip install -e '.[test]' installs nbformat")
     nbclient = pytest.importorskip("nbclient", reason="SKIPPED: pip install -e '.[test]' installs nbclient")

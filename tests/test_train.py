@@ -10,7 +10,6 @@ import pytest
 import manaka as mk
 from test_fit import LOG
 
-needs_model = pytest.mark.skipif(not hasattr(mk, "Model"), reason="SKIPPED: mk.Model is not in this build yet")
 SMALL = SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2)
 TINY = ["--embed-dim", "8", "--pair-dim", "2", "--hidden", "16", "--head-width", "16"]
 
@@ -23,7 +22,6 @@ def test_help_explains_the_options():
         assert option in out.stdout
 
 
-@needs_model
 def test_cli_runs_a_few_steps_and_prints_the_log_line(capsys, tmp_path):
     from manaka import train
     args = ["--steps", "4", "--synthetic", "1500", "--eval-positions", "200", "--log-every", "2", "--no-progress",
@@ -50,7 +48,6 @@ def small_run(ds, steps, path=None, resume=False, stop=None):
     return model, history
 
 
-@needs_model
 def test_real_model_resume_is_bitwise_exact(tmp_path):
     ds = mk.Dataset.synthetic(400, SMALL, seed=0)  # 9 batches per epoch: the run crosses epochs
     full, _ = small_run(ds, 25)
@@ -64,7 +61,6 @@ def test_real_model_resume_is_bitwise_exact(tmp_path):
     assert history.last["step"] == 25
 
 
-@needs_model
 def test_student_learns_the_teacher():
     """Learning is real: held-out accuracy rises well above chance, towards the ceiling."""
     train_set = mk.Dataset.synthetic(4000, SMALL, seed=0)

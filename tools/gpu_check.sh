@@ -2,8 +2,11 @@
 # tools/gpu_check.sh OUTDIR: everything the CUDA backend needs checked on a real GPU, in one
 # go, within 8 minutes on an H200, with no network:
 #   1. the GPU is there (nvidia-smi),
-#   2. optional test dependencies (hypothesis, tqdm, scipy-openblas32) from wheels in ./.whl
-#      when they are missing (tests needing them skip otherwise),
+#   2. missing dependencies from wheels in ./.whl (the device machine has no network). Its
+#      image has hypothesis and tqdm but not scipy-openblas32, which manaka needs to build
+#      and import: before the run, here, `echo /.whl/ >> .git/info/exclude` and
+#      `python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12
+#      --platform manylinux_2_28_x86_64 -d .whl scipy-openblas32`, then name `.whl` in carry,
 #   3. the CUDA backend builds for this GPU (MANAKA_CUDA=1, MANAKA_CUDA_ARCH default 90),
 #   4. the whole test suite runs, and none of the GPU tests was skipped for want of a device,
 #   5. python3 -m manaka.bench ops --device cuda (without torch.compile),
