@@ -235,4 +235,11 @@ class Model:
 def _check_batch(op: str, batch) -> Batch:
     if not isinstance(batch, Batch):
         raise TypeError(f"{op}: batch must be a manaka.Batch, got {type(batch).__name__}")
+    for name in Batch.__slots__:
+        field = getattr(batch, name)
+        if field is not None and not isinstance(field, np.ndarray):
+            # Batch accepts GPU arrays, but the step validates and stages batches on the host
+            raise TypeError(f"{op}: batch.{name} is a GPU array ({type(field).__name__}); models take "
+                            "batches as NumPy arrays for now (a CUDA model stages them through "
+                            "pinned memory without waiting for the device)")
     return batch

@@ -276,3 +276,14 @@ def test_batch_argument_errors_name_the_argument():
         model._core.forward(b.tokens, b.legal, b.counts[:2])
     with pytest.raises(ValueError, match="value_weight"):
         model.loss_and_grad(b, value_weight=float("nan"))
+
+
+def test_a_batch_of_gpu_arrays_is_refused_with_a_clear_error():
+    class FakeGpuArray:  # never touched: the check looks at the type only
+        __cuda_array_interface__ = {"shape": (6, 2, 6), "typestr": "<i4", "data": (0, False), "version": 3}
+
+    cfg = cases.config()
+    b = cases.batch(cfg)
+    b.tokens = FakeGpuArray()
+    with pytest.raises(TypeError, match="batch.tokens is a GPU array"):
+        mk.Model(cfg).forward(b)
