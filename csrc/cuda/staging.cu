@@ -16,39 +16,31 @@
 
 #include "backend_cuda.h"
 #include "common.cuh"
+#include "staging_plan.h"
 
 #define STAGING_BYTES ((size_t)64 << 20)
 #define STAGING_REGIONS 64 /* copies in flight the ring tracks */
 
 namespace {
-struct region {
-    size_t begin, end;
-    cudaEvent_t done;
-};
-
 struct staging_ring {
     std::mutex lock;
     char *memory = nullptr;
     size_t head = 0;
-    region regions[STAGING_REGIONS];
-    int first = 0, count = 0; /* circular queue of regions in flight, oldest first */
+    /* circular queue of the regions in flight, oldest first, and their copies' events */
+    size_t begins[STAGING_REGIONS], ends[STAGING_REGIONS];
+    cudaEvent_t done[STAGING_REGIONS];
+    int first = 0, count = 0;
 };
 staging_ring ring;
 
-/* Waits for (and forgets) regions, oldest first, until none in flight overlaps
- * [begin, end) and a slot is free. After a wrap to 0 the overlapping regions need not be
- * the oldest (those may sit past the old head), so every region is checked, and all up to
- * the newest overlapping one are retired: the queue stays in allocation order. */
+/* Waits for (and forgets) the regions staging_plan.h says must finish before
+ * [begin, end) is written, oldest first. */
 cudaError_t reclaim(size_t begin, size_t end) {
-    int retire = ring.count == STAGING_REGIONS ? 1 : 0;
-    for (int k = 0; k < ring.count; k++) {
-        const region &r = ring.regions[(ring.first + k) % STAGING_REGIONS];
-        if (r.begin < end && begin < r.end) retire = k + 1;
-    }
+    int retire = mk_staging_retire(ring.begins, ring.ends, ring.first, ring.count,
+                                   STAGING_REGIONS, begin, end);
     for (; retire > 0; retire--) {
-        region &r = ring.regions[ring.first];
-        cudaError_t err = cudaEventSynchronize(r.done);
-        if (err == cudaSuccess) err = cudaEventDestroy(r.done);
+        cudaError_t err = cudaEventSynchronize(ring.done[ring.first]);
+        if (err == cudaSuccess) err = cudaEventDestroy(ring.done[ring.first]);
         if (err != cudaSuccess) return err;
         ring.first = (ring.first + 1) % STAGING_REGIONS;
         ring.count--;
@@ -66,7 +58,7 @@ extern "C" mk_status mk_cuda_stage_to_device(void *dst, const void *src, size_t 
     }
     std::lock_guard<std::mutex> guard(ring.lock);
     if (!ring.memory) MK_CUDA_RETURN_IF(cudaHostAlloc((void **)&ring.memory, STAGING_BYTES, 0));
-    size_t begin = ring.head + bytes <= STAGING_BYTES ? ring.head : 0;
+    size_t begin = mk_staging_place(ring.head, bytes, STAGING_BYTES);
     MK_CUDA_RETURN_IF(reclaim(begin, begin + bytes));
     memcpy(ring.memory + begin, src, bytes);
     cudaEvent_t done;
@@ -77,7 +69,10 @@ extern "C" mk_status mk_cuda_stage_to_device(void *dst, const void *src, size_t 
         cudaEventDestroy(done);
         return mk_cuda_error(err, "staged cudaMemcpyAsync", __FILE__, __LINE__);
     }
-    ring.regions[(ring.first + ring.count) % STAGING_REGIONS] = region{begin, begin + bytes, done};
+    int slot = (ring.first + ring.count) % STAGING_REGIONS;
+    ring.begins[slot] = begin;
+    ring.ends[slot] = begin + bytes;
+    ring.done[slot] = done;
     ring.count++;
     ring.head = begin + bytes;
     return MK_OK;
