@@ -6,6 +6,7 @@
  * all queue state; `slot_free` wakes producers, `batch_ready` wakes the consumer. */
 #define _GNU_SOURCE
 #include "loader.h"
+#include "hash.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -84,11 +85,12 @@ static mk_status alloc_slot(mk_loader *ld, slot *s) {
 
 /* ---------------------------------------------------------------- permutation */
 
+/* The next number of the splitmix64 sequence at *x: the core's one hash (hash.h), whose
+ * value at (x, 0) is the finaliser of x + golden ratio, exactly splitmix64's step. */
 static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    uint64_t z = mk_hash64(*x, 0);
+    *x += 0x9E3779B97F4A7C15ull;
+    return z;
 }
 
 /* Unbiased integer in [0, n) (Lemire's multiply-shift with rejection). */

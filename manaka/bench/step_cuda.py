@@ -30,15 +30,14 @@ SMALL = dict(num_tokens=60, num_moves=50, tokens_per_side=8, embed_dim=8, orders
              hidden=(16,), head_width=12)
 
 
-def floor(cfg: mk.ModelConfig, batch: mk.Batch) -> Dict[str, float]:
+def floor(cfg: mk.ModelConfig, batch: mk.Batch, num_parameters: int) -> Dict[str, float]:
     """Bytes and FLOPs one step cannot avoid. Bytes: AdamW reads p, m, v and writes them
     (plus reads the gradient, except the pair table's, which is consumed where it is
     computed), the pair rows gathered forward and backward, the activations' round trips
     are ignored (they are small); FLOPs: the GEMMs forward and backward and GatherDot."""
     B, S, T, P = len(batch), 2, cfg.tokens_per_side, cfg.pair_dim
     pair_params = cfg.num_pairs * P
-    model = mk.Model(cfg, device="cpu", seed=0)
-    other = model.num_parameters() - pair_params
+    other = num_parameters - pair_params
     tok = batch.tokens
     i, j = np.triu_indices(T, k=1)
     n_pairs = int(((tok[..., i] >= 0) & (tok[..., j] >= 0)).sum())
@@ -132,7 +131,7 @@ def main(argv: List[str]) -> int:
     bw = bandwidth_gbs(1 << 24 if args.small else 1 << 30)
     torch = import_torch()
     tflops = fp32_tflops(torch) if torch is not None else None
-    need = floor(cfg, batch)
+    need = floor(cfg, batch, model.num_parameters())
     floor_ms = need["bytes"] / (bw * 1e9) * 1e3 + (need["flops"] / (tflops * 1e12) * 1e3 if tflops else 0.0)
     results["floor"] = {**need, "bandwidth_gbs": bw, "fp32_tflops": tflops, "floor_ms": floor_ms}
     lines.append(f"  floor: {need['bytes'] / 1e9:.2f} GB at {bw:,.0f} GB/s + {need['flops'] / 1e9:.1f} GFLOP"
