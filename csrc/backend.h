@@ -98,6 +98,8 @@ typedef struct mk_backend {
     mk_status (*gather_dot)(void *stream, const float *hidden, const float *table,
                             const int32_t *indices, const int32_t *counts, int64_t B, int64_t L,
                             int64_t W, float *logits);
+    /* grad_hidden or grad_table may be NULL: that half is skipped (the fused policy head
+     * below already produces grad_hidden, so its step asks for grad_table only). */
     mk_status (*gather_dot_backward)(void *stream, const float *grad, const float *hidden,
                                      const float *table, const int32_t *indices,
                                      const int32_t *counts, int64_t B, int64_t L, int64_t W,
@@ -170,6 +172,24 @@ typedef struct mk_backend {
                                                uint16_t *v, const mk_adamw_args *args,
                                                const float *stats, uint64_t seed,
                                                int32_t *work);
+
+    /* ------------------------------------------------------------ fused policy head */
+    /* The fused policy head: GatherDot, softmax_xent and GatherDot's grad_hidden in one
+     * pass per position, so the logits never go to device memory. Per position b with
+     * n_b = counts[b] >= 1 and x_b[l] = sum_w q[b, w] table[legal[b, l], w] (l < n_b):
+     *   row_loss[b], row_correct[b], dlogits[b, :]   exactly as softmax_xent on x_b
+     *                                                (dlogits 0 at l >= n_b; never NULL:
+     *                                                the grad_table scatter reads it)
+     *   dq[b, w] = sum_{l < n_b} dlogits[b, l] table[legal[b, l], w]
+     *                                                (GatherDot's grad_hidden of dlogits)
+     * q [B, W], table [M, W], legal [B, L] (padded slots never read), soft [B, L] or NULL
+     * (hard targets), dq [B, W]. The step then needs only gather_dot_backward's
+     * grad_table (grad_hidden = NULL). */
+    mk_status (*policy_head)(void *stream, const float *q, const float *table,
+                             const int32_t *legal, const int32_t *counts, const int32_t *target,
+                             const float *soft, int64_t B, int64_t L, int64_t W,
+                             float grad_scale, float *dlogits, float *dq, float *row_loss,
+                             float *row_correct);
 } mk_backend;
 
 /* Scratch of pair_sums_backward_adamw: each row's present tokens sorted [rows, T], their
@@ -186,7 +206,7 @@ static inline int64_t mk_pair_adamw_work_ints(int64_t rows, int64_t T, int64_t V
     X(gemm) X(bias_act) X(bias_act_backward) X(sigmoid) X(gather_dot) X(gather_dot_backward)  \
     X(power_sums) X(power_sums_backward) X(pair_sums) X(pair_sums_backward) X(softmax_xent)   \
     X(value_bce) X(loss_stats) X(adamw) X(pair_sums_backward_adamw) X(adamw_bf16)            \
-    X(pair_sums_backward_adamw_bf16)
+    X(pair_sums_backward_adamw_bf16) X(policy_head)
 #define MK_BACKEND_COUNT_ENTRY(name) +1
 enum { MK_BACKEND_NUM_ENTRIES = 0 MK_BACKEND_ENTRIES(MK_BACKEND_COUNT_ENTRY) };
 

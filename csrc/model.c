@@ -59,6 +59,7 @@ struct mk_model {
     mk_batch batch; /* device pointers (the host ones when the backend has host memory) */
     int has_soft;
     float value_weight;
+    int fused_head; /* training step: backend policy_head (1) or gather_dot + softmax_xent (0) */
     acts a;
 };
 
@@ -194,6 +195,7 @@ mk_status mk_model_create(const mk_config *cfg, const mk_backend *backend, void 
     m->cfg = *cfg;
     m->be = backend;
     m->stream = stream;
+    m->fused_head = 1;
     layout(m);
     size_t bytes = (size_t)m->buffer_size * sizeof(float);
     void *p = NULL, *g = NULL, *s = NULL;
@@ -244,6 +246,8 @@ float *mk_model_params(mk_model *m) { return m->params; }
 float *mk_model_grads(mk_model *m) { return m->grads; }
 float *mk_model_stats(mk_model *m) { return m->stats; }
 size_t mk_model_arena_bytes(const mk_model *m) { return m->arena_bytes; }
+void mk_model_set_fused_policy_head(mk_model *m, int fused) { m->fused_head = fused != 0; }
+int mk_model_fused_policy_head(const mk_model *m) { return m->fused_head; }
 
 /* ---------------------------------------------------------------- arena */
 
@@ -391,8 +395,9 @@ static mk_status linear_backward(mk_model *m, const input *x, const float *weigh
 
 /* ---------------------------------------------------------------- passes */
 
-/* Everything up to logits [B, L] and the value logit z [B]. */
-static mk_status forward_net(mk_model *m) {
+/* Everything up to q [B, W], logits [B, L] (only if `logits`: the fused policy head of the
+ * training step computes them itself) and the value logit z [B]. */
+static mk_status forward_net(mk_model *m, int logits) {
     const mk_config *c = &m->cfg;
     const mk_backend *be = m->be;
     const mk_batch *bt = &m->batch;
@@ -410,8 +415,9 @@ static mk_status forward_net(mk_model *m) {
     input x = layer_input(m, c->num_hidden);
     TRY(linear(m, &x, P(m, head(m, H_POLICY_W)), B, c->head_width, a->q));
     TRY(be->bias_act(m->stream, a->q, P(m, head(m, H_POLICY_B)), B, c->head_width, 0));
-    TRY(be->gather_dot(m->stream, a->q, P(m, head(m, H_MOVES)), bt->legal, bt->counts, B, L,
-                       c->head_width, a->logits));
+    if (logits)
+        TRY(be->gather_dot(m->stream, a->q, P(m, head(m, H_MOVES)), bt->legal, bt->counts, B, L,
+                           c->head_width, a->logits));
     TRY(linear(m, &x, P(m, head(m, H_VALUE_W)), B, 1, a->z));
     TRY(be->bias_act(m->stream, a->z, P(m, head(m, H_VALUE_B)), B, 1, 0));
     return MK_OK;
@@ -422,7 +428,7 @@ mk_status mk_model_forward(mk_model *m, const mk_batch *batch, float *logits, fl
     TRY(mk_batch_check("Model.forward", batch, c->num_tokens, c->num_moves, c->tokens_per_side, 0));
     TRY(reserve(m, batch->B, batch->L));
     TRY(stage(m, batch));
-    TRY(forward_net(m));
+    TRY(forward_net(m, 1));
     TRY(m->be->sigmoid(m->stream, m->a.z, batch->B, m->a.v));
     TRY(m->be->to_host(m->stream, logits, m->a.logits, (size_t)(batch->B * batch->L) * 4));
     TRY(m->be->to_host(m->stream, value, m->a.v, (size_t)batch->B * 4));
@@ -436,11 +442,16 @@ mk_status mk_model_forward_loss(mk_model *m, const mk_batch *batch, float value_
     TRY(reserve(m, B, batch->L));
     TRY(stage(m, batch));
     m->value_weight = value_weight;
-    TRY(forward_net(m));
+    TRY(forward_net(m, !m->fused_head));
     const mk_batch *bt = &m->batch;
     float inv_B = 1.0f / (float)B;
-    TRY(be->softmax_xent(m->stream, a->logits, bt->counts, bt->target, bt->policy_target, B,
-                         bt->L, inv_B, a->dlogits, a->row_policy, a->row_correct));
+    if (m->fused_head) /* dq is ready here: backward then only scatters into move_table */
+        TRY(be->policy_head(m->stream, a->q, P(m, head(m, H_MOVES)), bt->legal, bt->counts,
+                            bt->target, bt->policy_target, B, bt->L, m->cfg.head_width, inv_B,
+                            a->dlogits, a->dq, a->row_policy, a->row_correct));
+    else
+        TRY(be->softmax_xent(m->stream, a->logits, bt->counts, bt->target, bt->policy_target, B,
+                             bt->L, inv_B, a->dlogits, a->row_policy, a->row_correct));
     TRY(be->value_bce(m->stream, a->z, bt->value, B, value_weight * inv_B, a->dz, a->row_value));
     TRY(be->loss_stats(m->stream, a->row_policy, a->row_value, a->row_correct, B, value_weight,
                        m->stats));
@@ -455,8 +466,8 @@ mk_status mk_model_backward(mk_model *m, int pair_table) {
     int64_t B = bt->B, T = c->tokens_per_side, W = c->head_width;
     int n = c->num_hidden;
     TRY(be->gather_dot_backward(m->stream, a->dlogits, a->q, P(m, head(m, H_MOVES)), bt->legal,
-                                bt->counts, B, bt->L, W, c->num_moves, a->dq,
-                                G(m, head(m, H_MOVES))));
+                                bt->counts, B, bt->L, W, c->num_moves,
+                                m->fused_head ? NULL : a->dq, G(m, head(m, H_MOVES))));
     TRY(be->bias_act_backward(m->stream, a->dq, a->q, B, W, 0, G(m, head(m, H_POLICY_B))));
     TRY(be->bias_act_backward(m->stream, a->dz, a->z, B, 1, 0, G(m, head(m, H_VALUE_B))));
     /* both heads read x_n: the value head's dx accumulates onto the policy head's */

@@ -91,6 +91,14 @@ float *mk_model_stats(mk_model *model);
 /* Bytes of activation arena currently allocated. */
 size_t mk_model_arena_bytes(const mk_model *model);
 
+/* Which policy head the training step (forward_loss, backward) runs: fused = 1 (the
+ * default) calls the backend's policy_head, whose logits never reach device memory and
+ * which also returns dq, so backward asks gather_dot_backward for grad_table only;
+ * fused = 0 runs gather_dot, softmax_xent, and gather_dot_backward for both gradients.
+ * The two give the same numbers (to float rounding); forward always uses gather_dot. */
+void mk_model_set_fused_policy_head(mk_model *model, int fused);
+int mk_model_fused_policy_head(const mk_model *model);
+
 /* logits [B, L] and value [B] for a batch (targets not needed), into host buffers. */
 mk_status mk_model_forward(mk_model *model, const mk_batch *batch, float *logits, float *value);
 

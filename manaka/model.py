@@ -94,6 +94,14 @@ class Model:
         config: the shapes (:class:`ModelConfig`).
         device: ``"cpu"``, or ``"cuda"`` when the CUDA backend is built and usable.
         seed: initialisation seed (the same seed gives the same parameters on any backend).
+        policy_head: how the training step (``loss_and_grad``, ``Trainer.step``) computes the
+            policy loss. ``"fused"`` (default): one pass per position computes its logits,
+            the masked log-softmax, the cross-entropy and both the logit gradient and the
+            gradient of the policy head's output, so the logits never go to memory.
+            ``"split"``: GatherDot, then the cross-entropy, then GatherDot's backward, each
+            over [B, L] arrays in memory. Both give the same numbers (to float rounding);
+            the choice exists for the benchmark (``python -m manaka.bench step``).
+            :meth:`forward` always computes the logits with GatherDot.
 
     Initialisation: every tensor is uniform in [-a, a] with a = sqrt(3) std, where
     ``embedding`` has std 1/sqrt(T) and ``pair_table`` 1/sqrt(T (T - 1) / 2) (so the sums
@@ -110,18 +118,25 @@ class Model:
     A Model runs one call at a time; calls release the GIL, so other Python threads run.
     """
 
-    def __init__(self, config: ModelConfig, device: str = "cpu", seed: int = 0):
+    POLICY_HEADS = ("fused", "split")
+
+    def __init__(self, config: ModelConfig, device: str = "cpu", seed: int = 0,
+                 policy_head: str = "fused"):
         if not isinstance(config, ModelConfig):
             raise TypeError(f"Model: config must be a ModelConfig, got {type(config).__name__}")
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or not 0 <= seed < 2**64:
             raise ValueError(f"Model: seed must be an int in [0, 2**64), got {seed!r}")
+        if not isinstance(policy_head, str) or policy_head not in self.POLICY_HEADS:
+            raise ValueError(f"Model: policy_head must be 'fused' or 'split', got {policy_head!r}")
         self.config = config
+        self.policy_head = policy_head
         self.device = device
         self.seed = int(seed)
         d = config.to_dict()
         self._core = _core.Model(d["num_tokens"], d["num_moves"], d["tokens_per_side"],
                                  d["embed_dim"], d["orders"], d["pair_dim"], d["hidden"],
-                                 d["head_width"], backend=_resolve_device(device), seed=self.seed)
+                                 d["head_width"], backend=_resolve_device(device), seed=self.seed,
+                                 fused_head=policy_head == "fused")
         self._shapes = {name: shape for name, shape, _ in self._core.tensors()}
 
     # ------------------------------------------------------------ parameters
@@ -184,14 +199,15 @@ class Model:
         model_file.write(path, "model", meta, tensors.items())
 
     @classmethod
-    def load(cls, path, device: str = "cpu") -> "Model":
-        """A model read from a file written by :meth:`save`; ValueError if the file is not one."""
+    def load(cls, path, device: str = "cpu", policy_head: str = "fused") -> "Model":
+        """A model read from a file written by :meth:`save`; ValueError if the file is not one.
+        `device` and `policy_head` are as in :class:`Model` (how to run it, not part of the file)."""
         meta, tensors = model_file.read(path, "model")
         try:
             config = ModelConfig(**{**meta["config"], "hidden": tuple(meta["config"]["hidden"])})
         except (KeyError, TypeError) as e:
             raise ValueError(f"{path!r}: the model config in the file is invalid: {e}") from None
-        model = cls(config, device=device, seed=int(meta.get("seed", 0)))
+        model = cls(config, device=device, seed=int(meta.get("seed", 0)), policy_head=policy_head)
         try:
             model.load_state_dict(tensors)
         except (KeyError, ValueError, TypeError) as e:
@@ -220,7 +236,7 @@ class Model:
 
     def __repr__(self) -> str:
         c = self.config
-        lines = [f"manaka.Model(device={self.device!r}, seed={self.seed},",
+        lines = [f"manaka.Model(device={self.device!r}, seed={self.seed}, policy_head={self.policy_head!r},",
                  f"  config=ModelConfig(num_tokens={c.num_tokens}, num_moves={c.num_moves}, "
                  f"tokens_per_side={c.tokens_per_side}, embed_dim={c.embed_dim}, orders={c.orders}, "
                  f"pair_dim={c.pair_dim}, hidden={c.hidden}, head_width={c.head_width}),",

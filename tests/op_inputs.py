@@ -22,3 +22,23 @@ def tokens(rng, B, S, T, V, empty=0.25):
     tok = rng.integers(0, V, (B, S, T), dtype=np.int32)
     tok[rng.random(tok.shape) < empty] = -1
     return tok
+
+
+def policy_head_batch(rng, B, L, W, M, counts="random", soft=False, scale=1.0):
+    """Inputs of the fused policy head: (q, table, legal, counts, target, policy_target).
+    counts: "random" in [1, L], "one", or "full"; padded slots hold garbage ids (and NaN
+    soft targets), which the op must never read. `scale` sets the logits' spread."""
+    q = (rng.standard_normal((B, W)) * scale / np.sqrt(W)).astype(np.float32)
+    table = rng.standard_normal((M, W), dtype=np.float32)
+    n = {"random": lambda: rng.integers(1, L + 1, B), "one": lambda: np.ones(B),
+         "full": lambda: np.full(B, L)}[counts]().astype(np.int32)
+    valid = np.arange(L)[None] < n[:, None]
+    legal = np.where(valid, rng.integers(0, M, (B, L)), rng.integers(-10**6, 10**6, (B, L)))
+    legal = legal.astype(np.int32)
+    target = (rng.random(B) * n).astype(np.int32)
+    policy_target = None
+    if soft:
+        w = rng.random((B, L)) ** 2
+        w = np.where(valid, w, 0.0)
+        policy_target = np.where(valid, w / w.sum(axis=1, keepdims=True), np.nan).astype(np.float32)
+    return q, table, legal, n, target, policy_target

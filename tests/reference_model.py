@@ -38,9 +38,9 @@ def log_softmax_masked(logits, counts):
     return np.where(mask, logits - lse, 0.0), mask
 
 
-def loss(act, counts, target, value, policy_target=None, value_weight=1.0):
-    """(stats dict, dlogits, dz) for the activations of `forward`."""
-    logits, z = act["logits"], act["z"]
+def policy_rows(logits, counts, target, policy_target=None):
+    """Per position: the cross-entropy over its legal slots, 1.0 if the first argmax is the
+    target, and d CE / d logits (0 at padded slots), for hard (target) or soft targets."""
     B, L = logits.shape
     logp, mask = log_softmax_masked(logits, counts)
     if policy_target is None:
@@ -48,15 +48,33 @@ def loss(act, counts, target, value, policy_target=None, value_weight=1.0):
         y[np.arange(B), target] = 1.0
     else:
         y = np.where(mask, np.float64(policy_target), 0.0)
-    policy_loss = -(y * logp).sum(axis=1).mean()
+    row_loss = -(y * logp).sum(axis=1)
+    correct = (np.where(mask, logits, -np.inf).argmax(axis=1) == target).astype(np.float64)
+    return row_loss, correct, np.where(mask, np.exp(logp) - y, 0.0)
+
+
+def policy_head(q, table, legal, counts, target, policy_target=None, grad_scale=1.0):
+    """The backend's fused policy head (csrc/backend.h, policy_head) composed from the
+    references: (dlogits, dq, row_loss, row_correct), float64."""
+    logits = ref.gather_dot(q, table, legal, counts)
+    row_loss, correct, d = policy_rows(logits, counts, target, policy_target)
+    dlogits = grad_scale * d
+    dq, _ = ref.gather_dot_backward(dlogits, q, table, legal, counts)
+    return dlogits, dq, row_loss, correct
+
+
+def loss(act, counts, target, value, policy_target=None, value_weight=1.0):
+    """(stats dict, dlogits, dz) for the activations of `forward`."""
+    logits, z = act["logits"], act["z"]
+    B = logits.shape[0]
+    row_loss, correct, d = policy_rows(logits, counts, target, policy_target)
+    policy_loss = row_loss.mean()
     t = np.float64(value)
     value_loss = (np.maximum(z, 0) - t * z + np.log1p(np.exp(-np.abs(z)))).mean()
-    masked = np.where(mask, logits, -np.inf)
-    accuracy = (masked.argmax(axis=1) == target).mean()
-    dlogits = np.where(mask, (np.exp(logp) - y) / B, 0.0)
+    dlogits = d / B
     dz = value_weight * (act["value"] - t) / B
     stats = {"loss": policy_loss + value_weight * value_loss, "policy_loss": policy_loss,
-             "value_loss": value_loss, "accuracy": accuracy}
+             "value_loss": value_loss, "accuracy": correct.mean()}
     return stats, dlogits, dz
 
 

@@ -232,6 +232,7 @@ BACKEND_ENTRY_TESTS = {
     "adamw_bf16": "test_trainer_bf16.py::test_cpu_adamw_bf16_matches_numpy_bitwise",
     "pair_sums_backward_adamw_bf16":
         "test_trainer_bf16.py::test_cpu_fused_pair_update_bf16_matches_unfused_and_numpy",
+    "policy_head": "test_policy_head.py::test_policy_head_matches_reference",
 }
 
 

@@ -304,10 +304,12 @@ def staged_twin(model):
     non-finite guard left to AdamW's device-side flag) -- the path a GPU backend takes."""
     twin = mk.Model.__new__(mk.Model)
     twin.config, twin.device, twin.seed = model.config, "cpu_staged", model.seed
+    twin.policy_head = model.policy_head
     d = model.config.to_dict()
     twin._core = mk._core.Model(d["num_tokens"], d["num_moves"], d["tokens_per_side"], d["embed_dim"],
                                 d["orders"], d["pair_dim"], d["hidden"], d["head_width"],
-                                backend="cpu_staged", seed=model.seed)
+                                backend="cpu_staged", seed=model.seed,
+                                fused_head=model.policy_head == "fused")
     twin._shapes = model.shapes
     return twin
 

@@ -104,7 +104,8 @@ static mk_status cpu_pair_sums_backward(void *stream, const float *grad, const i
     .adamw = mk_adamw_cpu, \
     .pair_sums_backward_adamw = mk_pair_sums_backward_adamw_cpu, \
     .adamw_bf16 = mk_adamw_bf16_cpu, \
-    .pair_sums_backward_adamw_bf16 = mk_pair_sums_backward_adamw_bf16_cpu,
+    .pair_sums_backward_adamw_bf16 = mk_pair_sums_backward_adamw_bf16_cpu, \
+    .policy_head = mk_policy_head_cpu,
 
 const mk_backend mk_backend_cpu = {.name = "cpu", .host_memory = 1, CPU_ENTRIES};
 

@@ -1,6 +1,6 @@
 /* The CPU implementations of the mk_backend primitives (backend.h gives each one's math).
  * Each concern has its own file: backend_cpu.c (memory and the table), gemm.c, dense.c,
- * loss.c, adamw.c, adamw_bf16.c, pair_adamw.c; the fused ops are the mk_*_cpu functions of manaka.h. */
+ * loss.c, adamw.c, adamw_bf16.c, pair_adamw.c, policy_head.c; the fused ops are the mk_*_cpu functions of manaka.h. */
 #ifndef MANAKA_CPU_BACKEND_H
 #define MANAKA_CPU_BACKEND_H
 #include "../backend.h"
@@ -50,4 +50,11 @@ mk_status mk_pair_sums_backward_adamw_bf16_cpu(void *stream, const float *grad,
                                                uint16_t *v, const mk_adamw_args *args,
                                                const float *stats, uint64_t seed,
                                                int32_t *work);
+
+/* policy_head.c */
+mk_status mk_policy_head_cpu(void *stream, const float *q, const float *table,
+                             const int32_t *legal, const int32_t *counts, const int32_t *target,
+                             const float *soft, int64_t B, int64_t L, int64_t W,
+                             float grad_scale, float *dlogits, float *dq, float *row_loss,
+                             float *row_correct);
 #endif

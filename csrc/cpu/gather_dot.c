@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../manaka.h"
+#include "gather_dot_rows.h"
 #include "threads.h"
 
 static inline int64_t row_count(const int32_t *counts, int64_t b, int64_t L) {
@@ -15,17 +16,9 @@ mk_status mk_gather_dot_cpu(const float *hidden, const float *table, const int32
                             float *logits) {
 #pragma omp parallel for schedule(static) num_threads(mk_get_num_threads())
     for (int64_t b = 0; b < B; b++) {
-        const float *h = hidden + b * W;
-        const int32_t *idx = indices + b * L;
         float *out = logits + b * L;
         int64_t n = row_count(counts, b, L);
-        for (int64_t l = 0; l < n; l++) {
-            const float *row = table + (int64_t)idx[l] * W;
-            float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-            for (int64_t w = 0; w < W; w++) acc += h[w] * row[w];
-            out[l] = acc;
-        }
+        mk_gather_dot_row(hidden + b * W, table, indices + b * L, n, W, out);
         for (int64_t l = n; l < L; l++) out[l] = 0.0f;
     }
     return MK_OK;
@@ -37,19 +30,9 @@ mk_status mk_gather_dot_backward_cpu(const float *grad, const float *hidden, con
                                      float *grad_table) {
     if (grad_hidden) {
 #pragma omp parallel for schedule(static) num_threads(mk_get_num_threads())
-        for (int64_t b = 0; b < B; b++) {
-            float *gh = grad_hidden + b * W;
-            const float *g = grad + b * L;
-            const int32_t *idx = indices + b * L;
-            int64_t n = row_count(counts, b, L);
-            memset(gh, 0, (size_t)W * sizeof(float));
-            for (int64_t l = 0; l < n; l++) {
-                const float *row = table + (int64_t)idx[l] * W;
-                float gl = g[l];
-#pragma omp simd
-                for (int64_t w = 0; w < W; w++) gh[w] += gl * row[w];
-            }
-        }
+        for (int64_t b = 0; b < B; b++)
+            mk_gather_dot_grad_hidden_row(grad + b * L, table, indices + b * L,
+                                          row_count(counts, b, L), W, grad_hidden + b * W);
     }
     if (grad_table) {
 #pragma omp parallel num_threads(mk_get_num_threads())

@@ -5,6 +5,7 @@
 
 #include "backend_cpu.h"
 #include "threads.h"
+#include "xent_row.h"
 
 mk_status mk_softmax_xent_cpu(void *stream, const float *logits, const int32_t *counts,
                               const int32_t *target, const float *soft, int64_t B, int64_t L,
@@ -13,38 +14,9 @@ mk_status mk_softmax_xent_cpu(void *stream, const float *logits, const int32_t *
     (void)stream;
 #pragma omp parallel for schedule(static) num_threads(mk_get_num_threads()) \
     if (B * L >= MK_PARALLEL_MIN)
-    for (int64_t b = 0; b < B; b++) {
-        const float *x = logits + b * L;
-        int64_t n = counts[b], best = 0;
-        float top = x[0];
-        for (int64_t l = 1; l < n; l++)
-            if (x[l] > top) top = x[l], best = l; /* first maximum wins ties */
-        double sum = 0.0;
-        for (int64_t l = 0; l < n; l++) sum += exp((double)(x[l] - top));
-        double lse = (double)top + log(sum);
-        double loss;
-        if (soft) {
-            const float *pi = soft + b * L;
-            loss = 0.0;
-            for (int64_t l = 0; l < n; l++) loss += (double)pi[l] * (lse - (double)x[l]);
-        } else {
-            loss = lse - (double)x[target[b]];
-        }
-        row_loss[b] = (float)loss;
-        row_correct[b] = best == target[b] ? 1.0f : 0.0f;
-        if (dlogits) {
-            float *d = dlogits + b * L;
-            float flse = (float)lse;
-            for (int64_t l = 0; l < n; l++) d[l] = grad_scale * expf(x[l] - flse);
-            if (soft) {
-                const float *pi = soft + b * L;
-                for (int64_t l = 0; l < n; l++) d[l] -= grad_scale * pi[l];
-            } else {
-                d[target[b]] -= grad_scale;
-            }
-            for (int64_t l = n; l < L; l++) d[l] = 0.0f;
-        }
-    }
+    for (int64_t b = 0; b < B; b++)
+        mk_xent_row(logits + b * L, counts[b], L, target[b], soft ? soft + b * L : NULL,
+                    grad_scale, dlogits ? dlogits + b * L : NULL, row_loss + b, row_correct + b);
     return MK_OK;
 }
 

@@ -85,4 +85,5 @@ extern "C" const mk_backend mk_backend_cuda = {
     pair_sums_backward_adamw,
     mk_adamw_bf16_cuda,
     pair_sums_backward_adamw_bf16,
+    mk_policy_head_cuda,
 };

@@ -65,6 +65,13 @@ mk_status mk_pair_sums_backward_adamw_bf16_cuda(const float *grad, const int32_t
                                                 const mk_adamw_args *args, const float *stats,
                                                 uint64_t seed, void *stream);
 
+/* policy_head.cu: the fused policy head */
+mk_status mk_policy_head_cuda(void *stream, const float *q, const float *table,
+                              const int32_t *legal, const int32_t *counts, const int32_t *target,
+                              const float *soft, int64_t B, int64_t L, int64_t W,
+                              float grad_scale, float *dlogits, float *dq, float *row_loss,
+                              float *row_correct);
+
 #ifdef __cplusplus
 }
 #endif

@@ -75,4 +75,13 @@ __device__ __forceinline__ float mk_warp_sum(float v) {
     return v;
 }
 
+/* Max over the warp, ties resolved towards the smaller index (the CPU's "first maximum"). */
+__device__ __forceinline__ void mk_warp_argmax(float &value, int &index) {
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        float v = __shfl_xor_sync(0xffffffffu, value, offset);
+        int i = __shfl_xor_sync(0xffffffffu, index, offset);
+        if (v > value || (v == value && i < index)) value = v, index = i;
+    }
+}
+
 #endif

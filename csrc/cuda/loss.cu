@@ -7,15 +7,6 @@
 
 #define XENT_WARPS 4
 
-/* Max over the warp, ties resolved towards the smaller index (the CPU's "first maximum"). */
-__device__ __forceinline__ void warp_argmax(float &value, int &index) {
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        float v = __shfl_xor_sync(0xffffffffu, value, offset);
-        int i = __shfl_xor_sync(0xffffffffu, index, offset);
-        if (v > value || (v == value && i < index)) value = v, index = i;
-    }
-}
-
 __global__ void softmax_xent_kernel(const float *logits, const int32_t *counts,
                                     const int32_t *target, const float *soft, int64_t B,
                                     int64_t L, float grad_scale, float *dlogits,
@@ -30,7 +21,7 @@ __global__ void softmax_xent_kernel(const float *logits, const int32_t *counts,
     int best = INT32_MAX;
     for (int l = lane; l < n; l += 32)
         if (x[l] > top) top = x[l], best = l; /* a lane's indices rise, so '>' keeps the first */
-    warp_argmax(top, best);
+    mk_warp_argmax(top, best);
 
     float sum = 0.0f;
     for (int l = lane; l < n; l += 32) sum += expf(x[l] - top);

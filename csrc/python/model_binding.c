@@ -59,16 +59,18 @@ const mk_backend *mk_backend_from_arg(PyObject *arg) {
 static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
     static char *kw[] = {"num_tokens", "num_moves",  "tokens_per_side", "embed_dim", "orders",
                          "pair_dim",   "hidden",     "head_width",      "backend",   "seed",
-                         NULL};
+                         "fused_head", NULL};
     PyObject *o[8];
     PyObject *backend_arg = NULL; /* a name ("cpu") or a capsule of another module's table */
     unsigned long long seed = 0;
+    int fused_head = 1; /* the training step's policy head: see mk_model_set_fused_policy_head */
     if (self->model) {
         PyErr_SetString(PyExc_RuntimeError, "_core.Model: already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO|OK", kw, &o[0], &o[1], &o[2], &o[3],
-                                     &o[4], &o[5], &o[6], &o[7], &backend_arg, &seed))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO|OKp", kw, &o[0], &o[1], &o[2], &o[3],
+                                     &o[4], &o[5], &o[6], &o[7], &backend_arg, &seed,
+                                     &fused_head))
         return -1;
     mk_config cfg = {0};
     int64_t *fields[] = {&cfg.num_tokens, &cfg.num_moves, &cfg.tokens_per_side, &cfg.embed_dim,
@@ -100,6 +102,7 @@ static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
     status = mk_model_create(&cfg, backend, NULL, (uint64_t)seed, &model);
     Py_END_ALLOW_THREADS;
     if (status != MK_OK) return mk_raise_status(status), -1;
+    mk_model_set_fused_policy_head(model, fused_head);
     self->model = model;
     return 0;
 }
@@ -352,6 +355,10 @@ static PyObject *model_backend(mk_model_object *self, void *closure) {
     REQUIRE_MODEL(self, NULL);
     return PyUnicode_FromString(mk_model_backend(self->model)->name);
 }
+static PyObject *model_fused_head(mk_model_object *self, void *closure) {
+    REQUIRE_MODEL(self, NULL);
+    return PyBool_FromLong(mk_model_fused_policy_head(self->model));
+}
 static PyObject *model_arena_bytes(mk_model_object *self, void *closure) {
     REQUIRE_MODEL(self, NULL);
     return PyLong_FromSize_t(mk_model_arena_bytes(self->model));
@@ -401,6 +408,8 @@ static PyMethodDef model_methods[] = {
 static PyGetSetDef model_getset[] = {
     {"backend", (getter)model_backend, NULL, "the backend's name", NULL},
     {"arena_bytes", (getter)model_arena_bytes, NULL, "bytes of activation arena", NULL},
+    {"fused_head", (getter)model_fused_head, NULL,
+     "True if the training step runs the fused policy head", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

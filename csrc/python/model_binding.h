@@ -42,4 +42,5 @@ const mk_backend *mk_backend_from_arg(PyObject *arg);
 
 int mk_init_trainer(PyObject *module);
 int mk_init_backend_probe(PyObject *module);
+int mk_init_policy_head_probe(PyObject *module);
 #endif
