@@ -14,9 +14,13 @@ pytestmark = pytest.mark.skipif(not cuda.is_available(),
 
 def test_step_benchmark_runs_and_writes_results(tmp_path, capsys):
     rc = step_cuda.main(["--small", "--batch", "16", "--max-legal", "20", "--runs", "3",
-                         "--warmup", "1", "--no-compile", "--tag", "test", "--out", str(tmp_path)])
+                         "--warmup", "1", "--head-runs", "2", "--no-compile", "--tag", "test",
+                         "--out", str(tmp_path)])
     assert rc == 0, capsys.readouterr().err
     result = json.loads((tmp_path / "step-test.json").read_text())
     assert result["manaka"]["median_ms"] > 0
     assert result["launches_per_step"] > 5  # forward, loss, backward and AdamW kernels at least
     assert result["floor"]["bytes"] > 0 and result["floor"]["floor_ms"] > 0
+    head = result["policy_head"]  # the fused policy head beside the split one
+    assert head["fused"]["median_ms"] > 0 and head["split"]["median_ms"] > 0
+    assert head["launches_per_step"]["split"] > head["launches_per_step"]["fused"]

@@ -178,3 +178,17 @@ def test_save_and_load_keep_the_choice_out_of_the_file(tmp_path):
         np.testing.assert_array_equal(back.state_dict()[name], a)
     with pytest.raises(ValueError, match="policy_head"):
         mk.Model.load(tmp_path / "m.manaka", policy_head="both")
+
+
+def test_benchmark_comparison_runs_and_checks_agreement():
+    from manaka.bench import policy_head
+
+    cfg = cases.config(hidden=(8,))
+    model = mk.Model(cfg, seed=2)
+    trainer = mk.Trainer(model, lr=1e-2)
+    lines, results = policy_head.compare(model, trainer, cases.batch(cfg, seed=3), runs=2, warmup=1)
+    assert results["fused"].median_ms > 0 and results["split"].median_ms > 0
+    assert results["max_rel_grad_difference"] < 1e-4
+    assert results["split_over_fused"] > 0 and any("split / fused" in line for line in lines)
+    with pytest.raises(ValueError, match="policy_head"):
+        policy_head.compare(mk.Model(cfg, policy_head="split"), trainer, cases.batch(cfg), 1, 0)

@@ -2,7 +2,8 @@
 
 Reports manaka's step (median/min/max of N after warm-up, positions/s), its split into
 forward, backward and optimizer (pair-table AdamW shown on its own), measured by the C
-trainer's phase counters, and beside it the same network in PyTorch eager
+trainer's phase counters, the step with the fused policy head against the split one
+(timed interleaved, bench/policy_head.py), and beside it the same network in PyTorch eager
 (bench/torch_baseline.py, only when torch is importable) loaded with the same parameters
 and batch, after checking that the two losses agree.
 """
@@ -17,6 +18,7 @@ from typing import List
 import numpy as np
 
 import manaka as mk
+from manaka.bench import policy_head
 from manaka.bench.timing import HEADER, measure, peak_rss_mb, write_results
 
 SEED = dict(num_tokens=2344, num_moves=2187, tokens_per_side=40, embed_dim=256, orders=4,
@@ -60,6 +62,8 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--max-legal", type=int, default=600, help="L (default 600)")
     ap.add_argument("--runs", type=int, default=10, help="timed steps (median of N)")
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--head-runs", type=int, default=20,
+                    help="interleaved rounds of the fused vs split policy head comparison (0: skip)")
     ap.add_argument("--torch-runs", type=int, default=5, help="timed PyTorch steps")
     ap.add_argument("--threads", type=int, default=0, help="threads (0: default)")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch baseline")
@@ -109,6 +113,10 @@ def main(argv: List[str]) -> int:
                  f" {phases['optimizer'] - phases['optimizer_pair_table']:.1f} | sum {total:.1f}")
     lines.append("  (the pair table's gradient is fused with its AdamW update: its time is in pair_table,"
                  " not in backward)")
+    if args.head_runs > 0:
+        head_lines, results["policy_head"] = policy_head.compare(model, trainer, batch,
+                                                                 args.head_runs, args.warmup)
+        lines += head_lines
 
     baseline = None if args.no_torch else load_torch_baseline()
     if baseline is None:

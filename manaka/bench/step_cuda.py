@@ -4,7 +4,8 @@ configuration on a GPU.
 Reports manaka's step (median/min/max of N after warm-up, positions/s) with the batch
 staged from NumPy every step (as a loader delivers it) and, separately, the step alone;
 kernel launches per step; device memory in use; memory-controller utilisation and power
-sampled through NVML during the timed loop; and beside it, in the same run, the same
+sampled through NVML during the timed loop; the step with the fused policy head against the
+split one (timed interleaved, bench/policy_head.py); and beside it, in the same run, the same
 network in PyTorch eager and under torch.compile (bench/torch_baseline.py, same parameters
 and batch, losses checked to agree), and the floor: the bytes the step must move and the
 FLOPs it must do over this GPU's measured copy bandwidth and FP32 matmul rate.
@@ -21,6 +22,7 @@ import numpy as np
 import manaka as mk
 from manaka import cuda
 
+from . import policy_head
 from .ops_cuda import bandwidth_gbs, fp32_tflops, import_torch, open_nvml, other_gpu_processes
 from .step import SEED, load_torch_baseline, seed_batch
 from .timing import HEADER, measure, write_results
@@ -57,6 +59,8 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--max-legal", type=int, default=600, help="L (default 600)")
     ap.add_argument("--runs", type=int, default=50, help="timed steps (median of N)")
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--head-runs", type=int, default=100,
+                    help="interleaved rounds of the fused vs split policy head comparison (0: skip)")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch baselines")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (slow to compile)")
     ap.add_argument("--tf32", action="store_true", help="let cuBLAS use TF32 (default: FP32)")
@@ -123,6 +127,11 @@ def main(argv: List[str]) -> int:
         lines.append(f"  NVML during the sampled steps: {results['nvml']}")
     else:
         lines.append("  NVML: not available here (no utilisation or power figures)")
+    if args.head_runs > 0:
+        head_lines, results["policy_head"] = policy_head.compare(
+            model, trainer, batch, args.head_runs, args.warmup, sync=cuda.synchronize,
+            launches=cuda._cuda.launch_count)
+        lines += head_lines
     final_loss = trainer.step(batch).loss  # a real read: a run that failed is an error, not a time
     if not np.isfinite(final_loss):
         print(f"error: the loss became {final_loss}", file=sys.stderr)

@@ -54,6 +54,26 @@ def measure(name: str, fn: Callable[[], object], runs: int = 10, warmup: int = 2
     return Timing(name, statistics.median(times), min(times), max(times), runs, dict(extra))
 
 
+def measure_interleaved(fns: Dict[str, Callable[[], object]], runs: int = 10, warmup: int = 2,
+                        sync: Callable[[], None] = lambda: None) -> Dict[str, Timing]:
+    """`measure` for several functions compared with each other: each round times every
+    function once, in an order that reverses every round (A B, B A, ...), so load from other
+    processes and clock changes fall on all of them alike instead of on whichever ran last."""
+    names = list(fns)
+    for _ in range(warmup):
+        for name in names:
+            fns[name]()
+            sync()
+    times: Dict[str, List[float]] = {name: [] for name in names}
+    for r in range(runs):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            start = time.perf_counter()
+            fns[name]()
+            sync()
+            times[name].append((time.perf_counter() - start) * 1e3)
+    return {name: Timing(name, statistics.median(t), min(t), max(t), runs) for name, t in times.items()}
+
+
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far, in MB (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

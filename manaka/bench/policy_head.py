@@ -1,0 +1,89 @@
+"""The fused policy head against the split one, inside the whole training step (issue 5:
+"keep it if it beats the two-kernel path; record the comparison either way"). Used by
+``python -m manaka.bench step`` on the CPU and with ``--device cuda``.
+
+fused: one pass per position computes the logits over its legal moves, the masked
+log-softmax, the cross-entropy, the logit gradient and dq (backend entry policy_head);
+split: GatherDot writes logits [B, L], softmax_xent reads them and writes dlogits, and
+GatherDot's backward reads dlogits again to form dq. Both heads run the same model from the
+same parameters; their steps are timed interleaved (A B, B A, ...), so other processes'
+load falls on both alike, after checking that they compute the same loss and gradients.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+import manaka as mk
+
+from .timing import measure_interleaved
+
+GRAD_TOL = 1e-4  # the fused and split gradients agree to float rounding (tests: 1e-5 .. 1e-4)
+
+
+def _max_rel_err(a: Dict[str, np.ndarray], b: Dict[str, np.ndarray]) -> float:
+    worst = 0.0
+    for name, x in a.items():
+        y = np.float64(b[name])
+        worst = max(worst, float(np.abs(np.float64(x) - y).max() / max(np.abs(y).max(), 1e-30)))
+    return worst
+
+
+def compare(fused: mk.Model, fused_trainer: mk.Trainer, batch: mk.Batch, runs: int, warmup: int,
+            sync: Callable[[], None] = lambda: None,
+            launches: Optional[Callable[[], int]] = None) -> Tuple[List[str], Dict[str, object]]:
+    """(report lines, results) for `fused` (a model with policy_head="fused" and its trainer)
+    against a split-head twin built here from the same parameters."""
+    if fused.policy_head != "fused":
+        raise ValueError(f"compare: the model must have policy_head='fused', got {fused.policy_head!r}")
+    split = mk.Model(fused.config, device=fused.device, seed=fused.seed, policy_head="split")
+    split.load_state_dict(fused.state_dict())
+    split_trainer = mk.Trainer(split, lr=fused_trainer.lr, pair_state_dtype=fused_trainer.pair_state_dtype)
+    (s1, g1), (s2, g2) = fused.loss_and_grad(batch), split.loss_and_grad(batch)
+    grad_err = _max_rel_err(g1, g2)
+    if abs(s1["loss"] - s2["loss"]) > 1e-5 * abs(s2["loss"]) or grad_err > GRAD_TOL:
+        raise RuntimeError(f"policy heads disagree: loss fused {s1['loss']} split {s2['loss']}, "
+                           f"largest relative gradient difference {grad_err:.2e}")
+    del g1, g2
+    trainers = {"fused": fused_trainer, "split": split_trainer}
+    results: Dict[str, object] = {"loss_fused": s1["loss"], "loss_split": s2["loss"],
+                                  "max_rel_grad_difference": grad_err}
+    if launches is not None:
+        per_step = {}
+        for head, trainer in trainers.items():
+            before = launches()
+            trainer.step(batch)
+            sync()
+            per_step[head] = launches() - before
+        results["launches_per_step"] = per_step
+    times = measure_interleaved({head: (lambda t=t: t.step(batch)) for head, t in trainers.items()},
+                                runs=runs, warmup=warmup, sync=sync)
+    phases = {}
+    for head, trainer in trainers.items():
+        trainer.profile(True)
+        for _ in range(max(3, runs // 2)):
+            trainer.step(batch)
+        t = trainer.phase_times()
+        trainer.profile(False)
+        phases[head] = {k: t[k] / t["steps"] * 1e3 for k in ("forward", "backward", "optimizer")}
+    ratio = times["split"].median_ms / times["fused"].median_ms
+    results.update(fused=times["fused"], split=times["split"], split_over_fused=ratio,
+                   phases_ms=phases, interleaved_rounds=runs)
+    B = len(batch)
+    lines = [f"policy head, fused vs split (the same step, {runs} interleaved rounds; losses agree,"
+             f" gradients within {grad_err:.1e}):"]
+    for head in ("fused", "split"):
+        t = times[head]
+        t.name = f"  step with the {head} policy head"
+        t.extra["pos/s"] = f"{B / t.median_ms * 1e3:,.0f}"
+        if launches is not None:
+            t.extra["launches/step"] = results["launches_per_step"][head]
+        lines.append(t.row())
+        p = phases[head]
+        lines.append(f"    phases (ms): forward+loss {p['forward']:.3f} | backward {p['backward']:.3f}"
+                     f" | AdamW {p['optimizer']:.3f} | forward+loss+backward {p['forward'] + p['backward']:.3f}")
+    lines.append(f"  split / fused median step time: {ratio:.3f}"
+                 f" ({'fused faster' if ratio > 1 else 'fused not faster'})")
+    del split_trainer, split
+    return lines, results
