@@ -62,6 +62,17 @@ def test_ties_count_the_first_maximum():
     np.testing.assert_array_equal(correct, (target == 0).astype(np.float32))
 
 
+@pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
+def test_fused_entry_matches_the_split_entries(soft):
+    rng = np.random.default_rng(12)
+    inputs = op_inputs.policy_head_batch(rng, 17, 70, 300, 120, soft=soft)
+    fused = run(gpu_table(), inputs)
+    split = mk._core.backend_policy_head(gpu_table(), *inputs, 0.37, head="split")
+    for name, a, b in zip(("dlogits", "dq", "row_loss"), fused, split):
+        assert cases.rel_err(a, b) < TOL, name
+    np.testing.assert_array_equal(fused[3], split[3])
+
+
 def test_policy_head_is_bitwise_reproducible():
     rng = np.random.default_rng(4)
     inputs = op_inputs.policy_head_batch(rng, 64, 120, 300, 500, soft=True)

@@ -66,6 +66,23 @@ def test_ties_count_the_first_maximum(backend):
     np.testing.assert_array_equal(correct, (target == 0).astype(np.float32))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
+def test_fused_entry_matches_the_split_entries(backend, soft):
+    """policy_head against gather_dot, softmax_xent and gather_dot_backward (grad_table =
+    NULL) on the same backend; repeating either on the same buffers changes nothing."""
+    rng = np.random.default_rng(11)
+    inputs = op_inputs.policy_head_batch(rng, 17, 30, 24, 50, soft=soft)
+    fused = mk._core.backend_policy_head(backend, *inputs, 0.25)
+    split = mk._core.backend_policy_head(backend, *inputs, 0.25, head="split", repeats=3)
+    for name, a, b in zip(("dlogits", "dq", "row_loss"), fused, split):
+        assert cases.rel_err(a, b) < TOL, name
+    np.testing.assert_array_equal(fused[3], split[3])
+    again = mk._core.backend_policy_head(backend, *inputs, 0.25, repeats=3)
+    for a, b in zip(fused, again):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_cpu_and_staged_paths_agree_bitwise():
     rng = np.random.default_rng(8)
     inputs = op_inputs.policy_head_batch(rng, 7, 12, 10, 15, soft=True)
@@ -94,6 +111,10 @@ def test_bad_arguments_raise_naming_them():
         run("cpu", q, table[:, :4], legal, counts, target)
     with pytest.raises(ValueError, match="not in this build"):
         run("tpu", q, table, legal, counts, target)
+    with pytest.raises(ValueError, match="head"):
+        run("cpu", q, table, legal, counts, target, head="both")
+    with pytest.raises(ValueError, match="repeats"):
+        run("cpu", q, table, legal, counts, target, repeats=0)
 
 
 def test_model_rejects_an_unknown_policy_head():
@@ -192,3 +213,13 @@ def test_benchmark_comparison_runs_and_checks_agreement():
     assert results["split_over_fused"] > 0 and any("split / fused" in line for line in lines)
     with pytest.raises(ValueError, match="policy_head"):
         policy_head.compare(mk.Model(cfg, policy_head="split"), trainer, cases.batch(cfg), 1, 0)
+
+
+def test_benchmark_op_comparison_runs():
+    from manaka.bench import policy_head
+
+    cfg = cases.config()
+    lines, results = policy_head.compare_ops("cpu", cases.batch(cfg, B=32, L=20, seed=1),
+                                             W=16, M=40, runs=2, repeats=3)
+    assert set(results["per_op_ms"]) == {"fused", "split"}
+    assert results["max_rel_difference"] < 1e-4 and any("split / fused" in line for line in lines)

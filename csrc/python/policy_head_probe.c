@@ -1,20 +1,26 @@
-/* Test hook that runs the policy_head entry of a backend's op table (backend.h) on host
- * arrays, so tests hold every backend's fused policy head to the NumPy reference alone,
- * not only through a whole training step:
+/* Test and benchmark hook that runs the policy_head entry of a backend's op table
+ * (backend.h) on host arrays, so tests hold every backend's fused policy head to the NumPy
+ * reference alone, not only through a whole training step; or, with head="split", the
+ * three entries it replaces (gather_dot; softmax_xent; gather_dot_backward with
+ * grad_table = NULL), so the two can be compared and timed op against op:
  *
  *   _core.backend_policy_head(backend, q, table, legal, counts, target, policy_target=None,
- *                             grad_scale=1.0) -> (dlogits, dq, row_loss, row_correct)
+ *                             grad_scale=1.0, head="fused", repeats=1)
+ *       -> (dlogits, dq, row_loss, row_correct)
  *
+ * repeats > 1 runs the head that many times on the same device buffers (for timing: the
+ * copies in and out happen once).
  * backend: a name or a backend capsule (manaka._cuda.backend_table()); q float32 [B, W];
  * table float32 [M, W]; legal integer [B, L]; counts, target integer [B]; policy_target
  * float32 [B, L] or None. The batch is validated as a training step validates it
  * (mk_batch_check: counts in [1, L], legal ids in [0, M) in the legal slots, target in
  * its legal list, soft rows summing to 1), so a bad argument raises instead of crashing. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "model_binding.h"
 
-#define PH_BUFFERS 10
+#define PH_BUFFERS 11
 
 typedef struct {
     const mk_backend *be;
@@ -39,23 +45,35 @@ static void release(buffers *bf) {
 static PyObject *py_backend_policy_head(PyObject *self, PyObject *args, PyObject *kwargs) {
     static const char op[] = "backend_policy_head";
     static char *kw[] = {"backend", "q", "table", "legal", "counts", "target", "policy_target",
-                         "grad_scale", NULL};
+                         "grad_scale", "head", "repeats", NULL};
     PyObject *backend, *qo, *tableo, *legalo, *countso, *targeto, *softo = Py_None;
     PyObject *result = NULL;
     float grad_scale = 1.0f;
+    const char *head = "fused";
+    int repeats = 1;
     PyArrayObject *q = NULL, *table = NULL, *legal = NULL, *counts = NULL, *target = NULL,
                   *soft = NULL, *out[4] = {NULL, NULL, NULL, NULL};
     int32_t *no_tokens = NULL;
     float *values = NULL;
     buffers bf = {NULL, {0}, 0};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|Of", kw, &backend, &qo, &tableo,
-                                     &legalo, &countso, &targeto, &softo, &grad_scale) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|Ofsi", kw, &backend, &qo, &tableo,
+                                     &legalo, &countso, &targeto, &softo, &grad_scale, &head,
+                                     &repeats) ||
         !(q = mk_float_arg(qo, op, "q", 2)) || !(table = mk_float_arg(tableo, op, "table", 2)) ||
         !(legal = mk_index_arg(legalo, op, "legal", 2)) ||
         !(counts = mk_index_arg(countso, op, "counts", 1)) ||
         !(target = mk_index_arg(targeto, op, "target", 1)) ||
         (softo != Py_None && !(soft = mk_float_arg(softo, op, "policy_target", 2))))
         goto done;
+    const int split = strcmp(head, "split") == 0;
+    if (!split && strcmp(head, "fused") != 0) {
+        PyErr_Format(PyExc_ValueError, "%s: head must be 'fused' or 'split', got '%s'", op, head);
+        goto done;
+    }
+    if (repeats < 1) {
+        PyErr_Format(PyExc_ValueError, "%s: repeats must be >= 1, got %d", op, repeats);
+        goto done;
+    }
     const int64_t B = PyArray_DIM(q, 0), W = PyArray_DIM(q, 1), M = PyArray_DIM(table, 0);
     const int64_t L = PyArray_DIM(legal, 1);
     if (PyArray_DIM(table, 1) != W || PyArray_DIM(legal, 0) != B || PyArray_DIM(counts, 0) != B ||
@@ -99,9 +117,21 @@ static PyObject *py_backend_policy_head(PyObject *self, PyObject *args, PyObject
     float *dres[4];
     size_t sizes[4] = {(size_t)(B * L) * 4, (size_t)(B * W) * 4, (size_t)B * 4, (size_t)B * 4};
     for (int i = 0; i < 4; i++) dres[i] = put(&bf, NULL, sizes[i], &st);
-    if (st == MK_OK)
-        st = bf.be->policy_head(NULL, dq_in, dtable, dlegal, dcounts, dtarget, dsoft, B, L, W,
-                                grad_scale, dres[0], dres[1], dres[2], dres[3]);
+    float *logits = split ? put(&bf, NULL, sizes[0], &st) : NULL;
+    for (int r = 0; r < repeats && st == MK_OK; r++) {
+        if (!split) {
+            st = bf.be->policy_head(NULL, dq_in, dtable, dlegal, dcounts, dtarget, dsoft, B, L, W,
+                                    grad_scale, dres[0], dres[1], dres[2], dres[3]);
+            continue;
+        }
+        st = bf.be->gather_dot(NULL, dq_in, dtable, dlegal, dcounts, B, L, W, logits);
+        if (st == MK_OK)
+            st = bf.be->softmax_xent(NULL, logits, dcounts, dtarget, dsoft, B, L, grad_scale,
+                                     dres[0], dres[2], dres[3]);
+        if (st == MK_OK)
+            st = bf.be->gather_dot_backward(NULL, dres[0], dq_in, dtable, dlegal, dcounts, B, L, W,
+                                            M, dres[1], NULL);
+    }
     for (int i = 0; i < 4 && st == MK_OK; i++)
         st = bf.be->to_host(NULL, PyArray_DATA(out[i]), dres[i], sizes[i]);
     release(&bf);
@@ -129,8 +159,8 @@ static PyMethodDef policy_head_probe_methods[] = {
     {"backend_policy_head", (PyCFunction)(void (*)(void))py_backend_policy_head,
      METH_VARARGS | METH_KEYWORDS,
      "backend_policy_head(backend, q, table, legal, counts, target, policy_target=None, "
-     "grad_scale=1.0) -> (dlogits, dq, row_loss, row_correct): the backend's fused policy head "
-     "on copies (tests)."},
+     "grad_scale=1.0, head='fused', repeats=1) -> (dlogits, dq, row_loss, row_correct): the "
+     "backend's fused policy head, or the split ops it replaces, on copies (tests, benchmark)."},
     {NULL, NULL, 0, NULL},
 };
 

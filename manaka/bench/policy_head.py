@@ -8,6 +8,13 @@ split: GatherDot writes logits [B, L], softmax_xent reads them and writes dlogit
 GatherDot's backward reads dlogits again to form dq. Both heads run the same model from the
 same parameters; their steps are timed interleaved (A B, B A, ...), so other processes'
 load falls on both alike, after checking that they compute the same loss and gradients.
+
+The heads alone (`compare_ops`): the part of the step that differs is small beside the
+rest (PairSums, the GEMMs, AdamW), so the step comparison can drown in noise on a shared
+machine. compare_ops times the backend's policy_head entry against the three entries it
+replaces, on the seed batch, through _core.backend_policy_head with `repeats` runs per
+call on the same device buffers; the fixed cost of the call (copies in and out) is
+measured with repeats=1 and subtracted: per op = (t(R) - t(1)) / (R - 1).
 """
 from __future__ import annotations
 
@@ -86,4 +93,41 @@ def compare(fused: mk.Model, fused_trainer: mk.Trainer, batch: mk.Batch, runs: i
     lines.append(f"  split / fused median step time: {ratio:.3f}"
                  f" ({'fused faster' if ratio > 1 else 'fused not faster'})")
     del split_trainer, split
+    return lines, results
+
+
+def compare_ops(backend, batch: mk.Batch, W: int, M: int, runs: int, repeats: int,
+                sync: Callable[[], None] = lambda: None) -> Tuple[List[str], Dict[str, object]]:
+    """(report lines, results): the fused policy head entry against the split entries, on
+    `backend` (a name or a capsule), for q [B, W] and a move table [M, W] of random normals
+    (logits ~ N(0, 1)) over the batch's legal lists and targets."""
+    from manaka import _core
+
+    rng = np.random.default_rng(0)
+    B = len(batch)
+    q = rng.standard_normal((B, W), dtype=np.float32) / np.float32(np.sqrt(W))
+    table = rng.standard_normal((M, W), dtype=np.float32)
+    args = (q, table, batch.legal, batch.counts, batch.target, batch.policy_target, 1.0 / B)
+    outs = {head: _core.backend_policy_head(backend, *args, head=head) for head in ("fused", "split")}
+    worst = max(_max_rel_err({"x": a}, {"x": b}) for a, b in zip(outs["fused"][:3], outs["split"][:3]))
+    if worst > GRAD_TOL or not np.array_equal(outs["fused"][3], outs["split"][3]):
+        raise RuntimeError(f"policy head entries disagree: largest relative difference {worst:.2e}")
+    fns = {}
+    for head in ("fused", "split"):
+        for r in (repeats, 1):
+            fns[(head, r)] = (lambda h=head, r=r: _core.backend_policy_head(backend, *args, head=h, repeats=r))
+    t = measure_interleaved(fns, runs=runs, warmup=1, sync=sync)
+    per_op = {head: (t[(head, repeats)].median_ms - t[(head, 1)].median_ms) / (repeats - 1)
+              for head in ("fused", "split")}
+    ratio = per_op["split"] / per_op["fused"]
+    n = int(batch.counts.sum())
+    lines = [f"policy head entries alone (B={B} L={batch.legal.shape[1]} W={W} M={M}, {n / B:.0f} legal"
+             f" moves per position; {runs} interleaved rounds of {repeats} runs per call, the call's"
+             f" fixed cost subtracted):",
+             f"  fused policy_head                            {per_op['fused']:10.3f} ms",
+             f"  split gather_dot + softmax_xent + grad_hidden {per_op['split']:9.3f} ms",
+             f"  split / fused: {ratio:.3f} ({'fused faster' if ratio > 1 else 'fused not faster'})"]
+    results = {"per_op_ms": per_op, "split_over_fused": ratio, "repeats": repeats, "rounds": runs,
+               "calls_ms": {f"{h} x{r}": v for (h, r), v in t.items()},
+               "max_rel_difference": worst}
     return lines, results

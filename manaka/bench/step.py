@@ -117,6 +117,9 @@ def main(argv: List[str]) -> int:
         head_lines, results["policy_head"] = policy_head.compare(model, trainer, batch,
                                                                  args.head_runs, args.warmup)
         lines += head_lines
+        head_lines, results["policy_head_ops"] = policy_head.compare_ops(
+            "cpu", batch, cfg.head_width, cfg.num_moves, args.head_runs, repeats=10)
+        lines += head_lines
 
     baseline = None if args.no_torch else load_torch_baseline()
     if baseline is None:

@@ -132,6 +132,10 @@ def main(argv: List[str]) -> int:
             model, trainer, batch, args.head_runs, args.warmup, sync=cuda.synchronize,
             launches=cuda._cuda.launch_count)
         lines += head_lines
+        head_lines, results["policy_head_ops"] = policy_head.compare_ops(
+            cuda.backend_table(), batch, cfg.head_width, cfg.num_moves, args.head_runs,
+            repeats=2 if args.small else 200, sync=cuda.synchronize)
+        lines += head_lines
     final_loss = trainer.step(batch).loss  # a real read: a run that failed is an error, not a time
     if not np.isfinite(final_loss):
         print(f"error: the loss became {final_loss}", file=sys.stderr)
