@@ -11,13 +11,15 @@
  *   memory (the CPU), and callers may hand host pointers where device ones are expected.
  * - Float data is float32, indices int32, matrices row-major and C-contiguous unless an
  *   explicit leading dimension (ld*) is given.
- * - Inputs are already validated (batch.c checks ranges on the host); primitives trust them,
- *   return MK_OK, or an mk_fail() status (never abort).
+ * - Inputs are already validated (batch.c checks host batches' ranges on the host,
+ *   batch_check device batches' on the device); primitives trust them, return MK_OK, or an
+ *   mk_fail() status (never abort).
  *
  * Adding a backend (e.g. csrc/cuda): fill an mk_backend with every entry (mk_backend_check
  * names a missing one), set host_memory = 0, and return it from mk_backend_get in backend.c.
- * With host_memory = 0, model.c stages each host batch into its arena with to_device and
- * reads results back with to_host; the Python layer cannot view parameters in place. GEMM
+ * With host_memory = 0, model.c stages each host batch into device memory with to_device on
+ * a copy stream (batch_stage.c) and reads results back with to_host; the Python layer
+ * cannot view parameters in place. GEMM
  * is row-major here: with column-major cuBLAS, compute C^T = op(B)^T op(A)^T, i.e. call
  * cublasSgemm with the operands (and M, N) swapped and the same leading dimensions.
  */
@@ -27,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "batch.h"
 #include "hash.h"
 #include "manaka.h"
 
@@ -190,6 +193,28 @@ typedef struct mk_backend {
                              const float *soft, int64_t B, int64_t L, int64_t W,
                              float grad_scale, float *dlogits, float *dq, float *row_loss,
                              float *row_correct);
+
+    /* ------------------------------------------------------------ batches (batch_stage.c) */
+    /* A second stream whose work may run concurrently with the model's (a GPU: created
+     * non-blocking, so it does not serialise with the legacy default stream), for batch
+     * copies; and events to order the two. The CPU runs everything at once: its streams
+     * and events are tokens and every call below is a no-op. */
+    mk_status (*stream_create)(void **out);
+    void (*stream_destroy)(void *stream); /* after finishing its work; NULL is a no-op */
+    mk_status (*event_create)(void **out);
+    void (*event_destroy)(void *event);
+    /* The event completes once the work queued on `stream` so far has. */
+    mk_status (*event_record)(void *stream, void *event);
+    /* Work queued on `stream` from now on waits for the event's last record. */
+    mk_status (*stream_wait_event)(void *stream, void *event);
+    /* The host waits for the event's last record to complete. */
+    mk_status (*event_synchronize)(void *event);
+    /* mk_batch_find_fault (batch.h) on a batch whose arrays are in this backend's memory
+     * (it passed mk_batch_check_shape), run on `stream`: *fault receives the same first
+     * fault, so mk_batch_fault_status words it like the host check. Returns once the
+     * answer is on the host (a GPU: one small device -> host read). */
+    mk_status (*batch_check)(void *stream, const mk_batch *batch, int64_t V, int64_t M,
+                             int with_targets, mk_batch_fault *fault);
 } mk_backend;
 
 /* Scratch of pair_sums_backward_adamw: each row's present tokens sorted [rows, T], their
@@ -206,7 +231,9 @@ static inline int64_t mk_pair_adamw_work_ints(int64_t rows, int64_t T, int64_t V
     X(gemm) X(bias_act) X(bias_act_backward) X(sigmoid) X(gather_dot) X(gather_dot_backward)  \
     X(power_sums) X(power_sums_backward) X(pair_sums) X(pair_sums_backward) X(softmax_xent)   \
     X(value_bce) X(loss_stats) X(adamw) X(pair_sums_backward_adamw) X(adamw_bf16)            \
-    X(pair_sums_backward_adamw_bf16) X(policy_head)
+    X(pair_sums_backward_adamw_bf16) X(policy_head) X(stream_create) X(stream_destroy)        \
+    X(event_create) X(event_destroy) X(event_record) X(stream_wait_event)                  \
+    X(event_synchronize) X(batch_check)
 #define MK_BACKEND_COUNT_ENTRY(name) +1
 enum { MK_BACKEND_NUM_ENTRIES = 0 MK_BACKEND_ENTRIES(MK_BACKEND_COUNT_ENTRY) };
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch_stage.h"
 #include "model.h"
 
 #define MK_ALIGN 16 /* floats: 64 bytes */
@@ -31,8 +32,6 @@ typedef struct {
 
 /* Activations of one step, carved from the arena for the current (B, L). */
 typedef struct {
-    int32_t *tokens, *legal, *counts, *target; /* staged batch (device-memory backends only) */
-    float *value, *soft;
     float *ps, *dps;     /* [B, S, K, D] */
     float *pair, *dpair; /* [B, S, P] */
     float *y[MK_MAX_HIDDEN], *dy[MK_MAX_HIDDEN];
@@ -55,6 +54,8 @@ struct mk_model {
     void *arena;
     size_t arena_bytes;
     int64_t cap_B, cap_L;
+    /* device backends: the batch slots and copy stream (batch_stage.h); NULL on the host */
+    mk_batch_stage *stage;
     /* the step in flight */
     mk_batch batch; /* device pointers (the host ones when the backend has host memory) */
     int has_soft;
@@ -210,7 +211,9 @@ mk_status mk_model_create(const mk_config *cfg, const mk_backend *backend, void 
     m->params = p;
     m->grads = g;
     m->stats = s;
-    if ((st = init_params(m, seed)) != MK_OK ||
+    if ((!backend->host_memory &&
+         (st = mk_batch_stage_create(backend, stream, cfg->tokens_per_side, &m->stage)) != MK_OK) ||
+        (st = init_params(m, seed)) != MK_OK ||
         (st = backend->fill(stream, m->grads, 0.0f, m->buffer_size)) != MK_OK ||
         (st = backend->fill(stream, m->stats, 0.0f, MK_STAT_COUNT)) != MK_OK) {
         mk_model_destroy(m);
@@ -222,6 +225,7 @@ mk_status mk_model_create(const mk_config *cfg, const mk_backend *backend, void 
 
 void mk_model_destroy(mk_model *m) {
     if (!m) return;
+    mk_batch_stage_destroy(m->stage); /* first: waits for the steps and copies in flight */
     m->be->free(m->stream, m->params);
     m->be->free(m->stream, m->grads);
     m->be->free(m->stream, m->stats);
@@ -261,14 +265,6 @@ static size_t carve(mk_model *m, char *base, int64_t B, int64_t L, acts *a) {
         (ptr) = base ? (type *)(base + used) : NULL;                         \
         used += (size_t)aligned((int64_t)(count)) * 4; /* 4-byte elements */ \
     } while (0)
-    if (!m->be->host_memory) {
-        TAKE(a->tokens, int32_t, B * S * c->tokens_per_side);
-        TAKE(a->legal, int32_t, B * L);
-        TAKE(a->counts, int32_t, B);
-        TAKE(a->target, int32_t, B);
-        TAKE(a->value, float, B);
-        TAKE(a->soft, float, B * L);
-    }
     int64_t KD = c->orders * c->embed_dim;
     TAKE(a->ps, float, B * S * KD);
     TAKE(a->dps, float, B * S * KD);
@@ -312,32 +308,37 @@ static mk_status reserve(mk_model *m, int64_t B, int64_t L) {
     return MK_OK;
 }
 
-/* Points m->batch at device copies of the batch (or at the batch itself on host memory). */
-static mk_status stage(mk_model *m, const mk_batch *host) {
-    m->batch = *host;
-    m->has_soft = host->policy_target != NULL;
+/* Points m->batch at the batch as the backend reads it: itself on host memory, else its
+ * slot copy or (a device batch) itself, ordered before the step (batch_stage.h). Every
+ * call is paired with mk_model_end_batch once the step's readers are queued. */
+static mk_status stage(mk_model *m, const mk_batch *batch) {
+    m->batch = *batch;
+    m->has_soft = batch->policy_target != NULL;
     if (m->be->host_memory) return MK_OK;
-    const mk_backend *be = m->be;
-    acts *a = &m->a;
-    int64_t B = host->B, L = host->L;
-    mk_status st;
-#define PUT(dst, src, count)                                                                  \
-    if ((src) && (st = be->to_device(m->stream, (dst), (src), (size_t)(count) * 4)) != MK_OK) \
-        return st;
-    PUT(a->tokens, host->tokens, B * S * host->T);
-    PUT(a->legal, host->legal, B * L);
-    PUT(a->counts, host->counts, B);
-    PUT(a->target, host->target, B);
-    PUT(a->value, host->value, B);
-    PUT(a->soft, host->policy_target, B * L);
-#undef PUT
-    m->batch.tokens = a->tokens;
-    m->batch.legal = a->legal;
-    m->batch.counts = a->counts;
-    m->batch.target = host->target ? a->target : NULL;
-    m->batch.value = host->value ? a->value : NULL;
-    m->batch.policy_target = host->policy_target ? a->soft : NULL;
-    return MK_OK;
+    return mk_batch_stage_begin(m->stage, batch, &m->batch);
+}
+
+mk_status mk_model_end_batch(mk_model *m) {
+    return m->stage ? mk_batch_stage_end(m->stage) : MK_OK;
+}
+
+mk_status mk_model_check_batch(mk_model *m, const char *op, const mk_batch *batch,
+                               int with_targets) {
+    const mk_config *c = &m->cfg;
+    if (!batch->on_device || m->be->host_memory)
+        return mk_batch_check(op, batch, c->num_tokens, c->num_moves, c->tokens_per_side,
+                              with_targets);
+    return mk_batch_stage_check(m->stage, op, batch, c->num_tokens, c->num_moves, with_targets);
+}
+
+int mk_model_next_slot(const mk_model *m) {
+    return m->stage ? mk_batch_stage_next_slot(m->stage) : -1;
+}
+mk_status mk_model_wait_slot(mk_model *m, int slot) {
+    return m->stage ? mk_batch_stage_wait_slot(m->stage, slot) : MK_OK;
+}
+void *mk_model_copy_stream(const mk_model *m) {
+    return m->stage ? mk_batch_stage_stream(m->stage) : NULL;
 }
 
 /* ---------------------------------------------------------------- layers */
@@ -423,12 +424,17 @@ static mk_status forward_net(mk_model *m, int logits) {
     return MK_OK;
 }
 
-mk_status mk_model_forward(mk_model *m, const mk_batch *batch, float *logits, float *value) {
-    const mk_config *c = &m->cfg;
-    TRY(mk_batch_check("Model.forward", batch, c->num_tokens, c->num_moves, c->tokens_per_side, 0));
-    TRY(reserve(m, batch->B, batch->L));
+static mk_status forward_staged(mk_model *m, const mk_batch *batch) {
     TRY(stage(m, batch));
-    TRY(forward_net(m, 1));
+    return forward_net(m, 1);
+}
+
+mk_status mk_model_forward(mk_model *m, const mk_batch *batch, float *logits, float *value) {
+    TRY(mk_model_check_batch(m, "Model.forward", batch, 0));
+    TRY(reserve(m, batch->B, batch->L));
+    mk_status st = forward_staged(m, batch), end = mk_model_end_batch(m);
+    TRY(st);
+    TRY(end);
     TRY(m->be->sigmoid(m->stream, m->a.z, batch->B, m->a.v));
     TRY(m->be->to_host(m->stream, logits, m->a.logits, (size_t)(batch->B * batch->L) * 4));
     TRY(m->be->to_host(m->stream, value, m->a.v, (size_t)batch->B * 4));
@@ -511,12 +517,16 @@ mk_status mk_model_pair_table_adamw_bf16(mk_model *m, uint16_t *exp_avg, uint16_
         stats, seed, m->a.pair_work);
 }
 
+static mk_status loss_and_grad_staged(mk_model *m, const mk_batch *batch, float value_weight) {
+    TRY(mk_model_forward_loss(m, batch, value_weight));
+    return mk_model_backward(m, 1);
+}
+
 mk_status mk_model_loss_and_grad(mk_model *m, const mk_batch *batch, float value_weight,
                                  float *stats) {
-    const mk_config *c = &m->cfg;
-    TRY(mk_batch_check("Model.loss_and_grad", batch, c->num_tokens, c->num_moves,
-                       c->tokens_per_side, 1));
-    TRY(mk_model_forward_loss(m, batch, value_weight));
-    TRY(mk_model_backward(m, 1));
+    TRY(mk_model_check_batch(m, "Model.loss_and_grad", batch, 1));
+    mk_status st = loss_and_grad_staged(m, batch, value_weight), end = mk_model_end_batch(m);
+    TRY(st);
+    TRY(end);
     return m->be->to_host(m->stream, stats, m->stats, MK_STAT_COUNT * sizeof(float));
 }

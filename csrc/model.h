@@ -102,12 +102,28 @@ int mk_model_fused_policy_head(const mk_model *model);
 /* logits [B, L] and value [B] for a batch (targets not needed), into host buffers. */
 mk_status mk_model_forward(mk_model *model, const mk_batch *batch, float *logits, float *value);
 
+/* mk_batch_check for this model: a host batch on the host; a batch on the device
+ * (batch->on_device, device backends) by the backend's batch_check, on the copy stream,
+ * with the same messages. MK_ERR_VALUE before anything changed. */
+mk_status mk_model_check_batch(mk_model *model, const char *op, const mk_batch *batch,
+                               int with_targets);
+
 /* The parts of a training step, for the trainer. The batch must have been checked with
- * mk_batch_check. forward_loss runs the network and the loss and writes the stats buffer;
- * backward then overwrites every gradient, the pair table's only if `pair_table` (the
- * trainer instead fuses it with AdamW: mk_model_pair_table_adamw, after backward). */
+ * mk_model_check_batch. forward_loss runs the network and the loss and writes the stats
+ * buffer; backward then overwrites every gradient, the pair table's only if `pair_table`
+ * (the trainer instead fuses it with AdamW: mk_model_pair_table_adamw, after backward).
+ * After forward_loss (even a failed one), mk_model_end_batch must follow the last work
+ * that reads the batch: it marks the end of the batch's slot use (batch_stage.h). */
 mk_status mk_model_forward_loss(mk_model *model, const mk_batch *batch, float value_weight);
 mk_status mk_model_backward(mk_model *model, int pair_table);
+mk_status mk_model_end_batch(mk_model *model);
+
+/* Device backends (else -1 / MK_OK / NULL): the batch slot the next step takes; a host
+ * wait for the last step that read a slot (so the arrays of a device batch it read can be
+ * released); the copy stream, before which a device batch's producers order their writes. */
+int mk_model_next_slot(const mk_model *model);
+mk_status mk_model_wait_slot(mk_model *model, int slot);
+void *mk_model_copy_stream(const mk_model *model);
 /* AdamW on the pair table straight from the last backward (backend
  * pair_sums_backward_adamw); exp_avg / exp_avg_sq are moment buffers laid out like the
  * parameters. */

@@ -216,13 +216,21 @@ static mk_status not_finite(const mk_trainer *t, const float *stats) {
                    (double)stats[MK_STAT_VALUE_LOSS], (long long)t->steps);
 }
 
+static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats);
+
 mk_status mk_trainer_step(mk_trainer *t, const mk_batch *batch, float *stats) {
+    TRY(mk_model_check_batch(t->model, "Trainer.step", batch, 1));
+    /* the batch's slot is free again once everything that reads it is queued, failed or not */
+    mk_status st = step_staged(t, batch, stats), end = mk_model_end_batch(t->model);
+    return st != MK_OK ? st : end;
+}
+
+/* The step after the check: forward, loss, backward, AdamW, stats. */
+static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats) {
     mk_model *model = t->model;
-    const mk_config *mc = mk_model_config(model);
     const mk_backend *be = mk_model_backend(model);
     void *stream = mk_model_stream(model);
     float *dstats = mk_model_stats(model);
-    TRY(mk_batch_check("Trainer.step", batch, mc->num_tokens, mc->num_moves, mc->tokens_per_side, 1));
     double mark = t->profile ? now() : 0.0, t_fwd = 0, t_bwd = 0, t_opt = 0, t_pair = 0;
 
     TRY(mk_model_forward_loss(model, batch, (float)t->cfg.value_weight));

@@ -79,6 +79,36 @@ static mk_status cpu_pair_sums_backward(void *stream, const float *grad, const i
     return mk_pair_sums_backward_cpu(grad, tokens, rows, T, P, num_pairs, grad_pair_table);
 }
 
+/* Streams and events: every CPU primitive has finished when it returns, so there is
+ * nothing to order; a stream is NULL (like the model's) and an event a non-NULL token. */
+static char cpu_event_token;
+static mk_status cpu_stream_create(void **out) {
+    *out = NULL;
+    return MK_OK;
+}
+static void cpu_stream_destroy(void *stream) { (void)stream; }
+static mk_status cpu_event_create(void **out) {
+    *out = &cpu_event_token;
+    return MK_OK;
+}
+static void cpu_event_destroy(void *event) { (void)event; }
+static mk_status cpu_event_record(void *stream, void *event) {
+    (void)stream;
+    (void)event;
+    return MK_OK;
+}
+static mk_status cpu_event_synchronize(void *event) {
+    (void)event;
+    return MK_OK;
+}
+/* The backend's memory is host memory: the host check reads it directly. */
+static mk_status cpu_batch_check(void *stream, const mk_batch *batch, int64_t V, int64_t M,
+                                 int with_targets, mk_batch_fault *fault) {
+    (void)stream;
+    mk_batch_find_fault(batch, V, M, with_targets, fault);
+    return MK_OK;
+}
+
 #define CPU_ENTRIES \
     .alloc = cpu_alloc, \
     .free = cpu_free, \
@@ -105,7 +135,15 @@ static mk_status cpu_pair_sums_backward(void *stream, const float *grad, const i
     .pair_sums_backward_adamw = mk_pair_sums_backward_adamw_cpu, \
     .adamw_bf16 = mk_adamw_bf16_cpu, \
     .pair_sums_backward_adamw_bf16 = mk_pair_sums_backward_adamw_bf16_cpu, \
-    .policy_head = mk_policy_head_cpu,
+    .policy_head = mk_policy_head_cpu, \
+    .stream_create = cpu_stream_create, \
+    .stream_destroy = cpu_stream_destroy, \
+    .event_create = cpu_event_create, \
+    .event_destroy = cpu_event_destroy, \
+    .event_record = cpu_event_record, \
+    .stream_wait_event = cpu_event_record, /* the same no-op */ \
+    .event_synchronize = cpu_event_synchronize, \
+    .batch_check = cpu_batch_check,
 
 const mk_backend mk_backend_cpu = {.name = "cpu", .host_memory = 1, CPU_ENTRIES};
 

@@ -1,0 +1,185 @@
+/* Double-buffered batch staging over mk_backend; see batch_stage.h and batch_slots.h. */
+#include <stdlib.h>
+
+#include "batch_slots.h"
+#include "batch_stage.h"
+
+#define S 2 /* perspectives */
+
+/* One slot's arrays (device memory), laid out for the capacity (cap_B, cap_L). */
+typedef struct {
+    int32_t *tokens, *legal, *counts, *target;
+    float *value, *soft;
+} slot_arrays;
+
+struct mk_batch_stage {
+    const mk_backend *be;
+    void *stream;      /* the model's: steps */
+    void *copy_stream; /* copies of host batches, checks of device batches */
+    void *copied[MK_BATCH_SLOTS], *done[MK_BATCH_SLOTS];
+    mk_batch_slots slots;
+    int current; /* the slot between begin and end, -1 outside */
+    int64_t T, cap_B, cap_L;
+    void *memory;
+    size_t bytes;
+    slot_arrays slot[MK_BATCH_SLOTS];
+};
+
+static int64_t aligned(int64_t n) { return (n + 15) / 16 * 16; } /* 4-byte items: 64 bytes */
+
+/* Carves both slots from `base` (NULL: only measures) for (B, L); returns the bytes. */
+static size_t carve(mk_batch_stage *s, char *base, int64_t B, int64_t L) {
+    size_t used = 0;
+#define TAKE(ptr, type, count)                                  \
+    do {                                                        \
+        (ptr) = base ? (type *)(base + used) : NULL;            \
+        used += (size_t)aligned((int64_t)(count)) * 4;          \
+    } while (0)
+    for (int k = 0; k < MK_BATCH_SLOTS; k++) {
+        slot_arrays *a = &s->slot[k];
+        TAKE(a->tokens, int32_t, B * S * s->T);
+        TAKE(a->legal, int32_t, B * L);
+        TAKE(a->counts, int32_t, B);
+        TAKE(a->target, int32_t, B);
+        TAKE(a->value, float, B);
+        TAKE(a->soft, float, B * L);
+    }
+#undef TAKE
+    return used;
+}
+
+static mk_status synchronize_both(mk_batch_stage *s) {
+    mk_status st = s->be->synchronize(s->copy_stream);
+    return st == MK_OK ? s->be->synchronize(s->stream) : st;
+}
+
+/* Room for (B, L) in both slots. Growing frees memory a step or a copy may still use, so
+ * both streams are drained first; then nothing is in flight and the slots start afresh. */
+static mk_status reserve(mk_batch_stage *s, int64_t B, int64_t L) {
+    if (B <= s->cap_B && L <= s->cap_L) return MK_OK;
+    int64_t cap_B = B > s->cap_B ? B : s->cap_B, cap_L = L > s->cap_L ? L : s->cap_L;
+    mk_status st = synchronize_both(s);
+    if (st != MK_OK) return st;
+    size_t bytes = carve(s, NULL, cap_B, cap_L);
+    void *memory = NULL;
+    if ((st = s->be->alloc(s->stream, bytes, &memory)) != MK_OK) {
+        carve(s, s->memory, s->cap_B, s->cap_L); /* unchanged: keep the old slots */
+        return st;
+    }
+    s->be->free(s->stream, s->memory);
+    s->memory = memory;
+    s->bytes = bytes;
+    s->cap_B = cap_B;
+    s->cap_L = cap_L;
+    carve(s, memory, cap_B, cap_L);
+    mk_batch_slots_reset(&s->slots);
+    return MK_OK;
+}
+
+mk_status mk_batch_stage_create(const mk_backend *be, void *stream, int64_t T,
+                                mk_batch_stage **out) {
+    *out = NULL;
+    mk_batch_stage *s = calloc(1, sizeof *s);
+    if (!s) return mk_fail(MK_ERR_NOMEM, "Model: out of memory");
+    s->be = be;
+    s->stream = stream;
+    s->T = T;
+    s->current = -1;
+    mk_status st = be->stream_create(&s->copy_stream);
+    for (int k = 0; k < MK_BATCH_SLOTS && st == MK_OK; k++) {
+        if ((st = be->event_create(&s->copied[k])) == MK_OK) st = be->event_create(&s->done[k]);
+    }
+    if (st != MK_OK) {
+        mk_batch_stage_destroy(s);
+        return st;
+    }
+    *out = s;
+    return MK_OK;
+}
+
+void mk_batch_stage_destroy(mk_batch_stage *s) {
+    if (!s) return;
+    (void)synchronize_both(s); /* nothing may still read or write the slots; no one to tell */
+    for (int k = 0; k < MK_BATCH_SLOTS; k++) {
+        if (s->copied[k]) s->be->event_destroy(s->copied[k]);
+        if (s->done[k]) s->be->event_destroy(s->done[k]);
+    }
+    s->be->free(s->stream, s->memory);
+    s->be->stream_destroy(s->copy_stream);
+    free(s);
+}
+
+mk_status mk_batch_stage_check(mk_batch_stage *s, const char *op, const mk_batch *b, int64_t V,
+                               int64_t M, int with_targets) {
+    if (!b->on_device) return mk_batch_check(op, b, V, M, s->T, with_targets);
+    mk_status st = mk_batch_check_shape(op, b, s->T, with_targets);
+    if (st != MK_OK) return st;
+    mk_batch_fault fault;
+    if ((st = s->be->batch_check(s->copy_stream, b, V, M, with_targets, &fault)) != MK_OK) return st;
+    return mk_batch_fault_status(op, b, V, M, &fault);
+}
+
+#define TRY(call)                     \
+    do {                              \
+        mk_status st_ = (call);       \
+        if (st_ != MK_OK) return st_; \
+    } while (0)
+
+mk_status mk_batch_stage_begin(mk_batch_stage *s, const mk_batch *in, mk_batch *out) {
+    const mk_backend *be = s->be;
+    *out = *in;
+    if (!in->on_device) TRY(reserve(s, in->B, in->L));
+    mk_slot_plan plan = mk_batch_slots_take(&s->slots);
+    s->current = plan.slot;
+    if (plan.sync_first) TRY(synchronize_both(s));
+    if (!in->on_device) {
+        slot_arrays *a = &s->slot[plan.slot];
+        int64_t B = in->B, L = in->L;
+        if (plan.wait_done) TRY(be->stream_wait_event(s->copy_stream, s->done[plan.slot]));
+#define PUT(dst, src, count) \
+    if (src) TRY(be->to_device(s->copy_stream, (dst), (src), (size_t)(count) * 4))
+        PUT(a->tokens, in->tokens, B * S * in->T);
+        PUT(a->legal, in->legal, B * L);
+        PUT(a->counts, in->counts, B);
+        PUT(a->target, in->target, B);
+        PUT(a->value, in->value, B);
+        PUT(a->soft, in->policy_target, B * L);
+#undef PUT
+        out->tokens = a->tokens;
+        out->legal = a->legal;
+        out->counts = a->counts;
+        out->target = in->target ? a->target : NULL;
+        out->value = in->value ? a->value : NULL;
+        out->policy_target = in->policy_target ? a->soft : NULL;
+        out->on_device = 1;
+    }
+    /* a device batch: its producers were ordered before the copy stream (the binding),
+     * and its check ran there; the step waits for both through this event */
+    TRY(be->event_record(s->copy_stream, s->copied[plan.slot]));
+    return be->stream_wait_event(s->stream, s->copied[plan.slot]);
+}
+
+mk_status mk_batch_stage_end(mk_batch_stage *s) {
+    if (s->current < 0) return MK_OK;
+    int slot = s->current;
+    s->current = -1;
+    mk_status st = s->be->event_record(s->stream, s->done[slot]);
+    if (st != MK_OK) { /* the slot's last reader is unknown: drain both before reusing it */
+        (void)synchronize_both(s);
+        mk_batch_slots_reset(&s->slots);
+        return st;
+    }
+    mk_batch_slots_finish(&s->slots, slot);
+    return MK_OK;
+}
+
+int mk_batch_stage_next_slot(const mk_batch_stage *s) { return mk_batch_slots_peek(&s->slots); }
+
+mk_status mk_batch_stage_wait_slot(mk_batch_stage *s, int slot) {
+    if (slot < 0 || slot >= MK_BATCH_SLOTS) return MK_OK;
+    if (s->slots.busy[slot]) return synchronize_both(s);
+    return s->slots.recorded[slot] ? s->be->event_synchronize(s->done[slot]) : MK_OK;
+}
+
+void *mk_batch_stage_stream(const mk_batch_stage *s) { return s->copy_stream; }
+size_t mk_batch_stage_bytes(const mk_batch_stage *s) { return s->bytes; }
