@@ -175,7 +175,7 @@ if CUDA:
     archs = ";".join(CUDA["archs"])
     extensions.append(Extension(
         "manaka._cuda",
-        sources=CUDA_SOURCES + ["csrc/error.c", "csrc/backend.c", "csrc/python/binding.c"]
+        sources=CUDA_SOURCES + ["csrc/error.c", "csrc/backend.c", "csrc/batch.c", "csrc/python/binding.c"]
         + sources("python/cuda_*.c"),
         include_dirs=[numpy.get_include(), "csrc"],
         define_macros=[("MK_CUDA_ARCHS", f'"{archs}"')],

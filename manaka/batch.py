@@ -34,8 +34,11 @@ class Batch:
         value: float ``[B]``, the game result from the side to move (1 win, 0.5 draw, 0 loss).
         policy_target: optional float ``[B, L]`` soft targets over legal slots (rows sum to 1).
 
-    Arrays are converted to int32 / float32 (copied only when needed). Value ranges are
-    checked by the model before any parameter changes, so a bad batch changes nothing.
+    NumPy arrays are converted to int32 / float32 (copied only when needed). GPU arrays
+    (``__cuda_array_interface__``, ``__dlpack__``, :class:`manaka.DeviceArray`) are kept as
+    they are, for a CUDA model to read in place: every field on the GPU, index fields int32
+    and float fields float32, C-contiguous. Value ranges are checked by the model (on the
+    device for GPU arrays) before any parameter changes, so a bad batch changes nothing.
     """
 
     __slots__ = ("tokens", "legal", "counts", "target", "value", "policy_target")
@@ -47,12 +50,14 @@ class Batch:
         self.target = _as("target", target, np.int32, 1)
         self.value = _as("value", value, np.float32, 1)
         self.policy_target = None if policy_target is None else _as("policy_target", policy_target, np.float32, 2)
-        B = self.tokens.shape[0]
+        B = self.tokens.shape[0] if hasattr(self.tokens, "shape") else None
         for name in ("legal", "counts", "target", "value", "policy_target"):
             arr = getattr(self, name)
-            if arr is not None and arr.shape[0] != B:
+            # a GPU array without .shape is measured by the model that reads it
+            if B is not None and arr is not None and hasattr(arr, "shape") and arr.shape[0] != B:
                 raise ValueError(f"Batch: {name} has {arr.shape[0]} rows but tokens has {B}")
-        if self.policy_target is not None and self.policy_target.shape != self.legal.shape:
+        if (self.policy_target is not None and hasattr(self.policy_target, "shape") and hasattr(self.legal, "shape")
+                and tuple(self.policy_target.shape) != tuple(self.legal.shape)):
             raise ValueError(f"Batch: policy_target shape {self.policy_target.shape} must equal legal shape {self.legal.shape}")
 
     def __len__(self) -> int:

@@ -217,8 +217,13 @@ class Model:
     # ------------------------------------------------------------ compute
     def forward(self, batch: Batch) -> Tuple[np.ndarray, np.ndarray]:
         """(logits [B, L], value [B]) for a batch; logits are 0 at padded slots and value is
-        the sigmoid of the value head. Only tokens, legal and counts are read."""
-        batch = _check_batch("Model.forward", batch)
+        the sigmoid of the value head. Only tokens, legal and counts are read.
+
+        On a CUDA model the batch may hold GPU arrays (see :meth:`_device_batch`)."""
+        op = "Model.forward"
+        device = self._device_batch(op, _check_batch(op, batch), targets=False)
+        if device is not None:
+            return self._core.forward_device(device)
         return self._core.forward(batch.tokens, batch.legal, batch.counts)
 
     def loss_and_grad(self, batch: Batch, value_weight: float = 1.0):
@@ -226,13 +231,49 @@ class Model:
 
         stats: {"loss", "policy_loss", "value_loss", "accuracy"} (floats);
         grads: {name: array}, d loss / d parameter, copies in parameter order."""
-        batch = _check_batch("Model.loss_and_grad", batch)
-        raw = self._core.loss_and_grad(batch.tokens, batch.legal, batch.counts, batch.target,
-                                       batch.value, batch.policy_target, float(value_weight))
+        op = "Model.loss_and_grad"
+        device = self._device_batch(op, _check_batch(op, batch), targets=True)
+        if device is not None:
+            raw = self._core.loss_and_grad_device(device, float(value_weight))
+        else:
+            raw = self._core.loss_and_grad(batch.tokens, batch.legal, batch.counts, batch.target,
+                                           batch.value, batch.policy_target, float(value_weight))
         layout = _core.STATS
         stats = {k: float(raw[layout[k]]) for k in ("loss", "policy_loss", "value_loss", "accuracy")}
         grads = {name: self._core.read(name, True) for name in self._shapes}
         return stats, grads
+
+    def _device_batch(self, op: str, batch: Batch, targets: bool):
+        """None for a batch of NumPy arrays; for one of GPU arrays on a CUDA model, its
+        arrays parsed for the step to read in place (manaka._cuda.device_batch).
+
+        GPU arrays: ``__cuda_array_interface__`` (v2, or v3 with a stream, which is waited
+        for), ``__dlpack__`` or :class:`manaka.DeviceArray`, C-contiguous, on the current
+        device, index fields int32 and float fields float32 (TypeError otherwise: no hidden
+        conversion on the device). They are never copied; they are checked on the device
+        with the host check's rules and messages before anything runs, which costs one
+        small device -> host read per call, waiting for the batch's producers and the
+        check only (not for the steps still running). The model keeps the arrays alive
+        until the step that reads them has finished, so the caller may drop or reuse
+        them once the call returns (writes on the legacy default stream, or on the CAI
+        stream given, are ordered after the step). A mix of host and GPU fields, or GPU
+        arrays on a CPU model, is a TypeError."""
+        names = ("tokens", "legal", "counts") + (("target", "value", "policy_target") if targets else ())
+        fields = {n: getattr(batch, n) for n in names if getattr(batch, n) is not None}
+        on_gpu = [n for n, x in fields.items() if not isinstance(x, np.ndarray)]
+        if not on_gpu:
+            return None
+        on_host = [n for n in fields if n not in on_gpu]
+        if on_host:
+            raise TypeError(f"{op}: the batch mixes host and GPU arrays ({', '.join(on_host)} on the host, "
+                            f"{', '.join(on_gpu)} on the GPU); pass every field on the same device")
+        if self.device != "cuda":
+            raise TypeError(f"{op}: batch.{on_gpu[0]} is a GPU array ({type(fields[on_gpu[0]]).__name__}) "
+                            f"but the model is on {self.device!r}; pass NumPy arrays, or use a "
+                            "Model(device='cuda')")
+        from .cuda import _cuda
+
+        return _cuda.device_batch(op, self._core.copy_stream, *(getattr(batch, n) for n in names))
 
     def __repr__(self) -> str:
         c = self.config
@@ -251,11 +292,4 @@ class Model:
 def _check_batch(op: str, batch) -> Batch:
     if not isinstance(batch, Batch):
         raise TypeError(f"{op}: batch must be a manaka.Batch, got {type(batch).__name__}")
-    for name in Batch.__slots__:
-        field = getattr(batch, name)
-        if field is not None and not isinstance(field, np.ndarray):
-            # Batch accepts GPU arrays, but the step validates and stages batches on the host
-            raise TypeError(f"{op}: batch.{name} is a GPU array ({type(field).__name__}); models take "
-                            "batches as NumPy arrays for now (a CUDA model stages them through "
-                            "pinned memory without waiting for the device)")
     return batch

@@ -121,10 +121,17 @@ class Trainer:
                     min_lr=float(min_lr), value_weight=float(value_weight))
 
     def step(self, batch: Batch) -> Stats:
-        """One AdamW step on `batch`; returns its :class:`Stats`."""
-        batch = _check_batch("Trainer.step", batch)
-        buf = self._core.step(batch.tokens, batch.legal, batch.counts, batch.target, batch.value,
-                              batch.policy_target)
+        """One AdamW step on `batch`; returns its :class:`Stats`.
+
+        On a CUDA model the batch may hold GPU arrays, read in place after a check on the
+        device (one small device -> host read; see :meth:`Model._device_batch`)."""
+        op = "Trainer.step"
+        device = self.model._device_batch(op, _check_batch(op, batch), targets=True)
+        if device is not None:
+            buf = self._core.step_device(device)
+        else:
+            buf = self._core.step(batch.tokens, batch.legal, batch.counts, batch.target, batch.value,
+                                  batch.policy_target)
         step = self._core.step_count
         return Stats(buf, step) if buf is not None else Stats(None, step, self._core)
 

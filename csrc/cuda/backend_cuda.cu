@@ -86,4 +86,12 @@ extern "C" const mk_backend mk_backend_cuda = {
     mk_adamw_bf16_cuda,
     pair_sums_backward_adamw_bf16,
     mk_policy_head_cuda,
+    mk_stream_create_cuda,
+    mk_stream_destroy_cuda,
+    mk_event_create_cuda,
+    mk_event_destroy_cuda,
+    mk_event_record_cuda,
+    mk_stream_wait_event_cuda,
+    mk_event_synchronize_cuda,
+    mk_batch_check_cuda,
 };

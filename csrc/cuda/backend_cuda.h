@@ -71,6 +71,17 @@ mk_status mk_policy_head_cuda(void *stream, const float *q, const float *table,
                               const float *soft, int64_t B, int64_t L, int64_t W,
                               float grad_scale, float *dlogits, float *dq, float *row_loss,
                               float *row_correct);
+/* streams.cu: the batch copy stream and its events */
+mk_status mk_stream_create_cuda(void **out);
+void mk_stream_destroy_cuda(void *stream);
+mk_status mk_event_create_cuda(void **out);
+void mk_event_destroy_cuda(void *event);
+mk_status mk_event_record_cuda(void *stream, void *event);
+mk_status mk_stream_wait_event_cuda(void *stream, void *event);
+mk_status mk_event_synchronize_cuda(void *event);
+/* batch_check.cu */
+mk_status mk_batch_check_cuda(void *stream, const mk_batch *batch, int64_t V, int64_t M,
+                              int with_targets, mk_batch_fault *fault);
 
 #ifdef __cplusplus
 }

@@ -53,3 +53,32 @@ fail:
     mk_batch_args_release(held);
     return -1;
 }
+
+int mk_batch_from_device(const char *op, PyObject *holder, mk_batch *batch) {
+    memset(batch, 0, sizeof *batch);
+    PyObject *layout = PyObject_GetAttrString(holder, "layout");
+    if (!layout) return -1;
+    long long B, S, T, L;
+    unsigned long long p[6];
+    int ok = PyTuple_Check(layout) &&
+             PyArg_ParseTuple(layout, "LLLLKKKKKK", &B, &S, &T, &L, &p[0], &p[1], &p[2], &p[3],
+                              &p[4], &p[5]);
+    Py_DECREF(layout);
+    if (!ok) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "%s: a device batch's layout must be a tuple", op);
+        return -1;
+    }
+    batch->B = B;
+    batch->S = S;
+    batch->T = T;
+    batch->L = L;
+    batch->tokens = (const int32_t *)(uintptr_t)p[0];
+    batch->legal = (const int32_t *)(uintptr_t)p[1];
+    batch->counts = (const int32_t *)(uintptr_t)p[2];
+    batch->target = (const int32_t *)(uintptr_t)p[3];
+    batch->value = (const float *)(uintptr_t)p[4];
+    batch->policy_target = (const float *)(uintptr_t)p[5];
+    batch->on_device = 1;
+    return 0;
+}

@@ -143,7 +143,7 @@ static int parse_cai(PyObject *obj, PyObject *cai, const char *op, mk_gpu_array 
     return check_contiguous(a, has_strides ? strides : NULL, op);
 }
 
-static int parse_dlpack(PyObject *obj, const char *op, mk_gpu_array *a) {
+static int parse_dlpack(PyObject *obj, const char *op, void *consumer, mk_gpu_array *a) {
     const char *name = a->name;
     a->source = "__dlpack__";
     PyObject *dev = PyObject_CallMethod(obj, "__dlpack_device__", NULL);
@@ -159,9 +159,11 @@ static int parse_dlpack(PyObject *obj, const char *op, mk_gpu_array *a) {
         return fail(PyExc_TypeError, op, name,
                     "is on DLPack device type %d, not CUDA (2) or CUDA managed (13); "
                     "a CPU array cannot be mixed with GPU arrays", type);
-    /* Ask for the data to be ready on the legacy default stream (1), where manaka runs;
-     * producers that predate the stream argument are asked without it. */
-    PyObject *kwargs = Py_BuildValue("{s:i}", "stream", 1), *capsule = NULL;
+    /* Ask for the data to be ready on the consumer's stream (the legacy default stream,
+     * 1, where manaka's ops run); producers that predate the stream argument are asked
+     * without it. */
+    PyObject *kwargs = Py_BuildValue("{s:K}", "stream", (unsigned long long)(uintptr_t)consumer);
+    PyObject *capsule = NULL;
     if (!kwargs) return -1;
     PyObject *method = PyObject_GetAttrString(obj, "__dlpack__");
     if (method) {
@@ -226,6 +228,11 @@ static int parse_dlpack(PyObject *obj, const char *op, mk_gpu_array *a) {
 }
 
 int mk_gpu_parse(PyObject *obj, const char *op, const char *name, mk_gpu_array *a) {
+    return mk_gpu_parse_for(obj, op, name, (void *)1, a);
+}
+
+int mk_gpu_parse_for(PyObject *obj, const char *op, const char *name, void *consumer,
+                     mk_gpu_array *a) {
     memset(a, 0, sizeof *a);
     a->name = name;
     a->device = -1;
@@ -240,7 +247,7 @@ int mk_gpu_parse(PyObject *obj, const char *op, const char *name, mk_gpu_array *
      * also covers producers whose __cuda_array_interface__ is v2 and carries no stream
      * (PyTorch's). */
     if (PyObject_HasAttrString(obj, "__dlpack__") && PyObject_HasAttrString(obj, "__dlpack_device__"))
-        return parse_dlpack(obj, op, a);
+        return parse_dlpack(obj, op, consumer, a);
     PyObject *cai = PyObject_GetAttrString(obj, "__cuda_array_interface__");
     if (cai) {
         int r = parse_cai(obj, cai, op, a);

@@ -80,6 +80,10 @@ typedef struct {
 /* Reads obj's layout without touching the device: 0, or -1 with TypeError/ValueError
  * naming `op` and `name`. Checks structure and C-contiguity only (not dtype or ndim). */
 int mk_gpu_parse(PyObject *obj, const char *op, const char *name, mk_gpu_array *out);
+/* The same for a consumer on `stream` (a cudaStream_t; 1 = the legacy default stream, as
+ * mk_gpu_parse assumes): a DLPack producer is asked to order its data before it. */
+int mk_gpu_parse_for(PyObject *obj, const char *op, const char *name, void *stream,
+                     mk_gpu_array *out);
 /* dtype and ndim, with the CPU path's messages. */
 int mk_gpu_expect(mk_gpu_array *a, const char *op, const mk_dtype *dtype, int ndim);
 /* An integer dtype (any width) and ndim, with the CPU path's messages. */
@@ -100,4 +104,6 @@ PyObject *mk_raise_where(const char *where, mk_status status);
 int mk_init_cuda_ops(PyObject *module);
 /* backend_table, cublas_path, allow_tf32 (cuda_backend.c) */
 int mk_init_cuda_backend(PyObject *module);
+/* device_batch and its _DeviceBatch type (cuda_batch.c) */
+int mk_init_cuda_batch(PyObject *module);
 #endif

@@ -95,7 +95,7 @@ PyMODINIT_FUNC PyInit__cuda(void) {
     PyObject *module = PyModule_Create(&module_def);
     if (!module) return NULL;
     if (mk_init_device_array(module) < 0 || mk_init_cuda_ops(module) < 0 ||
-        mk_init_cuda_backend(module) < 0) {
+        mk_init_cuda_backend(module) < 0 || mk_init_cuda_batch(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -115,7 +115,8 @@ static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
     }
 
 static void model_dealloc(mk_model_object *self) {
-    mk_model_destroy(self->model);
+    mk_model_destroy(self->model); /* first: waits for every step that reads a kept batch */
+    for (int k = 0; k < MK_BATCH_SLOTS; k++) Py_CLEAR(self->keep[k]);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -279,35 +280,107 @@ static PyObject *model_write(mk_model_object *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyObject *model_forward(mk_model_object *self, PyObject *args) {
-    REQUIRE_MODEL(self, NULL);
-    static const char op[] = "Model.forward";
-    PyObject *tokens, *legal, *counts, *logits = NULL, *value = NULL;
-    if (!PyArg_ParseTuple(args, "OOO", &tokens, &legal, &counts)) return NULL;
-    mk_batch_args held;
-    mk_batch batch;
-    if (mk_batch_from_args(op, tokens, legal, counts, NULL, NULL, NULL, &held, &batch) < 0)
-        return NULL;
-    npy_intp dims[2] = {(npy_intp)batch.B, (npy_intp)batch.L};
+int mk_model_slot_begin(mk_model_object *self) {
+    int slot = mk_model_next_slot(self->model);
+    if (slot < 0 || !self->keep[slot]) return slot;
+    mk_status status;
+    Py_BEGIN_ALLOW_THREADS;
+    status = mk_model_wait_slot(self->model, slot);
+    Py_END_ALLOW_THREADS;
+    if (status != MK_OK) return mk_raise_status(status), -2;
+    Py_CLEAR(self->keep[slot]);
+    return slot;
+}
+
+void mk_model_slot_end(mk_model_object *self, int slot, PyObject *holder) {
+    if (slot >= 0 && holder) Py_XSETREF(self->keep[slot], Py_NewRef(holder));
+}
+
+/* forward on a converted batch; `holder` keeps a device batch's arrays (else NULL). */
+static PyObject *run_forward(mk_model_object *self, const char *op, const mk_batch *batch,
+                             PyObject *holder) {
+    PyObject *logits = NULL, *value = NULL;
+    npy_intp dims[2] = {(npy_intp)batch->B, (npy_intp)batch->L};
+    if (batch->B < 0 || batch->L < 0) dims[0] = dims[1] = 0; /* the check reports it */
     if (!(logits = PyArray_SimpleNew(2, dims, NPY_FLOAT32)) ||
         !(value = PyArray_SimpleNew(1, dims, NPY_FLOAT32)) || mk_model_acquire(self, op) < 0)
         goto fail;
+    int slot = mk_model_slot_begin(self);
+    if (slot < -1) {
+        mk_model_release(self);
+        goto fail;
+    }
     mk_status status;
     Py_BEGIN_ALLOW_THREADS;
-    status = mk_model_forward(self->model, &batch, PyArray_DATA((PyArrayObject *)logits),
+    status = mk_model_forward(self->model, batch, PyArray_DATA((PyArrayObject *)logits),
                               PyArray_DATA((PyArrayObject *)value));
     Py_END_ALLOW_THREADS;
+    mk_model_slot_end(self, slot, holder);
     mk_model_release(self);
     if (status != MK_OK) {
         mk_raise_status(status);
         goto fail;
     }
-    mk_batch_args_release(&held);
     return Py_BuildValue("NN", logits, value);
 fail:
     Py_XDECREF(logits);
     Py_XDECREF(value);
+    return NULL;
+}
+
+static PyObject *model_forward(mk_model_object *self, PyObject *args) {
+    REQUIRE_MODEL(self, NULL);
+    static const char op[] = "Model.forward";
+    PyObject *tokens, *legal, *counts;
+    if (!PyArg_ParseTuple(args, "OOO", &tokens, &legal, &counts)) return NULL;
+    mk_batch_args held;
+    mk_batch batch;
+    if (mk_batch_from_args(op, tokens, legal, counts, NULL, NULL, NULL, &held, &batch) < 0)
+        return NULL;
+    PyObject *out = run_forward(self, op, &batch, NULL);
     mk_batch_args_release(&held);
+    return out;
+}
+
+/* forward_device(holder): the same on a manaka._cuda._DeviceBatch, read in place. */
+static PyObject *model_forward_device(mk_model_object *self, PyObject *holder) {
+    REQUIRE_MODEL(self, NULL);
+    static const char op[] = "Model.forward";
+    mk_batch batch;
+    if (mk_batch_from_device(op, holder, &batch) < 0) return NULL;
+    return run_forward(self, op, &batch, holder);
+}
+
+static PyObject *run_loss_and_grad(mk_model_object *self, const char *op, const mk_batch *batch,
+                                   double value_weight, PyObject *holder) {
+    PyObject *stats = NULL;
+    if (!(value_weight >= 0.0) || !isfinite(value_weight)) {
+        PyErr_Format(PyExc_ValueError, "%s: value_weight must be finite and >= 0, got %g", op,
+                     value_weight);
+        return NULL;
+    }
+    npy_intp dims[1] = {MK_STAT_COUNT};
+    if (!(stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0)) || mk_model_acquire(self, op) < 0)
+        goto fail;
+    int slot = mk_model_slot_begin(self);
+    if (slot < -1) {
+        mk_model_release(self);
+        goto fail;
+    }
+    mk_status status;
+    Py_BEGIN_ALLOW_THREADS;
+    status = mk_model_loss_and_grad(self->model, batch, (float)value_weight,
+                                    PyArray_DATA((PyArrayObject *)stats));
+    Py_END_ALLOW_THREADS;
+    mk_model_slot_end(self, slot, holder);
+    mk_model_release(self);
+    if (status != MK_OK) {
+        mk_raise_status(status);
+        goto fail;
+    }
+    return stats;
+fail:
+    Py_XDECREF(stats);
     return NULL;
 }
 
@@ -316,39 +389,31 @@ fail:
 static PyObject *model_loss_and_grad(mk_model_object *self, PyObject *args) {
     REQUIRE_MODEL(self, NULL);
     static const char op[] = "Model.loss_and_grad";
-    PyObject *tokens, *legal, *counts, *target, *value, *soft, *stats = NULL;
+    PyObject *tokens, *legal, *counts, *target, *value, *soft;
     double value_weight;
     if (!PyArg_ParseTuple(args, "OOOOOOd", &tokens, &legal, &counts, &target, &value, &soft,
                           &value_weight))
         return NULL;
-    if (!(value_weight >= 0.0) || !isfinite(value_weight)) {
-        PyErr_Format(PyExc_ValueError, "%s: value_weight must be finite and >= 0, got %g", op,
-                     value_weight);
-        return NULL;
-    }
     mk_batch_args held;
     mk_batch batch;
     if (mk_batch_from_args(op, tokens, legal, counts, target, value, soft, &held, &batch) < 0)
         return NULL;
-    npy_intp dims[1] = {MK_STAT_COUNT};
-    if (!(stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0)) || mk_model_acquire(self, op) < 0)
-        goto fail;
-    mk_status status;
-    Py_BEGIN_ALLOW_THREADS;
-    status = mk_model_loss_and_grad(self->model, &batch, (float)value_weight,
-                                    PyArray_DATA((PyArrayObject *)stats));
-    Py_END_ALLOW_THREADS;
-    mk_model_release(self);
-    if (status != MK_OK) {
-        mk_raise_status(status);
-        goto fail;
-    }
+    PyObject *out = run_loss_and_grad(self, op, &batch, value_weight, NULL);
     mk_batch_args_release(&held);
-    return stats;
-fail:
-    Py_XDECREF(stats);
-    mk_batch_args_release(&held);
-    return NULL;
+    return out;
+}
+
+/* loss_and_grad_device(holder, value_weight): the same on a _DeviceBatch, read in place. */
+static PyObject *model_loss_and_grad_device(mk_model_object *self, PyObject *args) {
+    REQUIRE_MODEL(self, NULL);
+    static const char op[] = "Model.loss_and_grad";
+    PyObject *holder;
+    double value_weight;
+    mk_batch batch;
+    if (!PyArg_ParseTuple(args, "Od", &holder, &value_weight) ||
+        mk_batch_from_device(op, holder, &batch) < 0)
+        return NULL;
+    return run_loss_and_grad(self, op, &batch, value_weight, holder);
 }
 
 static PyObject *model_backend(mk_model_object *self, void *closure) {
@@ -358,6 +423,10 @@ static PyObject *model_backend(mk_model_object *self, void *closure) {
 static PyObject *model_fused_head(mk_model_object *self, void *closure) {
     REQUIRE_MODEL(self, NULL);
     return PyBool_FromLong(mk_model_fused_policy_head(self->model));
+}
+static PyObject *model_copy_stream(mk_model_object *self, void *closure) {
+    REQUIRE_MODEL(self, NULL);
+    return PyLong_FromVoidPtr(mk_model_copy_stream(self->model)); /* 0: none */
 }
 static PyObject *model_arena_bytes(mk_model_object *self, void *closure) {
     REQUIRE_MODEL(self, NULL);
@@ -403,6 +472,10 @@ static PyMethodDef model_methods[] = {
     {"forward", (PyCFunction)model_forward, METH_VARARGS, "forward(tokens, legal, counts)."},
     {"loss_and_grad", (PyCFunction)model_loss_and_grad, METH_VARARGS,
      "loss_and_grad(tokens, legal, counts, target, value, policy_target, value_weight)."},
+    {"forward_device", (PyCFunction)model_forward_device, METH_O,
+     "forward_device(device_batch): forward on a manaka._cuda._DeviceBatch."},
+    {"loss_and_grad_device", (PyCFunction)model_loss_and_grad_device, METH_VARARGS,
+     "loss_and_grad_device(device_batch, value_weight)."},
     {NULL, NULL, 0, NULL},
 };
 static PyGetSetDef model_getset[] = {
@@ -410,6 +483,8 @@ static PyGetSetDef model_getset[] = {
     {"arena_bytes", (getter)model_arena_bytes, NULL, "bytes of activation arena", NULL},
     {"fused_head", (getter)model_fused_head, NULL,
      "True if the training step runs the fused policy head", NULL},
+    {"copy_stream", (getter)model_copy_stream, NULL,
+     "the batch copy stream (a cudaStream_t as an int; 0 when the backend has none)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

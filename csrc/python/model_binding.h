@@ -3,14 +3,19 @@
 #define MANAKA_MODEL_BINDING_H
 #include "binding.h"
 #include "../batch.h"
+#include "../batch_slots.h"
 #include "../model.h"
 
 /* _core.Model. `busy` is set (under the GIL) while a call runs without the GIL, so a second
- * thread using the same model gets an error instead of a data race. */
+ * thread using the same model gets an error instead of a data race. `keep[slot]` holds the
+ * GPU arrays of the device batch that last read that batch slot (manaka._cuda's
+ * _DeviceBatch) until that step has finished on the device: the caller may drop its
+ * arrays as soon as step() returns. */
 typedef struct {
     PyObject_HEAD
     mk_model *model;
     int busy;
+    PyObject *keep[MK_BATCH_SLOTS];
 } mk_model_object;
 
 extern PyTypeObject mk_model_type;
@@ -31,6 +36,17 @@ int mk_batch_from_args(const char *op, PyObject *tokens, PyObject *legal, PyObje
                        PyObject *target, PyObject *value, PyObject *policy_target,
                        mk_batch_args *held, mk_batch *batch);
 void mk_batch_args_release(mk_batch_args *held);
+
+/* A batch whose arrays are on the device, from a _DeviceBatch's `layout` (shapes and
+ * pointers, checked by manaka._cuda.device_batch): on_device = 1. */
+int mk_batch_from_device(const char *op, PyObject *holder, mk_batch *batch);
+
+/* Around a call that stages a batch (the model acquired): slot_begin waits for the step
+ * that last read the slot the call will take and releases that step's device arrays;
+ * returns the slot (-1 on a host-memory backend), or -2 with an exception set.
+ * slot_end keeps `holder` (NULL for a host batch) for that slot. */
+int mk_model_slot_begin(mk_model_object *self);
+void mk_model_slot_end(mk_model_object *self, int slot, PyObject *holder);
 
 /* Checks `value` is a float32 array of exactly t's shape; new reference, or NULL with
  * an exception naming the tensor. */

@@ -122,31 +122,28 @@ static PyObject *trainer_config(trainer_object *self, PyObject *unused) {
                          "value_weight", c->value_weight);
 }
 
-/* step(tokens, legal, counts, target, value, policy_target) -> float32 [MK_STAT_COUNT], or
- * None on a device backend (the stats stay on the device: read_stats(step) fetches them). */
-static PyObject *trainer_step(trainer_object *self, PyObject *args) {
-    REQUIRE_TRAINER(self, NULL);
-    static const char op[] = "Trainer.step";
-    PyObject *tokens, *legal, *counts, *target, *value, *soft, *stats = NULL;
-    if (!PyArg_ParseTuple(args, "OOOOOO", &tokens, &legal, &counts, &target, &value, &soft))
-        return NULL;
-    mk_batch_args held;
-    mk_batch batch;
-    if (mk_batch_from_args(op, tokens, legal, counts, target, value, soft, &held, &batch) < 0)
-        return NULL;
+/* One step on a converted batch; `holder` keeps a device batch's arrays (else NULL). */
+static PyObject *run_step(trainer_object *self, const char *op, const mk_batch *batch,
+                          PyObject *holder) {
+    PyObject *stats = NULL;
     npy_intp dims[1] = {MK_STAT_COUNT};
     if (!(stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0)) || mk_model_acquire(self->model, op) < 0)
         goto fail;
+    int slot = mk_model_slot_begin(self->model);
+    if (slot < -1) {
+        mk_model_release(self->model);
+        goto fail;
+    }
     mk_status status;
     Py_BEGIN_ALLOW_THREADS;
-    status = mk_trainer_step(self->trainer, &batch, PyArray_DATA((PyArrayObject *)stats));
+    status = mk_trainer_step(self->trainer, batch, PyArray_DATA((PyArrayObject *)stats));
     Py_END_ALLOW_THREADS;
+    mk_model_slot_end(self->model, slot, holder);
     mk_model_release(self->model);
     if (status != MK_OK) {
         mk_raise_status(status);
         goto fail;
     }
-    mk_batch_args_release(&held);
     if (!mk_model_backend(self->model->model)->host_memory) {
         Py_DECREF(stats);
         Py_RETURN_NONE;
@@ -154,8 +151,33 @@ static PyObject *trainer_step(trainer_object *self, PyObject *args) {
     return stats;
 fail:
     Py_XDECREF(stats);
-    mk_batch_args_release(&held);
     return NULL;
+}
+
+/* step(tokens, legal, counts, target, value, policy_target) -> float32 [MK_STAT_COUNT], or
+ * None on a device backend (the stats stay on the device: read_stats(step) fetches them). */
+static PyObject *trainer_step(trainer_object *self, PyObject *args) {
+    REQUIRE_TRAINER(self, NULL);
+    static const char op[] = "Trainer.step";
+    PyObject *tokens, *legal, *counts, *target, *value, *soft;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &tokens, &legal, &counts, &target, &value, &soft))
+        return NULL;
+    mk_batch_args held;
+    mk_batch batch;
+    if (mk_batch_from_args(op, tokens, legal, counts, target, value, soft, &held, &batch) < 0)
+        return NULL;
+    PyObject *out = run_step(self, op, &batch, NULL);
+    mk_batch_args_release(&held);
+    return out;
+}
+
+/* step_device(holder): the same on a manaka._cuda._DeviceBatch, read in place. */
+static PyObject *trainer_step_device(trainer_object *self, PyObject *holder) {
+    REQUIRE_TRAINER(self, NULL);
+    static const char op[] = "Trainer.step";
+    mk_batch batch;
+    if (mk_batch_from_device(op, holder, &batch) < 0) return NULL;
+    return run_step(self, op, &batch, holder);
 }
 
 /* read_stats(step) -> float32 [MK_STAT_COUNT]: a device backend's stats of that step. */
@@ -303,6 +325,8 @@ static int trainer_set_steps(trainer_object *self, PyObject *value, void *closur
 
 static PyMethodDef trainer_methods[] = {
     {"step", (PyCFunction)trainer_step, METH_VARARGS, NULL},
+    {"step_device", (PyCFunction)trainer_step_device, METH_O,
+     "step_device(device_batch): a step on a manaka._cuda._DeviceBatch, read in place."},
     {"read_stats", (PyCFunction)trainer_read_stats, METH_O, NULL},
     {"config", (PyCFunction)trainer_config, METH_NOARGS, NULL},
     {"configure", (PyCFunction)(void (*)(void))trainer_configure, METH_VARARGS | METH_KEYWORDS, NULL},

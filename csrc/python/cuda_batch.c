@@ -1,0 +1,135 @@
+/* manaka._cuda.device_batch: the arrays of a Batch that lives on the GPU, parsed and
+ * attached for a CUDA model's step, which reads them in place (no copy).
+ *
+ * The rules are the ops' (cuda_binding.h) except that index fields must already be int32:
+ * narrowing would be a hidden device copy on another stream, so the message says how to
+ * convert. Producers are ordered before the model's copy stream, where the batch check
+ * runs and which the step waits for: a DLPack producer is asked for that stream, a CAI v3
+ * `stream` is waited for on it, and a manaka.DeviceArray (written by manaka's ops on the
+ * legacy default stream) makes it wait for the legacy stream.
+ *
+ * The returned _DeviceBatch holds every producer (and consumed DLPack tensor) until it is
+ * released: the model binding keeps it until the step that reads it has finished. */
+#include "cuda_binding.h"
+
+#define FIELDS 6
+
+typedef struct {
+    PyObject_HEAD
+    mk_gpu_array a[FIELDS];
+    PyObject *layout; /* (B, S, T, L, tokens, legal, counts, target, value, policy_target) */
+} device_batch_object;
+
+static const char *names[FIELDS] = {"tokens", "legal", "counts", "target", "value", "policy_target"};
+static const int ndims[FIELDS] = {3, 2, 1, 1, 1, 2};
+
+static void device_batch_dealloc(device_batch_object *self) {
+    for (int i = 0; i < FIELDS; i++) mk_gpu_release(&self->a[i]);
+    Py_XDECREF(self->layout);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *device_batch_layout(device_batch_object *self, void *closure) {
+    return Py_NewRef(self->layout);
+}
+
+static PyGetSetDef device_batch_getset[] = {
+    {"layout", (getter)device_batch_layout, NULL,
+     "(B, S, T, L, tokens, legal, counts, target, value, policy_target): shapes and device "
+     "pointers (0 for an absent field)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject device_batch_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "manaka._cuda._DeviceBatch",
+    .tp_basicsize = sizeof(device_batch_object),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A batch's GPU arrays, held for the step that reads them.",
+    .tp_dealloc = (destructor)device_batch_dealloc,
+    .tp_getset = device_batch_getset,
+};
+
+static int rows_match(const char *op, mk_gpu_array *a, int64_t B) {
+    if (a->shape[0] == B) return 0;
+    PyErr_Format(PyExc_ValueError, "%s: %s has %lld rows but tokens has %lld", op, a->name,
+                 (long long)a->shape[0], (long long)B);
+    return -1;
+}
+
+/* Every array on the current device, its producer ordered before `stream`. */
+static int attach_all(device_batch_object *self, const char *op, void *stream) {
+    int count, device, device_array = 0;
+    mk_status status = mk_cuda_device_count(&count);
+    if (status == MK_OK) status = mk_cuda_current_device(&device);
+    if (status != MK_OK) {
+        PyErr_Format(PyExc_RuntimeError, "%s: GPU arrays need a usable CUDA device: %s", op,
+                     mk_error());
+        return -1;
+    }
+    for (int i = 0; i < FIELDS; i++) {
+        if (!self->a[i].name) continue;
+        if (mk_gpu_attach(&self->a[i], op, device, stream) < 0) return -1;
+        device_array |= strcmp(self->a[i].source, "DeviceArray") == 0;
+    }
+    if (device_array && (status = mk_cuda_stream_wait(NULL, stream)) != MK_OK) {
+        mk_raise_where(op, status);
+        return -1;
+    }
+    return 0;
+}
+
+/* device_batch(op, stream, tokens, legal, counts, target=None, value=None,
+ * policy_target=None) -> _DeviceBatch. `stream`: the model's copy stream (an int). */
+static PyObject *py_device_batch(PyObject *module, PyObject *args) {
+    const char *op;
+    unsigned long long stream_value;
+    PyObject *obj[FIELDS] = {NULL, NULL, NULL, Py_None, Py_None, Py_None};
+    if (!PyArg_ParseTuple(args, "sKOOO|OOO:device_batch", &op, &stream_value, &obj[0], &obj[1],
+                          &obj[2], &obj[3], &obj[4], &obj[5]))
+        return NULL;
+    void *stream = (void *)(uintptr_t)stream_value;
+    device_batch_object *self = PyObject_New(device_batch_object, &device_batch_type);
+    if (!self) return NULL;
+    memset(self->a, 0, sizeof self->a);
+    self->layout = NULL;
+    mk_gpu_array *a = self->a;
+    for (int i = 0; i < FIELDS; i++) {
+        if (obj[i] == Py_None && i >= 3) continue;
+        const mk_dtype *dtype = i < 4 ? &mk_int32 : &mk_float32;
+        if (mk_gpu_parse_for(obj[i], op, names[i], stream, &a[i]) < 0 ||
+            mk_gpu_expect(&a[i], op, dtype, ndims[i]) < 0)
+            goto fail;
+    }
+    int64_t B = a[0].shape[0];
+    for (int i = 1; i < FIELDS; i++)
+        if (a[i].name && rows_match(op, &a[i], B) < 0) goto fail;
+    if (a[5].name && a[5].shape[1] != a[1].shape[1]) {
+        PyErr_Format(PyExc_ValueError, "%s: policy_target has %lld columns but legal has %lld (L)",
+                     op, (long long)a[5].shape[1], (long long)a[1].shape[1]);
+        goto fail;
+    }
+    if (attach_all(self, op, stream) < 0) goto fail;
+    self->layout = Py_BuildValue("(LLLLKKKKKK)", (long long)B, (long long)a[0].shape[1],
+                                 (long long)a[0].shape[2], (long long)a[1].shape[1],
+                                 (unsigned long long)(uintptr_t)a[0].ptr,
+                                 (unsigned long long)(uintptr_t)a[1].ptr,
+                                 (unsigned long long)(uintptr_t)a[2].ptr,
+                                 (unsigned long long)(uintptr_t)a[3].ptr,
+                                 (unsigned long long)(uintptr_t)a[4].ptr,
+                                 (unsigned long long)(uintptr_t)a[5].ptr);
+    if (!self->layout) goto fail;
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+static PyMethodDef batch_methods[] = {
+    {"device_batch", py_device_batch, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+int mk_init_cuda_batch(PyObject *module) {
+    if (PyType_Ready(&device_batch_type) < 0) return -1;
+    return PyModule_AddFunctions(module, batch_methods);
+}
