@@ -233,6 +233,16 @@ BACKEND_ENTRY_TESTS = {
     "pair_sums_backward_adamw_bf16":
         "test_trainer_bf16.py::test_cpu_fused_pair_update_bf16_matches_unfused_and_numpy",
     "policy_head": "test_policy_head.py::test_policy_head_matches_reference",
+    # the batch slots' ordering (no-ops on the CPU; the plan itself: test_batch_slots.py)
+    "stream_create": "test_batch_in_place.py::test_trainer_steps_in_place_match_staged_steps_with_growth_between",
+    "stream_destroy": "test_batch_in_place.py::test_a_dropped_model_releases_its_batches",
+    "event_create": "test_batch_in_place.py::test_trainer_steps_in_place_match_staged_steps_with_growth_between",
+    "event_destroy": "test_batch_in_place.py::test_a_dropped_model_releases_its_batches",
+    "event_record": "test_batch_in_place.py::test_trainer_steps_in_place_match_staged_steps_with_growth_between",
+    "stream_wait_event": "test_batch_in_place.py::test_trainer_steps_in_place_match_staged_steps_with_growth_between",
+    "event_synchronize": "test_batch_in_place.py::test_the_model_keeps_a_batch_until_its_slot_comes_round_again",
+    "batch_check":
+        "test_batch_in_place.py::test_a_bad_batch_in_place_is_refused_in_the_host_checks_words_and_changes_nothing",
 }
 
 
@@ -277,14 +287,3 @@ def test_batch_argument_errors_name_the_argument():
         model._core.forward(b.tokens, b.legal, b.counts[:2])
     with pytest.raises(ValueError, match="value_weight"):
         model.loss_and_grad(b, value_weight=float("nan"))
-
-
-def test_a_batch_of_gpu_arrays_is_refused_with_a_clear_error():
-    class FakeGpuArray:  # never touched: the check looks at the type only
-        __cuda_array_interface__ = {"shape": (6, 2, 6), "typestr": "<i4", "data": (0, False), "version": 3}
-
-    cfg = cases.config()
-    b = cases.batch(cfg)
-    b.tokens = FakeGpuArray()
-    with pytest.raises(TypeError, match="batch.tokens is a GPU array"):
-        mk.Model(cfg).forward(b)
