@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _core
 from .batch import Batch
-from .model import Model, _check_batch
+from .model import Model, _check_batch, _reading
 
 __all__ = ["Trainer", "Stats"]
 
@@ -128,7 +128,8 @@ class Trainer:
         op = "Trainer.step"
         device = self.model._device_batch(op, _check_batch(op, batch), targets=True)
         if device is not None:
-            buf = self._core.step_device(device)
+            with _reading(device, self.model._core):
+                buf = self._core.step_device(device)
         else:
             buf = self._core.step(batch.tokens, batch.legal, batch.counts, batch.target, batch.value,
                                   batch.policy_target)

@@ -19,6 +19,7 @@ def test_step_benchmark_runs_and_writes_results(tmp_path, capsys):
     assert rc == 0, capsys.readouterr().err
     result = json.loads((tmp_path / "step-test.json").read_text())
     assert result["manaka"]["median_ms"] > 0
+    assert result["manaka_device_batch"]["median_ms"] > 0  # the step on a batch already on the GPU
     assert result["launches_per_step"] > 5  # forward, loss, backward and AdamW kernels at least
     assert result["floor"]["bytes"] > 0 and result["floor"]["floor_ms"] > 0
     head = result["policy_head"]  # the fused policy head beside the split one

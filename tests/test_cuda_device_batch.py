@@ -30,6 +30,15 @@ class ViaCAI:
         self.__cuda_array_interface__ = x.__cuda_array_interface__
 
 
+class ViaCAIStream(ViaCAI):
+    """CAI v3 naming the per-thread default stream: waited for before the check, and made
+    to wait for the step after it (order_after)."""
+
+    def __init__(self, x):
+        super().__init__(x)
+        self.__cuda_array_interface__ = {**x.__cuda_array_interface__, "stream": 2}
+
+
 class ViaDLPack:
     """Only DLPack: the model asks it for its copy stream."""
 
@@ -51,7 +60,7 @@ def on_gpu(batch, wrap=lambda x: x):
     return mk.Batch(*arrays)
 
 
-WRAPS = {"DeviceArray": lambda x: x, "CAI": ViaCAI, "DLPack": ViaDLPack}
+WRAPS = {"DeviceArray": lambda x: x, "CAI": ViaCAI, "CAI-stream": ViaCAIStream, "DLPack": ViaDLPack}
 
 
 @pytest.mark.parametrize("wrap", WRAPS)

@@ -9,7 +9,8 @@
  * legacy default stream) makes it wait for the legacy stream.
  *
  * The returned _DeviceBatch holds every producer (and consumed DLPack tensor) until it is
- * released: the model binding keeps it until the step that reads it has finished. */
+ * released: the model binding keeps it until the step that reads it has finished. After
+ * the step is queued, order_after makes producers that named a CAI stream wait for it. */
 #include "cuda_binding.h"
 
 #define FIELDS 6
@@ -33,6 +34,28 @@ static PyObject *device_batch_layout(device_batch_object *self, void *closure) {
     return Py_NewRef(self->layout);
 }
 
+/* order_after(stream): every producer that named its stream (CAI v3) waits for the work
+ * queued so far on `stream` (the model's, an int; 0 = the legacy default stream), so the
+ * caller's next write on that stream cannot overtake the step that reads the array. No
+ * host wait. (Writes on the legacy default stream are ordered after the step anyway.) */
+static PyObject *device_batch_order_after(device_batch_object *self, PyObject *arg) {
+    unsigned long long value = PyLong_AsUnsignedLongLong(arg);
+    if (value == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    for (int i = 0; i < FIELDS; i++) {
+        mk_gpu_array *a = &self->a[i];
+        if (!a->name || !a->has_stream) continue;
+        mk_status status = mk_cuda_stream_wait((void *)(uintptr_t)value, a->stream);
+        if (status != MK_OK) return mk_raise_where(a->name, status);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef device_batch_methods[] = {
+    {"order_after", (PyCFunction)device_batch_order_after, METH_O,
+     "order_after(stream): producers' CAI streams wait for the work queued on `stream`."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyGetSetDef device_batch_getset[] = {
     {"layout", (getter)device_batch_layout, NULL,
      "(B, S, T, L, tokens, legal, counts, target, value, policy_target): shapes and device "
@@ -47,6 +70,7 @@ static PyTypeObject device_batch_type = {
     .tp_doc = "A batch's GPU arrays, held for the step that reads them.",
     .tp_dealloc = (destructor)device_batch_dealloc,
     .tp_getset = device_batch_getset,
+    .tp_methods = device_batch_methods,
 };
 
 static int rows_match(const char *op, mk_gpu_array *a, int64_t B) {

@@ -424,6 +424,10 @@ static PyObject *model_fused_head(mk_model_object *self, void *closure) {
     REQUIRE_MODEL(self, NULL);
     return PyBool_FromLong(mk_model_fused_policy_head(self->model));
 }
+static PyObject *model_stream(mk_model_object *self, void *closure) {
+    REQUIRE_MODEL(self, NULL);
+    return PyLong_FromVoidPtr(mk_model_stream(self->model)); /* 0: the legacy default stream */
+}
 static PyObject *model_copy_stream(mk_model_object *self, void *closure) {
     REQUIRE_MODEL(self, NULL);
     return PyLong_FromVoidPtr(mk_model_copy_stream(self->model)); /* 0: none */
@@ -483,6 +487,8 @@ static PyGetSetDef model_getset[] = {
     {"arena_bytes", (getter)model_arena_bytes, NULL, "bytes of activation arena", NULL},
     {"fused_head", (getter)model_fused_head, NULL,
      "True if the training step runs the fused policy head", NULL},
+    {"stream", (getter)model_stream, NULL,
+     "the stream the model's steps run on (a cudaStream_t as an int; 0: legacy default)", NULL},
     {"copy_stream", (getter)model_copy_stream, NULL,
      "the batch copy stream (a cudaStream_t as an int; 0 when the backend has none)", NULL},
     {NULL, NULL, NULL, NULL, NULL},

@@ -2,7 +2,8 @@
 configuration on a GPU.
 
 Reports manaka's step (median/min/max of N after warm-up, positions/s) with the batch
-staged from NumPy every step (as a loader delivers it) and, separately, the step alone;
+staged from NumPy every step (as a loader delivers it), with bf16 pair-table moments, and
+with the batch already on the GPU (read in place);
 kernel launches per step; device memory in use; memory-controller utilisation and power
 sampled through NVML during the timed loop; the step with the fused policy head against the
 split one (timed interleaved, bench/policy_head.py); and beside it, in the same run, the same
@@ -109,11 +110,21 @@ def main(argv: List[str]) -> int:
     bf16.extra["pos/s"] = f"{B / bf16.median_ms * 1e3:,.0f}"
     results["manaka_bf16_moments"] = bf16
     del trainer_bf16
+    # The same step on a batch already on the GPU (DeviceArrays, as a GPU data pipeline or
+    # a self-play buffer in CuPy/PyTorch would hand it over): read in place, no copy, after
+    # the check on the device and its one small device -> host read.
+    resident = mk.Batch(*(None if getattr(batch, n) is None else mk.DeviceArray.from_numpy(getattr(batch, n))
+                          for n in ("tokens", "legal", "counts", "target", "value", "policy_target")))
+    on_device = measure("manaka step, batch already on the GPU", lambda: trainer.step(resident),
+                        runs=args.runs, warmup=args.warmup, sync=cuda.synchronize)
+    on_device.extra["pos/s"] = f"{B / on_device.median_ms * 1e3:,.0f}"
+    results["manaka_device_batch"] = on_device
     results["manaka"] = step
     results["launches_per_step"] = launches
     results["device_memory_mb"] = (free0 - free1) / 2**20
     lines.append(step.row())
     lines.append(bf16.row(step))
+    lines.append(on_device.row(step))
 
     nvml = open_nvml()
     if nvml is not None:
