@@ -92,6 +92,15 @@ def corrupt(batch, field):
 
 BAD_FIELDS = ["tokens", "tokens_low", "counts", "counts_high", "legal", "target", "value",
               "value_high", "soft_entry", "soft_nan", "soft_sum"]
+# Several faults at once: the first in the host check's order is the one reported.
+FAULT_PAIRS = [("counts_high", "tokens"), ("tokens", "tokens_low"), ("counts", "legal"),
+               ("value", "target"), ("soft_entry", "soft_sum"), ("soft_nan", "value_high")]
+
+
+def corrupt_all(batch, fields):
+    for field in fields:
+        batch = corrupt(batch, field)
+    return batch
 
 
 @pytest.mark.parametrize("field", BAD_FIELDS)
@@ -119,6 +128,18 @@ def test_a_bad_batch_in_place_is_refused_in_the_host_checks_words_and_changes_no
     for kind in ("exp_avg", "exp_avg_sq"):
         for n in moments[kind]:
             np.testing.assert_array_equal(after[kind][n], moments[kind][n])
+
+
+@pytest.mark.parametrize("fields", FAULT_PAIRS)
+def test_of_several_faults_in_place_the_host_checks_first_is_reported(fields):
+    cfg = cases.config()
+    model = staged_twin(mk.Model(cfg, seed=1))
+    bad = corrupt_all(cases.batch(cfg, seed=2, soft=True), fields)
+    with pytest.raises(ValueError) as host:
+        model.loss_and_grad(bad)
+    with pytest.raises(ValueError) as in_place:
+        model._core.loss_and_grad_device(InPlace(bad), 1.0)
+    assert str(in_place.value) == str(host.value)
 
 
 def test_the_model_keeps_a_batch_until_its_slot_comes_round_again():

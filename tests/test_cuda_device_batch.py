@@ -14,7 +14,7 @@ import pytest
 import manaka as mk
 import model_cases as cases
 from manaka import cuda
-from test_batch_in_place import BAD_FIELDS, corrupt
+from test_batch_in_place import BAD_FIELDS, FAULT_PAIRS, corrupt, corrupt_all
 
 pytestmark = pytest.mark.skipif(not cuda.is_available(),
                                 reason=f"no CUDA device: {cuda.why_unavailable()}")
@@ -121,6 +121,31 @@ def test_each_bad_field_is_refused_on_the_device_and_changes_nothing(field):
     assert trainer.step_count == 2
 
 
+@pytest.mark.parametrize("fields", FAULT_PAIRS)
+def test_of_several_faults_on_the_device_the_host_checks_first_is_reported(fields):
+    cfg = cases.config()
+    model = mk.Model(cfg, device="cuda", seed=1)
+    bad = corrupt_all(cases.batch(cfg, seed=2, soft=True), fields)
+    with pytest.raises(ValueError) as host:
+        model.loss_and_grad(bad)
+    with pytest.raises(ValueError) as device:
+        model.loss_and_grad(on_gpu(bad))
+    assert str(device.value) == str(host.value)
+
+
+def test_a_large_batch_is_checked_whole_on_the_device():
+    """Many blocks of the check kernels: a fault in the last row is still found."""
+    cfg = cases.config()
+    model = mk.Model(cfg, device="cuda", seed=1)
+    b = cases.batch(cfg, B=700, L=40, seed=4, soft=True)
+    b.policy_target[699, 0] = -1.0
+    with pytest.raises(ValueError, match=r"policy_target\[699, 0\] = -1 must be finite and >= 0"):
+        model.loss_and_grad(on_gpu(b))
+    b.legal[699, b.counts[699] - 1] = cfg.num_moves
+    with pytest.raises(ValueError, match=r"legal\[699, \d+\] = 17 is out of range"):
+        model.loss_and_grad(on_gpu(b))
+
+
 def test_wrong_dtypes_shapes_and_mixes_are_refused_before_the_step():
     cfg = cases.config()
     model = mk.Model(cfg, device="cuda")
@@ -149,6 +174,10 @@ def test_wrong_dtypes_shapes_and_mixes_are_refused_before_the_step():
     g = on_gpu(cases.batch(cfg, soft=True))
     g.policy_target = mk.DeviceArray.from_numpy(np.zeros((6, 4), np.float32))
     with pytest.raises(ValueError, match="policy_target has 4 columns but legal has 9"):
+        trainer.step(g)
+    empty = cases.batch(cfg)
+    g = on_gpu(mk.Batch(empty.tokens[:0], empty.legal[:0], empty.counts[:0], empty.target[:0], empty.value[:0]))
+    with pytest.raises(ValueError, match="Trainer.step: the batch is empty"):
         trainer.step(g)
     assert trainer.step_count == 0
 
