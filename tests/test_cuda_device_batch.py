@@ -175,6 +175,13 @@ def test_wrong_dtypes_shapes_and_mixes_are_refused_before_the_step():
     g.policy_target = mk.DeviceArray.from_numpy(np.zeros((6, 4), np.float32))
     with pytest.raises(ValueError, match="policy_target has 4 columns but legal has 9"):
         trainer.step(g)
+    g = on_gpu(b)  # every other column of a wider array: strided, refused (no hidden copy)
+    wide = mk.DeviceArray.from_numpy(np.repeat(b.legal, 2, axis=1))
+    g.legal = ViaCAI(wide)
+    g.legal.__cuda_array_interface__ = {**wide.__cuda_array_interface__, "shape": b.legal.shape,
+                                        "strides": (8 * b.legal.shape[1], 8)}
+    with pytest.raises(ValueError, match="legal must be C-contiguous on the GPU"):
+        trainer.step(g)
     empty = cases.batch(cfg)
     g = on_gpu(mk.Batch(empty.tokens[:0], empty.legal[:0], empty.counts[:0], empty.target[:0], empty.value[:0]))
     with pytest.raises(ValueError, match="Trainer.step: the batch is empty"):
