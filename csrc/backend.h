@@ -14,6 +14,12 @@
  * - Inputs are already validated (batch.c checks host batches' ranges on the host,
  *   batch_check device batches' on the device); primitives trust them, return MK_OK, or an
  *   mk_fail() status (never abort).
+ * - Primitives that need device scratch take it from the caller as `work, work_bytes`:
+ *   at least scratch_bytes() for the step's shapes (one region, shared by all of them
+ *   since they run one after another on the stream; contents undefined before and after).
+ *   Given too little, a primitive fails with MK_ERR_VALUE before writing anything. So the
+ *   CUDA backend allocates nothing during a step (the CPU still keeps small per-thread
+ *   host buffers of its own).
  *
  * Adding a backend (e.g. csrc/cuda): fill an mk_backend with every entry (mk_backend_check
  * names a missing one), set host_memory = 0, and return it from mk_backend_get in backend.c.
@@ -50,6 +56,15 @@ enum {
     MK_STAT_FINITE = 5,      /* 1.0 if the loss is finite, else 0.0 */
     MK_STAT_COUNT = 8,       /* buffer size, padded */
 };
+
+/* The shapes of a training step's primitives that take scratch memory (`work`), for
+ * scratch_bytes: gather_dot_backward over legal moves [B, L] out of M; power_sums_backward,
+ * pair_sums_backward and pair_sums_backward_adamw(_bf16) over tokens [rows, T] out of V
+ * (num_pairs = mk_num_pairs(V)). */
+typedef struct {
+    int64_t B, L, M;
+    int64_t rows, T, V;
+} mk_step_shapes;
 
 /* Scalars of one AdamW update, computed on the host from the step count (no device read). */
 typedef struct {
@@ -106,17 +121,19 @@ typedef struct mk_backend {
     mk_status (*gather_dot_backward)(void *stream, const float *grad, const float *hidden,
                                      const float *table, const int32_t *indices,
                                      const int32_t *counts, int64_t B, int64_t L, int64_t W,
-                                     int64_t M, float *grad_hidden, float *grad_table);
+                                     int64_t M, float *grad_hidden, float *grad_table,
+                                     void *work, size_t work_bytes);
     mk_status (*power_sums)(void *stream, const float *emb, const int32_t *tokens, int64_t rows,
                             int64_t T, int64_t D, int64_t K, float *out);
     mk_status (*power_sums_backward)(void *stream, const float *grad, const float *emb,
                                      const int32_t *tokens, int64_t rows, int64_t T, int64_t D,
-                                     int64_t K, int64_t V, float *grad_emb);
+                                     int64_t K, int64_t V, float *grad_emb, void *work,
+                                     size_t work_bytes);
     mk_status (*pair_sums)(void *stream, const float *pair_table, const int32_t *tokens,
                            int64_t rows, int64_t T, int64_t P, float *out);
     mk_status (*pair_sums_backward)(void *stream, const float *grad, const int32_t *tokens,
                                     int64_t rows, int64_t T, int64_t P, int64_t num_pairs,
-                                    float *grad_pair_table);
+                                    float *grad_pair_table, void *work, size_t work_bytes);
 
     /* ------------------------------------------------------------ losses */
     /* Masked softmax cross-entropy over the first counts[b] slots of logits [B, L]:
@@ -153,12 +170,11 @@ typedef struct mk_backend {
      * result as pair_sums_backward(grad, tokens, rows, T, P, num_pairs, g) followed by
      * adamw(p, g, m, v, num_pairs * P, args, stats) (bitwise, on the CPU), without ever
      * writing or reading the dense gradient: at the seed shapes that gradient is 176 MB
-     * zeroed, scattered into and streamed back every step. `work` is device scratch of
-     * mk_pair_adamw_work_ints(rows, T, V) int32 (its contents are undefined afterwards). */
+     * zeroed, scattered into and streamed back every step. */
     mk_status (*pair_sums_backward_adamw)(void *stream, const float *grad, const int32_t *tokens,
                                           int64_t rows, int64_t T, int64_t P, int64_t V,
                                           float *p, float *m, float *v, const mk_adamw_args *args,
-                                          const float *stats, int32_t *work);
+                                          const float *stats, void *work, size_t work_bytes);
     /* The two updates above with the moments m, v stored as bf16 (bf16.h), for
      * pair_state_dtype="bf16": each element reads m, v as float, runs exactly the fp32
      * update, and writes them back stochastically rounded,
@@ -174,7 +190,7 @@ typedef struct mk_backend {
                                                int64_t P, int64_t V, float *p, uint16_t *m,
                                                uint16_t *v, const mk_adamw_args *args,
                                                const float *stats, uint64_t seed,
-                                               int32_t *work);
+                                               void *work, size_t work_bytes);
 
     /* ------------------------------------------------------------ fused policy head */
     /* The fused policy head: GatherDot, softmax_xent and GatherDot's grad_hidden in one
@@ -215,14 +231,13 @@ typedef struct mk_backend {
      * answer is on the host (a GPU: one small device -> host read). */
     mk_status (*batch_check)(void *stream, const mk_batch *batch, int64_t V, int64_t M,
                              int with_targets, mk_batch_fault *fault);
-} mk_backend;
 
-/* Scratch of pair_sums_backward_adamw: each row's present tokens sorted [rows, T], their
- * counts [rows], and the (row, slot) list bucketed by token value ([V + 1] starts and
- * [rows, T] entries). */
-static inline int64_t mk_pair_adamw_work_ints(int64_t rows, int64_t T, int64_t V) {
-    return 2 * rows * T + rows + V + 1;
-}
+    /* ------------------------------------------------------------ scratch */
+    /* *bytes = the scratch (`work`) the primitives above need for `shapes`: model.c carves
+     * it once in its arena, which grows only with a larger batch, so a step allocates
+     * nothing. A host-only query (no stream, nothing launched); 0 when nothing needs any. */
+    mk_status (*scratch_bytes)(const mk_step_shapes *shapes, size_t *bytes);
+} mk_backend;
 
 /* Every entry of the table, for mk_backend_check: adding an entry without listing it here
  * fails the static assertion in backend.c. */
@@ -233,7 +248,8 @@ static inline int64_t mk_pair_adamw_work_ints(int64_t rows, int64_t T, int64_t V
     X(value_bce) X(loss_stats) X(adamw) X(pair_sums_backward_adamw) X(adamw_bf16)            \
     X(pair_sums_backward_adamw_bf16) X(policy_head) X(stream_create) X(stream_destroy)        \
     X(event_create) X(event_destroy) X(event_record) X(stream_wait_event)                  \
-    X(event_synchronize) X(batch_check)
+    X(event_synchronize) X(batch_check)                                                      \
+    X(scratch_bytes)
 #define MK_BACKEND_COUNT_ENTRY(name) +1
 enum { MK_BACKEND_NUM_ENTRIES = 0 MK_BACKEND_ENTRIES(MK_BACKEND_COUNT_ENTRY) };
 

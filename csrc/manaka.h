@@ -94,6 +94,18 @@ mk_status mk_gather_dot_backward_cuda(const float *grad, const float *hidden, co
                                       const int32_t *indices, const int32_t *counts, int64_t B,
                                       int64_t L, int64_t W, int64_t M, float *grad_hidden,
                                       float *grad_table, void *stream);
+/* The same with caller scratch instead of the workspace pool: the training step's path
+ * (model.c hands every op one region of its arena, so a step allocates nothing).
+ * `work` is device memory of at least mk_gather_dot_backward_cuda_ws_bytes(B, L, M) bytes,
+ * any alignment; with fewer the call fails with MK_ERR_VALUE before writing anything. Its
+ * contents are undefined afterwards. Likewise for the _ws launchers below. The one above
+ * is this one between a pool allocation and its release. */
+mk_status mk_gather_dot_backward_cuda_ws_bytes(int64_t B, int64_t L, int64_t M, size_t *bytes);
+mk_status mk_gather_dot_backward_cuda_ws(const float *grad, const float *hidden,
+                                         const float *table, const int32_t *indices,
+                                         const int32_t *counts, int64_t B, int64_t L, int64_t W,
+                                         int64_t M, float *grad_hidden, float *grad_table,
+                                         void *work, size_t work_bytes, void *stream);
 mk_status mk_gather_dot_backward_atomic_cuda(const float *grad, const float *hidden,
                                              const float *table, const int32_t *indices,
                                              const int32_t *counts, int64_t B, int64_t L,
@@ -120,6 +132,11 @@ mk_status mk_power_sums_backward_cpu(const float *grad, const float *emb, const 
 mk_status mk_power_sums_backward_cuda(const float *grad, const float *emb, const int32_t *tokens,
                                       int64_t rows, int64_t T, int64_t D, int64_t K, int64_t V,
                                       float *grad_emb, void *stream);
+mk_status mk_power_sums_backward_cuda_ws_bytes(int64_t rows, int64_t T, int64_t V, size_t *bytes);
+mk_status mk_power_sums_backward_cuda_ws(const float *grad, const float *emb,
+                                         const int32_t *tokens, int64_t rows, int64_t T,
+                                         int64_t D, int64_t K, int64_t V, float *grad_emb,
+                                         void *work, size_t work_bytes, void *stream);
 
 /* ---------------------------------------------------------------- PairSums
  * out[row, :] = sum_{i < j, tok_i >= 0, tok_j >= 0} pair_table[pair_index(tok_i, tok_j), :]
@@ -142,6 +159,12 @@ mk_status mk_pair_sums_backward_cpu(const float *grad, const int32_t *tokens, in
 mk_status mk_pair_sums_backward_cuda(const float *grad, const int32_t *tokens, int64_t rows,
                                      int64_t T, int64_t P, int64_t num_pairs,
                                      float *grad_pair_table, void *stream);
+mk_status mk_pair_sums_backward_cuda_ws_bytes(int64_t rows, int64_t T, int64_t num_pairs,
+                                              size_t *bytes);
+mk_status mk_pair_sums_backward_cuda_ws(const float *grad, const int32_t *tokens, int64_t rows,
+                                        int64_t T, int64_t P, int64_t num_pairs,
+                                        float *grad_pair_table, void *work, size_t work_bytes,
+                                        void *stream);
 mk_status mk_pair_sums_backward_atomic_cuda(const float *grad, const int32_t *tokens,
                                             int64_t rows, int64_t T, int64_t P,
                                             int64_t num_pairs, float *grad_pair_table,

@@ -39,7 +39,8 @@ typedef struct {
     float *z, *dz, *v;       /* [B] */
     float *logits, *dlogits; /* [B, L] */
     float *row_policy, *row_value, *row_correct;
-    int32_t *pair_work; /* scratch of the fused pair-table update */
+    void *work;         /* the primitives' scratch (backend.h: scratch_bytes) */
+    size_t work_bytes;
 } acts;
 
 struct mk_model {
@@ -255,9 +256,10 @@ int mk_model_fused_policy_head(const mk_model *m) { return m->fused_head; }
 
 /* ---------------------------------------------------------------- arena */
 
-/* Carves the activations for (B, L) out of `base` (NULL: only measures) and returns the
- * bytes needed. One layout function for sizing and carving keeps the two in step. */
-static size_t carve(mk_model *m, char *base, int64_t B, int64_t L, acts *a) {
+/* Carves the activations for (B, L), and `work_bytes` of scratch, out of `base` (NULL:
+ * only measures) and returns the bytes needed. One layout function for sizing and carving
+ * keeps the two in step. */
+static size_t carve(mk_model *m, char *base, int64_t B, int64_t L, size_t work_bytes, acts *a) {
     const mk_config *c = &m->cfg;
     size_t used = 0;
 #define TAKE(ptr, type, count)                                               \
@@ -284,27 +286,44 @@ static size_t carve(mk_model *m, char *base, int64_t B, int64_t L, acts *a) {
     TAKE(a->row_policy, float, B);
     TAKE(a->row_value, float, B);
     TAKE(a->row_correct, float, B);
-    TAKE(a->pair_work, int32_t, mk_pair_adamw_work_ints(B * S, c->tokens_per_side, c->num_tokens));
+    a->work_bytes = work_bytes;
+    TAKE(a->work, char, (work_bytes + 3) / 4);
 #undef TAKE
     return used;
 }
 
-/* Makes the arena large enough for (B, L). Capacity follows the largest B and the largest
- * L seen separately, so batches that alternate shapes stop reallocating after the first. */
+/* The scratch the backend's primitives need for a step on (B, L). */
+static mk_status scratch_for(const mk_model *m, int64_t B, int64_t L, size_t *bytes) {
+    const mk_config *c = &m->cfg;
+    mk_step_shapes shapes = {.B = B, .L = L, .M = c->num_moves, .rows = B * S,
+                             .T = c->tokens_per_side, .V = c->num_tokens};
+    return m->be->scratch_bytes(&shapes, bytes);
+}
+
+/* Makes the arena large enough for (B, L): the one allocation of a model's steps, made
+ * again only for a larger batch. Capacity follows the largest B and the largest L seen
+ * separately, so batches that alternate shapes stop reallocating after the first. The
+ * check on the bytes themselves is for a backend whose scratch would not grow with B and
+ * L alone: a batch within capacity then still never runs past the arena. */
 static mk_status reserve(mk_model *m, int64_t B, int64_t L) {
-    if (B > m->cap_B || L > m->cap_L) {
+    size_t work = 0, cap_work = 0;
+    acts sizing; /* measuring leaves m->a, the step's views, as they are */
+    mk_status st = scratch_for(m, B, L, &work);
+    if (st != MK_OK) return st;
+    size_t need = carve(m, NULL, B, L, work, &sizing);
+    if (B > m->cap_B || L > m->cap_L || need > m->arena_bytes) {
         int64_t cap_B = B > m->cap_B ? B : m->cap_B, cap_L = L > m->cap_L ? L : m->cap_L;
-        size_t bytes = carve(m, NULL, cap_B, cap_L, &m->a);
+        if ((st = scratch_for(m, cap_B, cap_L, &cap_work)) != MK_OK) return st;
+        size_t bytes = carve(m, NULL, cap_B, cap_L, cap_work, &sizing);
         void *arena = NULL;
-        mk_status st = m->be->alloc(m->stream, bytes, &arena);
-        if (st != MK_OK) return st;
+        if ((st = m->be->alloc(m->stream, bytes > need ? bytes : need, &arena)) != MK_OK) return st;
         m->be->free(m->stream, m->arena);
         m->arena = arena;
-        m->arena_bytes = bytes;
+        m->arena_bytes = bytes > need ? bytes : need;
         m->cap_B = cap_B;
         m->cap_L = cap_L;
     }
-    carve(m, m->arena, B, L, &m->a);
+    carve(m, m->arena, B, L, work, &m->a);
     return MK_OK;
 }
 
@@ -473,7 +492,8 @@ mk_status mk_model_backward(mk_model *m, int pair_table) {
     int n = c->num_hidden;
     TRY(be->gather_dot_backward(m->stream, a->dlogits, a->q, P(m, head(m, H_MOVES)), bt->legal,
                                 bt->counts, B, bt->L, W, c->num_moves,
-                                m->fused_head ? NULL : a->dq, G(m, head(m, H_MOVES))));
+                                m->fused_head ? NULL : a->dq, G(m, head(m, H_MOVES)), a->work,
+                                a->work_bytes));
     TRY(be->bias_act_backward(m->stream, a->dq, a->q, B, W, 0, G(m, head(m, H_POLICY_B))));
     TRY(be->bias_act_backward(m->stream, a->dz, a->z, B, 1, 0, G(m, head(m, H_VALUE_B))));
     /* both heads read x_n: the value head's dx accumulates onto the policy head's */
@@ -490,10 +510,12 @@ mk_status mk_model_backward(mk_model *m, int pair_table) {
                             G(m, trunk_w(i)), 0.0f));
     }
     TRY(be->power_sums_backward(m->stream, a->dps, P(m, T_EMBEDDING), bt->tokens, B * S, T,
-                                c->embed_dim, c->orders, c->num_tokens, G(m, T_EMBEDDING)));
+                                c->embed_dim, c->orders, c->num_tokens, G(m, T_EMBEDDING),
+                                a->work, a->work_bytes));
     if (pair_table)
         TRY(be->pair_sums_backward(m->stream, a->dpair, bt->tokens, B * S, T, c->pair_dim,
-                                   mk_num_pairs(c->num_tokens), G(m, T_PAIR_TABLE)));
+                                   mk_num_pairs(c->num_tokens), G(m, T_PAIR_TABLE), a->work,
+                                   a->work_bytes));
     return MK_OK;
 }
 
@@ -504,7 +526,8 @@ mk_status mk_model_pair_table_adamw(mk_model *m, float *exp_avg, float *exp_avg_
     return m->be->pair_sums_backward_adamw(m->stream, m->a.dpair, m->batch.tokens,
                                            m->batch.B * S, c->tokens_per_side, c->pair_dim,
                                            c->num_tokens, m->params + o, exp_avg + o,
-                                           exp_avg_sq + o, args, stats, m->a.pair_work);
+                                           exp_avg_sq + o, args, stats, m->a.work,
+                                           m->a.work_bytes);
 }
 
 mk_status mk_model_pair_table_adamw_bf16(mk_model *m, uint16_t *exp_avg, uint16_t *exp_avg_sq,
@@ -514,7 +537,7 @@ mk_status mk_model_pair_table_adamw_bf16(mk_model *m, uint16_t *exp_avg, uint16_
     return m->be->pair_sums_backward_adamw_bf16(
         m->stream, m->a.dpair, m->batch.tokens, m->batch.B * S, c->tokens_per_side, c->pair_dim,
         c->num_tokens, m->params + m->tensors[T_PAIR_TABLE].offset, exp_avg, exp_avg_sq, args,
-        stats, seed, m->a.pair_work);
+        stats, seed, m->a.work, m->a.work_bytes);
 }
 
 static mk_status loss_and_grad_staged(mk_model *m, const mk_batch *batch, float value_weight) {

@@ -243,6 +243,7 @@ BACKEND_ENTRY_TESTS = {
     "event_synchronize": "test_batch_in_place.py::test_the_model_keeps_a_batch_until_its_slot_comes_round_again",
     "batch_check":
         "test_batch_in_place.py::test_a_bad_batch_in_place_is_refused_in_the_host_checks_words_and_changes_nothing",
+    "scratch_bytes": "test_trainer.py::test_fused_pair_update_takes_the_backend_scratch_and_refuses_less",
 }
 
 

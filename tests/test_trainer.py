@@ -298,6 +298,36 @@ def test_fused_pair_table_update_equals_unfused(threads):
         mk.set_num_threads(0)
 
 
+def test_fused_pair_update_takes_the_backend_scratch_and_refuses_less():
+    """The CPU's scratch_bytes is the fused pair-table update's bucket space (sorted tokens
+    [rows, T], counts [rows], starts [V + 1], slots [rows, T] int32). Given exactly that, the
+    update runs; given one byte less, or none, it raises naming the scratch and changes
+    nothing (the probe returns fresh arrays only on success)."""
+    rng = np.random.default_rng(5)
+    V, P, rows, T = 9, 3, 10, 6
+    assert mk._core.backend_scratch_bytes("cpu", rows=rows, T=T, V=V) == 4 * (2 * rows * T + rows + V + 1)
+    assert mk._core.backend_scratch_bytes("cpu", B=50, L=70, M=300, rows=rows, T=T, V=V) == \
+        mk._core.backend_scratch_bytes("cpu", rows=rows, T=T, V=V)  # the CPU buckets moves on its own
+    need = mk._core.backend_scratch_bytes("cpu", rows=rows, T=T, V=V)
+    tokens = rng.integers(-1, V, (rows, T)).astype(np.int32)
+    grad = rng.standard_normal((rows, P)).astype(np.float32)
+    p = rng.standard_normal((V * (V + 1) // 2, P)).astype(np.float32)
+    m, v = np.zeros_like(p), np.zeros_like(p)
+    hyper = (1e-2, 0.9, 0.99, 1e-8, 0.1, 0.1, 0.01)
+    want = mk._core.backend_pair_adamw("cpu", grad, tokens, p, m, v, hyper)
+    got = mk._core.backend_pair_adamw("cpu", grad, tokens, p, m, v, hyper, work_bytes=need)
+    for name, a, b in zip("pmv", got, want):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    assert not np.array_equal(got[0], p)
+    for short in (need - 1, 0):
+        with pytest.raises(ValueError, match=f"pair_sums_backward_adamw: the scratch given holds {short} bytes; {need}"):
+            mk._core.backend_pair_adamw("cpu", grad, tokens, p, m, v, hyper, work_bytes=short)
+    with pytest.raises(ValueError, match="work_bytes must be >= 0"):
+        mk._core.backend_pair_adamw("cpu", grad, tokens, p, m, v, hyper, work_bytes=-2)
+    with pytest.raises(ValueError, match="rows must be >= 0"):
+        mk._core.backend_scratch_bytes("cpu", rows=-1)
+
+
 def staged_twin(model):
     """The same model on the "cpu_staged" backend: CPU kernels behind the device-memory path
     of model.c and trainer.c (batches staged with to_device, results read with to_host, the

@@ -51,8 +51,9 @@ static mk_status cpu_gather_dot(void *stream, const float *hidden, const float *
 static mk_status cpu_gather_dot_backward(void *stream, const float *grad, const float *hidden,
                                          const float *table, const int32_t *indices,
                                          const int32_t *counts, int64_t B, int64_t L, int64_t W,
-                                         int64_t M, float *grad_hidden, float *grad_table) {
-    (void)stream;
+                                         int64_t M, float *grad_hidden, float *grad_table,
+                                         void *work, size_t work_bytes) {
+    (void)stream, (void)work, (void)work_bytes; /* no scratch on the CPU */
     return mk_gather_dot_backward_cpu(grad, hidden, table, indices, counts, B, L, W, M,
                                       grad_hidden, grad_table);
 }
@@ -63,8 +64,9 @@ static mk_status cpu_power_sums(void *stream, const float *emb, const int32_t *t
 }
 static mk_status cpu_power_sums_backward(void *stream, const float *grad, const float *emb,
                                          const int32_t *tokens, int64_t rows, int64_t T,
-                                         int64_t D, int64_t K, int64_t V, float *grad_emb) {
-    (void)stream;
+                                         int64_t D, int64_t K, int64_t V, float *grad_emb,
+                                         void *work, size_t work_bytes) {
+    (void)stream, (void)work, (void)work_bytes; /* per-thread buffers of its own */
     return mk_power_sums_backward_cpu(grad, emb, tokens, rows, T, D, K, V, grad_emb);
 }
 static mk_status cpu_pair_sums(void *stream, const float *pair_table, const int32_t *tokens,
@@ -74,8 +76,8 @@ static mk_status cpu_pair_sums(void *stream, const float *pair_table, const int3
 }
 static mk_status cpu_pair_sums_backward(void *stream, const float *grad, const int32_t *tokens,
                                         int64_t rows, int64_t T, int64_t P, int64_t num_pairs,
-                                        float *grad_pair_table) {
-    (void)stream;
+                                        float *grad_pair_table, void *work, size_t work_bytes) {
+    (void)stream, (void)work, (void)work_bytes; /* allocates its own scratch (public op) */
     return mk_pair_sums_backward_cpu(grad, tokens, rows, T, P, num_pairs, grad_pair_table);
 }
 
@@ -143,7 +145,8 @@ static mk_status cpu_batch_check(void *stream, const mk_batch *batch, int64_t V,
     .event_record = cpu_event_record, \
     .stream_wait_event = cpu_event_record, /* the same no-op */ \
     .event_synchronize = cpu_event_synchronize, \
-    .batch_check = cpu_batch_check,
+    .batch_check = cpu_batch_check, \
+    .scratch_bytes = mk_scratch_bytes_cpu,
 
 const mk_backend mk_backend_cpu = {.name = "cpu", .host_memory = 1, CPU_ENTRIES};
 

@@ -43,13 +43,13 @@ mk_status mk_pair_sums_backward_adamw_cpu(void *stream, const float *grad, const
                                           int64_t rows, int64_t T, int64_t P, int64_t V,
                                           float *p, float *m, float *v,
                                           const mk_adamw_args *args, const float *stats,
-                                          int32_t *work);
+                                          void *work, size_t work_bytes);
 mk_status mk_pair_sums_backward_adamw_bf16_cpu(void *stream, const float *grad,
                                                const int32_t *tokens, int64_t rows, int64_t T,
                                                int64_t P, int64_t V, float *p, uint16_t *m,
                                                uint16_t *v, const mk_adamw_args *args,
                                                const float *stats, uint64_t seed,
-                                               int32_t *work);
+                                               void *work, size_t work_bytes);
 
 /* policy_head.c */
 mk_status mk_policy_head_cpu(void *stream, const float *q, const float *table,
@@ -57,4 +57,7 @@ mk_status mk_policy_head_cpu(void *stream, const float *q, const float *table,
                              const float *soft, int64_t B, int64_t L, int64_t W,
                              float grad_scale, float *dlogits, float *dq, float *row_loss,
                              float *row_correct);
+/* pair_adamw.c: the table's scratch_bytes (only the fused pair-table updates use `work` on
+ * the CPU). */
+mk_status mk_scratch_bytes_cpu(const mk_step_shapes *shapes, size_t *bytes);
 #endif

@@ -27,13 +27,29 @@ static void update_bf16(void *ctx, int64_t h, const float *acc) {
                       (h + 1) * u->P, u->seed, o);
 }
 
+mk_status mk_scratch_bytes_cpu(const mk_step_shapes *shapes, size_t *bytes) {
+    *bytes = (size_t)mk_pair_adamw_work_ints(shapes->rows, shapes->T, shapes->V) * sizeof(int32_t);
+    return MK_OK;
+}
+
+/* The caller's scratch is checked before anything changes: too small is its bug, reported. */
+static mk_status check_work(const char *op, int64_t rows, int64_t T, int64_t V, void *work,
+                            size_t work_bytes) {
+    size_t need = (size_t)mk_pair_adamw_work_ints(rows, T, V) * sizeof(int32_t);
+    if (!work || work_bytes < need)
+        return mk_fail(MK_ERR_VALUE, "%s: the scratch given holds %zu bytes; %zu are needed", op,
+                       work ? work_bytes : (size_t)0, need);
+    return MK_OK;
+}
+
 mk_status mk_pair_sums_backward_adamw_cpu(void *stream, const float *grad, const int32_t *tokens,
                                           int64_t rows, int64_t T, int64_t P, int64_t V,
                                           float *p, float *m, float *v,
                                           const mk_adamw_args *args, const float *stats,
-                                          int32_t *work) {
+                                          void *work, size_t work_bytes) {
     (void)stream;
-    if (stats && stats[MK_STAT_FINITE] == 0.0f) return MK_OK;
+    mk_status st = check_work("pair_sums_backward_adamw", rows, T, V, work, work_bytes);
+    if (st != MK_OK || (stats && stats[MK_STAT_FINITE] == 0.0f)) return st;
     pair_update u = {mk_adamw_prepare(args), P, p, m, v, 0};
     return mk_pair_grad_groups_cpu(grad, tokens, rows, T, P, V, work, update_f32, &u);
 }
@@ -43,9 +59,10 @@ mk_status mk_pair_sums_backward_adamw_bf16_cpu(void *stream, const float *grad,
                                                int64_t P, int64_t V, float *p, uint16_t *m,
                                                uint16_t *v, const mk_adamw_args *args,
                                                const float *stats, uint64_t seed,
-                                               int32_t *work) {
+                                               void *work, size_t work_bytes) {
     (void)stream;
-    if (stats && stats[MK_STAT_FINITE] == 0.0f) return MK_OK;
+    mk_status st = check_work("pair_sums_backward_adamw_bf16", rows, T, V, work, work_bytes);
+    if (st != MK_OK || (stats && stats[MK_STAT_FINITE] == 0.0f)) return st;
     pair_update u = {mk_adamw_prepare(args), P, p, m, v, seed};
     return mk_pair_grad_groups_cpu(grad, tokens, rows, T, P, V, work, update_bf16, &u);
 }

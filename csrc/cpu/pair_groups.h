@@ -4,13 +4,20 @@
 #define MANAKA_CPU_PAIR_GROUPS_H
 #include "../backend.h"
 
+/* Scratch of the groups below: each row's present tokens sorted [rows, T], their counts
+ * [rows], and the (row, slot) list bucketed by token value ([V + 1] starts and [rows, T]
+ * entries). The CPU's scratch_bytes (backend_cpu.c). */
+static inline int64_t mk_pair_adamw_work_ints(int64_t rows, int64_t T, int64_t V) {
+    return 2 * rows * T + rows + V + 1;
+}
+
 /* Called once per group h (table rows h (h + 1) / 2 .. + h, the pairs whose larger token is
  * h), from any thread, with the group's gradient acc [(h + 1) P] (exactly
  * pair_sums_backward's rows, same bits). Group results must not depend on the thread. */
 typedef void (*mk_pair_group_fn)(void *ctx, int64_t h, const float *acc);
 
 /* Runs `fn` on every group of the pair table's gradient for grad [rows, P] and tokens
- * [rows, T]; `work` as in backend.h (mk_pair_adamw_work_ints). MK_ERR_NOMEM (no group
+ * [rows, T]; `work` of mk_pair_adamw_work_ints(rows, T, V) int32. MK_ERR_NOMEM (no group
  * visited) if a thread's buffer cannot be allocated. */
 mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int64_t rows,
                                   int64_t T, int64_t P, int64_t V, int32_t *work,

@@ -1,6 +1,7 @@
 /* The CUDA backend's table: the same entries as the CPU's (../backend.h), so model.c runs
  * unchanged on the GPU. The fused ops' launchers take the stream last (they are also the
- * public C API of csrc/cuda); the table adapts them to the stream-first convention. */
+ * public C API of csrc/cuda); the table adapts them to the stream-first convention and
+ * calls their _ws forms, which take the step's scratch instead of allocating. */
 #include "backend_cuda.h"
 #include "common.cuh"
 
@@ -12,9 +13,10 @@ static mk_status gather_dot(void *s, const float *hidden, const float *table,
 static mk_status gather_dot_backward(void *s, const float *grad, const float *hidden,
                                      const float *table, const int32_t *indices,
                                      const int32_t *counts, int64_t B, int64_t L, int64_t W,
-                                     int64_t M, float *grad_hidden, float *grad_table) {
-    return mk_gather_dot_backward_cuda(grad, hidden, table, indices, counts, B, L, W, M,
-                                       grad_hidden, grad_table, s);
+                                     int64_t M, float *grad_hidden, float *grad_table,
+                                     void *work, size_t work_bytes) {
+    return mk_gather_dot_backward_cuda_ws(grad, hidden, table, indices, counts, B, L, W, M,
+                                          grad_hidden, grad_table, work, work_bytes, s);
 }
 static mk_status power_sums(void *s, const float *emb, const int32_t *tokens, int64_t rows,
                             int64_t T, int64_t D, int64_t K, float *out) {
@@ -22,8 +24,10 @@ static mk_status power_sums(void *s, const float *emb, const int32_t *tokens, in
 }
 static mk_status power_sums_backward(void *s, const float *grad, const float *emb,
                                      const int32_t *tokens, int64_t rows, int64_t T, int64_t D,
-                                     int64_t K, int64_t V, float *grad_emb) {
-    return mk_power_sums_backward_cuda(grad, emb, tokens, rows, T, D, K, V, grad_emb, s);
+                                     int64_t K, int64_t V, float *grad_emb, void *work,
+                                     size_t work_bytes) {
+    return mk_power_sums_backward_cuda_ws(grad, emb, tokens, rows, T, D, K, V, grad_emb, work,
+                                          work_bytes, s);
 }
 static mk_status pair_sums(void *s, const float *pair_table, const int32_t *tokens, int64_t rows,
                            int64_t T, int64_t P, float *out) {
@@ -31,30 +35,45 @@ static mk_status pair_sums(void *s, const float *pair_table, const int32_t *toke
 }
 static mk_status pair_sums_backward(void *s, const float *grad, const int32_t *tokens,
                                     int64_t rows, int64_t T, int64_t P, int64_t num_pairs,
-                                    float *grad_pair_table) {
-    return mk_pair_sums_backward_cuda(grad, tokens, rows, T, P, num_pairs, grad_pair_table, s);
+                                    float *grad_pair_table, void *work, size_t work_bytes) {
+    return mk_pair_sums_backward_cuda_ws(grad, tokens, rows, T, P, num_pairs, grad_pair_table,
+                                         work, work_bytes, s);
 }
 
-/* The pair table's gradient goes straight into AdamW (pair_sums.cu); the CPU's scratch
- * `work` is not needed: the GPU path keeps its buckets in the workspace pool. */
+/* The pair table's gradient goes straight into AdamW (pair_sums.cu), bucketed in `work`. */
 static mk_status pair_sums_backward_adamw(void *s, const float *grad, const int32_t *tokens,
                                           int64_t rows, int64_t T, int64_t P, int64_t V,
                                           float *p, float *m, float *v,
                                           const mk_adamw_args *args, const float *stats,
-                                          int32_t *work) {
-    (void)work;
-    return mk_pair_sums_backward_adamw_cuda(grad, tokens, rows, T, P, V, p, m, v, args, stats, s);
+                                          void *work, size_t work_bytes) {
+    return mk_pair_sums_backward_adamw_cuda(grad, tokens, rows, T, P, V, p, m, v, args, stats,
+                                            work, work_bytes, s);
 }
 
 static mk_status pair_sums_backward_adamw_bf16(void *s, const float *grad,
                                                const int32_t *tokens, int64_t rows, int64_t T,
                                                int64_t P, int64_t V, float *p, uint16_t *m,
                                                uint16_t *v, const mk_adamw_args *args,
-                                               const float *stats, uint64_t seed,
-                                               int32_t *work) {
-    (void)work;
+                                               const float *stats, uint64_t seed, void *work,
+                                               size_t work_bytes) {
     return mk_pair_sums_backward_adamw_bf16_cuda(grad, tokens, rows, T, P, V, p, m, v, args,
-                                                 stats, seed, s);
+                                                 stats, seed, work, work_bytes, s);
+}
+
+/* Every scratch user is a bucket sort, and they run one after another on the step's
+ * stream: the largest of them is enough for all. */
+extern "C" mk_status mk_scratch_bytes_cuda(const mk_step_shapes *sh, size_t *bytes) {
+    size_t gather = 0, power = 0, pair = 0;
+    mk_status st;
+    *bytes = 0;
+    if ((st = mk_gather_dot_backward_cuda_ws_bytes(sh->B, sh->L, sh->M, &gather)) != MK_OK ||
+        (st = mk_power_sums_backward_cuda_ws_bytes(sh->rows, sh->T, sh->V, &power)) != MK_OK ||
+        (st = mk_pair_sums_backward_cuda_ws_bytes(sh->rows, sh->T, mk_num_pairs(sh->V), &pair)) !=
+            MK_OK)
+        return st;
+    *bytes = gather > power ? gather : power;
+    if (pair > *bytes) *bytes = pair;
+    return MK_OK;
 }
 
 extern "C" const mk_backend mk_backend_cuda = {
@@ -94,4 +113,5 @@ extern "C" const mk_backend mk_backend_cuda = {
     mk_stream_wait_event_cuda,
     mk_event_synchronize_cuda,
     mk_batch_check_cuda,
+    mk_scratch_bytes_cuda,
 };

@@ -54,7 +54,7 @@ mk_status mk_pair_sums_backward_adamw_cuda(const float *grad, const int32_t *tok
                                            int64_t rows, int64_t T, int64_t P, int64_t V,
                                            float *p, float *m, float *v,
                                            const mk_adamw_args *args, const float *stats,
-                                           void *stream);
+                                           void *work, size_t work_bytes, void *stream);
 /* adamw_bf16.cu; pair_sums.cu: the same two updates with bf16 moments */
 mk_status mk_adamw_bf16_cuda(void *stream, float *p, const float *g, uint16_t *m, uint16_t *v,
                              int64_t n, const mk_adamw_args *args, const float *stats,
@@ -63,7 +63,13 @@ mk_status mk_pair_sums_backward_adamw_bf16_cuda(const float *grad, const int32_t
                                                 int64_t rows, int64_t T, int64_t P, int64_t V,
                                                 float *p, uint16_t *m, uint16_t *v,
                                                 const mk_adamw_args *args, const float *stats,
-                                                uint64_t seed, void *stream);
+                                                uint64_t seed, void *work, size_t work_bytes,
+                                                void *stream);
+
+/* backend_cuda.cu: the scratch a training step's ops need (the largest of the bucket
+ * sorts of gather_dot_backward, power_sums_backward and the pair-table backward, which
+ * run one after another on the step's stream and so share one region). */
+mk_status mk_scratch_bytes_cuda(const mk_step_shapes *shapes, size_t *bytes);
 
 /* policy_head.cu: the fused policy head */
 mk_status mk_policy_head_cuda(void *stream, const float *q, const float *table,

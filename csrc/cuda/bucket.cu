@@ -32,30 +32,61 @@ static int key_bits(int32_t num_keys) {
     return bits;
 }
 
-mk_status mk_buckets_alloc(mk_buckets *bk, int64_t n, int64_t num_keys, cudaStream_t stream) {
+/* Every buffer starts on a 256-byte boundary, as cudaMalloc's would (CUB's scratch asks
+ * for it, and it keeps the key and id arrays' accesses coalesced). */
+#define BUCKET_ALIGN ((size_t)256)
+static size_t round_up(size_t bytes) { return (bytes + BUCKET_ALIGN - 1) / BUCKET_ALIGN * BUCKET_ALIGN; }
+
+/* The layout behind mk_buckets_bytes and mk_buckets_carve, computed in one place: CUB's
+ * scratch for sorting n (at least 1) entries on the key's bits, and the total. */
+static mk_status bucket_sizes(int64_t n, int64_t num_keys, size_t *temp_bytes, size_t *total) {
     mk_status status = MK_OK;
-    memset(bk, 0, sizeof *bk);
+    *temp_bytes = *total = 0;
     if (n < 0 || n >= INT32_MAX || num_keys < 0 || num_keys >= INT32_MAX)
         return mk_fail(MK_ERR_VALUE,
                        "the CUDA backend groups at most 2^31 - 1 entries over 2^31 - 1 rows "
                        "(got %lld entries, %lld rows)",
                        (long long)n, (long long)num_keys);
+    const size_t words = (size_t)(n > 0 ? n : 1);
+    MK_CUDA_TRY(cub::DeviceRadixSort::SortPairs(NULL, *temp_bytes, (const uint32_t *)NULL,
+                                                (uint32_t *)NULL, (const int32_t *)NULL,
+                                                (int32_t *)NULL, (int)words, 0,
+                                                key_bits((int32_t)num_keys)));
+    /* keys, sorted_keys, ids, order; starts; CUB's scratch; slack to align the base */
+    *total = 4 * round_up(words * 4) + round_up(((size_t)num_keys + 1) * 4) +
+             round_up(*temp_bytes ? *temp_bytes : 1) + BUCKET_ALIGN - 1;
+done:
+    return status;
+}
+
+mk_status mk_buckets_bytes(int64_t n, int64_t num_keys, size_t *bytes) {
+    size_t temp_bytes;
+    return bucket_sizes(n, num_keys, &temp_bytes, bytes);
+}
+
+mk_status mk_buckets_carve(mk_buckets *bk, int64_t n, int64_t num_keys, void *work,
+                           size_t work_bytes, const char *op) {
+    size_t temp_bytes, need;
+    memset(bk, 0, sizeof *bk);
+    mk_status status = bucket_sizes(n, num_keys, &temp_bytes, &need);
+    if (status != MK_OK) return status;
+    if (!work || work_bytes < need)
+        return mk_fail(MK_ERR_VALUE,
+                       "%s: the scratch given holds %zu bytes; grouping %lld entries over %lld "
+                       "keys needs %zu",
+                       op, work ? work_bytes : (size_t)0, (long long)n, (long long)num_keys, need);
+    const size_t words = round_up((size_t)(n > 0 ? n : 1) * 4);
+    char *at = (char *)(((uintptr_t)work + BUCKET_ALIGN - 1) / BUCKET_ALIGN * BUCKET_ALIGN);
     bk->n = n;
     bk->num_keys = (int32_t)num_keys;
-    size_t words = (size_t)(n > 0 ? n : 1);
-    MK_CUDA_TRY(mk_workspace_alloc((void **)&bk->keys, words * sizeof(uint32_t), stream));
-    MK_CUDA_TRY(mk_workspace_alloc((void **)&bk->sorted_keys, words * sizeof(uint32_t), stream));
-    MK_CUDA_TRY(mk_workspace_alloc((void **)&bk->ids, words * sizeof(int32_t), stream));
-    MK_CUDA_TRY(mk_workspace_alloc((void **)&bk->order, words * sizeof(int32_t), stream));
-    MK_CUDA_TRY(mk_workspace_alloc((void **)&bk->starts, ((size_t)num_keys + 1) * sizeof(int32_t),
-                                stream));
-    MK_CUDA_TRY(cub::DeviceRadixSort::SortPairs(NULL, bk->temp_bytes, bk->keys, bk->sorted_keys,
-                                                bk->ids, bk->order, (int)words, 0,
-                                                key_bits(bk->num_keys), stream));
-    MK_CUDA_TRY(mk_workspace_alloc(&bk->temp, bk->temp_bytes ? bk->temp_bytes : 1, stream));
-done:
-    if (status != MK_OK) mk_buckets_free(bk, stream);
-    return status;
+    bk->keys = (uint32_t *)at;
+    bk->sorted_keys = (uint32_t *)(at += words);
+    bk->ids = (int32_t *)(at += words);
+    bk->order = (int32_t *)(at += words);
+    bk->starts = (int32_t *)(at += words);
+    bk->temp = at + round_up(((size_t)num_keys + 1) * 4);
+    bk->temp_bytes = temp_bytes;
+    return MK_OK;
 }
 
 mk_status mk_buckets_sort(mk_buckets *bk, cudaStream_t stream) {
@@ -72,17 +103,5 @@ mk_status mk_buckets_sort(mk_buckets *bk, cudaStream_t stream) {
         bk->sorted_keys, bk->n, bk->num_keys, bk->starts);
     MK_CUDA_LAUNCHED("bucket_starts_kernel");
 done:
-    return status;
-}
-
-mk_status mk_buckets_free(mk_buckets *bk, cudaStream_t stream) {
-    mk_status status = MK_OK;
-    void *buffers[] = {bk->keys, bk->sorted_keys, bk->ids, bk->order, bk->starts, bk->temp};
-    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) {
-        cudaError_t err = buffers[i] ? mk_workspace_free(buffers[i], stream) : cudaSuccess;
-        if (err != cudaSuccess && status == MK_OK)
-            status = mk_cuda_error(err, "mk_workspace_free(bucket buffer)", __FILE__, __LINE__);
-    }
-    memset(bk, 0, sizeof *bk);
     return status;
 }

@@ -41,6 +41,12 @@ static inline mk_status mk_cuda_error(cudaError_t err, const char *what, const c
 extern "C" unsigned long long mk_cuda_launches;
 #define MK_CUDA_COUNT_LAUNCH() __atomic_fetch_add(&mk_cuda_launches, 1ull, __ATOMIC_RELAXED)
 
+/* Device memory allocations made by manaka (cudaMalloc and the workspace pool), for the
+ * test that a training step allocates nothing once its model's arena is sized: a
+ * process-wide counter like the launch count, read through manaka._cuda.alloc_count(). */
+extern "C" unsigned long long mk_cuda_allocations;
+#define MK_CUDA_COUNT_ALLOC() __atomic_fetch_add(&mk_cuda_allocations, 1ull, __ATOMIC_RELAXED)
+
 #define MK_CUDA_LAUNCHED(name)                                                 \
     do {                                                                       \
         MK_CUDA_COUNT_LAUNCH();                                                \

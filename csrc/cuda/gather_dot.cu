@@ -179,22 +179,37 @@ static mk_status check_sizes(int64_t B, int64_t W) {
     return MK_OK;
 }
 
-extern "C" mk_status mk_gather_dot_backward_cuda(const float *grad, const float *hidden,
-                                                 const float *table, const int32_t *indices,
-                                                 const int32_t *counts, int64_t B, int64_t L,
-                                                 int64_t W, int64_t M, float *grad_hidden,
-                                                 float *grad_table, void *stream) {
+/* grad_table is wanted and not empty: the only part that needs scratch. */
+static bool wants_table_grad(const float *grad_table, int64_t M, int64_t W) {
+    return grad_table && M > 0 && W > 0;
+}
+
+extern "C" mk_status mk_gather_dot_backward_cuda_ws_bytes(int64_t B, int64_t L, int64_t M,
+                                                          size_t *bytes) {
+    *bytes = 0;
+    return M > 0 ? mk_buckets_bytes(B * L, M, bytes) : MK_OK;
+}
+
+extern "C" mk_status mk_gather_dot_backward_cuda_ws(const float *grad, const float *hidden,
+                                                    const float *table, const int32_t *indices,
+                                                    const int32_t *counts, int64_t B, int64_t L,
+                                                    int64_t W, int64_t M, float *grad_hidden,
+                                                    float *grad_table, void *work,
+                                                    size_t work_bytes, void *stream) {
     mk_status status = check_sizes(B, W);
     cudaStream_t s = MK_STREAM(stream);
+    const bool table_grad = wants_table_grad(grad_table, M, W);
     mk_buckets bk;
-    memset(&bk, 0, sizeof bk);
     if (status != MK_OK) return status;
+    /* the scratch is checked before anything is launched: too small writes nothing */
+    if (table_grad && (status = mk_buckets_carve(&bk, B * L, M, work, work_bytes,
+                                                 "gather_dot_backward")) != MK_OK)
+        return status;
     if (grad_hidden && B > 0 && W > 0) {
         status = grad_hidden_cuda(grad, table, indices, counts, B, L, W, grad_hidden, s);
         if (status != MK_OK) return status;
     }
-    if (!grad_table || M == 0 || W == 0) return MK_OK;
-    if ((status = mk_buckets_alloc(&bk, B * L, M, s)) != MK_OK) return status;
+    if (!table_grad) return MK_OK;
     if (B * L > 0) {
         gather_dot_keys_kernel<<<mk_blocks_for(B * L, 256), 256, 0, s>>>(indices, counts, B, L,
                                                                         (int32_t)M, bk.keys);
@@ -206,10 +221,25 @@ extern "C" mk_status mk_gather_dot_backward_cuda(const float *grad, const float 
                                                               M, L, (int)W, grad_table);
     MK_CUDA_LAUNCHED("gather_dot_grad_table_kernel");
 done:
-    {
-        mk_status freed = mk_buckets_free(&bk, s);
-        return status != MK_OK ? status : freed;
-    }
+    return status;
+}
+
+/* The public op's path: scratch from the workspace pool around the launcher above. */
+extern "C" mk_status mk_gather_dot_backward_cuda(const float *grad, const float *hidden,
+                                                 const float *table, const int32_t *indices,
+                                                 const int32_t *counts, int64_t B, int64_t L,
+                                                 int64_t W, int64_t M, float *grad_hidden,
+                                                 float *grad_table, void *stream) {
+    size_t bytes = 0;
+    void *work = NULL;
+    mk_status status = wants_table_grad(grad_table, M, W)
+                           ? mk_gather_dot_backward_cuda_ws_bytes(B, L, M, &bytes)
+                           : MK_OK;
+    if (status == MK_OK) status = mk_work_alloc(&work, bytes, MK_STREAM(stream));
+    if (status != MK_OK) return status;
+    status = mk_gather_dot_backward_cuda_ws(grad, hidden, table, indices, counts, B, L, W, M,
+                                            grad_hidden, grad_table, work, bytes, stream);
+    return mk_work_free(work, status, MK_STREAM(stream));
 }
 
 extern "C" mk_status mk_gather_dot_backward_atomic_cuda(

@@ -7,6 +7,7 @@
 mk_status mk_alloc_cuda(void *stream, size_t bytes, void **out) {
     (void)stream;
     *out = NULL;
+    MK_CUDA_COUNT_ALLOC();
     cudaError_t err = cudaMalloc(out, bytes ? bytes : 64); /* cudaMalloc aligns to 256 bytes */
     if (err == cudaErrorMemoryAllocation) {
         cudaGetLastError(); /* clear the sticky-free error so later calls are not blamed */

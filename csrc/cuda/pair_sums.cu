@@ -201,41 +201,38 @@ done:
     return status;
 }
 
-/* Where each pair table row's contributions are: buckets of (row, pair) entries keyed by
- * table row, stable in entry order (so each sum has a fixed order: reproducible). */
-static mk_status pair_buckets(const int32_t *tokens, int64_t rows, int64_t T, int64_t num_pairs,
-                              mk_buckets *bk, cudaStream_t s) {
-    mk_status status = MK_OK;
-    const int64_t pairs = T * (T - 1) / 2;
-    if ((status = mk_buckets_alloc(bk, rows * pairs, num_pairs, s)) != MK_OK) return status;
-    if (rows * pairs > 0) {
-        pair_sums_keys_kernel<<<mk_blocks_for(rows * pairs, 256), 256, 0, s>>>(
-            tokens, rows, T, (int32_t)num_pairs, bk->keys);
-        MK_CUDA_LAUNCHED("pair_sums_keys_kernel");
-    }
-    status = mk_buckets_sort(bk, s);
-done:
-    return status;
+extern "C" mk_status mk_pair_sums_backward_cuda_ws_bytes(int64_t rows, int64_t T,
+                                                         int64_t num_pairs, size_t *bytes) {
+    *bytes = 0;
+    return num_pairs > 0 ? mk_buckets_bytes(rows * (T * (T - 1) / 2), num_pairs, bytes) : MK_OK;
 }
 
-/* The deterministic backward: bucket the (row, pair) entries by table row, then either
- * write each row's gradient (grad_pair_table) or, when it is NULL, feed it straight to
- * AdamW over (p, m, v) with `args` (moments float32 or bf16 rounded with `seed`), skipped
- * on the device when stats says not finite. */
+/* The deterministic backward: bucket the (row, pair) entries by table row (stable in entry
+ * order, so each sum has a fixed order: reproducible), then either write each row's
+ * gradient (grad_pair_table) or, when it is NULL, feed it straight to AdamW over (p, m, v)
+ * with `args` (moments float32 or bf16 rounded with `seed`), skipped on the device when
+ * stats says not finite. The buckets live in `work` (checked before any launch). */
 template <typename Moment>
 static mk_status pair_sums_backward_sorted(const char *op, const float *grad,
                                            const int32_t *tokens, int64_t rows, int64_t T,
                                            int64_t P, int64_t num_pairs, float *grad_pair_table,
                                            float *p, Moment *m, Moment *v,
                                            const mk_adamw_args *args, const float *stats,
-                                           uint64_t seed, cudaStream_t s) {
+                                           uint64_t seed, void *work, size_t work_bytes,
+                                           cudaStream_t s) {
     mk_status status = MK_OK;
     const int64_t pairs = T * (T - 1) / 2;
     mk_buckets bk;
-    memset(&bk, 0, sizeof bk);
     if (num_pairs == 0 || P == 0) return MK_OK;
     if ((status = check_sizes(op, rows, T, P, 0)) != MK_OK) return status;
-    if ((status = pair_buckets(tokens, rows, T, num_pairs, &bk, s)) != MK_OK) goto done;
+    if ((status = mk_buckets_carve(&bk, rows * pairs, num_pairs, work, work_bytes, op)) != MK_OK)
+        return status;
+    if (rows * pairs > 0) {
+        pair_sums_keys_kernel<<<mk_blocks_for(rows * pairs, 256), 256, 0, s>>>(
+            tokens, rows, T, (int32_t)num_pairs, bk.keys);
+        MK_CUDA_LAUNCHED("pair_sums_keys_kernel");
+    }
+    if ((status = mk_buckets_sort(&bk, s)) != MK_OK) goto done;
     if (grad_pair_table) {
         pair_sums_grad_table_kernel<<<mk_blocks_for(num_pairs * P, 256), 256, 0, s>>>(
             grad, bk.order, bk.starts, num_pairs, pairs > 0 ? pairs : 1, P, grad_pair_table);
@@ -247,41 +244,52 @@ static mk_status pair_sums_backward_sorted(const char *op, const float *grad,
         MK_CUDA_LAUNCHED("pair_sums_adamw_kernel");
     }
 done:
-    {
-        mk_status freed = mk_buckets_free(&bk, s);
-        return status != MK_OK ? status : freed;
-    }
+    return status;
 }
 
+extern "C" mk_status mk_pair_sums_backward_cuda_ws(const float *grad, const int32_t *tokens,
+                                                   int64_t rows, int64_t T, int64_t P,
+                                                   int64_t num_pairs, float *grad_pair_table,
+                                                   void *work, size_t work_bytes, void *stream) {
+    return pair_sums_backward_sorted<float>("pair_sums_backward", grad, tokens, rows, T, P,
+                                            num_pairs, grad_pair_table, NULL, NULL, NULL, NULL,
+                                            NULL, 0, work, work_bytes, MK_STREAM(stream));
+}
+
+/* The public op's path: scratch from the workspace pool around the launcher above. */
 extern "C" mk_status mk_pair_sums_backward_cuda(const float *grad, const int32_t *tokens,
                                                 int64_t rows, int64_t T, int64_t P,
                                                 int64_t num_pairs, float *grad_pair_table,
                                                 void *stream) {
-    return pair_sums_backward_sorted<float>("pair_sums_backward", grad, tokens, rows, T, P,
-                                            num_pairs, grad_pair_table, NULL, NULL, NULL, NULL,
-                                            NULL, 0, MK_STREAM(stream));
+    size_t bytes = 0;
+    void *work = NULL;
+    mk_status status = P > 0 ? mk_pair_sums_backward_cuda_ws_bytes(rows, T, num_pairs, &bytes)
+                             : MK_OK;
+    if (status == MK_OK) status = mk_work_alloc(&work, bytes, MK_STREAM(stream));
+    if (status != MK_OK) return status;
+    status = mk_pair_sums_backward_cuda_ws(grad, tokens, rows, T, P, num_pairs, grad_pair_table,
+                                           work, bytes, stream);
+    return mk_work_free(work, status, MK_STREAM(stream));
 }
 
 extern "C" mk_status mk_pair_sums_backward_adamw_cuda(const float *grad, const int32_t *tokens,
                                                       int64_t rows, int64_t T, int64_t P,
                                                       int64_t V, float *p, float *m, float *v,
                                                       const mk_adamw_args *args,
-                                                      const float *stats, void *stream) {
+                                                      const float *stats, void *work,
+                                                      size_t work_bytes, void *stream) {
     return pair_sums_backward_sorted<float>("pair_sums_backward_adamw", grad, tokens, rows, T, P,
-                                            mk_num_pairs(V), NULL, p, m, v, args, stats, 0,
-                                            MK_STREAM(stream));
+                                            mk_num_pairs(V), NULL, p, m, v, args, stats, 0, work,
+                                            work_bytes, MK_STREAM(stream));
 }
 
-extern "C" mk_status mk_pair_sums_backward_adamw_bf16_cuda(const float *grad,
-                                                           const int32_t *tokens, int64_t rows,
-                                                           int64_t T, int64_t P, int64_t V,
-                                                           float *p, uint16_t *m, uint16_t *v,
-                                                           const mk_adamw_args *args,
-                                                           const float *stats, uint64_t seed,
-                                                           void *stream) {
+extern "C" mk_status mk_pair_sums_backward_adamw_bf16_cuda(
+    const float *grad, const int32_t *tokens, int64_t rows, int64_t T, int64_t P, int64_t V,
+    float *p, uint16_t *m, uint16_t *v, const mk_adamw_args *args, const float *stats,
+    uint64_t seed, void *work, size_t work_bytes, void *stream) {
     return pair_sums_backward_sorted<uint16_t>("pair_sums_backward_adamw_bf16", grad, tokens,
                                                rows, T, P, mk_num_pairs(V), NULL, p, m, v, args,
-                                               stats, seed, MK_STREAM(stream));
+                                               stats, seed, work, work_bytes, MK_STREAM(stream));
 }
 
 extern "C" mk_status mk_pair_sums_backward_atomic_cuda(const float *grad, const int32_t *tokens,

@@ -120,18 +120,26 @@ done:
     return status;
 }
 
-extern "C" mk_status mk_power_sums_backward_cuda(const float *grad, const float *emb,
-                                                 const int32_t *tokens, int64_t rows, int64_t T,
-                                                 int64_t D, int64_t K, int64_t V,
-                                                 float *grad_emb, void *stream) {
+extern "C" mk_status mk_power_sums_backward_cuda_ws_bytes(int64_t rows, int64_t T, int64_t V,
+                                                          size_t *bytes) {
+    *bytes = 0;
+    return V > 0 ? mk_buckets_bytes(rows * T, V, bytes) : MK_OK;
+}
+
+extern "C" mk_status mk_power_sums_backward_cuda_ws(const float *grad, const float *emb,
+                                                    const int32_t *tokens, int64_t rows,
+                                                    int64_t T, int64_t D, int64_t K, int64_t V,
+                                                    float *grad_emb, void *work,
+                                                    size_t work_bytes, void *stream) {
     mk_status status = MK_OK;
     cudaStream_t s = MK_STREAM(stream);
     mk_buckets bk;
-    memset(&bk, 0, sizeof bk);
     if (V == 0 || D == 0) return MK_OK;
     if (D > INT32_MAX || K > INT32_MAX || K < 1)
         return mk_fail(MK_ERR_VALUE, "power_sums_backward: need 1 <= K and D below 2^31 on the GPU");
-    if ((status = mk_buckets_alloc(&bk, rows * T, V, s)) != MK_OK) return status;
+    if ((status = mk_buckets_carve(&bk, rows * T, V, work, work_bytes, "power_sums_backward")) !=
+        MK_OK)
+        return status;
     if (rows * T > 0) {
         power_sums_keys_kernel<<<mk_blocks_for(rows * T, 256), 256, 0, s>>>(tokens, rows * T,
                                                                            (int32_t)V, bk.keys);
@@ -143,8 +151,20 @@ extern "C" mk_status mk_power_sums_backward_cuda(const float *grad, const float 
                                                             (int)D, (int)K, grad_emb);
     MK_CUDA_LAUNCHED("power_sums_grad_emb_kernel");
 done:
-    {
-        mk_status freed = mk_buckets_free(&bk, s);
-        return status != MK_OK ? status : freed;
-    }
+    return status;
+}
+
+/* The public op's path: scratch from the workspace pool around the launcher above. */
+extern "C" mk_status mk_power_sums_backward_cuda(const float *grad, const float *emb,
+                                                 const int32_t *tokens, int64_t rows, int64_t T,
+                                                 int64_t D, int64_t K, int64_t V,
+                                                 float *grad_emb, void *stream) {
+    size_t bytes = 0;
+    void *work = NULL;
+    mk_status status = D > 0 ? mk_power_sums_backward_cuda_ws_bytes(rows, T, V, &bytes) : MK_OK;
+    if (status == MK_OK) status = mk_work_alloc(&work, bytes, MK_STREAM(stream));
+    if (status != MK_OK) return status;
+    status = mk_power_sums_backward_cuda_ws(grad, emb, tokens, rows, T, D, K, V, grad_emb, work,
+                                            bytes, stream);
+    return mk_work_free(work, status, MK_STREAM(stream));
 }

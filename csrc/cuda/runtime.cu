@@ -35,6 +35,7 @@ extern "C" void mk_cuda_versions(int *runtime, int *driver) {
 extern "C" mk_status mk_cuda_malloc(void **ptr, size_t bytes) {
     *ptr = NULL;
     if (bytes == 0) return MK_OK;
+    MK_CUDA_COUNT_ALLOC();
     cudaError_t err = cudaMalloc(ptr, bytes);
     if (err == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError(); /* not sticky: clear it so later calls do not see it */

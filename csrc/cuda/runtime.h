@@ -34,6 +34,8 @@ mk_status mk_cuda_copy_device(void *dst, const void *src, size_t bytes, void *st
 mk_status mk_cuda_synchronize(void);
 /* Kernel launches (and cuBLAS calls) manaka has made so far in this process. */
 unsigned long long mk_cuda_launch_count(void);
+/* Device memory allocations (cudaMalloc and workspace pool) manaka has made so far. */
+unsigned long long mk_cuda_alloc_count(void);
 /* Free and total device memory of the current device, in bytes. */
 mk_status mk_cuda_mem_info(size_t *free_bytes, size_t *total_bytes);
 

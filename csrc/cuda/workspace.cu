@@ -29,6 +29,7 @@ cudaError_t mk_workspace_alloc(void **ptr, size_t bytes, cudaStream_t stream) {
     int device = 0;
     cudaError_t err = cudaGetDevice(&device);
     if (err != cudaSuccess) return err;
+    MK_CUDA_COUNT_ALLOC();
     if (device >= 0 && device < MAX_DEVICES) {
         std::call_once(created[device], create_pool, device);
         if (pools[device]) return cudaMallocFromPoolAsync(ptr, bytes, pools[device], stream);
@@ -38,4 +39,17 @@ cudaError_t mk_workspace_alloc(void **ptr, size_t bytes, cudaStream_t stream) {
 
 cudaError_t mk_workspace_free(void *ptr, cudaStream_t stream) {
     return ptr ? cudaFreeAsync(ptr, stream) : cudaSuccess; /* either pool: freed to its owner */
+}
+
+mk_status mk_work_alloc(void **work, size_t bytes, cudaStream_t stream) {
+    *work = NULL;
+    if (bytes) MK_CUDA_RETURN_IF(mk_workspace_alloc(work, bytes, stream));
+    return MK_OK;
+}
+
+mk_status mk_work_free(void *work, mk_status status, cudaStream_t stream) {
+    cudaError_t err = mk_workspace_free(work, stream);
+    if (err != cudaSuccess && status == MK_OK)
+        return mk_cuda_error(err, "mk_workspace_free", __FILE__, __LINE__);
+    return status;
 }

@@ -4,18 +4,20 @@
  * cannot show (its gradients differ in the last bits between the backends' GEMMs).
  *
  *   _core.backend_adamw(backend, p, g, m, v, hyper, seed=0, finite=True) -> (p, m, v)
- *   _core.backend_pair_adamw(backend, grad, tokens, p, m, v, hyper, seed=0, finite=True)
- *       -> (p, m, v)
+ *   _core.backend_pair_adamw(backend, grad, tokens, p, m, v, hyper, seed=0, finite=True,
+ *                            work_bytes=None) -> (p, m, v)
+ *   _core.backend_scratch_bytes(backend, B=0, L=0, M=0, rows=0, T=0, V=0) -> int
  *
  * backend: a name or a backend capsule (manaka._cuda.backend_table()); p float32; g
  * float32 like p; m, v like p, float32 (the fp32 entry) or uint16 (bf16 bits: the *_bf16
  * entry); grad float32 [rows, P], tokens integer [rows, T] in [-1, V) with p [V (V+1)/2, P];
  * hyper = (lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2);
- * finite=False sets the stats flag that makes the update a no-op. Inputs are not
- * modified: the results are new arrays. */
+ * finite=False sets the stats flag that makes the update a no-op; work_bytes gives the
+ * fused update that much scratch instead of the backend's scratch_bytes (to test that too
+ * little is refused). Inputs are not modified: the results are new arrays. */
 #include "model_binding.h"
 
-#define PROBE_MAX 6
+#define PROBE_MAX 8 /* p, m, v, stats, then g or grad, tokens and work */
 
 typedef struct {
     const mk_backend *be;
@@ -27,6 +29,10 @@ typedef struct {
 static void *probe_put(probe *pr, const void *host, size_t bytes, mk_status *st) {
     void *d = NULL;
     if (*st != MK_OK) return NULL;
+    if (pr->n == PROBE_MAX) {
+        *st = mk_fail(MK_ERR_RUNTIME, "backend probe: more than %d buffers", PROBE_MAX);
+        return NULL;
+    }
     if ((*st = pr->be->alloc(NULL, bytes ? bytes : 1, &d)) != MK_OK) return NULL;
     pr->dev[pr->n++] = d;
     if (host && bytes) *st = pr->be->to_device(NULL, d, host, bytes);
@@ -74,7 +80,7 @@ static int hyper_arg(PyObject *hyper, mk_adamw_args *a) {
 static PyObject *run(PyObject *backend_arg, PyArrayObject *p, PyArrayObject *g,
                      PyArrayObject *grad, PyArrayObject *tokens, PyArrayObject *m,
                      PyArrayObject *v, int bf16, const mk_adamw_args *args,
-                     unsigned long long seed, int finite) {
+                     unsigned long long seed, int finite, Py_ssize_t work_bytes) {
     probe pr = {mk_backend_from_arg(backend_arg), {0}, 0};
     if (!pr.be) return NULL;
     PyArrayObject *p_out = (PyArrayObject *)PyArray_NewCopy(p, NPY_CORDER);
@@ -98,12 +104,16 @@ static PyObject *run(PyObject *backend_arg, PyArrayObject *p, PyArrayObject *g,
         const int64_t T = PyArray_DIM(tokens, 1), V = mk_vocab_of_pairs(PyArray_DIM(p, 0));
         const float *dgrad = probe_put(&pr, PyArray_DATA(grad), (size_t)(rows * P) * 4, &st);
         const int32_t *dtok = probe_put(&pr, PyArray_DATA(tokens), (size_t)(rows * T) * 4, &st);
-        int32_t *work = probe_put(&pr, NULL, (size_t)mk_pair_adamw_work_ints(rows, T, V) * 4, &st);
+        const mk_step_shapes shapes = {.rows = rows, .T = T, .V = V};
+        size_t bytes = (size_t)work_bytes;
+        if (st == MK_OK && work_bytes < 0) st = pr.be->scratch_bytes(&shapes, &bytes);
+        void *work = probe_put(&pr, NULL, bytes, &st);
         if (st == MK_OK)
             st = bf16 ? pr.be->pair_sums_backward_adamw_bf16(NULL, dgrad, dtok, rows, T, P, V, dp,
-                                                             dm, dv, args, dstats, seed, work)
+                                                             dm, dv, args, dstats, seed, work,
+                                                             bytes)
                       : pr.be->pair_sums_backward_adamw(NULL, dgrad, dtok, rows, T, P, V, dp, dm,
-                                                        dv, args, dstats, work);
+                                                        dv, args, dstats, work, bytes);
     }
     if (st == MK_OK) st = pr.be->to_host(NULL, PyArray_DATA(p_out), dp, (size_t)n * 4);
     if (st == MK_OK) st = pr.be->to_host(NULL, PyArray_DATA(m), dm, (size_t)(n * msize));
@@ -135,7 +145,7 @@ static PyObject *py_backend_adamw(PyObject *self, PyObject *args, PyObject *kwar
         goto done;
     }
     int bf16 = moments_arg(mo, vo, p, op, &m, &v);
-    if (bf16 >= 0) out = run(backend, p, g, NULL, NULL, m, v, bf16, &a, seed, finite);
+    if (bf16 >= 0) out = run(backend, p, g, NULL, NULL, m, v, bf16, &a, seed, finite, 0);
 done:
     Py_XDECREF(p);
     Py_XDECREF(g);
@@ -146,14 +156,16 @@ done:
 
 static PyObject *py_backend_pair_adamw(PyObject *self, PyObject *args, PyObject *kwargs) {
     static const char op[] = "backend_pair_adamw";
-    static char *kw[] = {"backend", "grad", "tokens", "p", "m", "v", "hyper", "seed", "finite", NULL};
-    PyObject *backend, *grado, *toko, *po, *mo, *vo, *hyper, *out = NULL;
+    static char *kw[] = {"backend", "grad", "tokens", "p", "m", "v", "hyper", "seed", "finite",
+                         "work_bytes", NULL};
+    PyObject *backend, *grado, *toko, *po, *mo, *vo, *hyper, *out = NULL, *work_arg = Py_None;
     unsigned long long seed = 0;
     int finite = 1;
+    Py_ssize_t work_bytes = -1;
     PyArrayObject *grad = NULL, *tokens = NULL, *p = NULL, *m = NULL, *v = NULL;
     mk_adamw_args a;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOO|Kp", kw, &backend, &grado, &toko, &po,
-                                     &mo, &vo, &hyper, &seed, &finite) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOO|KpO", kw, &backend, &grado, &toko, &po,
+                                     &mo, &vo, &hyper, &seed, &finite, &work_arg) ||
         hyper_arg(hyper, &a) < 0 || !(grad = mk_float_arg(grado, op, "grad", 2)) ||
         !(tokens = mk_index_arg(toko, op, "tokens", 2)) || !(p = mk_float_arg(po, op, "p", 2)))
         goto done;
@@ -171,8 +183,16 @@ static PyObject *py_backend_pair_adamw(PyObject *self, PyObject *args, PyObject 
                          (Py_ssize_t)i, tok[i], (long long)V);
             goto done;
         }
+    if (work_arg != Py_None) {
+        work_bytes = PyNumber_AsSsize_t(work_arg, PyExc_OverflowError);
+        if (work_bytes == -1 && PyErr_Occurred()) goto done;
+        if (work_bytes < 0) {
+            PyErr_Format(PyExc_ValueError, "%s: work_bytes must be >= 0, got %zd", op, work_bytes);
+            goto done;
+        }
+    }
     int bf16 = moments_arg(mo, vo, p, op, &m, &v);
-    if (bf16 >= 0) out = run(backend, p, NULL, grad, tokens, m, v, bf16, &a, seed, finite);
+    if (bf16 >= 0) out = run(backend, p, NULL, grad, tokens, m, v, bf16, &a, seed, finite, work_bytes);
 done:
     Py_XDECREF(grad);
     Py_XDECREF(tokens);
@@ -182,14 +202,43 @@ done:
     return out;
 }
 
+/* The backend's scratch_bytes for the shapes of mk_step_shapes (backend.h). */
+static PyObject *py_backend_scratch_bytes(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *kw[] = {"backend", "B", "L", "M", "rows", "T", "V", NULL};
+    PyObject *backend;
+    long long d[6] = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|LLLLLL", kw, &backend, &d[0], &d[1], &d[2],
+                                     &d[3], &d[4], &d[5]))
+        return NULL;
+    for (int i = 0; i < 6; i++)
+        if (d[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "backend_scratch_bytes: %s must be >= 0, got %lld",
+                         kw[i + 1], d[i]);
+            return NULL;
+        }
+    const mk_backend *be = mk_backend_from_arg(backend);
+    if (!be) return NULL;
+    const mk_step_shapes shapes = {.B = d[0], .L = d[1], .M = d[2], .rows = d[3], .T = d[4],
+                                   .V = d[5]};
+    size_t bytes = 0;
+    mk_status st = be->scratch_bytes(&shapes, &bytes);
+    if (st != MK_OK) return mk_raise_status(st);
+    return PyLong_FromSize_t(bytes);
+}
+
 static PyMethodDef probe_methods[] = {
     {"backend_adamw", (PyCFunction)(void (*)(void))py_backend_adamw, METH_VARARGS | METH_KEYWORDS,
      "backend_adamw(backend, p, g, m, v, hyper, seed=0, finite=True) -> (p, m, v): one adamw "
      "(float32 m, v) or adamw_bf16 (uint16 m, v) of the backend on copies (tests)."},
     {"backend_pair_adamw", (PyCFunction)(void (*)(void))py_backend_pair_adamw,
      METH_VARARGS | METH_KEYWORDS,
-     "backend_pair_adamw(backend, grad, tokens, p, m, v, hyper, seed=0, finite=True) -> (p, m, v): "
-     "one fused pair-table update of the backend on copies (tests)."},
+     "backend_pair_adamw(backend, grad, tokens, p, m, v, hyper, seed=0, finite=True, "
+     "work_bytes=None) -> (p, m, v): one fused pair-table update of the backend on copies, with "
+     "the backend's scratch_bytes of scratch or work_bytes (tests)."},
+    {"backend_scratch_bytes", (PyCFunction)(void (*)(void))py_backend_scratch_bytes,
+     METH_VARARGS | METH_KEYWORDS,
+     "backend_scratch_bytes(backend, B=0, L=0, M=0, rows=0, T=0, V=0) -> int: the scratch the "
+     "backend's step primitives need for these shapes (tests)."},
     {NULL, NULL, 0, NULL},
 };
 

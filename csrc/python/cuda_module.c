@@ -60,6 +60,12 @@ static PyObject *py_launch_count(PyObject *self, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(mk_cuda_launch_count());
 }
 
+/* alloc_count() -> device memory allocations (cudaMalloc and the workspace pool) made so
+ * far by this process: the tests' proof that a warmed-up training step allocates nothing. */
+static PyObject *py_alloc_count(PyObject *self, PyObject *unused) {
+    return PyLong_FromUnsignedLongLong(mk_cuda_alloc_count());
+}
+
 /* mem_info() -> (free, total) bytes of the current device. */
 static PyObject *py_mem_info(PyObject *self, PyObject *unused) {
     size_t free_bytes = 0, total_bytes = 0;
@@ -82,6 +88,7 @@ static PyMethodDef module_methods[] = {
     {"build_info", py_build_info, METH_NOARGS, NULL},
     {"launch_count", py_launch_count, METH_NOARGS, NULL},
     {"mem_info", py_mem_info, METH_NOARGS, NULL},
+    {"alloc_count", py_alloc_count, METH_NOARGS, NULL},
     {"_device_copy", py_device_copy, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
