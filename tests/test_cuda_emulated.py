@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None or shutil.which("gcc") is None,
                                 reason="no g++/gcc to build the CPU emulation of the CUDA kernels")
 
-P, I64 = ctypes.c_void_p, ctypes.c_int64
+P, I64, SIZE = ctypes.c_void_p, ctypes.c_int64, ctypes.c_size_t
 
 
 class BadIndex(ctypes.Structure):  # mk_bad_index in csrc/cuda/runtime.h
@@ -35,6 +35,12 @@ SIGNATURES = {
     "mk_pair_sums_cuda": [P, P, I64, I64, I64, P, P],
     "mk_pair_sums_backward_cuda": [P, P, I64, I64, I64, I64, P, P],
     "mk_pair_sums_backward_atomic_cuda": [P, P, I64, I64, I64, I64, P, P],
+    "mk_gather_dot_backward_cuda_ws": [P, P, P, P, P, I64, I64, I64, I64, P, P, P, SIZE, P],
+    "mk_power_sums_backward_cuda_ws": [P, P, P, I64, I64, I64, I64, I64, P, P, SIZE, P],
+    "mk_pair_sums_backward_cuda_ws": [P, P, I64, I64, I64, I64, P, P, SIZE, P],
+    "mk_gather_dot_backward_cuda_ws_bytes": [I64, I64, I64, ctypes.POINTER(SIZE)],
+    "mk_power_sums_backward_cuda_ws_bytes": [I64, I64, I64, ctypes.POINTER(SIZE)],
+    "mk_pair_sums_backward_cuda_ws_bytes": [I64, I64, I64, ctypes.POINTER(SIZE)],
     "mk_check_legal_cuda": [P, P, I64, I64, I64, ctypes.POINTER(BadIndex), P],
     "mk_check_tokens_cuda": [P, I64, I64, ctypes.POINTER(BadIndex), P],
     "mk_narrow_to_int32_cuda": [P, ctypes.c_int, ctypes.c_int, I64, P, ctypes.POINTER(BadIndex), P],
@@ -196,6 +202,90 @@ def test_pair_sums_backward(emu, variant, Pw, T, V):
     out = unwritten((num_pairs, Pw))
     call(emu, variant, grad, tokens, B * S, T, Pw, num_pairs, out)
     close(out, ref.pair_sums_backward(grad, tokens, num_pairs))
+
+
+def backward_case(op, rng):
+    """One deterministic backward: (inputs, output shapes, size-query arguments), with
+    repeated keys and empty slots so every part of the bucket sort has work."""
+    if op == "gather_dot":
+        B, L, M, W = 5, 11, 9, 6
+        indices, counts = legal(rng, B, L, M, collide=4)
+        inputs = [rng.standard_normal((B, L)).astype(np.float32), rng.standard_normal((B, W)).astype(np.float32),
+                  rng.standard_normal((M, W)).astype(np.float32), indices, counts, B, L, W, M]
+        return inputs, [(B, W), (M, W)], (B, L, M)
+    if op == "power_sums":
+        rows, T, D, K, V = 6, 7, 5, 3, 8
+        tokens = tokens_for(rng, rows, 1, T, V).reshape(rows, T)
+        inputs = [rng.standard_normal((rows, K, D)).astype(np.float32), rng.standard_normal((V, D)).astype(np.float32),
+                  tokens, rows, T, D, K, V]
+        return inputs, [(V, D)], (rows, T, V)
+    rows, T, Pw, V = 6, 7, 3, 5
+    num_pairs = V * (V + 1) // 2
+    tokens = tokens_for(rng, rows, 1, T, V).reshape(rows, T)
+    return [rng.standard_normal((rows, Pw)).astype(np.float32), tokens, rows, T, Pw, num_pairs], \
+        [(num_pairs, Pw)], (rows, T, num_pairs)
+
+
+def ws_bytes(lib, op, args):
+    out = ctypes.c_size_t()
+    assert getattr(lib, f"mk_{op}_backward_cuda_ws_bytes")(*args, ctypes.byref(out)) == 0, lib.mk_error().decode()
+    return out.value
+
+
+CANARY = 0xCD
+
+
+@pytest.mark.parametrize("op", ["gather_dot", "power_sums", "pair_sums"])
+@pytest.mark.parametrize("offset", [0, 3, 100])
+def test_backward_on_caller_scratch_equals_the_pool_path_and_stays_inside_it(emu, op, offset):
+    """The _ws launcher on exactly ws_bytes of scratch, starting at any alignment, gives the
+    pool entry point's bits, and writes nothing outside [work, work + ws_bytes)."""
+    inputs, shapes, size_args = backward_case(op, np.random.default_rng(offset))
+    need = ws_bytes(emu, op, size_args)
+    assert need > 0
+    buf = np.full(offset + need + 512, CANARY, np.uint8)
+    want = [unwritten(s) for s in shapes]
+    call(emu, f"mk_{op}_backward_cuda", *inputs, *want)
+    got = [unwritten(s) for s in shapes]
+    status = getattr(emu, f"mk_{op}_backward_cuda_ws")(
+        *[ptr(a) if isinstance(a, np.ndarray) or a is None else a for a in inputs + got],
+        buf.ctypes.data + offset, need, None)
+    assert status == 0, emu.mk_error().decode()
+    for a, b in zip(got, want):
+        assert a.tobytes() == b.tobytes()
+    assert np.all(buf[:offset] == CANARY) and np.all(buf[offset + need:] == CANARY)
+
+
+@pytest.mark.parametrize("op", ["gather_dot", "power_sums", "pair_sums"])
+@pytest.mark.parametrize("short", [1, "all"])
+def test_backward_refuses_too_little_scratch_and_writes_nothing(emu, op, short):
+    inputs, shapes, size_args = backward_case(op, np.random.default_rng(7))
+    need = ws_bytes(emu, op, size_args)
+    buf = np.full(need, CANARY, np.uint8)
+    given, work = (need - 1, buf.ctypes.data) if short == 1 else (0, None)
+    out = [unwritten(s) for s in shapes]
+    status = getattr(emu, f"mk_{op}_backward_cuda_ws")(
+        *[ptr(a) if isinstance(a, np.ndarray) or a is None else a for a in inputs + out], work, given, None)
+    assert status == 1  # MK_ERR_VALUE
+    assert f"{op}_backward: the scratch given holds {given} bytes" in emu.mk_error().decode()
+    assert f"needs {need}" in emu.mk_error().decode()
+    assert all(np.all(np.isnan(o)) for o in out)  # not even grad_hidden
+    assert np.all(buf == CANARY)
+
+
+def test_scratch_sizes_follow_entries_and_keys(emu):
+    """More entries or more keys never need less; the gather and pair queries count their
+    own entries (B * L, rows * T (T - 1) / 2); a key-less op needs none."""
+    assert ws_bytes(emu, "gather_dot", (4, 6, 0)) == 0
+    assert ws_bytes(emu, "pair_sums", (4, 6, 0)) == 0
+    assert ws_bytes(emu, "gather_dot", (4, 6, 10)) == ws_bytes(emu, "gather_dot", (6, 4, 10))
+    assert ws_bytes(emu, "pair_sums", (3, 5, 10)) == ws_bytes(emu, "power_sums", (3, 10, 10)) == \
+        ws_bytes(emu, "gather_dot", (3, 10, 10))  # 30 entries over 10 keys each
+    small = ws_bytes(emu, "gather_dot", (4, 6, 10))
+    assert ws_bytes(emu, "gather_dot", (400, 6, 10)) > small < ws_bytes(emu, "gather_dot", (4, 6, 10000))
+    out = ctypes.c_size_t()
+    assert emu.mk_gather_dot_backward_cuda_ws_bytes(1 << 20, 1 << 12, 10, ctypes.byref(out)) == 1
+    assert "at most 2^31 - 1 entries" in emu.mk_error().decode()
 
 
 def first_legal_error(indices, counts, M):
