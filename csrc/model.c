@@ -483,6 +483,11 @@ mk_status mk_model_forward_loss(mk_model *m, const mk_batch *batch, float value_
     return MK_OK;
 }
 
+/* No gradient is zeroed before this pass, on any backend: each primitive overwrites its
+ * output (GEMMs with beta 0, the bias sums, and the bucketed scatters, which give every
+ * table row an owner and write a row with no entries as 0), so a step has no fill pass
+ * over the gradients to fold into a kernel. The scratch `a->work` is shared: these
+ * primitives and the fused pair-table update run one after another on the stream. */
 mk_status mk_model_backward(mk_model *m, int pair_table) {
     const mk_config *c = &m->cfg;
     const mk_backend *be = m->be;

@@ -1,6 +1,6 @@
 """Runs the GPU test files (tests/test_cuda_ops.py, test_device_array.py, test_cuda_step.py,
 test_cuda_bf16.py, test_bench_step_cuda.py, test_cuda_policy_head.py,
-test_cuda_device_batch.py)
+test_cuda_device_batch.py, test_cuda_arena.py)
 against manaka._cuda built on the CPU emulator: the real binding, kernels and runtime
 wrapper, with host memory standing in for device memory.
 
@@ -37,7 +37,7 @@ def main(argv):
         args += [os.path.join(ROOT, "tests", name) for name in
                  ("test_cuda_ops.py", "test_device_array.py", "test_cuda_step.py",
                   "test_cuda_bf16.py", "test_bench_step_cuda.py", "test_cuda_policy_head.py",
-                  "test_cuda_device_batch.py")]
+                  "test_cuda_device_batch.py", "test_cuda_arena.py")]
     return pytest.main(["-q", "-p", "no:cacheprovider", "-rs", *args])
 
 
