@@ -44,11 +44,18 @@ def shapes_within(cfg, B, L, seed):
             for i, (b, l) in enumerate([(B, L), (B // 2, L), (B, 2), (1, L), (B - 1, L - 1)])]
 
 
-@pytest.mark.parametrize("pair_state", ["float32", "bf16"])
-@pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
-def test_warm_steps_allocate_nothing_and_still_match_the_cpu(fused, pair_state):
+@pytest.mark.parametrize("fused, pair_state, head", [(True, "float32", "fused"), (False, "float32", "fused"),
+                                                    (True, "bf16", "fused"), (False, "bf16", "split"),
+                                                    (True, "float32", "split")],
+                         ids=["fused-f32", "unfused-f32", "fused-bf16", "unfused-bf16-split-head",
+                              "fused-f32-split-head"])
+def test_warm_steps_allocate_nothing_and_still_match_the_cpu(fused, pair_state, head):
+    """Every way through the step (pair-table update fused or not, fp32 or bf16 moments, the
+    fused or split policy head), at shapes within the arena, plus forward and loss_and_grad:
+    no allocation, and the same losses, gradients and parameters as the CPU."""
     cfg = cases.config(hidden=(7,))
-    cpu, gpu = mk.Model(cfg, device="cpu", seed=2), mk.Model(cfg, device="cuda", seed=2)
+    cpu = mk.Model(cfg, device="cpu", seed=2, policy_head=head)
+    gpu = mk.Model(cfg, device="cuda", seed=2, policy_head=head)
     opts = dict(lr=2e-2, weight_decay=0.1, pair_state_dtype=pair_state)
     t1, t2 = mk.Trainer(cpu, **opts), mk.Trainer(gpu, **opts)
     t1._core.fused = t2._core.fused = fused
