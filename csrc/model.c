@@ -57,6 +57,10 @@ struct mk_model {
     int64_t cap_B, cap_L;
     /* device backends: the batch slots and copy stream (batch_stage.h); NULL on the host */
     mk_batch_stage *stage;
+    /* the backend's last scratch_bytes answer, for (work_B, work_L): a training loop asks
+     * about the same shapes step after step, and the answer costs host queries (CUB's) */
+    int64_t work_B, work_L;
+    size_t work_size;
     /* the step in flight */
     mk_batch batch; /* device pointers (the host ones when the backend has host memory) */
     int has_soft;
@@ -293,11 +297,21 @@ static size_t carve(mk_model *m, char *base, int64_t B, int64_t L, size_t work_b
 }
 
 /* The scratch the backend's primitives need for a step on (B, L). */
-static mk_status scratch_for(const mk_model *m, int64_t B, int64_t L, size_t *bytes) {
+static mk_status scratch_for(mk_model *m, int64_t B, int64_t L, size_t *bytes) {
     const mk_config *c = &m->cfg;
     mk_step_shapes shapes = {.B = B, .L = L, .M = c->num_moves, .rows = B * S,
                              .T = c->tokens_per_side, .V = c->num_tokens};
-    return m->be->scratch_bytes(&shapes, bytes);
+    if (m->work_B == B && m->work_L == L && B > 0) {
+        *bytes = m->work_size;
+        return MK_OK;
+    }
+    mk_status st = m->be->scratch_bytes(&shapes, bytes);
+    if (st == MK_OK) {
+        m->work_B = B;
+        m->work_L = L;
+        m->work_size = *bytes;
+    }
+    return st;
 }
 
 /* Makes the arena large enough for (B, L): the one allocation of a model's steps, made

@@ -32,8 +32,8 @@ static int key_bits(int32_t num_keys) {
     return bits;
 }
 
-/* Every buffer starts on a 256-byte boundary, as cudaMalloc's would (CUB's scratch asks
- * for it, and it keeps the key and id arrays' accesses coalesced). */
+/* Every buffer starts on a 256-byte boundary, as it would from its own cudaMalloc: the
+ * kernels and CUB see the same alignment on the arena's scratch as on the pool's. */
 #define BUCKET_ALIGN ((size_t)256)
 static size_t round_up(size_t bytes) { return (bytes + BUCKET_ALIGN - 1) / BUCKET_ALIGN * BUCKET_ALIGN; }
 
