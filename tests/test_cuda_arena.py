@@ -81,12 +81,15 @@ def test_warm_steps_allocate_nothing_and_still_match_the_cpu(fused, pair_state, 
 
 
 def test_a_larger_batch_grows_the_arena_once():
-    """A larger B, then a larger L, each cost one allocation (the new arena) on the step
-    that brings it; every step after, at any shape within capacity, costs none."""
+    """The first step costs one allocation (the arena, scratch included); a larger B, then
+    a larger L, each cost one more (the new arena) on the step that brings it; every step
+    after, at any shape within capacity, costs none."""
     cfg = cases.config(hidden=(5,))
     gpu = mk.Model(cfg, device="cuda", seed=4)
     trainer = mk.Trainer(gpu, lr=1e-2)
+    before = allocations()
     trainer.step(cases.batch(cfg, B=3, L=4, seed=1))
+    assert allocations() - before == 1
     sizes = [gpu._core.arena_bytes]
     for i, (grow, then) in enumerate([((9, 4), [(9, 4), (3, 4), (2, 2)]),
                                       ((3, 13), [(9, 13), (1, 1), (9, 4), (3, 13)])]):
