@@ -66,6 +66,9 @@ typedef struct {
     int64_t rows, T, V;
 } mk_step_shapes;
 
+/* Scratch of batch_check (its answer: one first-fault key per rule, copied back at once). */
+#define MK_BATCH_CHECK_WORK_BYTES 64
+
 /* Scalars of one AdamW update, computed on the host from the step count (no device read). */
 typedef struct {
     float lr, beta1, beta2, eps, weight_decay;
@@ -228,9 +231,12 @@ typedef struct mk_backend {
     /* mk_batch_find_fault (batch.h) on a batch whose arrays are in this backend's memory
      * (it passed mk_batch_check_shape), run on `stream`: *fault receives the same first
      * fault, so mk_batch_fault_status words it like the host check. Returns once the
-     * answer is on the host (a GPU: one small device -> host read). */
+     * answer is on the host (a GPU: one small device -> host read). `work` is device
+     * scratch of MK_BATCH_CHECK_WORK_BYTES for that answer (the caller's, not the step's:
+     * the check runs on its own stream beside a step), so checking allocates nothing. */
     mk_status (*batch_check)(void *stream, const mk_batch *batch, int64_t V, int64_t M,
-                             int with_targets, mk_batch_fault *fault);
+                             int with_targets, mk_batch_fault *fault, void *work,
+                             size_t work_bytes);
 
     /* ------------------------------------------------------------ scratch */
     /* *bytes = the scratch (`work`) the primitives above need for `shapes`: model.c carves

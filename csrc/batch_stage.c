@@ -22,6 +22,7 @@ struct mk_batch_stage {
     int64_t T, cap_B, cap_L;
     void *memory;
     size_t bytes;
+    void *check_work; /* batch_check's answer (MK_BATCH_CHECK_WORK_BYTES), made once */
     slot_arrays slot[MK_BATCH_SLOTS];
 };
 
@@ -86,6 +87,7 @@ mk_status mk_batch_stage_create(const mk_backend *be, void *stream, int64_t T,
     s->T = T;
     s->current = -1;
     mk_status st = be->stream_create(&s->copy_stream);
+    if (st == MK_OK) st = be->alloc(stream, MK_BATCH_CHECK_WORK_BYTES, &s->check_work);
     for (int k = 0; k < MK_BATCH_SLOTS && st == MK_OK; k++) {
         if ((st = be->event_create(&s->copied[k])) == MK_OK) st = be->event_create(&s->done[k]);
     }
@@ -105,6 +107,7 @@ void mk_batch_stage_destroy(mk_batch_stage *s) {
         if (s->done[k]) s->be->event_destroy(s->done[k]);
     }
     s->be->free(s->stream, s->memory);
+    s->be->free(s->stream, s->check_work);
     s->be->stream_destroy(s->copy_stream);
     free(s);
 }
@@ -115,7 +118,9 @@ mk_status mk_batch_stage_check(mk_batch_stage *s, const char *op, const mk_batch
     mk_status st = mk_batch_check_shape(op, b, s->T, with_targets);
     if (st != MK_OK) return st;
     mk_batch_fault fault;
-    if ((st = s->be->batch_check(s->copy_stream, b, V, M, with_targets, &fault)) != MK_OK) return st;
+    if ((st = s->be->batch_check(s->copy_stream, b, V, M, with_targets, &fault, s->check_work,
+                                 MK_BATCH_CHECK_WORK_BYTES)) != MK_OK)
+        return st;
     return mk_batch_fault_status(op, b, V, M, &fault);
 }
 

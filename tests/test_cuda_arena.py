@@ -15,6 +15,7 @@ pytestmark = pytest.mark.skipif(not cuda.is_available(),
                                 reason=f"no CUDA device: {cuda.why_unavailable()}")
 
 TOL = 1e-4
+GROWTH = 2  # allocations when a batch outgrows the model: its arena and its batch slots
 
 
 def allocations():
@@ -81,21 +82,22 @@ def test_warm_steps_allocate_nothing_and_still_match_the_cpu(fused, pair_state, 
 
 
 def test_a_larger_batch_grows_the_arena_once():
-    """The first step costs one allocation (the arena, scratch included); a larger B, then
-    a larger L, each cost one more (the new arena) on the step that brings it; every step
-    after, at any shape within capacity, costs none."""
+    """The first step sizes the arena (activations and scratch) and the batch slots
+    (batch_stage.c): one allocation each. A larger B, then a larger L, cost the same two
+    again on the step that brings it; every step after, at any shape within capacity,
+    costs none."""
     cfg = cases.config(hidden=(5,))
     gpu = mk.Model(cfg, device="cuda", seed=4)
     trainer = mk.Trainer(gpu, lr=1e-2)
     before = allocations()
     trainer.step(cases.batch(cfg, B=3, L=4, seed=1))
-    assert allocations() - before == 1
+    assert allocations() - before == GROWTH
     sizes = [gpu._core.arena_bytes]
     for i, (grow, then) in enumerate([((9, 4), [(9, 4), (3, 4), (2, 2)]),
                                       ((3, 13), [(9, 13), (1, 1), (9, 4), (3, 13)])]):
         before = allocations()
         trainer.step(cases.batch(cfg, B=grow[0], L=grow[1], seed=20 + i))
-        assert allocations() - before == 1
+        assert allocations() - before == GROWTH
         sizes.append(gpu._core.arena_bytes)
         assert sizes[-1] > sizes[-2]
         before = allocations()
@@ -104,3 +106,25 @@ def test_a_larger_batch_grows_the_arena_once():
         assert allocations() == before
         assert gpu._core.arena_bytes == sizes[-1]
     assert trainer.step_count == 10
+
+
+def test_warm_steps_on_device_batches_allocate_nothing():
+    """Batches already on the GPU are checked on the device (batch_check) into a buffer the
+    model made once, and read in place: after the first, steps allocate nothing, and they
+    follow the same batches given from NumPy."""
+    cfg = cases.config(hidden=(6,))
+    host_model, gpu = mk.Model(cfg, device="cuda", seed=5), mk.Model(cfg, device="cuda", seed=5)
+    t1, t2 = mk.Trainer(host_model, lr=1e-2), mk.Trainer(gpu, lr=1e-2)
+    batches = shapes_within(cfg, 6, 9, seed=60)
+    fields = ("tokens", "legal", "counts", "target", "value", "policy_target")
+    on_gpu = [mk.Batch(*[None if getattr(b, n) is None else
+                         mk.DeviceArray.from_numpy(np.ascontiguousarray(getattr(b, n), np.float32
+                                                                        if n in ("value", "policy_target")
+                                                                        else np.int32))
+                         for n in fields]) for b in batches]  # made before counting
+    t1.step(batches[0]), t2.step(on_gpu[0])
+    before = allocations()
+    pending = [(t1.step(b), t2.step(d)) for b, d in zip(batches[1:], on_gpu[1:])]
+    assert allocations() == before
+    for want, got in pending:
+        assert abs(got.loss - want.loss) <= TOL * max(1.0, abs(want.loss))

@@ -3,8 +3,8 @@
  * the host check's message before any step work reads it.
  *
  * Each rule keeps its first offending key with atomicMin (integer: the answer does not
- * depend on scheduling), all five keys in one small buffer that is copied back once: the
- * one device -> host read per device batch. Only when something was found are the few
+ * depend on scheduling), all five keys in one small buffer (the caller's scratch: checking
+ * allocates nothing) that is copied back once: the one device -> host read per device batch. Only when something was found are the few
  * values the message needs read back (the error path). Keys order faults as the host
  * loops do, so the first fault is the same:
  *   tokens   flat position
@@ -13,7 +13,6 @@
  *   soft     r (L + 1) + l for an entry, r (L + 1) + L for the row's sum */
 #include "backend_cuda.h"
 #include "common.cuh"
-#include "workspace.cuh"
 
 #define NONE 0xffffffffffffffffULL
 
@@ -142,14 +141,19 @@ static cudaError_t describe(const mk_batch *b, const unsigned long long *keys,
 }
 
 extern "C" mk_status mk_batch_check_cuda(void *stream, const mk_batch *b, int64_t V, int64_t M,
-                                         int with_targets, mk_batch_fault *fault) {
+                                         int with_targets, mk_batch_fault *fault, void *work,
+                                         size_t work_bytes) {
     cudaStream_t s = MK_STREAM(stream);
     mk_status status = MK_OK;
-    unsigned long long *keys = NULL, host[K_COUNT];
+    unsigned long long *keys = (unsigned long long *)work, host[K_COUNT];
     const int64_t B = b->B, L = b->L, n_tok = b->B * b->S * b->T;
     int any = 0;
+    static_assert(sizeof host <= MK_BATCH_CHECK_WORK_BYTES, "batch_check's answer outgrew its scratch");
     *fault = (mk_batch_fault){MK_FAULT_NONE, 0, 0, 0, 0.0};
-    MK_CUDA_TRY(mk_workspace_alloc((void **)&keys, sizeof host, s));
+    if (!work || work_bytes < sizeof host || ((uintptr_t)work & 7))
+        return mk_fail(MK_ERR_VALUE,
+                       "batch_check: its scratch must be %zu bytes, 8-byte aligned (got %zu at %p)",
+                       sizeof host, work ? work_bytes : (size_t)0, work);
     MK_CUDA_TRY(cudaMemsetAsync(keys, 0xff, sizeof host, s));
     tokens_kernel<<<mk_blocks_for(n_tok, 256), 256, 0, s>>>(b->tokens, n_tok, V, &keys[K_TOKEN]);
     MK_CUDA_LAUNCHED("tokens_kernel");
@@ -167,10 +171,5 @@ extern "C" mk_status mk_batch_check_cuda(void *stream, const mk_batch *b, int64_
     for (int k = 0; k < K_COUNT; k++) any |= host[k] != NONE;
     if (any) MK_CUDA_TRY(describe(b, host, fault, s));
 done:
-    if (keys) {
-        cudaError_t err = mk_workspace_free(keys, s);
-        if (err != cudaSuccess && status == MK_OK)
-            status = mk_cuda_error(err, "mk_workspace_free", __FILE__, __LINE__);
-    }
     return status;
 }
