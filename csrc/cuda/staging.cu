@@ -8,7 +8,9 @@
  * The staging memory is one pinned ring (64 MB, allocated on first use) shared by every
  * stream of the process, like the CUDA context it belongs to. A copy takes the next
  * contiguous region; before a region is reused, the event recorded after the copies that
- * last used it is waited for (with a ring many batches long, it has long completed).
+ * last used it is waited for (with a ring many batches long, it has long completed). The
+ * events are made once with the ring and reused slot by slot: no CUDA object is created
+ * per copy.
  * Copies larger than the ring (loading a checkpoint's 176 MB pair table) go the ordinary
  * pageable way. */
 #include <mutex>
@@ -40,7 +42,6 @@ cudaError_t reclaim(size_t begin, size_t end) {
                                    STAGING_REGIONS, begin, end);
     for (; retire > 0; retire--) {
         cudaError_t err = cudaEventSynchronize(ring.done[ring.first]);
-        if (err == cudaSuccess) err = cudaEventDestroy(ring.done[ring.first]);
         if (err != cudaSuccess) return err;
         ring.first = (ring.first + 1) % STAGING_REGIONS;
         ring.count--;
@@ -57,22 +58,21 @@ extern "C" mk_status mk_cuda_stage_to_device(void *dst, const void *src, size_t 
         return MK_OK;
     }
     std::lock_guard<std::mutex> guard(ring.lock);
-    if (!ring.memory) MK_CUDA_RETURN_IF(cudaHostAlloc((void **)&ring.memory, STAGING_BYTES, 0));
+    if (!ring.memory) { /* first use: the ring and one event per slot, made once */
+        for (int k = 0; k < STAGING_REGIONS; k++) /* kept if cudaHostAlloc fails below */
+            if (!ring.done[k])
+                MK_CUDA_RETURN_IF(cudaEventCreateWithFlags(&ring.done[k], cudaEventDisableTiming));
+        MK_CUDA_RETURN_IF(cudaHostAlloc((void **)&ring.memory, STAGING_BYTES, 0));
+    }
     size_t begin = mk_staging_place(ring.head, bytes, STAGING_BYTES);
     MK_CUDA_RETURN_IF(reclaim(begin, begin + bytes));
     memcpy(ring.memory + begin, src, bytes);
-    cudaEvent_t done;
-    MK_CUDA_RETURN_IF(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    int slot = (ring.first + ring.count) % STAGING_REGIONS; /* free: reclaim made room */
     cudaError_t err = cudaMemcpyAsync(dst, ring.memory + begin, bytes, cudaMemcpyHostToDevice, s);
-    if (err == cudaSuccess) err = cudaEventRecord(done, s);
-    if (err != cudaSuccess) {
-        cudaEventDestroy(done);
-        return mk_cuda_error(err, "staged cudaMemcpyAsync", __FILE__, __LINE__);
-    }
-    int slot = (ring.first + ring.count) % STAGING_REGIONS;
+    if (err == cudaSuccess) err = cudaEventRecord(ring.done[slot], s);
+    if (err != cudaSuccess) return mk_cuda_error(err, "staged cudaMemcpyAsync", __FILE__, __LINE__);
     ring.begins[slot] = begin;
     ring.ends[slot] = begin + bytes;
-    ring.done[slot] = done;
     ring.count++;
     ring.head = begin + bytes;
     return MK_OK;
