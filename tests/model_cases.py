@@ -34,3 +34,22 @@ def rel_err(got, want):
     got, want = np.float64(got), np.float64(want)
     scale = max(np.abs(want).max(), 1e-30)
     return float(np.abs(got - want).max() / scale)
+
+
+def snapshot(model, trainer):
+    """Copies of a model's parameters and its trainer's state, for assert_unchanged."""
+    return ({n: np.array(a, copy=True) for n, a in model.state_dict().items()},
+            trainer.state_dict(), trainer.step_count)
+
+
+def assert_unchanged(model, trainer, snap):
+    """The model's parameters, the trainer's moments and step count are exactly as in `snap`
+    (a refused batch must leave no trace)."""
+    params, state, steps = snap
+    assert trainer.step_count == steps
+    for n, a in model.state_dict().items():
+        np.testing.assert_array_equal(a, params[n], err_msg=n)
+    after = trainer.state_dict()
+    for kind in ("exp_avg", "exp_avg_sq"):
+        for n in state[kind]:
+            np.testing.assert_array_equal(after[kind][n], state[kind][n], err_msg=f"{kind} {n}")

@@ -109,7 +109,7 @@ def test_a_bad_batch_in_place_is_refused_in_the_host_checks_words_and_changes_no
     model = staged_twin(mk.Model(cfg, seed=1))
     trainer = mk.Trainer(model, lr=1e-2)
     trainer.step(cases.batch(cfg, seed=1, soft=True))
-    before, moments = model.state_dict(), trainer.state_dict()
+    snap = cases.snapshot(model, trainer)
     bad = corrupt(cases.batch(cfg, seed=2, soft=True), field)
     with pytest.raises(ValueError) as host:
         trainer.step(bad)
@@ -121,13 +121,7 @@ def test_a_bad_batch_in_place_is_refused_in_the_host_checks_words_and_changes_no
         with pytest.raises(ValueError) as fwd:
             model._core.forward_device(InPlace(bad, targets=False))
         assert str(fwd.value) == str(host.value).replace("Trainer.step", "Model.forward")
-    assert trainer.step_count == 1
-    for n, x in model.state_dict().items():
-        np.testing.assert_array_equal(x, before[n], err_msg=n)
-    after = trainer.state_dict()
-    for kind in ("exp_avg", "exp_avg_sq"):
-        for n in moments[kind]:
-            np.testing.assert_array_equal(after[kind][n], moments[kind][n])
+    cases.assert_unchanged(model, trainer, snap)
 
 
 @pytest.mark.parametrize("fields", FAULT_PAIRS)

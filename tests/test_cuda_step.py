@@ -69,19 +69,12 @@ def test_bad_batch_changes_nothing():
     _, gpu = twins(cfg)
     trainer = mk.Trainer(gpu, lr=1e-2)
     trainer.step(cases.batch(cfg, seed=1))
-    before = {n: a.copy() for n, a in gpu.state_dict().items()}
-    moments = trainer.state_dict()
+    snap = cases.snapshot(gpu, trainer)
     bad = cases.batch(cfg, seed=2)
     bad.target[0] = bad.counts[0]  # one past its legal list
     with pytest.raises(ValueError, match="target"):
         trainer.step(bad)
-    assert trainer.step_count == 1
-    for name, a in gpu.state_dict().items():
-        np.testing.assert_array_equal(a, before[name], err_msg=name)
-    after = trainer.state_dict()
-    for kind in ("exp_avg", "exp_avg_sq"):
-        for name in moments[kind]:
-            np.testing.assert_array_equal(after[kind][name], moments[kind][name])
+    cases.assert_unchanged(gpu, trainer, snap)
 
 
 def test_parameters_are_live_device_views():

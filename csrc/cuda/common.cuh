@@ -90,4 +90,24 @@ __device__ __forceinline__ void mk_warp_argmax(float &value, int &index) {
     }
 }
 
+/* row . h over a warp (W floats each), summed with mk_warp_sum: lanes stride the columns,
+ * as float4 when VEC (W % 4 == 0 and both pointers 16-byte aligned). GatherDot's forward
+ * and the fused policy head both use it, so their logits are the same bits. */
+template <bool VEC>
+__device__ __forceinline__ float mk_warp_row_dot(const float *__restrict__ row,
+                                                 const float *h, int W, int lane) {
+    float acc = 0.0f;
+    if (VEC) {
+        const float4 *r4 = reinterpret_cast<const float4 *>(row);
+        const float4 *h4 = reinterpret_cast<const float4 *>(h);
+        for (int c = lane; c < W / 4; c += 32) {
+            float4 a = __ldg(r4 + c), x = h4[c];
+            acc += a.x * x.x + a.y * x.y + a.z * x.z + a.w * x.w;
+        }
+    } else {
+        for (int w = lane; w < W; w += 32) acc += __ldg(row + w) * h[w];
+    }
+    return mk_warp_sum(acc);
+}
+
 #endif

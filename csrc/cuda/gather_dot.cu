@@ -37,19 +37,8 @@ static __global__ void gather_dot_forward_kernel(const float *__restrict__ hidde
     const int64_t n = counts ? counts[b] : L;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     for (int64_t l = warp; l < n; l += warps) {
-        const float *row = table + (int64_t)indices[b * L + l] * W;
-        float acc = 0.0f;
-        if (VEC) {
-            const float4 *r4 = reinterpret_cast<const float4 *>(row);
-            const float4 *h4 = reinterpret_cast<const float4 *>(h);
-            for (int q = lane; q < W / 4; q += 32) {
-                float4 a = __ldg(r4 + q), x = h4[q];
-                acc += a.x * x.x + a.y * x.y + a.z * x.z + a.w * x.w;
-            }
-        } else {
-            for (int w = lane; w < W; w += 32) acc += __ldg(row + w) * h[w];
-        }
-        acc = mk_warp_sum(acc);
+        const float acc =
+            mk_warp_row_dot<VEC>(table + (int64_t)indices[b * L + l] * W, h, W, lane);
         if (lane == 0) logits[b * L + l] = acc;
     }
     for (int64_t l = n + threadIdx.x; l < L; l += blockDim.x) logits[b * L + l] = 0.0f;

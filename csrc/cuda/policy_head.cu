@@ -6,7 +6,7 @@
  *
  * One block per position, in three phases over the same shared-memory row:
  *   1. logits: a warp per legal slot, q[b] from shared memory against the table row
- *      (float4 when aligned), the same lane split and shuffle tree as GatherDot's forward,
+ *      (float4 when aligned) through mk_warp_row_dot, as GatherDot's forward,
  *      so the logits are the same bits; lane 0 stores the logit in shared memory.
  *   2. max / first argmax, sum of exponentials, loss: block reductions (warp trees, then
  *      one warp over the per-warp partials), a fixed order, so reproducible run to run;
@@ -89,19 +89,7 @@ static __global__ void policy_head_kernel(const float *__restrict__ q,
 
     /* 1. logits */
     for (int l = warp; l < n; l += warps) {
-        const float *row = table + (int64_t)idx[l] * W;
-        float acc = 0.0f;
-        if (VEC) {
-            const float4 *r4 = reinterpret_cast<const float4 *>(row);
-            const float4 *h4 = reinterpret_cast<const float4 *>(h);
-            for (int c = lane; c < W / 4; c += 32) {
-                float4 a = __ldg(r4 + c), y = h4[c];
-                acc += a.x * y.x + a.y * y.y + a.z * y.z + a.w * y.w;
-            }
-        } else {
-            for (int w = lane; w < W; w += 32) acc += __ldg(row + w) * h[w];
-        }
-        acc = mk_warp_sum(acc);
+        const float acc = mk_warp_row_dot<VEC>(table + (int64_t)idx[l] * W, h, W, lane);
         if (lane == 0) x[l] = acc;
     }
     __syncthreads();
