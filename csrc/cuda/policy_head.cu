@@ -21,13 +21,17 @@
  * Block size: enough threads to cover W columns in phase 3 in one pass (320 for W = 300),
  * at least 4 warps so phase 1 has slots in flight (L ~ 90 typical: ~9 slots per warp),
  * at most 512. Shared memory: q (W, rounded to float4) + logits (L) + move ids (L), 6 KB
- * at W = 300, L = 600. Past the 48 KB default (L > ~5900) the row lives in the block's own
- * dlogits row instead (global, but written anyway and hot in L1/L2): slower, same numbers.
+ * at W = 300, L = 600. Past the 48 KB per block, less the reductions' 256 static bytes
+ * (L > 5962 at W = 300), the row lives in the block's own dlogits row instead (global, but
+ * written anyway and hot in L1/L2): slower, same numbers.
  */
 #include "backend_cuda.h"
 #include "common.cuh"
 
-#define PH_SMEM_MAX_BYTES (48 * 1024) /* default dynamic shared memory limit */
+#define PH_SMEM_MAX_BYTES (48 * 1024) /* shared memory per block without an opt-in */
+/* The kernel's static shared arrays (partial, partial_index): they count against the same
+ * per-block limit as the dynamic row, so a row of exactly 48 KB would fail to launch. */
+#define PH_STATIC_SMEM_BYTES (32 * (sizeof(float) + sizeof(int)))
 
 __host__ __device__ static inline int64_t round_up4(int64_t n) { return (n + 3) / 4 * 4; }
 
@@ -153,7 +157,7 @@ extern "C" mk_status mk_policy_head_cuda(void *stream, const float *q, const flo
     cudaStream_t s = MK_STREAM(stream);
     const bool vec = W % 4 == 0 && aligned16(q) && aligned16(table);
     const size_t smem_bytes = (size_t)(round_up4(W) + 2 * L) * sizeof(float);
-    const bool smem = smem_bytes <= PH_SMEM_MAX_BYTES;
+    const bool smem = smem_bytes + PH_STATIC_SMEM_BYTES <= PH_SMEM_MAX_BYTES;
     const int threads = policy_head_threads(W);
     if (B == 0) return MK_OK;
     if (W > INT32_MAX || B > INT32_MAX || L > INT32_MAX)

@@ -27,6 +27,7 @@ static struct {
     std::vector<float> exchange;
     std::vector<float4> shared;
     std::map<std::string, std::vector<float4>> statics; /* `__shared__ T name[N]` per block */
+    size_t static_bytes; /* their sizes summed: they share the per-block limit with `shared` */
     const std::function<void()> *kernel;
     fiber *running;
 } blk;
@@ -45,7 +46,10 @@ static void trampoline() {
 void *shared_mem() { return blk.shared.data(); }
 void *static_shared(const char *name, size_t bytes) {
     std::vector<float4> &mem = blk.statics[name];
-    if (mem.empty()) mem.assign(bytes / sizeof(float4) + 1, float4{NAN, NAN, NAN, NAN});
+    if (mem.empty()) {
+        mem.assign(bytes / sizeof(float4) + 1, float4{NAN, NAN, NAN, NAN});
+        blk.static_bytes += bytes;
+    }
     return mem.data();
 }
 void sync_block() { yield(AT_BLOCK_BARRIER); }
@@ -101,6 +105,7 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t, const std:
                             (unsigned)(b / ((unsigned long long)grid.x * grid.y)));
         blk.shared.assign(shared_bytes / sizeof(float4) + 1, float4{NAN, NAN, NAN, NAN});
         blk.statics.clear();
+        blk.static_bytes = 0;
         for (unsigned t = 0; t < threads; t++) {
             fiber &f = blk.fibers[t];
             f.view = {dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y)), block_id,
@@ -128,6 +133,14 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t, const std:
                 fprintf(stderr, "mk_emu: deadlock in block %llu: threads wait at barriers others never reach\n", b);
                 abort();
             }
+        }
+        /* Static and dynamic shared memory count against the same 48 KB per block. The
+         * static size is known only once a block has declared its arrays, so the first
+         * block has run by then (a GPU would have launched nothing): the error is what
+         * matters, as MK_CUDA_LAUNCHED reports it. */
+        if (shared_bytes + blk.static_bytes > 48 * 1024) {
+            last_error = cudaErrorInvalidValue;
+            break;
         }
     }
     current = nullptr;
