@@ -371,3 +371,23 @@ def test_gpu_test_files_pass_on_the_emulated_device():
     summary = run.stdout.strip().splitlines()[-1]
     passed = int(summary.split(" passed")[0].split()[-1])
     assert passed >= 60, summary
+
+
+def test_staging_ring_serves_every_device(emu):
+    """The pinned staging ring (staging.cu) reuses one event per slot, and a GPU refuses to
+    record an event on a stream of another device than the one it was made on: a copy for
+    a second device (a model made under CuPy's Device(1), say) after the ring's first use
+    must get its slot's event made for that device, on every slot, back and forth."""
+    emu.mk_cuda_stage_to_device.argtypes = [P, P, SIZE, P]
+    emu.mk_cuda_stage_to_device.restype = ctypes.c_int
+    rng = np.random.default_rng(0)
+    try:
+        for device in (0, 1, 0):
+            emu.mk_emu_set_device(device)
+            for _ in range(70):  # more copies than the ring has slots (64)
+                src, dst = rng.random(1000, dtype=np.float32), unwritten(1000)
+                status = emu.mk_cuda_stage_to_device(ptr(dst), ptr(src), src.nbytes, None)
+                assert status == 0, emu.mk_error().decode()
+                np.testing.assert_array_equal(dst, src)
+    finally:
+        emu.mk_emu_set_device(0)

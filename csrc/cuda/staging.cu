@@ -9,8 +9,10 @@
  * stream of the process, like the CUDA context it belongs to. A copy takes the next
  * contiguous region; before a region is reused, the event recorded after the copies that
  * last used it is waited for (with a ring many batches long, it has long completed). The
- * events are made once with the ring and reused slot by slot: no CUDA object is created
- * per copy.
+ * events are made once per slot and reused: no CUDA object is created per copy. An event
+ * can only be recorded on a stream of the device it was made on, and the ring serves every
+ * device of the process (pinned memory is portable under unified addressing), so a slot's
+ * event is made again when a copy for another device takes the slot.
  * Copies larger than the ring (loading a checkpoint's 176 MB pair table) go the ordinary
  * pageable way. */
 #include <mutex>
@@ -31,6 +33,7 @@ struct staging_ring {
     /* circular queue of the regions in flight, oldest first, and their copies' events */
     size_t begins[STAGING_REGIONS], ends[STAGING_REGIONS];
     cudaEvent_t done[STAGING_REGIONS];
+    int done_device[STAGING_REGIONS]; /* the device done[k] was made on (when made) */
     int first = 0, count = 0;
 };
 staging_ring ring;
@@ -48,6 +51,23 @@ cudaError_t reclaim(size_t begin, size_t end) {
     }
     return cudaSuccess;
 }
+
+/* done[slot] (a free slot: its last copy was retired, so completed), made for the current
+ * device, where the copy's stream lives. */
+cudaError_t slot_event(int slot, cudaEvent_t *out) {
+    int device;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return err;
+    if (!ring.done[slot] || ring.done_device[slot] != device) {
+        if (ring.done[slot]) (void)cudaEventDestroy(ring.done[slot]);
+        ring.done[slot] = nullptr;
+        if ((err = cudaEventCreateWithFlags(&ring.done[slot], cudaEventDisableTiming)) != cudaSuccess)
+            return err;
+        ring.done_device[slot] = device;
+    }
+    *out = ring.done[slot];
+    return cudaSuccess;
+}
 }  // namespace
 
 extern "C" mk_status mk_cuda_stage_to_device(void *dst, const void *src, size_t bytes,
@@ -58,18 +78,15 @@ extern "C" mk_status mk_cuda_stage_to_device(void *dst, const void *src, size_t 
         return MK_OK;
     }
     std::lock_guard<std::mutex> guard(ring.lock);
-    if (!ring.memory) { /* first use: the ring and one event per slot, made once */
-        for (int k = 0; k < STAGING_REGIONS; k++) /* kept if cudaHostAlloc fails below */
-            if (!ring.done[k])
-                MK_CUDA_RETURN_IF(cudaEventCreateWithFlags(&ring.done[k], cudaEventDisableTiming));
-        MK_CUDA_RETURN_IF(cudaHostAlloc((void **)&ring.memory, STAGING_BYTES, 0));
-    }
+    if (!ring.memory) MK_CUDA_RETURN_IF(cudaHostAlloc((void **)&ring.memory, STAGING_BYTES, 0));
     size_t begin = mk_staging_place(ring.head, bytes, STAGING_BYTES);
     MK_CUDA_RETURN_IF(reclaim(begin, begin + bytes));
-    memcpy(ring.memory + begin, src, bytes);
     int slot = (ring.first + ring.count) % STAGING_REGIONS; /* free: reclaim made room */
+    cudaEvent_t done;
+    MK_CUDA_RETURN_IF(slot_event(slot, &done));
+    memcpy(ring.memory + begin, src, bytes);
     cudaError_t err = cudaMemcpyAsync(dst, ring.memory + begin, bytes, cudaMemcpyHostToDevice, s);
-    if (err == cudaSuccess) err = cudaEventRecord(ring.done[slot], s);
+    if (err == cudaSuccess) err = cudaEventRecord(done, s);
     if (err != cudaSuccess) return mk_cuda_error(err, "staged cudaMemcpyAsync", __FILE__, __LINE__);
     ring.begins[slot] = begin;
     ring.ends[slot] = begin + bytes;

@@ -215,8 +215,26 @@ cudaError_t cudaGetDeviceCount(int *count) {
     *count = 1;
     return cudaSuccess;
 }
+/* The current device: 0 unless a test switches it (only events care, see cuda_runtime.h). */
+static int current_device = 0;
+extern "C" void mk_emu_set_device(int device) { current_device = device; }
 cudaError_t cudaGetDevice(int *device) {
-    *device = 0;
+    *device = current_device;
+    return cudaSuccess;
+}
+
+struct CUevent_st {
+    int device;
+};
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
+    *e = new CUevent_st{current_device};
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+    return e->device == current_device ? cudaSuccess : cudaErrorInvalidResourceHandle;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    delete e;
     return cudaSuccess;
 }
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int) {

@@ -14,6 +14,7 @@ typedef enum {
     cudaErrorMemoryAllocation = 2,
     cudaErrorCudartUnloading = 4,
     cudaErrorNoDevice = 100,
+    cudaErrorInvalidResourceHandle = 400,
 } cudaError_t;
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
@@ -63,7 +64,8 @@ struct alignas(16) float4 {
 };
 
 static inline const char *cudaGetErrorName(cudaError_t e) {
-    return e == cudaSuccess ? "cudaSuccess" : e == cudaErrorMemoryAllocation ? "cudaErrorMemoryAllocation" : "cudaErrorInvalidValue";
+    return e == cudaSuccess ? "cudaSuccess" : e == cudaErrorMemoryAllocation ? "cudaErrorMemoryAllocation"
+         : e == cudaErrorInvalidResourceHandle ? "cudaErrorInvalidResourceHandle" : "cudaErrorInvalidValue";
 }
 static inline const char *cudaGetErrorString(cudaError_t e) { return cudaGetErrorName(e); }
 cudaError_t cudaGetLastError(void);
@@ -102,13 +104,14 @@ static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
     return cudaSuccess;
 }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
-static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
-    *e = (cudaEvent_t)0x10;
-    return cudaSuccess;
-}
-static inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+/* Events belong to the device current when they were made, and a GPU refuses to record
+ * one on another device's stream (streams here are on the current device): the one rule
+ * of theirs that a synchronous emulator can still break. mk_emu_set_device (emu.cpp)
+ * switches the current device. */
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t);
 static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
-static inline cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventDestroy(cudaEvent_t e);
 static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; } /* all is synchronous */
 /* Pinned host memory is plain host memory here (not tracked as device memory). */
 static inline cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned) {
