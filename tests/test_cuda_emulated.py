@@ -388,6 +388,39 @@ def test_staging_ring_serves_every_device(emu):
                 src, dst = rng.random(1000, dtype=np.float32), unwritten(1000)
                 status = emu.mk_cuda_stage_to_device(ptr(dst), ptr(src), src.nbytes, None)
                 assert status == 0, emu.mk_error().decode()
+                emu.mk_emu_synchronize()
                 np.testing.assert_array_equal(dst, src)
     finally:
         emu.mk_emu_set_device(0)
+
+
+@pytest.mark.parametrize("mb", [1, 65, 200], ids=lambda mb: f"{mb}MB")
+def test_a_staged_copy_never_reads_its_source_after_returning(emu, mb):
+    """The caller may reuse its host array once to_device returns (a batch's copy waits on
+    the copy stream for step n - 1, long after). With copies from pinned memory made
+    asynchronous, as on a GPU, a source that is itself pinned (a torch pin_memory tensor's
+    NumPy view) and larger than the 64 MB ring must still be read before the return. (Its
+    pieces wrap round the ring: a region rewritten while its copy is pending fails too.)"""
+    emu.mk_cuda_stage_to_device.argtypes = [P, P, SIZE, P]
+    emu.mk_cuda_stage_to_device.restype = ctypes.c_int
+    emu.mk_emu_alloc_pinned.restype = P
+    emu.mk_emu_alloc_pinned.argtypes = [SIZE]
+    emu.mk_emu_free_pinned.argtypes = [P]
+    n = (mb << 20) // 4 + 3
+    raw = emu.mk_emu_alloc_pinned(n * 4)
+    assert raw
+    src = np.ctypeslib.as_array((ctypes.c_float * n).from_address(raw))
+    want = np.random.default_rng(mb).random(n, dtype=np.float32)
+    src[...] = want
+    dst = unwritten(n)
+    emu.mk_emu_defer_pinned(1)
+    try:
+        status = emu.mk_cuda_stage_to_device(ptr(dst), ptr(src), src.nbytes, None)
+        assert status == 0, emu.mk_error().decode()
+        src[...] = -1.0  # the caller's next batch
+        emu.mk_emu_synchronize()
+        np.testing.assert_array_equal(dst, want)
+    finally:
+        emu.mk_emu_defer_pinned(0)
+        emu.mk_emu_synchronize()
+        emu.mk_emu_free_pinned(raw)

@@ -13,8 +13,10 @@
  * can only be recorded on a stream of the device it was made on, and the ring serves every
  * device of the process (pinned memory is portable under unified addressing), so a slot's
  * event is made again when a copy for another device takes the slot.
- * Copies larger than the ring (loading a checkpoint's 176 MB pair table) go the ordinary
- * pageable way. */
+ * Larger copies (loading a checkpoint's 176 MB pair table) go through the ring in pieces,
+ * never straight from the caller's memory: from pinned memory (the NumPy view of a torch
+ * pin_memory tensor, say) cudaMemcpyAsync is asynchronous, and a batch's copy waits on the
+ * copy stream for the step before, so it would read the source after the caller reused it. */
 #include <mutex>
 #include <string.h>
 
@@ -24,6 +26,7 @@
 
 #define STAGING_BYTES ((size_t)64 << 20)
 #define STAGING_REGIONS 64 /* copies in flight the ring tracks */
+#define STAGING_PIECE (STAGING_BYTES / 4) /* the most one region holds */
 
 namespace {
 struct staging_ring {
@@ -68,17 +71,9 @@ cudaError_t slot_event(int slot, cudaEvent_t *out) {
     *out = ring.done[slot];
     return cudaSuccess;
 }
-}  // namespace
 
-extern "C" mk_status mk_cuda_stage_to_device(void *dst, const void *src, size_t bytes,
-                                             void *stream) {
-    cudaStream_t s = MK_STREAM(stream);
-    if (bytes > STAGING_BYTES) {
-        MK_CUDA_RETURN_IF(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
-        return MK_OK;
-    }
-    std::lock_guard<std::mutex> guard(ring.lock);
-    if (!ring.memory) MK_CUDA_RETURN_IF(cudaHostAlloc((void **)&ring.memory, STAGING_BYTES, 0));
+/* One piece (at most STAGING_PIECE bytes) into the ring and on to dst; ring.lock held. */
+mk_status stage_piece(void *dst, const void *src, size_t bytes, cudaStream_t s) {
     size_t begin = mk_staging_place(ring.head, bytes, STAGING_BYTES);
     MK_CUDA_RETURN_IF(reclaim(begin, begin + bytes));
     int slot = (ring.first + ring.count) % STAGING_REGIONS; /* free: reclaim made room */
@@ -92,5 +87,18 @@ extern "C" mk_status mk_cuda_stage_to_device(void *dst, const void *src, size_t 
     ring.ends[slot] = begin + bytes;
     ring.count++;
     ring.head = begin + bytes;
+    return MK_OK;
+}
+}  // namespace
+
+extern "C" mk_status mk_cuda_stage_to_device(void *dst, const void *src, size_t bytes,
+                                             void *stream) {
+    std::lock_guard<std::mutex> guard(ring.lock);
+    if (!ring.memory) MK_CUDA_RETURN_IF(cudaHostAlloc((void **)&ring.memory, STAGING_BYTES, 0));
+    for (size_t at = 0; at < bytes; at += STAGING_PIECE) {
+        const size_t n = bytes - at < STAGING_PIECE ? bytes - at : STAGING_PIECE;
+        mk_status status = stage_piece((char *)dst + at, (const char *)src + at, n, MK_STREAM(stream));
+        if (status != MK_OK) return status;
+    }
     return MK_OK;
 }

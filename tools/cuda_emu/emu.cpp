@@ -90,6 +90,7 @@ static bool release() {
 }
 
 void launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t, const std::function<void()> &kernel) {
+    mk_emu_land_copies(); /* device work after a copy sees it */
     const unsigned threads = block.x * block.y * block.z;
     const unsigned long long blocks = (unsigned long long)grid.x * grid.y * grid.z;
     if (blocks == 0 || threads == 0 || threads > 1024 || threads % 32 || shared_bytes > 48 * 1024) {
@@ -176,7 +177,54 @@ cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) {
 }
 cudaError_t cudaMalloc(void **p, size_t bytes) { return cudaMallocAsync(p, bytes, nullptr); }
 
+/* Pinned host memory is plain host memory, remembered so that copies from it can be made
+ * asynchronous as on a GPU: with mk_emu_defer_pinned(1) a host-to-device copy from pinned
+ * memory reads its source only when it lands (the next synchronisation or device work),
+ * so a caller that reuses the source before then is caught. Off by default: the emulated
+ * cuBLAS (cublas_emu.c) reads device memory directly and could not land them first. */
+static std::map<const char *, size_t> pinned; /* start -> size */
+static bool defer_pinned = false;
+struct pending_copy {
+    void *dst;
+    const void *src;
+    size_t bytes;
+};
+static std::vector<pending_copy> pending;
+extern "C" void mk_emu_defer_pinned(int on) { defer_pinned = on != 0; }
+void mk_emu_land_copies(void) {
+    for (const pending_copy &c : pending) memcpy(c.dst, c.src, c.bytes);
+    pending.clear();
+}
+extern "C" void mk_emu_synchronize(void) { mk_emu_land_copies(); }
+
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned) {
+    *p = std::malloc(bytes ? bytes : 1);
+    if (!*p) return cudaErrorMemoryAllocation;
+    pinned[(const char *)*p] = bytes;
+    return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void *p) {
+    mk_emu_land_copies();
+    pinned.erase((const char *)p);
+    std::free(p);
+    return cudaSuccess;
+}
+/* For tests: pinned memory, as cudaHostAlloc gives it (freed with mk_emu_free_pinned). */
+extern "C" void *mk_emu_alloc_pinned(size_t bytes) {
+    void *p = nullptr;
+    return cudaHostAlloc(&p, bytes, 0) == cudaSuccess ? p : nullptr;
+}
+extern "C" void mk_emu_free_pinned(void *p) { cudaFreeHost(p); }
+
+static bool in_pinned(const void *p, size_t n) {
+    auto it = pinned.upper_bound((const char *)p);
+    if (it == pinned.begin()) return false;
+    --it;
+    return (const char *)p >= it->first && (const char *)p + n <= it->first + it->second;
+}
+
 cudaError_t cudaFreeAsync(void *p, cudaStream_t) {
+    mk_emu_land_copies();
     auto it = allocations.find((const char *)p);
     if (it == allocations.end()) return cudaErrorInvalidValue;
     allocations.erase(it);
@@ -186,6 +234,7 @@ cudaError_t cudaFreeAsync(void *p, cudaStream_t) {
 cudaError_t cudaFree(void *p) { return p ? cudaFreeAsync(p, nullptr) : cudaSuccess; }
 
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) {
+    mk_emu_land_copies();
     if (strict && !on_device(p, n)) return cudaErrorInvalidValue;
     memset(p, v, n);
     return cudaSuccess;
@@ -195,11 +244,18 @@ cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind kin
     bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
     bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
     if (strict && (on_device(s, n) != src_dev || on_device(d, n) != dst_dev)) return cudaErrorInvalidValue;
+    if (defer_pinned && kind == cudaMemcpyHostToDevice && in_pinned(s, n)) {
+        pending.push_back({d, s, n}); /* lands after those queued before it, in order */
+        return cudaSuccess;
+    }
+    mk_emu_land_copies();
     memcpy(d, s, n);
     return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind kind) {
-    return cudaMemcpyAsync(d, s, n, kind, nullptr);
+    cudaError_t err = cudaMemcpyAsync(d, s, n, kind, nullptr);
+    mk_emu_land_copies(); /* returns once the copy is done */
+    return err;
 }
 
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *p) {

@@ -80,8 +80,11 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t);
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind kind, cudaStream_t);
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind kind);
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *p);
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+/* Copies from pinned memory may be deferred (mk_emu_defer_pinned, emu.cpp): they land at
+ * the next synchronisation or device work, as on a GPU they may land any time before. */
+void mk_emu_land_copies(void);
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { mk_emu_land_copies(); return cudaSuccess; }
+static inline cudaError_t cudaDeviceSynchronize(void) { mk_emu_land_copies(); return cudaSuccess; }
 cudaError_t cudaGetDeviceCount(int *count);
 static inline cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     *free_bytes = (size_t)1 << 34, *total_bytes = (size_t)1 << 35; /* a nominal 32 GiB card */
@@ -112,14 +115,8 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t);
 static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
 cudaError_t cudaEventDestroy(cudaEvent_t e);
-static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; } /* all is synchronous */
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { mk_emu_land_copies(); return cudaSuccess; }
 /* Pinned host memory is plain host memory here (not tracked as device memory). */
-static inline cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned) {
-    *p = std::malloc(bytes);
-    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
-}
-static inline cudaError_t cudaFreeHost(void *p) {
-    std::free(p);
-    return cudaSuccess;
-}
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags);
+cudaError_t cudaFreeHost(void *p);
 #endif
