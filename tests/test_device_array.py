@@ -68,6 +68,11 @@ def test_dlpack_capsule_keeps_the_array_alive():
         x.__dlpack__(copy=True)
     with pytest.raises(BufferError):
         x.__dlpack__(dl_device=(1, 0))
+    with pytest.raises(ValueError, match="stream=0 is ambiguous"):
+        x.__dlpack__(stream=0)
+    for stream in (None, -1, 1, 2):  # legacy, no sync, legacy, per-thread: all accepted
+        del_me = x.__dlpack__(stream=stream)
+        del del_me
 
 
 def test_device_array_is_accepted_through_its_own_protocols():

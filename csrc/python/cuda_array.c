@@ -400,7 +400,14 @@ static PyObject *array_dlpack(mk_device_array *self, PyObject *args, PyObject *k
     if (stream_o != Py_None) {
         long long stream = PyLong_AsLongLong(stream_o);
         if (stream == -1 && PyErr_Occurred()) return NULL;
-        if (stream != -1 && stream != 0 && stream != 1) {
+        if (stream == 0) { /* the protocol forbids it: legacy or per-thread default? */
+            PyErr_Format(PyExc_ValueError,
+                         "%s: stream=0 is ambiguous and not allowed by the DLPack protocol; "
+                         "pass 1 for the legacy default stream or 2 for the per-thread one",
+                         where);
+            return NULL;
+        }
+        if (stream != -1 && stream != 1) {
             mk_status status = mk_cuda_stream_wait(NULL, (void *)(intptr_t)stream);
             if (status != MK_OK) return mk_raise_where(where, status);
         }
