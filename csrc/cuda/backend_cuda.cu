@@ -40,26 +40,6 @@ static mk_status pair_sums_backward(void *s, const float *grad, const int32_t *t
                                          work, work_bytes, s);
 }
 
-/* The pair table's gradient goes straight into AdamW (pair_sums.cu), bucketed in `work`. */
-static mk_status pair_sums_backward_adamw(void *s, const float *grad, const int32_t *tokens,
-                                          int64_t rows, int64_t T, int64_t P, int64_t V,
-                                          float *p, float *m, float *v,
-                                          const mk_adamw_args *args, const float *stats,
-                                          void *work, size_t work_bytes) {
-    return mk_pair_sums_backward_adamw_cuda(grad, tokens, rows, T, P, V, p, m, v, args, stats,
-                                            work, work_bytes, s);
-}
-
-static mk_status pair_sums_backward_adamw_bf16(void *s, const float *grad,
-                                               const int32_t *tokens, int64_t rows, int64_t T,
-                                               int64_t P, int64_t V, float *p, uint16_t *m,
-                                               uint16_t *v, const mk_adamw_args *args,
-                                               const float *stats, uint64_t seed, void *work,
-                                               size_t work_bytes) {
-    return mk_pair_sums_backward_adamw_bf16_cuda(grad, tokens, rows, T, P, V, p, m, v, args,
-                                                 stats, seed, work, work_bytes, s);
-}
-
 /* Every scratch user is a bucket sort, and they run one after another on the step's
  * stream: the largest of them is enough for all. */
 extern "C" mk_status mk_scratch_bytes_cuda(const mk_step_shapes *sh, size_t *bytes) {
@@ -101,9 +81,9 @@ extern "C" const mk_backend mk_backend_cuda = {
     mk_value_bce_cuda,
     mk_loss_stats_cuda,
     mk_adamw_cuda,
-    pair_sums_backward_adamw,
+    mk_pair_sums_backward_adamw_cuda,
     mk_adamw_bf16_cuda,
-    pair_sums_backward_adamw_bf16,
+    mk_pair_sums_backward_adamw_bf16_cuda,
     mk_policy_head_cuda,
     mk_stream_create_cuda,
     mk_stream_destroy_cuda,

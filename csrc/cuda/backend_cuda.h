@@ -50,21 +50,21 @@ mk_status mk_loss_stats_cuda(void *stream, const float *row_policy, const float 
 /* adamw.cu; pair_sums.cu for the fused PairSums backward + AdamW */
 mk_status mk_adamw_cuda(void *stream, float *p, const float *g, float *m, float *v, int64_t n,
                         const mk_adamw_args *args, const float *stats);
-mk_status mk_pair_sums_backward_adamw_cuda(const float *grad, const int32_t *tokens,
-                                           int64_t rows, int64_t T, int64_t P, int64_t V,
-                                           float *p, float *m, float *v,
+mk_status mk_pair_sums_backward_adamw_cuda(void *stream, const float *grad,
+                                           const int32_t *tokens, int64_t rows, int64_t T,
+                                           int64_t P, int64_t V, float *p, float *m, float *v,
                                            const mk_adamw_args *args, const float *stats,
-                                           void *work, size_t work_bytes, void *stream);
+                                           void *work, size_t work_bytes);
 /* adamw_bf16.cu; pair_sums.cu: the same two updates with bf16 moments */
 mk_status mk_adamw_bf16_cuda(void *stream, float *p, const float *g, uint16_t *m, uint16_t *v,
                              int64_t n, const mk_adamw_args *args, const float *stats,
                              uint64_t seed);
-mk_status mk_pair_sums_backward_adamw_bf16_cuda(const float *grad, const int32_t *tokens,
-                                                int64_t rows, int64_t T, int64_t P, int64_t V,
-                                                float *p, uint16_t *m, uint16_t *v,
-                                                const mk_adamw_args *args, const float *stats,
-                                                uint64_t seed, void *work, size_t work_bytes,
-                                                void *stream);
+mk_status mk_pair_sums_backward_adamw_bf16_cuda(void *stream, const float *grad,
+                                                const int32_t *tokens, int64_t rows, int64_t T,
+                                                int64_t P, int64_t V, float *p, uint16_t *m,
+                                                uint16_t *v, const mk_adamw_args *args,
+                                                const float *stats, uint64_t seed, void *work,
+                                                size_t work_bytes);
 
 /* backend_cuda.cu: the scratch a training step's ops need (the largest of the bucket
  * sorts of gather_dot_backward, power_sums_backward and the pair-table backward, which

@@ -272,21 +272,23 @@ extern "C" mk_status mk_pair_sums_backward_cuda(const float *grad, const int32_t
     return mk_work_free(work, status, MK_STREAM(stream));
 }
 
-extern "C" mk_status mk_pair_sums_backward_adamw_cuda(const float *grad, const int32_t *tokens,
-                                                      int64_t rows, int64_t T, int64_t P,
-                                                      int64_t V, float *p, float *m, float *v,
+/* The backend table's entries (stream first, scratch from the step's arena). */
+extern "C" mk_status mk_pair_sums_backward_adamw_cuda(void *stream, const float *grad,
+                                                      const int32_t *tokens, int64_t rows,
+                                                      int64_t T, int64_t P, int64_t V, float *p,
+                                                      float *m, float *v,
                                                       const mk_adamw_args *args,
                                                       const float *stats, void *work,
-                                                      size_t work_bytes, void *stream) {
+                                                      size_t work_bytes) {
     return pair_sums_backward_sorted<float>("pair_sums_backward_adamw", grad, tokens, rows, T, P,
                                             mk_num_pairs(V), NULL, p, m, v, args, stats, 0, work,
                                             work_bytes, MK_STREAM(stream));
 }
 
 extern "C" mk_status mk_pair_sums_backward_adamw_bf16_cuda(
-    const float *grad, const int32_t *tokens, int64_t rows, int64_t T, int64_t P, int64_t V,
-    float *p, uint16_t *m, uint16_t *v, const mk_adamw_args *args, const float *stats,
-    uint64_t seed, void *work, size_t work_bytes, void *stream) {
+    void *stream, const float *grad, const int32_t *tokens, int64_t rows, int64_t T, int64_t P,
+    int64_t V, float *p, uint16_t *m, uint16_t *v, const mk_adamw_args *args,
+    const float *stats, uint64_t seed, void *work, size_t work_bytes) {
     return pair_sums_backward_sorted<uint16_t>("pair_sums_backward_adamw_bf16", grad, tokens,
                                                rows, T, P, mk_num_pairs(V), NULL, p, m, v, args,
                                                stats, seed, work, work_bytes, MK_STREAM(stream));
