@@ -56,14 +56,11 @@ extern "C" mk_status mk_cuda_free(void *ptr) {
 }
 
 extern "C" mk_status mk_cuda_malloc_async(void **ptr, size_t bytes, void *stream) {
-    *ptr = NULL;
-    if (bytes) TRY_RETURN(mk_workspace_alloc(ptr, bytes, MK_STREAM(stream)));
-    return MK_OK;
+    return mk_work_alloc(ptr, bytes, MK_STREAM(stream));
 }
 
 extern "C" mk_status mk_cuda_free_async(void *ptr, void *stream) {
-    if (ptr) TRY_RETURN(mk_workspace_free(ptr, MK_STREAM(stream)));
-    return MK_OK;
+    return mk_work_free(ptr, MK_OK, MK_STREAM(stream));
 }
 
 extern "C" mk_status mk_cuda_copy_to_device(void *dst, const void *src, size_t bytes) {

@@ -55,10 +55,10 @@ static __global__ void narrow_kernel(const T *__restrict__ src, int64_t n, int32
 template <typename Launch>
 static mk_status first_bad(Launch launch, const char *name, cudaStream_t s,
                            unsigned long long *key) {
-    mk_status status = MK_OK;
     unsigned long long *word = NULL;
     *key = NONE;
-    MK_CUDA_TRY(mk_workspace_alloc((void **)&word, sizeof *word, s));
+    mk_status status = mk_work_alloc((void **)&word, sizeof *word, s);
+    if (status != MK_OK) return status;
     MK_CUDA_TRY(cudaMemsetAsync(word, 0xff, sizeof *word, s));
     launch(word);
     {
@@ -71,12 +71,7 @@ static mk_status first_bad(Launch launch, const char *name, cudaStream_t s,
     MK_CUDA_TRY(cudaMemcpyAsync(key, word, sizeof *word, cudaMemcpyDeviceToHost, s));
     MK_CUDA_TRY(cudaStreamSynchronize(s));
 done:
-    if (word) {
-        cudaError_t err = mk_workspace_free(word, s);
-        if (err != cudaSuccess && status == MK_OK)
-            status = mk_cuda_error(err, "mk_workspace_free", __FILE__, __LINE__);
-    }
-    return status;
+    return mk_work_free(word, status, s);
 }
 
 static mk_status read_int(const int32_t *src, int32_t *value, cudaStream_t s) {

@@ -25,7 +25,7 @@ static void create_pool(int device) {
     pools[device] = pool;
 }
 
-cudaError_t mk_workspace_alloc(void **ptr, size_t bytes, cudaStream_t stream) {
+static cudaError_t workspace_alloc(void **ptr, size_t bytes, cudaStream_t stream) {
     int device = 0;
     cudaError_t err = cudaGetDevice(&device);
     if (err != cudaSuccess) return err;
@@ -37,19 +37,19 @@ cudaError_t mk_workspace_alloc(void **ptr, size_t bytes, cudaStream_t stream) {
     return cudaMallocAsync(ptr, bytes, stream);
 }
 
-cudaError_t mk_workspace_free(void *ptr, cudaStream_t stream) {
+static cudaError_t workspace_free(void *ptr, cudaStream_t stream) {
     return ptr ? cudaFreeAsync(ptr, stream) : cudaSuccess; /* either pool: freed to its owner */
 }
 
 mk_status mk_work_alloc(void **work, size_t bytes, cudaStream_t stream) {
     *work = NULL;
-    if (bytes) MK_CUDA_RETURN_IF(mk_workspace_alloc(work, bytes, stream));
+    if (bytes) MK_CUDA_RETURN_IF(workspace_alloc(work, bytes, stream));
     return MK_OK;
 }
 
 mk_status mk_work_free(void *work, mk_status status, cudaStream_t stream) {
-    cudaError_t err = mk_workspace_free(work, stream);
+    cudaError_t err = workspace_free(work, stream);
     if (err != cudaSuccess && status == MK_OK)
-        return mk_cuda_error(err, "mk_workspace_free", __FILE__, __LINE__);
+        return mk_cuda_error(err, "workspace_free", __FILE__, __LINE__);
     return status;
 }

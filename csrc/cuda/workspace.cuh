@@ -17,12 +17,8 @@
 
 #include "common.cuh"
 
-cudaError_t mk_workspace_alloc(void **ptr, size_t bytes, cudaStream_t stream);
-cudaError_t mk_workspace_free(void *ptr, cudaStream_t stream);
-
-/* The same as mk_status for a launcher's pool path: *work = `bytes` from the pool (NULL
- * when bytes is 0); mk_work_free releases it and returns `status` if that is an error,
- * else the release's own status. */
+/* *work = `bytes` from the pool (NULL when bytes is 0); mk_work_free releases it and
+ * returns `status` if that is an error, else the release's own status. */
 mk_status mk_work_alloc(void **work, size_t bytes, cudaStream_t stream);
 mk_status mk_work_free(void *work, mk_status status, cudaStream_t stream);
 
