@@ -161,12 +161,14 @@ static std::map<const char *, size_t> allocations; /* start -> size */
 static bool strict = false;
 extern "C" void mk_emu_strict(int on) { strict = on != 0; }
 
-static bool on_device(const void *p, size_t n) {
-    auto it = allocations.upper_bound((const char *)p);
-    if (it == allocations.begin()) return false;
+/* [p, p + n) lies inside one of `blocks` (start -> size). */
+static bool within(const std::map<const char *, size_t> &blocks, const void *p, size_t n) {
+    auto it = blocks.upper_bound((const char *)p);
+    if (it == blocks.begin()) return false;
     --it;
     return (const char *)p >= it->first && (const char *)p + n <= it->first + it->second;
 }
+static bool on_device(const void *p, size_t n) { return within(allocations, p, n); }
 
 cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) {
     *p = aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
@@ -216,13 +218,6 @@ extern "C" void *mk_emu_alloc_pinned(size_t bytes) {
 }
 extern "C" void mk_emu_free_pinned(void *p) { cudaFreeHost(p); }
 
-static bool in_pinned(const void *p, size_t n) {
-    auto it = pinned.upper_bound((const char *)p);
-    if (it == pinned.begin()) return false;
-    --it;
-    return (const char *)p >= it->first && (const char *)p + n <= it->first + it->second;
-}
-
 cudaError_t cudaFreeAsync(void *p, cudaStream_t) {
     mk_emu_land_copies();
     auto it = allocations.find((const char *)p);
@@ -244,7 +239,7 @@ cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind kin
     bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
     bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
     if (strict && (on_device(s, n) != src_dev || on_device(d, n) != dst_dev)) return cudaErrorInvalidValue;
-    if (defer_pinned && kind == cudaMemcpyHostToDevice && in_pinned(s, n)) {
+    if (defer_pinned && kind == cudaMemcpyHostToDevice && within(pinned, s, n)) {
         pending.push_back({d, s, n}); /* lands after those queued before it, in order */
         return cudaSuccess;
     }
