@@ -11,14 +11,13 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-RUNTIME_CU = "runtime.cu"
+RUNTIME_CU = "runtime.cu"  # in the extension build only: the kernel tests call launchers directly
 # Every kernel file: the fused ops and the training step's primitives and op table.
 SOURCES = sorted(f for f in os.listdir(os.path.join(ROOT, "csrc", "cuda")) if f.endswith(".cu") and f != RUNTIME_CU)
 # The C files those need (backend.c: the table check; batch.c: the batch faults' wording; cublas_dynamic.c: the cuBLAS loader,
 # which the emulated build points at cublas_emu.c's stand-in).
 C_SOURCES = ["csrc/error.c", "csrc/backend.c", "csrc/batch.c"] + sorted(
     os.path.join("csrc", "cuda", f) for f in os.listdir(os.path.join(ROOT, "csrc", "cuda")) if f.endswith(".c"))
-RUNTIME = RUNTIME_CU  # in the extension build only: the kernel tests call launchers directly
 
 
 def split_top_level(text):
@@ -144,7 +143,7 @@ def build_extension(out_dir):
                                "-I", numpy.get_include(), "-I", os.path.join(ROOT, "csrc"),
                                '-DMK_CUDA_ARCHS="emulated"', "-c", os.path.join(py_dir, c), "-o", obj])
         objects.append(obj)
-    return _compile(out_dir, SOURCES + [RUNTIME], objects, target)
+    return _compile(out_dir, SOURCES + [RUNTIME_CU], objects, target)
 
 
 if __name__ == "__main__":
