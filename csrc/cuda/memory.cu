@@ -10,7 +10,8 @@ mk_status mk_alloc_cuda(void *stream, size_t bytes, void **out) {
     MK_CUDA_COUNT_ALLOC();
     cudaError_t err = cudaMalloc(out, bytes ? bytes : 64); /* cudaMalloc aligns to 256 bytes */
     if (err == cudaErrorMemoryAllocation) {
-        cudaGetLastError(); /* clear the sticky-free error so later calls are not blamed */
+        (void)cudaGetLastError(); /* not sticky: clear it so later calls do not see it */
+        *out = NULL;
         return mk_fail(MK_ERR_NOMEM, "cuda backend: cannot allocate %zu bytes of device memory",
                        bytes);
     }

@@ -1,6 +1,7 @@
 /* Device discovery, memory and stream ordering for the binding; see runtime.h. */
 #include <stdio.h>
 
+#include "backend_cuda.h"
 #include "runtime.h"
 #include "workspace.cuh"
 
@@ -34,16 +35,7 @@ extern "C" void mk_cuda_versions(int *runtime, int *driver) {
 
 extern "C" mk_status mk_cuda_malloc(void **ptr, size_t bytes) {
     *ptr = NULL;
-    if (bytes == 0) return MK_OK;
-    MK_CUDA_COUNT_ALLOC();
-    cudaError_t err = cudaMalloc(ptr, bytes);
-    if (err == cudaErrorMemoryAllocation) {
-        (void)cudaGetLastError(); /* not sticky: clear it so later calls do not see it */
-        *ptr = NULL;
-        return mk_fail(MK_ERR_NOMEM, "CUDA out of memory allocating %zu bytes", bytes);
-    }
-    TRY_RETURN(err);
-    return MK_OK;
+    return bytes ? mk_alloc_cuda(NULL, bytes, ptr) : MK_OK;
 }
 
 extern "C" mk_status mk_cuda_free(void *ptr) {
