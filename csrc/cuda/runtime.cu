@@ -5,23 +5,21 @@
 #include "runtime.h"
 #include "workspace.cuh"
 
-#define TRY_RETURN MK_CUDA_RETURN_IF
-
 extern "C" mk_status mk_cuda_device_count(int *count) {
     *count = 0;
-    TRY_RETURN(cudaGetDeviceCount(count));
+    MK_CUDA_RETURN_IF(cudaGetDeviceCount(count));
     if (*count == 0) return mk_fail(MK_ERR_RUNTIME, "no CUDA device found");
     return MK_OK;
 }
 
 extern "C" mk_status mk_cuda_current_device(int *device) {
-    TRY_RETURN(cudaGetDevice(device));
+    MK_CUDA_RETURN_IF(cudaGetDevice(device));
     return MK_OK;
 }
 
 extern "C" mk_status mk_cuda_device_name(int device, char *name, size_t size) {
     cudaDeviceProp prop;
-    TRY_RETURN(cudaGetDeviceProperties(&prop, device));
+    MK_CUDA_RETURN_IF(cudaGetDeviceProperties(&prop, device));
     snprintf(name, size, "%s", prop.name);
     return MK_OK;
 }
@@ -43,7 +41,7 @@ extern "C" mk_status mk_cuda_free(void *ptr) {
     cudaError_t err = cudaFree(ptr);
     /* At process exit the runtime may already be gone; the driver reclaims everything. */
     if (err == cudaErrorCudartUnloading) return MK_OK;
-    TRY_RETURN(err);
+    MK_CUDA_RETURN_IF(err);
     return MK_OK;
 }
 
@@ -56,24 +54,24 @@ extern "C" mk_status mk_cuda_free_async(void *ptr, void *stream) {
 }
 
 extern "C" mk_status mk_cuda_copy_to_device(void *dst, const void *src, size_t bytes) {
-    if (bytes) TRY_RETURN(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    if (bytes) MK_CUDA_RETURN_IF(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
     return MK_OK;
 }
 
 extern "C" mk_status mk_cuda_copy_to_host(void *dst, const void *src, size_t bytes) {
-    if (bytes) TRY_RETURN(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    if (bytes) MK_CUDA_RETURN_IF(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
     return MK_OK;
 }
 
 extern "C" mk_status mk_cuda_copy_device(void *dst, const void *src, size_t bytes,
                                          void *stream) {
     if (bytes)
-        TRY_RETURN(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, MK_STREAM(stream)));
+        MK_CUDA_RETURN_IF(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, MK_STREAM(stream)));
     return MK_OK;
 }
 
 extern "C" mk_status mk_cuda_synchronize(void) {
-    TRY_RETURN(cudaDeviceSynchronize());
+    MK_CUDA_RETURN_IF(cudaDeviceSynchronize());
     return MK_OK;
 }
 
@@ -99,7 +97,7 @@ extern "C" mk_status mk_cuda_pointer_info(const void *ptr, int *kind, int *devic
     cudaPointerAttributes attr;
     *kind = MK_MEM_HOST;
     *device = -1;
-    TRY_RETURN(cudaPointerGetAttributes(&attr, ptr));
+    MK_CUDA_RETURN_IF(cudaPointerGetAttributes(&attr, ptr));
     if (attr.type == cudaMemoryTypeDevice) *kind = MK_MEM_DEVICE;
     else if (attr.type == cudaMemoryTypeManaged) *kind = MK_MEM_MANAGED;
     *device = attr.device;
