@@ -65,9 +65,7 @@ extern "C" mk_status mk_cuda_copy_to_host(void *dst, const void *src, size_t byt
 
 extern "C" mk_status mk_cuda_copy_device(void *dst, const void *src, size_t bytes,
                                          void *stream) {
-    if (bytes)
-        MK_CUDA_RETURN_IF(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, MK_STREAM(stream)));
-    return MK_OK;
+    return mk_copy_cuda(stream, dst, src, bytes);
 }
 
 extern "C" mk_status mk_cuda_synchronize(void) {
