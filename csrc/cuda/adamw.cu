@@ -9,8 +9,7 @@
 __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, int64_t n,
                              mk_adamw_consts k, const float *stats) {
     if (stats && stats[MK_STAT_FINITE] == 0.0f) return;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    MK_GRID_STRIDE(i, n)
         mk_adamw_update(k, g[i], p + i, m + i, v + i);
 }
 

@@ -8,8 +8,7 @@
 __global__ void adamw_bf16_kernel(float *p, const float *g, uint16_t *m, uint16_t *v, int64_t n,
                                   mk_adamw_consts k, const float *stats, uint64_t seed) {
     if (stats && stats[MK_STAT_FINITE] == 0.0f) return;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    MK_GRID_STRIDE(i, n)
         mk_adamw_update_bf16(k, g[i], p + i, m + i, v + i, seed, i);
 }
 

@@ -20,16 +20,14 @@ enum { K_TOKEN = 0, K_LEGAL, K_TARGET, K_VALUE, K_SOFT, K_COUNT };
 
 static __global__ void tokens_kernel(const int32_t *__restrict__ tokens, int64_t n, int64_t V,
                                      unsigned long long *key) {
-    for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < n;
-         x += (int64_t)gridDim.x * blockDim.x)
+    MK_GRID_STRIDE(x, n)
         if (tokens[x] < -1 || tokens[x] >= V) atomicMin(key, (unsigned long long)x);
 }
 
 static __global__ void legal_kernel(const int32_t *__restrict__ legal,
                                     const int32_t *__restrict__ counts, int64_t B, int64_t L,
                                     int64_t M, unsigned long long *key) {
-    for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < B * (L + 1);
-         x += (int64_t)gridDim.x * blockDim.x) {
+    MK_GRID_STRIDE(x, B * (L + 1)) {
         const int64_t r = x / (L + 1), l = x % (L + 1) - 1, n = counts[r];
         const bool count_ok = n >= 1 && n <= L;
         bool bad = l < 0 ? !count_ok : count_ok && l < n && (legal[r * L + l] < 0 || legal[r * L + l] >= M);
@@ -45,8 +43,7 @@ static __global__ void targets_kernel(const int32_t *__restrict__ counts,
                                       const float *__restrict__ value,
                                       const float *__restrict__ soft, int64_t B, int64_t L,
                                       unsigned long long *keys) {
-    for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < B;
-         r += (int64_t)gridDim.x * blockDim.x) {
+    MK_GRID_STRIDE(r, B) {
         const int64_t n = counts[r];
         if (target[r] < 0 || target[r] >= n) atomicMin(&keys[K_TARGET], (unsigned long long)r);
         if (!(value[r] >= 0.0f && value[r] <= 1.0f)) atomicMin(&keys[K_VALUE], (unsigned long long)r);

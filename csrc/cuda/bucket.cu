@@ -6,16 +6,14 @@
 #include "bucket.cuh"
 
 static __global__ void iota_kernel(int32_t *ids, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    MK_GRID_STRIDE(i, n)
         ids[i] = (int32_t)i;
 }
 
 /* starts[k] = first position of sorted_keys holding a key >= k (a lower bound). */
 static __global__ void bucket_starts_kernel(const uint32_t *sorted_keys, int64_t n,
                                             int32_t num_keys, int32_t *starts) {
-    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k <= num_keys;
-         k += (int64_t)gridDim.x * blockDim.x) {
+    MK_GRID_STRIDE(k, (int64_t)num_keys + 1) {
         int64_t lo = 0, hi = n;
         while (lo < hi) {
             int64_t mid = (lo + hi) / 2;

@@ -66,6 +66,12 @@ extern "C" unsigned long long mk_cuda_allocations;
 
 #define MK_STREAM(s) ((cudaStream_t)(s))
 
+/* A grid-stride loop: the threads of the grid share out i = 0 .. n - 1 (n evaluated each
+ * turn, so keep it cheap), sized by mk_blocks_for. */
+#define MK_GRID_STRIDE(i, n)                                                   \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);  \
+         i += (int64_t)gridDim.x * blockDim.x)
+
 /* Blocks for a grid-stride loop over n items: enough to fill the GPU, never zero, and
  * within gridDim.x's limit. */
 static inline unsigned int mk_blocks_for(int64_t n, int threads) {

@@ -20,8 +20,7 @@ mk_status mk_gemm_cuda(void *stream, int trans_a, int trans_b, int64_t M, int64_
 __global__ void bias_act_kernel(float *y, const float *bias, int64_t rows, int64_t cols,
                                 int relu) {
     int64_t n = rows * cols;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    MK_GRID_STRIDE(i, n) {
         float s = y[i] + bias[i % cols];
         y[i] = relu ? fmaxf(s, 0.0f) : s;
     }
@@ -82,8 +81,7 @@ done:
 }
 
 __global__ void sigmoid_kernel(const float *x, int64_t n, float *out) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    MK_GRID_STRIDE(i, n)
         out[i] = 1.0f / (1.0f + expf(-x[i]));
 }
 

@@ -67,8 +67,7 @@ static __global__ void gather_dot_grad_hidden_kernel(const float *__restrict__ g
 static __global__ void gather_dot_keys_kernel(const int32_t *__restrict__ indices,
                                               const int32_t *__restrict__ counts, int64_t B,
                                               int64_t L, int32_t M, uint32_t *keys) {
-    for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < B * L;
-         p += (int64_t)gridDim.x * blockDim.x) {
+    MK_GRID_STRIDE(p, B * L) {
         int64_t b = p / L, l = p % L;
         int64_t n = counts ? counts[b] : L;
         keys[p] = l < n ? (uint32_t)indices[p] : (uint32_t)M;

@@ -73,8 +73,7 @@ done:
 
 __global__ void value_bce_kernel(const float *z, const float *t, int64_t B, float grad_scale,
                                  float *dz, float *row_loss) {
-    for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < B;
-         b += (int64_t)gridDim.x * blockDim.x) {
+    MK_GRID_STRIDE(b, B) {
         float x = z[b];
         row_loss[b] = fmaxf(x, 0.0f) - t[b] * x + log1pf(expf(-fabsf(x)));
         if (dz) dz[b] = grad_scale * (1.0f / (1.0f + expf(-x)) - t[b]);

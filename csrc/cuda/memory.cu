@@ -49,14 +49,12 @@ mk_status mk_copy_cuda(void *stream, void *dst, const void *src, size_t bytes) {
 }
 
 __global__ void fill_kernel(float *dst, float value, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    MK_GRID_STRIDE(i, n)
         dst[i] = value;
 }
 
 __global__ void fill_uniform_kernel(float *dst, int64_t n, float bound, uint64_t seed) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    MK_GRID_STRIDE(i, n)
         dst[i] = bound * (2.0f * mk_uniform01(seed, (uint64_t)i) - 1.0f);
 }
 

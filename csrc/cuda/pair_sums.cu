@@ -91,8 +91,7 @@ static __global__ void pair_sums_forward_kernel(const float *__restrict__ table,
 static __global__ void pair_sums_keys_kernel(const int32_t *__restrict__ tokens, int64_t rows,
                                              int64_t T, int32_t num_pairs, uint32_t *keys) {
     const int64_t pairs = T * (T - 1) / 2;
-    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < rows * pairs;
-         e += (int64_t)gridDim.x * blockDim.x) {
+    MK_GRID_STRIDE(e, rows * pairs) {
         int64_t r = e / pairs, i, j;
         pair_of(e % pairs, &i, &j);
         const int32_t a = tokens[r * T + i], b = tokens[r * T + j];
@@ -118,8 +117,7 @@ static __global__ void pair_sums_grad_table_kernel(const float *__restrict__ gra
                                                    const int32_t *__restrict__ starts,
                                                    int64_t num_pairs, int64_t pairs, int64_t P,
                                                    float *__restrict__ grad_table) {
-    for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < num_pairs * P;
-         x += (int64_t)gridDim.x * blockDim.x)
+    MK_GRID_STRIDE(x, num_pairs * P)
         grad_table[x] = pair_grad_element(grad, order, starts, pairs, P, x);
 }
 
@@ -148,8 +146,7 @@ static __global__ void pair_sums_adamw_kernel(const float *__restrict__ grad,
                                               Moment *__restrict__ v, mk_adamw_consts k,
                                               const float *__restrict__ stats, uint64_t seed) {
     if (stats && stats[MK_STAT_FINITE] == 0.0f) return;
-    for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < num_pairs * P;
-         x += (int64_t)gridDim.x * blockDim.x)
+    MK_GRID_STRIDE(x, num_pairs * P)
         pair_update(k, pair_grad_element(grad, order, starts, pairs, P, x), p + x, m + x, v + x,
                     seed, x);
 }

@@ -62,8 +62,7 @@ static __global__ void power_sums_forward_any_k_kernel(const float *__restrict__
 
 static __global__ void power_sums_keys_kernel(const int32_t *__restrict__ tokens, int64_t n,
                                               int32_t V, uint32_t *keys) {
-    for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < n;
-         p += (int64_t)gridDim.x * blockDim.x)
+    MK_GRID_STRIDE(p, n)
         keys[p] = tokens[p] >= 0 ? (uint32_t)tokens[p] : (uint32_t)V;
 }
 

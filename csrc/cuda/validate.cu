@@ -13,8 +13,7 @@
 static __global__ void check_legal_kernel(const int32_t *__restrict__ indices,
                                           const int32_t *__restrict__ counts, int64_t B,
                                           int64_t L, int64_t M, unsigned long long *first) {
-    for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < B * (L + 1);
-         x += (int64_t)gridDim.x * blockDim.x) {
+    MK_GRID_STRIDE(x, B * (L + 1)) {
         const int64_t b = x / (L + 1), r = x % (L + 1);
         const int64_t n = counts ? counts[b] : L;
         bool bad;
@@ -30,8 +29,7 @@ static __global__ void check_legal_kernel(const int32_t *__restrict__ indices,
 
 static __global__ void check_tokens_kernel(const int32_t *__restrict__ tokens, int64_t n,
                                            int64_t V, unsigned long long *first) {
-    for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < n;
-         x += (int64_t)gridDim.x * blockDim.x) {
+    MK_GRID_STRIDE(x, n) {
         const int32_t t = tokens[x];
         if (t < -1 || t >= V) atomicMin(first, (unsigned long long)x);
     }
@@ -41,8 +39,7 @@ static __global__ void check_tokens_kernel(const int32_t *__restrict__ tokens, i
 template <typename T>
 static __global__ void narrow_kernel(const T *__restrict__ src, int64_t n, int32_t *__restrict__ dst,
                                      unsigned long long *first) {
-    for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < n;
-         x += (int64_t)gridDim.x * blockDim.x) {
+    MK_GRID_STRIDE(x, n) {
         const bool is_unsigned = (T)0 < (T)-1;
         const bool fits = is_unsigned ? (uint64_t)src[x] <= (uint64_t)INT32_MAX
                                       : (int64_t)src[x] >= INT32_MIN && (int64_t)src[x] <= INT32_MAX;
