@@ -35,7 +35,6 @@ static inline mk_status mk_cuda_error(cudaError_t err, const char *what, const c
         }                                                                      \
     } while (0)
 
-/* Checks the launch just made (bad configuration, no kernel image for this GPU). */
 /* Kernel launches made by manaka (plus cuBLAS calls), for the step benchmark's
  * "launches per step": a process-wide counter, relaxed atomic, never read on a hot path. */
 extern "C" unsigned long long mk_cuda_launches;
@@ -47,6 +46,8 @@ extern "C" unsigned long long mk_cuda_launches;
 extern "C" unsigned long long mk_cuda_allocations;
 #define MK_CUDA_COUNT_ALLOC() __atomic_fetch_add(&mk_cuda_allocations, 1ull, __ATOMIC_RELAXED)
 
+/* Checks the launch just made (bad configuration, no kernel image for this GPU) and
+ * counts it. */
 #define MK_CUDA_LAUNCHED(name)                                                 \
     do {                                                                       \
         MK_CUDA_COUNT_LAUNCH();                                                \
