@@ -78,7 +78,7 @@ mk_status mk_cublas_sgemm(void *stream, int trans_a, int trans_b, int m, int n, 
                           float beta, float *C, int ldc) {
     mk_status status = mk_cublas_load(NULL);
     if (status != MK_OK) return status;
-    extern unsigned long long mk_cuda_launches; /* runtime.cu: counted like a kernel launch */
+    extern unsigned long long mk_cuda_launches; /* counters.c: counted like a kernel launch */
     __atomic_fetch_add(&mk_cuda_launches, 1ull, __ATOMIC_RELAXED);
     int rc = cublas.set_stream(cublas.handle, stream);
     if (rc == 0)
