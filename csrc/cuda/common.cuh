@@ -82,6 +82,16 @@ static inline unsigned int mk_blocks_for(int64_t n, int threads) {
     return (unsigned int)blocks;
 }
 
+/* Block size for a kernel whose threads own columns: one pass over `cols` columns in whole
+ * warps, clamped to [lo, hi]. */
+static inline int mk_column_threads(int64_t cols, int lo, int hi) {
+    int64_t t = (cols + 31) / 32 * 32;
+    return (int)(t < lo ? lo : t > hi ? hi : t);
+}
+
+/* `p` may be read as float4. */
+static inline bool mk_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
 /* Sum over a warp, lanes combined in a fixed tree, so the result is reproducible. */
 __device__ __forceinline__ float mk_warp_sum(float v) {
     for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);

@@ -113,15 +113,13 @@ static __global__ void gather_dot_grad_table_atomic_kernel(const float *__restri
     }
 }
 
-static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
-
 extern "C" mk_status mk_gather_dot_cuda(const float *hidden, const float *table,
                                         const int32_t *indices, const int32_t *counts,
                                         int64_t B, int64_t L, int64_t W, float *logits,
                                         void *stream) {
     mk_status status = MK_OK;
     cudaStream_t s = MK_STREAM(stream);
-    const bool vec = W % 4 == 0 && aligned16(hidden) && aligned16(table);
+    const bool vec = W % 4 == 0 && mk_aligned16(hidden) && mk_aligned16(table);
     const bool smem = W <= GD_SMEM_MAX_FLOATS;
     const size_t smem_bytes = smem ? (size_t)W * sizeof(float) : 0;
     if (B == 0 || L == 0) return MK_OK;
@@ -144,17 +142,11 @@ done:
     return status;
 }
 
-static int column_threads(int64_t W) {
-    /* Enough threads for one pass over W columns when W is small, 256 at most. */
-    int64_t t = (W + 31) / 32 * 32;
-    return (int)(t < 32 ? 32 : t > 256 ? 256 : t);
-}
-
 static mk_status grad_hidden_cuda(const float *grad, const float *table, const int32_t *indices,
                                   const int32_t *counts, int64_t B, int64_t L, int64_t W,
                                   float *grad_hidden, cudaStream_t s) {
     mk_status status = MK_OK;
-    gather_dot_grad_hidden_kernel<<<(unsigned)B, column_threads(W), 0, s>>>(
+    gather_dot_grad_hidden_kernel<<<(unsigned)B, mk_column_threads(W, 32, 256), 0, s>>>(
         grad, table, indices, counts, L, (int)W, grad_hidden);
     MK_CUDA_LAUNCHED("gather_dot_grad_hidden_kernel");
 done:
@@ -205,8 +197,8 @@ extern "C" mk_status mk_gather_dot_backward_cuda_ws(const float *grad, const flo
     }
     if ((status = mk_buckets_sort(&bk, s)) != MK_OK) goto done;
     gather_dot_grad_table_kernel<<<(unsigned)(M < 65535LL * 16 ? M : 65535LL * 16),
-                                   column_threads(W), 0, s>>>(grad, hidden, bk.order, bk.starts,
-                                                              M, L, (int)W, grad_table);
+                                   mk_column_threads(W, 32, 256), 0, s>>>(
+        grad, hidden, bk.order, bk.starts, M, L, (int)W, grad_table);
     MK_CUDA_LAUNCHED("gather_dot_grad_table_kernel");
 done:
     return status;

@@ -141,13 +141,6 @@ static __global__ void policy_head_kernel(const float *__restrict__ q,
     }
 }
 
-static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
-
-static int policy_head_threads(int64_t W) {
-    int64_t t = (W + 31) / 32 * 32;
-    return (int)(t < 128 ? 128 : t > 512 ? 512 : t);
-}
-
 extern "C" mk_status mk_policy_head_cuda(void *stream, const float *q, const float *table,
                                          const int32_t *legal, const int32_t *counts,
                                          const int32_t *target, const float *soft, int64_t B,
@@ -155,10 +148,10 @@ extern "C" mk_status mk_policy_head_cuda(void *stream, const float *q, const flo
                                          float *dq, float *row_loss, float *row_correct) {
     mk_status status = MK_OK;
     cudaStream_t s = MK_STREAM(stream);
-    const bool vec = W % 4 == 0 && aligned16(q) && aligned16(table);
+    const bool vec = W % 4 == 0 && mk_aligned16(q) && mk_aligned16(table);
     const size_t smem_bytes = (size_t)(round_up4(W) + 2 * L) * sizeof(float);
     const bool smem = smem_bytes + PH_STATIC_SMEM_BYTES <= PH_SMEM_MAX_BYTES;
-    const int threads = policy_head_threads(W);
+    const int threads = mk_column_threads(W, 128, 512);
     if (B == 0) return MK_OK;
     if (W > INT32_MAX || B > INT32_MAX || L > INT32_MAX)
         return mk_fail(MK_ERR_VALUE, "policy_head: B, L and W must be below 2^31 on the GPU");

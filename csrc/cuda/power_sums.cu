@@ -88,17 +88,12 @@ static __global__ void power_sums_grad_emb_kernel(const float *__restrict__ grad
     }
 }
 
-static int column_threads(int64_t D) {
-    int64_t t = (D + 31) / 32 * 32;
-    return (int)(t < 32 ? 32 : t > 256 ? 256 : t);
-}
-
 extern "C" mk_status mk_power_sums_cuda(const float *emb, const int32_t *tokens, int64_t rows,
                                         int64_t T, int64_t D, int64_t K, float *out,
                                         void *stream) {
     mk_status status = MK_OK;
     cudaStream_t s = MK_STREAM(stream);
-    const int threads = column_threads(D);
+    const int threads = mk_column_threads(D, 32, 256);
     if (rows == 0 || D == 0 || K == 0) return MK_OK;
     if (rows > INT32_MAX || D > INT32_MAX || K > INT32_MAX)
         return mk_fail(MK_ERR_VALUE, "power_sums: rows, D and K must be below 2^31 on the GPU");
@@ -146,8 +141,8 @@ extern "C" mk_status mk_power_sums_backward_cuda_ws(const float *grad, const flo
     }
     if ((status = mk_buckets_sort(&bk, s)) != MK_OK) goto done;
     power_sums_grad_emb_kernel<<<(unsigned)(V < 65535LL * 16 ? V : 65535LL * 16),
-                                 column_threads(D), 0, s>>>(grad, emb, bk.order, bk.starts, V, T,
-                                                            (int)D, (int)K, grad_emb);
+                                 mk_column_threads(D, 32, 256), 0, s>>>(
+        grad, emb, bk.order, bk.starts, V, T, (int)D, (int)K, grad_emb);
     MK_CUDA_LAUNCHED("power_sums_grad_emb_kernel");
 done:
     return status;
