@@ -82,6 +82,9 @@ static inline unsigned int mk_blocks_for(int64_t n, int threads) {
     return (unsigned int)blocks;
 }
 
+/* Shared memory per block, static plus dynamic, without an opt-in. */
+#define MK_SMEM_MAX_BYTES (48 * 1024)
+
 /* Block size for a kernel whose threads own columns: one pass over `cols` columns in whole
  * warps, clamped to [lo, hi]. */
 static inline int mk_column_threads(int64_t cols, int lo, int hi) {

@@ -17,7 +17,6 @@
 #include "bucket.cuh"
 
 #define GD_THREADS 256
-#define GD_SMEM_MAX_FLOATS (48 * 1024 / 4) /* default dynamic shared memory limit */
 
 template <bool VEC, bool SMEM>
 static __global__ void gather_dot_forward_kernel(const float *__restrict__ hidden,
@@ -120,7 +119,7 @@ extern "C" mk_status mk_gather_dot_cuda(const float *hidden, const float *table,
     mk_status status = MK_OK;
     cudaStream_t s = MK_STREAM(stream);
     const bool vec = W % 4 == 0 && mk_aligned16(hidden) && mk_aligned16(table);
-    const bool smem = W <= GD_SMEM_MAX_FLOATS;
+    const bool smem = W <= MK_SMEM_MAX_BYTES / (int64_t)sizeof(float);
     const size_t smem_bytes = smem ? (size_t)W * sizeof(float) : 0;
     if (B == 0 || L == 0) return MK_OK;
     if (W > INT32_MAX || B > INT32_MAX)

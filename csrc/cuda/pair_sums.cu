@@ -18,7 +18,6 @@
 #include "bucket.cuh"
 
 #define PR_THREADS 256
-#define PR_SMEM_MAX (48 * 1024)
 
 /* The q-th pair (i < j) in the order j = 1.., i = 0..j-1: q = j (j - 1) / 2 + i. */
 __device__ __forceinline__ void pair_of(int64_t q, int64_t *i, int64_t *j) {
@@ -175,11 +174,11 @@ static mk_status check_sizes(const char *op, int64_t rows, int64_t T, int64_t P,
                              size_t smem) {
     if (rows > INT32_MAX || P > INT32_MAX)
         return mk_fail(MK_ERR_VALUE, "%s: rows and P must be below 2^31 on the GPU", op);
-    if (smem > PR_SMEM_MAX)
+    if (smem > MK_SMEM_MAX_BYTES)
         return mk_fail(MK_ERR_VALUE,
                        "%s: T = %lld tokens with P = %lld columns need %zu bytes of shared "
                        "memory per block, more than the CUDA kernel's %d",
-                       op, (long long)T, (long long)P, smem, PR_SMEM_MAX);
+                       op, (long long)T, (long long)P, smem, MK_SMEM_MAX_BYTES);
     return MK_OK;
 }
 

@@ -28,7 +28,6 @@
 #include "backend_cuda.h"
 #include "common.cuh"
 
-#define PH_SMEM_MAX_BYTES (48 * 1024) /* shared memory per block without an opt-in */
 /* The kernel's static shared arrays (partial, partial_index): they count against the same
  * per-block limit as the dynamic row, so a row of exactly 48 KB would fail to launch. */
 #define PH_STATIC_SMEM_BYTES (32 * (sizeof(float) + sizeof(int)))
@@ -150,7 +149,7 @@ extern "C" mk_status mk_policy_head_cuda(void *stream, const float *q, const flo
     cudaStream_t s = MK_STREAM(stream);
     const bool vec = W % 4 == 0 && mk_aligned16(q) && mk_aligned16(table);
     const size_t smem_bytes = (size_t)(round_up4(W) + 2 * L) * sizeof(float);
-    const bool smem = smem_bytes + PH_STATIC_SMEM_BYTES <= PH_SMEM_MAX_BYTES;
+    const bool smem = smem_bytes + PH_STATIC_SMEM_BYTES <= MK_SMEM_MAX_BYTES;
     const int threads = mk_column_threads(W, 128, 512);
     if (B == 0) return MK_OK;
     if (W > INT32_MAX || B > INT32_MAX || L > INT32_MAX)
