@@ -124,18 +124,12 @@ extern "C" mk_status mk_gather_dot_cuda(const float *hidden, const float *table,
     if (B == 0 || L == 0) return MK_OK;
     if (W > INT32_MAX || B > INT32_MAX)
         return mk_fail(MK_ERR_VALUE, "gather_dot: W and B must be below 2^31 on the GPU");
-    if (vec && smem)
-        gather_dot_forward_kernel<true, true><<<(unsigned)B, GD_THREADS, smem_bytes, s>>>(
-            hidden, table, indices, counts, L, (int)W, logits);
-    else if (vec)
-        gather_dot_forward_kernel<true, false><<<(unsigned)B, GD_THREADS, 0, s>>>(
-            hidden, table, indices, counts, L, (int)W, logits);
-    else if (smem)
-        gather_dot_forward_kernel<false, true><<<(unsigned)B, GD_THREADS, smem_bytes, s>>>(
-            hidden, table, indices, counts, L, (int)W, logits);
-    else
-        gather_dot_forward_kernel<false, false><<<(unsigned)B, GD_THREADS, 0, s>>>(
-            hidden, table, indices, counts, L, (int)W, logits);
+    auto kernel = vec ? (smem ? gather_dot_forward_kernel<true, true>
+                              : gather_dot_forward_kernel<true, false>)
+                      : (smem ? gather_dot_forward_kernel<false, true>
+                              : gather_dot_forward_kernel<false, false>);
+    kernel<<<(unsigned)B, GD_THREADS, smem_bytes, s>>>(hidden, table, indices, counts, L, (int)W,
+                                                       logits);
     MK_CUDA_LAUNCHED("gather_dot_forward_kernel");
 done:
     return status;

@@ -154,22 +154,12 @@ extern "C" mk_status mk_policy_head_cuda(void *stream, const float *q, const flo
     if (B == 0) return MK_OK;
     if (W > INT32_MAX || B > INT32_MAX || L > INT32_MAX)
         return mk_fail(MK_ERR_VALUE, "policy_head: B, L and W must be below 2^31 on the GPU");
-    if (vec && smem)
-        policy_head_kernel<true, true><<<(unsigned)B, threads, smem_bytes, s>>>(
-            q, table, legal, counts, target, soft, L, (int)W, grad_scale, dlogits, dq, row_loss,
-            row_correct);
-    else if (vec)
-        policy_head_kernel<true, false><<<(unsigned)B, threads, 0, s>>>(
-            q, table, legal, counts, target, soft, L, (int)W, grad_scale, dlogits, dq, row_loss,
-            row_correct);
-    else if (smem)
-        policy_head_kernel<false, true><<<(unsigned)B, threads, smem_bytes, s>>>(
-            q, table, legal, counts, target, soft, L, (int)W, grad_scale, dlogits, dq, row_loss,
-            row_correct);
-    else
-        policy_head_kernel<false, false><<<(unsigned)B, threads, 0, s>>>(
-            q, table, legal, counts, target, soft, L, (int)W, grad_scale, dlogits, dq, row_loss,
-            row_correct);
+    auto kernel = vec ? (smem ? policy_head_kernel<true, true> : policy_head_kernel<true, false>)
+                      : (smem ? policy_head_kernel<false, true> : policy_head_kernel<false, false>);
+    kernel<<<(unsigned)B, threads, smem ? smem_bytes : 0, s>>>(q, table, legal, counts, target,
+                                                               soft, L, (int)W, grad_scale,
+                                                               dlogits, dq, row_loss,
+                                                               row_correct);
     MK_CUDA_LAUNCHED("policy_head_kernel");
 done:
     return status;
