@@ -15,7 +15,8 @@ __global__ void softmax_xent_kernel(const float *logits, const int32_t *counts,
     if (b >= B) return;
     int lane = threadIdx.x;
     const float *x = logits + b * L;
-    int n = counts[b];
+    const float *pi = soft ? soft + b * L : NULL;
+    int n = counts[b], t = target[b];
 
     float top = -INFINITY;
     int best = INT32_MAX;
@@ -29,22 +30,19 @@ __global__ void softmax_xent_kernel(const float *logits, const int32_t *counts,
     float lse = top + logf(sum);
 
     float loss;
-    if (soft) {
-        const float *pi = soft + b * L;
+    if (pi) {
         float part = 0.0f;
         for (int l = lane; l < n; l += 32) part += pi[l] * (lse - x[l]);
         loss = mk_warp_sum(part);
     } else {
-        loss = lse - x[target[b]];
+        loss = lse - x[t];
     }
     if (lane == 0) {
         row_loss[b] = loss;
-        row_correct[b] = best == target[b] ? 1.0f : 0.0f;
+        row_correct[b] = best == t ? 1.0f : 0.0f;
     }
     if (dlogits) {
         float *d = dlogits + b * L;
-        const float *pi = soft ? soft + b * L : NULL;
-        int t = target[b];
         for (int l = lane; l < L; l += 32) {
             float g = 0.0f;
             if (l < n) {
