@@ -12,8 +12,6 @@
  * row. The CPU version gets the same determinism by giving each thread a range of rows. */
 #include "bucket.cuh"
 
-#define PS_MAX_K 8
-
 template <int K>
 static __global__ void power_sums_forward_kernel(const float *__restrict__ emb,
                                                  const int32_t *__restrict__ tokens, int64_t T,
