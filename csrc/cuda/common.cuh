@@ -130,4 +130,13 @@ __device__ __forceinline__ float mk_warp_row_dot(const float *__restrict__ row,
     return mk_warp_sum(acc);
 }
 
+/* The cross-entropy's gradient at legal slot l of a row with log-sum-exp `lse`: softmax
+ * minus the target (pi[l] for soft targets, else one-hot at t), times grad_scale.
+ * softmax_xent (loss.cu) and the fused policy head both use it: the same bits. */
+__device__ __forceinline__ float mk_xent_grad(float x, float lse, const float *pi, int t,
+                                              int64_t l, float grad_scale) {
+    float y = pi ? pi[l] : (l == t ? 1.0f : 0.0f);
+    return grad_scale * (expf(x - lse) - y);
+}
+
 #endif

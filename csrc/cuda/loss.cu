@@ -43,14 +43,8 @@ __global__ void softmax_xent_kernel(const float *logits, const int32_t *counts,
     }
     if (dlogits) {
         float *d = dlogits + b * L;
-        for (int l = lane; l < L; l += 32) {
-            float g = 0.0f;
-            if (l < n) {
-                float y = pi ? pi[l] : (l == t ? 1.0f : 0.0f);
-                g = grad_scale * (expf(x[l] - lse) - y);
-            }
-            d[l] = g;
-        }
+        for (int l = lane; l < L; l += 32)
+            d[l] = l < n ? mk_xent_grad(x[l], lse, pi, t, l, grad_scale) : 0.0f;
     }
 }
 

@@ -123,11 +123,7 @@ static __global__ void policy_head_kernel(const float *__restrict__ q,
     __syncthreads(); /* every read of the logits is done: the gradient overwrites them */
     for (int64_t l = tid; l < L; l += blockDim.x) {
         float g = 0.0f;
-        if (l < n) {
-            float y = pi ? pi[l] : (l == t ? 1.0f : 0.0f);
-            g = grad_scale * (expf(x[l] - lse) - y);
-            x[l] = g;
-        }
+        if (l < n) x[l] = g = mk_xent_grad(x[l], lse, pi, t, l, grad_scale);
         dlogits[b * L + l] = g;
     }
     __syncthreads();
