@@ -63,8 +63,6 @@ struct mk_model {
     size_t work_size;
     /* the step in flight */
     mk_batch batch; /* device pointers (the host ones when the backend has host memory) */
-    int has_soft;
-    float value_weight;
     int fused_head; /* training step: backend policy_head (1) or gather_dot + softmax_xent (0) */
     acts a;
 };
@@ -346,7 +344,6 @@ static mk_status reserve(mk_model *m, int64_t B, int64_t L) {
  * call is paired with mk_model_end_batch once the step's readers are queued. */
 static mk_status stage(mk_model *m, const mk_batch *batch) {
     m->batch = *batch;
-    m->has_soft = batch->policy_target != NULL;
     if (m->be->host_memory) return MK_OK;
     return mk_batch_stage_begin(m->stage, batch, &m->batch);
 }
@@ -480,7 +477,6 @@ mk_status mk_model_forward_loss(mk_model *m, const mk_batch *batch, float value_
     int64_t B = batch->B;
     TRY(reserve(m, B, batch->L));
     TRY(stage(m, batch));
-    m->value_weight = value_weight;
     TRY(forward_net(m, !m->fused_head));
     const mk_batch *bt = &m->batch;
     float inv_B = 1.0f / (float)B;
