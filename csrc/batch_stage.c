@@ -21,7 +21,6 @@ struct mk_batch_stage {
     int current; /* the slot between begin and end, -1 outside */
     int64_t T, cap_B, cap_L;
     void *memory;
-    size_t bytes;
     void *check_work; /* batch_check's answer (MK_BATCH_CHECK_WORK_BYTES), made once */
     slot_arrays slot[MK_BATCH_SLOTS];
 };
@@ -69,7 +68,6 @@ static mk_status reserve(mk_batch_stage *s, int64_t B, int64_t L) {
     }
     s->be->free(s->stream, s->memory);
     s->memory = memory;
-    s->bytes = bytes;
     s->cap_B = cap_B;
     s->cap_L = cap_L;
     carve(s, memory, cap_B, cap_L);
@@ -187,4 +185,3 @@ mk_status mk_batch_stage_wait_slot(mk_batch_stage *s, int slot) {
 }
 
 void *mk_batch_stage_stream(const mk_batch_stage *s) { return s->copy_stream; }
-size_t mk_batch_stage_bytes(const mk_batch_stage *s) { return s->bytes; }

@@ -48,7 +48,6 @@ int mk_batch_stage_next_slot(const mk_batch_stage *stage);
 mk_status mk_batch_stage_wait_slot(mk_batch_stage *stage, int slot);
 /* The copy stream: producers of device batches order their writes before it. */
 void *mk_batch_stage_stream(const mk_batch_stage *stage);
-size_t mk_batch_stage_bytes(const mk_batch_stage *stage);
 
 #ifdef __cplusplus
 }

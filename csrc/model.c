@@ -236,7 +236,6 @@ void mk_model_destroy(mk_model *m) {
     free(m);
 }
 
-const mk_config *mk_model_config(const mk_model *m) { return &m->cfg; }
 const mk_backend *mk_model_backend(const mk_model *m) { return m->be; }
 void *mk_model_stream(const mk_model *m) { return m->stream; }
 int mk_model_num_tensors(const mk_model *m) { return m->num_tensors; }

@@ -70,7 +70,6 @@ mk_status mk_model_create(const mk_config *cfg, const mk_backend *backend, void 
                           uint64_t seed, mk_model **out);
 void mk_model_destroy(mk_model *model);
 
-const mk_config *mk_model_config(const mk_model *model);
 const mk_backend *mk_model_backend(const mk_model *model);
 void *mk_model_stream(const mk_model *model);
 int mk_model_num_tensors(const mk_model *model);
