@@ -32,11 +32,12 @@ struct mk_trainer {
     int64_t steps;
     float *m, *v;
     float *ring; /* device backends: [MK_STATS_RING][MK_STAT_COUNT] stats of recent steps */
+    const mk_tensor *pair; /* the pair table's entry in the model's layout */
     /* MK_PAIR_STATE_BF16: the pair table's moments live in pair_m16 / pair_v16 (one
-     * allocation), and m, v skip its span [pair_offset, pair_offset + pair_span). */
+     * allocation), and m, v skip its span [pair->offset, pair->offset + pair_span). */
     int pair_state;
     uint16_t *pair_m16, *pair_v16;
-    int64_t pair_offset, pair_span;
+    int64_t pair_span;
     int profile;
     int fuse_pair_table; /* 1: pair-table gradient and AdamW in one pass (same result) */
     mk_phase_times times;
@@ -85,14 +86,13 @@ double mk_trainer_lr_at(const mk_trainer_config *c, int64_t s) {
 /* Where tensor i's moments start in the fp32 moment buffers (floats). */
 static int64_t moment_offset(const mk_trainer *t, int i) {
     int64_t o = mk_model_tensor(t->model, i)->offset;
-    return t->pair_state == MK_PAIR_STATE_BF16 && o > t->pair_offset ? o - t->pair_span : o;
+    return t->pair_state == MK_PAIR_STATE_BF16 && o > t->pair->offset ? o - t->pair_span : o;
 }
 
 /* The bf16 pair-table moments: 2 numel uint16, zero (bf16 +0 is all zero bits, so a float
  * fill of numel floats clears both halves). */
 static mk_status alloc_pair_bf16(mk_trainer *t, const mk_backend *be, void *stream) {
-    int i = mk_model_find(t->model, "pair_table");
-    const mk_tensor *pt = mk_model_tensor(t->model, i);
+    const mk_tensor *pt = t->pair;
     int64_t n = pt->numel;
     void *buf = NULL;
     mk_status st = be->alloc(stream, (size_t)(2 * n) * sizeof(uint16_t), &buf);
@@ -103,7 +103,6 @@ static mk_status alloc_pair_bf16(mk_trainer *t, const mk_backend *be, void *stre
     }
     t->pair_m16 = buf;
     t->pair_v16 = t->pair_m16 + n;
-    t->pair_offset = pt->offset;
     /* its span in the layout runs to the tensor placed after it (numel plus alignment
      * padding); model.c places the pair table first, so every other tensor is after it */
     int64_t next = mk_model_buffer_size(t->model);
@@ -127,6 +126,7 @@ mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, int p
     t->model = model;
     t->cfg = *cfg;
     t->pair_state = pair_state;
+    t->pair = mk_model_tensor(model, mk_model_find(model, "pair_table"));
     const mk_backend *be = mk_model_backend(model);
     void *stream = mk_model_stream(model);
     if (pair_state == MK_PAIR_STATE_BF16 && (st = alloc_pair_bf16(t, be, stream)) != MK_OK) {
@@ -175,7 +175,7 @@ int mk_trainer_pair_state(const mk_trainer *t) { return t->pair_state; }
 size_t mk_trainer_state_bytes(const mk_trainer *t) {
     int64_t n = mk_model_buffer_size(t->model), pair = 0;
     if (t->pair_state == MK_PAIR_STATE_BF16) {
-        pair = mk_model_tensor(t->model, mk_model_find(t->model, "pair_table"))->numel;
+        pair = t->pair->numel;
         n -= t->pair_span;
     }
     return (size_t)(2 * n) * sizeof(float) + (size_t)(2 * pair) * sizeof(uint16_t);
@@ -256,21 +256,19 @@ static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats)
     float *p = mk_model_params(model), *g = mk_model_grads(model);
     /* The pair table goes first: its fused update is the one that needs scratch memory,
      * and failing before any tensor changed keeps a failed step from half-applying. */
-    const int pair_table = mk_model_find(model, "pair_table");
-    const mk_tensor *pt = mk_model_tensor(model, pair_table);
-    const int64_t po = pt->offset;
+    const int64_t po = t->pair->offset, pn = t->pair->numel;
     args.weight_decay = (float)t->cfg.weight_decay;
     double before = t->profile ? lap(t, &mark) : 0.0;
     if (t->pair_state == MK_PAIR_STATE_BF16)
         TRY(t->fuse_pair_table
                 ? mk_model_pair_table_adamw_bf16(model, t->pair_m16, t->pair_v16, &args, dstats,
                                                  mk_bf16_step_seed(step))
-                : be->adamw_bf16(stream, p + po, g + po, t->pair_m16, t->pair_v16, pt->numel, &args,
+                : be->adamw_bf16(stream, p + po, g + po, t->pair_m16, t->pair_v16, pn, &args,
                                  dstats, mk_bf16_step_seed(step)));
     else if (t->fuse_pair_table)
         TRY(mk_model_pair_table_adamw(model, t->m, t->v, &args, dstats));
     else
-        TRY(be->adamw(stream, p + po, g + po, t->m + po, t->v + po, pt->numel, &args, dstats));
+        TRY(be->adamw(stream, p + po, g + po, t->m + po, t->v + po, pn, &args, dstats));
     t_pair = t->profile ? lap(t, &mark) : 0.0;
     t_opt = before + t_pair;
     /* Then every other tensor in two launches: decayed weights, then biases (model.c lays
@@ -328,7 +326,7 @@ mk_status mk_trainer_read_stats(mk_trainer *t, int64_t step, float *stats) {
 static mk_status pair_moment_copy(mk_trainer *t, int kind, float *read, const float *write) {
     const mk_backend *be = mk_model_backend(t->model);
     void *stream = mk_model_stream(t->model);
-    int64_t n = mk_model_tensor(t->model, mk_model_find(t->model, "pair_table"))->numel;
+    int64_t n = t->pair->numel;
     uint16_t *dev = kind ? t->pair_v16 : t->pair_m16;
     uint16_t *host = malloc((size_t)(n ? n : 1) * sizeof(uint16_t));
     if (!host) return mk_fail(MK_ERR_NOMEM, "Trainer: out of memory for the pair table's moments");
@@ -348,7 +346,7 @@ static mk_status pair_moment_copy(mk_trainer *t, int kind, float *read, const fl
 
 mk_status mk_trainer_read_moment(mk_trainer *t, int kind, int tensor, float *host) {
     const mk_tensor *tn = mk_model_tensor(t->model, tensor);
-    if (t->pair_state == MK_PAIR_STATE_BF16 && tensor == mk_model_find(t->model, "pair_table"))
+    if (t->pair_state == MK_PAIR_STATE_BF16 && tn == t->pair)
         return pair_moment_copy(t, kind, host, NULL);
     const mk_backend *be = mk_model_backend(t->model);
     return be->to_host(mk_model_stream(t->model), host, (kind ? t->v : t->m) + moment_offset(t, tensor),
@@ -357,7 +355,7 @@ mk_status mk_trainer_read_moment(mk_trainer *t, int kind, int tensor, float *hos
 
 mk_status mk_trainer_write_moment(mk_trainer *t, int kind, int tensor, const float *host) {
     const mk_tensor *tn = mk_model_tensor(t->model, tensor);
-    if (t->pair_state == MK_PAIR_STATE_BF16 && tensor == mk_model_find(t->model, "pair_table"))
+    if (t->pair_state == MK_PAIR_STATE_BF16 && tn == t->pair)
         return pair_moment_copy(t, kind, NULL, host);
     const mk_backend *be = mk_model_backend(t->model);
     return be->to_device(mk_model_stream(t->model), (kind ? t->v : t->m) + moment_offset(t, tensor),
