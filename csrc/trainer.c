@@ -258,7 +258,6 @@ static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats)
      * and failing before any tensor changed keeps a failed step from half-applying. */
     const int64_t po = t->pair->offset, pn = t->pair->numel;
     args.weight_decay = (float)t->cfg.weight_decay;
-    double before = t->profile ? lap(t, &mark) : 0.0;
     if (t->pair_state == MK_PAIR_STATE_BF16)
         TRY(t->fuse_pair_table
                 ? mk_model_pair_table_adamw_bf16(model, t->pair_m16, t->pair_v16, &args, dstats,
@@ -269,8 +268,7 @@ static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats)
         TRY(mk_model_pair_table_adamw(model, t->m, t->v, &args, dstats));
     else
         TRY(be->adamw(stream, p + po, g + po, t->m + po, t->v + po, pn, &args, dstats));
-    t_pair = t->profile ? lap(t, &mark) : 0.0;
-    t_opt = before + t_pair;
+    if (t->profile) t_pair = lap(t, &mark);
     /* Then every other tensor in two launches: decayed weights, then biases (model.c lays
      * each group out contiguously, after the pair table, so their moments sit at the same
      * offsets less the pair table's span when that one's moments are bf16). */
@@ -281,7 +279,7 @@ static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats)
         args.weight_decay = k == 0 ? (float)t->cfg.weight_decay : 0.0f;
         TRY(be->adamw(stream, p + o, g + o, t->m + mo, t->v + mo, groups[k][1] - o, &args, dstats));
     }
-    if (t->profile) t_opt += lap(t, &mark);
+    if (t->profile) t_opt = t_pair + lap(t, &mark);
     if (be->host_memory) {
         TRY(be->to_host(stream, stats, dstats, MK_STAT_COUNT * sizeof(float)));
         if (stats[MK_STAT_FINITE] == 0.0f) return not_finite(t, stats); /* AdamW skipped */
