@@ -10,15 +10,13 @@
  * forward pass (free: they are already on the host) and fails the step with MK_ERR_FLOAT
  * naming it, before the backward pass: parameters, moments and step count are unchanged.
  *
- * A device backend must not synchronise every step just for this. The design for it: keep
- * the stats of recent steps in a small device ring (one slot per step in flight), let the
- * flag skip the update on the device, and raise when the stats of that step are read (the
+ * A device backend must not synchronise every step just for this: the trainer files each
+ * step's stats in a small device ring (MK_STATS_RING slots), the flag skips the update on
+ * the device, and mk_trainer_read_stats raises when the stats of that step are read (the
  * Stats object knows its step). Parameters and moments are then exactly as before the bad
  * step; the host's step count has moved on by the skipped steps, which a checkpoint restore
- * (or trainer.load_state_dict) undoes. Today the trainer copies the stats back at the end of
- * every step on every backend (and fails a skipped step there, leaving the step count as
- * it was); a CUDA backend replaces that copy with the ring. The "cpu_staged" test backend
- * runs this device path on the CPU. */
+ * (or trainer.load_state_dict) undoes. The "cpu_staged" test backend runs this device path
+ * on the CPU. */
 #include <math.h>
 #include <stdlib.h>
 #include <time.h>

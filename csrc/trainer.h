@@ -14,9 +14,9 @@
  * uint16 allocation of their own, and the fp32 buffers skip the pair table's span (its
  * 2 x 176 MB at the seed shapes become 2 x 88 MB): its AdamW runs on the backend's *_bf16
  * entries, rounding stochastically with seed mk_bf16_step_seed(t).
- * Phases: backward (every gradient but the pair table's), then AdamW per tensor, the pair
- * table's fused with its gradient (pair_sums_backward_adamw) so its 176 MB gradient is
- * never written or read.
+ * Phases: backward (every gradient but the pair table's), then AdamW: the pair table's
+ * fused with its gradient (pair_sums_backward_adamw) so its 176 MB gradient is never
+ * written or read, then every other tensor in two launches (decayed weights, biases).
  */
 #ifndef MANAKA_TRAINER_H
 #define MANAKA_TRAINER_H
