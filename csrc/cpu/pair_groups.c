@@ -30,11 +30,9 @@ mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int6
         int32_t *s = sorted + r * T;
         int32_t n = 0;
         for (int64_t t = 0; t < T; t++) {
-            int32_t tok = tokens[r * T + t], i = n++;
-            if (tok < 0) {
-                n--;
-                continue;
-            }
+            int32_t tok = tokens[r * T + t];
+            if (tok < 0) continue;
+            int32_t i = n++;
             for (; i > 0 && s[i - 1] > tok; i--) s[i] = s[i - 1];
             s[i] = tok;
         }
