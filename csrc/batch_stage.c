@@ -122,25 +122,20 @@ mk_status mk_batch_stage_check(mk_batch_stage *s, const char *op, const mk_batch
     return mk_batch_fault_status(op, b, V, M, &fault);
 }
 
-#define TRY(call)                     \
-    do {                              \
-        mk_status st_ = (call);       \
-        if (st_ != MK_OK) return st_; \
-    } while (0)
 
 mk_status mk_batch_stage_begin(mk_batch_stage *s, const mk_batch *in, mk_batch *out) {
     const mk_backend *be = s->be;
     *out = *in;
-    if (!in->on_device) TRY(reserve(s, in->B, in->L));
+    if (!in->on_device) MK_TRY(reserve(s, in->B, in->L));
     mk_slot_plan plan = mk_batch_slots_take(&s->slots);
     s->current = plan.slot;
-    if (plan.sync_first) TRY(synchronize_both(s));
+    if (plan.sync_first) MK_TRY(synchronize_both(s));
     if (!in->on_device) {
         slot_arrays *a = &s->slot[plan.slot];
         int64_t B = in->B, L = in->L;
-        if (plan.wait_done) TRY(be->stream_wait_event(s->copy_stream, s->done[plan.slot]));
+        if (plan.wait_done) MK_TRY(be->stream_wait_event(s->copy_stream, s->done[plan.slot]));
 #define PUT(dst, src, count) \
-    if (src) TRY(be->to_device(s->copy_stream, (dst), (src), (size_t)(count) * 4))
+    if (src) MK_TRY(be->to_device(s->copy_stream, (dst), (src), (size_t)(count) * 4))
         PUT(a->tokens, in->tokens, B * S * in->T);
         PUT(a->legal, in->legal, B * L);
         PUT(a->counts, in->counts, B);
@@ -158,7 +153,7 @@ mk_status mk_batch_stage_begin(mk_batch_stage *s, const mk_batch *in, mk_batch *
     }
     /* a device batch: its producers were ordered before the copy stream (the binding),
      * and its check ran there; the step waits for both through this event */
-    TRY(be->event_record(s->copy_stream, s->copied[plan.slot]));
+    MK_TRY(be->event_record(s->copy_stream, s->copied[plan.slot]));
     return be->stream_wait_event(s->stream, s->copied[plan.slot]);
 }
 

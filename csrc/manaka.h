@@ -42,6 +42,13 @@ mk_status mk_fail(mk_status status, const char *fmt, ...)
 /* The calling thread's last error message ("" if none). */
 const char *mk_error(void);
 
+/* Returns the status of `call` from the enclosing function unless it is MK_OK. */
+#define MK_TRY(call)                              \
+    do {                                          \
+        mk_status mk_try_ = (call);               \
+        if (mk_try_ != MK_OK) return mk_try_;     \
+    } while (0)
+
 /* pair_index(a, b) = hi * (hi + 1) / 2 + lo with lo = min(a, b), hi = max(a, b). */
 static inline int64_t mk_pair_index(int64_t a, int64_t b) {
     int64_t lo = a < b ? a : b, hi = a < b ? b : a;

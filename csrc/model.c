@@ -372,11 +372,6 @@ void *mk_model_copy_stream(const mk_model *m) {
 
 /* ---------------------------------------------------------------- layers */
 
-#define TRY(call)                               \
-    do {                                        \
-        mk_status st_ = (call);                 \
-        if (st_ != MK_OK) return st_;           \
-    } while (0)
 
 static input features_input(mk_model *m) {
     const mk_config *c = &m->cfg;
@@ -401,8 +396,8 @@ static mk_status linear(mk_model *m, const input *x, const float *weight, int64_
                         float *out) {
     for (int k = 0; k < x->n; k++) {
         const block *b = &x->blk[k];
-        TRY(m->be->gemm(m->stream, 0, 1, B, N, b->cols, 1.0f, b->ptr, b->ld,
-                        weight + b->col_offset, x->width, k ? 1.0f : 0.0f, out, N));
+        MK_TRY(m->be->gemm(m->stream, 0, 1, B, N, b->cols, 1.0f, b->ptr, b->ld,
+                           weight + b->col_offset, x->width, k ? 1.0f : 0.0f, out, N));
     }
     return MK_OK;
 }
@@ -414,11 +409,11 @@ static mk_status linear_backward(mk_model *m, const input *x, const float *weigh
                                  float dx_beta) {
     for (int k = 0; k < x->n; k++) {
         const block *b = &x->blk[k];
-        TRY(m->be->gemm(m->stream, 1, 0, N, b->cols, B, 1.0f, dout, N, b->ptr, b->ld, 0.0f,
-                        dweight + b->col_offset, x->width));
+        MK_TRY(m->be->gemm(m->stream, 1, 0, N, b->cols, B, 1.0f, dout, N, b->ptr, b->ld, 0.0f,
+                           dweight + b->col_offset, x->width));
         if (dx_beta >= 0.0f)
-            TRY(m->be->gemm(m->stream, 0, 0, B, b->cols, N, 1.0f, dout, N,
-                            weight + b->col_offset, x->width, dx_beta, b->grad, b->ld));
+            MK_TRY(m->be->gemm(m->stream, 0, 0, B, b->cols, N, 1.0f, dout, N,
+                               weight + b->col_offset, x->width, dx_beta, b->grad, b->ld));
     }
     return MK_OK;
 }
@@ -433,40 +428,40 @@ static mk_status forward_net(mk_model *m, int logits) {
     const mk_batch *bt = &m->batch;
     acts *a = &m->a;
     int64_t B = bt->B, L = bt->L, T = c->tokens_per_side;
-    TRY(be->power_sums(m->stream, P(m, T_EMBEDDING), bt->tokens, B * S, T, c->embed_dim,
-                       c->orders, a->ps));
-    TRY(be->pair_sums(m->stream, P(m, T_PAIR_TABLE), bt->tokens, B * S, T, c->pair_dim,
-                      a->pair));
+    MK_TRY(be->power_sums(m->stream, P(m, T_EMBEDDING), bt->tokens, B * S, T, c->embed_dim,
+                          c->orders, a->ps));
+    MK_TRY(be->pair_sums(m->stream, P(m, T_PAIR_TABLE), bt->tokens, B * S, T, c->pair_dim,
+                         a->pair));
     for (int i = 0; i < c->num_hidden; i++) {
         input x = layer_input(m, i);
-        TRY(linear(m, &x, P(m, trunk_w(i)), B, c->hidden[i], a->y[i]));
-        TRY(be->bias_act(m->stream, a->y[i], P(m, trunk_b(i)), B, c->hidden[i], 1));
+        MK_TRY(linear(m, &x, P(m, trunk_w(i)), B, c->hidden[i], a->y[i]));
+        MK_TRY(be->bias_act(m->stream, a->y[i], P(m, trunk_b(i)), B, c->hidden[i], 1));
     }
     input x = layer_input(m, c->num_hidden);
-    TRY(linear(m, &x, P(m, head(m, H_POLICY_W)), B, c->head_width, a->q));
-    TRY(be->bias_act(m->stream, a->q, P(m, head(m, H_POLICY_B)), B, c->head_width, 0));
+    MK_TRY(linear(m, &x, P(m, head(m, H_POLICY_W)), B, c->head_width, a->q));
+    MK_TRY(be->bias_act(m->stream, a->q, P(m, head(m, H_POLICY_B)), B, c->head_width, 0));
     if (logits)
-        TRY(be->gather_dot(m->stream, a->q, P(m, head(m, H_MOVES)), bt->legal, bt->counts, B, L,
-                           c->head_width, a->logits));
-    TRY(linear(m, &x, P(m, head(m, H_VALUE_W)), B, 1, a->z));
-    TRY(be->bias_act(m->stream, a->z, P(m, head(m, H_VALUE_B)), B, 1, 0));
+        MK_TRY(be->gather_dot(m->stream, a->q, P(m, head(m, H_MOVES)), bt->legal, bt->counts, B, L,
+                              c->head_width, a->logits));
+    MK_TRY(linear(m, &x, P(m, head(m, H_VALUE_W)), B, 1, a->z));
+    MK_TRY(be->bias_act(m->stream, a->z, P(m, head(m, H_VALUE_B)), B, 1, 0));
     return MK_OK;
 }
 
 static mk_status forward_staged(mk_model *m, const mk_batch *batch) {
-    TRY(stage(m, batch));
+    MK_TRY(stage(m, batch));
     return forward_net(m, 1);
 }
 
 mk_status mk_model_forward(mk_model *m, const mk_batch *batch, float *logits, float *value) {
-    TRY(mk_model_check_batch(m, "Model.forward", batch, 0));
-    TRY(reserve(m, batch->B, batch->L));
+    MK_TRY(mk_model_check_batch(m, "Model.forward", batch, 0));
+    MK_TRY(reserve(m, batch->B, batch->L));
     mk_status st = forward_staged(m, batch), end = mk_model_end_batch(m);
-    TRY(st);
-    TRY(end);
-    TRY(m->be->sigmoid(m->stream, m->a.z, batch->B, m->a.v));
-    TRY(m->be->to_host(m->stream, logits, m->a.logits, (size_t)(batch->B * batch->L) * 4));
-    TRY(m->be->to_host(m->stream, value, m->a.v, (size_t)batch->B * 4));
+    MK_TRY(st);
+    MK_TRY(end);
+    MK_TRY(m->be->sigmoid(m->stream, m->a.z, batch->B, m->a.v));
+    MK_TRY(m->be->to_host(m->stream, logits, m->a.logits, (size_t)(batch->B * batch->L) * 4));
+    MK_TRY(m->be->to_host(m->stream, value, m->a.v, (size_t)batch->B * 4));
     return MK_OK;
 }
 
@@ -474,21 +469,21 @@ mk_status mk_model_forward_loss(mk_model *m, const mk_batch *batch, float value_
     const mk_backend *be = m->be;
     acts *a = &m->a;
     int64_t B = batch->B;
-    TRY(reserve(m, B, batch->L));
-    TRY(stage(m, batch));
-    TRY(forward_net(m, !m->fused_head));
+    MK_TRY(reserve(m, B, batch->L));
+    MK_TRY(stage(m, batch));
+    MK_TRY(forward_net(m, !m->fused_head));
     const mk_batch *bt = &m->batch;
     float inv_B = 1.0f / (float)B;
     if (m->fused_head) /* dq is ready here: backward then only scatters into move_table */
-        TRY(be->policy_head(m->stream, a->q, P(m, head(m, H_MOVES)), bt->legal, bt->counts,
-                            bt->target, bt->policy_target, B, bt->L, m->cfg.head_width, inv_B,
-                            a->dlogits, a->dq, a->row_policy, a->row_correct));
+        MK_TRY(be->policy_head(m->stream, a->q, P(m, head(m, H_MOVES)), bt->legal, bt->counts,
+                               bt->target, bt->policy_target, B, bt->L, m->cfg.head_width, inv_B,
+                               a->dlogits, a->dq, a->row_policy, a->row_correct));
     else
-        TRY(be->softmax_xent(m->stream, a->logits, bt->counts, bt->target, bt->policy_target, B,
-                             bt->L, inv_B, a->dlogits, a->row_policy, a->row_correct));
-    TRY(be->value_bce(m->stream, a->z, bt->value, B, value_weight * inv_B, a->dz, a->row_value));
-    TRY(be->loss_stats(m->stream, a->row_policy, a->row_value, a->row_correct, B, value_weight,
-                       m->stats));
+        MK_TRY(be->softmax_xent(m->stream, a->logits, bt->counts, bt->target, bt->policy_target, B,
+                                bt->L, inv_B, a->dlogits, a->row_policy, a->row_correct));
+    MK_TRY(be->value_bce(m->stream, a->z, bt->value, B, value_weight * inv_B, a->dz, a->row_value));
+    MK_TRY(be->loss_stats(m->stream, a->row_policy, a->row_value, a->row_correct, B, value_weight,
+                          m->stats));
     return MK_OK;
 }
 
@@ -504,32 +499,32 @@ mk_status mk_model_backward(mk_model *m, int pair_table) {
     acts *a = &m->a;
     int64_t B = bt->B, T = c->tokens_per_side, W = c->head_width;
     int n = c->num_hidden;
-    TRY(be->gather_dot_backward(m->stream, a->dlogits, a->q, P(m, head(m, H_MOVES)), bt->legal,
-                                bt->counts, B, bt->L, W, c->num_moves,
-                                m->fused_head ? NULL : a->dq, G(m, head(m, H_MOVES)), a->work,
-                                a->work_bytes));
-    TRY(be->bias_act_backward(m->stream, a->dq, a->q, B, W, 0, G(m, head(m, H_POLICY_B))));
-    TRY(be->bias_act_backward(m->stream, a->dz, a->z, B, 1, 0, G(m, head(m, H_VALUE_B))));
+    MK_TRY(be->gather_dot_backward(m->stream, a->dlogits, a->q, P(m, head(m, H_MOVES)), bt->legal,
+                                   bt->counts, B, bt->L, W, c->num_moves,
+                                   m->fused_head ? NULL : a->dq, G(m, head(m, H_MOVES)), a->work,
+                                   a->work_bytes));
+    MK_TRY(be->bias_act_backward(m->stream, a->dq, a->q, B, W, 0, G(m, head(m, H_POLICY_B))));
+    MK_TRY(be->bias_act_backward(m->stream, a->dz, a->z, B, 1, 0, G(m, head(m, H_VALUE_B))));
     /* both heads read x_n: the value head's dx accumulates onto the policy head's */
     input x = layer_input(m, n);
-    TRY(linear_backward(m, &x, P(m, head(m, H_POLICY_W)), a->dq, B, W, G(m, head(m, H_POLICY_W)),
-                        0.0f));
-    TRY(linear_backward(m, &x, P(m, head(m, H_VALUE_W)), a->dz, B, 1, G(m, head(m, H_VALUE_W)),
-                        1.0f));
+    MK_TRY(linear_backward(m, &x, P(m, head(m, H_POLICY_W)), a->dq, B, W, G(m, head(m, H_POLICY_W)),
+                           0.0f));
+    MK_TRY(linear_backward(m, &x, P(m, head(m, H_VALUE_W)), a->dz, B, 1, G(m, head(m, H_VALUE_W)),
+                           1.0f));
     for (int i = n - 1; i >= 0; i--) {
-        TRY(be->bias_act_backward(m->stream, a->dy[i], a->y[i], B, c->hidden[i], 1,
-                                  G(m, trunk_b(i))));
+        MK_TRY(be->bias_act_backward(m->stream, a->dy[i], a->y[i], B, c->hidden[i], 1,
+                                     G(m, trunk_b(i))));
         input xi = layer_input(m, i);
-        TRY(linear_backward(m, &xi, P(m, trunk_w(i)), a->dy[i], B, c->hidden[i],
-                            G(m, trunk_w(i)), 0.0f));
+        MK_TRY(linear_backward(m, &xi, P(m, trunk_w(i)), a->dy[i], B, c->hidden[i],
+                               G(m, trunk_w(i)), 0.0f));
     }
-    TRY(be->power_sums_backward(m->stream, a->dps, P(m, T_EMBEDDING), bt->tokens, B * S, T,
-                                c->embed_dim, c->orders, c->num_tokens, G(m, T_EMBEDDING),
-                                a->work, a->work_bytes));
+    MK_TRY(be->power_sums_backward(m->stream, a->dps, P(m, T_EMBEDDING), bt->tokens, B * S, T,
+                                   c->embed_dim, c->orders, c->num_tokens, G(m, T_EMBEDDING),
+                                   a->work, a->work_bytes));
     if (pair_table)
-        TRY(be->pair_sums_backward(m->stream, a->dpair, bt->tokens, B * S, T, c->pair_dim,
-                                   mk_num_pairs(c->num_tokens), G(m, T_PAIR_TABLE), a->work,
-                                   a->work_bytes));
+        MK_TRY(be->pair_sums_backward(m->stream, a->dpair, bt->tokens, B * S, T, c->pair_dim,
+                                      mk_num_pairs(c->num_tokens), G(m, T_PAIR_TABLE), a->work,
+                                      a->work_bytes));
     return MK_OK;
 }
 
@@ -555,15 +550,15 @@ mk_status mk_model_pair_table_adamw_bf16(mk_model *m, uint16_t *exp_avg, uint16_
 }
 
 static mk_status loss_and_grad_staged(mk_model *m, const mk_batch *batch, float value_weight) {
-    TRY(mk_model_forward_loss(m, batch, value_weight));
+    MK_TRY(mk_model_forward_loss(m, batch, value_weight));
     return mk_model_backward(m, 1);
 }
 
 mk_status mk_model_loss_and_grad(mk_model *m, const mk_batch *batch, float value_weight,
                                  float *stats) {
-    TRY(mk_model_check_batch(m, "Model.loss_and_grad", batch, 1));
+    MK_TRY(mk_model_check_batch(m, "Model.loss_and_grad", batch, 1));
     mk_status st = loss_and_grad_staged(m, batch, value_weight), end = mk_model_end_batch(m);
-    TRY(st);
-    TRY(end);
+    MK_TRY(st);
+    MK_TRY(end);
     return m->be->to_host(m->stream, stats, m->stats, MK_STAT_COUNT * sizeof(float));
 }

@@ -200,11 +200,6 @@ static double lap(mk_trainer *t, double *mark) {
     return dt;
 }
 
-#define TRY(call)                     \
-    do {                              \
-        mk_status st_ = (call);       \
-        if (st_ != MK_OK) return st_; \
-    } while (0)
 
 static mk_status not_finite(const mk_trainer *t, const float *stats) {
     return mk_fail(MK_ERR_FLOAT,
@@ -217,7 +212,7 @@ static mk_status not_finite(const mk_trainer *t, const float *stats) {
 static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats);
 
 mk_status mk_trainer_step(mk_trainer *t, const mk_batch *batch, float *stats) {
-    TRY(mk_model_check_batch(t->model, "Trainer.step", batch, 1));
+    MK_TRY(mk_model_check_batch(t->model, "Trainer.step", batch, 1));
     /* the batch's slot is free again once everything that reads it is queued, failed or not */
     mk_status st = step_staged(t, batch, stats), end = mk_model_end_batch(t->model);
     return st != MK_OK ? st : end;
@@ -231,15 +226,15 @@ static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats)
     float *dstats = mk_model_stats(model);
     double mark = t->profile ? now() : 0.0, t_fwd = 0, t_bwd = 0, t_opt = 0, t_pair = 0;
 
-    TRY(mk_model_forward_loss(model, batch, (float)t->cfg.value_weight));
+    MK_TRY(mk_model_forward_loss(model, batch, (float)t->cfg.value_weight));
     float lr = (float)mk_trainer_lr_at(&t->cfg, t->steps);
-    TRY(be->fill(stream, dstats + MK_STAT_LR, lr, 1));
+    MK_TRY(be->fill(stream, dstats + MK_STAT_LR, lr, 1));
     if (be->host_memory) {
-        TRY(be->to_host(stream, stats, dstats, MK_STAT_COUNT * sizeof(float)));
+        MK_TRY(be->to_host(stream, stats, dstats, MK_STAT_COUNT * sizeof(float)));
         if (stats[MK_STAT_FINITE] == 0.0f) return not_finite(t, stats);
     }
     if (t->profile) t_fwd = lap(t, &mark);
-    TRY(mk_model_backward(model, !t->fuse_pair_table));
+    MK_TRY(mk_model_backward(model, !t->fuse_pair_table));
     if (t->profile) t_bwd = lap(t, &mark);
 
     int64_t step = t->steps + 1;
@@ -257,15 +252,15 @@ static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats)
     const int64_t po = t->pair->offset, pn = t->pair->numel;
     args.weight_decay = (float)t->cfg.weight_decay;
     if (t->pair_state == MK_PAIR_STATE_BF16)
-        TRY(t->fuse_pair_table
-                ? mk_model_pair_table_adamw_bf16(model, t->pair_m16, t->pair_v16, &args, dstats,
-                                                 mk_bf16_step_seed(step))
-                : be->adamw_bf16(stream, p + po, g + po, t->pair_m16, t->pair_v16, pn, &args,
-                                 dstats, mk_bf16_step_seed(step)));
+        MK_TRY(t->fuse_pair_table
+                   ? mk_model_pair_table_adamw_bf16(model, t->pair_m16, t->pair_v16, &args, dstats,
+                                                    mk_bf16_step_seed(step))
+                   : be->adamw_bf16(stream, p + po, g + po, t->pair_m16, t->pair_v16, pn, &args,
+                                    dstats, mk_bf16_step_seed(step)));
     else if (t->fuse_pair_table)
-        TRY(mk_model_pair_table_adamw(model, t->m, t->v, &args, dstats));
+        MK_TRY(mk_model_pair_table_adamw(model, t->m, t->v, &args, dstats));
     else
-        TRY(be->adamw(stream, p + po, g + po, t->m + po, t->v + po, pn, &args, dstats));
+        MK_TRY(be->adamw(stream, p + po, g + po, t->m + po, t->v + po, pn, &args, dstats));
     if (t->profile) t_pair = lap(t, &mark);
     /* Then every other tensor in two launches: decayed weights, then biases (model.c lays
      * each group out contiguously, after the pair table, so their moments sit at the same
@@ -275,15 +270,16 @@ static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats)
     for (int k = 0; k < 2; k++) {
         int64_t o = groups[k][0], mo = o - shift;
         args.weight_decay = k == 0 ? (float)t->cfg.weight_decay : 0.0f;
-        TRY(be->adamw(stream, p + o, g + o, t->m + mo, t->v + mo, groups[k][1] - o, &args, dstats));
+        MK_TRY(be->adamw(stream, p + o, g + o, t->m + mo, t->v + mo, groups[k][1] - o, &args,
+                         dstats));
     }
     if (t->profile) t_opt = t_pair + lap(t, &mark);
     if (be->host_memory) {
-        TRY(be->to_host(stream, stats, dstats, MK_STAT_COUNT * sizeof(float)));
+        MK_TRY(be->to_host(stream, stats, dstats, MK_STAT_COUNT * sizeof(float)));
         if (stats[MK_STAT_FINITE] == 0.0f) return not_finite(t, stats); /* AdamW skipped */
     } else { /* file the stats on the device: no synchronisation (see the top of this file) */
-        TRY(be->copy(stream, t->ring + (step % MK_STATS_RING) * MK_STAT_COUNT, dstats,
-                     MK_STAT_COUNT * sizeof(float)));
+        MK_TRY(be->copy(stream, t->ring + (step % MK_STATS_RING) * MK_STAT_COUNT, dstats,
+                        MK_STAT_COUNT * sizeof(float)));
     }
     t->steps = step;
     if (t->profile) {
@@ -306,8 +302,9 @@ mk_status mk_trainer_read_stats(mk_trainer *t, int64_t step, float *stats) {
                        "read a step's stats within %d steps of it)",
                        (long long)step, (long long)(t->steps > MK_STATS_RING ? t->steps - MK_STATS_RING + 1 : 1),
                        (long long)t->steps, MK_STATS_RING);
-    TRY(be->to_host(mk_model_stream(t->model), stats, t->ring + (step % MK_STATS_RING) * MK_STAT_COUNT,
-                    MK_STAT_COUNT * sizeof(float)));
+    MK_TRY(be->to_host(mk_model_stream(t->model), stats,
+                       t->ring + (step % MK_STATS_RING) * MK_STAT_COUNT,
+                       MK_STAT_COUNT * sizeof(float)));
     if (stats[MK_STAT_FINITE] == 0.0f)
         return mk_fail(MK_ERR_FLOAT,
                        "Trainer.step: the loss was not finite (%g: policy %g, value %g) at step %lld; "
