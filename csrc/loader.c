@@ -51,15 +51,6 @@ struct mk_loader {
 
 /* ---------------------------------------------------------------- allocation */
 
-static void *default_alloc(size_t bytes, void *ctx) {
-    (void)ctx;
-    void *p = NULL;
-    return posix_memalign(&p, 64, bytes ? bytes : 64) == 0 ? p : NULL;
-}
-static void default_free(void *p, void *ctx) {
-    (void)ctx;
-    free(p);
-}
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 /* Carves one slot's arrays out of one allocation. */
@@ -69,9 +60,11 @@ static mk_status alloc_slot(mk_loader *ld, slot *s) {
     size_t row = round64((size_t)B * 4), positions = round64((size_t)B * 8);
     size_t policy = ld->data.policy_target ? legal : 0;
     size_t total = tokens + legal + 3 * row + policy + positions;
-    char *m = ld->config.alloc(total, ld->config.alloc_ctx);
-    if (!m) return mk_fail(MK_ERR_NOMEM, "Loader: cannot allocate a %zu-byte batch buffer", total);
-    s->memory = m;
+    void *memory = NULL;
+    if (posix_memalign(&memory, 64, total) != 0)
+        return mk_fail(MK_ERR_NOMEM, "Loader: cannot allocate a %zu-byte batch buffer", total);
+    s->memory = memory;
+    char *m = memory;
     s->batch.tokens = (int32_t *)m, m += tokens;
     s->batch.legal = (int32_t *)m, m += legal;
     s->batch.counts = (int32_t *)m, m += row;
@@ -250,10 +243,6 @@ mk_status mk_loader_create(const mk_dataset_view *data, const mk_loader_config *
     if (!ld) return mk_fail(MK_ERR_NOMEM, "Loader: out of memory");
     ld->data = *data;
     ld->config = *config;
-    if (!ld->config.alloc || !ld->config.free) {
-        ld->config.alloc = default_alloc;
-        ld->config.free = default_free;
-    }
     int64_t N = data->num_positions, B = config->batch_size;
     ld->num_batches = config->drop_last ? N / B : (N + B - 1) / B;
     ld->max_count = max_count;
@@ -405,8 +394,7 @@ void mk_loader_destroy(mk_loader *ld) {
     if (!ld) return;
     mk_loader_stop(ld);
     if (ld->slots)
-        for (int i = 0; i < ld->num_slots; i++)
-            if (ld->slots[i].memory) ld->config.free(ld->slots[i].memory, ld->config.alloc_ctx);
+        for (int i = 0; i < ld->num_slots; i++) free(ld->slots[i].memory);
     free(ld->slots);
     free(ld->perm);
     free(ld->threads);

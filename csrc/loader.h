@@ -43,12 +43,6 @@ typedef struct {
     const float *policy_target;   /* [offsets[N]] or NULL */
 } mk_dataset_view;
 
-/* Allocation hook for the batch buffers. The default is aligned host memory; a CUDA model
- * passes page-locked (pinned) allocation here so host-to-device copies can be async
- * (a later issue). Must return memory aligned to at least 64 bytes, or NULL. */
-typedef void *(*mk_alloc_fn)(size_t bytes, void *ctx);
-typedef void (*mk_free_fn)(void *ptr, void *ctx);
-
 typedef struct {
     int64_t batch_size;
     int producers;    /* threads, >= 1 */
@@ -57,9 +51,6 @@ typedef struct {
     uint64_t seed;
     int drop_last;    /* 1: the last, short batch of an epoch is skipped */
     int nice;         /* producers' priority below the caller's (Linux nice increment; 0 = same) */
-    mk_alloc_fn alloc; /* NULL: the default allocator */
-    mk_free_fn free;
-    void *alloc_ctx;
 } mk_loader_config;
 
 /* One packed batch; pointers stay valid until the consumer's next mk_loader_next. */
