@@ -13,13 +13,7 @@
 
 #include "hash.h"
 
-#ifdef __CUDACC__
-#define MK_BF16_FN __host__ __device__ static inline
-#else
-#define MK_BF16_FN static inline
-#endif
-
-MK_BF16_FN float mk_bf16_to_float(uint16_t h) {
+MK_HOST_DEVICE static inline float mk_bf16_to_float(uint16_t h) {
     uint32_t bits = (uint32_t)h << 16;
     float f;
     memcpy(&f, &bits, sizeof f);
@@ -28,7 +22,7 @@ MK_BF16_FN float mk_bf16_to_float(uint16_t h) {
 
 /* Rounds `f` to bf16, stochastically with the low 16 bits of `noise`. NaN stays NaN;
  * values that would round past the largest finite bf16 become infinity, as in IEEE. */
-MK_BF16_FN uint16_t mk_float_to_bf16_stochastic(float f, uint32_t noise) {
+MK_HOST_DEVICE static inline uint16_t mk_float_to_bf16_stochastic(float f, uint32_t noise) {
     uint32_t bits;
     memcpy(&bits, &f, sizeof bits);
     if ((bits & 0x7f800000u) == 0x7f800000u) /* inf or NaN: keep, make NaN quiet */
@@ -40,7 +34,7 @@ MK_BF16_FN uint16_t mk_float_to_bf16_stochastic(float f, uint32_t noise) {
  * storage (Trainer.load_state_dict), where one deterministic rounding is the closest. A
  * value already representable in bf16 comes back unchanged, so a bf16 state round-trips
  * through float32 bit for bit. */
-MK_BF16_FN uint16_t mk_float_to_bf16_nearest(float f) {
+MK_HOST_DEVICE static inline uint16_t mk_float_to_bf16_nearest(float f) {
     uint32_t bits;
     memcpy(&bits, &f, sizeof bits);
     if ((bits & 0x7f800000u) == 0x7f800000u)
@@ -50,7 +44,7 @@ MK_BF16_FN uint16_t mk_float_to_bf16_nearest(float f) {
 
 /* 32 random bits for element i of step `seed`: the low half rounds exp_avg, the high half
  * exp_avg_sq, so one hash serves both moments with independent bits. */
-MK_BF16_FN uint32_t mk_rounding_noise(uint64_t seed, uint64_t i) {
+MK_HOST_DEVICE static inline uint32_t mk_rounding_noise(uint64_t seed, uint64_t i) {
     return (uint32_t)mk_hash64(seed, i);
 }
 
@@ -58,7 +52,7 @@ MK_BF16_FN uint32_t mk_rounding_noise(uint64_t seed, uint64_t i) {
  * noise every step (the same noise each step would round the same elements up every time:
  * biased), and a pure function of the step count, so a resumed run (step_count restored)
  * and every backend draw the same bits. */
-MK_BF16_FN uint64_t mk_bf16_step_seed(int64_t step) {
+MK_HOST_DEVICE static inline uint64_t mk_bf16_step_seed(int64_t step) {
     return mk_hash64(0x6d6b2d6266313621ull /* "mk-bf16!" */, (uint64_t)step);
 }
 
