@@ -295,13 +295,13 @@ static size_t carve(mk_model *m, char *base, int64_t B, int64_t L, size_t work_b
 
 /* The scratch the backend's primitives need for a step on (B, L). */
 static mk_status scratch_for(mk_model *m, int64_t B, int64_t L, size_t *bytes) {
-    const mk_config *c = &m->cfg;
-    mk_step_shapes shapes = {.B = B, .L = L, .M = c->num_moves, .rows = B * S,
-                             .T = c->tokens_per_side, .V = c->num_tokens};
     if (m->work_B == B && m->work_L == L && B > 0) {
         *bytes = m->work_size;
         return MK_OK;
     }
+    const mk_config *c = &m->cfg;
+    mk_step_shapes shapes = {.B = B, .L = L, .M = c->num_moves, .rows = B * S,
+                             .T = c->tokens_per_side, .V = c->num_tokens};
     mk_status st = m->be->scratch_bytes(&shapes, bytes);
     if (st == MK_OK) {
         m->work_B = B;
@@ -326,11 +326,12 @@ static mk_status reserve(mk_model *m, int64_t B, int64_t L) {
         int64_t cap_B = B > m->cap_B ? B : m->cap_B, cap_L = L > m->cap_L ? L : m->cap_L;
         if ((st = scratch_for(m, cap_B, cap_L, &cap_work)) != MK_OK) return st;
         size_t bytes = carve(m, NULL, cap_B, cap_L, cap_work, &sizing);
+        if (bytes < need) bytes = need;
         void *arena = NULL;
-        if ((st = m->be->alloc(m->stream, bytes > need ? bytes : need, &arena)) != MK_OK) return st;
+        if ((st = m->be->alloc(m->stream, bytes, &arena)) != MK_OK) return st;
         m->be->free(m->stream, m->arena);
         m->arena = arena;
-        m->arena_bytes = bytes > need ? bytes : need;
+        m->arena_bytes = bytes;
         m->cap_B = cap_B;
         m->cap_L = cap_L;
     }
