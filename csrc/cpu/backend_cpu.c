@@ -66,7 +66,7 @@ static mk_status cpu_power_sums_backward(void *stream, const float *grad, const 
                                          const int32_t *tokens, int64_t rows, int64_t T,
                                          int64_t D, int64_t K, int64_t V, float *grad_emb,
                                          void *work, size_t work_bytes) {
-    (void)stream, (void)work, (void)work_bytes; /* per-thread buffers of its own */
+    (void)stream, (void)work, (void)work_bytes; /* no scratch: it sums in a stack block */
     return mk_power_sums_backward_cpu(grad, emb, tokens, rows, T, D, K, V, grad_emb);
 }
 static mk_status cpu_pair_sums(void *stream, const float *pair_table, const int32_t *tokens,
