@@ -355,7 +355,7 @@ mk_status mk_model_end_batch(mk_model *m) {
 mk_status mk_model_check_batch(mk_model *m, const char *op, const mk_batch *batch,
                                int with_targets) {
     const mk_config *c = &m->cfg;
-    if (!batch->on_device || m->be->host_memory)
+    if (!m->stage) /* host memory: any batch is read in place */
         return mk_batch_check(op, batch, c->num_tokens, c->num_moves, c->tokens_per_side,
                               with_targets);
     return mk_batch_stage_check(m->stage, op, batch, c->num_tokens, c->num_moves, with_targets);
