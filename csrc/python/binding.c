@@ -85,12 +85,22 @@ PyArrayObject *mk_index_arg(PyObject *obj, const char *op, const char *name, int
     return out;
 }
 
+static PyObject *exception_for(mk_status status) {
+    switch (status) {
+    case MK_ERR_VALUE: return PyExc_ValueError;
+    case MK_ERR_TYPE: return PyExc_TypeError;
+    case MK_ERR_NOMEM: return PyExc_MemoryError;
+    case MK_ERR_FLOAT: return PyExc_FloatingPointError;
+    default: return PyExc_RuntimeError;
+    }
+}
+
 PyObject *mk_raise_status(mk_status status) {
-    PyObject *type = PyExc_RuntimeError;
-    if (status == MK_ERR_VALUE) type = PyExc_ValueError;
-    else if (status == MK_ERR_TYPE) type = PyExc_TypeError;
-    else if (status == MK_ERR_NOMEM) type = PyExc_MemoryError;
-    else if (status == MK_ERR_FLOAT) type = PyExc_FloatingPointError;
-    PyErr_SetString(type, mk_error()[0] ? mk_error() : "manaka: unknown error");
+    PyErr_SetString(exception_for(status), mk_error()[0] ? mk_error() : "manaka: unknown error");
+    return NULL;
+}
+
+PyObject *mk_raise_where(const char *where, mk_status status) {
+    PyErr_Format(exception_for(status), "%s: %s", where, mk_error());
     return NULL;
 }

@@ -32,6 +32,8 @@ PyArrayObject *mk_index_arg(PyObject *obj, const char *op, const char *name, int
 
 /* Raises the Python exception matching a failed mk_status, with mk_error()'s message. */
 PyObject *mk_raise_status(mk_status status);
+/* The same as "<where>: <mk_error()>". */
+PyObject *mk_raise_where(const char *where, mk_status status);
 
 /* Called by PyInit__core for each concern; each returns 0 on success, -1 with an exception. */
 int mk_init_ops(PyObject *module);

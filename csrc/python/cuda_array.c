@@ -109,15 +109,6 @@ static const mk_dtype *parse_dtype(PyObject *obj, const char *where) {
     return dt;
 }
 
-PyObject *mk_raise_where(const char *where, mk_status status) {
-    PyObject *type = status == MK_ERR_NOMEM ? PyExc_MemoryError
-                     : status == MK_ERR_VALUE ? PyExc_ValueError
-                     : status == MK_ERR_TYPE  ? PyExc_TypeError
-                                              : PyExc_RuntimeError;
-    PyErr_Format(type, "%s: %s", where, mk_error());
-    return NULL;
-}
-
 /* ------------------------------------------------------------------ construction */
 
 static mk_device_array *alloc_array(int ndim, const int64_t *shape, const mk_dtype *dtype) {

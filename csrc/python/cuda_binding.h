@@ -97,9 +97,6 @@ int mk_gpu_attach(mk_gpu_array *a, const char *op, int device, void *stream);
 /* Drops what parse took (the reference, the DLPack tensor). Safe on a zeroed struct. */
 void mk_gpu_release(mk_gpu_array *a);
 
-/* Raises the exception matching a failed mk_status as "<where>: <mk_error()>". */
-PyObject *mk_raise_where(const char *where, mk_status status);
-
 /* PyInit__cuda's helpers. */
 int mk_init_cuda_ops(PyObject *module);
 /* backend_table, cublas_path, allow_tf32 (cuda_backend.c) */
