@@ -104,3 +104,61 @@ PyObject *mk_raise_where(const char *where, mk_status status) {
     PyErr_Format(exception_for(status), "%s: %s", where, mk_error());
     return NULL;
 }
+
+int mk_expect_dim(int64_t got, int64_t want, const char *op, const char *what) {
+    if (got == want) return 0;
+    PyErr_Format(PyExc_ValueError, "%s: %s: expected %lld, got %lld", op, what, (long long)want,
+                 (long long)got);
+    return -1;
+}
+
+int mk_orders_arg(PyObject *obj, const char *op, int64_t *orders) {
+    if (!PyLong_Check(obj) || PyBool_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: orders must be an int, got %s", op,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    long long K = PyLong_AsLongLong(obj);
+    if (K == -1 && PyErr_Occurred()) return -1;
+    if (K < 1) {
+        PyErr_Format(PyExc_ValueError, "%s: orders must be >= 1, got %lld", op, K);
+        return -1;
+    }
+    *orders = K;
+    return 0;
+}
+
+int64_t mk_pair_vocab_arg(int64_t num_pairs, const char *op, const char *what) {
+    int64_t V = mk_vocab_of_pairs(num_pairs);
+    if (V < 0)
+        PyErr_Format(PyExc_ValueError,
+                     "%s: %s is %lld, which is not V (V + 1) / 2 for any vocabulary size V", op,
+                     what, (long long)num_pairs);
+    return V;
+}
+
+int mk_raise_bad_count(const char *op, int64_t b, int64_t count, int64_t L) {
+    PyErr_Format(PyExc_ValueError, "%s: counts[%lld] = %lld is outside [0, L = %lld]", op,
+                 (long long)b, (long long)count, (long long)L);
+    return -1;
+}
+
+int mk_raise_bad_index(const char *op, int64_t b, int64_t l, int64_t value, int64_t M,
+                       int64_t count) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s: indices[%lld, %lld] = %lld is out of range for a table of %lld rows "
+                 "(legal slots are l < counts[b] = %lld)",
+                 op, (long long)b, (long long)l, (long long)value, (long long)M,
+                 (long long)count);
+    return -1;
+}
+
+int mk_raise_bad_token(const char *op, int64_t flat, int64_t value, int64_t S, int64_t T,
+                       int64_t V, const char *vocab) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s: tokens[%lld, %lld, %lld] = %lld is out of range: must be -1 (empty) or "
+                 "in [0, %lld) (%s)",
+                 op, (long long)(flat / (S * T)), (long long)(flat / T % S),
+                 (long long)(flat % T), (long long)value, (long long)V, vocab);
+    return -1;
+}

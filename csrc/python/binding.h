@@ -35,6 +35,25 @@ PyObject *mk_raise_status(mk_status status);
 /* The same as "<where>: <mk_error()>". */
 PyObject *mk_raise_where(const char *where, mk_status status);
 
+/* Checks and messages shared by the ops' CPU (ops_binding.c) and GPU (cuda_ops.c) entry
+ * points, so the two paths report a bad argument in the same words. Each returns 0, or
+ * -1 with the exception set. */
+/* `what` (a dimension) is `want`: ValueError "op: what: expected want, got got". */
+int mk_expect_dim(int64_t got, int64_t want, const char *op, const char *what);
+/* The `orders` argument: an int (not a bool) >= 1. */
+int mk_orders_arg(PyObject *obj, const char *op, int64_t *orders);
+/* The vocabulary size V of a pair table with `num_pairs` = V (V + 1) / 2 rows, or -1
+ * with a ValueError naming `what` when there is no such V. */
+int64_t mk_pair_vocab_arg(int64_t num_pairs, const char *op, const char *what);
+/* The ValueErrors of the range checks: counts[b] outside [0, L]; indices[b, l] outside
+ * [0, M) (count = counts[b]); the token at flat position `flat` of tokens [B, S, T]
+ * outside [-1, V) (`vocab` says where V comes from). All return -1. */
+int mk_raise_bad_count(const char *op, int64_t b, int64_t count, int64_t L);
+int mk_raise_bad_index(const char *op, int64_t b, int64_t l, int64_t value, int64_t M,
+                       int64_t count);
+int mk_raise_bad_token(const char *op, int64_t flat, int64_t value, int64_t S, int64_t T,
+                       int64_t V, const char *vocab);
+
 /* Called by PyInit__core for each concern; each returns 0 on success, -1 with an exception. */
 int mk_init_ops(PyObject *module);
 int mk_init_model(PyObject *module);

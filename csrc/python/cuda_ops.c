@@ -39,13 +39,6 @@ static void release(call *c) {
     for (int i = 0; i < c->n; i++) mk_gpu_release(&c->a[i]);
 }
 
-static int same(int64_t got, int64_t want, const char *op, const char *what) {
-    if (got == want) return 0;
-    PyErr_Format(PyExc_ValueError, "%s: %s: expected %lld, got %lld", op, what, (long long)want,
-                 (long long)got);
-    return -1;
-}
-
 /* Finds the device, then checks every parsed array against it, orders their streams
  * before ours, and narrows index arrays to int32. */
 static int attach(call *c, const char *op) {
@@ -124,16 +117,8 @@ static int check_legal(const char *op, mk_gpu_array *indices, mk_gpu_array *coun
         return -1;
     }
     if (!bad.found) return 0;
-    if (bad.l < 0)
-        PyErr_Format(PyExc_ValueError, "%s: counts[%lld] = %lld is outside [0, L = %lld]", op,
-                     (long long)bad.b, (long long)bad.value, (long long)L);
-    else
-        PyErr_Format(PyExc_ValueError,
-                     "%s: indices[%lld, %lld] = %d is out of range for a table of %lld rows "
-                     "(legal slots are l < counts[b] = %lld)",
-                     op, (long long)bad.b, (long long)bad.l, bad.value, (long long)M,
-                     (long long)bad.count);
-    return -1;
+    if (bad.l < 0) return mk_raise_bad_count(op, bad.b, bad.value, L);
+    return mk_raise_bad_index(op, bad.b, bad.l, bad.value, M, bad.count);
 }
 
 static int check_tokens(const char *op, mk_gpu_array *tokens, int64_t V, const char *vocab) {
@@ -148,22 +133,7 @@ static int check_tokens(const char *op, mk_gpu_array *tokens, int64_t V, const c
         return -1;
     }
     if (!bad.found) return 0;
-    int64_t i = bad.flat;
-    PyErr_Format(PyExc_ValueError,
-                 "%s: tokens[%lld, %lld, %lld] = %d is out of range: must be -1 (empty) or in "
-                 "[0, %lld) (%s)",
-                 op, (long long)(i / (S * T)), (long long)(i / T % S), (long long)(i % T),
-                 bad.value, (long long)V, vocab);
-    return -1;
-}
-
-static int64_t pair_vocab(const char *op, const char *what, int64_t num_pairs) {
-    int64_t V = mk_vocab_of_pairs(num_pairs);
-    if (V < 0)
-        PyErr_Format(PyExc_ValueError,
-                     "%s: %s is %lld, which is not V (V + 1) / 2 for any vocabulary size V", op,
-                     what, (long long)num_pairs);
-    return V;
+    return mk_raise_bad_token(op, bad.flat, bad.value, S, T, V, vocab);
 }
 
 /* ---------------------------------------------------------------- GatherDot */
@@ -177,10 +147,10 @@ static int gather_dot_args(call *c, const char *op, PyObject *hidden_o, PyObject
     *counts = NULL;
     if (counts_o != Py_None && !(*counts = arg(c, counts_o, op, "counts", &mk_int32, 1))) return -1;
     int64_t B = (*hidden)->shape[0], W = (*hidden)->shape[1];
-    if (same((*table)->shape[1], W, op, "table.shape[1] must equal hidden.shape[1] (W)")) return -1;
-    if (same((*indices)->shape[0], B, op, "indices.shape[0] must equal hidden.shape[0] (B)"))
+    if (mk_expect_dim((*table)->shape[1], W, op, "table.shape[1] must equal hidden.shape[1] (W)")) return -1;
+    if (mk_expect_dim((*indices)->shape[0], B, op, "indices.shape[0] must equal hidden.shape[0] (B)"))
         return -1;
-    if (*counts && same((*counts)->shape[0], B, op, "counts.shape[0] must equal hidden.shape[0] (B)"))
+    if (*counts && mk_expect_dim((*counts)->shape[0], B, op, "counts.shape[0] must equal hidden.shape[0] (B)"))
         return -1;
     return 0;
 }
@@ -237,8 +207,8 @@ static PyObject *py_gather_dot_backward(PyObject *self, PyObject *args, PyObject
         goto fail;
     if (!(grad = arg(&c, grad_o, op, "grad", &mk_float32, 2))) goto fail;
     int64_t B = indices->shape[0], L = indices->shape[1], W = hidden->shape[1], M = table->shape[0];
-    if (same(grad->shape[0], B, op, "grad.shape[0] must equal indices.shape[0] (B)") ||
-        same(grad->shape[1], L, op, "grad.shape[1] must equal indices.shape[1] (L)"))
+    if (mk_expect_dim(grad->shape[0], B, op, "grad.shape[0] must equal indices.shape[0] (B)") ||
+        mk_expect_dim(grad->shape[1], L, op, "grad.shape[1] must equal indices.shape[1] (L)"))
         goto fail;
     if (out_arg(&c, gh_o, op, "out[0] (grad_hidden)", 2, &gh_out) ||
         out_arg(&c, gt_o, op, "out[1] (grad_table)", 2, &gt_out) || attach(&c, op))
@@ -272,17 +242,8 @@ static PyObject *py_power_sums(PyObject *self, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|$Op:power_sums", kwlist, &emb_o, &tokens_o,
                                      &orders_o, &out_o, &check))
         return NULL;
-    if (!PyLong_Check(orders_o) || PyBool_Check(orders_o)) {
-        PyErr_Format(PyExc_TypeError, "%s: orders must be an int, got %s", op,
-                     Py_TYPE(orders_o)->tp_name);
-        return NULL;
-    }
-    long long K = PyLong_AsLongLong(orders_o);
-    if (K == -1 && PyErr_Occurred()) return NULL;
-    if (K < 1) {
-        PyErr_Format(PyExc_ValueError, "%s: orders must be >= 1, got %lld", op, K);
-        return NULL;
-    }
+    int64_t K;
+    if (mk_orders_arg(orders_o, op, &K) < 0) return NULL;
     if (!(emb = arg(&c, emb_o, op, "emb", &mk_float32, 2))) goto fail;
     if (!(tokens = arg(&c, tokens_o, op, "tokens", &mk_int32, 3))) goto fail;
     if (out_arg(&c, out_o, op, "out", 4, &out) || attach(&c, op)) goto fail;
@@ -315,9 +276,9 @@ static PyObject *py_power_sums_backward(PyObject *self, PyObject *args, PyObject
     if (!(tokens = arg(&c, tokens_o, op, "tokens", &mk_int32, 3))) goto fail;
     int64_t B = tokens->shape[0], S = tokens->shape[1], T = tokens->shape[2];
     int64_t V = emb->shape[0], D = emb->shape[1], K = grad->shape[2];
-    if (same(grad->shape[0], B, op, "grad.shape[0] must equal tokens.shape[0] (B)") ||
-        same(grad->shape[1], S, op, "grad.shape[1] must equal tokens.shape[1] (S)") ||
-        same(grad->shape[3], D, op, "grad.shape[3] must equal emb.shape[1] (D)"))
+    if (mk_expect_dim(grad->shape[0], B, op, "grad.shape[0] must equal tokens.shape[0] (B)") ||
+        mk_expect_dim(grad->shape[1], S, op, "grad.shape[1] must equal tokens.shape[1] (S)") ||
+        mk_expect_dim(grad->shape[3], D, op, "grad.shape[3] must equal emb.shape[1] (D)"))
         goto fail;
     if (K < 1) {
         PyErr_Format(PyExc_ValueError, "%s: grad.shape[2] (orders) must be >= 1, got 0", op);
@@ -351,7 +312,7 @@ static PyObject *py_pair_sums(PyObject *self, PyObject *args, PyObject *kw) {
         return NULL;
     if (!(table = arg(&c, table_o, op, "pair_table", &mk_float32, 2))) goto fail;
     if (!(tokens = arg(&c, tokens_o, op, "tokens", &mk_int32, 3))) goto fail;
-    int64_t V = pair_vocab(op, "pair_table.shape[0]", table->shape[0]);
+    int64_t V = mk_pair_vocab_arg(table->shape[0], op, "pair_table.shape[0]");
     if (V < 0) goto fail;
     if (out_arg(&c, out_o, op, "out", 3, &out) || attach(&c, op)) goto fail;
     if (check && check_tokens(op, tokens, V, "the pair table's vocabulary size V")) goto fail;
@@ -382,10 +343,10 @@ static PyObject *py_pair_sums_backward(PyObject *self, PyObject *args, PyObject 
     if (!(grad = arg(&c, grad_o, op, "grad", &mk_float32, 3))) goto fail;
     if (!(tokens = arg(&c, tokens_o, op, "tokens", &mk_int32, 3))) goto fail;
     int64_t B = tokens->shape[0], S = tokens->shape[1], T = tokens->shape[2], P = grad->shape[2];
-    if (same(grad->shape[0], B, op, "grad.shape[0] must equal tokens.shape[0] (B)") ||
-        same(grad->shape[1], S, op, "grad.shape[1] must equal tokens.shape[1] (S)"))
+    if (mk_expect_dim(grad->shape[0], B, op, "grad.shape[0] must equal tokens.shape[0] (B)") ||
+        mk_expect_dim(grad->shape[1], S, op, "grad.shape[1] must equal tokens.shape[1] (S)"))
         goto fail;
-    int64_t V = pair_vocab(op, "num_pairs", num_pairs);
+    int64_t V = mk_pair_vocab_arg(num_pairs, op, "num_pairs");
     if (V < 0) goto fail;
     if (out_arg(&c, out_o, op, "out", 2, &out) || attach(&c, op)) goto fail;
     if (check && check_tokens(op, tokens, V, "the pair table's vocabulary size V")) goto fail;

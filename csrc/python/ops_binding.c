@@ -20,13 +20,6 @@ static void release(arrays *held) {
 }
 #define DIM(arr, i) ((int64_t)PyArray_DIM(arr, i))
 
-static int same(int64_t got, int64_t want, const char *op, const char *what) {
-    if (got == want) return 0;
-    PyErr_Format(PyExc_ValueError, "%s: %s: expected %lld, got %lld", op, what, (long long)want,
-                 (long long)got);
-    return -1;
-}
-
 /* counts[b] in [0, L] (all rows first, so a bad count is reported as such), then
  * indices[b, l] in [0, M) for l < counts[b]. */
 static int check_legal(const char *op, PyArrayObject *indices, PyArrayObject *counts, int64_t M) {
@@ -34,23 +27,13 @@ static int check_legal(const char *op, PyArrayObject *indices, PyArrayObject *co
     const int32_t *idx = PyArray_DATA(indices);
     const int32_t *cnt = counts ? PyArray_DATA(counts) : NULL;
     for (int64_t b = 0; cnt && b < B; b++) {
-        if (cnt[b] < 0 || cnt[b] > L) {
-            PyErr_Format(PyExc_ValueError, "%s: counts[%lld] = %d is outside [0, L = %lld]", op,
-                         (long long)b, cnt[b], (long long)L);
-            return -1;
-        }
+        if (cnt[b] < 0 || cnt[b] > L) return mk_raise_bad_count(op, b, cnt[b], L);
     }
     for (int64_t b = 0; b < B; b++) {
         int64_t n = cnt ? cnt[b] : L;
         for (int64_t l = 0; l < n; l++) {
             int32_t m = idx[b * L + l];
-            if (m < 0 || m >= M) {
-                PyErr_Format(PyExc_ValueError,
-                             "%s: indices[%lld, %lld] = %d is out of range for a table of %lld "
-                             "rows (legal slots are l < counts[b] = %lld)",
-                             op, (long long)b, (long long)l, m, (long long)M, (long long)n);
-                return -1;
-            }
+            if (m < 0 || m >= M) return mk_raise_bad_index(op, b, l, m, M, n);
         }
     }
     return 0;
@@ -61,16 +44,8 @@ static int check_tokens(const char *op, PyArrayObject *tokens, int64_t V, const 
     const int32_t *tok = PyArray_DATA(tokens);
     npy_intp n = PyArray_SIZE(tokens);
     int64_t S = DIM(tokens, 1), T = DIM(tokens, 2);
-    for (npy_intp i = 0; i < n; i++) {
-        if (tok[i] < -1 || tok[i] >= V) {
-            PyErr_Format(PyExc_ValueError,
-                         "%s: tokens[%lld, %lld, %lld] = %d is out of range: must be -1 (empty) "
-                         "or in [0, %lld) (%s)",
-                         op, (long long)(i / (S * T)), (long long)(i / T % S), (long long)(i % T),
-                         tok[i], (long long)V, vocab);
-            return -1;
-        }
-    }
+    for (npy_intp i = 0; i < n; i++)
+        if (tok[i] < -1 || tok[i] >= V) return mk_raise_bad_token(op, i, tok[i], S, T, V, vocab);
     return 0;
 }
 
@@ -107,10 +82,10 @@ static int gather_dot_args(const char *op, arrays *held, PyObject *hidden_o, PyO
     if (counts_o != Py_None && !(*counts = keep(held, mk_index_arg(counts_o, op, "counts", 1))))
         return -1;
     int64_t B = DIM(*hidden, 0), W = DIM(*hidden, 1);
-    if (same(DIM(*table, 1), W, op, "table.shape[1] must equal hidden.shape[1] (W)")) return -1;
-    if (same(DIM(*indices, 0), B, op, "indices.shape[0] must equal hidden.shape[0] (B)"))
+    if (mk_expect_dim(DIM(*table, 1), W, op, "table.shape[1] must equal hidden.shape[1] (W)")) return -1;
+    if (mk_expect_dim(DIM(*indices, 0), B, op, "indices.shape[0] must equal hidden.shape[0] (B)"))
         return -1;
-    if (*counts && same(DIM(*counts, 0), B, op, "counts.shape[0] must equal hidden.shape[0] (B)"))
+    if (*counts && mk_expect_dim(DIM(*counts, 0), B, op, "counts.shape[0] must equal hidden.shape[0] (B)"))
         return -1;
     return check_legal(op, *indices, *counts, DIM(*table, 0));
 }
@@ -151,8 +126,8 @@ static PyObject *py_gather_dot_backward(PyObject *self, PyObject *args) {
         goto fail;
     if (!(grad = keep(&held, mk_float_arg(grad_o, op, "grad", 2)))) goto fail;
     int64_t B = DIM(indices, 0), L = DIM(indices, 1), W = DIM(hidden, 1), M = DIM(table, 0);
-    if (same(DIM(grad, 0), B, op, "grad.shape[0] must equal indices.shape[0] (B)") ||
-        same(DIM(grad, 1), L, op, "grad.shape[1] must equal indices.shape[1] (L)"))
+    if (mk_expect_dim(DIM(grad, 0), B, op, "grad.shape[0] must equal indices.shape[0] (B)") ||
+        mk_expect_dim(DIM(grad, 1), L, op, "grad.shape[1] must equal indices.shape[1] (L)"))
         goto fail;
     if (!(grad_hidden = new_float(2, (int64_t[]){B, W}))) goto fail;
     if (!(grad_table = new_float(2, (int64_t[]){M, W}))) goto fail;
@@ -177,17 +152,8 @@ static PyObject *py_power_sums(PyObject *self, PyObject *args) {
     arrays held = {0};
     mk_status status;
     if (!PyArg_ParseTuple(args, "OOO", &emb_o, &tokens_o, &orders_o)) return NULL;
-    if (!PyLong_Check(orders_o) || PyBool_Check(orders_o)) {
-        PyErr_Format(PyExc_TypeError, "%s: orders must be an int, got %s", op,
-                     Py_TYPE(orders_o)->tp_name);
-        return NULL;
-    }
-    long long K = PyLong_AsLongLong(orders_o);
-    if (K == -1 && PyErr_Occurred()) return NULL;
-    if (K < 1) {
-        PyErr_Format(PyExc_ValueError, "%s: orders must be >= 1, got %lld", op, K);
-        return NULL;
-    }
+    int64_t K;
+    if (mk_orders_arg(orders_o, op, &K) < 0) return NULL;
     if (!(emb = keep(&held, mk_float_arg(emb_o, op, "emb", 2)))) goto fail;
     if (!(tokens = keep(&held, mk_index_arg(tokens_o, op, "tokens", 3)))) goto fail;
     if (check_tokens(op, tokens, DIM(emb, 0), "emb has that many rows")) goto fail;
@@ -214,9 +180,9 @@ static PyObject *py_power_sums_backward(PyObject *self, PyObject *args) {
     if (!(tokens = keep(&held, mk_index_arg(tokens_o, op, "tokens", 3)))) goto fail;
     int64_t B = DIM(tokens, 0), S = DIM(tokens, 1), T = DIM(tokens, 2);
     int64_t V = DIM(emb, 0), D = DIM(emb, 1), K = DIM(grad, 2);
-    if (same(DIM(grad, 0), B, op, "grad.shape[0] must equal tokens.shape[0] (B)") ||
-        same(DIM(grad, 1), S, op, "grad.shape[1] must equal tokens.shape[1] (S)") ||
-        same(DIM(grad, 3), D, op, "grad.shape[3] must equal emb.shape[1] (D)"))
+    if (mk_expect_dim(DIM(grad, 0), B, op, "grad.shape[0] must equal tokens.shape[0] (B)") ||
+        mk_expect_dim(DIM(grad, 1), S, op, "grad.shape[1] must equal tokens.shape[1] (S)") ||
+        mk_expect_dim(DIM(grad, 3), D, op, "grad.shape[3] must equal emb.shape[1] (D)"))
         goto fail;
     if (K < 1) {
         PyErr_Format(PyExc_ValueError, "%s: grad.shape[2] (orders) must be >= 1, got 0", op);
@@ -239,13 +205,8 @@ fail:
 /* Checks that `num_pairs` = V (V + 1) / 2 for some V and that every token is below V. */
 static int check_pair_rows(const char *op, const char *what, int64_t num_pairs,
                            PyArrayObject *tokens) {
-    int64_t V = mk_vocab_of_pairs(num_pairs);
-    if (V < 0) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: %s is %lld, which is not V (V + 1) / 2 for any vocabulary size V", op,
-                     what, (long long)num_pairs);
-        return -1;
-    }
+    int64_t V = mk_pair_vocab_arg(num_pairs, op, what);
+    if (V < 0) return -1;
     return check_tokens(op, tokens, V, "the pair table's vocabulary size V");
 }
 
@@ -281,8 +242,8 @@ static PyObject *py_pair_sums_backward(PyObject *self, PyObject *args) {
     if (!(grad = keep(&held, mk_float_arg(grad_o, op, "grad", 3)))) goto fail;
     if (!(tokens = keep(&held, mk_index_arg(tokens_o, op, "tokens", 3)))) goto fail;
     int64_t B = DIM(tokens, 0), S = DIM(tokens, 1), T = DIM(tokens, 2), P = DIM(grad, 2);
-    if (same(DIM(grad, 0), B, op, "grad.shape[0] must equal tokens.shape[0] (B)") ||
-        same(DIM(grad, 1), S, op, "grad.shape[1] must equal tokens.shape[1] (S)"))
+    if (mk_expect_dim(DIM(grad, 0), B, op, "grad.shape[0] must equal tokens.shape[0] (B)") ||
+        mk_expect_dim(DIM(grad, 1), S, op, "grad.shape[1] must equal tokens.shape[1] (S)"))
         goto fail;
     if (check_pair_rows(op, "num_pairs", num_pairs, tokens)) goto fail;
     if (!(out = new_float(2, (int64_t[]){num_pairs, P}))) goto fail;
