@@ -311,6 +311,16 @@ int mk_gpu_narrow(mk_gpu_array *a, const char *op) {
     return 0;
 }
 
+int mk_gpu_current_device(const char *op, int *device) {
+    int count;
+    mk_status status = mk_cuda_device_count(&count);
+    if (status == MK_OK) status = mk_cuda_current_device(device);
+    if (status == MK_OK) return 0;
+    PyErr_Format(PyExc_RuntimeError, "%s: GPU arrays need a usable CUDA device: %s", op,
+                 mk_error());
+    return -1;
+}
+
 int mk_gpu_attach(mk_gpu_array *a, const char *op, int device, void *stream) {
     mk_status status = MK_OK;
     if (a->ptr && a->device < 0) { /* CAI: ask the driver what the pointer is */

@@ -82,14 +82,9 @@ static int rows_match(const char *op, mk_gpu_array *a, int64_t B) {
 
 /* Every array on the current device, its producer ordered before `stream`. */
 static int attach_all(device_batch_object *self, const char *op, void *stream) {
-    int count, device, device_array = 0;
-    mk_status status = mk_cuda_device_count(&count);
-    if (status == MK_OK) status = mk_cuda_current_device(&device);
-    if (status != MK_OK) {
-        PyErr_Format(PyExc_RuntimeError, "%s: GPU arrays need a usable CUDA device: %s", op,
-                     mk_error());
-        return -1;
-    }
+    int device, device_array = 0;
+    mk_status status;
+    if (mk_gpu_current_device(op, &device) < 0) return -1;
     for (int i = 0; i < FIELDS; i++) {
         if (!self->a[i].name) continue;
         if (mk_gpu_attach(&self->a[i], op, device, stream) < 0) return -1;

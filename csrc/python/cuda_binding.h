@@ -91,6 +91,9 @@ int mk_gpu_expect_index(mk_gpu_array *a, const char *op, int ndim);
 /* After attach: an index array that is not int32 is narrowed to an int32 copy on the
  * device (ptr and dtype then describe the copy); ValueError for a value that does not fit. */
 int mk_gpu_narrow(mk_gpu_array *a, const char *op);
+/* The current device, once a usable one is known to be there: 0, or -1 with a
+ * RuntimeError naming `op` that says why there is none. */
+int mk_gpu_current_device(const char *op, int *device);
 /* Checks that the array lives on `device` and orders its producer's stream before
  * `stream` (the one manaka's kernels will use). Touches the device. */
 int mk_gpu_attach(mk_gpu_array *a, const char *op, int device, void *stream);

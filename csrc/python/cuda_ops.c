@@ -42,14 +42,7 @@ static void release(call *c) {
 /* Finds the device, then checks every parsed array against it, orders their streams
  * before ours, and narrows index arrays to int32. */
 static int attach(call *c, const char *op) {
-    int count;
-    mk_status status = mk_cuda_device_count(&count);
-    if (status == MK_OK) status = mk_cuda_current_device(&c->device);
-    if (status != MK_OK) {
-        PyErr_Format(PyExc_RuntimeError, "%s: GPU arrays need a usable CUDA device: %s", op,
-                     mk_error());
-        return -1;
-    }
+    if (mk_gpu_current_device(op, &c->device) < 0) return -1;
     for (int i = 0; i < c->n; i++)
         if (mk_gpu_attach(&c->a[i], op, c->device, NULL) < 0 ||
             (c->index[i] && mk_gpu_narrow(&c->a[i], op) < 0))
