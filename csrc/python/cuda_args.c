@@ -18,8 +18,8 @@ static int fail(PyObject *type, const char *op, const char *name, const char *fm
  * extent 1 may have any stride, and an empty array is contiguous. */
 static int check_contiguous(mk_gpu_array *a, const int64_t *strides_bytes, const char *op) {
     if (!strides_bytes || mk_shape_size(a->ndim, a->shape) == 0) return 0;
-    int64_t want = a->dtype ? a->dtype->itemsize : 0;
     if (!a->dtype) return 0; /* unknown dtype: the dtype check reports it */
+    int64_t want = a->dtype->itemsize;
     for (int i = a->ndim - 1; i >= 0; i--) {
         if (a->shape[i] != 1 && strides_bytes[i] != want)
             return fail(PyExc_ValueError, op, a->name,
@@ -261,6 +261,12 @@ int mk_gpu_parse_for(PyObject *obj, const char *op, const char *name, void *cons
                 "manaka.DeviceArray, got %s", Py_TYPE(obj)->tp_name);
 }
 
+static int expect_ndim(mk_gpu_array *a, const char *op, int ndim) {
+    if (a->ndim == ndim) return 0;
+    return fail(PyExc_ValueError, op, a->name, "must have %d dimension%s, got %d", ndim,
+                ndim == 1 ? "" : "s", a->ndim);
+}
+
 int mk_gpu_expect(mk_gpu_array *a, const char *op, const mk_dtype *dtype, int ndim) {
     if (!a->dtype || a->dtype->npy_type != dtype->npy_type) {
         const char *hint = dtype->npy_type == NPY_INT32
@@ -270,20 +276,14 @@ int mk_gpu_expect(mk_gpu_array *a, const char *op, const mk_dtype *dtype, int nd
         return fail(PyExc_TypeError, op, a->name, "must have dtype %s%s, got %s", dtype->name,
                     hint, a->dtype ? a->dtype->name : a->typestr);
     }
-    if (a->ndim != ndim)
-        return fail(PyExc_ValueError, op, a->name, "must have %d dimension%s, got %d", ndim,
-                    ndim == 1 ? "" : "s", a->ndim);
-    return 0;
+    return expect_ndim(a, op, ndim);
 }
 
 int mk_gpu_expect_index(mk_gpu_array *a, const char *op, int ndim) {
     if (!a->dtype || !PyTypeNum_ISINTEGER(a->dtype->npy_type))
         return fail(PyExc_TypeError, op, a->name, "must have an integer dtype, got %s",
                     a->dtype ? a->dtype->name : a->typestr);
-    if (a->ndim != ndim)
-        return fail(PyExc_ValueError, op, a->name, "must have %d dimension%s, got %d", ndim,
-                    ndim == 1 ? "" : "s", a->ndim);
-    return 0;
+    return expect_ndim(a, op, ndim);
 }
 
 int mk_gpu_narrow(mk_gpu_array *a, const char *op) {
