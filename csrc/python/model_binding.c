@@ -280,20 +280,25 @@ static PyObject *model_write(mk_model_object *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-int mk_model_slot_begin(mk_model_object *self) {
+int mk_model_batch_begin(mk_model_object *self, const char *op) {
+    if (mk_model_acquire(self, op) < 0) return -2;
     int slot = mk_model_next_slot(self->model);
     if (slot < 0 || !self->keep[slot]) return slot;
     mk_status status;
     Py_BEGIN_ALLOW_THREADS;
     status = mk_model_wait_slot(self->model, slot);
     Py_END_ALLOW_THREADS;
-    if (status != MK_OK) return mk_raise_status(status), -2;
+    if (status != MK_OK) {
+        mk_model_release(self);
+        return mk_raise_status(status), -2;
+    }
     Py_CLEAR(self->keep[slot]);
     return slot;
 }
 
-void mk_model_slot_end(mk_model_object *self, int slot, PyObject *holder) {
+void mk_model_batch_end(mk_model_object *self, int slot, PyObject *holder) {
     if (slot >= 0 && holder) Py_XSETREF(self->keep[slot], Py_NewRef(holder));
+    mk_model_release(self);
 }
 
 /* forward on a converted batch; `holder` keeps a device batch's arrays (else NULL). */
@@ -303,20 +308,16 @@ static PyObject *run_forward(mk_model_object *self, const char *op, const mk_bat
     npy_intp dims[2] = {(npy_intp)batch->B, (npy_intp)batch->L};
     if (batch->B < 0 || batch->L < 0) dims[0] = dims[1] = 0; /* the check reports it */
     if (!(logits = PyArray_SimpleNew(2, dims, NPY_FLOAT32)) ||
-        !(value = PyArray_SimpleNew(1, dims, NPY_FLOAT32)) || mk_model_acquire(self, op) < 0)
+        !(value = PyArray_SimpleNew(1, dims, NPY_FLOAT32)))
         goto fail;
-    int slot = mk_model_slot_begin(self);
-    if (slot < -1) {
-        mk_model_release(self);
-        goto fail;
-    }
+    int slot = mk_model_batch_begin(self, op);
+    if (slot < -1) goto fail;
     mk_status status;
     Py_BEGIN_ALLOW_THREADS;
     status = mk_model_forward(self->model, batch, PyArray_DATA((PyArrayObject *)logits),
                               PyArray_DATA((PyArrayObject *)value));
     Py_END_ALLOW_THREADS;
-    mk_model_slot_end(self, slot, holder);
-    mk_model_release(self);
+    mk_model_batch_end(self, slot, holder);
     if (status != MK_OK) {
         mk_raise_status(status);
         goto fail;
@@ -360,20 +361,15 @@ static PyObject *run_loss_and_grad(mk_model_object *self, const char *op, const 
         return NULL;
     }
     npy_intp dims[1] = {MK_STAT_COUNT};
-    if (!(stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0)) || mk_model_acquire(self, op) < 0)
-        goto fail;
-    int slot = mk_model_slot_begin(self);
-    if (slot < -1) {
-        mk_model_release(self);
-        goto fail;
-    }
+    if (!(stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0))) goto fail;
+    int slot = mk_model_batch_begin(self, op);
+    if (slot < -1) goto fail;
     mk_status status;
     Py_BEGIN_ALLOW_THREADS;
     status = mk_model_loss_and_grad(self->model, batch, (float)value_weight,
                                     PyArray_DATA((PyArrayObject *)stats));
     Py_END_ALLOW_THREADS;
-    mk_model_slot_end(self, slot, holder);
-    mk_model_release(self);
+    mk_model_batch_end(self, slot, holder);
     if (status != MK_OK) {
         mk_raise_status(status);
         goto fail;

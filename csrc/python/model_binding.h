@@ -41,12 +41,13 @@ void mk_batch_args_release(mk_batch_args *held);
  * pointers, checked by manaka._cuda.device_batch): on_device = 1. */
 int mk_batch_from_device(const char *op, PyObject *holder, mk_batch *batch);
 
-/* Around a call that stages a batch (the model acquired): slot_begin waits for the step
+/* Around a call that stages a batch: batch_begin acquires the model, waits for the step
  * that last read the slot the call will take and releases that step's device arrays;
- * returns the slot (-1 on a host-memory backend), or -2 with an exception set.
- * slot_end keeps `holder` (NULL for a host batch) for that slot. */
-int mk_model_slot_begin(mk_model_object *self);
-void mk_model_slot_end(mk_model_object *self, int slot, PyObject *holder);
+ * returns the slot (-1 on a host-memory backend), or -2 with an exception set and the
+ * model not acquired. batch_end keeps `holder` (NULL for a host batch) for that slot and
+ * releases the model. */
+int mk_model_batch_begin(mk_model_object *self, const char *op);
+void mk_model_batch_end(mk_model_object *self, int slot, PyObject *holder);
 
 /* Checks `value` is a float32 array of exactly t's shape; new reference, or NULL with
  * an exception naming the tensor. */

@@ -127,19 +127,14 @@ static PyObject *run_step(trainer_object *self, const char *op, const mk_batch *
                           PyObject *holder) {
     PyObject *stats = NULL;
     npy_intp dims[1] = {MK_STAT_COUNT};
-    if (!(stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0)) || mk_model_acquire(self->model, op) < 0)
-        goto fail;
-    int slot = mk_model_slot_begin(self->model);
-    if (slot < -1) {
-        mk_model_release(self->model);
-        goto fail;
-    }
+    if (!(stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0))) goto fail;
+    int slot = mk_model_batch_begin(self->model, op);
+    if (slot < -1) goto fail;
     mk_status status;
     Py_BEGIN_ALLOW_THREADS;
     status = mk_trainer_step(self->trainer, batch, PyArray_DATA((PyArrayObject *)stats));
     Py_END_ALLOW_THREADS;
-    mk_model_slot_end(self->model, slot, holder);
-    mk_model_release(self->model);
+    mk_model_batch_end(self->model, slot, holder);
     if (status != MK_OK) {
         mk_raise_status(status);
         goto fail;
