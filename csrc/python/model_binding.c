@@ -120,6 +120,11 @@ static void model_dealloc(mk_model_object *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+static PyObject *shape_tuple(const mk_tensor *t) {
+    return t->ndim == 2 ? Py_BuildValue("(LL)", (long long)t->shape[0], (long long)t->shape[1])
+                        : Py_BuildValue("(L)", (long long)t->shape[0]);
+}
+
 /* [(name, shape, decay)] in parameter order. */
 static PyObject *model_tensors(mk_model_object *self, PyObject *unused) {
     REQUIRE_MODEL(self, NULL);
@@ -128,8 +133,7 @@ static PyObject *model_tensors(mk_model_object *self, PyObject *unused) {
     if (!list) return NULL;
     for (int i = 0; i < n; i++) {
         const mk_tensor *t = mk_model_tensor(self->model, i);
-        PyObject *shape = t->ndim == 2 ? Py_BuildValue("(LL)", (long long)t->shape[0], (long long)t->shape[1])
-                                       : Py_BuildValue("(L)", (long long)t->shape[0]);
+        PyObject *shape = shape_tuple(t);
         PyObject *item = shape ? Py_BuildValue("(sNO)", t->name, shape, t->decay ? Py_True : Py_False) : NULL;
         if (!item) {
             Py_DECREF(list);
@@ -140,23 +144,35 @@ static PyObject *model_tensors(mk_model_object *self, PyObject *unused) {
     return list;
 }
 
+const mk_tensor *mk_tensor_named(mk_model *model, const char *name, const char *op,
+                                 int *index) {
+    int i = mk_model_find(model, name);
+    if (i < 0) {
+        PyErr_Format(PyExc_KeyError, "%s: the model has no tensor named '%s'", op, name);
+        return NULL;
+    }
+    if (index) *index = i;
+    return mk_model_tensor(model, i);
+}
+
 static const mk_tensor *find(mk_model *model, PyObject *name_o, const char *op) {
     const char *name = PyUnicode_Check(name_o) ? PyUnicode_AsUTF8(name_o) : NULL;
     if (!name) {
         if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s: name must be a str", op);
         return NULL;
     }
-    int i = mk_model_find(model, name);
-    if (i < 0) {
-        PyErr_Format(PyExc_KeyError, "%s: the model has no tensor named '%s'", op, name);
-        return NULL;
-    }
-    return mk_model_tensor(model, i);
+    return mk_tensor_named(model, name, op, NULL);
 }
 
 static void shape_of(const mk_tensor *t, npy_intp *dims) {
     dims[0] = (npy_intp)t->shape[0];
     dims[1] = (npy_intp)t->shape[1];
+}
+
+PyObject *mk_tensor_empty(const mk_tensor *t) {
+    npy_intp dims[2];
+    shape_of(t, dims);
+    return PyArray_SimpleNew(t->ndim, dims, NPY_FLOAT32);
 }
 
 /* A writable NumPy array over `data` that keeps `owner` alive. */
@@ -173,21 +189,19 @@ static PyObject *view_of(const mk_tensor *t, float *data, PyObject *owner) {
     return arr;
 }
 
-/* view(name): the live parameter as a NumPy view (backends with host memory only). */
 /* address(name) -> (pointer, shape): where the live parameter sits in the backend's memory
  * (a device pointer on a GPU backend), for zero-copy views such as manaka.DeviceArray. */
 static PyObject *model_address(mk_model_object *self, PyObject *name) {
     REQUIRE_MODEL(self, NULL);
     const mk_tensor *t = find(self->model, name, "Model.parameters");
     if (!t) return NULL;
-    PyObject *shape = t->ndim == 1 ? Py_BuildValue("(L)", (long long)t->shape[0])
-                                   : Py_BuildValue("(LL)", (long long)t->shape[0],
-                                                   (long long)t->shape[1]);
+    PyObject *shape = shape_tuple(t);
     if (!shape) return NULL;
     return Py_BuildValue("(NN)", PyLong_FromVoidPtr(mk_model_params(self->model) + t->offset),
                          shape);
 }
 
+/* view(name): the live parameter as a NumPy view (backends with host memory only). */
 static PyObject *model_view(mk_model_object *self, PyObject *name) {
     REQUIRE_MODEL(self, NULL);
     const mk_tensor *t = find(self->model, name, "Model.parameters");
@@ -200,12 +214,10 @@ static PyObject *model_view(mk_model_object *self, PyObject *name) {
     return view_of(t, mk_model_params(self->model) + t->offset, (PyObject *)self);
 }
 
-/* Copies `count` floats device -> host into a new array shaped like t. */
+/* Copies t's floats at `src` in the backend's memory into a new host array. */
 static PyObject *read_tensor(mk_model_object *self, const mk_tensor *t, const float *src,
                              const char *op) {
-    npy_intp dims[2];
-    shape_of(t, dims);
-    PyObject *out = PyArray_SimpleNew(t->ndim, dims, NPY_FLOAT32);
+    PyObject *out = mk_tensor_empty(t);
     if (!out) return NULL;
     if (mk_model_acquire(self, op) < 0) {
         Py_DECREF(out);

@@ -49,6 +49,13 @@ int mk_batch_from_device(const char *op, PyObject *holder, mk_batch *batch);
 int mk_model_batch_begin(mk_model_object *self, const char *op);
 void mk_model_batch_end(mk_model_object *self, int slot, PyObject *holder);
 
+/* The model's tensor named `name` (its position in *index when index is not NULL), or
+ * NULL with a KeyError naming `op`. */
+const mk_tensor *mk_tensor_named(mk_model *model, const char *name, const char *op,
+                                 int *index);
+/* A new, uninitialised float32 NumPy array of t's shape (NULL with an exception). */
+PyObject *mk_tensor_empty(const mk_tensor *t);
+
 /* Checks `value` is a float32 array of exactly t's shape; new reference, or NULL with
  * an exception naming the tensor. */
 PyArrayObject *mk_tensor_arg(const mk_tensor *t, PyObject *value, const char *op);

@@ -208,12 +208,7 @@ static const mk_tensor *moment_tensor(trainer_object *self, PyObject *args, int 
         PyErr_Format(PyExc_ValueError, "%s: moment kind must be 0 (exp_avg) or 1 (exp_avg_sq)", op);
         return NULL;
     }
-    int i = *index = mk_model_find(self->model->model, name);
-    if (i < 0) {
-        PyErr_Format(PyExc_KeyError, "%s: the model has no tensor named '%s'", op, name);
-        return NULL;
-    }
-    return mk_model_tensor(self->model->model, i);
+    return mk_tensor_named(self->model->model, name, op, index);
 }
 
 /* read_moment(kind, name) -> a copy of exp_avg (0) or exp_avg_sq (1) of that tensor. */
@@ -223,8 +218,7 @@ static PyObject *trainer_read_moment(trainer_object *self, PyObject *args) {
     int kind, index;
     const mk_tensor *t = moment_tensor(self, args, &kind, NULL, op, &index);
     if (!t) return NULL;
-    npy_intp dims[2] = {(npy_intp)t->shape[0], (npy_intp)t->shape[1]};
-    PyObject *out = PyArray_SimpleNew(t->ndim, dims, NPY_FLOAT32);
+    PyObject *out = mk_tensor_empty(t);
     if (!out) return NULL;
     if (mk_model_acquire(self->model, op) < 0) {
         Py_DECREF(out);
