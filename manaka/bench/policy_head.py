@@ -24,7 +24,7 @@ import numpy as np
 
 import manaka as mk
 
-from .timing import measure_interleaved
+from .timing import measure_interleaved, phase_ms
 
 GRAD_TOL = 1e-4  # the fused and split gradients agree to float rounding (tests: 1e-5 .. 1e-4)
 
@@ -66,14 +66,7 @@ def compare(fused: mk.Model, fused_trainer: mk.Trainer, batch: mk.Batch, runs: i
         results["launches_per_step"] = per_step
     times = measure_interleaved({head: (lambda t=t: t.step(batch)) for head, t in trainers.items()},
                                 runs=runs, warmup=warmup, sync=sync)
-    phases = {}
-    for head, trainer in trainers.items():
-        trainer.profile(True)
-        for _ in range(max(3, runs // 2)):
-            trainer.step(batch)
-        t = trainer.phase_times()
-        trainer.profile(False)
-        phases[head] = {k: t[k] / t["steps"] * 1e3 for k in ("forward", "backward", "optimizer")}
+    phases = {head: phase_ms(trainer, batch, max(3, runs // 2)) for head, trainer in trainers.items()}
     ratio = times["split"].median_ms / times["fused"].median_ms
     results.update(fused=times["fused"], split=times["split"], split_over_fused=ratio,
                    phases_ms=phases, interleaved_rounds=runs)
@@ -83,7 +76,7 @@ def compare(fused: mk.Model, fused_trainer: mk.Trainer, batch: mk.Batch, runs: i
     for head in ("fused", "split"):
         t = times[head]
         t.name = f"  step with the {head} policy head"
-        t.extra["pos/s"] = f"{B / t.median_ms * 1e3:,.0f}"
+        t.count_positions(B)
         if launches is not None:
             t.extra["launches/step"] = results["launches_per_step"][head]
         lines.append(t.row())

@@ -19,7 +19,7 @@ import numpy as np
 
 import manaka as mk
 from manaka.bench import policy_head
-from manaka.bench.timing import HEADER, measure, peak_rss_mb, write_results
+from manaka.bench.timing import HEADER, measure, peak_rss_mb, phase_ms, write_results
 
 SEED = dict(num_tokens=2344, num_moves=2187, tokens_per_side=40, embed_dim=256, orders=4,
             pair_dim=16, hidden=(512, 512), head_width=300)
@@ -94,20 +94,15 @@ def main(argv: List[str]) -> int:
     loss0 = model.loss_and_grad(batch)[0]["loss"]
     trainer = mk.Trainer(model, lr=1e-3)
     step = measure("manaka step (forward+backward+AdamW)", lambda: trainer.step(batch),
-                   runs=args.runs, warmup=args.warmup)
-    step.extra["pos/s"] = f"{B / step.median_ms * 1e3:,.0f}"
+                   runs=args.runs, warmup=args.warmup).count_positions(B)
     lines.append(step.row())
     results["manaka"] = step
 
-    trainer.profile(True)
-    for _ in range(args.runs):
-        trainer.step(batch)
-    t = trainer.phase_times()
-    trainer.profile(False)
-    phases = {k: t[k] / t["steps"] * 1e3 for k in ("forward", "backward", "optimizer", "optimizer_pair_table")}
+    phases = phase_ms(trainer, batch, args.runs,
+                      ("forward", "backward", "optimizer", "optimizer_pair_table"))
     results["phases_ms"] = phases
     total = phases["forward"] + phases["backward"] + phases["optimizer"]
-    lines.append(f"  phases (mean of {t['steps']} profiled steps, ms): forward+loss {phases['forward']:.1f}"
+    lines.append(f"  phases (mean of {args.runs} profiled steps, ms): forward+loss {phases['forward']:.1f}"
                  f" | backward {phases['backward']:.1f} | AdamW {phases['optimizer']:.1f}"
                  f" = pair_table {phases['optimizer_pair_table']:.1f} + rest"
                  f" {phases['optimizer'] - phases['optimizer_pair_table']:.1f} | sum {total:.1f}")
@@ -136,8 +131,7 @@ def main(argv: List[str]) -> int:
             print(f"error: losses disagree: manaka {loss0} vs torch {torch_loss0}", file=sys.stderr)
             return 1
         tt = measure(f"torch {torch.__version__} eager step (materialising)", ref.step,
-                     runs=args.torch_runs, warmup=1)
-        tt.extra["pos/s"] = f"{B / tt.median_ms * 1e3:,.0f}"
+                     runs=args.torch_runs, warmup=1).count_positions(B)
         lines.append(tt.row(baseline=None))
         lines.append(f"  losses agree at the same parameters: manaka {loss0:.6f} torch {torch_loss0:.6f}")
         lines.append(f"  manaka speed-up over torch eager: {tt.median_ms / step.median_ms:.2f}x (median)")

@@ -97,17 +97,15 @@ def main(argv: List[str]) -> int:
     results["loss_at_start"] = loss0
     launches0 = cuda._cuda.launch_count()
     step = measure("manaka step, batch staged from NumPy", lambda: trainer.step(batch),
-                   runs=args.runs, warmup=args.warmup, sync=cuda.synchronize)
+                   runs=args.runs, warmup=args.warmup, sync=cuda.synchronize).count_positions(B)
     launches = (cuda._cuda.launch_count() - launches0) / (args.runs + args.warmup)
-    step.extra["pos/s"] = f"{B / step.median_ms * 1e3:,.0f}"
     step.extra["launches/step"] = f"{launches:.0f}"
     free1, _ = cuda._cuda.mem_info()
     # The same step with the pair table's moments in bf16 (pair_state_dtype="bf16"), on a
     # second trainer of the same model: its AdamW moves ~16 instead of ~24 bytes/parameter.
     trainer_bf16 = mk.Trainer(model, lr=1e-3, pair_state_dtype="bf16")
     bf16 = measure("manaka step, bf16 pair-table moments", lambda: trainer_bf16.step(batch),
-                   runs=args.runs, warmup=args.warmup, sync=cuda.synchronize)
-    bf16.extra["pos/s"] = f"{B / bf16.median_ms * 1e3:,.0f}"
+                   runs=args.runs, warmup=args.warmup, sync=cuda.synchronize).count_positions(B)
     results["manaka_bf16_moments"] = bf16
     del trainer_bf16
     # The same step on a batch already on the GPU (DeviceArrays, as a GPU data pipeline or
@@ -116,8 +114,7 @@ def main(argv: List[str]) -> int:
     resident = mk.Batch(*(None if getattr(batch, n) is None else mk.DeviceArray.from_numpy(getattr(batch, n))
                           for n in ("tokens", "legal", "counts", "target", "value", "policy_target")))
     on_device = measure("manaka step, batch already on the GPU", lambda: trainer.step(resident),
-                        runs=args.runs, warmup=args.warmup, sync=cuda.synchronize)
-    on_device.extra["pos/s"] = f"{B / on_device.median_ms * 1e3:,.0f}"
+                        runs=args.runs, warmup=args.warmup, sync=cuda.synchronize).count_positions(B)
     results["manaka_device_batch"] = on_device
     results["manaka"] = step
     results["launches_per_step"] = launches
@@ -177,8 +174,7 @@ def main(argv: List[str]) -> int:
                 print(f"error: losses disagree: manaka {loss0} vs torch {torch_loss0}", file=sys.stderr)
                 return 1
             tt = measure(f"torch {torch.__version__} {label} step", ref.step, runs=args.runs,
-                         warmup=args.warmup, sync=torch.cuda.synchronize)
-            tt.extra["pos/s"] = f"{B / tt.median_ms * 1e3:,.0f}"
+                         warmup=args.warmup, sync=torch.cuda.synchronize).count_positions(B)
             lines.append(tt.row())
             lines.append(f"  manaka speed-up over torch {label}: {tt.median_ms / step.median_ms:.2f}x (median)")
             results[f"torch_{label}"] = tt

@@ -33,6 +33,11 @@ class Timing:
         return (f"{self.name:<44} {self.median_ms:10.3f} {self.min_ms:10.3f} {self.max_ms:10.3f}"
                 f" {ratio}  {extra}")
 
+    def count_positions(self, positions: int) -> "Timing":
+        """Adds the rate `positions` per call make at the median time (extra "pos/s")."""
+        self.extra["pos/s"] = f"{positions / self.median_ms * 1e3:,.0f}"
+        return self
+
 
 HEADER = f"{'what':<44} {'median ms':>10} {'min ms':>10} {'max ms':>10} {'speed-up':>9}"
 
@@ -42,16 +47,9 @@ def measure(name: str, fn: Callable[[], object], runs: int = 10, warmup: int = 2
     """Median/min/max wall time of `fn()` over `runs` calls after `warmup` calls.
 
     `sync` is called after each call (e.g. a device synchronise) so the time is complete."""
-    for _ in range(warmup):
-        fn()
-        sync()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append((time.perf_counter() - start) * 1e3)
-    return Timing(name, statistics.median(times), min(times), max(times), runs, dict(extra))
+    t = measure_interleaved({name: fn}, runs=runs, warmup=warmup, sync=sync)[name]
+    t.extra.update(extra)
+    return t
 
 
 def measure_interleaved(fns: Dict[str, Callable[[], object]], runs: int = 10, warmup: int = 2,
@@ -72,6 +70,17 @@ def measure_interleaved(fns: Dict[str, Callable[[], object]], runs: int = 10, wa
             sync()
             times[name].append((time.perf_counter() - start) * 1e3)
     return {name: Timing(name, statistics.median(t), min(t), max(t), runs) for name, t in times.items()}
+
+
+def phase_ms(trainer, batch, steps: int, phases=("forward", "backward", "optimizer")) -> Dict[str, float]:
+    """Mean milliseconds per step of each of the trainer's phases over `steps` profiled
+    steps on `batch` (the C trainer's counters; profiling synchronises between phases)."""
+    trainer.profile(True)
+    for _ in range(steps):
+        trainer.step(batch)
+    t = trainer.phase_times()
+    trainer.profile(False)
+    return {k: t[k] / t["steps"] * 1e3 for k in phases}
 
 
 def peak_rss_mb() -> float:
