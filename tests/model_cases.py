@@ -36,6 +36,26 @@ def rel_err(got, want):
     return float(np.abs(got - want).max() / scale)
 
 
+def assert_parameters_match(got, want, tol=None):
+    """Every parameter of model `got` equals model `want`'s: exactly (tol None), or to a
+    rel_err(got, want) below `tol`."""
+    have = got.state_dict()
+    for name, a in want.state_dict().items():
+        if tol is None:
+            np.testing.assert_array_equal(have[name], a, err_msg=name)
+        else:
+            assert rel_err(have[name], a) < tol, name
+
+
+def assert_moments_match(got, want, tol):
+    """Both AdamW moments of every tensor of trainer `got` are within rel_err `tol` of
+    trainer `want`'s."""
+    g, w = got.state_dict(), want.state_dict()
+    for kind in ("exp_avg", "exp_avg_sq"):
+        for name in w[kind]:
+            assert rel_err(g[kind][name], w[kind][name]) < tol, (kind, name)
+
+
 def snapshot(model, trainer):
     """Copies of a model's parameters and its trainer's state, for assert_unchanged."""
     return ({n: np.array(a, copy=True) for n, a in model.state_dict().items()},

@@ -77,8 +77,7 @@ def test_warm_steps_allocate_nothing_and_still_match_the_cpu(fused, pair_state, 
     _, want_grads = cpu.loss_and_grad(warm)
     for name in want_grads:
         assert cases.rel_err(grads[name], want_grads[name]) < TOL, name
-    for name, a in cpu.state_dict().items():
-        assert cases.rel_err(gpu.state_dict()[name], a) < 10 * TOL, name
+    cases.assert_parameters_match(gpu, cpu, 10 * TOL)
 
 
 def test_a_larger_batch_grows_the_arena_once():

@@ -90,8 +90,7 @@ def test_five_trainer_steps_match_numpy_batches_with_growth_between():
         batch = cases.batch(cfg, B=B, L=L, seed=20 + s, soft=s == 3)
         sa, sb = ta.step(batch), tb.step(on_gpu(batch) if s != 2 else batch)  # one host batch between
         assert sb.as_dict() == sa.as_dict()
-    for n, x in a.state_dict().items():
-        np.testing.assert_array_equal(b.state_dict()[n], x, err_msg=n)
+    cases.assert_parameters_match(b, a)
 
 
 @pytest.mark.parametrize("field", BAD_FIELDS)

@@ -115,9 +115,5 @@ def test_five_trainer_steps_match_split():
         b = cases.batch(cfg, B=8, L=11, seed=30 + step, soft=step % 2 == 1)
         s1, s2 = t1.step(b), t2.step(b)
         assert abs(s1.loss - s2.loss) <= TOL * max(1.0, abs(s2.loss))
-    for name, a in split.state_dict().items():
-        assert cases.rel_err(fused.state_dict()[name], a) < 1e-4, name
-    m1, m2 = t1.state_dict(), t2.state_dict()
-    for kind in ("exp_avg", "exp_avg_sq"):
-        for name in m2[kind]:
-            assert cases.rel_err(m1[kind][name], m2[kind][name]) < 1e-4, (kind, name)
+    cases.assert_parameters_match(fused, split, 1e-4)
+    cases.assert_moments_match(t1, t2, 1e-4)

@@ -24,8 +24,7 @@ def twins(cfg, seed=3):
 
 def test_initial_parameters_are_identical():
     cpu, gpu = twins(cases.config(hidden=(8,)))
-    for name, a in cpu.state_dict().items():
-        np.testing.assert_array_equal(a, gpu.state_dict()[name], err_msg=name)
+    cases.assert_parameters_match(gpu, cpu)
 
 
 @pytest.mark.parametrize("hidden", [(), (12,), (10, 6)], ids=["hidden0", "hidden1", "hidden2"])
@@ -56,12 +55,8 @@ def test_five_adamw_steps_match_cpu(schedule):
         assert abs(s1.loss - s2.loss) <= TOL * max(1.0, abs(s1.loss))
         assert s1.lr == s2.lr
     assert t1.step_count == t2.step_count == 5
-    for name, a in cpu.state_dict().items():
-        assert cases.rel_err(gpu.state_dict()[name], a) < TOL, name
-    m1, m2 = t1.state_dict(), t2.state_dict()
-    for kind in ("exp_avg", "exp_avg_sq"):
-        for name in m1[kind]:
-            assert cases.rel_err(m2[kind][name], m1[kind][name]) < TOL, (kind, name)
+    cases.assert_parameters_match(gpu, cpu, TOL)
+    cases.assert_moments_match(t2, t1, TOL)
 
 
 def test_bad_batch_changes_nothing():
@@ -94,8 +89,7 @@ def test_save_and_load_round_trip_through_the_gpu(tmp_path):
     path = tmp_path / "m.manaka"
     gpu.save(path)
     back = mk.Model.load(path, device="cpu")
-    for name, a in gpu.state_dict().items():
-        np.testing.assert_array_equal(back.state_dict()[name], a)
+    cases.assert_parameters_match(back, gpu)
 
 
 def test_many_steps_cycle_the_pinned_staging_ring():
@@ -110,5 +104,4 @@ def test_many_steps_cycle_the_pinned_staging_ring():
         pending.append((t1.step(b).loss, t2.step(b)))  # GPU stats read only at the end
     for want, got in pending:
         assert abs(got.loss - want) <= TOL * max(1.0, abs(want))
-    for name, a in cpu.state_dict().items():
-        assert cases.rel_err(gpu.state_dict()[name], a) < 10 * TOL, name
+    cases.assert_parameters_match(gpu, cpu, 10 * TOL)

@@ -138,8 +138,7 @@ def test_save_load_round_trip(tmp_path):
     model.save(path)
     loaded = mk.Model.load(path)
     assert loaded.config == cfg and loaded.seed == 4
-    for name, arr in model.state_dict().items():
-        np.testing.assert_array_equal(loaded.state_dict()[name], arr)
+    cases.assert_parameters_match(loaded, model)
     b = cases.batch(cfg)
     np.testing.assert_array_equal(loaded.forward(b)[0], model.forward(b)[0])
     assert not [p for p in tmp_path.iterdir() if p.name != "m.manaka"]  # no temp file left

@@ -173,12 +173,8 @@ def test_five_trainer_steps_match_split(backend):
         s1, s2 = t1.step(b), t2.step(b)
         assert_close_stats(s1.as_dict(), s2.as_dict())
     assert t1.step_count == t2.step_count == 5
-    for name, a in split.state_dict().items():
-        assert cases.rel_err(fused.state_dict()[name], a) < 1e-4, name
-    m1, m2 = t1.state_dict(), t2.state_dict()
-    for kind in ("exp_avg", "exp_avg_sq"):
-        for name in m2[kind]:
-            assert cases.rel_err(m1[kind][name], m2[kind][name]) < 1e-4, (kind, name)
+    cases.assert_parameters_match(fused, split, 1e-4)
+    cases.assert_moments_match(t1, t2, 1e-4)
 
 
 def test_forward_is_the_same_for_both_heads():
@@ -195,8 +191,7 @@ def test_save_and_load_keep_the_choice_out_of_the_file(tmp_path):
     fused.save(tmp_path / "m.manaka")
     back = mk.Model.load(tmp_path / "m.manaka", policy_head="split")
     assert back.policy_head == "split"
-    for name, a in fused.state_dict().items():
-        np.testing.assert_array_equal(back.state_dict()[name], a)
+    cases.assert_parameters_match(back, fused)
     with pytest.raises(ValueError, match="policy_head"):
         mk.Model.load(tmp_path / "m.manaka", policy_head="both")
 
