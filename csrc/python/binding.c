@@ -85,6 +85,16 @@ PyArrayObject *mk_index_arg(PyObject *obj, const char *op, const char *name, int
     return out;
 }
 
+PyObject *mk_array_view(int ndim, npy_intp *dims, int type, void *data, PyObject *owner) {
+    PyObject *arr = PyArray_SimpleNewFromData(ndim, dims, type, data);
+    if (!arr) return NULL;
+    if (PyArray_SetBaseObject((PyArrayObject *)arr, Py_NewRef(owner)) < 0) {
+        Py_DECREF(arr);
+        return NULL;
+    }
+    return arr;
+}
+
 static PyObject *exception_for(mk_status status) {
     switch (status) {
     case MK_ERR_VALUE: return PyExc_ValueError;

@@ -30,6 +30,10 @@ PyArrayObject *mk_float_arg(PyObject *obj, const char *op, const char *name, int
  * any integer dtype, or NULL with an exception. */
 PyArrayObject *mk_index_arg(PyObject *obj, const char *op, const char *name, int ndim);
 
+/* A NumPy array of `type` over `data` (not copied) that keeps `owner` alive: new
+ * reference, or NULL with an exception. */
+PyObject *mk_array_view(int ndim, npy_intp *dims, int type, void *data, PyObject *owner);
+
 /* Raises the Python exception matching a failed mk_status, with mk_error()'s message. */
 PyObject *mk_raise_status(mk_status status);
 /* The same as "<where>: <mk_error()>". */

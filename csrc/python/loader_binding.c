@@ -179,14 +179,7 @@ static PyObject *Loader_stop(LoaderObject *self, PyObject *unused) {
 
 /* A NumPy view of C memory owned by this object. */
 static PyObject *view(LoaderObject *self, int ndim, npy_intp *dims, int type, void *data) {
-    PyObject *arr = PyArray_SimpleNewFromData(ndim, dims, type, data);
-    if (!arr) return NULL;
-    Py_INCREF(self);
-    if (PyArray_SetBaseObject((PyArrayObject *)arr, (PyObject *)self) < 0) {
-        Py_DECREF(arr);
-        return NULL;
-    }
-    return arr;
+    return mk_array_view(ndim, dims, type, data, (PyObject *)self);
 }
 
 /* next() -> (epoch, index, tokens, legal, counts, target, value, policy_target|None,

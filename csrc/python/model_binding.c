@@ -175,20 +175,6 @@ PyObject *mk_tensor_empty(const mk_tensor *t) {
     return PyArray_SimpleNew(t->ndim, dims, NPY_FLOAT32);
 }
 
-/* A writable NumPy array over `data` that keeps `owner` alive. */
-static PyObject *view_of(const mk_tensor *t, float *data, PyObject *owner) {
-    npy_intp dims[2];
-    shape_of(t, dims);
-    PyObject *arr = PyArray_SimpleNewFromData(t->ndim, dims, NPY_FLOAT32, data);
-    if (!arr) return NULL;
-    Py_INCREF(owner);
-    if (PyArray_SetBaseObject((PyArrayObject *)arr, owner) < 0) {
-        Py_DECREF(arr);
-        return NULL;
-    }
-    return arr;
-}
-
 /* address(name) -> (pointer, shape): where the live parameter sits in the backend's memory
  * (a device pointer on a GPU backend), for zero-copy views such as manaka.DeviceArray. */
 static PyObject *model_address(mk_model_object *self, PyObject *name) {
@@ -211,7 +197,10 @@ static PyObject *model_view(mk_model_object *self, PyObject *name) {
                         "Model.parameters: this backend's parameters are not in host memory");
         return NULL;
     }
-    return view_of(t, mk_model_params(self->model) + t->offset, (PyObject *)self);
+    npy_intp dims[2];
+    shape_of(t, dims);
+    return mk_array_view(t->ndim, dims, NPY_FLOAT32, mk_model_params(self->model) + t->offset,
+                         (PyObject *)self);
 }
 
 /* Copies t's floats at `src` in the backend's memory into a new host array. */
