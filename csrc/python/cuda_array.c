@@ -487,10 +487,5 @@ PyTypeObject mk_DeviceArray_Type = {
 
 int mk_init_device_array(PyObject *module) {
     if (PyType_Ready(&mk_DeviceArray_Type) < 0) return -1;
-    Py_INCREF(&mk_DeviceArray_Type);
-    if (PyModule_AddObject(module, "DeviceArray", (PyObject *)&mk_DeviceArray_Type) < 0) {
-        Py_DECREF(&mk_DeviceArray_Type);
-        return -1;
-    }
-    return 0;
+    return PyModule_AddObjectRef(module, "DeviceArray", (PyObject *)&mk_DeviceArray_Type);
 }

@@ -272,10 +272,5 @@ static PyTypeObject LoaderType = {
 
 int mk_init_loader(PyObject *module) {
     if (PyType_Ready(&LoaderType) < 0) return -1;
-    Py_INCREF(&LoaderType);
-    if (PyModule_AddObject(module, "Loader", (PyObject *)&LoaderType) < 0) {
-        Py_DECREF(&LoaderType);
-        return -1;
-    }
-    return 0;
+    return PyModule_AddObjectRef(module, "Loader", (PyObject *)&LoaderType);
 }
