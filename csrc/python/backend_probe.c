@@ -17,30 +17,21 @@
  * little is refused). Inputs are not modified: the results are new arrays. */
 #include "model_binding.h"
 
-#define PROBE_MAX 8 /* p, m, v, stats, then g or grad, tokens and work */
-
-typedef struct {
-    const mk_backend *be;
-    void *dev[PROBE_MAX];
-    int n;
-} probe;
-
-/* A device copy of `bytes` from `host` (NULL: uninitialised), freed by probe_free. */
-static void *probe_put(probe *pr, const void *host, size_t bytes, mk_status *st) {
+void *mk_probe_put(mk_probe_buffers *pb, const void *host, size_t bytes, mk_status *st) {
     void *d = NULL;
     if (*st != MK_OK) return NULL;
-    if (pr->n == PROBE_MAX) {
-        *st = mk_fail(MK_ERR_RUNTIME, "backend probe: more than %d buffers", PROBE_MAX);
+    if (pb->n == MK_PROBE_BUFFERS) {
+        *st = mk_fail(MK_ERR_RUNTIME, "backend probe: more than %d buffers", MK_PROBE_BUFFERS);
         return NULL;
     }
-    if ((*st = pr->be->alloc(NULL, bytes ? bytes : 1, &d)) != MK_OK) return NULL;
-    pr->dev[pr->n++] = d;
-    if (host && bytes) *st = pr->be->to_device(NULL, d, host, bytes);
+    if ((*st = pb->be->alloc(NULL, bytes ? bytes : 1, &d)) != MK_OK) return NULL;
+    pb->dev[pb->n++] = d;
+    if (host && bytes) *st = pb->be->to_device(NULL, d, host, bytes);
     return d;
 }
 
-static void probe_free(probe *pr) {
-    for (int i = 0; i < pr->n; i++) pr->be->free(NULL, pr->dev[i]);
+void mk_probe_free(mk_probe_buffers *pb) {
+    for (int i = 0; i < pb->n; i++) pb->be->free(NULL, pb->dev[i]);
 }
 
 /* m and v: both float32 or both uint16, each shaped like p. Returns 1 for bf16, 0 for
@@ -81,7 +72,7 @@ static PyObject *run(PyObject *backend_arg, PyArrayObject *p, PyArrayObject *g,
                      PyArrayObject *grad, PyArrayObject *tokens, PyArrayObject *m,
                      PyArrayObject *v, int bf16, const mk_adamw_args *args,
                      unsigned long long seed, int finite, Py_ssize_t work_bytes) {
-    probe pr = {mk_backend_from_arg(backend_arg), {0}, 0};
+    mk_probe_buffers pr = {mk_backend_from_arg(backend_arg), {0}, 0};
     if (!pr.be) return NULL;
     PyArrayObject *p_out = (PyArrayObject *)PyArray_NewCopy(p, NPY_CORDER);
     if (!p_out) return NULL;
@@ -89,25 +80,25 @@ static PyObject *run(PyObject *backend_arg, PyArrayObject *p, PyArrayObject *g,
     float stats[MK_STAT_COUNT] = {0};
     stats[MK_STAT_FINITE] = finite ? 1.0f : 0.0f;
     mk_status st = MK_OK;
-    float *dp = probe_put(&pr, PyArray_DATA(p), (size_t)n * 4, &st);
-    void *dm = probe_put(&pr, PyArray_DATA(m), (size_t)(n * msize), &st);
-    void *dv = probe_put(&pr, PyArray_DATA(v), (size_t)(n * msize), &st);
-    float *dstats = probe_put(&pr, stats, sizeof stats, &st);
+    float *dp = mk_probe_put(&pr, PyArray_DATA(p), (size_t)n * 4, &st);
+    void *dm = mk_probe_put(&pr, PyArray_DATA(m), (size_t)(n * msize), &st);
+    void *dv = mk_probe_put(&pr, PyArray_DATA(v), (size_t)(n * msize), &st);
+    float *dstats = mk_probe_put(&pr, stats, sizeof stats, &st);
     Py_BEGIN_ALLOW_THREADS;
     if (g) {
-        float *dg = probe_put(&pr, PyArray_DATA(g), (size_t)n * 4, &st);
+        float *dg = mk_probe_put(&pr, PyArray_DATA(g), (size_t)n * 4, &st);
         if (st == MK_OK)
             st = bf16 ? pr.be->adamw_bf16(NULL, dp, dg, dm, dv, n, args, dstats, seed)
                       : pr.be->adamw(NULL, dp, dg, dm, dv, n, args, dstats);
     } else {
         const int64_t rows = PyArray_DIM(grad, 0), P = PyArray_DIM(grad, 1);
         const int64_t T = PyArray_DIM(tokens, 1), V = mk_vocab_of_pairs(PyArray_DIM(p, 0));
-        const float *dgrad = probe_put(&pr, PyArray_DATA(grad), (size_t)(rows * P) * 4, &st);
-        const int32_t *dtok = probe_put(&pr, PyArray_DATA(tokens), (size_t)(rows * T) * 4, &st);
+        const float *dgrad = mk_probe_put(&pr, PyArray_DATA(grad), (size_t)(rows * P) * 4, &st);
+        const int32_t *dtok = mk_probe_put(&pr, PyArray_DATA(tokens), (size_t)(rows * T) * 4, &st);
         const mk_step_shapes shapes = {.rows = rows, .T = T, .V = V};
         size_t bytes = (size_t)work_bytes;
         if (st == MK_OK && work_bytes < 0) st = pr.be->scratch_bytes(&shapes, &bytes);
-        void *work = probe_put(&pr, NULL, bytes, &st);
+        void *work = mk_probe_put(&pr, NULL, bytes, &st);
         if (st == MK_OK)
             st = bf16 ? pr.be->pair_sums_backward_adamw_bf16(NULL, dgrad, dtok, rows, T, P, V, dp,
                                                              dm, dv, args, dstats, seed, work,
@@ -118,7 +109,7 @@ static PyObject *run(PyObject *backend_arg, PyArrayObject *p, PyArrayObject *g,
     if (st == MK_OK) st = pr.be->to_host(NULL, PyArray_DATA(p_out), dp, (size_t)n * 4);
     if (st == MK_OK) st = pr.be->to_host(NULL, PyArray_DATA(m), dm, (size_t)(n * msize));
     if (st == MK_OK) st = pr.be->to_host(NULL, PyArray_DATA(v), dv, (size_t)(n * msize));
-    probe_free(&pr);
+    mk_probe_free(&pr);
     Py_END_ALLOW_THREADS;
     if (st != MK_OK) {
         Py_DECREF(p_out);

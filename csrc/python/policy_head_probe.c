@@ -20,28 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PH_BUFFERS 11
-
-typedef struct {
-    const mk_backend *be;
-    void *dev[PH_BUFFERS];
-    int n;
-} buffers;
-
-/* A device buffer of `bytes`, filled from `host` unless it is NULL; freed by release. */
-static void *put(buffers *bf, const void *host, size_t bytes, mk_status *st) {
-    void *d = NULL;
-    if (*st != MK_OK) return NULL;
-    if ((*st = bf->be->alloc(NULL, bytes ? bytes : 1, &d)) != MK_OK) return NULL;
-    bf->dev[bf->n++] = d;
-    if (host && bytes) *st = bf->be->to_device(NULL, d, host, bytes);
-    return d;
-}
-
-static void release(buffers *bf) {
-    for (int i = 0; i < bf->n; i++) bf->be->free(NULL, bf->dev[i]);
-}
-
 static PyObject *py_backend_policy_head(PyObject *self, PyObject *args, PyObject *kwargs) {
     static const char op[] = "backend_policy_head";
     static char *kw[] = {"backend", "q", "table", "legal", "counts", "target", "policy_target",
@@ -55,7 +33,7 @@ static PyObject *py_backend_policy_head(PyObject *self, PyObject *args, PyObject
                   *soft = NULL, *out[4] = {NULL, NULL, NULL, NULL};
     int32_t *no_tokens = NULL;
     float *values = NULL;
-    buffers bf = {NULL, {0}, 0};
+    mk_probe_buffers bf = {NULL, {0}, 0};
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|Ofsi", kw, &backend, &qo, &tableo,
                                      &legalo, &countso, &targeto, &softo, &grad_scale, &head,
                                      &repeats) ||
@@ -108,16 +86,16 @@ static PyObject *py_backend_policy_head(PyObject *self, PyObject *args, PyObject
     out[3] = (PyArrayObject *)PyArray_SimpleNew(1, b1, NPY_FLOAT32);
     if (!out[0] || !out[1] || !out[2] || !out[3]) goto done;
     Py_BEGIN_ALLOW_THREADS;
-    const float *dq_in = put(&bf, PyArray_DATA(q), (size_t)(B * W) * 4, &st);
-    const float *dtable = put(&bf, PyArray_DATA(table), (size_t)(M * W) * 4, &st);
-    const int32_t *dlegal = put(&bf, PyArray_DATA(legal), (size_t)(B * L) * 4, &st);
-    const int32_t *dcounts = put(&bf, PyArray_DATA(counts), (size_t)B * 4, &st);
-    const int32_t *dtarget = put(&bf, PyArray_DATA(target), (size_t)B * 4, &st);
-    const float *dsoft = soft ? put(&bf, PyArray_DATA(soft), (size_t)(B * L) * 4, &st) : NULL;
+    const float *dq_in = mk_probe_put(&bf, PyArray_DATA(q), (size_t)(B * W) * 4, &st);
+    const float *dtable = mk_probe_put(&bf, PyArray_DATA(table), (size_t)(M * W) * 4, &st);
+    const int32_t *dlegal = mk_probe_put(&bf, PyArray_DATA(legal), (size_t)(B * L) * 4, &st);
+    const int32_t *dcounts = mk_probe_put(&bf, PyArray_DATA(counts), (size_t)B * 4, &st);
+    const int32_t *dtarget = mk_probe_put(&bf, PyArray_DATA(target), (size_t)B * 4, &st);
+    const float *dsoft = soft ? mk_probe_put(&bf, PyArray_DATA(soft), (size_t)(B * L) * 4, &st) : NULL;
     float *dres[4];
     size_t sizes[4] = {(size_t)(B * L) * 4, (size_t)(B * W) * 4, (size_t)B * 4, (size_t)B * 4};
-    for (int i = 0; i < 4; i++) dres[i] = put(&bf, NULL, sizes[i], &st);
-    float *logits = split ? put(&bf, NULL, sizes[0], &st) : NULL;
+    for (int i = 0; i < 4; i++) dres[i] = mk_probe_put(&bf, NULL, sizes[i], &st);
+    float *logits = split ? mk_probe_put(&bf, NULL, sizes[0], &st) : NULL;
     for (int r = 0; r < repeats && st == MK_OK; r++) {
         if (!split) {
             st = bf.be->policy_head(NULL, dq_in, dtable, dlegal, dcounts, dtarget, dsoft, B, L, W,
@@ -134,7 +112,7 @@ static PyObject *py_backend_policy_head(PyObject *self, PyObject *args, PyObject
     }
     for (int i = 0; i < 4 && st == MK_OK; i++)
         st = bf.be->to_host(NULL, PyArray_DATA(out[i]), dres[i], sizes[i]);
-    release(&bf);
+    mk_probe_free(&bf);
     Py_END_ALLOW_THREADS;
     if (st != MK_OK) {
         mk_raise_status(st);
