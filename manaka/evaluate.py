@@ -34,8 +34,9 @@ def _batch_metrics(logits: np.ndarray, value: np.ndarray, batch, value_weight: f
 def evaluate(model, data: Union[Dataset, Loader], batch_size: int = 1024, value_weight: float = 1.0) -> Dict[str, float]:
     """Mean loss, policy_loss, value_loss and accuracy of `model` over every position of `data`.
 
-    `data` is a Dataset (read in order) or a Loader (one epoch from its position). On the
-    CPU this uses ``model.forward``; on a GPU model, ``model.loss_and_grad``'s statistics.
+    `data` is a Dataset (read in order) or a Loader (one epoch from its position). The
+    losses are reduced here, in float64, from ``model.forward``'s logits and values (NumPy
+    arrays on any device).
     """
     loader = data if isinstance(data, Loader) else Loader(data, batch_size=batch_size, producers=1,
                                                           prefetch=2, shuffle=False)
@@ -44,11 +45,7 @@ def evaluate(model, data: Union[Dataset, Loader], batch_size: int = 1024, value_
     try:
         for batch in loader:
             logits, value = model.forward(batch)
-            if isinstance(logits, np.ndarray):
-                part = _batch_metrics(logits, value, batch, value_weight)
-            else:  # device arrays: let the model reduce on the device
-                stats, _ = model.loss_and_grad(batch, value_weight=value_weight)
-                part = {k: stats[k] * len(batch) for k in totals}
+            part = _batch_metrics(logits, value, batch, value_weight)
             for k in totals:
                 totals[k] += float(part[k])
             n += len(batch)
