@@ -15,7 +15,6 @@ Examples:
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 import time
 
@@ -29,13 +28,6 @@ PRESETS = {
     "small": dict(embed_dim=32, orders=4, pair_dim=4, hidden=(128,), head_width=64, batch_size=512, lr=5e-3),
     "seed": dict(embed_dim=256, orders=4, pair_dim=16, hidden=(512, 512), head_width=300, batch_size=1024, lr=1e-3),
 }
-
-
-def cuda_usable() -> bool:
-    try:
-        return bool(importlib.import_module("manaka.cuda").is_available())
-    except (ImportError, AttributeError):
-        return False
 
 
 def parser() -> argparse.ArgumentParser:
@@ -99,7 +91,7 @@ def main(argv=None) -> int:
     if args.resume and not args.checkpoint:
         print("python -m manaka.train: --resume needs --checkpoint", file=sys.stderr)
         return 2
-    device = ("cuda" if cuda_usable() else "cpu") if args.device == "auto" else args.device
+    device = ("cuda" if mk.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     preset = PRESETS[args.preset or ("seed" if device == "cuda" else "small")]
     if args.threads:
         mk.set_num_threads(args.threads)
