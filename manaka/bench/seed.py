@@ -3,6 +3,7 @@ place every benchmark takes its shapes from."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar, Tuple
 
 import numpy as np
 
@@ -19,10 +20,16 @@ class SeedShapes:
     W: int = 300      # policy head width
     M: int = 2187     # move vocabulary
     L: int = 600      # padded legal slots
+    H: ClassVar[Tuple[int, ...]] = (512, 512)  # trunk widths (not a field: the ops have none)
 
     @property
     def num_pairs(self) -> int:
         return self.V * (self.V + 1) // 2
+
+    def model_config(self) -> dict:
+        """The seed network's manaka.ModelConfig arguments."""
+        return dict(num_tokens=self.V, num_moves=self.M, tokens_per_side=self.T, embed_dim=self.D,
+                    orders=self.K, pair_dim=self.P, hidden=self.H, head_width=self.W)
 
 
 def legal_counts(rng: np.random.Generator, B: int, L: int = 600) -> np.ndarray:

@@ -19,10 +19,10 @@ import numpy as np
 
 import manaka as mk
 from manaka.bench import policy_head
+from manaka.bench.seed import SeedShapes
 from manaka.bench.timing import HEADER, measure, peak_rss_mb, phase_ms, write_results
 
-SEED = dict(num_tokens=2344, num_moves=2187, tokens_per_side=40, embed_dim=256, orders=4,
-            pair_dim=16, hidden=(512, 512), head_width=300)
+SEED = SeedShapes().model_config()
 
 
 def seed_batch(cfg: mk.ModelConfig, B: int, L: int, seed: int = 0) -> mk.Batch:
