@@ -21,6 +21,7 @@ import time
 import manaka as mk
 
 from .fit import format_duration
+from .synthetic import SEED_SHAPES
 
 # Model shapes besides the vocabularies (which come from the data). "small" learns visibly
 # within a minute on a laptop CPU; "seed" is the seed configuration of DESIGN.md §5.
@@ -110,7 +111,7 @@ def main(argv=None) -> int:
                 held_out = mk.Dataset.open(args.eval_data)
         else:
             # Vocabularies and shapes of the seed configuration; orders as the model's.
-            shape = mk.ModelConfig(num_tokens=2344, num_moves=2187, orders=args.orders or preset["orders"])
+            shape = mk.ModelConfig(**{**SEED_SHAPES, "orders": args.orders or preset["orders"]})
             data = mk.Dataset.synthetic(args.synthetic, shape, seed=args.seed)
             if args.eval_positions > 0:
                 held_out = mk.Dataset.synthetic(args.eval_positions, shape, seed=args.seed + 1_000_003)
