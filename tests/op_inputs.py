@@ -18,6 +18,19 @@ def legal_batch(rng, B, L, W, M, counts="random", pad=-1):
     return hidden, table, indices, counts
 
 
+def legal_indices(rng, B, L, M, counts=True, collide=None):
+    """indices [B, L] and counts [B] (the first row empty, the last full), with -1 padding
+    beyond counts[b]; counts=False: every slot legal and counts None. `collide` draws moves
+    from the first `collide` ids only (many (b, l) sharing a row)."""
+    indices = rng.integers(0, collide or M, size=(B, L)).astype(np.int32)
+    if not counts:
+        return indices, None
+    c = rng.integers(0, L + 1, size=B).astype(np.int32)
+    c[0], c[-1] = 0, L
+    indices[np.arange(L)[None, :] >= c[:, None]] = -1
+    return indices, c
+
+
 def tokens(rng, B, S, T, V, empty=0.25):
     tok = rng.integers(0, V, (B, S, T), dtype=np.int32)
     tok[rng.random(tok.shape) < empty] = -1

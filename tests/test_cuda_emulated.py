@@ -11,7 +11,9 @@ import sys
 import numpy as np
 import pytest
 
+import op_inputs
 import reference as ref
+from op_inputs import legal_indices as legal
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None or shutil.which("gcc") is None,
@@ -94,20 +96,6 @@ def close(got, want, tol=1e-5):
     assert err < tol, f"relative error {err:.2e}"
 
 
-def legal(rng, B, L, M, collide=None):
-    indices = rng.integers(0, collide or M, size=(B, L)).astype(np.int32)
-    counts = rng.integers(0, L + 1, size=B).astype(np.int32)
-    counts[0], counts[-1] = 0, L
-    indices[np.arange(L)[None, :] >= counts[:, None]] = -1
-    return indices, counts
-
-
-def tokens_for(rng, B, S, T, V, empty=0.3):
-    tok = rng.integers(0, V, size=(B, S, T)).astype(np.int32)
-    tok[rng.random((B, S, T)) < empty] = -1
-    return tok
-
-
 @pytest.mark.parametrize("W, aligned", [(300, True), (300, False), (5, True), (12292, True), (12291, True)])
 @pytest.mark.parametrize("with_counts", [True, False])
 def test_gather_dot(emu, W, aligned, with_counts):
@@ -132,7 +120,7 @@ def test_gather_dot_backward(emu, variant, W, collide):
     B, L, M = 6, 23, 30
     hidden = rng.standard_normal((B, W)).astype(np.float32)
     table = rng.standard_normal((M, W)).astype(np.float32)
-    indices, counts = legal(rng, B, L, M, collide)
+    indices, counts = legal(rng, B, L, M, collide=collide)
     grad = rng.standard_normal((B, L)).astype(np.float32)
     gh, gt = unwritten((B, W)), unwritten((M, W))
     call(emu, variant, grad, hidden, table, indices, counts, B, L, W, M, gh, gt)
@@ -160,7 +148,7 @@ def test_power_sums(emu, K, D):
     rng = np.random.default_rng(K * 1000 + D)
     B, S, T, V = 3, 2, 13, 20
     emb = (rng.standard_normal((V, D)) * 0.5).astype(np.float32)
-    tokens = tokens_for(rng, B, S, T, V)
+    tokens = op_inputs.tokens(rng, B, S, T, V, empty=0.3)
     tokens[0, 0] = -1
     out = unwritten((B, S, K, D))
     call(emu, "mk_power_sums_cuda", emb, tokens, B * S, T, D, K, out)
@@ -172,7 +160,7 @@ def test_power_sums_backward(emu, K, D):
     rng = np.random.default_rng(K + D)
     B, S, T, V = 4, 2, 11, 7
     emb = (rng.standard_normal((V, D)) * 0.5).astype(np.float32)
-    tokens = tokens_for(rng, B, S, T, V)
+    tokens = op_inputs.tokens(rng, B, S, T, V, empty=0.3)
     tokens[..., 0] = 3  # one token in every row: a long bucket
     grad = rng.standard_normal((B, S, K, D)).astype(np.float32)
     out = unwritten((V, D))
@@ -185,7 +173,7 @@ def test_pair_sums(emu, Pw, T, V):
     rng = np.random.default_rng(Pw + T)
     B, S = 2, 2
     table = rng.standard_normal((V * (V + 1) // 2, Pw)).astype(np.float32)
-    tokens = tokens_for(rng, B, S, T, V)
+    tokens = op_inputs.tokens(rng, B, S, T, V, empty=0.3)
     out = unwritten((B, S, Pw))
     call(emu, "mk_pair_sums_cuda", table, tokens, B * S, T, Pw, out)
     close(out, ref.pair_sums(table, tokens))
@@ -197,7 +185,7 @@ def test_pair_sums_backward(emu, variant, Pw, T, V):
     rng = np.random.default_rng(Pw + T + V)
     B, S = 2, 2
     num_pairs = V * (V + 1) // 2
-    tokens = tokens_for(rng, B, S, T, V)
+    tokens = op_inputs.tokens(rng, B, S, T, V, empty=0.3)
     grad = rng.standard_normal((B, S, Pw)).astype(np.float32)
     out = unwritten((num_pairs, Pw))
     call(emu, variant, grad, tokens, B * S, T, Pw, num_pairs, out)
@@ -215,13 +203,13 @@ def backward_case(op, rng):
         return inputs, [(B, W), (M, W)], (B, L, M)
     if op == "power_sums":
         rows, T, D, K, V = 6, 7, 5, 3, 8
-        tokens = tokens_for(rng, rows, 1, T, V).reshape(rows, T)
+        tokens = op_inputs.tokens(rng, rows, 1, T, V, empty=0.3).reshape(rows, T)
         inputs = [rng.standard_normal((rows, K, D)).astype(np.float32), rng.standard_normal((V, D)).astype(np.float32),
                   tokens, rows, T, D, K, V]
         return inputs, [(V, D)], (rows, T, V)
     rows, T, Pw, V = 6, 7, 3, 5
     num_pairs = V * (V + 1) // 2
-    tokens = tokens_for(rng, rows, 1, T, V).reshape(rows, T)
+    tokens = op_inputs.tokens(rng, rows, 1, T, V, empty=0.3).reshape(rows, T)
     return [rng.standard_normal((rows, Pw)).astype(np.float32), tokens, rows, T, Pw, num_pairs], \
         [(num_pairs, Pw)], (rows, T, num_pairs)
 

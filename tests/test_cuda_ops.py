@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import manaka
+import op_inputs
 import reference as ref
+from op_inputs import legal_indices as legal
 from manaka import cuda
 
 pytestmark = pytest.mark.skipif(not cuda.is_available(),
@@ -37,26 +39,6 @@ def close(got, want, tol=1e-5):
     scale = np.linalg.norm(want)
     err = np.linalg.norm(got - want) / scale if scale > 0 else np.linalg.norm(got)
     assert err < tol, f"relative error {err:.2e} >= {tol:.0e}"
-
-
-def legal(rng, B, L, M, counts=True, collide=None):
-    """indices [B, L] with -1 padding beyond counts[b]; `collide` = draw moves from the
-    first `collide` ids only (many (b, l) sharing a row)."""
-    high = collide or M
-    indices = rng.integers(0, high, size=(B, L)).astype(np.int32)
-    if not counts:
-        return indices, None
-    c = rng.integers(0, L + 1, size=B).astype(np.int32)
-    c[0] = 0
-    c[-1] = L
-    indices[np.arange(L)[None, :] >= c[:, None]] = -1
-    return indices, c
-
-
-def tokens_for(rng, B, S, T, V, empty=0.3):
-    tok = rng.integers(0, V, size=(B, S, T)).astype(np.int32)
-    tok[rng.random((B, S, T)) < empty] = -1
-    return tok
 
 
 # ------------------------------------------------------------------ GatherDot
@@ -124,7 +106,7 @@ def test_power_sums_matches_reference(K, D):
     rng = np.random.default_rng(K * 100 + D)
     B, S, T, V = 6, 2, 13, 20
     emb = (rng.standard_normal((V, D)) * 0.7).astype(np.float32)
-    tokens = tokens_for(rng, B, S, T, V)
+    tokens = op_inputs.tokens(rng, B, S, T, V, empty=0.3)
     tokens[0, 0] = -1  # an empty row
     got = host(ops.power_sums(gpu(emb), gpu(tokens), K))
     close(got, ref.power_sums(emb, tokens, K))
@@ -135,7 +117,7 @@ def test_power_sums_backward_matches_reference(K):
     rng = np.random.default_rng(K)
     B, S, T, V, D = 5, 2, 11, 7, 40  # V small: tokens repeat a lot
     emb = (rng.standard_normal((V, D)) * 0.7).astype(np.float32)
-    tokens = tokens_for(rng, B, S, T, V)
+    tokens = op_inputs.tokens(rng, B, S, T, V, empty=0.3)
     grad = rng.standard_normal((B, S, K, D)).astype(np.float32)
     got = host(ops.power_sums_backward(gpu(grad), gpu(emb), gpu(tokens)))
     close(got, ref.power_sums_backward(grad, emb, tokens))
@@ -145,7 +127,7 @@ def test_power_sums_backward_is_bitwise_reproducible():
     rng = np.random.default_rng(3)
     B, S, T, V, D, K = 256, 2, 40, 30, 256, 4
     emb = gpu((rng.standard_normal((V, D)) * 0.5).astype(np.float32))
-    tokens = gpu(tokens_for(rng, B, S, T, V))
+    tokens = gpu(op_inputs.tokens(rng, B, S, T, V, empty=0.3))
     grad = gpu(rng.standard_normal((B, S, K, D)).astype(np.float32))
     runs = [host(ops.power_sums_backward(grad, emb, tokens)).tobytes() for _ in range(4)]
     assert len(set(runs)) == 1
@@ -158,7 +140,7 @@ def test_pair_sums_matches_reference(P, T):
     rng = np.random.default_rng(P + T)
     B, S, V = 4, 2, 25
     table = rng.standard_normal((V * (V + 1) // 2, P)).astype(np.float32)
-    tokens = tokens_for(rng, B, S, T, V)
+    tokens = op_inputs.tokens(rng, B, S, T, V, empty=0.3)
     got = host(ops.pair_sums(gpu(table), gpu(tokens)))
     close(got, ref.pair_sums(table, tokens))
 
@@ -169,7 +151,7 @@ def test_pair_sums_backward_matches_reference(P, T, V, deterministic):
     rng = np.random.default_rng(P + T + V)
     B, S = 4, 2
     num_pairs = V * (V + 1) // 2
-    tokens = tokens_for(rng, B, S, T, V)
+    tokens = op_inputs.tokens(rng, B, S, T, V, empty=0.3)
     grad = rng.standard_normal((B, S, P)).astype(np.float32)
     got = host(_cuda.pair_sums_backward(gpu(grad), gpu(tokens), num_pairs, deterministic=deterministic))
     close(got, ref.pair_sums_backward(grad, tokens, num_pairs))
@@ -178,7 +160,7 @@ def test_pair_sums_backward_matches_reference(P, T, V, deterministic):
 def test_pair_sums_backward_is_bitwise_reproducible():
     rng = np.random.default_rng(5)
     B, S, T, V, P = 256, 2, 40, 12, 16  # a small vocabulary: every pair repeats often
-    tokens = gpu(tokens_for(rng, B, S, T, V, empty=0.1))
+    tokens = gpu(op_inputs.tokens(rng, B, S, T, V, empty=0.1))
     grad = gpu(rng.standard_normal((B, S, P)).astype(np.float32))
     runs = [host(ops.pair_sums_backward(grad, tokens, V * (V + 1) // 2)).tobytes() for _ in range(4)]
     assert len(set(runs)) == 1
@@ -195,7 +177,7 @@ def test_cpu_and_cuda_agree_at_the_seed_shapes():
     hidden = rng.standard_normal((B, W)).astype(np.float32)
     table = (rng.standard_normal((M, W)) * 0.05).astype(np.float32)
     grad = rng.standard_normal((B, L)).astype(np.float32)
-    tokens = tokens_for(rng, B, 2, T, V, empty=0.2)
+    tokens = op_inputs.tokens(rng, B, 2, T, V, empty=0.2)
     emb = (rng.standard_normal((V, D)) * 0.5).astype(np.float32)
     pair_table = (rng.standard_normal((V * (V + 1) // 2, P)) * 0.05).astype(np.float32)
     gsum = rng.standard_normal((B, 2, K, D)).astype(np.float32)
