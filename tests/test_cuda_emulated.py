@@ -13,6 +13,7 @@ import pytest
 
 import op_inputs
 import reference as ref
+from conftest import assert_close
 from op_inputs import legal_indices as legal
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -88,14 +89,6 @@ def misaligned(a):
     return out
 
 
-def close(got, want, tol=1e-5):
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    assert got.shape == want.shape and np.all(np.isfinite(got))
-    scale = np.linalg.norm(want)
-    err = np.linalg.norm(got - want) / scale if scale > 0 else np.linalg.norm(got)
-    assert err < tol, f"relative error {err:.2e}"
-
-
 @pytest.mark.parametrize("W, aligned", [(300, True), (300, False), (5, True), (12292, True), (12291, True)])
 @pytest.mark.parametrize("with_counts", [True, False])
 def test_gather_dot(emu, W, aligned, with_counts):
@@ -110,7 +103,7 @@ def test_gather_dot(emu, W, aligned, with_counts):
         indices, counts = np.abs(indices), None
     logits = unwritten((B, L))
     call(emu, "mk_gather_dot_cuda", hidden, table, indices, counts, B, L, W, logits)
-    close(logits, ref.gather_dot(hidden, table, indices, counts))
+    assert_close(logits, ref.gather_dot(hidden, table, indices, counts))
 
 
 @pytest.mark.parametrize("variant", ["mk_gather_dot_backward_cuda", "mk_gather_dot_backward_atomic_cuda"])
@@ -125,8 +118,8 @@ def test_gather_dot_backward(emu, variant, W, collide):
     gh, gt = unwritten((B, W)), unwritten((M, W))
     call(emu, variant, grad, hidden, table, indices, counts, B, L, W, M, gh, gt)
     want_h, want_t = ref.gather_dot_backward(grad, hidden, table, indices, counts)
-    close(gh, want_h)
-    close(gt, want_t)
+    assert_close(gh, want_h)
+    assert_close(gt, want_t)
     if variant == "mk_gather_dot_backward_cuda":
         gt2 = unwritten((M, W))
         call(emu, variant, grad, hidden, table, indices, counts, B, L, W, M, None, gt2)
@@ -152,7 +145,7 @@ def test_power_sums(emu, K, D):
     tokens[0, 0] = -1
     out = unwritten((B, S, K, D))
     call(emu, "mk_power_sums_cuda", emb, tokens, B * S, T, D, K, out)
-    close(out, ref.power_sums(emb, tokens, K))
+    assert_close(out, ref.power_sums(emb, tokens, K))
 
 
 @pytest.mark.parametrize("K, D", [(1, 40), (4, 256), (9, 7)])
@@ -165,7 +158,7 @@ def test_power_sums_backward(emu, K, D):
     grad = rng.standard_normal((B, S, K, D)).astype(np.float32)
     out = unwritten((V, D))
     call(emu, "mk_power_sums_backward_cuda", grad, emb, tokens, B * S, T, D, K, V, out)
-    close(out, ref.power_sums_backward(grad, emb, tokens))
+    assert_close(out, ref.power_sums_backward(grad, emb, tokens))
 
 
 @pytest.mark.parametrize("Pw, T, V", [(16, 40, 25), (3, 6, 4), (300, 9, 6), (16, 1, 5), (16, 2, 3)])
@@ -176,7 +169,7 @@ def test_pair_sums(emu, Pw, T, V):
     tokens = op_inputs.tokens(rng, B, S, T, V, empty=0.3)
     out = unwritten((B, S, Pw))
     call(emu, "mk_pair_sums_cuda", table, tokens, B * S, T, Pw, out)
-    close(out, ref.pair_sums(table, tokens))
+    assert_close(out, ref.pair_sums(table, tokens))
 
 
 @pytest.mark.parametrize("variant", ["mk_pair_sums_backward_cuda", "mk_pair_sums_backward_atomic_cuda"])
@@ -189,7 +182,7 @@ def test_pair_sums_backward(emu, variant, Pw, T, V):
     grad = rng.standard_normal((B, S, Pw)).astype(np.float32)
     out = unwritten((num_pairs, Pw))
     call(emu, variant, grad, tokens, B * S, T, Pw, num_pairs, out)
-    close(out, ref.pair_sums_backward(grad, tokens, num_pairs))
+    assert_close(out, ref.pair_sums_backward(grad, tokens, num_pairs))
 
 
 def backward_case(op, rng):

@@ -10,6 +10,7 @@ import pytest
 import manaka
 import op_inputs
 import reference as ref
+from conftest import assert_close
 from op_inputs import legal_indices as legal
 from manaka import cuda
 
@@ -31,16 +32,6 @@ def host(x):
     return x.numpy()
 
 
-def close(got, want, tol=1e-5):
-    """Norm-wise relative error below `tol`: float32 sums against float64 references,
-    robust to entries that cancel to near zero."""
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    assert got.shape == want.shape
-    scale = np.linalg.norm(want)
-    err = np.linalg.norm(got - want) / scale if scale > 0 else np.linalg.norm(got)
-    assert err < tol, f"relative error {err:.2e} >= {tol:.0e}"
-
-
 # ------------------------------------------------------------------ GatherDot
 
 @pytest.mark.parametrize("W", [300, 8, 5, 33])  # float4 path, small, scalar path, odd
@@ -52,7 +43,7 @@ def test_gather_dot_matches_reference(W, with_counts):
     table = rng.standard_normal((M, W)).astype(np.float32)
     indices, counts = legal(rng, B, L, M, with_counts)
     got = ops.gather_dot(gpu(hidden), gpu(table), gpu(indices), None if counts is None else gpu(counts))
-    close(host(got), ref.gather_dot(hidden, table, indices, counts))
+    assert_close(host(got), ref.gather_dot(hidden, table, indices, counts))
     if counts is not None:
         assert np.all(host(got)[np.arange(L)[None, :] >= counts[:, None]] == 0)
 
@@ -69,8 +60,8 @@ def test_gather_dot_backward_matches_reference(W, collide, deterministic):
     gh, gt = _cuda.gather_dot_backward(gpu(grad), gpu(hidden), gpu(table), gpu(indices), gpu(counts),
                                        deterministic=deterministic)
     want_h, want_t = ref.gather_dot_backward(grad, hidden, table, indices, counts)
-    close(host(gh), want_h)
-    close(host(gt), want_t)
+    assert_close(host(gh), want_h)
+    assert_close(host(gt), want_t)
 
 
 def test_gather_dot_backward_grad_table_is_bitwise_reproducible():
@@ -109,7 +100,7 @@ def test_power_sums_matches_reference(K, D):
     tokens = op_inputs.tokens(rng, B, S, T, V, empty=0.3)
     tokens[0, 0] = -1  # an empty row
     got = host(ops.power_sums(gpu(emb), gpu(tokens), K))
-    close(got, ref.power_sums(emb, tokens, K))
+    assert_close(got, ref.power_sums(emb, tokens, K))
 
 
 @pytest.mark.parametrize("K", [1, 4, 9])
@@ -120,7 +111,7 @@ def test_power_sums_backward_matches_reference(K):
     tokens = op_inputs.tokens(rng, B, S, T, V, empty=0.3)
     grad = rng.standard_normal((B, S, K, D)).astype(np.float32)
     got = host(ops.power_sums_backward(gpu(grad), gpu(emb), gpu(tokens)))
-    close(got, ref.power_sums_backward(grad, emb, tokens))
+    assert_close(got, ref.power_sums_backward(grad, emb, tokens))
 
 
 def test_power_sums_backward_is_bitwise_reproducible():
@@ -142,7 +133,7 @@ def test_pair_sums_matches_reference(P, T):
     table = rng.standard_normal((V * (V + 1) // 2, P)).astype(np.float32)
     tokens = op_inputs.tokens(rng, B, S, T, V, empty=0.3)
     got = host(ops.pair_sums(gpu(table), gpu(tokens)))
-    close(got, ref.pair_sums(table, tokens))
+    assert_close(got, ref.pair_sums(table, tokens))
 
 
 @pytest.mark.parametrize("deterministic", [True, False])
@@ -154,7 +145,7 @@ def test_pair_sums_backward_matches_reference(P, T, V, deterministic):
     tokens = op_inputs.tokens(rng, B, S, T, V, empty=0.3)
     grad = rng.standard_normal((B, S, P)).astype(np.float32)
     got = host(_cuda.pair_sums_backward(gpu(grad), gpu(tokens), num_pairs, deterministic=deterministic))
-    close(got, ref.pair_sums_backward(grad, tokens, num_pairs))
+    assert_close(got, ref.pair_sums_backward(grad, tokens, num_pairs))
 
 
 def test_pair_sums_backward_is_bitwise_reproducible():
@@ -183,17 +174,17 @@ def test_cpu_and_cuda_agree_at_the_seed_shapes():
     gsum = rng.standard_normal((B, 2, K, D)).astype(np.float32)
     gpair = rng.standard_normal((B, 2, P)).astype(np.float32)
 
-    close(host(ops.gather_dot(gpu(hidden), gpu(table), gpu(indices), gpu(counts))),
+    assert_close(host(ops.gather_dot(gpu(hidden), gpu(table), gpu(indices), gpu(counts))),
           ops.gather_dot(hidden, table, indices, counts))
     for g, c in zip(ops.gather_dot_backward(gpu(grad), gpu(hidden), gpu(table), gpu(indices), gpu(counts)),
                     ops.gather_dot_backward(grad, hidden, table, indices, counts)):
-        close(host(g), c)
-    close(host(ops.power_sums(gpu(emb), gpu(tokens), K)), ops.power_sums(emb, tokens, K))
-    close(host(ops.power_sums_backward(gpu(gsum), gpu(emb), gpu(tokens))),
+        assert_close(host(g), c)
+    assert_close(host(ops.power_sums(gpu(emb), gpu(tokens), K)), ops.power_sums(emb, tokens, K))
+    assert_close(host(ops.power_sums_backward(gpu(gsum), gpu(emb), gpu(tokens))),
           ops.power_sums_backward(gsum, emb, tokens))
-    close(host(ops.pair_sums(gpu(pair_table), gpu(tokens))), ops.pair_sums(pair_table, tokens))
+    assert_close(host(ops.pair_sums(gpu(pair_table), gpu(tokens))), ops.pair_sums(pair_table, tokens))
     num_pairs = V * (V + 1) // 2
-    close(host(ops.pair_sums_backward(gpu(gpair), gpu(tokens), num_pairs)),
+    assert_close(host(ops.pair_sums_backward(gpu(gpair), gpu(tokens), num_pairs)),
           ops.pair_sums_backward(gpair, tokens, num_pairs))
 
 
@@ -297,7 +288,7 @@ def test_out_and_unchecked_calls():
     out = manaka.DeviceArray.empty((3, 4), "float32")
     res = _cuda.gather_dot(gpu(hidden), gpu(table), gpu(indices), gpu(counts), out=out, check=False)
     assert res is out
-    close(host(out), ref.gather_dot(hidden, table, indices, counts))
+    assert_close(host(out), ref.gather_dot(hidden, table, indices, counts))
     with pytest.raises(ValueError, match="out.shape\\[1\\]: expected 4, got 5"):
         _cuda.gather_dot(gpu(hidden), gpu(table), gpu(indices), gpu(counts), out=manaka.DeviceArray.empty((3, 5)))
     gh, gt = manaka.DeviceArray.empty((3, 8)), manaka.DeviceArray.empty((5, 8))
@@ -305,7 +296,7 @@ def test_out_and_unchecked_calls():
     res = _cuda.gather_dot_backward(gpu(grad), gpu(hidden), gpu(table), gpu(indices), gpu(counts), out=(gh, gt))
     assert res[0] is gh and res[1] is gt
     want_h, want_t = ref.gather_dot_backward(grad, hidden, table, indices, counts)
-    close(host(gt), want_t)
+    assert_close(host(gt), want_t)
 
 
 def test_cai_stream_is_waited_for():
@@ -320,7 +311,7 @@ def test_cai_stream_is_waited_for():
 
     indices = np.zeros((3, 4), np.int32)
     got = host(ops.gather_dot(hidden, OnPerThreadStream(), gpu(indices)))
-    close(got, ref.gather_dot(hidden.numpy(), table, indices))
+    assert_close(got, ref.gather_dot(hidden.numpy(), table, indices))
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int64, np.uint8, np.uint16, np.uint32])
@@ -331,10 +322,10 @@ def test_any_integer_index_dtype_is_narrowed_like_on_the_cpu(dtype):
     indices = rng.integers(0, 5, size=(3, 4)).astype(dtype)
     counts = np.array([4, 0, 2], dtype)
     got = host(ops.gather_dot(gpu(hidden), gpu(table), gpu(indices), gpu(counts)))
-    close(got, ops.gather_dot(hidden, table, indices, counts))
+    assert_close(got, ops.gather_dot(hidden, table, indices, counts))
     tokens = rng.integers(0, 5, size=(2, 2, 3)).astype(dtype)
     emb = rng.standard_normal((5, 8)).astype(np.float32)
-    close(host(ops.power_sums(gpu(emb), gpu(tokens), 2)), ops.power_sums(emb, tokens, 2))
+    assert_close(host(ops.power_sums(gpu(emb), gpu(tokens), 2)), ops.power_sums(emb, tokens, 2))
 
 
 def test_index_values_outside_int32_match_the_cpu_message():
