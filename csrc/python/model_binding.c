@@ -19,7 +19,8 @@ int mk_model_acquire(mk_model_object *self, const char *op) {
 }
 void mk_model_release(mk_model_object *self) { self->busy = 0; }
 
-static int positive_int(PyObject *obj, const char *name, int64_t *out) {
+/* An int of the model config (not a bool); its range is mk_model_create's to check. */
+static int config_int(PyObject *obj, const char *name, int64_t *out) {
     if (!PyLong_Check(obj) || PyBool_Check(obj)) {
         PyErr_Format(PyExc_TypeError, "ModelConfig: %s must be an int, got %s", name,
                      Py_TYPE(obj)->tp_name);
@@ -76,8 +77,8 @@ static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
     int64_t *fields[] = {&cfg.num_tokens, &cfg.num_moves, &cfg.tokens_per_side, &cfg.embed_dim,
                          &cfg.orders, &cfg.pair_dim};
     for (int i = 0; i < 6; i++)
-        if (positive_int(o[i], kw[i], fields[i]) < 0) return -1;
-    if (positive_int(o[7], "head_width", &cfg.head_width) < 0) return -1;
+        if (config_int(o[i], kw[i], fields[i]) < 0) return -1;
+    if (config_int(o[7], "head_width", &cfg.head_width) < 0) return -1;
     PyObject *hidden = PySequence_Fast(o[6], "ModelConfig: hidden must be a sequence of ints");
     if (!hidden) return -1;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(hidden);
@@ -89,7 +90,7 @@ static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
     }
     cfg.num_hidden = (int)n;
     for (Py_ssize_t i = 0; i < n; i++)
-        if (positive_int(PySequence_Fast_GET_ITEM(hidden, i), "hidden[i]", &cfg.hidden[i]) < 0) {
+        if (config_int(PySequence_Fast_GET_ITEM(hidden, i), "hidden[i]", &cfg.hidden[i]) < 0) {
             Py_DECREF(hidden);
             return -1;
         }
