@@ -7,10 +7,7 @@ void mk_batch_args_release(mk_batch_args *held) {
 }
 
 static int rows_match(const char *op, const char *name, PyArrayObject *arr, npy_intp B) {
-    if (PyArray_DIM(arr, 0) == B) return 0;
-    PyErr_Format(PyExc_ValueError, "%s: %s has %zd rows but tokens has %zd", op, name,
-                 (Py_ssize_t)PyArray_DIM(arr, 0), (Py_ssize_t)B);
-    return -1;
+    return mk_expect_rows(op, name, PyArray_DIM(arr, 0), B);
 }
 
 int mk_batch_from_args(const char *op, PyObject *tokens_o, PyObject *legal_o, PyObject *counts_o,
@@ -33,11 +30,8 @@ int mk_batch_from_args(const char *op, PyObject *tokens_o, PyObject *legal_o, Py
         (value && rows_match(op, "value", value, B)) ||
         (soft && rows_match(op, "policy_target", soft, B)))
         goto fail;
-    if (soft && PyArray_DIM(soft, 1) != PyArray_DIM(legal, 1)) {
-        PyErr_Format(PyExc_ValueError, "%s: policy_target has %zd columns but legal has %zd (L)",
-                     op, (Py_ssize_t)PyArray_DIM(soft, 1), (Py_ssize_t)PyArray_DIM(legal, 1));
+    if (soft && mk_expect_soft_columns(op, PyArray_DIM(soft, 1), PyArray_DIM(legal, 1)))
         goto fail;
-    }
     batch->B = B;
     batch->S = PyArray_DIM(tokens, 1);
     batch->T = PyArray_DIM(tokens, 2);

@@ -172,3 +172,17 @@ int mk_raise_bad_token(const char *op, int64_t flat, int64_t value, int64_t S, i
                  (long long)(flat % T), (long long)value, (long long)V, vocab);
     return -1;
 }
+
+int mk_expect_rows(const char *op, const char *name, int64_t rows, int64_t B) {
+    if (rows == B) return 0;
+    PyErr_Format(PyExc_ValueError, "%s: %s has %lld rows but tokens has %lld", op, name,
+                 (long long)rows, (long long)B);
+    return -1;
+}
+
+int mk_expect_soft_columns(const char *op, int64_t columns, int64_t L) {
+    if (columns == L) return 0;
+    PyErr_Format(PyExc_ValueError, "%s: policy_target has %lld columns but legal has %lld (L)",
+                 op, (long long)columns, (long long)L);
+    return -1;
+}

@@ -58,6 +58,12 @@ int mk_raise_bad_index(const char *op, int64_t b, int64_t l, int64_t value, int6
 int mk_raise_bad_token(const char *op, int64_t flat, int64_t value, int64_t S, int64_t T,
                        int64_t V, const char *vocab);
 
+/* A batch's fields agree with tokens (the same words for a host batch, batch_binding.c,
+ * and a device one, cuda_batch.c): `name` has B rows; policy_target has L columns, as
+ * legal has. 0, or -1 with a ValueError. */
+int mk_expect_rows(const char *op, const char *name, int64_t rows, int64_t B);
+int mk_expect_soft_columns(const char *op, int64_t columns, int64_t L);
+
 /* Called by PyInit__core for each concern; each returns 0 on success, -1 with an exception. */
 int mk_init_ops(PyObject *module);
 int mk_init_model(PyObject *module);

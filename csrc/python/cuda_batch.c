@@ -73,13 +73,6 @@ static PyTypeObject device_batch_type = {
     .tp_methods = device_batch_methods,
 };
 
-static int rows_match(const char *op, mk_gpu_array *a, int64_t B) {
-    if (a->shape[0] == B) return 0;
-    PyErr_Format(PyExc_ValueError, "%s: %s has %lld rows but tokens has %lld", op, a->name,
-                 (long long)a->shape[0], (long long)B);
-    return -1;
-}
-
 /* Every array on the current device, its producer ordered before `stream`. */
 static int attach_all(device_batch_object *self, const char *op, void *stream) {
     int device, device_array = 0;
@@ -121,12 +114,8 @@ static PyObject *py_device_batch(PyObject *module, PyObject *args) {
     }
     int64_t B = a[0].shape[0];
     for (int i = 1; i < FIELDS; i++)
-        if (a[i].name && rows_match(op, &a[i], B) < 0) goto fail;
-    if (a[5].name && a[5].shape[1] != a[1].shape[1]) {
-        PyErr_Format(PyExc_ValueError, "%s: policy_target has %lld columns but legal has %lld (L)",
-                     op, (long long)a[5].shape[1], (long long)a[1].shape[1]);
-        goto fail;
-    }
+        if (a[i].name && mk_expect_rows(op, a[i].name, a[i].shape[0], B) < 0) goto fail;
+    if (a[5].name && mk_expect_soft_columns(op, a[5].shape[1], a[1].shape[1]) < 0) goto fail;
     if (attach_all(self, op, stream) < 0) goto fail;
     self->layout = Py_BuildValue("(LLLLKKKKKK)", (long long)B, (long long)a[0].shape[1],
                                  (long long)a[0].shape[2], (long long)a[1].shape[1],
