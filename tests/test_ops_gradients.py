@@ -58,11 +58,22 @@ def test_gather_dot_property(B, L, W, M, seed, pad):
     rng = np.random.default_rng(seed)
     hidden, table, indices, counts = legal_batch(rng, B, L, W, M, "random", pad)
     grad = rng.standard_normal((B, L), dtype=np.float32)
-    assert rel_err(mk.ops.gather_dot(hidden, table, indices, counts),
-                   ref.gather_dot(hidden, table, indices, counts)) < 1e-5
-    for got, want in zip(mk.ops.gather_dot_backward(grad, hidden, table, indices, counts),
-                         ref.gather_dot_backward(grad, hidden, table, indices, counts)):
-        assert rel_err(got, want) < 1e-5
+    # A float32 dot product of mixed signs may cancel (hypothesis found one at 4.7e-4 with
+    # terms of order 1): the error is bounded relative to the sum of magnitudes, the same
+    # computation on |inputs|, not to the cancelled result.
+    a_hidden, a_table, a_grad = np.abs(hidden), np.abs(table), np.abs(grad)
+
+    def close(got, want, magnitudes):
+        err = np.linalg.norm(np.float64(got) - want)
+        assert err <= 1e-5 * np.linalg.norm(magnitudes)
+
+    close(mk.ops.gather_dot(hidden, table, indices, counts),
+          ref.gather_dot(hidden, table, indices, counts),
+          ref.gather_dot(a_hidden, a_table, indices, counts))
+    for got, want, bound in zip(mk.ops.gather_dot_backward(grad, hidden, table, indices, counts),
+                                ref.gather_dot_backward(grad, hidden, table, indices, counts),
+                                ref.gather_dot_backward(a_grad, a_hidden, a_table, indices, counts)):
+        close(got, want, bound)
 
 
 @settings(max_examples=60, deadline=None)
