@@ -242,7 +242,9 @@ typedef struct mk_backend {
     /* ------------------------------------------------------------ scratch */
     /* *bytes = the scratch (`work`) the primitives above need for `shapes`: model.c carves
      * it once in its arena, which grows only with a larger batch, so a step allocates
-     * nothing. A host-only query (no stream, nothing launched); 0 when nothing needs any. */
+     * nothing. Never smaller for larger shapes: the scratch sized for the arena's capacity
+     * serves every batch within it. A host-only query (no stream, nothing launched); 0
+     * when nothing needs any. */
     mk_status (*scratch_bytes)(const mk_step_shapes *shapes, size_t *bytes);
 } mk_backend;
 

@@ -57,10 +57,7 @@ struct mk_model {
     int64_t cap_B, cap_L;
     /* device backends: the batch slots and copy stream (batch_stage.h); NULL on the host */
     mk_batch_stage *stage;
-    /* the backend's last scratch_bytes answer, for (work_B, work_L): a training loop asks
-     * about the same shapes step after step, and the answer costs host queries (CUB's) */
-    int64_t work_B, work_L;
-    size_t work_size;
+    size_t cap_work; /* the backend's scratch_bytes for (cap_B, cap_L), carved every step */
     /* the step in flight */
     mk_batch batch; /* device pointers (the host ones when the backend has host memory) */
     int fused_head; /* training step: backend policy_head (1) or gather_dot + softmax_xent (0) */
@@ -293,49 +290,32 @@ static size_t carve(mk_model *m, char *base, int64_t B, int64_t L, size_t work_b
     return used;
 }
 
-/* The scratch the backend's primitives need for a step on (B, L). */
-static mk_status scratch_for(mk_model *m, int64_t B, int64_t L, size_t *bytes) {
-    if (m->work_B == B && m->work_L == L && B > 0) {
-        *bytes = m->work_size;
-        return MK_OK;
-    }
-    const mk_config *c = &m->cfg;
-    mk_step_shapes shapes = {.B = B, .L = L, .M = c->num_moves, .rows = B * S,
-                             .T = c->tokens_per_side, .V = c->num_tokens};
-    mk_status st = m->be->scratch_bytes(&shapes, bytes);
-    if (st == MK_OK) {
-        m->work_B = B;
-        m->work_L = L;
-        m->work_size = *bytes;
-    }
-    return st;
-}
-
 /* Makes the arena large enough for (B, L): the one allocation of a model's steps, made
  * again only for a larger batch. Capacity follows the largest B and the largest L seen
  * separately, so batches that alternate shapes stop reallocating after the first. The
- * check on the bytes themselves is for a backend whose scratch would not grow with B and
- * L alone: a batch within capacity then still never runs past the arena. */
+ * scratch is sized for the capacity too (scratch_bytes never shrinks with larger shapes,
+ * backend.h), so it serves every batch within it, and a training loop, whose L changes
+ * from batch to batch, queries the backend (CUB, on the GPU) only when the arena grows. */
 static mk_status reserve(mk_model *m, int64_t B, int64_t L) {
-    size_t work = 0, cap_work = 0;
-    acts sizing; /* measuring leaves m->a, the step's views, as they are */
-    mk_status st = scratch_for(m, B, L, &work);
-    if (st != MK_OK) return st;
-    size_t need = carve(m, NULL, B, L, work, &sizing);
-    if (B > m->cap_B || L > m->cap_L || need > m->arena_bytes) {
+    if (B > m->cap_B || L > m->cap_L) {
+        const mk_config *c = &m->cfg;
         int64_t cap_B = B > m->cap_B ? B : m->cap_B, cap_L = L > m->cap_L ? L : m->cap_L;
-        if ((st = scratch_for(m, cap_B, cap_L, &cap_work)) != MK_OK) return st;
-        size_t bytes = carve(m, NULL, cap_B, cap_L, cap_work, &sizing);
-        if (bytes < need) bytes = need;
+        mk_step_shapes shapes = {.B = cap_B, .L = cap_L, .M = c->num_moves, .rows = cap_B * S,
+                                 .T = c->tokens_per_side, .V = c->num_tokens};
+        size_t work = 0;
+        MK_TRY(m->be->scratch_bytes(&shapes, &work));
+        acts sizing; /* measuring leaves m->a, the step's views, as they are */
+        size_t bytes = carve(m, NULL, cap_B, cap_L, work, &sizing);
         void *arena = NULL;
-        if ((st = m->be->alloc(m->stream, bytes, &arena)) != MK_OK) return st;
+        MK_TRY(m->be->alloc(m->stream, bytes, &arena));
         m->be->free(m->stream, m->arena);
         m->arena = arena;
         m->arena_bytes = bytes;
         m->cap_B = cap_B;
         m->cap_L = cap_L;
+        m->cap_work = work;
     }
-    carve(m, m->arena, B, L, work, &m->a);
+    carve(m, m->arena, B, L, m->cap_work, &m->a);
     return MK_OK;
 }
 
