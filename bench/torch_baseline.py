@@ -1,4 +1,4 @@
-"""The network of DESIGN.md §1 in plain PyTorch eager, gathers written the ordinary way
+"""The network of docs/design.md §1 in plain PyTorch eager, gathers written the ordinary way
 (materialising [B, S, T, D], [B, S, T (T - 1) / 2, P] and [B, L, W]), as the baseline of
 ``python -m manaka.bench step``. It loads the SAME parameters as a manaka.Model and runs
 on the same batch, so the two losses can be compared.

@@ -1,4 +1,4 @@
-/* manaka's batch producers: C threads that pack positions of a dataset (DESIGN.md §4)
+/* manaka's batch producers: C threads that pack positions of a dataset (docs/design.md §4)
  * into a bounded queue of reusable batch buffers.
  *
  * Contract:
@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-/* A dataset in the on-disk layout of DESIGN.md §4, as pointers. */
+/* A dataset in the on-disk layout of docs/design.md §4, as pointers. */
 typedef struct {
     int64_t num_positions;       /* N */
     int64_t tokens_per_side;     /* T; tokens are [N, 2, T] */

@@ -1,6 +1,6 @@
 /* manaka: the C core's one header for status, errors and the three fused ops.
  *
- * Every op is declared here exactly once, with its math (DESIGN.md §1) as the comment.
+ * Every op is declared here exactly once, with its math (docs/design.md §1) as the comment.
  * Backends (cpu/, cuda/) implement these signatures; nothing here includes Python.h.
  * The core never aborts: a function returns an mk_status, and on failure leaves a
  * message in mk_error() (thread-local) that the binding turns into a Python exception.

@@ -1,4 +1,4 @@
-/* The policy/value network of DESIGN.md §1, written once over mk_backend (backend.h).
+/* The policy/value network of docs/design.md §1, written once over mk_backend (backend.h).
  *
  *   f_s    = concat(PowerSums(embedding, tokens)[:, s].reshape(B, K D), PairSums(pair_table, tokens)[:, s])
  *   x_0    = concat(f_0, f_1)                                   [B, 2 (K D + P)]

@@ -1,4 +1,4 @@
-"""The three fused ops at the seed shapes (DESIGN.md §5), with their timings."""
+"""The three fused ops at the seed shapes (docs/design.md §5), with their timings."""
 import time
 
 import numpy as np

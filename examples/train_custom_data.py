@@ -5,7 +5,7 @@ Replace `make_positions` with your own game records. What manaka needs per posit
   legal moves a list of distinct move ids (any length >= 1)
   target      the index of the played move in that list
   value       the game result for the side to move (1 win, 0.5 draw, 0 loss)
-(DESIGN.md §4 describes the folder format; mk.Dataset.open checks every rule.)
+(docs/design.md §4 describes the folder format; mk.Dataset.open checks every rule.)
 
 Run:  python examples/train_custom_data.py   (under a minute on a laptop CPU)
 """

@@ -1,7 +1,7 @@
 """manaka: fast policy/value network training for board games.
 
 The fused ops live in :mod:`manaka.ops`; the network in :class:`Model`, its training step
-in :class:`Trainer`; see DESIGN.md for the math they compute.
+in :class:`Trainer`; see docs/design.md for the math they compute.
 """
 from __future__ import annotations
 

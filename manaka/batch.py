@@ -24,7 +24,7 @@ def _as(name: str, x: Any, dtype, ndim: int) -> np.ndarray:
 
 
 class Batch:
-    """Positions for one step (DESIGN.md §1–§2).
+    """Positions for one step (docs/design.md §1–§2).
 
     Args:
         tokens: integer ``[B, 2, T]`` token ids per perspective, -1 for an empty slot.

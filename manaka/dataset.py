@@ -1,4 +1,4 @@
-"""Datasets in the on-disk format of DESIGN.md §4: a folder of .npy files plus meta.json.
+"""Datasets in the on-disk format of docs/design.md §4: a folder of .npy files plus meta.json.
 
     tokens.npy          int16   [N, 2, T]   token ids per perspective, -1 = empty slot
     legal_offsets.npy   int64   [N + 1]     position i's legal moves are
@@ -85,7 +85,7 @@ def _float_arg(name: str, x: Any) -> np.ndarray:
 
 
 class Dataset:
-    """Positions with their legal moves and targets (DESIGN.md §4).
+    """Positions with their legal moves and targets (docs/design.md §4).
 
     Build one with :meth:`from_arrays`, :meth:`open` (a saved folder, memory-mapped) or
     :meth:`synthetic` (positions labelled by a fixed random teacher network). ``len(ds)``
@@ -124,7 +124,7 @@ class Dataset:
             target: ``[N]`` index of the played move within each position's legal list.
             value: ``[N]`` result in [0, 1] for the side to move.
             policy_target: optional ``[legal_offsets[-1]]`` soft targets summing to 1 per position.
-            num_tokens, num_moves: the vocabularies (V and M of DESIGN.md).
+            num_tokens, num_moves: the vocabularies (V and M of docs/design.md).
             meta: extra keys for meta.json (JSON-serialisable).
 
         Raises:

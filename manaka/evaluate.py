@@ -1,4 +1,4 @@
-"""mk.evaluate: loss and accuracy of a model on a dataset, without changing it (DESIGN.md §1)."""
+"""mk.evaluate: loss and accuracy of a model on a dataset, without changing it (docs/design.md §1)."""
 from __future__ import annotations
 
 from typing import Dict, Union
@@ -12,7 +12,7 @@ __all__ = ["evaluate"]
 
 
 def _batch_metrics(logits: np.ndarray, value: np.ndarray, batch, value_weight: float) -> Dict[str, float]:
-    """Sums (not means) of the per-position losses of DESIGN.md §1, in float64."""
+    """Sums (not means) of the per-position losses of docs/design.md §1, in float64."""
     counts = batch.counts
     valid = np.arange(logits.shape[1])[None, :] < counts[:, None]
     z = np.where(valid, logits.astype(np.float64), -np.inf)

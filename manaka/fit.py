@@ -2,7 +2,7 @@
 
 The loop does no per-step host work beyond taking the next batch and calling
 ``trainer.step``: the loss is read back (a device synchronisation on a GPU) only on
-logging steps. The log line (DESIGN.md §4) shows at a glance whether the pipeline keeps up:
+logging steps. The log line (docs/design.md §4) shows at a glance whether the pipeline keeps up:
 
     [3m12s] step=15026 loss=1.4250 acc=0.145 lr=2.43e-04 | 812k pos/s | q=[7/8] wait=0.3% | epoch 0.41 ETA 8m40s
 
@@ -84,7 +84,7 @@ def _read(stats: Any, name: str) -> float:
 
 
 def _default_trainer(model, total_steps: int):
-    from . import Trainer  # the model engineer's class (DESIGN.md §2)
+    from . import Trainer  # the model engineer's class (docs/design.md §2)
     return Trainer(model, total_steps=total_steps)
 
 

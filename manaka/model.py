@@ -1,4 +1,4 @@
-"""The policy/value network (DESIGN.md §1): configuration, parameters, forward pass, loss
+"""The policy/value network (docs/design.md §1): configuration, parameters, forward pass, loss
 and gradients, file I/O. The arithmetic is in C (csrc/model.c); this is the Python face."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ __all__ = ["ModelConfig", "Model"]
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Shapes of a network (DESIGN.md §1).
+    """Shapes of a network (docs/design.md §1).
 
     Args:
         num_tokens: V, the token vocabulary (the pair table has V (V + 1) / 2 rows).
@@ -89,7 +89,7 @@ def _resolve_device(device: str):
 
 
 class Model:
-    """The policy/value network of DESIGN.md §1, with its parameters in C.
+    """The policy/value network of docs/design.md §1, with its parameters in C.
 
     Args:
         config: the shapes (:class:`ModelConfig`).

@@ -1,4 +1,4 @@
-"""The three fused ops of manaka (DESIGN.md §1), on NumPy arrays or GPU arrays.
+"""The three fused ops of manaka (docs/design.md §1), on NumPy arrays or GPU arrays.
 
 Every function takes NumPy arrays (the C CPU backend runs) or GPU arrays exposing
 ``__cuda_array_interface__`` / ``__dlpack__`` (the CUDA backend runs; results come back

@@ -1,6 +1,6 @@
 """Built-in data: positions of the seed shapes labelled by a fixed random TEACHER network.
 
-The teacher is a network of exactly the family of DESIGN.md §1 (PowerSums + PairSums
+The teacher is a network of exactly the family of docs/design.md §1 (PowerSums + PairSums
 features, a ReLU trunk, a GatherDot policy head and a sigmoid value head), with small
 widths of its own (``TEACHER_DIMS``) and the vocabularies of the student's config, built
 from :mod:`manaka.ops` plus NumPy matmuls (it does not need :class:`manaka.Model`).
@@ -35,7 +35,7 @@ from . import ops
 
 __all__ = ["make", "teacher_parameters", "teacher_forward", "SEED_SHAPES", "TEACHER_DIMS"]
 
-# DESIGN.md §5: vocabularies and legal counts of the seed configuration.
+# docs/design.md §5: vocabularies and legal counts of the seed configuration.
 SEED_SHAPES = dict(num_tokens=2344, num_moves=2187, tokens_per_side=40, orders=4)
 MAX_LEGAL = 593
 TEACHER_DIMS = dict(embed_dim=16, pair_dim=1, hidden=(64,), head_width=32)  # P = 1: the pair lookups dominate generation time
@@ -103,7 +103,7 @@ def _padded(moves, counts, row, slot) -> np.ndarray:
 
 
 def teacher_forward(params: Dict[str, np.ndarray], orders: int, tokens, legal, counts) -> Tuple[np.ndarray, np.ndarray]:
-    """The network of DESIGN.md §1 on NumPy: returns (logits [B, L], value [B])."""
+    """The network of docs/design.md §1 on NumPy: returns (logits [B, L], value [B])."""
     tokens = np.asarray(tokens, np.int32)
     B = tokens.shape[0]
     ps = ops.power_sums(params["embedding"], tokens, orders).reshape(B, 2, -1)
@@ -168,7 +168,7 @@ def _teacher(shape: Dict[str, int], teacher_seed: int):
 
 
 def teacher_parameters(cfg: Any = None, teacher_seed: int = 0) -> Dict[str, np.ndarray]:
-    """The teacher's parameters, named as in DESIGN.md §1 (dims: ``TEACHER_DIMS``)."""
+    """The teacher's parameters, named as in docs/design.md §1 (dims: ``TEACHER_DIMS``)."""
     return _teacher(_shape_of(cfg), teacher_seed)[1]
 
 
@@ -179,7 +179,7 @@ def make(n: int, cfg: Any = None, seed: int = 0, *, teacher_seed: int = 0, tempe
     Args:
         n: number of positions.
         cfg: a :class:`manaka.ModelConfig` (or anything with num_tokens, num_moves,
-            tokens_per_side, orders); None means the seed shapes of DESIGN.md §5.
+            tokens_per_side, orders); None means the seed shapes of docs/design.md §5.
         seed: the positions and sampled labels.
         teacher_seed: the teacher network (keep it fixed to draw train / validation sets).
         temperature: the teacher's policy is softmax(logits / temperature); higher = noisier

@@ -1,4 +1,4 @@
-"""``python -m manaka.train``: train a policy/value network (DESIGN.md §1) on a dataset.
+"""``python -m manaka.train``: train a policy/value network (docs/design.md §1) on a dataset.
 
 With no arguments it trains on built-in synthetic data (positions at the seed shapes,
 labelled by a fixed random teacher network, see manaka.synthetic) for one epoch of at most
@@ -24,7 +24,7 @@ from .fit import format_duration
 from .synthetic import SEED_SHAPES
 
 # Model shapes besides the vocabularies (which come from the data). "small" learns visibly
-# within a minute on a laptop CPU; "seed" is the seed configuration of DESIGN.md §5.
+# within a minute on a laptop CPU; "seed" is the seed configuration of docs/design.md §5.
 PRESETS = {
     "small": dict(embed_dim=32, orders=4, pair_dim=4, hidden=(128,), head_width=64, batch_size=512, lr=5e-3),
     "seed": dict(embed_dim=256, orders=4, pair_dim=16, hidden=(512, 512), head_width=300, batch_size=1024, lr=1e-3),
@@ -35,7 +35,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m manaka.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("data")
-    g.add_argument("--data", metavar="DIR", help="a dataset folder (DESIGN.md §4); default: synthetic data")
+    g.add_argument("--data", metavar="DIR", help="a dataset folder (docs/design.md §4); default: synthetic data")
     g.add_argument("--eval-data", metavar="DIR", help="a held-out dataset folder to evaluate on at the end")
     g.add_argument("--synthetic", type=int, default=600_000, metavar="N",
                    help="positions of synthetic training data when --data is not given (default 600000)")
@@ -63,7 +63,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0, help="model initialisation, data order and synthetic data (default 0)")
     g = p.add_argument_group("model (default: --preset small on the CPU, seed on the GPU)")
     g.add_argument("--preset", choices=sorted(PRESETS), help="small: learns within a minute on a CPU; "
-                   "seed: the seed configuration of DESIGN.md §5")
+                   "seed: the seed configuration of docs/design.md §5")
     g.add_argument("--embed-dim", type=int, help="D, the embedding width")
     g.add_argument("--orders", type=int, help="K, power orders")
     g.add_argument("--pair-dim", type=int, help="P, the pair-table width")

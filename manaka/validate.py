@@ -1,4 +1,4 @@
-"""The rules a dataset (DESIGN.md §4) must obey, checked in chunks before training starts.
+"""The rules a dataset (docs/design.md §4) must obey, checked in chunks before training starts.
 
 Every check is vectorised NumPy over chunks of positions, so a memory-mapped dataset of
 millions of positions is validated in seconds without ever being loaded whole. The first

@@ -1,4 +1,4 @@
-"""A tiny deterministic stand-in for Model/Trainer (DESIGN.md §2 API) so mk.fit's loop,
+"""A tiny deterministic stand-in for Model/Trainer (docs/design.md §2 API) so mk.fit's loop,
 logging and checkpoint/resume are tested on their own; the real model is tested too
 where it exists (tests/test_fit.py)."""
 import numpy as np

@@ -1,4 +1,4 @@
-"""Plain NumPy references for every op of DESIGN.md §1: float64, written for clarity,
+"""Plain NumPy references for every op of docs/design.md §1: float64, written for clarity,
 independent of the C code. These are the test oracles; keep ONE reference per op here."""
 import numpy as np
 

@@ -1,4 +1,4 @@
-"""NumPy float64 reference of the whole network of DESIGN.md §1: forward, loss, every
+"""NumPy float64 reference of the whole network of docs/design.md §1: forward, loss, every
 gradient, AdamW and the learning-rate schedule. Written for clarity and independent of the
 C code; the ops come from reference.py (one reference per op)."""
 import math
@@ -103,7 +103,7 @@ def backward(act, cfg, tokens, legal, counts, dlogits, dz):
 
 
 def loss_and_grad(params, cfg, batch, value_weight=1.0):
-    """(stats, grads) of DESIGN.md §1 for a manaka.Batch, in float64."""
+    """(stats, grads) of docs/design.md §1 for a manaka.Batch, in float64."""
     act = forward(params, cfg, batch.tokens, batch.legal, batch.counts)
     stats, dlogits, dz = loss(act, batch.counts, batch.target, batch.value, batch.policy_target,
                               value_weight)

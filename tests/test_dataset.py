@@ -1,4 +1,4 @@
-"""Dataset: the on-disk format of DESIGN.md §4, its validation rules, and synthetic data."""
+"""Dataset: the on-disk format of docs/design.md §4, its validation rules, and synthetic data."""
 import json
 import re
 import os

@@ -1,6 +1,6 @@
 """GPU telemetry for benchmarks, through NVML by ctypes (no extra dependency).
 
-DESIGN.md §5: on a GPU, sample utilization.memory and power, not only "busy", and reject
+docs/design.md §5: on a GPU, sample utilization.memory and power, not only "busy", and reject
 runs while another process uses the GPU. `Sampler` polls in a background thread while a
 timed loop runs; `other_processes()` lists compute processes that are not this one.
 """

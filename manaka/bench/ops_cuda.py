@@ -279,7 +279,7 @@ def other_gpu_processes() -> List[int]:
 
 def telemetry(nvml, fn: Callable[[], object], seconds: float = 0.3) -> Dict[str, float]:
     """Memory-controller utilisation and power while `fn` runs back to back for `seconds`
-    (DESIGN.md §5: "busy" alone says little about a memory-bound kernel)."""
+    (docs/design.md §5: "busy" alone says little about a memory-bound kernel)."""
     if nvml is None:
         return {}
     import time

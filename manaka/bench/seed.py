@@ -1,4 +1,4 @@
-"""The seed configuration of DESIGN.md §5 and random inputs at its shapes: the one
+"""The seed configuration of docs/design.md §5 and random inputs at its shapes: the one
 place every benchmark takes its shapes from."""
 from __future__ import annotations
 

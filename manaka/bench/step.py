@@ -26,7 +26,7 @@ SEED = SeedShapes().model_config()
 
 
 def seed_batch(cfg: mk.ModelConfig, B: int, L: int, seed: int = 0) -> mk.Batch:
-    """The seed batch of DESIGN.md §5: full boards, counts ~ clip(round(lognormal(ln 90,
+    """The seed batch of docs/design.md §5: full boards, counts ~ clip(round(lognormal(ln 90,
     0.6)), 1, L - 7), distinct legal moves per position, padded with -1."""
     if not 8 <= L <= cfg.num_moves:
         raise ValueError(f"seed_batch: L must be in [8, num_moves = {cfg.num_moves}], got {L}")

@@ -10,7 +10,7 @@ split one (timed interleaved, bench/policy_head.py); and beside it, in the same 
 network in PyTorch eager and under torch.compile (bench/torch_baseline.py, same parameters
 and batch, losses checked to agree), and the floor: the bytes the step must move and the
 FLOPs it must do over this GPU's measured copy bandwidth and FP32 matmul rate.
-The run is refused while another process uses the GPU (DESIGN.md §5).
+The run is refused while another process uses the GPU (docs/design.md §5).
 """
 from __future__ import annotations
 

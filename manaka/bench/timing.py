@@ -1,4 +1,4 @@
-"""Timing and reporting rules shared by every benchmark suite (DESIGN.md §5).
+"""Timing and reporting rules shared by every benchmark suite (docs/design.md §5).
 
 A time is the median of N runs after warm-up, reported with min and max; a run that
 raised is an error, never a time. Results are written, with a description of the
