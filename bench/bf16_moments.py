@@ -15,7 +15,7 @@ change learning, and what does it save?
 
     python bench/bf16_moments.py [--steps 3000] [--tag cpu]
 
-Writes bench/results/bf16-moments-<tag>.{json,md}.
+Writes <out>/bf16-moments-<tag>.{json,md} (--out, default ./bench_results).
 """
 import argparse
 import os
@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import manaka as mk  # noqa: E402
 from manaka.bench.seed import SeedShapes  # noqa: E402
 from manaka.bench.step import seed_batch  # noqa: E402
-from manaka.bench.timing import write_results  # noqa: E402
+from manaka.bench.timing import OUT_HELP, write_results  # noqa: E402
 
 DTYPES = ("float32", "bf16")
 CFG = mk.ModelConfig(num_tokens=400, num_moves=300, tokens_per_side=24, embed_dim=16, orders=2,
@@ -127,6 +127,7 @@ def main(argv):
     ap.add_argument("--time-batch", type=int, default=256,
                     help="batch of the timing steps (the pair-table update sweeps the whole table anyway)")
     ap.add_argument("--tag", default="cpu")
+    ap.add_argument("--out", default=None, help=OUT_HELP)
     args = ap.parse_args(argv)
 
     runs, chance = learning(args)
@@ -196,7 +197,7 @@ def main(argv):
                                      for x, r in by_label.items()}
                          for seed, by_label in runs.items()},
                    held_out_mean=mean, pair_adamw_seed_shapes=timing)
-    print(write_results("bf16-moments", args.tag, payload, lines))
+    print(write_results("bf16-moments", args.tag, payload, lines, args.out))
     return 0
 
 

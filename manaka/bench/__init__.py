@@ -1,7 +1,12 @@
 """``python -m manaka.bench SUITE``: benchmarks, each suite in its own module.
 
-Suites: ops (the fused ops beside their materialising versions), step (the training
-step), pipeline (the batch producers). Shared timing and reporting rules live in
-:mod:`manaka.bench.timing`.
+Shared timing and reporting rules live in :mod:`manaka.bench.timing`. Results go to
+``--out DIR`` (default ``./bench_results``), never over the committed ``bench/results/``
+unless that folder is named.
 """
-SUITES = ("ops", "step", "pipeline")
+# name -> one line for `python -m manaka.bench --help`; each name is a module of this package.
+SUITES = {
+    "ops": "each fused op beside its materialising NumPy version (--device cuda: beside PyTorch)",
+    "step": "the training step at the seed shapes beside PyTorch eager; fused vs split policy head",
+    "pipeline": "positions/s of the batch producers, and the data wait during training",
+}

@@ -1,14 +1,30 @@
-"""Runs one benchmark suite: ``python -m manaka.bench {ops,step,pipeline} [options]``."""
+"""Runs one benchmark suite: ``python -m manaka.bench SUITE [options]``."""
 import importlib
 import sys
 
 from . import SUITES
+from .timing import DEFAULT_OUT
+
+
+def usage() -> str:
+    width = max(map(len, SUITES))
+    lines = ["usage: python -m manaka.bench SUITE [options]   (python -m manaka.bench SUITE --help: its options)",
+             "", "suites:"]
+    lines += [f"  {name:<{width}}  {line}" for name, line in SUITES.items()]
+    lines += ["", f"Every suite writes <suite>-<tag>.json and .md into --out DIR (default ./{DEFAULT_OUT},",
+              "or $MANAKA_BENCH_DIR); pass --out bench/results to replace the committed results."]
+    return "\n".join(lines)
 
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
     if not argv or argv[0] not in SUITES:
-        print(f"usage: python -m manaka.bench {{{','.join(SUITES)}}} [--help]", file=sys.stderr)
+        if argv:
+            print(f"python -m manaka.bench: unknown suite {argv[0]!r}\n", file=sys.stderr)
+        print(usage(), file=sys.stderr)
         return 2
     suite = importlib.import_module(f"manaka.bench.{argv[0]}")
     return suite.main(argv[1:])

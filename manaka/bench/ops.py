@@ -19,7 +19,7 @@ import manaka as mk
 
 from . import numpy_ops
 from .seed import SeedShapes, op_inputs
-from .timing import HEADER, measure, write_results
+from .timing import HEADER, measure, write_results, OUT_HELP
 
 
 def peak_alloc_mb(fn) -> float:
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=None, help="timed runs of each fused op (default 10)")
     parser.add_argument("--baseline-runs", type=int, default=3, help="timed runs of each NumPy version (default 3)")
     parser.add_argument("--batch", type=int, default=SeedShapes.B, help="batch size (default: the seed's 1024)")
-    parser.add_argument("--out", default=None, help="results folder (default bench/results)")
+    parser.add_argument("--out", default=None, help=OUT_HELP)
     args, rest = parser.parse_known_args(argv)
     args.runs_given = args.runs is not None
     args.runs = args.runs or 10

@@ -32,7 +32,7 @@ from manaka import cuda
 
 from .ops import agree
 from .seed import SeedShapes, op_inputs
-from .timing import HEADER, Timing, measure, write_results
+from .timing import HEADER, Timing, measure, write_results, OUT_HELP
 
 TOLERANCE = 1e-4  # norm-wise relative difference allowed between two results of one op
 
@@ -119,7 +119,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--copy-mib", type=int, default=1024,
                         help="size of the bandwidth probe's copy in MiB (default 1024)")
     parser.add_argument("--tag", default="cuda", help="results file tag (default: cuda)")
-    parser.add_argument("--out", default=None, help="results folder (default bench/results)")
+    parser.add_argument("--out", default=None, help=OUT_HELP)
     args = parser.parse_args(argv)
 
     if not cuda.is_available():

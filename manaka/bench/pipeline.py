@@ -23,7 +23,7 @@ import time
 import manaka as mk
 
 from .seed import SeedShapes
-from .timing import HEADER, measure, write_results
+from .timing import HEADER, measure, write_results, OUT_HELP
 
 SEED_DIMS = dict(embed_dim=256, orders=4, pair_dim=16, hidden=(512, 512), head_width=300)
 SMALL_DIMS = dict(embed_dim=32, orders=4, pair_dim=4, hidden=(128,), head_width=64)
@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="timed epochs per producer count (default 5)")
     parser.add_argument("--train-steps", type=int, default=20,
                         help="seed-configuration training steps for the data-wait measurement (0 skips it)")
-    parser.add_argument("--out", default=None, help="results folder (default bench/results)")
+    parser.add_argument("--out", default=None, help=OUT_HELP)
     args = parser.parse_args(argv)
     counts = [int(p) for p in args.producers.split(",")]
 

@@ -20,7 +20,7 @@ import numpy as np
 import manaka as mk
 from manaka.bench import policy_head
 from manaka.bench.seed import SeedShapes
-from manaka.bench.timing import HEADER, measure, peak_rss_mb, phase_ms, write_results
+from manaka.bench.timing import HEADER, OUT_HELP, measure, peak_rss_mb, phase_ms, write_results
 
 SEED = SeedShapes().model_config()
 
@@ -67,7 +67,8 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--torch-runs", type=int, default=5, help="timed PyTorch steps")
     ap.add_argument("--threads", type=int, default=0, help="threads (0: default)")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch baseline")
-    ap.add_argument("--tag", default="cpu", help="results file tag: bench/results/step-<tag>.*")
+    ap.add_argument("--tag", default="cpu", help="results file tag: <out>/step-<tag>.*")
+    ap.add_argument("--out", default=None, help=OUT_HELP)
     ap.add_argument("--no-write", action="store_true", help="print only")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                     help="cuda: the GPU suite (python -m manaka.bench step --device cuda --help)")
@@ -144,7 +145,7 @@ def main(argv: List[str]) -> int:
                  " (other processes inflate every time above)")
     print("\n".join(lines))
     if not args.no_write:
-        print("wrote", write_results("step", args.tag, results, lines))
+        print("wrote", write_results("step", args.tag, results, lines, args.out))
     return 0
 
 

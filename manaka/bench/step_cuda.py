@@ -26,7 +26,7 @@ from manaka import cuda
 from . import policy_head
 from .ops_cuda import bandwidth_gbs, fp32_tflops, import_torch, open_nvml, other_gpu_processes
 from .step import SEED, load_torch_baseline, seed_batch
-from .timing import HEADER, measure, write_results
+from .timing import HEADER, measure, write_results, OUT_HELP
 
 
 SMALL = dict(num_tokens=60, num_moves=50, tokens_per_side=8, embed_dim=8, orders=2, pair_dim=4,
@@ -67,8 +67,8 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--tf32", action="store_true", help="let cuBLAS use TF32 (default: FP32)")
     ap.add_argument("--small", action="store_true",
                     help="a small configuration, to test the benchmark itself (not a result)")
-    ap.add_argument("--tag", default="cuda", help="results file tag: bench/results/step-<tag>.*")
-    ap.add_argument("--out", default=None, help="results folder (default bench/results)")
+    ap.add_argument("--tag", default="cuda", help="results file tag: <out>/step-<tag>.*")
+    ap.add_argument("--out", default=None, help=OUT_HELP)
     args = ap.parse_args(argv)
 
     if not cuda.is_available():

@@ -2,7 +2,8 @@
 
 A time is the median of N runs after warm-up, reported with min and max; a run that
 raised is an error, never a time. Results are written, with a description of the
-machine, as JSON and Markdown under bench/results/.
+machine, as JSON and Markdown into the folder the user names (--out), by default
+./bench_results: the committed bench/results/ is replaced only when named.
 """
 from __future__ import annotations
 
@@ -116,10 +117,17 @@ def machine() -> Dict[str, object]:
     return info
 
 
+# Relative to the working directory. Not bench/results: a plain run must not overwrite
+# the committed measurements (they are replaced on purpose, with --out bench/results).
+DEFAULT_OUT = "bench_results"
+OUT_HELP = f"results folder (default ./{DEFAULT_OUT} or $MANAKA_BENCH_DIR; bench/results holds the committed ones)"
+
+
 def write_results(suite: str, tag: str, payload: Dict[str, object], lines: List[str],
                   out_dir: Optional[str] = None) -> str:
-    """Writes bench/results/<suite>-<tag>.json and .md; returns the JSON path."""
-    out_dir = out_dir or os.environ.get("MANAKA_BENCH_DIR") or os.path.join("bench", "results")
+    """Writes <out_dir>/<suite>-<tag>.json and .md; returns the JSON path. out_dir defaults
+    to $MANAKA_BENCH_DIR, then ./bench_results."""
+    out_dir = out_dir or os.environ.get("MANAKA_BENCH_DIR") or DEFAULT_OUT
     os.makedirs(out_dir, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     payload = {"suite": suite, "measured_at": stamp, "machine": machine(), **payload}
