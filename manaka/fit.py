@@ -148,8 +148,10 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     class Bar(tqdm):
         monitor_interval = 0  # no tqdm monitor thread: fit leaves no thread behind
 
+    # tqdm's own remaining-time estimate is left out of the bar: it knows only the step count,
+    # not the time limit, so it disagreed with the log line's. The bar shows eta() instead.
     bar = Bar(total=total if bounded else None, initial=step, unit="step", disable=not progress, dynamic_ncols=True,
-               leave=True, file=sys.stderr)
+              leave=True, file=sys.stderr, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]")
     say = log or (bar.write if progress else print)
 
     def save() -> None:
@@ -163,9 +165,19 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     wait = 0.0
     batches: Optional[Iterator] = None
     stats = None
+    first_step, shown = step, ""  # shown: the last log line's loss and accuracy, for the bar
+
+    def eta(now: float) -> float:
+        """Seconds left: the steps left at this call's mean rate, capped by the time limit.
+        The one estimate that both the log line and the bar show."""
+        done = step - first_step
+        left = (total - step) * (now - start) / done if bounded and done > 0 else float("inf")
+        if time_limit is not None:
+            left = min(left, max(0.0, time_limit - (now - start)))
+        return left
 
     def emit(now: float) -> None:
-        nonlocal mark_time, mark_step, mark_positions, mark_wait
+        nonlocal mark_time, mark_step, mark_positions, mark_wait, shown
         interval = max(now - mark_time, 1e-9)
         record = {"step": step, "epoch": loader.epoch_fraction, "elapsed": elapsed_before + now - start}
         for name in METRICS:
@@ -174,15 +186,12 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         record["wait_share"] = (wait - mark_wait) / interval
         ls = loader.stats
         record["queue_depth"] = ls["queue_depth"]
-        eta = (total - step) * interval / max(step - mark_step, 1) if bounded else float("inf")
-        if time_limit is not None:
-            eta = min(eta, max(0.0, time_limit - (now - start)))
         history.append(record)
         say(f"[{format_duration(record['elapsed'])}] step={step} loss={record['loss']:.4f} "
             f"acc={record['accuracy']:.3f} lr={record['lr']:.2e} | {_rate(record['positions_per_s'])} pos/s | "
             f"q=[{ls['queue_depth']}/{ls['queue_capacity']}] wait={100 * record['wait_share']:.1f}% | "
-            f"epoch {record['epoch']:.2f} ETA {format_duration(eta)}")
-        bar.set_postfix(loss=f"{record['loss']:.4f}", acc=f"{record['accuracy']:.3f}", refresh=False)
+            f"epoch {record['epoch']:.2f} ETA {format_duration(eta(now))}")
+        shown = f"loss={record['loss']:.4f}, acc={record['accuracy']:.3f}, "
         mark_time, mark_step, mark_positions, mark_wait = now, step, positions, wait
 
     try:
@@ -198,11 +207,15 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
             stats = trainer.step(batch)
             step += 1
             positions += len(batch)
-            bar.update(1)
             now = time.perf_counter()
             out_of_time = time_limit is not None and now - start >= time_limit
             if step % log_every == 0 or step == total or out_of_time:
                 emit(now)
+            if out_of_time:
+                bar.total = step  # the run ends here: the bar ends at 100%, not at the epoch's share
+            if progress:
+                bar.set_postfix_str(shown + f"ETA {format_duration(eta(now))}", refresh=False)
+            bar.update(1)
             if checkpoint_every and step % checkpoint_every == 0:
                 save()
             if out_of_time:

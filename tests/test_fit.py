@@ -141,3 +141,27 @@ def test_time_limit_stops_and_logs(ds):
     history = mk.fit(model, mk.Loader(ds, batch_size=32), trainer=SlowTrainer(model), time_limit=0.3,
                      log_every=1000, progress=False, log=lines.append)
     assert 5 <= history.last["step"] < 1000 and len(lines) == 1 and LOG.match(lines[0])
+
+
+def test_bar_ends_at_100_percent_with_the_log_lines_eta_when_time_runs_out(ds, capsys):
+    """Ten epochs do not fit in 0.3 s: the run stops by its time limit well before 100% of its
+    steps, and the bar still ends complete, at the step where the run ended, showing the
+    same ETA as the last log line (0.0s), and no tqdm estimate of its own beside it."""
+    class SlowTrainer(FakeTrainer):
+        def step(self, batch):
+            time.sleep(0.01)
+            return super().step(batch)
+
+    model = FakeModel()
+    loader = mk.Loader(ds, batch_size=32)
+    history = mk.fit(model, loader, epochs=10, trainer=SlowTrainer(model), time_limit=0.3, log_every=7,
+                     progress=True)
+    out = capsys.readouterr()
+    n = history.last["step"]
+    assert 5 <= n < 10 * len(loader)
+    last_log = [line for line in out.out.splitlines() if line.startswith("[")][-1]
+    assert LOG.match(last_log) and f"step={n} " in last_log and last_log.endswith("ETA 0.0s")
+    final_bar = [frame for frame in re.split(r"[\r\n]", out.err) if frame.strip()][-1]
+    assert "100%" in final_bar and f" {n}/{n} " in final_bar, final_bar
+    assert final_bar.count("ETA") == 1 and "ETA 0.0s" in final_bar, final_bar
+    assert not re.search(r"\d\d:\d\d<", out.err)  # tqdm's "elapsed<remaining" never shown
