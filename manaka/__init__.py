@@ -10,6 +10,8 @@ from . import _openblas
 _openblas.load()  # before _core: it resolves its BLAS symbols against this copy
 
 from . import _core, cuda, ops  # noqa: E402
+from .errors import (CheckpointError, CheckpointMismatch, DatasetError, FileFormatError,  # noqa: E402
+                     ModelFileError)
 from .batch import Batch  # noqa: E402
 from .cuda import DeviceArray  # noqa: E402
 from .model import Model, ModelConfig  # noqa: E402
@@ -23,6 +25,7 @@ __version__ = "0.1.0"
 
 __all__ = ["ops", "cuda", "Batch", "DeviceArray", "ModelConfig", "Model", "Trainer", "Stats",
            "Dataset", "Position", "Loader", "fit", "History", "evaluate",
+           "FileFormatError", "ModelFileError", "CheckpointError", "CheckpointMismatch", "DatasetError",
            "build_info", "set_num_threads", "get_num_threads", "__version__"]
 
 

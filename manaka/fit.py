@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 import numpy as np
 
 from . import checkpoint as _ckpt
+from .errors import CheckpointError, CheckpointMismatch
 
 __all__ = ["fit", "History", "format_duration"]
 
@@ -88,6 +89,68 @@ def _default_trainer(model, total_steps: int):
     return Trainer(model, total_steps=total_steps)
 
 
+def _config_of(model) -> Optional[dict]:
+    config = getattr(model, "config", None)
+    return config.to_dict() if hasattr(config, "to_dict") else None
+
+
+def _dataset_of(loader) -> Optional[dict]:
+    """What identifies the training data in a checkpoint: its size, folder and fingerprint."""
+    ds = getattr(loader, "dataset", None)
+    if ds is None or not hasattr(ds, "fingerprint"):
+        return None
+    return {"positions": len(ds), "path": ds.path, "fingerprint": ds.fingerprint}
+
+
+def _describe_config(d: dict) -> str:
+    from .model import ModelConfig
+
+    try:
+        return str(ModelConfig(**{**d, "hidden": tuple(d["hidden"])}))
+    except Exception:  # a config this manaka cannot build: show it as saved
+        return str(d)
+
+
+def _check_resume(path: str, state: dict, model, loader, total: int, bounded: bool) -> int:
+    """The checkpoint's step, after refusing (CheckpointMismatch, one line) a checkpoint that
+    does not belong to this run. Nothing is changed yet."""
+    missing = [k for k in ("step", "model", "trainer", "loader") if k not in state]
+    if missing:
+        raise CheckpointError(path, f"is not a training checkpoint of mk.fit: missing {missing}")
+    step = state["step"]
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise CheckpointError(path, f"holds an invalid step {step!r:.50}")
+    if bounded and step > total:
+        raise CheckpointMismatch(path, f"is at step {step}, beyond the end of this run (step {total}); "
+                                       f"ask for at least {step} steps to continue it")
+    saved, mine = state.get("model_config"), _config_of(model)
+    if saved is not None and mine is not None and saved != mine:
+        raise CheckpointMismatch(path, f"holds a model with {_describe_config(saved)}, but this run's "
+                                       f"model has {_describe_config(mine)}")
+    saved, mine = state.get("dataset"), _dataset_of(loader)
+    if isinstance(saved, dict) and mine is not None and saved.get("fingerprint") != mine["fingerprint"]:
+        raise CheckpointMismatch(path, f"was trained on another dataset ({saved.get('positions')} positions at "
+                                       f"{saved.get('path')!r}, fingerprint {saved.get('fingerprint')}) than this "
+                                       f"run's ({mine['positions']} positions at {mine['path']!r}, fingerprint "
+                                       f"{mine['fingerprint']})")
+    return step
+
+
+def _restore(path: str, state: dict, model, trainer, loader) -> None:
+    """Loads model, trainer and loader state, all or nothing: if one refuses its part, the
+    ones already loaded get their previous state back."""
+    undo = []
+    try:
+        for part, key in ((model, "model"), (trainer, "trainer"), (loader, "loader")):
+            before = part.state_dict()
+            part.load_state_dict(state[key])
+            undo.append((part, before))
+    except (KeyError, ValueError, TypeError) as e:
+        for part, before in reversed(undo):
+            part.load_state_dict(before)
+        raise CheckpointMismatch(path, f"cannot be restored into this run ({key}): {type(e).__name__}: {e}") from None
+
+
 def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = None, trainer=None,
         log_every: int = 100, checkpoint: Optional[str] = None, checkpoint_every: Optional[int] = None,
         resume: bool = False, progress: bool = True, log: Optional[Callable[[str], None]] = None,
@@ -105,6 +168,9 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         checkpoint: path of the checkpoint file; written at the end and every `checkpoint_every` steps.
         resume: continue from `checkpoint` if it exists (model, optimizer, schedule and loader
             position restored): a resumed CPU run ends bitwise equal to an uninterrupted one.
+            A checkpoint of another model config, another dataset (``Dataset.fingerprint``)
+            or a step beyond `steps` is refused with :class:`manaka.CheckpointMismatch`
+            before anything changes; a damaged one with :class:`manaka.CheckpointError`.
         progress: show a tqdm progress bar (a widget in notebooks).
         log: where log lines go (default: above the progress bar, or stdout).
         time_limit: stop after this many seconds of this call (the step in progress finishes;
@@ -137,10 +203,8 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     history, step = History(), 0
     if resume and os.path.exists(checkpoint):
         state = _ckpt.load(checkpoint)
-        model.load_state_dict(state["model"])
-        trainer.load_state_dict(state["trainer"])
-        loader.load_state_dict(state["loader"])
-        step = int(state["step"])
+        step = _check_resume(checkpoint, state, model, loader, total, bounded)
+        _restore(checkpoint, state, model, trainer, loader)
         history = History(state.get("history"))
 
     from tqdm.auto import tqdm
@@ -156,7 +220,8 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
 
     def save() -> None:
         _ckpt.save(checkpoint, {"step": step, "model": model.state_dict(), "trainer": trainer.state_dict(),
-                                "loader": loader.state_dict(), "history": history.records})
+                                "loader": loader.state_dict(), "history": history.records,
+                                "model_config": _config_of(model), "dataset": _dataset_of(loader)})
 
     start = time.perf_counter()
     elapsed_before = history.last.get("elapsed", 0.0) if history.records else 0.0

@@ -10,8 +10,9 @@ import numpy as np
 
 from . import _core, model_file
 from .batch import Batch
+from .errors import ModelFileError
 
-__all__ = ["ModelConfig", "Model"]
+__all__ = ["ModelConfig", "Model", "expected_shapes"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,52 @@ class ModelConfig:
         d = asdict(self)
         d["hidden"] = list(self.hidden)
         return d
+
+
+def expected_shapes(config: ModelConfig) -> Dict[str, Tuple[int, ...]]:
+    """{name: shape} of every parameter of a model with `config`, in order, computed
+    without building it (the same list as ``Model(config).shapes``)."""
+    c = config
+    shapes = {"embedding": (c.num_tokens, c.embed_dim), "pair_table": (c.num_pairs, c.pair_dim)}
+    width = c.num_features
+    for i, h in enumerate(c.hidden):
+        shapes[f"trunk.{i}.weight"] = (h, width)
+        shapes[f"trunk.{i}.bias"] = (h,)
+        width = h
+    shapes.update({"policy.weight": (c.head_width, width), "policy.bias": (c.head_width,),
+                   "move_table": (c.num_moves, c.head_width), "value.weight": (1, width),
+                   "value.bias": (1,)})
+    return shapes
+
+
+def config_from_meta(meta: dict, path, error) -> Tuple[ModelConfig, int]:
+    """(config, seed) from a model file's or checkpoint's meta; `error` names `path` otherwise."""
+    try:
+        raw = meta["config"]
+        if not isinstance(raw, dict) or not isinstance(raw.get("hidden"), list):
+            raise TypeError(f"expected an object with a list 'hidden', got {raw!r:.200}")
+        config = ModelConfig(**{**raw, "hidden": tuple(raw["hidden"])})
+        seed = meta.get("seed", 0)
+        if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**64:
+            raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r:.100}")
+    except (KeyError, TypeError, ValueError, OverflowError) as e:
+        raise error(path, f"the model config in the file is invalid: {type(e).__name__}: {e}") from None
+    return config, int(seed)
+
+
+def check_tensors(config: ModelConfig, tensors: Mapping[str, np.ndarray], path, error, prefix: str = "") -> None:
+    """Refuses (`error` naming `path`) tensors whose names, shapes or dtypes differ from the
+    parameters of `config`: checked before a model of that config is allocated."""
+    want = expected_shapes(config)
+    got = {name[len(prefix):]: arr for name, arr in tensors.items() if name.startswith(prefix)}
+    missing, extra = [n for n in want if n not in got], [n for n in got if n not in want]
+    if missing or extra:
+        raise error(path, f"its tensors do not match its config {config}: missing {missing[:5]}, "
+                          f"unexpected {extra[:5]}")
+    for name, shape in want.items():
+        if got[name].shape != shape or got[name].dtype != np.float32:
+            raise error(path, f"tensor {prefix}{name} has shape {got[name].shape} and dtype {got[name].dtype}, "
+                              f"its config {config} needs {shape} float32")
 
 
 def _resolve_device(device: str):
@@ -201,18 +248,21 @@ class Model:
 
     @classmethod
     def load(cls, path, device: str = "cpu", policy_head: str = "fused") -> "Model":
-        """A model read from a file written by :meth:`save`; ValueError if the file is not one.
-        `device` and `policy_head` are as in :class:`Model` (how to run it, not part of the file)."""
-        meta, tensors = model_file.read(path, "model")
-        try:
-            config = ModelConfig(**{**meta["config"], "hidden": tuple(meta["config"]["hidden"])})
-        except (KeyError, TypeError) as e:
-            raise ValueError(f"{path!r}: the model config in the file is invalid: {e}") from None
-        model = cls(config, device=device, seed=int(meta.get("seed", 0)), policy_head=policy_head)
+        """A model read from a file written by :meth:`save`.
+        `device` and `policy_head` are as in :class:`Model` (how to run it, not part of the file).
+
+        The file is checked whole before the model is built: its tensors against its header
+        and its size, then its config against its tensors' names and shapes (so a crafted
+        file cannot make this allocate more than the file holds). Raises
+        :class:`manaka.ModelFileError` (a ValueError) naming the file and what is wrong."""
+        meta, tensors = model_file.read(path, "model", ModelFileError)
+        config, seed = config_from_meta(meta, path, ModelFileError)
+        check_tensors(config, tensors, path, ModelFileError)
+        model = cls(config, device=device, seed=seed, policy_head=policy_head)
         try:
             model.load_state_dict(tensors)
-        except (KeyError, ValueError, TypeError) as e:
-            raise ValueError(f"{path!r}: the parameters do not match the config: {e}") from None
+        except (KeyError, ValueError, TypeError) as e:  # non-finite values
+            raise ModelFileError(path, f"the parameters cannot be loaded: {e}") from None
         return model
 
     # ------------------------------------------------------------ compute

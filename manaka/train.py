@@ -130,13 +130,18 @@ def main(argv=None) -> int:
     except (ValueError, TypeError, RuntimeError, OSError) as e:
         print(f"python -m manaka.train: {e}", file=sys.stderr)
         return 2
-    history = mk.fit(model, loader, steps=args.steps, epochs=epochs, trainer=trainer,
-                     log_every=args.log_every, checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
-                     resume=args.resume, progress=not args.no_progress, time_limit=time_limit)
-    summary(history, loader, data, held_out, model, batch_size)
-    if args.save:
-        model.save(args.save)
-        print(f"saved the model to {args.save}")
+    try:  # a checkpoint of another run, a damaged one or an unwritable path: one line
+        history = mk.fit(model, loader, steps=args.steps, epochs=epochs, trainer=trainer,
+                         log_every=args.log_every, checkpoint=args.checkpoint,
+                         checkpoint_every=args.checkpoint_every, resume=args.resume,
+                         progress=not args.no_progress, time_limit=time_limit)
+        summary(history, loader, data, held_out, model, batch_size)
+        if args.save:
+            model.save(args.save)
+            print(f"saved the model to {args.save}")
+    except (mk.FileFormatError, OSError) as e:
+        print(f"python -m manaka.train: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -103,13 +103,13 @@ def test_interrupt_leaves_no_threads_and_no_partial_checkpoint(ds, tmp_path):
 def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     path = str(tmp_path / "c.ckpt")
     ckpt.save(path, {"step": 1})
-    import pickle
 
-    def boom(*a, **k):
+    def boom(*a, **k):  # interrupted after the bytes are written, before the rename
         raise KeyboardInterrupt
-    monkeypatch.setattr(pickle, "dump", boom)
+    monkeypatch.setattr(os, "fsync", boom)
     with pytest.raises(KeyboardInterrupt):
         ckpt.save(path, {"step": 2})
+    monkeypatch.undo()
     assert os.listdir(tmp_path) == ["c.ckpt"] and ckpt.load(path)["step"] == 1
 
 

@@ -1,0 +1,93 @@
+"""Writing a file so that a reader, a crash or ``kill -9`` never sees half of it.
+
+The bytes go to ``.<name>.tmp-<pid>`` in the destination's folder, are flushed and
+fsynced, the temporary is renamed over the destination (``os.replace``, atomic on POSIX),
+and the folder is fsynced so the rename itself survives a power loss. The folder is
+created when missing. A process killed mid-write leaves its temporary behind; the next
+write of the same destination removes temporaries whose process is gone.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import re
+from contextlib import contextmanager
+from typing import BinaryIO, Iterator
+
+__all__ = ["atomic_write", "temporary_name"]
+
+
+def temporary_name(path: str, pid: int) -> str:
+    folder, base = os.path.split(os.path.abspath(path))
+    return os.path.join(folder, f".{base}.tmp-{pid}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def _remove_stale(path: str) -> None:
+    """Removes temporaries of `path` left by processes that no longer exist."""
+    folder, base = os.path.split(os.path.abspath(path))
+    # ".tmp-<pid>" today; ".tmp<pid>" was written by earlier model files
+    pattern = re.compile(re.escape(f".{base}.tmp") + r"-?(\d+)$")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        m = pattern.match(name)
+        if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
+            try:
+                os.remove(os.path.join(folder, name))
+            except OSError:
+                pass  # another writer removed it first, or we may not: not our file to fight over
+
+
+def _fsync_dir(folder: str) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as e:  # some filesystems cannot fsync a directory
+        if e.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_write(path) -> Iterator[BinaryIO]:
+    """``with atomic_write(path) as f: f.write(...)``: `path` holds the new bytes once the
+    block ends, and its old content (or nothing) if the block raises."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise type(e)(e.errno, f"cannot create the folder {folder!r} to write {path!r}: {e.strerror}") from None
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, f"cannot write {path!r}: it is a directory")
+    _remove_stale(path)
+    tmp = temporary_name(path, os.getpid())
+    try:
+        with open(tmp, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # including KeyboardInterrupt: never leave our temporary behind
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(folder)

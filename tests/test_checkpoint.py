@@ -1,0 +1,157 @@
+"""Checkpoints (manaka/checkpoint.py): no pickle, checked reads, the converter, and the
+resume checks of mk.fit and python -m manaka.train (issue 10)."""
+import os
+import pickle
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import manaka as mk
+from manaka import checkpoint as ckpt
+from fake_training import FakeModel, FakeTrainer
+
+SMALL = SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2)
+
+
+def test_round_trip_keeps_every_value_and_dtype(tmp_path):
+    state = {"step": 7, "model": {"w": np.arange(6, dtype=np.float32).reshape(2, 3)},
+             "trainer": {"t": np.int64(3), "m": np.zeros(0, np.float32), "betas": (0.9, 0.999),
+                         "counts": np.array([2**63 - 1], np.int64)},
+             "history": [{"loss": float("nan"), "step": 1}, {"loss": 0.5, "step": 2}],
+             "name": "run", "none": None, "flag": True}
+    ckpt.save(tmp_path / "c.ckpt", state)
+    back = ckpt.load(tmp_path / "c.ckpt")
+    assert back["step"] == 7 and back["name"] == "run" and back["none"] is None and back["flag"] is True
+    assert back["trainer"]["betas"] == [0.9, 0.999] and back["trainer"]["t"] == 3
+    assert np.isnan(back["history"][0]["loss"]) and back["history"][1] == {"loss": 0.5, "step": 2}
+    for a, b in ((state["model"]["w"], back["model"]["w"]), (state["trainer"]["counts"], back["trainer"]["counts"])):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    with pytest.raises(TypeError, match="cannot hold"):
+        ckpt.save(tmp_path / "d.ckpt", {"f": open})
+
+
+class _CreatesAFile:
+    """Unpickling this calls open(path, 'w'): what a hostile checkpoint could do."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_a_pickle_checkpoint_is_refused_without_running_it(tmp_path):
+    victim = tmp_path / "created-by-the-pickle"
+    path = tmp_path / "old.ckpt"
+    path.write_bytes(pickle.dumps({"format": "manaka-checkpoint", "version": 1, "x": _CreatesAFile(str(victim))},
+                                  protocol=4))
+    with pytest.raises(mk.CheckpointError, match="old.ckpt.*pickle.*--trust-pickle"):
+        ckpt.load(path)
+    # fit(resume=True) and the converter without its flag refuse it the same way
+    ds = mk.Dataset.synthetic(100, SMALL, seed=0)
+    with pytest.raises(mk.CheckpointError, match="pickle"):
+        mk.fit(FakeModel(), mk.Loader(ds, batch_size=32), steps=1, trainer=FakeTrainer(FakeModel()),
+               checkpoint=str(path), resume=True, progress=False, log=lambda s: None)
+    out = subprocess.run([sys.executable, "-m", "manaka.checkpoint", "convert", str(path), str(tmp_path / "new")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "--trust-pickle" in out.stderr and "Traceback" not in out.stderr
+    assert not victim.exists() and not (tmp_path / "new").exists()
+
+
+def test_the_converter_rewrites_a_trusted_old_checkpoint(tmp_path):
+    old = {"format": "manaka-checkpoint", "version": 1, "step": 3, "model": {"w": np.ones(4, np.float32)},
+           "history": [{"step": 3, "loss": 1.0}]}
+    (tmp_path / "old.ckpt").write_bytes(pickle.dumps(old, protocol=pickle.HIGHEST_PROTOCOL))
+    out = subprocess.run([sys.executable, "-m", "manaka.checkpoint", "convert", str(tmp_path / "old.ckpt"),
+                          str(tmp_path / "new.ckpt"), "--trust-pickle"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    back = ckpt.load(tmp_path / "new.ckpt")
+    assert back["step"] == 3 and np.array_equal(back["model"]["w"], old["model"]["w"])
+    assert (tmp_path / "new.ckpt").read_bytes()[:8] == b"MANAKA\x00\x02"
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "empty", "header"])
+def test_damaged_checkpoints_name_the_file(tmp_path, damage):
+    path = tmp_path / "c.ckpt"
+    ckpt.save(path, {"step": 1, "model": {"w": np.arange(100, dtype=np.float32)}})
+    data = bytearray(path.read_bytes())
+    if damage == "truncated":
+        data = data[:-30]
+    elif damage == "flipped":
+        data[-70] ^= 1
+    elif damage == "empty":
+        data = b""
+    else:
+        data[30] ^= 4
+    path.write_bytes(bytes(data))
+    with pytest.raises(mk.CheckpointError, match="c.ckpt") as info:
+        ckpt.load(path)
+    assert info.value.path == str(path)
+
+
+CFG = dict(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2, pair_dim=2, hidden=(16,), head_width=8)
+
+
+def _run(ds, path, steps, embed_dim=8, resume=False, trainer_cls=mk.Trainer):
+    model = mk.Model(mk.ModelConfig(embed_dim=embed_dim, **CFG), seed=0)
+    trainer = trainer_cls(model, lr=1e-2)
+    loader = mk.Loader(ds, batch_size=48, producers=2, seed=7)
+    mk.fit(model, loader, steps=steps, trainer=trainer, checkpoint=str(path), resume=resume, progress=False,
+           log=lambda s: None)
+    return model, trainer
+
+
+@pytest.fixture(scope="module")
+def ds():
+    return mk.Dataset.synthetic(300, SMALL, seed=0)
+
+
+def test_resume_refuses_another_model_another_dataset_or_fewer_steps(ds, tmp_path):
+    path = tmp_path / "deep" / "er" / "run.ckpt"  # the folder is created
+    _run(ds, path, 4)
+    before = path.read_bytes()
+    with pytest.raises(mk.CheckpointMismatch, match=r"run.ckpt.*embed_dim=8.*this run's model has .*embed_dim=6"):
+        _run(ds, path, 6, embed_dim=6, resume=True)
+    other = mk.Dataset.synthetic(300, SMALL, seed=1)
+    with pytest.raises(mk.CheckpointMismatch, match="another dataset"):
+        _run(other, path, 6, resume=True)
+    with pytest.raises(mk.CheckpointMismatch, match="at step 4, beyond the end of this run \\(step 3\\)"):
+        _run(ds, path, 3, resume=True)
+    assert path.read_bytes() == before
+    model, trainer = _run(ds, path, 6, resume=True)  # the same run continues
+    assert trainer.step_count == 6
+
+
+def test_a_failed_resume_changes_nothing(ds, tmp_path):
+    path = tmp_path / "run.ckpt"
+    _run(ds, path, 2)
+
+    class Refusing(mk.Trainer):
+        def load_state_dict(self, state):
+            raise ValueError("refused")
+
+    model = mk.Model(mk.ModelConfig(embed_dim=8, **CFG), seed=3)
+    before = model.state_dict()
+    trainer = Refusing(model, lr=1e-2)
+    with pytest.raises(mk.CheckpointMismatch, match="cannot be restored.*trainer.*refused"):
+        mk.fit(model, mk.Loader(ds, batch_size=48, seed=7), steps=4, trainer=trainer, checkpoint=str(path),
+               resume=True, progress=False, log=lambda s: None)
+    after = model.state_dict()
+    assert all(np.array_equal(before[k], after[k]) for k in before) and trainer.step_count == 0
+
+
+def test_cli_prints_one_line_for_a_checkpoint_of_another_run(tmp_path):
+    base = [sys.executable, "-m", "manaka.train", "--steps", "2", "--synthetic", "600", "--eval-positions", "0",
+            "--batch-size", "64", "--device", "cpu", "--no-progress", "--checkpoint", str(tmp_path / "c.ckpt"),
+            "--pair-dim", "2", "--hidden", "16", "--head-width", "16"]
+    first = subprocess.run(base + ["--embed-dim", "8", "--save", str(tmp_path / "new" / "m.manaka")],
+                           capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert (tmp_path / "new" / "m.manaka").exists()
+    out = subprocess.run(base + ["--embed-dim", "6", "--resume"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "embed_dim=8" in lines[0] and "embed_dim=6" in lines[0], out.stderr

@@ -1,0 +1,148 @@
+"""The file container of models and checkpoints (manaka/model_file.py), atomic writes
+(manaka/atomic_file.py) and Model.load's checks before it allocates (issue 10, issue 11
+items 8-10)."""
+import json
+import os
+import struct
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+import pytest
+
+import manaka as mk
+from manaka import atomic_file, model_file
+import model_cases as cases
+
+
+def test_round_trip_of_every_dtype(tmp_path):
+    rng = np.random.default_rng(1)
+    tensors = {"f4": rng.standard_normal((3, 5)).astype(np.float32), "f8": rng.standard_normal(7),
+               "i8": rng.integers(-2**62, 2**62, 4), "i4": rng.integers(-9, 9, (2, 2, 2)).astype(np.int32),
+               "u1": rng.integers(0, 255, 65).astype(np.uint8), "u8": np.array([2**64 - 1], np.uint64),
+               "empty": np.zeros((0, 4), np.float32), ">f4": np.arange(3, dtype=">f4")}
+    path = tmp_path / "t.bin"
+    model_file.write(path, "test", {"x": [1, "a"]}, tensors.items())
+    meta, back = model_file.read(path, "test")
+    assert meta == {"x": [1, "a"]} and list(back) == list(tensors)
+    for name, arr in tensors.items():
+        assert back[name].shape == arr.shape and np.array_equal(back[name], arr), name
+    with pytest.raises(TypeError, match="complex"):
+        model_file.write(path, "test", {}, [("c", np.zeros(2, np.complex64))])
+
+
+def test_save_creates_missing_folders_and_names_a_blocked_one(tmp_path):
+    model = mk.Model(cases.config(), seed=2)
+    path = tmp_path / "a" / "b" / "m.manaka"
+    model.save(path)
+    cases.assert_parameters_match(mk.Model.load(path), model)
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(OSError, match="cannot create the folder .*file"):
+        model.save(tmp_path / "file" / "m.manaka")
+
+
+def _dead_pid() -> int:
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(child.stdout)
+
+
+def test_stale_temporaries_of_dead_writers_are_removed(tmp_path):
+    path = tmp_path / "m.manaka"
+    dead = tmp_path / f".m.manaka.tmp-{_dead_pid()}"
+    old_style = tmp_path / f".m.manaka.tmp{_dead_pid()}"
+    alive = tmp_path / f".m.manaka.tmp-{os.getppid()}"  # a live writer's file is not touched
+    other = tmp_path / f".other.tmp-{_dead_pid()}"      # nor another destination's
+    for p in (dead, old_style, alive, other):
+        p.write_bytes(b"x" * 100)
+    mk.Model(cases.config()).save(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, alive.name, other.name])
+
+
+def test_kill_9_during_a_write_leaves_a_temporary_the_next_write_removes(tmp_path):
+    path = tmp_path / "c.ckpt"
+    code = ("import os, sys; from manaka.atomic_file import atomic_write\n"
+            "with atomic_write(sys.argv[1]) as f:\n"
+            "    f.write(b'x' * 4096); f.flush(); os.kill(os.getpid(), 9)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], timeout=60)
+    assert out.returncode == -9
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(".c.ckpt.tmp-")
+    from manaka import checkpoint
+    checkpoint.save(path, {"step": 1})
+    assert [p.name for p in tmp_path.iterdir()] == ["c.ckpt"]
+
+
+def _craft(path, header: dict, data: bytes = b"", version=2):
+    raw = json.dumps(header).encode()
+    if version == 2:
+        prefix = model_file.MAGIC + struct.pack("<QI4x", len(raw), zlib.crc32(raw))
+    else:
+        prefix = model_file.MAGIC_V1 + struct.pack("<Q", len(raw))
+    start = (len(prefix) + len(raw) + 63) // 64 * 64
+    path.write_bytes(prefix + raw + bytes(start - len(prefix) - len(raw)) + data)
+
+
+def test_a_small_crafted_file_is_refused_before_anything_is_allocated(tmp_path, monkeypatch):
+    """Issue 11 item 8: a 256-byte file claiming a huge model must not build it."""
+    built = []
+    monkeypatch.setattr(mk.Model, "__init__", lambda self, *a, **k: built.append(a))
+    huge = cases.config(num_tokens=30000, D=1 << 20).to_dict()
+    path = tmp_path / "m.manaka"
+    _craft(path, {"kind": "model", "meta": {"config": huge, "seed": 0},
+                  "tensors": [{"name": "embedding", "dtype": "<f4", "shape": [1], "offset": 0, "nbytes": 4}],
+                  "data_bytes": 64, "crc32": zlib.crc32(bytes(64))}, bytes(64))
+    assert path.stat().st_size <= 512
+    with pytest.raises(mk.ModelFileError, match="m.manaka.*do not match its config"):
+        mk.Model.load(path)
+    # tensors that claim more than the file holds are refused from the header alone
+    _craft(path, {"kind": "model", "meta": {"config": huge, "seed": 0},
+                  "tensors": [{"name": "embedding", "dtype": "<f4", "shape": [30000, 1 << 20], "offset": 0,
+                               "nbytes": 30000 << 22}], "data_bytes": 30000 << 22, "crc32": 0})
+    with pytest.raises(mk.ModelFileError, match="truncated: expected"):
+        mk.Model.load(path)
+    assert built == []
+
+
+def test_version_1_files_are_still_read(tmp_path):
+    model = mk.Model(cases.config(hidden=()), seed=5)
+    entries, data, offset = [], b"", 0
+    for name, arr in model.state_dict().items():
+        raw = arr.astype("<f4").tobytes()
+        raw += bytes((-len(raw)) % 64)
+        entries.append({"name": name, "shape": list(arr.shape), "offset": offset, "nbytes": arr.nbytes})
+        offset += len(raw)
+        data += raw
+    path = tmp_path / "v1.manaka"
+    _craft(path, {"kind": "model", "meta": {"config": model.config.to_dict(), "seed": 5}, "tensors": entries,
+                  "data_bytes": offset, "crc32": zlib.crc32(data)}, data, version=1)
+    cases.assert_parameters_match(mk.Model.load(path), model)
+
+
+@pytest.mark.parametrize("meta, message", [
+    ({"config": {"num_tokens": 3}}, "config in the file is invalid"),
+    ({"config": [1, 2]}, "config in the file is invalid"),
+    ({"config": {**cases.config().to_dict(), "hidden": "12"}}, "config in the file is invalid"),
+    ({"config": {**cases.config().to_dict(), "embed_dim": 2**70}}, "its config .* needs"),
+    ({"config": cases.config().to_dict(), "seed": -1}, "seed must be"),
+    ({"config": cases.config().to_dict(), "seed": 1.5}, "seed must be"),
+])
+def test_bad_configs_are_model_file_errors(tmp_path, meta, message):
+    path = tmp_path / "m.manaka"
+    model_file.write(path, "model", meta, mk.Model(cases.config()).state_dict().items())
+    with pytest.raises(mk.ModelFileError, match=message) as info:
+        mk.Model.load(path)
+    assert info.value.path == str(path) and isinstance(info.value, ValueError)
+
+
+def test_a_checkpoint_is_not_a_model(tmp_path):
+    from manaka import checkpoint
+    checkpoint.save(tmp_path / "c.ckpt", {"step": 1})
+    with pytest.raises(mk.ModelFileError, match="holds a 'checkpoint', not a 'model'"):
+        mk.Model.load(tmp_path / "c.ckpt")
+
+
+def test_expected_shapes_match_the_built_model():
+    from manaka.model import expected_shapes
+    for cfg in (cases.config(), cases.config(hidden=()), cases.config(hidden=(3, 4, 5), orders=1)):
+        assert list(expected_shapes(cfg).items()) == list(mk.Model(cfg).shapes.items())
