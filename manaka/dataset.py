@@ -22,6 +22,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 
 from . import validate as _v
+from .errors import DatasetError
 
 __all__ = ["Dataset", "Position"]
 
@@ -97,7 +98,7 @@ class Dataset:
 
     def __init__(self, arrays: Dict[str, Optional[np.ndarray]], meta: Dict[str, Any],
                  path: Optional[str] = None, source: str = "Dataset", names=None):
-        rule = _v.Rule(source, names or {})
+        rule = _v.Rule(source, names or {}, path)
         dims = _v.check_meta(meta, rule)
         _v.check_shapes(arrays, dims, rule)
         self._stats = _v.check_values(arrays, dims, rule)
@@ -154,20 +155,25 @@ class Dataset:
         """Memory-maps the dataset folder at `path` and validates all of it.
 
         Raises:
-            ValueError naming the file, the first bad position and the rule broken.
+            :class:`manaka.DatasetError` (a ValueError) naming the folder, the file, the
+            first bad position and the rule broken; nothing else for a damaged folder.
         """
         path = os.fspath(path)
         source = f"Dataset.open({path!r})"
+
+        def fail(message):
+            raise DatasetError(path, f"{source}: {message}", named=True)
+
         if not os.path.isdir(path):
-            raise ValueError(f"{source}: not a directory")
+            fail("not a directory")
         meta_path = os.path.join(path, "meta.json")
         try:
             with open(meta_path) as f:
                 meta = json.load(f)
         except FileNotFoundError:
-            raise ValueError(f"{source}: meta.json: missing") from None
-        except (OSError, ValueError) as e:
-            raise ValueError(f"{source}: meta.json: not valid JSON ({e})") from None
+            fail("meta.json: missing")
+        except (OSError, ValueError, RecursionError) as e:
+            fail(f"meta.json: not valid JSON ({type(e).__name__}: {e})")
         arrays: Dict[str, Optional[np.ndarray]] = {}
         for name in _v.FILES:
             file = os.path.join(path, name + ".npy")
@@ -175,11 +181,11 @@ class Dataset:
                 if name == "policy_target":
                     arrays[name] = None
                     continue
-                raise ValueError(f"{source}: {name}.npy: missing")
+                fail(f"{name}.npy: missing")
             try:
                 arrays[name] = np.load(file, mmap_mode="r", allow_pickle=False)
-            except (OSError, ValueError, EOFError) as e:
-                raise ValueError(f"{source}: {name}.npy: cannot be read (truncated or not a .npy file: {e})") from None
+            except Exception as e:  # a corrupt header raises ValueError, SyntaxError, tokenize.TokenError...
+                fail(f"{name}.npy: cannot be read (truncated or not a .npy file: {type(e).__name__}: {e})")
         names = {name: name + ".npy" for name in _v.FILES}
         names["meta"] = "meta.json"
         return cls(arrays, meta, path=path, source=source, names=names)

@@ -24,9 +24,10 @@ __all__ = ["FileFormatError", "ModelFileError", "CheckpointError", "CheckpointMi
 class FileFormatError(ValueError):
     """A file manaka cannot use. ``path`` is the file (or folder); the message names it."""
 
-    def __init__(self, path, message: str):
+    def __init__(self, path, message: str, named: bool = False):
+        """`named`: the message already names the file (it is then used as it is)."""
         self.path: Optional[str] = None if path is None else os.fspath(path)
-        super().__init__(f"{self.path!r}: {message}" if self.path is not None else message)
+        super().__init__(message if named or self.path is None else f"{self.path!r}: {message}")
 
 
 class ModelFileError(FileFormatError):

@@ -15,6 +15,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -82,9 +83,34 @@ def parser() -> argparse.ArgumentParser:
 def model_config(args, preset: dict, data: "mk.Dataset") -> "mk.ModelConfig":
     pick = lambda name: getattr(args, name) if getattr(args, name) is not None else preset[name]
     hidden = preset["hidden"] if args.hidden is None else tuple(int(h) for h in args.hidden.split(",") if h.strip())
-    return mk.ModelConfig(num_tokens=data.num_tokens, num_moves=data.num_moves, tokens_per_side=data.tokens_per_side,
-                          embed_dim=pick("embed_dim"), orders=pick("orders"), pair_dim=pick("pair_dim"),
-                          hidden=hidden, head_width=pick("head_width"))
+    cfg = mk.ModelConfig(num_tokens=data.num_tokens, num_moves=data.num_moves, tokens_per_side=data.tokens_per_side,
+                         embed_dim=pick("embed_dim"), orders=pick("orders"), pair_dim=pick("pair_dim"),
+                         hidden=hidden, head_width=pick("head_width"))
+    check_fits_in_memory(cfg, data)
+    return cfg
+
+
+def check_fits_in_memory(cfg: "mk.ModelConfig", data: "mk.Dataset") -> None:
+    """Refuses, before allocating, a model sized (by the data's meta.json and the options)
+    beyond this machine's memory: parameters, gradients and two AdamW moments, float32."""
+    from .model import expected_shapes
+
+    params = 0
+    for shape in expected_shapes(cfg).values():
+        n = 1
+        for d in shape:
+            n *= d
+        params += n
+    need = 16 * params
+    try:
+        have = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not POSIX: let the allocation decide
+        return
+    if need > have:
+        where = os.path.join(data.path, "meta.json") if data.path else "the data"
+        raise ValueError(f"the model sized by {where} (num_tokens={cfg.num_tokens}, num_moves={cfg.num_moves}, "
+                         f"T={cfg.tokens_per_side}) and the options has {params:,} parameters and needs about "
+                         f"{need / 2**30:,.1f} GiB for training, more than this machine's {have / 2**30:,.1f} GiB")
 
 
 def main(argv=None) -> int:

@@ -21,11 +21,15 @@ CHUNK = 1 << 18  # positions per vectorised step: ~30 MB of temporaries at T = 4
 class Rule:
     """Raises ValueError with the source and the name of the array it concerns."""
 
-    def __init__(self, source: str, names: Mapping[str, str]):
-        self.source, self.names = source, names
+    def __init__(self, source: str, names: Mapping[str, str], path: Optional[str] = None):
+        self.source, self.names, self.path = source, names, path
 
     def fail(self, array: str, message: str):
-        raise ValueError(f"{self.source}: {self.names.get(array, array)}: {message}")
+        text = f"{self.source}: {self.names.get(array, array)}: {message}"
+        if self.path is not None:  # a folder on disk: DatasetError, a ValueError naming it
+            from .errors import DatasetError
+            raise DatasetError(self.path, text, named=True)
+        raise ValueError(text)
 
 
 def check_meta(meta: object, rule: Rule) -> Dict[str, int]:
@@ -36,8 +40,8 @@ def check_meta(meta: object, rule: Rule) -> Dict[str, int]:
         if key not in meta:
             rule.fail("meta", f"missing the key {key!r} (needs version, num_tokens, num_moves, T)")
         value = meta[key]
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            rule.fail("meta", f"{key} must be a positive integer, got {value!r}")
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 2**31 - 1:
+            rule.fail("meta", f"{key} must be a positive integer below 2**31, got {value!r:.50}")
     if meta["version"] != FORMAT_VERSION:
         rule.fail("meta", f"version {meta['version']} is not supported (this manaka reads version {FORMAT_VERSION})")
     if meta["num_tokens"] > 32767:
@@ -62,8 +66,13 @@ def check_shapes(arrays: Mapping[str, Optional[np.ndarray]], meta: Mapping[str, 
     N = tokens.shape[0]
     if N < 1:
         rule.fail("tokens", "the dataset has no positions")
-    if tokens.shape[1] != 2 or tokens.shape[2] != meta["T"]:
-        rule.fail("tokens", f"has shape {tokens.shape}, expected [N, 2, T = {meta['T']}]")
+    if tokens.shape[1] != 2:
+        swapped = " (axes swapped? it must be [N, 2, T], not [N, T, 2])" if tokens.shape[2] == 2 else ""
+        rule.fail("tokens", f"has shape {tokens.shape}: axis 1 holds the 2 perspectives, got length "
+                            f"{tokens.shape[1]}{swapped}")
+    if tokens.shape[2] != meta["T"]:
+        rule.fail("tokens", f"has shape {tokens.shape}: axis 2 holds the T = {meta['T']} token slots of "
+                            f"meta.json, got length {tokens.shape[2]}")
     _check_array(rule, "legal_offsets", arrays["legal_offsets"], [np.int64], 1)
     _check_array(rule, "legal_moves", arrays["legal_moves"], [np.int16, np.int32], 1)
     _check_array(rule, "target", arrays["target"], [np.int32], 1)
@@ -116,6 +125,15 @@ def check_values(arrays: Mapping[str, Optional[np.ndarray]], meta: Mapping[str, 
             k = _first(bad)
             i = int(np.searchsorted(off, off[0] + k, side="right")) - 1
             rule.fail("legal_moves", f"position {a + i}: legal move {mv[k]} at slot {off[0] + k - off[i]} is out of range [0, num_moves = {M})")
+        # a move listed twice would get two logits and split its probability
+        pos = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        key = np.sort(pos * M + mv.astype(np.int64))
+        dup = key[1:] == key[:-1]
+        if dup.any():
+            k = int(key[1:][dup][0])
+            i, m = k // M, k % M
+            rule.fail("legal_moves", f"position {a + i}: move {m} appears twice in its legal list (each legal "
+                                     "move must be listed once)")
         tg = np.asarray(target[a:b])
         bad = (tg < 0) | (tg >= counts)
         if bad.any():

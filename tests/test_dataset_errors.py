@@ -1,0 +1,64 @@
+"""Dataset errors of issue 10 and issue 11 item 10: one exception type (DatasetError, a
+ValueError naming the folder) for every damaged folder, a repeated legal move refused with
+its position, the tokens message naming the axis it read, and a meta.json that would size
+a model beyond memory refused by the CLI before anything is allocated."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+import manaka as mk
+from test_dataset import arrays
+
+
+def test_a_corrupt_npy_header_is_a_dataset_error(tmp_path):
+    path = mk.Dataset.from_arrays(**arrays()).save(tmp_path / "ds")
+    file = os.path.join(path, "target.npy")
+    raw = bytearray(open(file, "rb").read())
+    # the header is a Python literal: an unterminated string made numpy raise tokenize.TokenError
+    raw[10:60] = b"{'descr': '<i4, 'fortran_order': False, 'shape': ("
+    open(file, "wb").write(bytes(raw))
+    with pytest.raises(mk.DatasetError, match=r"target\.npy: cannot be read") as info:
+        mk.Dataset.open(path)
+    assert info.value.path == str(path)
+
+
+def test_bad_meta_json_is_a_dataset_error(tmp_path):
+    path = mk.Dataset.from_arrays(**arrays()).save(tmp_path / "ds")
+    with open(os.path.join(path, "meta.json"), "w") as f:
+        f.write("[" * 100000)
+    with pytest.raises(mk.DatasetError, match="meta.json: not valid JSON"):
+        mk.Dataset.open(path)
+    meta = {"version": 1, "num_tokens": 50, "num_moves": 2**40, "T": 4}
+    with open(os.path.join(path, "meta.json"), "w") as f:
+        json.dump(meta, f)
+    with pytest.raises(mk.DatasetError, match="num_moves must be a positive integer below 2\\*\\*31"):
+        mk.Dataset.open(path)
+
+
+def test_a_repeated_legal_move_is_refused_with_its_position():
+    a = arrays(N=6, M=40, seed=3)
+    offsets = a["legal_offsets"]
+    i = int(np.flatnonzero(np.diff(offsets) >= 2)[-1])
+    moves = np.array(a["legal_moves"])
+    moves[offsets[i] + 1] = moves[offsets[i]]
+    with pytest.raises(ValueError, match=f"position {i}: move {moves[offsets[i]]} appears twice"):
+        mk.Dataset.from_arrays(**{**a, "legal_moves": moves})
+
+
+def test_swapped_token_axes_are_named():
+    a = arrays(T=4)
+    with pytest.raises(ValueError, match=r"axis 1 holds the 2 perspectives, got length 4 \(axes swapped"):
+        mk.Dataset.from_arrays(**{**a, "tokens": np.swapaxes(a["tokens"], 1, 2)})
+
+
+def test_the_cli_refuses_a_model_beyond_memory_in_one_line(tmp_path, capsys, monkeypatch):
+    from manaka import train
+    path = mk.Dataset.from_arrays(**arrays(V=50, M=40)).save(tmp_path / "ds")
+    monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PHYS_PAGES": 1, "SC_PAGE_SIZE": 4096}[name])
+    built = []
+    monkeypatch.setattr(mk.Model, "__init__", lambda self, *a, **k: built.append(a))
+    assert train.main(["--data", path, "--steps", "1", "--device", "cpu", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "meta.json" in err[0] and "more than this machine's" in err[0] and built == []
