@@ -1,8 +1,5 @@
-"""Cross-check against PyTorch (bench/torch_baseline.py): same parameters, same batch, three
+"""Cross-check against PyTorch (manaka/bench/torch_baseline.py): same parameters, same batch, three
 AdamW steps; skipped (and saying so) when torch is not installed."""
-import os
-import sys
-
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch not installed: the PyTorch cross-check is skipped")
@@ -10,16 +7,16 @@ torch = pytest.importorskip("torch", reason="torch not installed: the PyTorch cr
 import manaka as mk  # noqa: E402
 import model_cases as cases  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
-from torch_baseline import TorchStep  # noqa: E402
+from manaka.bench.torch_baseline import TorchStep  # noqa: E402
 
 
+@pytest.mark.parametrize("dense", [False, True], ids=["materialising", "dense"])
 @pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
-def test_three_steps_agree_with_torch_adamw(soft):
+def test_three_steps_agree_with_torch_adamw(soft, dense):
     cfg = cases.config(hidden=(8, 6))
     b = cases.batch(cfg, soft=soft)
     trainer = mk.Trainer(mk.Model(cfg, seed=1), lr=1e-2, weight_decay=0.05)
-    ref = TorchStep(cfg, trainer.model.state_dict(), b, lr=1e-2, weight_decay=0.05)
+    ref = TorchStep(cfg, trainer.model.state_dict(), b, lr=1e-2, weight_decay=0.05, dense=dense, fused=dense)
     for _ in range(3):
         assert trainer.step(b).loss == pytest.approx(float(ref.step()), rel=1e-5)
     for name, arr in trainer.model.state_dict().items():

@@ -8,5 +8,6 @@ unless that folder is named.
 SUITES = {
     "ops": "each fused op beside its materialising NumPy version (--device cuda: beside PyTorch)",
     "step": "the training step at the seed shapes beside PyTorch eager; fused vs split policy head",
+    "step_torch": "the step as mk.Trainer, manaka.torch.Network (eager, compiled) and plain PyTorch",
     "pipeline": "positions/s of the batch producers, and the data wait during training",
 }

@@ -4,7 +4,7 @@ Reports manaka's step (median/min/max of N after warm-up, positions/s), its spli
 forward, backward and optimizer (pair-table AdamW shown on its own), measured by the C
 trainer's phase counters, the step with the fused policy head against the split one
 (timed interleaved, bench/policy_head.py), and beside it the same network in PyTorch eager
-(bench/torch_baseline.py, only when torch is importable) loaded with the same parameters
+(manaka/bench/torch_baseline.py, only when torch is importable) loaded with the same parameters
 and batch, after checking that the two losses agree.
 """
 from __future__ import annotations
@@ -41,18 +41,12 @@ def seed_batch(cfg: mk.ModelConfig, B: int, L: int, seed: int = 0) -> mk.Batch:
 
 
 def load_torch_baseline():
-    """bench/torch_baseline.py from the source tree, or None (no torch, or not found)."""
+    """manaka.bench.torch_baseline, or None when torch is not installed."""
     if importlib.util.find_spec("torch") is None:
         return None
-    here = os.path.dirname(os.path.abspath(__file__))
-    for root in (os.getcwd(), os.path.join(here, "..", "..")):
-        path = os.path.join(root, "bench", "torch_baseline.py")
-        if os.path.exists(path):
-            spec = importlib.util.spec_from_file_location("torch_baseline", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            return module
-    return None
+    from . import torch_baseline
+
+    return torch_baseline
 
 
 def main(argv: List[str]) -> int:
@@ -70,9 +64,16 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--tag", default="cpu", help="results file tag: <out>/step-<tag>.*")
     ap.add_argument("--out", default=None, help=OUT_HELP)
     ap.add_argument("--no-write", action="store_true", help="print only")
+    ap.add_argument("--torch", action="store_true",
+                    help="the step_torch suite instead: mk.Trainer vs manaka.torch.Network vs plain PyTorch "
+                         "(python -m manaka.bench step_torch --help)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                     help="cuda: the GPU suite (python -m manaka.bench step --device cuda --help)")
     args, rest = ap.parse_known_args(argv)
+    if args.torch:
+        from . import step_torch
+
+        return step_torch.main([a for a in argv if a != "--torch"])
     if args.device == "cuda":
         from . import step_cuda
 

@@ -7,7 +7,7 @@ with the batch already on the GPU (read in place);
 kernel launches per step; device memory in use; memory-controller utilisation and power
 sampled through NVML during the timed loop; the step with the fused policy head against the
 split one (timed interleaved, bench/policy_head.py); and beside it, in the same run, the same
-network in PyTorch eager and under torch.compile (bench/torch_baseline.py, same parameters
+network in PyTorch eager and under torch.compile (manaka/bench/torch_baseline.py, same parameters
 and batch, losses checked to agree), and the floor: the bytes the step must move and the
 FLOPs it must do over this GPU's measured copy bandwidth and FP32 matmul rate.
 The run is refused while another process uses the GPU (docs/design.md §5).

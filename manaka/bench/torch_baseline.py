@@ -3,7 +3,7 @@
 ``python -m manaka.bench step``. It loads the SAME parameters as a manaka.Model and runs
 on the same batch, so the two losses can be compared.
 
-Only the benchmark imports this file, and only when torch is installed: torch is never a
+Only the benchmarks and tests import this module, and only when torch is installed: torch is never a
 dependency of manaka.
 """
 from __future__ import annotations
@@ -61,18 +61,54 @@ class TorchNet(torch.nn.Module):
         return policy_loss + value_weight * value_loss
 
 
+class DenseTorchNet(TorchNet):
+    """The strongest plain-PyTorch form of the same network found here, without manaka:
+    PowerSums as one ``embedding_bag`` (sum) over a table of precomputed powers
+    [V, K D], PairSums as an ``embedding_bag`` over the pair-table rows of every token pair,
+    and the policy logits as one dense GEMM over all M moves ([B, M]) then gathered at the
+    legal moves. Empty slots and pairs get per-sample weight 0. Same loss as TorchNet."""
+
+    def forward(self, tokens, legal, counts):
+        cfg = self.cfg
+        B, S, T = tokens.shape
+        present = tokens >= 0
+        emb = self.p("embedding")
+        powers = torch.cat([emb ** (k + 1) for k in range(cfg.orders)], 1)      # [V, K D]
+        ps = F.embedding_bag(tokens.clamp(min=0).reshape(B * S, T).long(), powers, mode="sum",
+                             per_sample_weights=present.reshape(B * S, T).to(emb.dtype))
+        ti, tj = tokens[:, :, self.pair_i], tokens[:, :, self.pair_j]
+        lo, hi = torch.minimum(ti, tj).long(), torch.maximum(ti, tj).long()
+        valid = ((ti >= 0) & (tj >= 0)).reshape(B * S, -1)
+        rows = (hi * (hi + 1) // 2 + lo).clamp(min=0).reshape(B * S, -1)
+        pair = F.embedding_bag(rows, self.p("pair_table"), mode="sum",
+                               per_sample_weights=valid.to(emb.dtype))
+        x = torch.cat([ps.reshape(B, S, -1), pair.reshape(B, S, -1)], 2).reshape(B, -1)
+        for i in range(len(cfg.hidden)):
+            x = F.relu(F.linear(x, self.p(f"trunk.{i}.weight"), self.p(f"trunk.{i}.bias")))
+        q = F.linear(x, self.p("policy.weight"), self.p("policy.bias"))
+        mask = torch.arange(legal.shape[1], device=legal.device)[None, :] < counts[:, None]
+        every = q @ self.p("move_table").T                                      # [B, M]
+        logits = every.gather(1, legal.clamp(min=0).long()).masked_fill(~mask, 0.0)
+        z = F.linear(x, self.p("value.weight"), self.p("value.bias"))[:, 0]
+        return logits, z, mask
+
+
 class TorchStep:
     """forward, loss, backward and torch.optim.AdamW (no decay on biases).
 
-    device: "cpu" or "cuda"; compile: wrap the network in torch.compile (the step's forward
+    dense: DenseTorchNet instead of TorchNet; fused: torch.optim.AdamW(fused=...) (default:
+    on CUDA only). device: "cpu" or "cuda"; compile: wrap the network in torch.compile (the step's forward
     and backward become compiled graphs; on CUDA AdamW is the fused multi-tensor kernel)."""
 
-    def __init__(self, cfg, state, batch, lr=1e-3, weight_decay=0.01, device="cpu", compile=False):
+    def __init__(self, cfg, state, batch, lr=1e-3, weight_decay=0.01, device="cpu", compile=False,
+                 dense=False, fused=None):
         self.device = torch.device(device)
-        self.net = TorchNet(cfg, state).to(self.device)
+        self.net = (DenseTorchNet if dense else TorchNet)(cfg, state).to(self.device)
         decay = [self.net.p(n) for n in self.net.names if not n.endswith("bias")]
         no_decay = [self.net.p(n) for n in self.net.names if n.endswith("bias")]
-        fused = {"fused": True} if self.device.type == "cuda" else {}
+        if fused is None:  # default: torch's fused AdamW kernel on CUDA, its default on the CPU
+            fused = self.device.type == "cuda"
+        fused = {"fused": True} if fused else {}
         self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
                                       {"params": no_decay, "weight_decay": 0.0}], lr=lr, **fused)
         self.loss_fn = torch.compile(self.net.loss) if compile else self.net.loss

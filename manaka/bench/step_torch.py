@@ -1,0 +1,138 @@
+"""``python -m manaka.bench step_torch`` (also ``step --torch``): the training step at the seed
+configuration, four ways, on the same parameters and batch:
+
+* ``mk.Trainer`` (manaka's C step: forward, loss, backward and AdamW fused in C);
+* ``manaka.torch.Network`` + ``torch.optim.AdamW(fused=True)``, eager and under
+  ``torch.compile(fullgraph=True)`` (the fused ops as PyTorch custom operators);
+* plain PyTorch without manaka (manaka/bench/torch_baseline.py, DenseTorchNet: policy
+  logits as one dense GEMM over all M moves then gathered, PowerSums and PairSums as
+  ``embedding_bag``), with the same fused AdamW, eager and compiled.
+
+All four start from the same parameters; their first losses are checked to agree before
+anything is timed. Steps are timed interleaved (each round runs every variant once, in an
+order reversed every round), so load from other processes falls on all of them alike.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import List
+
+import manaka as mk
+from manaka.bench.step import SEED, seed_batch
+from manaka.bench.timing import HEADER, OUT_HELP, measure_interleaved, peak_rss_mb, write_results
+
+
+def main(argv: List[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m manaka.bench step_torch", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batch", type=int, default=1024, help="B (default 1024)")
+    ap.add_argument("--max-legal", type=int, default=600, help="L (default 600)")
+    ap.add_argument("--runs", type=int, default=5, help="timed interleaved rounds (median of N)")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed rounds first (compilation happens here)")
+    ap.add_argument("--threads", type=int, default=0, help="threads for manaka and torch (0: manaka's default)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile variants")
+    ap.add_argument("--tag", default=None, help="results file tag: <out>/step-torch-<tag>.* (default: the device)")
+    ap.add_argument("--out", default=None, help=OUT_HELP)
+    ap.add_argument("--no-write", action="store_true", help="print only")
+    args = ap.parse_args(argv)
+    try:
+        import torch
+        import manaka.torch as mkt
+        from manaka.bench import torch_baseline
+    except ImportError as e:
+        print(f"python -m manaka.bench step_torch needs torch: {e}", file=sys.stderr)
+        return 2
+
+    mk.set_num_threads(args.threads)
+    torch.set_num_threads(mk.get_num_threads())
+    load = os.getloadavg()
+    cfg = mk.ModelConfig(**SEED)
+    batch = seed_batch(cfg, args.batch, args.max_legal)
+    B, dev = args.batch, args.device
+    model = mk.Model(cfg, seed=0, device=dev)
+    state = model.state_dict()
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    results = {"config": cfg.to_dict(), "batch": B, "max_legal": args.max_legal, "device": dev,
+               "threads": mk.get_num_threads(), "torch": torch.__version__, "load_average_at_start": load}
+
+    # every variant starts from the same parameters; their first losses must agree
+    losses = {"mk.Trainer": model.loss_and_grad(batch)[0]["loss"]}
+    trainer = mk.Trainer(model, lr=1e-3)
+    net = mkt.Network.from_model(model, device=dev)
+    tensors = mkt.batch_tensors(batch, dev)
+    opt = torch.optim.AdamW(mkt.param_groups(net, 0.01), lr=1e-3, fused=True)
+    with torch.no_grad():
+        losses["manaka.torch"] = float(net.loss(**tensors))
+    dense = torch_baseline.TorchStep(cfg, state, batch, lr=1e-3, device=dev, dense=True, fused=True)
+    losses["plain torch"] = dense.loss()
+    bad = {k: v for k, v in losses.items() if abs(v - losses["mk.Trainer"]) > 1e-4 * abs(losses["mk.Trainer"])}
+    results["loss_check"] = losses
+    if bad:
+        print(f"error: first losses disagree: {losses}", file=sys.stderr)
+        return 1
+
+    def network_step(loss_fn):
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(**tensors)
+            loss.backward()
+            opt.step()
+            return loss.detach()
+        return step
+
+    def trainer_step():
+        trainer.step(batch).loss  # reading the loss waits for a GPU step too
+
+    variants = {
+        "mk.Trainer step": trainer_step,
+        "manaka.torch.Network + AdamW eager": network_step(net.loss),
+        "plain torch (dense) + AdamW eager": dense.step,
+    }
+    compile_s = {}
+    if not args.no_compile:
+        compiled_net = torch_baseline.TorchStep(cfg, state, batch, lr=1e-3, device=dev, dense=True,
+                                                fused=True, compile=True)
+        net_compiled = network_step(torch.compile(net.loss, fullgraph=True))
+        for name, fn in (("manaka.torch.Network + AdamW compiled", net_compiled),
+                         ("plain torch (dense) + AdamW compiled", compiled_net.step)):
+            start = time.perf_counter()
+            fn()  # the first call compiles
+            sync()
+            compile_s[name] = time.perf_counter() - start
+            variants[name] = fn
+    results["first_call_s_compiled"] = compile_s
+
+    timings = measure_interleaved(variants, runs=args.runs, warmup=args.warmup, sync=sync)
+    base = timings["mk.Trainer step"]
+    lines = [f"seed configuration: {cfg}",
+             f"B={B} L={args.max_legal} device={dev} threads={mk.get_num_threads()} torch {torch.__version__}",
+             f"first losses at the same parameters: " + ", ".join(f"{k} {v:.6f}" for k, v in losses.items()),
+             "", HEADER]
+    for name, t in timings.items():
+        t.count_positions(B)
+        lines.append(t.row(baseline=None))
+    lines.append("")
+    for name, t in timings.items():
+        if name != "mk.Trainer step":
+            lines.append(f"  {name}: {t.median_ms / base.median_ms:.2f}x mk.Trainer's time")
+    for name, s in compile_s.items():
+        lines.append(f"  first call of {name} (compilation): {s:.1f} s")
+    results["timings"] = timings
+    results["ratio_to_trainer"] = {n: t.median_ms / base.median_ms for n, t in timings.items()}
+    lines.append(f"  peak RSS {peak_rss_mb():,.0f} MB")
+    load = os.getloadavg()
+    results["load_average"] = load
+    lines.append(f"  load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores"
+                 " (other processes inflate every time above, all variants alike: they are interleaved)")
+    print("\n".join(lines))
+    if not args.no_write:
+        print("wrote", write_results("step-torch", args.tag or dev, results, lines, args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
