@@ -255,10 +255,17 @@ class Model:
         and its size, then its config against its tensors' names and shapes (so a crafted
         file cannot make this allocate more than the file holds). Raises
         :class:`manaka.ModelFileError` (a ValueError) naming the file and what is wrong."""
+        if device not in ("cpu", "cuda"):
+            raise ValueError(f"Model.load: device must be 'cpu' or 'cuda', got {device!r}")
+        if policy_head not in cls.POLICY_HEADS:
+            raise ValueError(f"Model: policy_head must be 'fused' or 'split', got {policy_head!r}")
         meta, tensors = model_file.read(path, "model", ModelFileError)
         config, seed = config_from_meta(meta, path, ModelFileError)
         check_tensors(config, tensors, path, ModelFileError)
-        model = cls(config, device=device, seed=seed, policy_head=policy_head)
+        try:  # the arguments are checked above: what fails here is the file's config (e.g. T > 1024)
+            model = cls(config, device=device, seed=seed, policy_head=policy_head)
+        except (ValueError, OverflowError, MemoryError) as e:
+            raise ModelFileError(path, f"its config {config} cannot be built: {type(e).__name__}: {e}") from None
         try:
             model.load_state_dict(tensors)
         except (KeyError, ValueError, TypeError) as e:  # non-finite values

@@ -62,3 +62,17 @@ def test_the_cli_refuses_a_model_beyond_memory_in_one_line(tmp_path, capsys, mon
     assert train.main(["--data", path, "--steps", "1", "--device", "cpu", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "meta.json" in err[0] and "more than this machine's" in err[0] and built == []
+
+
+def test_the_cli_prints_one_line_for_a_corrupt_dataset(tmp_path):
+    import subprocess
+    import sys
+    path = mk.Dataset.from_arrays(**arrays()).save(tmp_path / "ds")
+    with open(os.path.join(path, "tokens.npy"), "r+b") as f:
+        f.seek(12)
+        f.write(b"'descr': '<i2, 'fortran")
+    out = subprocess.run([sys.executable, "-m", "manaka.train", "--data", path, "--steps", "1", "--device", "cpu"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "tokens.npy: cannot be read" in lines[0] and path in lines[0]

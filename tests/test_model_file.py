@@ -146,3 +146,17 @@ def test_expected_shapes_match_the_built_model():
     from manaka.model import expected_shapes
     for cfg in (cases.config(), cases.config(hidden=()), cases.config(hidden=(3, 4, 5), orders=1)):
         assert list(expected_shapes(cfg).items()) == list(mk.Model(cfg).shapes.items())
+
+
+@pytest.mark.parametrize("T", [2000, 2**63, 2**80])
+def test_a_config_the_core_refuses_is_a_model_file_error(tmp_path, T):
+    """tokens_per_side is in no tensor's shape: the core's own bound (or an overflow) must
+    still come out as ModelFileError (found by the fuzz harness)."""
+    path = tmp_path / "m.manaka"
+    model = mk.Model(cases.config())
+    model_file.write(path, "model", {"config": {**model.config.to_dict(), "tokens_per_side": T}, "seed": 0},
+                     model.state_dict().items())
+    with pytest.raises(mk.ModelFileError, match="m.manaka.*cannot be built"):
+        mk.Model.load(path)
+    with pytest.raises(ValueError, match="policy_head"):
+        mk.Model.load(path, policy_head="both")
