@@ -11,7 +11,8 @@
 #   4. the whole test suite runs, and none of the GPU tests was skipped for want of a device,
 #   5. python3 -m manaka.bench ops --device cuda (without torch.compile),
 #   6. python3 -m manaka.bench step --device cuda (PyTorch eager and torch.compile beside it),
-#   7. the ops benchmark with torch.compile, if time is left.
+#   7. python3 -m manaka.bench step_torch --device cuda (manaka.torch), if time is left,
+#   8. the ops benchmark with torch.compile, if time is left.
 # Writes OUTDIR/gpu_check.log (everything), OUTDIR/gpu_check.json (a summary per step),
 # OUTDIR/pytest.xml, and the benchmarks' results packed in OUTDIR/bench_results.tar (the
 # device tool returns at most 8 files). Exit status 0 only if every step passed (the
@@ -112,6 +113,12 @@ if [ $FAILED -eq 0 ]; then
     left=$((BUDGET - $(elapsed)))
     step bench-step-cuda $((left > 150 ? 150 : (left > 30 ? left : 30))) \
         "$PY" -m manaka.bench step --device cuda --out "$OUT/bench" || FAILED=1
+    left=$((BUDGET - $(elapsed)))
+    if [ $left -ge 120 ]; then
+        step bench-step-torch-cuda $((left > 180 ? 180 : left)) \
+            "$PY" -m manaka.bench step_torch --device cuda --out "$OUT/bench" ||
+            echo "gpu_check: the manaka.torch step benchmark did not finish (optional)"
+    fi
     left=$((BUDGET - $(elapsed)))
     if [ $left -ge 60 ]; then
         step bench-ops-cuda-compile $left \
