@@ -38,7 +38,7 @@ PyMODINIT_FUNC PyInit__core(void) {
     import_array();
     PyObject *module = PyModule_Create(&module_def);
     if (!module) return NULL;
-    if (mk_init_ops(module) < 0 || mk_init_model(module) < 0 || mk_init_loader(module) < 0 ||
+    if (mk_init_ops(module) < 0 || mk_init_model(module) < 0 || mk_init_loader(module) < 0 || mk_init_shogi(module) < 0 ||
         mk_init_backend_probe(module) < 0 || mk_init_policy_head_probe(module) < 0 ||
         mk_init_gemm_probe(module) < 0) {
         Py_DECREF(module);
