@@ -8,6 +8,7 @@ import pytest
 
 from shogi_reference import c_position, cshogi, labels, random_positions, tokens
 
+import manaka as mk
 from manaka import shogi
 
 
@@ -95,34 +96,74 @@ def corrupt(arr, fmt, i, kind):
             arr["game_result"][i] = 5
 
 
+def epoch_rows(ds, producers=2):
+    """Every row one epoch of a Loader delivers, in dataset order: {index: (tokens, legal, target, value)}."""
+    rows = {}
+    with mk.Loader(ds, batch_size=16, producers=producers, shuffle=False) as loader:
+        for batch in loader:
+            for r, i in enumerate(loader.last_indices):
+                legal = batch.legal[r, :batch.counts[r]].copy()
+                rows[int(i)] = (batch.tokens[r].copy(), legal, int(batch.target[r]), float(batch.value[r]))
+        return rows, loader.stats
+
+
+def test_loader_batches_equal_the_reference(tmp_path, records):
+    boards, hcpe, _ = records
+    hcpe.tofile(tmp_path / "all.hcpe")
+    ds = shogi.open_hcpe(tmp_path / "all.hcpe")
+    rows, stats = epoch_rows(ds, producers=3)
+    assert sorted(rows) == list(range(len(boards))) and stats["skipped"] == 0
+    for i, (b, m) in enumerate(boards):
+        tok, legal, target, value = rows[i]
+        np.testing.assert_array_equal(tok, tokens(b))
+        np.testing.assert_array_equal(legal, labels(b))
+        assert legal[target] == cshogi.dlshogi.make_move_label(m, b.turn)
+        assert value == result_for_side(shogi.HCPE, hcpe[i], b.turn)
+    # the in-memory conversion gives the same rows
+    whole = ds.to_dataset()
+    for i in range(0, len(boards), 37):
+        np.testing.assert_array_equal(whole[i].legal_moves, rows[i][1])
+
+
+BAD_CASES = [(kind, where) for kind in ("code", "illegal_move", "result") for where in ("middle", "end")]
+
+
 @pytest.mark.parametrize("fmt", [shogi.HCPE, shogi.PSV])
-@pytest.mark.parametrize("kind", ["code", "illegal_move", "result", "truncated"])
-@pytest.mark.parametrize("where", ["middle", "end"])
+@pytest.mark.parametrize("kind,where", BAD_CASES)
 def test_bad_records_name_file_and_record_or_are_skipped(tmp_path, records, fmt, kind, where):
     boards, hcpe, psv = records
     arr = (hcpe if fmt == shogi.HCPE else psv)[:50].copy()
     i = 20 if where == "middle" else len(arr) - 1
     path = tmp_path / ("x.hcpe" if fmt == shogi.HCPE else "x.bin")
     open_ = shogi.open_hcpe if fmt == shogi.HCPE else shogi.open_psv
-    if kind == "truncated":
-        if where == "middle":
-            pytest.skip("a cut-short record is always the file's last")
-        data = arr.tobytes()[:-5]
-        path.write_bytes(data)
-        with pytest.raises(ValueError, match=r"x\.(hcpe|bin).*not a whole number.*record 49"):
-            open_(str(path))
-        assert len(open_(str(path), on_bad="skip")) == 49
-        return
     corrupt(arr, fmt, i, kind)
     arr.tofile(path)
     reason = {"code": "Huffman|king", "illegal_move": "not legal", "result": "result"}[kind]
-    with pytest.raises(ValueError, match=rf"x\.(hcpe|bin): record {i}: .*({reason})"):
+    message = rf"x\.(hcpe|bin): record {i}: .*({reason})"
+    ds = open_(str(path))
+    with pytest.raises(ValueError, match=message):
+        ds[i]
+    with pytest.raises(ValueError, match=message):  # from the producers
+        epoch_rows(ds)
+    with pytest.raises(ValueError, match=message):
+        ds.to_dataset()
+    rows, stats = epoch_rows(open_(str(path), on_bad="skip"))
+    assert sorted(rows) == [k for k in range(50) if k != i] and stats["skipped"] == 1
+    b, _ = boards[i - 1]  # the good records are still the right ones
+    np.testing.assert_array_equal(rows[i - 1][0], tokens(b))
+    assert len(open_(str(path), on_bad="skip").to_dataset()) == 49
+
+
+@pytest.mark.parametrize("fmt", [shogi.HCPE, shogi.PSV])
+def test_a_record_cut_short_at_the_end(tmp_path, records, fmt):
+    arr = (records[1] if fmt == shogi.HCPE else records[2])[:50]
+    path = tmp_path / ("x.hcpe" if fmt == shogi.HCPE else "x.bin")
+    path.write_bytes(arr.tobytes()[:-5])
+    open_ = shogi.open_hcpe if fmt == shogi.HCPE else shogi.open_psv
+    with pytest.raises(ValueError, match=r"x\.(hcpe|bin).*not a whole number.*record 49"):
         open_(str(path))
     ds = open_(str(path), on_bad="skip")
-    assert len(ds) == 49 and ds.meta["skipped"] == 1
-    # The good records are still the right ones, in order.
-    b, _ = boards[i + 1 if i + 1 < 50 else 0]
-    np.testing.assert_array_equal(ds[i if i + 1 < 50 else 0].tokens, tokens(b))
+    assert len(ds) == 49 and ds.meta["cut_short_files"] == 1
 
 
 def test_bad_arguments(tmp_path):

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../loader.h"
 #include "../shogi/records.h"
 
 /* Reads (board, hand, side) into *pos; 0, or -1 with an exception. */
@@ -222,4 +223,136 @@ static PyMethodDef shogi_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-int mk_init_shogi(PyObject *module) { return PyModule_AddFunctions(module, shogi_methods); }
+
+/* ---------------------------------------------------------------- a row source */
+
+/* _core.ShogiRecords(format, files, names, eval_weight, skip): record files (each a uint8
+ * [n, record bytes] array, usually memory-mapped) as one row source for the Loader: its
+ * producers decode each record, generate its legal moves and encode it into the batch
+ * (csrc/loader.h, mk_row_source). A bad record is an error naming its file and index, or
+ * with skip is left out of its batch and counted in the loader's stats. */
+typedef struct {
+    PyObject_HEAD
+    mk_row_source source;
+    int format, skip;
+    double eval_weight;
+    int nfiles;
+    const uint8_t **data;
+    int64_t *start; /* [nfiles + 1] first row of each file */
+    char **names;
+    PyObject *files; /* the arrays, kept alive */
+} RecordsObject;
+
+static int records_fill(const void *ctx, int64_t index, int32_t *tokens, int32_t *legal,
+                        int32_t *target, float *value, char *error) {
+    const RecordsObject *r = ctx;
+    int lo = 0, hi = r->nfiles - 1; /* the file holding `index` */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (r->start[mid] <= index) lo = mid;
+        else hi = mid - 1;
+    }
+    int64_t i = index - r->start[lo];
+    int width = r->format == MK_SHOGI_FORMAT_HCPE ? MK_HCPE_BYTES : MK_PSV_BYTES;
+    int n = mk_shogi_row(r->format, r->data[lo] + i * width, r->eval_weight, tokens, legal, target,
+                         value);
+    if (n > 0) return n;
+    if (r->skip) return 0;
+    snprintf(error, MK_ROW_ERROR_BYTES, "shogi: %s: record %lld: %s (on_bad='skip' leaves such records out)",
+             r->names[lo], (long long)i, mk_shogi_record_reason(-n));
+    return -1;
+}
+
+static void Records_dealloc(RecordsObject *self) {
+    for (int i = 0; i < self->nfiles; i++) free(self->names ? self->names[i] : NULL);
+    free(self->names);
+    free(self->data);
+    free(self->start);
+    Py_XDECREF(self->files);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Records_init(RecordsObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *files, *names;
+    int format, skip;
+    double eval_weight;
+    if (self->files) {
+        PyErr_SetString(PyExc_RuntimeError, "ShogiRecords: already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "iO!O!dp", &format, &PyList_Type, &files, &PyList_Type, &names,
+                          &eval_weight, &skip) ||
+        format_arg(format) < 0)
+        return -1;
+    Py_ssize_t n = PyList_GET_SIZE(files);
+    if (n < 1 || n != PyList_GET_SIZE(names) || n > 1 << 20) {
+        PyErr_SetString(PyExc_ValueError, "ShogiRecords: files and names must be equal, non-empty lists");
+        return -1;
+    }
+    if (!(eval_weight >= 0.0 && eval_weight <= 1.0)) {
+        PyErr_Format(PyExc_ValueError, "ShogiRecords: eval_weight must be in [0, 1], got %g", eval_weight);
+        return -1;
+    }
+    int width = format == MK_SHOGI_FORMAT_HCPE ? MK_HCPE_BYTES : MK_PSV_BYTES;
+    self->data = calloc((size_t)n, sizeof *self->data);
+    self->start = calloc((size_t)n + 1, sizeof *self->start);
+    self->names = calloc((size_t)n, sizeof *self->names);
+    if (!self->data || !self->start || !self->names) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->nfiles = (int)n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyList_GET_ITEM(files, i), *name = PyList_GET_ITEM(names, i);
+        /* Read in place by the producers: exactly uint8 [rows, width], C-contiguous. */
+        if (!PyArray_Check(a) || PyArray_TYPE((PyArrayObject *)a) != NPY_UINT8 ||
+            PyArray_NDIM((PyArrayObject *)a) != 2 || PyArray_DIM((PyArrayObject *)a, 1) != width ||
+            !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)a)) {
+            PyErr_Format(PyExc_ValueError, "ShogiRecords: files[%zd] must be a C-contiguous uint8 [n, %d] array", i, width);
+            return -1;
+        }
+        const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+        if (!s) {
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "ShogiRecords: names[%zd] must be a str", i);
+            return -1;
+        }
+        self->names[i] = strdup(s);
+        self->data[i] = PyArray_DATA((PyArrayObject *)a);
+        self->start[i + 1] = self->start[i] + PyArray_DIM((PyArrayObject *)a, 0);
+    }
+    self->format = format, self->skip = skip, self->eval_weight = eval_weight;
+    self->source.num_rows = self->start[n];
+    self->source.tokens_per_side = MK_SHOGI_TOKENS;
+    self->source.max_legal = MK_SHOGI_MAX_MOVES;
+    self->source.ctx = self;
+    self->source.fill = records_fill;
+    Py_INCREF(files);
+    self->files = files;
+    return 0;
+}
+
+static Py_ssize_t Records_len(RecordsObject *self) { return (Py_ssize_t)self->source.num_rows; }
+
+static PySequenceMethods Records_sequence = {.sq_length = (lenfunc)Records_len};
+
+static PyTypeObject RecordsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "manaka._core.ShogiRecords",
+    .tp_basicsize = sizeof(RecordsObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Shogi record files as a Loader row source (use manaka.shogi.open_hcpe / open_psv).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Records_init,
+    .tp_dealloc = (destructor)Records_dealloc,
+    .tp_as_sequence = &Records_sequence,
+};
+
+const mk_row_source *mk_shogi_row_source(PyObject *obj) {
+    if (!PyObject_TypeCheck(obj, &RecordsType)) return NULL;
+    RecordsObject *r = (RecordsObject *)obj;
+    return r->files ? &r->source : NULL;
+}
+
+int mk_init_shogi(PyObject *module) {
+    if (PyModule_AddFunctions(module, shogi_methods) < 0 || PyType_Ready(&RecordsType) < 0) return -1;
+    return PyModule_AddObjectRef(module, "ShogiRecords", (PyObject *)&RecordsType);
+}

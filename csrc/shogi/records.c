@@ -68,31 +68,42 @@ static void build_tables(void) {
     }
 }
 
+/* The 256 bits as four little-endian words plus a zero word, so that reading past the
+ * end gives zeros (a code that runs past bit 256 is refused by the caller). */
 typedef struct {
-    const uint8_t *data;
+    uint64_t w[5];
     int bit; /* next bit, 0..256 */
 } bits;
 
-/* The next up-to-8 bits (zeros past the end). */
-static unsigned peek8(const bits *b) {
-    unsigned v = 0;
-    for (int i = 0; i < 8 && b->bit + i < 256; i++) {
-        int k = b->bit + i;
-        v |= (unsigned)(b->data[k >> 3] >> (k & 7) & 1) << i;
+static void load_bits(bits *b, const uint8_t *data) {
+    for (int i = 0; i < 4; i++) {
+        uint64_t x = 0;
+        for (int j = 7; j >= 0; j--) x = x << 8 | data[8 * i + j];
+        b->w[i] = x;
     }
-    return v;
+    b->w[4] = 0;
+    b->bit = 0;
 }
 
-static unsigned take(bits *b, int n) {
-    unsigned v = 0;
-    for (int i = 0; i < n; i++, b->bit++) v |= (unsigned)(b->data[b->bit >> 3] >> (b->bit & 7) & 1) << i;
+/* The next 8 bits, least significant first. */
+static inline unsigned peek8(const bits *b) {
+    int k = b->bit, o = k & 63;
+    uint64_t v = b->w[k >> 6] >> o;
+    if (o > 56) v |= b->w[(k >> 6) + 1] << (64 - o);
+    return (unsigned)(v & 0xFF);
+}
+
+static inline unsigned take(bits *b, int n) {
+    unsigned v = peek8(b) & ((1u << n) - 1);
+    b->bit += n;
     return v;
 }
 
 static int decode_position(int format, const uint8_t *data, mk_shogi_pos *pos) {
     pthread_once(&table_once, build_tables);
     memset(pos, 0, sizeof *pos);
-    bits b = {data, 0};
+    bits b;
+    load_bits(&b, data);
     pos->side = (uint8_t)take(&b, 1);
     unsigned king[2];
     king[0] = take(&b, 7);
