@@ -18,7 +18,7 @@ except ImportError as error:  # not built, or built but not loadable here
     _cuda = None
     _IMPORT_ERROR = error
 
-__all__ = ["is_available", "why_unavailable", "device_name", "synchronize", "allow_tf32", "DeviceArray"]
+__all__ = ["is_available", "why_unavailable", "why_cannot_train", "device_name", "synchronize", "allow_tf32", "DeviceArray"]
 
 
 def _built_file_exists() -> bool:
@@ -75,6 +75,20 @@ def backend_table() -> Any:
     from ._cuda_libs import find_cublas
 
     return _require("Model(device='cuda')").backend_table(find_cublas())
+
+
+def why_cannot_train() -> str:
+    """Why a model cannot train on the GPU here, or ``""`` when it can: the backend and a
+    device must be usable (:func:`why_unavailable`) and cuBLAS must load (the dense layers'
+    GEMMs need it, and it is not part of the driver)."""
+    reason = why_unavailable()
+    if reason:
+        return reason
+    try:
+        backend_table()
+    except RuntimeError as error:
+        return str(error)
+    return ""
 
 
 def allow_tf32(allow: bool = True) -> None:

@@ -20,6 +20,10 @@ def test_step_benchmark_runs_and_writes_results(tmp_path, capsys):
     result = json.loads((tmp_path / "step-test.json").read_text())
     assert result["manaka"]["median_ms"] > 0
     assert result["manaka_device_batch"]["median_ms"] > 0  # the step on a batch already on the GPU
+    throughput = result["manaka_throughput"]  # N steps, one synchronise; host time of one call
+    assert throughput["median_ms"] > 0 and 0 < float(throughput["extra"]["host ms"]) <= throughput["median_ms"] * 3
+    skewed = result["manaka_skewed_batch"]  # hot ids, as in real positions
+    assert skewed["median_ms"] > 0 and float(skewed["extra"]["top-10 token share"]) > 0.3
     assert result["launches_per_step"] > 5  # forward, loss, backward and AdamW kernels at least
     assert result["floor"]["bytes"] > 0 and result["floor"]["floor_ms"] > 0
     head = result["policy_head"]  # the fused policy head beside the split one

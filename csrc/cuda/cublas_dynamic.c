@@ -11,17 +11,30 @@ typedef int (*set_math_mode_fn)(mk_cublas_handle, int);
 typedef int (*sgemm_fn)(mk_cublas_handle, int, int, int, int, int, const float *, const float *,
                         int, const float *, int, const float *, float *, int);
 
-/* Written once under `lock`, then only read: the library handle is process-wide, like the
- * CUDA context it lives in. */
+/* The library and its entry points are written once under `lock`, then only read. Handles:
+ * one per (device, stream), created on first use with its stream set once and never
+ * changed. One shared handle would need cublasSetStream before each GEMM, and that pair is
+ * not atomic: with the GIL released, two models on two threads (or two devices) would run
+ * GEMMs on each other's stream, or on a device the handle does not belong to. */
+#define MK_CUBLAS_MAX_HANDLES 64
 static struct {
     pthread_mutex_t lock;
     void *library;
     char path[1024];
-    mk_cublas_handle handle;
+    create_fn create;
     set_stream_fn set_stream;
     set_math_mode_fn set_math_mode;
     sgemm_fn sgemm;
+    int tf32;
+    int count;
+    struct {
+        int device;
+        void *stream;
+        mk_cublas_handle handle;
+    } handles[MK_CUBLAS_MAX_HANDLES];
 } cublas = {PTHREAD_MUTEX_INITIALIZER};
+
+int mk_cublas_current_device(void); /* streams.cu */
 
 static mk_status load_locked(const char *path) {
     const char *candidates[] = {path, "libcublas.so.13", "libcublas.so.12", "libcublas.so"};
@@ -38,18 +51,13 @@ static mk_status load_locked(const char *path) {
                        "the nvidia-cublas wheel or put the CUDA toolkit's lib64 on "
                        "LD_LIBRARY_PATH",
                        path ? path : "no explicit path");
-    create_fn create = (create_fn)dlsym(lib, "cublasCreate_v2");
+    cublas.create = (create_fn)dlsym(lib, "cublasCreate_v2");
     cublas.set_stream = (set_stream_fn)dlsym(lib, "cublasSetStream_v2");
     cublas.set_math_mode = (set_math_mode_fn)dlsym(lib, "cublasSetMathMode");
     cublas.sgemm = (sgemm_fn)dlsym(lib, "cublasSgemm_v2");
-    if (!create || !cublas.set_stream || !cublas.set_math_mode || !cublas.sgemm) {
+    if (!cublas.create || !cublas.set_stream || !cublas.set_math_mode || !cublas.sgemm) {
         dlclose(lib);
         return mk_fail(MK_ERR_RUNTIME, "%s lacks the cuBLAS v2 entry points", found);
-    }
-    int rc = create(&cublas.handle);
-    if (rc != 0) {
-        dlclose(lib);
-        return mk_fail(MK_ERR_RUNTIME, "cublasCreate failed with status %d (from %s)", rc, found);
     }
     cublas.library = lib;
     snprintf(cublas.path, sizeof cublas.path, "%s", found);
@@ -65,11 +73,54 @@ mk_status mk_cublas_load(const char *path) {
 
 const char *mk_cublas_path(void) { return cublas.path; }
 
+int mk_cublas_handle_count(void) {
+    pthread_mutex_lock(&cublas.lock);
+    int n = cublas.count;
+    pthread_mutex_unlock(&cublas.lock);
+    return n;
+}
+
+/* The handle of (current device, stream), created on first use. */
+static mk_status handle_for(void *stream, mk_cublas_handle *out) {
+    int device = mk_cublas_current_device();
+    mk_status status = MK_OK;
+    pthread_mutex_lock(&cublas.lock);
+    int i = 0;
+    while (i < cublas.count && !(cublas.handles[i].device == device && cublas.handles[i].stream == stream)) i++;
+    if (i == cublas.count) {
+        mk_cublas_handle h = NULL;
+        int rc;
+        if (cublas.count == MK_CUBLAS_MAX_HANDLES)
+            status = mk_fail(MK_ERR_RUNTIME, "cuBLAS: more than %d (device, stream) pairs ran GEMMs",
+                             MK_CUBLAS_MAX_HANDLES);
+        else if ((rc = cublas.create(&h)) != 0)
+            status = mk_fail(MK_ERR_RUNTIME, "cublasCreate failed with status %d (from %s)", rc, cublas.path);
+        else if ((rc = cublas.set_stream(h, stream)) != 0 ||
+                 (rc = cublas.set_math_mode(h, cublas.tf32 ? MK_CUBLAS_TF32_TENSOR_OP_MATH
+                                                           : MK_CUBLAS_DEFAULT_MATH)) != 0)
+            status = mk_fail(MK_ERR_RUNTIME, "cublasSetStream/SetMathMode failed with status %d", rc);
+        if (status == MK_OK) {
+            cublas.handles[i].device = device;
+            cublas.handles[i].stream = stream;
+            cublas.handles[i].handle = h;
+            cublas.count++;
+        } /* a handle whose setup failed is leaked: cublasDestroy is not among the entry points */
+    }
+    if (status == MK_OK) *out = cublas.handles[i].handle;
+    pthread_mutex_unlock(&cublas.lock);
+    return status;
+}
+
 mk_status mk_cublas_allow_tf32(int allow) {
     mk_status status = mk_cublas_load(NULL);
     if (status != MK_OK) return status;
-    int rc = cublas.set_math_mode(cublas.handle, allow ? MK_CUBLAS_TF32_TENSOR_OP_MATH
-                                                       : MK_CUBLAS_DEFAULT_MATH);
+    int rc = 0;
+    pthread_mutex_lock(&cublas.lock);
+    cublas.tf32 = allow != 0;
+    for (int i = 0; i < cublas.count && rc == 0; i++)
+        rc = cublas.set_math_mode(cublas.handles[i].handle, allow ? MK_CUBLAS_TF32_TENSOR_OP_MATH
+                                                                  : MK_CUBLAS_DEFAULT_MATH);
+    pthread_mutex_unlock(&cublas.lock);
     return rc ? mk_fail(MK_ERR_RUNTIME, "cublasSetMathMode failed with status %d", rc) : MK_OK;
 }
 
@@ -77,12 +128,12 @@ mk_status mk_cublas_sgemm(void *stream, int trans_a, int trans_b, int m, int n, 
                           float alpha, const float *A, int lda, const float *B, int ldb,
                           float beta, float *C, int ldc) {
     mk_status status = mk_cublas_load(NULL);
+    mk_cublas_handle h = NULL;
+    if (status == MK_OK) status = handle_for(stream, &h);
     if (status != MK_OK) return status;
     extern unsigned long long mk_cuda_launches; /* counters.c: counted like a kernel launch */
     __atomic_fetch_add(&mk_cuda_launches, 1ull, __ATOMIC_RELAXED);
-    int rc = cublas.set_stream(cublas.handle, stream);
-    if (rc == 0)
-        rc = cublas.sgemm(cublas.handle, trans_a ? MK_CUBLAS_OP_T : MK_CUBLAS_OP_N,
+    int rc = cublas.sgemm(h, trans_a ? MK_CUBLAS_OP_T : MK_CUBLAS_OP_N,
                           trans_b ? MK_CUBLAS_OP_T : MK_CUBLAS_OP_N, m, n, k, &alpha, A, lda, B,
                           ldb, &beta, C, ldc);
     return rc ? mk_fail(MK_ERR_RUNTIME, "cublasSgemm failed with status %d (m=%d n=%d k=%d)", rc,

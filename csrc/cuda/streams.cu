@@ -43,3 +43,11 @@ mk_status mk_event_synchronize_cuda(void *event) {
     MK_CUDA_RETURN_IF(cudaEventSynchronize((cudaEvent_t)event));
     return MK_OK;
 }
+
+/* The current device, for cublas_dynamic.c's handle table (plain C, which does not include the runtime's
+ * C++ headers); 0 if it cannot be read. */
+extern "C" int mk_cublas_current_device(void) {
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) device = 0;
+    return device;
+}

@@ -120,7 +120,12 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="size of the bandwidth probe's copy in MiB (default 1024)")
     parser.add_argument("--tag", default="cuda", help="results file tag (default: cuda)")
     parser.add_argument("--out", default=None, help=OUT_HELP)
+    parser.add_argument("--dry-run", action="store_true",
+                    help="parse the arguments, print them and exit (tools/gpu_check.sh --rehearse)")
     args = parser.parse_args(argv)
+    if args.dry_run:
+        print(f"dry run: {vars(args)}")
+        return 0
 
     if not cuda.is_available():
         print(f"manaka.bench ops --device cuda: cannot run: {cuda.why_unavailable()}", file=sys.stderr)

@@ -49,6 +49,19 @@ def load_torch_baseline():
     return torch_baseline
 
 
+def without_device(argv: List[str]) -> List[str]:
+    """argv less its `--device X` / `--device=X` (only that: `--tag cuda` keeps its value)."""
+    out, skip = [], False
+    for i, a in enumerate(argv):
+        if skip:
+            skip = False
+        elif a == "--device":
+            skip = True
+        elif not a.startswith("--device="):
+            out.append(a)
+    return out
+
+
 def main(argv: List[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m manaka.bench step", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -77,7 +90,7 @@ def main(argv: List[str]) -> int:
     if args.device == "cuda":
         from . import step_cuda
 
-        return step_cuda.main([a for a in argv if a not in ("--device", "cuda", "--device=cuda")])
+        return step_cuda.main(without_device(list(argv)))
     if rest:
         ap.error(f"unrecognized arguments: {' '.join(rest)}")
 

@@ -3,12 +3,16 @@ configuration on a GPU.
 
 Reports manaka's step (median/min/max of N after warm-up, positions/s) with the batch
 staged from NumPy every step (as a loader delivers it), with bf16 pair-table moments, and
-with the batch already on the GPU (read in place);
-kernel launches per step; device memory in use; memory-controller utilisation and power
+with the batch already on the GPU (read in place); its throughput (N steps, one
+synchronise: copy/compute overlap) with the host time of one call; the step on a skewed
+batch (bench/skew.py: hot tokens, pairs and moves as in real games);
+kernel launches per step (manaka's counter, which does not see CUB's internal kernels and
+memsets: tools/kernel_profile.py counts every GPU operation); device memory in use; memory-controller utilisation and power
 sampled through NVML during the timed loop; the step with the fused policy head against the
 split one (timed interleaved, bench/policy_head.py); and beside it, in the same run, the same
 network in PyTorch eager and under torch.compile (manaka/bench/torch_baseline.py, same parameters
-and batch, losses checked to agree), and the floor: the bytes the step must move and the
+and batch, losses checked to agree; their batch is already on the GPU, unlike the
+first manaka row's, and their labels say so), and the floor: the bytes the step must move and the
 FLOPs it must do over this GPU's measured copy bandwidth and FP32 matmul rate.
 The run is refused while another process uses the GPU (docs/design.md §5).
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Dict, List
 
 import numpy as np
@@ -24,9 +29,10 @@ import manaka as mk
 from manaka import cuda
 
 from . import policy_head
+from .skew import hottest_share, skewed_batch
 from .ops_cuda import bandwidth_gbs, fp32_tflops, import_torch, open_nvml, other_gpu_processes
 from .step import SEED, load_torch_baseline, seed_batch
-from .timing import HEADER, measure, write_results, OUT_HELP
+from .timing import HEADER, Timing, measure, write_results, OUT_HELP
 
 
 SMALL = dict(num_tokens=60, num_moves=50, tokens_per_side=8, embed_dim=8, orders=2, pair_dim=4,
@@ -53,6 +59,26 @@ def floor(cfg: mk.ModelConfig, batch: mk.Batch, num_parameters: int) -> Dict[str
     return {"bytes": nbytes, "flops": flops}
 
 
+def throughput(name: str, step, steps: int, sync) -> Timing:
+    """`steps` calls of `step` back to back and one synchronise at the end: the rate a
+    training loop gets, with the host enqueueing while the GPU works (the staging copy of
+    the next batch overlapping the step before it). Also the host time per call (its
+    enqueue cost, measured with the GPU busy), as extra "host ms"."""
+    sync()
+    calls = []
+    start = time.perf_counter()
+    for _ in range(steps):
+        t = time.perf_counter()
+        step()
+        calls.append((time.perf_counter() - t) * 1e3)
+    sync()
+    per_step = (time.perf_counter() - start) * 1e3 / steps
+    calls.sort()
+    timing = Timing(name, per_step, per_step, per_step, 1)
+    timing.extra["host ms"] = f"{calls[len(calls) // 2]:.3f}"
+    return timing
+
+
 def main(argv: List[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m manaka.bench step --device cuda", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -69,7 +95,12 @@ def main(argv: List[str]) -> int:
                     help="a small configuration, to test the benchmark itself (not a result)")
     ap.add_argument("--tag", default="cuda", help="results file tag: <out>/step-<tag>.*")
     ap.add_argument("--out", default=None, help=OUT_HELP)
+    ap.add_argument("--dry-run", action="store_true",
+                    help="parse the arguments, print them and exit (tools/gpu_check.sh --rehearse)")
     args = ap.parse_args(argv)
+    if args.dry_run:
+        print(f"dry run: {vars(args)}")
+        return 0
 
     if not cuda.is_available():
         print(f"step --device cuda: {cuda.why_unavailable()}", file=sys.stderr)
@@ -99,7 +130,13 @@ def main(argv: List[str]) -> int:
     step = measure("manaka step, batch staged from NumPy", lambda: trainer.step(batch),
                    runs=args.runs, warmup=args.warmup, sync=cuda.synchronize).count_positions(B)
     launches = (cuda._cuda.launch_count() - launches0) / (args.runs + args.warmup)
-    step.extra["launches/step"] = f"{launches:.0f}"
+    # manaka's own counter: every kernel launch and GEMM in its source; CUB's internal
+    # kernels and memsets are not seen (tools/kernel_profile.py counts every GPU operation).
+    step.extra["launches/step"] = f"{launches:.0f} (CUB internals not counted)"
+    # Throughput: no synchronisation between steps, as a training loop runs.
+    rate = throughput("manaka step, throughput (one sync per run)", lambda: trainer.step(batch),
+                      max(args.runs, 2), cuda.synchronize).count_positions(B)
+    results["manaka_throughput"] = rate
     free1, _ = cuda._cuda.mem_info()
     # The same step with the pair table's moments in bf16 (pair_state_dtype="bf16"), on a
     # second trainer of the same model: its AdamW moves ~16 instead of ~24 bytes/parameter.
@@ -116,12 +153,24 @@ def main(argv: List[str]) -> int:
     on_device = measure("manaka step, batch already on the GPU", lambda: trainer.step(resident),
                         runs=args.runs, warmup=args.warmup, sync=cuda.synchronize).count_positions(B)
     results["manaka_device_batch"] = on_device
+    # A batch with the skew of real positions (a few hot tokens, pairs and moves carry most
+    # occurrences: long buckets in the deterministic scatters), on the same model.
+    skewed = skewed_batch(cfg, B, args.max_legal)
+    skew = measure("manaka step, skewed batch (hot ids)", lambda: trainer.step(skewed),
+                   runs=args.runs, warmup=args.warmup, sync=cuda.synchronize).count_positions(B)
+    skew.extra["top-10 token share"] = f"{hottest_share(skewed.tokens):.2f}"
+    skew.extra["top-10 move share"] = f"{hottest_share(skewed.legal):.2f}"
+    results["manaka_skewed_batch"] = skew
     results["manaka"] = step
     results["launches_per_step"] = launches
     results["device_memory_mb"] = (free0 - free1) / 2**20
     lines.append(step.row())
     lines.append(bf16.row(step))
     lines.append(on_device.row(step))
+    lines.append(rate.row(step))
+    lines.append(skew.row(step))
+    lines.append("  latency rows: one synchronise after every step (median of N); throughput: N steps, one "
+                 "synchronise; host ms: the median time of one trainer.step call while the GPU is busy")
 
     nvml = open_nvml()
     if nvml is not None:
@@ -173,7 +222,7 @@ def main(argv: List[str]) -> int:
             if abs(torch_loss0 - loss0) > 1e-4 * abs(loss0):
                 print(f"error: losses disagree: manaka {loss0} vs torch {torch_loss0}", file=sys.stderr)
                 return 1
-            tt = measure(f"torch {torch.__version__} {label} step", ref.step, runs=args.runs,
+            tt = measure(f"torch {torch.__version__} {label} step (batch already on the GPU)", ref.step, runs=args.runs,
                          warmup=args.warmup, sync=torch.cuda.synchronize).count_positions(B)
             lines.append(tt.row())
             lines.append(f"  manaka speed-up over torch {label}: {tt.median_ms / step.median_ms:.2f}x (median)")

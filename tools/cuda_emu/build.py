@@ -119,7 +119,7 @@ def build_cublas(out_dir):
     os.makedirs(out_dir, exist_ok=True)
     lib = os.path.join(out_dir, "libcublas_emu.so")
     if not _up_to_date(lib):
-        subprocess.check_call(["gcc", "-std=c11", "-O2", "-fPIC", "-shared",
+        subprocess.check_call(["gcc", "-std=c11", "-O2", "-fPIC", "-shared", "-pthread",
                                os.path.join(HERE, "cublas_emu.c"), "-o", lib])
     return lib
 

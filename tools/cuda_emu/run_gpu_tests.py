@@ -7,7 +7,6 @@ wrapper, with host memory standing in for device memory.
     python tools/cuda_emu/run_gpu_tests.py [pytest arguments]
 
 MANAKA_CUDA_EMULATED=1 tells those tests to skip what is too big to emulate."""
-import importlib.util
 import os
 import sys
 
@@ -17,19 +16,9 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 def main(argv):
     sys.path.insert(0, HERE)
-    import build
+    import emulated
 
-    so = build.build_extension(os.environ.get("MK_EMU_EXT_DIR") or os.path.join(ROOT, "build", "cuda_emu_ext"))
-    spec = importlib.util.spec_from_file_location("manaka._cuda", so)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    import ctypes
-
-    ctypes.CDLL(so).mk_emu_strict(1)  # device-memory rules as on a GPU
-    sys.modules["manaka._cuda"] = module
-    os.environ["MANAKA_CUDA_EMULATED"] = "1"
-    os.environ["MANAKA_CUBLAS"] = build.build_cublas(os.path.dirname(so))  # the loops of cublas_emu.c
-    sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+    emulated.install()
     import pytest
 
     args = list(argv)
