@@ -157,13 +157,13 @@ BLAS_INCLUDE, BLAS_LIBDIR, BLAS_LIB = openblas()
 
 core = Extension(
     "manaka._core",
-    sources=sources("*.c", "cpu/*.c", "python/*.c"),
+    sources=sources("*.c", "cpu/*.c", "shogi/*.c", "python/*.c"),
     include_dirs=[numpy.get_include(), "csrc", BLAS_INCLUDE],
     library_dirs=[BLAS_LIBDIR],
     libraries=[BLAS_LIB],
     extra_compile_args=c_flags(),
     extra_link_args=["-fopenmp", "-pthread"],
-    depends=sources("*.h", "cpu/*.h", "python/*.h"),
+    depends=sources("*.h", "cpu/*.h", "shogi/*.h", "python/*.h"),
 )
 # The CUDA binding files (cuda_*.c) belong to manaka._cuda only.
 core.sources = [s for s in core.sources if not os.path.basename(s).startswith("cuda_")]

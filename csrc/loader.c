@@ -26,6 +26,8 @@ typedef struct {
     int state;
     void *memory;
     mk_batch batch;
+    int failed;                      /* a row source's error while packing this batch */
+    char error[MK_ROW_ERROR_BYTES];
 } slot;
 
 struct mk_loader {
@@ -45,7 +47,7 @@ struct mk_loader {
     int held; /* slot held by the consumer, or -1 */
     int ready;
 
-    int64_t delivered_batches, delivered_positions;
+    int64_t delivered_batches, delivered_positions, skipped;
     double wait_seconds;
 };
 
@@ -159,6 +161,43 @@ static void pack(const mk_loader *ld, int64_t n, slot *s) {
     }
 }
 
+/* Fills slot `s` with batch `n` from a row source: rows are made at the stride of the
+ * source's max_legal, then moved down to the batch's own L (row i only moves towards the
+ * start, so in place, in order). Left-out rows shorten the batch; returns them. */
+static int64_t pack_from_source(const mk_loader *ld, int64_t n, slot *s) {
+    const mk_row_source *src = ld->data.source;
+    int64_t B = ld->config.batch_size, first = n * B, T2 = 2 * src->tokens_per_side;
+    int64_t want = src->num_rows - first < B ? src->num_rows - first : B;
+    int64_t Lmax = ld->max_count, L = 0, size = 0, skipped = 0;
+    const int64_t *pos = ld->perm + first;
+    mk_batch *b = &s->batch;
+    s->failed = 0;
+    for (int64_t i = 0; i < want; i++) {
+        int c = src->fill(src->ctx, pos[i], b->tokens + size * T2, b->legal + size * Lmax,
+                          b->target + size, b->value + size, s->error);
+        if (c < 0) {
+            s->failed = 1;
+            break;
+        }
+        if (c == 0) {
+            skipped++;
+            continue;
+        }
+        b->counts[size] = c;
+        b->positions[size] = pos[i];
+        if (c > L) L = c;
+        size++;
+    }
+    if (L == 0) L = 1;
+    for (int64_t i = 0; i < size; i++) {
+        int32_t *row = b->legal + i * L;
+        memmove(row, b->legal + i * Lmax, (size_t)b->counts[i] * 4);
+        for (int64_t l = b->counts[i]; l < L; l++) row[l] = -1;
+    }
+    b->epoch = ld->epoch, b->index = n, b->size = size, b->max_legal = L;
+    return skipped;
+}
+
 /* ---------------------------------------------------------------- producers */
 
 /* Producers are background work kept ahead by the queue: on a machine whose cores the
@@ -189,8 +228,11 @@ static void *producer_main(void *arg) {
         slot *s = &ld->slots[n % ld->num_slots];
         s->state = SLOT_FILLING;
         pthread_mutex_unlock(&ld->lock);
-        pack(ld, n, s);
+        int64_t skipped = 0;
+        if (ld->data.source) skipped = pack_from_source(ld, n, s);
+        else pack(ld, n, s);
         pthread_mutex_lock(&ld->lock);
+        ld->skipped += skipped;
         s->state = SLOT_READY;
         ld->ready++;
         pthread_cond_broadcast(&ld->batch_ready);
@@ -215,17 +257,24 @@ mk_status mk_loader_create(const mk_dataset_view *data, const mk_loader_config *
     if (config->prefetch < 1 || config->prefetch > 1024)
         return mk_fail(MK_ERR_VALUE, "Loader: prefetch must be in [1, 1024], got %d",
                        config->prefetch);
-    if (data->moves_itemsize != 2 && data->moves_itemsize != 4)
+    if (!data->source && data->moves_itemsize != 2 && data->moves_itemsize != 4)
         return mk_fail(MK_ERR_TYPE, "Loader: legal_moves must be int16 or int32");
     if (data->num_positions < 0 || data->tokens_per_side < 1)
         return mk_fail(MK_ERR_VALUE, "Loader: bad dataset shape");
+    int64_t max_count = 0;
+    if (data->source) {
+        if (data->source->max_legal < 1 || data->source->num_rows != data->num_positions ||
+            data->source->tokens_per_side != data->tokens_per_side)
+            return mk_fail(MK_ERR_VALUE, "Loader: the row source disagrees with the dataset's shape");
+        max_count = data->source->max_legal;
+        goto checked;
+    }
     /* The offsets decide every memory access of the producers: check them here, whatever
      * the caller validated, so a bad offsets array is an error and never a wild read. */
     const int64_t *off = data->legal_offsets;
     if (off[0] != 0)
         return mk_fail(MK_ERR_VALUE, "Loader: legal_offsets[0] must be 0, got %lld",
                        (long long)off[0]);
-    int64_t max_count = 0;
     for (int64_t i = 0; i < data->num_positions; i++) {
         int64_t c = off[i + 1] - off[i];
         if (c < 1)
@@ -239,6 +288,7 @@ mk_status mk_loader_create(const mk_dataset_view *data, const mk_loader_config *
         return mk_fail(MK_ERR_VALUE,
                        "Loader: legal_offsets[-1] = %lld but legal_moves has %lld entries",
                        (long long)off[data->num_positions], (long long)data->total_moves);
+checked:;
     mk_loader *ld = calloc(1, sizeof *ld);
     if (!ld) return mk_fail(MK_ERR_NOMEM, "Loader: out of memory");
     ld->data = *data;
@@ -357,6 +407,12 @@ mk_status mk_loader_next(mk_loader *ld, double timeout_s, const mk_batch **out, 
         }
         int k = (int)(ld->next_deliver % ld->num_slots);
         slot *s = &ld->slots[k];
+        if (s->state == SLOT_READY && s->batch.index == ld->next_deliver && s->failed) {
+            /* The row source's error reaches the consumer in batch order; the epoch ends. */
+            status = mk_fail(MK_ERR_VALUE, "%s", s->error);
+            ld->next_deliver = ld->num_batches;
+            break;
+        }
         if (s->state == SLOT_READY && s->batch.index == ld->next_deliver) {
             s->state = SLOT_HELD;
             ld->held = k;
@@ -387,6 +443,7 @@ void mk_loader_get_stats(mk_loader *ld, mk_loader_stats *st) {
     st->queue_depth = ld->ready;
     st->queue_capacity = ld->config.prefetch;
     st->running_threads = ld->running;
+    st->skipped = ld->skipped;
     pthread_mutex_unlock(&ld->lock);
 }
 

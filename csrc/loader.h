@@ -29,7 +29,23 @@
 extern "C" {
 #endif
 
-/* A dataset in the on-disk layout of docs/design.md §4, as pointers. */
+/* Rows made by the producers themselves (decoded shogi records, csrc/shogi/): fill writes
+ * row `index`'s tokens [2 * T] and legal ids [at most max_legal], the target and the value,
+ * and returns the legal count (>= 1); 0 leaves the row out of its batch (a bad record that
+ * is to be skipped); -1 is an error, described in `error` (MK_ROW_ERROR_BYTES), which the
+ * consumer receives from mk_loader_next when it reaches that batch. fill runs on several
+ * producer threads at once and must be safe to. */
+#define MK_ROW_ERROR_BYTES 256
+typedef int (*mk_row_fill)(const void *ctx, int64_t index, int32_t *tokens, int32_t *legal,
+                           int32_t *target, float *value, char *error);
+typedef struct {
+    int64_t num_rows, tokens_per_side, max_legal;
+    const void *ctx;
+    mk_row_fill fill;
+} mk_row_source;
+
+/* A dataset in the on-disk layout of docs/design.md §4, as pointers; or, when `source` is
+ * set, a row source (and only num_positions = source->num_rows and tokens_per_side count). */
 typedef struct {
     int64_t num_positions;       /* N */
     int64_t tokens_per_side;     /* T; tokens are [N, 2, T] */
@@ -41,6 +57,7 @@ typedef struct {
     const int32_t *target;        /* [N] */
     const float *value;           /* [N] */
     const float *policy_target;   /* [offsets[N]] or NULL */
+    const mk_row_source *source;  /* NULL: the arrays above */
 } mk_dataset_view;
 
 typedef struct {
@@ -74,6 +91,7 @@ typedef struct {
     int queue_depth;        /* batches ready ahead of the consumer now */
     int queue_capacity;     /* = prefetch */
     int running_threads;    /* producer threads alive */
+    int64_t skipped;        /* rows a row source left out (packed so far, all epochs) */
 } mk_loader_stats;
 
 typedef struct mk_loader mk_loader;

@@ -55,3 +55,4 @@ def build_info() -> dict:
         blas = "scipy-openblas32"
     info["blas"] = f"{blas} ({_openblas.load()}); its pool is pinned to 1 thread, GEMMs are split over num_threads"
     return info
+from . import shogi  # noqa: E402  (manaka.shogi: HCPE / PSV records, rules in C)

@@ -19,10 +19,24 @@ def load() -> str:
     import scipy_openblas32
 
     lib_dir = scipy_openblas32.get_lib_dir()
-    name = scipy_openblas32.get_library(fullname=True)
-    if sys.platform == "win32":  # the import library is .lib; the code is in the .dll
-        name = next(f for f in os.listdir(lib_dir) if f.endswith(".dll"))
-    path = os.path.join(lib_dir, name)
+    path = os.path.join(lib_dir, _library_file(lib_dir))
     if _handle is None:
         _handle = ctypes.CDLL(path, mode=getattr(ctypes, "RTLD_GLOBAL", 0))
     return path
+
+
+def _library_file(lib_dir: str) -> str:
+    """The shared library's file name. Found by listing the folder rather than with
+    get_library(fullname=True), which the 0.3.27.0.x wheels (allowed by the requirements)
+    lack; on Windows the code is in the .dll, not the .lib import library."""
+    if sys.platform == "win32":
+        ends = (".dll",)
+    elif sys.platform == "darwin":
+        ends = (".dylib",)
+    else:
+        ends = (".so",)
+    names = sorted(f for f in os.listdir(lib_dir)
+                   if f.startswith(("libscipy_openblas", "scipy_openblas")) and f.endswith(ends))
+    if not names:
+        raise ImportError(f"manaka: no scipy_openblas shared library in {lib_dir}")
+    return names[0]

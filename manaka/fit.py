@@ -120,6 +120,9 @@ def _check_resume(path: str, state: dict, model, loader, total: int, bounded: bo
     step = state["step"]
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         raise CheckpointError(path, f"holds an invalid step {step!r:.50}")
+    history = state.get("history")
+    if history is not None and not (isinstance(history, list) and all(isinstance(r, dict) for r in history)):
+        raise CheckpointError(path, "holds a history that is not a list of records")
     if bounded and step > total:
         raise CheckpointMismatch(path, f"is at step {step}, beyond the end of this run (step {total}); "
                                        f"ask for at least {step} steps to continue it")

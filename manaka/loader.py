@@ -63,8 +63,11 @@ class Loader:
 
     def __init__(self, dataset: Dataset, batch_size: int = 1024, producers: int = 4, prefetch: int = 8,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False, copy: bool = False):
-        if not isinstance(dataset, Dataset):
-            raise TypeError(f"Loader: dataset must be a manaka.Dataset, got {type(dataset).__name__}")
+        # Shogi record files (manaka.shogi.RecordFiles) hand the producers a row source instead
+        # of arrays: they decode records and generate legal moves themselves.
+        source = getattr(dataset, "_row_source", None)
+        if not isinstance(dataset, Dataset) and source is None:
+            raise TypeError(f"Loader: dataset must be a manaka.Dataset or shogi records, got {type(dataset).__name__}")
         for name, value, low in (("batch_size", batch_size, 1), ("producers", producers, 1),
                                  ("prefetch", prefetch, 1), ("seed", seed, 0)):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
@@ -74,9 +77,11 @@ class Loader:
         self.dataset = dataset
         self.batch_size, self.producers, self.prefetch = int(batch_size), int(producers), int(prefetch)
         self.shuffle, self.seed, self.drop_last, self.copy = bool(shuffle), int(seed), bool(drop_last), bool(copy)
+        arrays = ((source, None, None, None, None, None) if source is not None else
+                  (dataset.tokens, dataset.legal_offsets, dataset.legal_moves, dataset.target, dataset.value,
+                   dataset.policy_target))
         self._core = _core.Loader(
-            dataset.tokens, dataset.legal_offsets, dataset.legal_moves, dataset.target, dataset.value,
-            dataset.policy_target, self.batch_size, self.producers, self.prefetch, self.shuffle,
+            *arrays, self.batch_size, self.producers, self.prefetch, self.shuffle,
             self.seed, self.drop_last, self.NICE)
         self.epoch, self.batch_index = 0, 0
         # Dataset indices of the last batch's rows (recycled with its buffers unless copy=True).
@@ -116,6 +121,11 @@ class Loader:
                 if item is None:
                     break
                 _, index, tokens, legal, counts, target, value, policy, positions = item
+                if len(counts) == 0:  # every record of the batch was bad and skipped
+                    self.batch_index = index + 1
+                    if self.batch_index >= self.num_batches:
+                        self.epoch, self.batch_index = epoch + 1, 0
+                    continue
                 if self.copy:
                     tokens, legal, counts, target, value, positions = (
                         a.copy() for a in (tokens, legal, counts, target, value, positions))

@@ -36,8 +36,10 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m manaka.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("data")
-    g.add_argument("--data", metavar="DIR", help="a dataset folder (docs/design.md §4); default: synthetic data")
-    g.add_argument("--eval-data", metavar="DIR", help="a held-out dataset folder to evaluate on at the end")
+    g.add_argument("--data", metavar="PATH", help="a dataset folder (docs/design.md §4), or shogi records by suffix: "
+                   "'games/*.hcpe' (dlshogi HCPE), '*.bin' / '*.psv' (YaneuraOu PSV), a file, glob or folder "
+                   "(docs/shogi.md); default: synthetic data")
+    g.add_argument("--eval-data", metavar="PATH", help="held-out data to evaluate on at the end (the same kinds as --data)")
     g.add_argument("--synthetic", type=int, default=600_000, metavar="N",
                    help="positions of synthetic training data when --data is not given (default 600000)")
     g.add_argument("--eval-positions", type=int, default=4096, metavar="N",
@@ -144,9 +146,9 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         held_out = None
         if args.data:
-            data = mk.Dataset.open(args.data)
+            data = open_data(args.data)
             if args.eval_data:
-                held_out = mk.Dataset.open(args.eval_data)
+                held_out = open_data(args.eval_data)
         else:
             # Vocabularies and shapes of the seed configuration; orders as the model's.
             shape = mk.ModelConfig(**{**SEED_SHAPES, "orders": args.orders or preset["orders"]})
@@ -168,7 +170,7 @@ def main(argv=None) -> int:
     except (ValueError, TypeError, RuntimeError, OSError) as e:
         print(f"python -m manaka.train: {e}", file=sys.stderr)
         return 2
-    try:  # a checkpoint of another run, a damaged one or an unwritable path: one line
+    try:  # a checkpoint of another run, a damaged one, an unwritable path, a bad shogi record: one line
         history = mk.fit(model, loader, steps=args.steps, epochs=epochs, trainer=trainer,
                          log_every=args.log_every, checkpoint=args.checkpoint,
                          checkpoint_every=args.checkpoint_every, resume=args.resume,
@@ -180,7 +182,30 @@ def main(argv=None) -> int:
     except (mk.FileFormatError, OSError) as e:
         print(f"python -m manaka.train: {e}", file=sys.stderr)
         return 2
+    except ValueError as e:  # shogi records are decoded while training
+        if not str(e).startswith("shogi:"):
+            raise
+        print(f"python -m manaka.train: {e}", file=sys.stderr)
+        return 2
     return 0
+
+
+def open_data(path: str):
+    """A dataset folder, or shogi records chosen by suffix (a file, glob or folder): *.hcpe
+    (dlshogi HCPE) or *.bin / *.psv (YaneuraOu PackedSfenValue), see docs/shogi.md."""
+    from . import shogi
+
+    if path.endswith(".hcpe") or (os.path.isdir(path) and _holds(path, (".hcpe",))):
+        return shogi.open_hcpe(path)
+    if path.endswith((".bin", ".psv")) or (os.path.isdir(path) and _holds(path, (".bin", ".psv"))):
+        return shogi.open_psv(path)
+    return mk.Dataset.open(path)
+
+
+def _holds(folder: str, suffixes) -> bool:
+    """A folder of records, and not a dataset folder (which has meta.json)."""
+    names = os.listdir(folder)
+    return "meta.json" not in names and any(n.endswith(suffixes) for n in names)
 
 
 def summary(history, loader, data, held_out, model, batch_size) -> None:

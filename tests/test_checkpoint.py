@@ -155,3 +155,13 @@ def test_cli_prints_one_line_for_a_checkpoint_of_another_run(tmp_path):
     assert out.returncode == 2 and "Traceback" not in out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "embed_dim=8" in lines[0] and "embed_dim=6" in lines[0], out.stderr
+
+
+def test_a_checkpoint_with_the_wrong_structure_is_a_checkpoint_error(ds, tmp_path):
+    path = tmp_path / "odd.ckpt"
+    for state, message in (({"step": 1}, "missing"), ({"step": -1, "model": {}, "trainer": {}, "loader": {}}, "invalid step"),
+                           ({"step": 0, "model": {}, "trainer": {}, "loader": {}, "history": 3}, "history")):
+        ckpt.save(path, state)
+        with pytest.raises(mk.CheckpointError, match=message):
+            mk.fit(FakeModel(), mk.Loader(ds, batch_size=32), steps=1, trainer=FakeTrainer(FakeModel()),
+                   checkpoint=str(path), resume=True, progress=False, log=lambda s: None)

@@ -12,7 +12,7 @@ from conftest import assert_close  # noqa: E402
 from op_inputs import legal_indices, tokens as make_tokens  # noqa: E402
 
 pytestmark = [
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device"),
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="torch.cuda.is_available() is False: a CPU build of torch, or no GPU"),
     pytest.mark.skipif(not mk.cuda.is_available(), reason=f"manaka CUDA backend: {mk.cuda.why_unavailable()}"),
 ]
 

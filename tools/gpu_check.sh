@@ -27,7 +27,8 @@
 #   benchmarks run anyway), step-fp32 90, step-tf32 60 (bench step --device cuda, no torch;
 #   bf16 moments and a batch already on the GPU are rows of each), kernel-profile 60,
 #   ops 90 (bench ops --device cuda, no torch.compile), torch-baselines 150 (bench step with
-#   PyTorch eager and torch.compile beside manaka), full-suite (whatever is left).
+#   PyTorch eager and torch.compile beside manaka), step-torch-module 120 (bench step_torch
+#   --device cuda: manaka.torch), full-suite (whatever is left).
 #
 # Writes to OUTDIR (at most 8 files, the device tool's limit): gpu_check.log (everything),
 # gpu_check.json (each step's status and time, the headline figures; rewritten after every
@@ -293,6 +294,8 @@ OSIZE=()
 step ops 90 "${RUN[@]}" -m manaka.bench ops --device cuda --no-compile --out "$W/bench" ${OSIZE[@]+"${OSIZE[@]}"} ${DRY[@]+"${DRY[@]}"}
 # PyTorch eager and torch.compile (cold: 30-120 s) beside manaka, same parameters and batch.
 step torch-baselines 150 "${RUN[@]}" -m manaka.bench step --device cuda --head-runs 0 --tag cuda-torch "${BENCH[@]}"
+# manaka.torch (the custom ops and Network) against plain PyTorch, if time is left.
+step step-torch-module 120 "${RUN[@]}" -m manaka.bench step_torch --device cuda --out "$W/bench" ${DRY[@]+"${DRY[@]}"}
 
 # The whole suite with what is left (only collected in a full rehearsal; --cheap leaves it out).
 if [ $CHEAP -eq 1 ]; then

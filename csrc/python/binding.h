@@ -68,5 +68,6 @@ int mk_expect_soft_columns(const char *op, int64_t columns, int64_t L);
 int mk_init_ops(PyObject *module);
 int mk_init_model(PyObject *module);
 int mk_init_loader(PyObject *module);
+int mk_init_shogi(PyObject *module);
 
 #endif

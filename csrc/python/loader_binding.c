@@ -11,6 +11,9 @@
 
 #include "../loader.h"
 
+/* shogi_binding.c: the row source of a _core.ShogiRecords, NULL for any other object. */
+const mk_row_source *mk_shogi_row_source(PyObject *obj);
+
 typedef struct {
     PyObject_HEAD
     mk_loader *loader;
@@ -57,6 +60,27 @@ static int check_len(PyArrayObject *a, const char *name, int64_t want, const cha
     return -1;
 }
 
+/* Creates the C loader and keeps the first `keep` argument objects alive. */
+static int finish_init(LoaderObject *self, const mk_dataset_view *data,
+                       const mk_loader_config *config, PyObject **obj, int keep) {
+    mk_loader *loader = NULL;
+    mk_status status;
+    Py_BEGIN_ALLOW_THREADS; /* create scans every offset: millions of positions */
+    status = mk_loader_create(data, config, &loader);
+    Py_END_ALLOW_THREADS;
+    if (status != MK_OK) {
+        mk_raise_status(status);
+        return -1;
+    }
+    self->loader = loader;
+    self->tokens_per_side = data->tokens_per_side;
+    for (int i = 0; i < 6; i++) {
+        self->arrays[i] = i < keep ? obj[i] : NULL;
+        Py_XINCREF(self->arrays[i]);
+    }
+    return 0;
+}
+
 static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"tokens", "legal_offsets", "legal_moves", "target", "value",
                              "policy_target", "batch_size", "producers", "prefetch",
@@ -72,6 +96,22 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kwds) {
                                      &obj[2], &obj[3], &obj[4], &obj[5], &batch_size,
                                      &producers, &prefetch, &shuffle, &seed, &drop_last, &nice))
         return -1;
+    if (seed < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: seed must be >= 0, got %lld", OP, seed);
+        return -1;
+    }
+    mk_loader_config config = {
+        .batch_size = batch_size, .producers = producers, .prefetch = prefetch,
+        .shuffle = shuffle, .seed = (uint64_t)seed, .drop_last = drop_last,
+        .nice = nice < 0 ? 0 : nice > 19 ? 19 : nice,
+    };
+    const mk_row_source *source = mk_shogi_row_source(obj[0]);
+    if (source) { /* rows made by the producers: no arrays */
+        mk_dataset_view data = {.num_positions = source->num_rows,
+                                .tokens_per_side = source->tokens_per_side,
+                                .source = source};
+        return finish_init(self, &data, &config, obj, 1);
+    }
     PyArrayObject *tokens, *offsets, *moves, *target, *value, *policy = NULL;
     if (!(tokens = dataset_array(obj[0], "tokens", NPY_INT16, NPY_INT16, 3))) return -1;
     if (!(offsets = dataset_array(obj[1], "legal_offsets", NPY_INT64, NPY_INT64, 1))) return -1;
@@ -92,10 +132,6 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kwds) {
         check_len(value, "value", N, "N = tokens.shape[0]") ||
         (policy && check_len(policy, "policy_target", PyArray_DIM(moves, 0), "len(legal_moves)")))
         return -1;
-    if (seed < 0) {
-        PyErr_Format(PyExc_ValueError, "%s: seed must be >= 0, got %lld", OP, seed);
-        return -1;
-    }
     mk_dataset_view data = {
         .num_positions = N,
         .tokens_per_side = PyArray_DIM(tokens, 2),
@@ -108,27 +144,7 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kwds) {
         .value = PyArray_DATA(value),
         .policy_target = policy ? PyArray_DATA(policy) : NULL,
     };
-    mk_loader_config config = {
-        .batch_size = batch_size, .producers = producers, .prefetch = prefetch,
-        .shuffle = shuffle, .seed = (uint64_t)seed, .drop_last = drop_last,
-        .nice = nice < 0 ? 0 : nice > 19 ? 19 : nice,
-    };
-    mk_loader *loader = NULL;
-    mk_status status;
-    Py_BEGIN_ALLOW_THREADS; /* create scans every offset: millions of positions */
-    status = mk_loader_create(&data, &config, &loader);
-    Py_END_ALLOW_THREADS;
-    if (status != MK_OK) {
-        mk_raise_status(status);
-        return -1;
-    }
-    self->loader = loader;
-    self->tokens_per_side = data.tokens_per_side;
-    for (int i = 0; i < 6; i++) {
-        self->arrays[i] = (i < 5 || policy) ? obj[i] : NULL;
-        Py_XINCREF(self->arrays[i]);
-    }
-    return 0;
+    return finish_init(self, &data, &config, obj, policy ? 6 : 5);
 }
 
 static void Loader_dealloc(LoaderObject *self) {
@@ -231,10 +247,10 @@ static PyObject *Loader_stats(LoaderObject *self, PyObject *unused) {
     }
     mk_loader_stats st;
     mk_loader_get_stats(self->loader, &st);
-    return Py_BuildValue("{s:L,s:L,s:d,s:i,s:i,s:i}", "batches", (long long)st.batches,
+    return Py_BuildValue("{s:L,s:L,s:d,s:i,s:i,s:i,s:L}", "batches", (long long)st.batches,
                          "positions", (long long)st.positions, "wait_seconds", st.wait_seconds,
                          "queue_depth", st.queue_depth, "queue_capacity", st.queue_capacity,
-                         "running_threads", st.running_threads);
+                         "running_threads", st.running_threads, "skipped", (long long)st.skipped);
 }
 
 static PyObject *Loader_num_batches(LoaderObject *self, void *closure) {

@@ -9,5 +9,6 @@ SUITES = {
     "ops": "each fused op beside its materialising NumPy version (--device cuda: beside PyTorch)",
     "step": "the training step at the seed shapes beside PyTorch eager; fused vs split policy head",
     "step_torch": "the step as mk.Trainer, manaka.torch.Network (eager, compiled) and plain PyTorch",
+    "gemm": "the CPU GEMMs of one step at the seed shapes (to compare builds of cpu/gemm.c)",
     "pipeline": "positions/s of the batch producers, and the data wait during training",
 }

@@ -11,6 +11,11 @@ share of a training step spent waiting for data.
    preset of ``python -m manaka.train``), reporting the share of wall time the loop spent in
    next() (goal: below 1%) and, within it, blocked on the producers. Skipped, and said so,
    when mk.Model is not available in this build.
+3. ``--hcpe``: the same two measurements on dlshogi HCPE records (38 bytes per position),
+   which the producers decode, generate the legal moves of and encode themselves
+   (csrc/shogi/). ``--hcpe FILES`` reads your files (a glob or folder); ``--hcpe`` alone
+   writes ``--hcpe-distinct`` positions from random cshogi games (cshogi needed), repeated
+   to ``--positions`` records. Goal: one producer >= 1,000,000 positions/s.
 """
 from __future__ import annotations
 
@@ -77,8 +82,14 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="timed epochs per producer count (default 5)")
     parser.add_argument("--train-steps", type=int, default=20,
                         help="seed-configuration training steps for the data-wait measurement (0 skips it)")
+    parser.add_argument("--hcpe", nargs="?", const="", default=None, metavar="FILES",
+                        help="measure HCPE records instead (FILES: a glob or folder; alone: generated with cshogi)")
+    parser.add_argument("--hcpe-distinct", type=int, default=20_000,
+                        help="distinct generated positions, repeated to --positions (default 20000)")
     parser.add_argument("--out", default=None, help=OUT_HELP)
     args = parser.parse_args(argv)
+    if args.hcpe is not None:
+        return main_hcpe(args)
     counts = [int(p) for p in args.producers.split(",")]
 
     print(f"manaka.bench pipeline: {args.positions} synthetic positions at the seed shapes\n{mk.build_info()}",
@@ -110,6 +121,66 @@ def main(argv=None) -> int:
             print(lines[-1], flush=True)
     path = write_results("pipeline", "cpu", {
         "positions": args.positions, "batch_size": args.batch_size, "dataset": repr(ds),
+        "delivery": results, "training_data_wait": waits}, lines, args.out)
+    print(f"wrote {path}")
+    return 0
+
+
+def random_hcpe(path: str, distinct: int, total: int, seed: int = 0) -> None:
+    """`distinct` positions of random cshogi games (uniform legal moves, games of up to 200
+    plies), each with a random legal move, repeated to `total` records."""
+    import numpy as np
+    try:
+        import cshogi
+    except ImportError:
+        raise SystemExit("python -m manaka.bench pipeline --hcpe: generating records needs cshogi "
+                         "(pip install cshogi), or pass --hcpe FILES")
+    rng = np.random.default_rng(seed)
+    out = np.zeros(distinct, cshogi.HuffmanCodedPosAndEval)
+    board, n = cshogi.Board(), 0
+    while n < distinct:
+        moves = list(board.legal_moves)
+        if not moves or board.move_number > 200:
+            board.reset()
+            continue
+        move = moves[int(rng.integers(len(moves)))]
+        board.to_hcp(out["hcp"][n])
+        out["bestMove16"][n] = cshogi.move16(move)
+        out["eval"][n] = int(rng.integers(-2000, 2000))
+        out["gameResult"][n] = int(rng.integers(0, 3))
+        n += 1
+        board.push(move)
+    np.resize(out, total).tofile(path)
+
+
+def main_hcpe(args) -> int:
+    counts = [int(p) for p in args.producers.split(",")]
+    print(f"manaka.bench pipeline --hcpe\n{mk.build_info()}", flush=True)
+    lines, results, waits = [HEADER], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        source = args.hcpe
+        if not source:
+            source = os.path.join(tmp, "games.hcpe")
+            random_hcpe(source, args.hcpe_distinct, args.positions)
+        ds = mk.shogi.open_hcpe(source)
+        print(ds, flush=True)
+        lines.append(f"{ds!r}; {ds.meta['bytes_per_position']} bytes per position on disk")
+        for p in counts:
+            t = delivery(ds, p, args.batch_size, args.runs)
+            results.append(t)
+            lines.append(t.row())
+            print(lines[-1], flush=True)
+        if args.train_steps > 0:
+            wait = data_wait(ds, args.batch_size, args.train_steps, 2, SEED_DIMS, "seed configuration")
+            if wait is not None:
+                waits.append(wait)
+                lines.append(f"data wait, seed configuration on the CPU, batch {args.batch_size}, 2 producers: "
+                             f"{100 * wait['wait_share']:.2f}% of wall time in next() "
+                             f"({100 * wait['blocked_on_producers_share']:.2f}% blocked on producers); "
+                             f"{wait['step_ms']:.0f} ms/step, {wait['positions_per_s']:.0f} pos/s")
+                print(lines[-1], flush=True)
+    path = write_results("pipeline", "hcpe-cpu", {
+        "positions": len(ds), "batch_size": args.batch_size, "dataset": repr(ds),
         "delivery": results, "training_data_wait": waits}, lines, args.out)
     print(f"wrote {path}")
     return 0

@@ -1,0 +1,358 @@
+/* Python entry points of the shogi core (csrc/shogi/): manaka/shogi/ wraps them.
+ *
+ * A position crosses the boundary as (board: 81 bytes of cells, hand: 14 bytes, Black's
+ * seven counts then White's, in the hand kind order P L N S B R G, side: 0 or 1), the
+ * layout of mk_shogi_pos (csrc/shogi/position.h). Record arrays are [N, 38] (HCPE) or
+ * [N, 40] (PSV) uint8, decoded with the GIL released. */
+#include "binding.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../loader.h"
+#include "../shogi/records.h"
+
+/* Reads (board, hand, side) into *pos; 0, or -1 with an exception. */
+static int position_arg(PyObject *board, PyObject *hand, int side, mk_shogi_pos *pos) {
+    Py_buffer b, h;
+    if (PyObject_GetBuffer(board, &b, PyBUF_SIMPLE) < 0) return -1;
+    if (PyObject_GetBuffer(hand, &h, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&b);
+        return -1;
+    }
+    int ok = b.len == 81 && h.len == 14;
+    if (ok) {
+        memcpy(pos->board, b.buf, 81);
+        memcpy(pos->hand, h.buf, 14);
+    }
+    PyBuffer_Release(&b);
+    PyBuffer_Release(&h);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "shogi: board must be 81 bytes and hand 14 bytes");
+        return -1;
+    }
+    if (side != 0 && side != 1) {
+        PyErr_Format(PyExc_ValueError, "shogi: side must be 0 (Black) or 1 (White), got %d", side);
+        return -1;
+    }
+    pos->side = (uint8_t)side;
+    return 0;
+}
+
+static PyObject *new_array(int ndim, npy_intp *dims, int type) {
+    return PyArray_SimpleNew(ndim, dims, type);
+}
+
+/* shogi_analyse(board, hand, side) -> (status, moves int32 [n], labels int32 [n],
+ * tokens int32 [2, 40]); moves in generation order, labels the moves' own. A position
+ * that fails validation has status != 0 and no moves. */
+static PyObject *py_analyse(PyObject *self, PyObject *args) {
+    PyObject *board, *hand;
+    int side;
+    if (!PyArg_ParseTuple(args, "OOi", &board, &hand, &side)) return NULL;
+    mk_shogi_pos pos;
+    if (position_arg(board, hand, side, &pos) < 0) return NULL;
+    int status = mk_shogi_validate(&pos);
+    uint16_t moves[MK_SHOGI_MAX_MOVES];
+    int n = status == MK_SHOGI_OK ? mk_shogi_legal_moves(&pos, moves) : 0;
+    npy_intp dn = n, dt[2] = {2, MK_SHOGI_TOKENS};
+    PyObject *m = new_array(1, &dn, NPY_INT32), *l = new_array(1, &dn, NPY_INT32);
+    PyObject *t = new_array(2, dt, NPY_INT32);
+    if (!m || !l || !t) {
+        Py_XDECREF(m), Py_XDECREF(l), Py_XDECREF(t);
+        return NULL;
+    }
+    int32_t *mo = PyArray_DATA((PyArrayObject *)m), *lo = PyArray_DATA((PyArrayObject *)l);
+    for (int i = 0; i < n; i++) mo[i] = moves[i], lo[i] = mk_shogi_label(moves[i], pos.side);
+    mk_shogi_tokens(&pos, PyArray_DATA((PyArrayObject *)t));
+    return Py_BuildValue("iNNN", status, m, l, t);
+}
+
+/* A C-contiguous uint8 [N, record_bytes] array of `format`'s records (new reference). */
+static PyArrayObject *records_arg(PyObject *obj, int format) {
+    int width = format == MK_SHOGI_FORMAT_HCPE ? MK_HCPE_BYTES : MK_PSV_BYTES;
+    PyArrayObject *a = (PyArrayObject *)PyArray_FromAny(
+        obj, PyArray_DescrFromType(NPY_UINT8), 2, 2, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
+    if (!a) return NULL;
+    if (PyArray_DIM(a, 1) != width) {
+        PyErr_Format(PyExc_ValueError, "shogi: records must be [N, %d] uint8, got [N, %lld]", width,
+                     (long long)PyArray_DIM(a, 1));
+        Py_DECREF(a);
+        return NULL;
+    }
+    return a;
+}
+
+static int format_arg(int format) {
+    if (format == MK_SHOGI_FORMAT_HCPE || format == MK_SHOGI_FORMAT_PSV) return 0;
+    PyErr_Format(PyExc_ValueError, "shogi: format must be 0 (HCPE) or 1 (PSV), got %d", format);
+    return -1;
+}
+
+/* shogi_decode(format, records) -> (board uint8 [N, 81], hand uint8 [N, 2, 7], side uint8
+ * [N], move uint16 [N] (cshogi's move16), eval int16 [N], result float32 [N], status int32
+ * [N]). */
+static PyObject *py_decode(PyObject *self, PyObject *args) {
+    int format;
+    PyObject *obj;
+    if (!PyArg_ParseTuple(args, "iO", &format, &obj) || format_arg(format) < 0) return NULL;
+    PyArrayObject *rec = records_arg(obj, format);
+    if (!rec) return NULL;
+    npy_intp N = PyArray_DIM(rec, 0), db[2] = {N, 81}, dh[3] = {N, 2, 7};
+    PyObject *out[7] = {new_array(2, db, NPY_UINT8), new_array(3, dh, NPY_UINT8),
+                        new_array(1, &N, NPY_UINT8), new_array(1, &N, NPY_UINT16),
+                        new_array(1, &N, NPY_INT16), new_array(1, &N, NPY_FLOAT32),
+                        new_array(1, &N, NPY_INT32)};
+    for (int i = 0; i < 7; i++)
+        if (!out[i]) {
+            for (int j = 0; j < 7; j++) Py_XDECREF(out[j]);
+            Py_DECREF(rec);
+            return NULL;
+        }
+#define D(i, type) ((type *)PyArray_DATA((PyArrayObject *)out[i]))
+    const uint8_t *r = PyArray_DATA(rec);
+    int width = (int)PyArray_DIM(rec, 1);
+    Py_BEGIN_ALLOW_THREADS;
+    for (npy_intp i = 0; i < N; i++) {
+        mk_shogi_record x;
+        memset(&x, 0, sizeof x);
+        int st = mk_shogi_decode(format, r + i * width, &x);
+        memcpy(D(0, uint8_t) + i * 81, x.pos.board, 81);
+        memcpy(D(1, uint8_t) + i * 14, x.pos.hand, 14);
+        D(2, uint8_t)[i] = x.pos.side;
+        D(3, uint16_t)[i] = x.move;
+        D(4, int16_t)[i] = x.eval;
+        D(5, float)[i] = x.result;
+        D(6, int32_t)[i] = st;
+    }
+    Py_END_ALLOW_THREADS;
+#undef D
+    Py_DECREF(rec);
+    return Py_BuildValue("NNNNNNN", out[0], out[1], out[2], out[3], out[4], out[5], out[6]);
+}
+
+/* shogi_rows(format, records, eval_weight) -> (tokens int16 [N, 2, 40], offsets int64
+ * [N + 1], labels int16 [offsets[N]], target int32 [N], value float32 [N], status int32
+ * [N]): every record as a training row (sorted legal labels, the played move's index); a
+ * bad record has status = its fault's code (records.h) and no labels. */
+static PyObject *py_rows(PyObject *self, PyObject *args) {
+    int format;
+    PyObject *obj;
+    double eval_weight;
+    if (!PyArg_ParseTuple(args, "iOd", &format, &obj, &eval_weight) || format_arg(format) < 0)
+        return NULL;
+    if (!(eval_weight >= 0.0 && eval_weight <= 1.0)) {
+        PyErr_Format(PyExc_ValueError, "shogi: eval_weight must be in [0, 1], got %g", eval_weight);
+        return NULL;
+    }
+    PyArrayObject *rec = records_arg(obj, format);
+    if (!rec) return NULL;
+    npy_intp N = PyArray_DIM(rec, 0), dt[3] = {N, 2, MK_SHOGI_TOKENS}, N1 = N + 1;
+    PyObject *tok = new_array(3, dt, NPY_INT16), *off = new_array(1, &N1, NPY_INT64);
+    PyObject *tgt = new_array(1, &N, NPY_INT32), *val = new_array(1, &N, NPY_FLOAT32);
+    PyObject *sta = new_array(1, &N, NPY_INT32);
+    size_t cap = (size_t)(N > 0 ? N : 1) * 128, used = 0;
+    int16_t *labels = malloc(cap * sizeof *labels);
+    if (!tok || !off || !tgt || !val || !sta || !labels) {
+        Py_XDECREF(tok), Py_XDECREF(off), Py_XDECREF(tgt), Py_XDECREF(val), Py_XDECREF(sta);
+        free(labels);
+        Py_DECREF(rec);
+        return labels ? NULL : PyErr_NoMemory();
+    }
+    int16_t *t16 = PyArray_DATA((PyArrayObject *)tok);
+    int64_t *o = PyArray_DATA((PyArrayObject *)off);
+    int32_t *tg = PyArray_DATA((PyArrayObject *)tgt), *st = PyArray_DATA((PyArrayObject *)sta);
+    float *v = PyArray_DATA((PyArrayObject *)val);
+    const uint8_t *r = PyArray_DATA(rec);
+    int width = (int)PyArray_DIM(rec, 1), nomem = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    o[0] = 0;
+    for (npy_intp i = 0; i < N; i++) {
+        int32_t t32[2 * MK_SHOGI_TOKENS], lab[MK_SHOGI_MAX_MOVES], target = -1;
+        float value = 0;
+        int n = mk_shogi_row(format, r + i * width, eval_weight, t32, lab, &target, &value);
+        st[i] = n < 0 ? -n : 0;
+        if (n < 0) {
+            n = 0;
+            for (int k = 0; k < 2 * MK_SHOGI_TOKENS; k++) t32[k] = -1;
+            target = -1, value = 0;
+        }
+        if (used + (size_t)n > cap) {
+            size_t want = cap * 2;
+            int16_t *grown = realloc(labels, want * sizeof *labels);
+            if (!grown) {
+                nomem = 1;
+                break;
+            }
+            labels = grown, cap = want;
+        }
+        for (int k = 0; k < n; k++) labels[used + k] = (int16_t)lab[k];
+        used += (size_t)n;
+        o[i + 1] = (int64_t)used;
+        for (int k = 0; k < 2 * MK_SHOGI_TOKENS; k++) t16[i * 2 * MK_SHOGI_TOKENS + k] = (int16_t)t32[k];
+        tg[i] = target;
+        v[i] = value;
+    }
+    Py_END_ALLOW_THREADS;
+    Py_DECREF(rec);
+    npy_intp nl = (npy_intp)used;
+    PyObject *lab = nomem ? NULL : new_array(1, &nl, NPY_INT16);
+    if (lab) memcpy(PyArray_DATA((PyArrayObject *)lab), labels, used * sizeof *labels);
+    free(labels);
+    if (!lab) {
+        Py_DECREF(tok), Py_DECREF(off), Py_DECREF(tgt), Py_DECREF(val), Py_DECREF(sta);
+        return nomem ? PyErr_NoMemory() : NULL;
+    }
+    return Py_BuildValue("NNNNNN", tok, off, lab, tgt, val, sta);
+}
+
+static PyObject *py_reason(PyObject *self, PyObject *args) {
+    int code;
+    if (!PyArg_ParseTuple(args, "i", &code)) return NULL;
+    return PyUnicode_FromString(mk_shogi_record_reason(code));
+}
+
+static PyMethodDef shogi_methods[] = {
+    {"shogi_analyse", py_analyse, METH_VARARGS,
+     "shogi_analyse(board, hand, side) -> (status, moves, labels, tokens)"},
+    {"shogi_decode", py_decode, METH_VARARGS,
+     "shogi_decode(format, records) -> (board, hand, side, move, eval, result, status)"},
+    {"shogi_rows", py_rows, METH_VARARGS,
+     "shogi_rows(format, records, eval_weight) -> (tokens, offsets, labels, target, value, status)"},
+    {"shogi_reason", py_reason, METH_VARARGS, "shogi_reason(code) -> str"},
+    {NULL, NULL, 0, NULL},
+};
+
+
+/* ---------------------------------------------------------------- a row source */
+
+/* _core.ShogiRecords(format, files, names, eval_weight, skip): record files (each a uint8
+ * [n, record bytes] array, usually memory-mapped) as one row source for the Loader: its
+ * producers decode each record, generate its legal moves and encode it into the batch
+ * (csrc/loader.h, mk_row_source). A bad record is an error naming its file and index, or
+ * with skip is left out of its batch and counted in the loader's stats. */
+typedef struct {
+    PyObject_HEAD
+    mk_row_source source;
+    int format, skip;
+    double eval_weight;
+    int nfiles;
+    const uint8_t **data;
+    int64_t *start; /* [nfiles + 1] first row of each file */
+    char **names;
+    PyObject *files; /* the arrays, kept alive */
+} RecordsObject;
+
+static int records_fill(const void *ctx, int64_t index, int32_t *tokens, int32_t *legal,
+                        int32_t *target, float *value, char *error) {
+    const RecordsObject *r = ctx;
+    int lo = 0, hi = r->nfiles - 1; /* the file holding `index` */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (r->start[mid] <= index) lo = mid;
+        else hi = mid - 1;
+    }
+    int64_t i = index - r->start[lo];
+    int width = r->format == MK_SHOGI_FORMAT_HCPE ? MK_HCPE_BYTES : MK_PSV_BYTES;
+    int n = mk_shogi_row(r->format, r->data[lo] + i * width, r->eval_weight, tokens, legal, target,
+                         value);
+    if (n > 0) return n;
+    if (r->skip) return 0;
+    snprintf(error, MK_ROW_ERROR_BYTES, "shogi: %s: record %lld: %s (on_bad='skip' leaves such records out)",
+             r->names[lo], (long long)i, mk_shogi_record_reason(-n));
+    return -1;
+}
+
+static void Records_dealloc(RecordsObject *self) {
+    for (int i = 0; i < self->nfiles; i++) free(self->names ? self->names[i] : NULL);
+    free(self->names);
+    free(self->data);
+    free(self->start);
+    Py_XDECREF(self->files);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Records_init(RecordsObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *files, *names;
+    int format, skip;
+    double eval_weight;
+    if (self->files) {
+        PyErr_SetString(PyExc_RuntimeError, "ShogiRecords: already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "iO!O!dp", &format, &PyList_Type, &files, &PyList_Type, &names,
+                          &eval_weight, &skip) ||
+        format_arg(format) < 0)
+        return -1;
+    Py_ssize_t n = PyList_GET_SIZE(files);
+    if (n < 1 || n != PyList_GET_SIZE(names) || n > 1 << 20) {
+        PyErr_SetString(PyExc_ValueError, "ShogiRecords: files and names must be equal, non-empty lists");
+        return -1;
+    }
+    if (!(eval_weight >= 0.0 && eval_weight <= 1.0)) {
+        PyErr_Format(PyExc_ValueError, "ShogiRecords: eval_weight must be in [0, 1], got %g", eval_weight);
+        return -1;
+    }
+    int width = format == MK_SHOGI_FORMAT_HCPE ? MK_HCPE_BYTES : MK_PSV_BYTES;
+    self->data = calloc((size_t)n, sizeof *self->data);
+    self->start = calloc((size_t)n + 1, sizeof *self->start);
+    self->names = calloc((size_t)n, sizeof *self->names);
+    if (!self->data || !self->start || !self->names) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->nfiles = (int)n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyList_GET_ITEM(files, i), *name = PyList_GET_ITEM(names, i);
+        /* Read in place by the producers: exactly uint8 [rows, width], C-contiguous. */
+        if (!PyArray_Check(a) || PyArray_TYPE((PyArrayObject *)a) != NPY_UINT8 ||
+            PyArray_NDIM((PyArrayObject *)a) != 2 || PyArray_DIM((PyArrayObject *)a, 1) != width ||
+            !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)a)) {
+            PyErr_Format(PyExc_ValueError, "ShogiRecords: files[%zd] must be a C-contiguous uint8 [n, %d] array", i, width);
+            return -1;
+        }
+        const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+        if (!s) {
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "ShogiRecords: names[%zd] must be a str", i);
+            return -1;
+        }
+        self->names[i] = strdup(s);
+        self->data[i] = PyArray_DATA((PyArrayObject *)a);
+        self->start[i + 1] = self->start[i] + PyArray_DIM((PyArrayObject *)a, 0);
+    }
+    self->format = format, self->skip = skip, self->eval_weight = eval_weight;
+    self->source.num_rows = self->start[n];
+    self->source.tokens_per_side = MK_SHOGI_TOKENS;
+    self->source.max_legal = MK_SHOGI_MAX_MOVES;
+    self->source.ctx = self;
+    self->source.fill = records_fill;
+    Py_INCREF(files);
+    self->files = files;
+    return 0;
+}
+
+static Py_ssize_t Records_len(RecordsObject *self) { return (Py_ssize_t)self->source.num_rows; }
+
+static PySequenceMethods Records_sequence = {.sq_length = (lenfunc)Records_len};
+
+static PyTypeObject RecordsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "manaka._core.ShogiRecords",
+    .tp_basicsize = sizeof(RecordsObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Shogi record files as a Loader row source (use manaka.shogi.open_hcpe / open_psv).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Records_init,
+    .tp_dealloc = (destructor)Records_dealloc,
+    .tp_as_sequence = &Records_sequence,
+};
+
+const mk_row_source *mk_shogi_row_source(PyObject *obj) {
+    if (!PyObject_TypeCheck(obj, &RecordsType)) return NULL;
+    RecordsObject *r = (RecordsObject *)obj;
+    return r->files ? &r->source : NULL;
+}
+
+int mk_init_shogi(PyObject *module) {
+    if (PyModule_AddFunctions(module, shogi_methods) < 0 || PyType_Ready(&RecordsType) < 0) return -1;
+    return PyModule_AddObjectRef(module, "ShogiRecords", (PyObject *)&RecordsType);
+}

@@ -1,0 +1,69 @@
+/* A shogi position and its legal moves (docs/shogi.md, docs/design.md §6).
+ *
+ * Squares: s = 9 * (file - 1) + (rank - 1), 1a = 0 .. 9i = 80 (cshogi / YaneuraOu numbering).
+ * Black (sente) moves towards rank a. Piece kinds 0..13 in the order
+ * P L N S B R G K +P +L +N +S +B +R (promoted = kind + 8 for P L N S B R).
+ * Hand kinds 0..6 are P L N S B R G (the first seven board kinds).
+ *
+ * Moves are cshogi's 16-bit moves (Apery's layout): to | from << 7 | promote << 14, with
+ * from = 81 + hand kind for a drop. The generator is a padded mailbox: plain C, no tables
+ * to initialise, and every rule of the game (drops, two pawns on a file, no pawn-drop
+ * mate, forced promotion, pins, king safety, evasions). Non-promoting moves are always
+ * generated where legal, as cshogi's legal_moves does. */
+#ifndef MANAKA_SHOGI_POSITION_H
+#define MANAKA_SHOGI_POSITION_H
+
+#include <stdint.h>
+
+#define MK_SHOGI_SQUARES 81
+#define MK_SHOGI_NO_SQUARE 81
+#define MK_SHOGI_HAND_KINDS 7
+/* No position has more legal moves than 593; the buffer leaves room. */
+#define MK_SHOGI_MAX_MOVES 600
+#define MK_SHOGI_TOKENS 40
+#define MK_SHOGI_NUM_TOKENS 2344
+#define MK_SHOGI_NUM_LABELS 2187
+
+enum { MK_PAWN, MK_LANCE, MK_KNIGHT, MK_SILVER, MK_BISHOP, MK_ROOK, MK_GOLD, MK_KING,
+       MK_PRO_PAWN, MK_PRO_LANCE, MK_PRO_KNIGHT, MK_PRO_SILVER, MK_HORSE, MK_DRAGON };
+
+/* A board cell: 0 empty, else 1 + kind + 16 * color (color 0 Black, 1 White). */
+#define MK_SHOGI_PIECE(color, kind) ((uint8_t)(1 + (kind) + 16 * (color)))
+#define MK_SHOGI_KIND(piece) (((piece) & 15) - 1)
+#define MK_SHOGI_COLOR(piece) ((piece) >> 4)
+
+typedef struct {
+    uint8_t board[MK_SHOGI_SQUARES];
+    uint8_t hand[2][MK_SHOGI_HAND_KINDS];
+    uint8_t side; /* to move: 0 Black, 1 White */
+} mk_shogi_pos;
+
+/* Why a position is refused (0 = fine). */
+enum { MK_SHOGI_OK = 0, MK_SHOGI_BAD_PIECE, MK_SHOGI_BAD_KINGS, MK_SHOGI_TOO_MANY,
+       MK_SHOGI_DEAD_PIECE, MK_SHOGI_TWO_PAWNS, MK_SHOGI_KING_CAPTURABLE };
+
+/* Checks what the generator relies on: cells and hands in range, exactly one king each,
+ * at most the 40 pieces of a set (per kind), no piece that could never move (a pawn or
+ * lance on the last rank, a knight on the last two), no two unpromoted pawns of one side
+ * on a file, and the side not to move not in check. Returns MK_SHOGI_OK or the reason. */
+int mk_shogi_validate(const mk_shogi_pos *pos);
+const char *mk_shogi_reason(int code);
+
+/* Fills moves[] with every legal move (at most MK_SHOGI_MAX_MOVES); returns the count.
+ * The position must have passed mk_shogi_validate. */
+int mk_shogi_legal_moves(const mk_shogi_pos *pos, uint16_t *moves);
+
+/* dlshogi's policy label of a move by `side`: direction * 81 + destination, seen from
+ * the side to move (squares rotated for White); drops are directions 20..26 in the hand
+ * kind order P L N S B R G (cshogi.dlshogi.make_move_label). */
+int mk_shogi_label(uint16_t move, int side);
+
+/* The 2 x 40 tokens of docs/design.md §6 (-1 in unused slots). */
+void mk_shogi_tokens(const mk_shogi_pos *pos, int32_t *tokens);
+
+/* Legal labels sorted ascending (a position's moves have distinct labels), and the index
+ * of `move` among them in *target (-1 if it is not legal). Returns the count. */
+int mk_shogi_legal_labels(const mk_shogi_pos *pos, uint16_t move, int32_t *labels,
+                          int32_t *target);
+
+#endif

@@ -1,0 +1,41 @@
+/* dlshogi's HCPE and YaneuraOu's PackedSfenValue records (docs/shogi.md).
+ *
+ * HCPE, 38 bytes: a 32-byte Huffman-coded position (Apery's HuffmanCodedPos), int16 eval
+ * (side to move), uint16 best move (cshogi's move16), uint8 game result (0 draw, 1 Black
+ * won, 2 White won), one padding byte.
+ * PSV, 40 bytes: a 32-byte packed SFEN (YaneuraOu's), int16 score (side to move), uint16
+ * move (YaneuraOu's move16: drop flag 1 << 14, promotion 1 << 15, a drop's from = piece
+ * type 1..7), uint16 game ply, int8 result for the side to move (1, 0, -1), one padding
+ * byte. Both are little-endian. */
+#ifndef MANAKA_SHOGI_RECORDS_H
+#define MANAKA_SHOGI_RECORDS_H
+
+#include "position.h"
+
+#define MK_HCPE_BYTES 38
+#define MK_PSV_BYTES 40
+
+enum { MK_SHOGI_FORMAT_HCPE = 0, MK_SHOGI_FORMAT_PSV = 1 };
+
+/* Record faults beyond mk_shogi_validate's codes. */
+enum { MK_SHOGI_BAD_CODE = 100, MK_SHOGI_BAD_RESULT, MK_SHOGI_ILLEGAL_MOVE };
+
+typedef struct {
+    mk_shogi_pos pos;
+    uint16_t move;  /* cshogi's move16 (position.h) */
+    int16_t eval;   /* side to move */
+    float result;   /* side to move: 1 win, 0.5 draw, 0 loss */
+} mk_shogi_record;
+
+/* Decodes and validates one record; MK_SHOGI_OK or the fault's code. */
+int mk_shogi_decode(int format, const uint8_t *record, mk_shogi_record *out);
+
+/* One training row: tokens [2, 40], sorted legal labels (returns their count, or -code
+ * on a fault, the recorded move not legal included), the played move's index and the
+ * value (1 - eval_weight) * result + eval_weight * sigmoid(eval / 756). */
+int mk_shogi_row(int format, const uint8_t *record, double eval_weight, int32_t *tokens,
+                 int32_t *labels, int32_t *target, float *value);
+
+const char *mk_shogi_record_reason(int code);
+
+#endif

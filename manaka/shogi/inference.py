@@ -1,0 +1,28 @@
+"""What a trained model says about one position: its legal moves with probabilities."""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import numpy as np
+
+from ..batch import Batch
+from .position import _checked, move_to_usi
+
+__all__ = ["policy"]
+
+
+def policy(model, position) -> Tuple[List[Tuple[str, float]], float]:
+    """([(usi, probability), ...] best first, value) of `model` on a position (SFEN or
+    shogi.Position): the softmax of the logits over the legal moves, and the value head's
+    win probability for the side to move."""
+    _, (_, moves, labels, tokens) = _checked(position)
+    order = np.argsort(labels)  # the loader's order: ascending labels
+    legal = labels[order].astype(np.int32)[None]
+    batch = Batch(tokens[None].astype(np.int32), legal, np.array([legal.shape[1]], np.int32),
+                  np.zeros(1, np.int32), np.full(1, 0.5, np.float32))  # targets unused by forward
+    logits, value = model.forward(batch)
+    z = np.asarray(logits[0, :legal.shape[1]], np.float64)
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    ranked = sorted(zip((move_to_usi(int(m)) for m in moves[order]), p.tolist()), key=lambda x: -x[1])
+    return ranked, float(value[0])

@@ -1,0 +1,172 @@
+"""Shogi positions for manaka: SFEN parsing, legal moves, tokens and dlshogi labels.
+
+The rules, the labels and the tokens live in C (csrc/shogi/position.c); this module only
+turns SFEN / USI text into the C layout and back (docs/shogi.md, docs/design.md §6).
+"""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import numpy as np
+
+from .. import _core
+
+__all__ = ["Position", "parse_sfen", "legal_moves", "legal_labels", "encode", "label_to_usi",
+           "usi_to_label", "move_to_usi", "STARTING_SFEN", "NUM_TOKENS", "NUM_LABELS", "TOKENS_PER_SIDE"]
+
+STARTING_SFEN = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1"
+NUM_TOKENS, NUM_LABELS, TOKENS_PER_SIDE = 2344, 2187, 40
+
+# Piece kinds 0..13 (csrc/shogi/position.h): P L N S B R G K +P +L +N +S +B +R.
+_LETTERS = "PLNSBRGK"
+_KIND = {c: i for i, c in enumerate(_LETTERS)}
+_PROMOTABLE = "PLNSBR"
+# Hand kinds 0..6 in the C layout: P L N S B R G.
+_HAND_LETTERS = "PLNSBRG"
+
+
+class Position:
+    """A shogi position in the C layout: `board` (81 cells, 0 empty or 1 + kind + 16 *
+    colour), `hand` ([2, 7] counts, kinds P L N S B R G) and `side` (0 Black, 1 White)."""
+
+    __slots__ = ("board", "hand", "side")
+
+    def __init__(self, board: bytes, hand: bytes, side: int):
+        self.board, self.hand, self.side = bytes(board), bytes(hand), int(side)
+
+    def analyse(self):
+        """(status, moves, labels, tokens) from the C core; status 0 means valid."""
+        return _core.shogi_analyse(self.board, self.hand, self.side)
+
+    def sfen(self) -> str:
+        rows = []
+        for rank in range(9):
+            row, empty = "", 0
+            for file in range(9, 0, -1):
+                cell = self.board[9 * (file - 1) + rank]
+                if not cell:
+                    empty += 1
+                    continue
+                if empty:
+                    row, empty = row + str(empty), 0
+                kind, color = (cell & 15) - 1, cell >> 4
+                letter = ("+" + _LETTERS[kind - 8]) if kind >= 8 else _LETTERS[kind]
+                row += letter if color == 0 else letter.lower()
+            rows.append(row + (str(empty) if empty else ""))
+        hand = ""
+        for color in (0, 1):
+            for letter in "RBGSNLP":
+                n = self.hand[color * 7 + _HAND_LETTERS.index(letter)]
+                if n:
+                    hand += (str(n) if n > 1 else "") + (letter if color == 0 else letter.lower())
+        return f"{'/'.join(rows)} {'bw'[self.side]} {hand or '-'} 1"
+
+    def __repr__(self) -> str:
+        return f"shogi.Position({self.sfen()!r})"
+
+
+def parse_sfen(sfen: str) -> Position:
+    """A Position from an SFEN string (a leading ``sfen `` and a trailing move number are
+    optional). Raises ValueError naming the problem."""
+    if not isinstance(sfen, str):
+        raise TypeError(f"shogi: sfen must be a str, got {type(sfen).__name__}")
+    parts = sfen.split()
+    if parts and parts[0] == "sfen":
+        parts = parts[1:]
+    if len(parts) < 3:
+        raise ValueError(f"shogi: {sfen!r} is not an SFEN (board side hand [move])")
+    rows = parts[0].split("/")
+    if len(rows) != 9:
+        raise ValueError(f"shogi: {sfen!r}: the board needs 9 ranks, got {len(rows)}")
+    board = bytearray(81)
+    for rank, row in enumerate(rows):
+        file, promoted = 9, False
+        for ch in row:
+            if ch.isdigit():
+                file -= int(ch)
+                continue
+            if ch == "+":
+                promoted = True
+                continue
+            up = ch.upper()
+            if up not in _KIND or (promoted and up not in _PROMOTABLE) or file < 1:
+                raise ValueError(f"shogi: {sfen!r}: bad board at rank {rank + 1}: {row!r}")
+            kind = _KIND[up] + (8 if promoted else 0)
+            board[9 * (file - 1) + rank] = 1 + kind + (16 if ch.islower() else 0)
+            file, promoted = file - 1, False
+        if file != 0 or promoted:
+            raise ValueError(f"shogi: {sfen!r}: rank {rank + 1} ({row!r}) does not have 9 files")
+    if parts[1] not in ("b", "w"):
+        raise ValueError(f"shogi: {sfen!r}: side to move must be 'b' or 'w', got {parts[1]!r}")
+    hand = bytearray(14)
+    if parts[2] != "-":
+        count = ""
+        for ch in parts[2]:
+            if ch.isdigit():
+                count += ch
+                continue
+            up = ch.upper()
+            if up not in _HAND_LETTERS:
+                raise ValueError(f"shogi: {sfen!r}: bad hand piece {ch!r}")
+            n = int(count) if count else 1
+            if n > 18:
+                raise ValueError(f"shogi: {sfen!r}: {n} pieces of one kind in hand")
+            hand[(7 if ch.islower() else 0) + _HAND_LETTERS.index(up)] += n
+            count = ""
+    return Position(bytes(board), bytes(hand), 0 if parts[1] == "b" else 1)
+
+
+def _checked(position) -> Tuple[Position, tuple]:
+    pos = position if isinstance(position, Position) else parse_sfen(position)
+    result = pos.analyse()
+    if result[0] != 0:
+        raise ValueError(f"shogi: {pos.sfen()!r} is not a valid position: {_core.shogi_reason(result[0])}")
+    return pos, result
+
+
+def _square(s: int) -> str:
+    return f"{s // 9 + 1}{'abcdefghi'[s % 9]}"
+
+
+def move_to_usi(move: int) -> str:
+    """USI text of a cshogi move16 (to | from << 7 | promote << 14, drops from = 81 + kind)."""
+    to, frm, promote = move & 127, (move >> 7) & 127, (move >> 14) & 1
+    if frm >= 81:
+        return f"{_HAND_LETTERS[frm - 81]}*{_square(to)}"
+    return _square(frm) + _square(to) + ("+" if promote else "")
+
+
+def legal_moves(position) -> List[str]:
+    """The legal moves of a position (SFEN or Position) in USI, sorted."""
+    _, (_, moves, _, _) = _checked(position)
+    return sorted(move_to_usi(int(m)) for m in moves)
+
+
+def legal_labels(position) -> np.ndarray:
+    """The legal moves' dlshogi labels, sorted ascending (int32)."""
+    _, (_, _, labels, _) = _checked(position)
+    return np.sort(labels)
+
+
+def encode(position) -> Tuple[np.ndarray, np.ndarray]:
+    """(tokens int32 [2, 40], legal labels int32 [n] sorted): a position as manaka sees it."""
+    _, (_, _, labels, tokens) = _checked(position)
+    return tokens, np.sort(labels)
+
+
+def label_to_usi(label: int, position) -> str:
+    """The legal move of `position` with dlshogi label `label`, in USI (ValueError if none)."""
+    _, (_, moves, labels, _) = _checked(position)
+    hit = np.nonzero(labels == int(label))[0]
+    if len(hit) == 0:
+        raise ValueError(f"shogi: label {label} is not a legal move of this position")
+    return move_to_usi(int(moves[hit[0]]))
+
+
+def usi_to_label(usi: str, position) -> int:
+    """The dlshogi label of the legal move `usi` (ValueError if it is not legal)."""
+    _, (_, moves, labels, _) = _checked(position)
+    for m, l in zip(moves, labels):
+        if move_to_usi(int(m)) == usi:
+            return int(l)
+    raise ValueError(f"shogi: {usi!r} is not a legal move of this position")

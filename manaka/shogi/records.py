@@ -1,0 +1,191 @@
+"""dlshogi HCPE and YaneuraOu PSV files as manaka datasets (docs/shogi.md).
+
+Records are read memory-mapped and decoded in C by the Loader's producers
+(csrc/shogi/records.c, csrc/loader.c's row source): the position, its legal moves
+(dlshogi labels, sorted), the tokens, the played move's index and the value.
+"""
+from __future__ import annotations
+
+import glob
+import os
+from typing import Dict, List, Sequence, Tuple, Union
+
+import numpy as np
+
+from .. import _core
+from ..dataset import Dataset, Position
+from .position import NUM_LABELS, NUM_TOKENS, TOKENS_PER_SIDE
+
+__all__ = ["HCPE", "PSV", "RECORD_BYTES", "expand_paths", "read_records", "decode", "value_weight",
+           "open_hcpe", "open_psv", "open_records", "RecordFiles"]
+
+HCPE, PSV = 0, 1
+RECORD_BYTES = {HCPE: 38, PSV: 40}
+_NAMES = {HCPE: "HCPE", PSV: "PSV"}
+_SUFFIX = {HCPE: (".hcpe",), PSV: (".bin", ".psv")}
+
+
+def expand_paths(paths, fmt: int) -> List[str]:
+    """A list, a glob or a folder (its files with the format's suffix) -> sorted file paths."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: List[str] = []
+    for p in paths:
+        p = os.fspath(p)
+        if os.path.isdir(p):
+            out += sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith(_SUFFIX[fmt]))
+        elif any(ch in p for ch in "*?["):
+            found = sorted(glob.glob(p))
+            if not found:
+                raise ValueError(f"shogi: no file matches {p!r}")
+            out += found
+        elif os.path.isfile(p):
+            out.append(p)
+        else:
+            raise ValueError(f"shogi: {p!r} is neither a file, a folder nor a glob that matches")
+    if not out:
+        raise ValueError(f"shogi: no {_NAMES[fmt]} file in {paths!r}")
+    return out
+
+
+def value_weight(value: Union[str, float]) -> float:
+    """value= -> the weight λ of the evaluation: "result" 0, "eval" 1, a float in [0, 1]
+    the mix (1 - λ) result + λ sigmoid(eval / 756)."""
+    if value == "result":
+        return 0.0
+    if value == "eval":
+        return 1.0
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= float(value) <= 1.0:
+        return float(value)
+    raise ValueError(f"shogi: value must be 'result', 'eval' or a mixing weight in [0, 1], got {value!r}")
+
+
+def _check_on_bad(on_bad: str) -> None:
+    if on_bad not in ("raise", "skip"):
+        raise ValueError(f"shogi: on_bad must be 'raise' or 'skip', got {on_bad!r}")
+
+
+def read_records(path: str, fmt: int, on_bad: str = "raise") -> Tuple[np.ndarray, int]:
+    """(records uint8 [N, record bytes] memory-mapped, trailing bytes ignored). A size that
+    is not a multiple of the record size is an error unless on_bad="skip"."""
+    _check_on_bad(on_bad)
+    size, width = os.path.getsize(path), RECORD_BYTES[fmt]
+    extra = size % width
+    if extra and on_bad == "raise":
+        raise ValueError(f"shogi: {path}: {size} bytes is not a whole number of {width}-byte {_NAMES[fmt]} "
+                         f"records (record {size // width} is cut short; on_bad='skip' ignores it)")
+    n = size // width
+    if n == 0:
+        return np.zeros((0, width), np.uint8), extra
+    return np.memmap(path, np.uint8, "r", shape=(n, width)), extra
+
+
+def decode(records: np.ndarray, fmt: int):
+    """(board [N, 81], hand [N, 2, 7], side [N], move16 [N], eval [N], result [N], status [N])."""
+    return _core.shogi_decode(fmt, records)
+
+
+class RecordFiles:
+    """Shogi record files as one dataset, decoded by the Loader's producers (no conversion).
+
+    ``len(ds)`` is the number of records, ``ds[i]`` a :class:`manaka.Position` (decoded on
+    the spot), and :class:`manaka.Loader`, :func:`manaka.fit` and :func:`manaka.evaluate`
+    accept it: the C producers decode each record, generate its legal moves and encode it
+    straight into the batch. A bad record (a Huffman code that is not a position, an
+    illegal position, a recorded move that is not legal there, a result out of range) is a
+    ValueError naming the file and the record when a batch reaches it, or with
+    ``on_bad="skip"`` is left out of its batch and counted in ``loader.stats["skipped"]``.
+    ``to_dataset()`` decodes everything into an in-memory :class:`manaka.Dataset`.
+    """
+
+    num_tokens, num_moves, tokens_per_side = NUM_TOKENS, NUM_LABELS, TOKENS_PER_SIDE
+
+    def __init__(self, paths, fmt: int, value: Union[str, float] = "result", on_bad: str = "raise"):
+        _check_on_bad(on_bad)
+        self.format, self.value, self.on_bad = fmt, value, on_bad
+        self.eval_weight = value_weight(value)
+        self.files = expand_paths(paths, fmt)
+        self._arrays, self.cut_short = [], 0
+        for path in self.files:
+            records, extra = read_records(path, fmt, on_bad)
+            self._arrays.append(np.ascontiguousarray(records) if len(records) == 0 else records)
+            self.cut_short += extra > 0
+        self._starts = np.cumsum([0] + [len(a) for a in self._arrays])
+        if self._starts[-1] == 0:
+            raise ValueError(f"shogi: no record in {self.files!r}")
+        keep = [(a, f) for a, f in zip(self._arrays, self.files) if len(a)]
+        self._row_source = _core.ShogiRecords(fmt, [a for a, _ in keep], [f for _, f in keep],
+                                              self.eval_weight, on_bad == "skip")
+        self.meta = {"shogi_format": _NAMES[fmt], "value": value if isinstance(value, str) else float(value),
+                     "files": len(self.files), "cut_short_files": self.cut_short,
+                     "bytes_per_position": RECORD_BYTES[fmt]}
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def locate(self, i: int) -> Tuple[str, int]:
+        """(file, record index in it) of dataset index i."""
+        f = int(np.searchsorted(self._starts, i, side="right")) - 1
+        return self.files[f], int(i - self._starts[f])
+
+    def record(self, i: int) -> np.ndarray:
+        f = int(np.searchsorted(self._starts, i, side="right")) - 1
+        return np.asarray(self._arrays[f][i - self._starts[f]])
+
+    def __getitem__(self, i: int) -> Position:
+        n = len(self)
+        if not isinstance(i, (int, np.integer)):
+            raise TypeError(f"shogi: record indices must be integers, got {type(i).__name__}")
+        if i < -n or i >= n:
+            raise IndexError(f"record {i} is out of range for {n} records")
+        i = int(i) % n
+        tokens, offsets, labels, target, value, status = _core.shogi_rows(self.format, self.record(i)[None],
+                                                                           self.eval_weight)
+        if status[0]:
+            path, k = self.locate(i)
+            raise ValueError(f"shogi: {path}: record {k}: {_core.shogi_reason(int(status[0]))}")
+        return Position(i, tokens[0].copy(), labels.copy(), int(target[0]), float(value[0]), None)
+
+    def to_dataset(self) -> Dataset:
+        """Every record decoded now into an in-memory Dataset (bad records: per on_bad)."""
+        parts, skipped = [], self.cut_short
+        for path, records in zip(self.files, self._arrays):
+            tokens, offsets, labels, target, val, status = _core.shogi_rows(self.format, records, self.eval_weight)
+            bad = np.nonzero(status)[0]
+            if len(bad) and self.on_bad == "raise":
+                i = int(bad[0])
+                raise ValueError(f"shogi: {path}: record {i}: {_core.shogi_reason(int(status[i]))} "
+                                 f"({len(bad)} bad record(s) in this file; on_bad='skip' leaves them out)")
+            keep = status == 0
+            skipped += int((~keep).sum())
+            parts.append((tokens[keep], np.diff(offsets)[keep], labels[np.repeat(keep, np.diff(offsets))],
+                          target[keep], val[keep]))
+        counts = np.concatenate([p[1] for p in parts])
+        if len(counts) == 0:
+            raise ValueError(f"shogi: no usable record in {self.files!r}")
+        offsets = np.zeros(len(counts) + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return Dataset.from_arrays(tokens=np.concatenate([p[0] for p in parts]), legal_offsets=offsets,
+                                   legal_moves=np.concatenate([p[2] for p in parts]),
+                                   target=np.concatenate([p[3] for p in parts]),
+                                   value=np.concatenate([p[4] for p in parts]), num_tokens=NUM_TOKENS,
+                                   num_moves=NUM_LABELS, meta={**self.meta, "skipped": skipped})
+
+    def __repr__(self) -> str:
+        return (f"shogi.RecordFiles({len(self):,} {_NAMES[self.format]} records in {len(self.files)} file(s), "
+                f"value={self.value!r}, on_bad={self.on_bad!r}, {RECORD_BYTES[self.format]} bytes/position)")
+
+
+def open_records(paths, fmt: int, value: Union[str, float] = "result", on_bad: str = "raise") -> RecordFiles:
+    """Every record of `paths` (a list, a glob or a folder) as one dataset: see RecordFiles."""
+    return RecordFiles(paths, fmt, value, on_bad)
+
+
+def open_hcpe(paths, value: Union[str, float] = "result", on_bad: str = "raise") -> RecordFiles:
+    """dlshogi HCPE files (38-byte records) as one Dataset: see :func:`open_records`."""
+    return open_records(paths, HCPE, value, on_bad)
+
+
+def open_psv(paths, value: Union[str, float] = "result", on_bad: str = "raise") -> RecordFiles:
+    """YaneuraOu PackedSfenValue files (40-byte records) as one Dataset."""
+    return open_records(paths, PSV, value, on_bad)

@@ -1,0 +1,40 @@
+"""shogi.policy: a model's legal moves with probabilities on one position, against the
+same forward pass done by hand on the reference encoding."""
+import numpy as np
+import pytest
+
+from shogi_reference import cshogi, labels, random_positions, tokens
+
+import manaka as mk
+from manaka import shogi
+
+
+def small_model(seed):
+    cfg = mk.ModelConfig(num_tokens=shogi.NUM_TOKENS, num_moves=shogi.NUM_LABELS, tokens_per_side=40,
+                         embed_dim=8, pair_dim=2, hidden=(16,), head_width=16)
+    return mk.Model(cfg, device="cpu", seed=seed)
+
+
+def test_policy_equals_a_forward_pass_on_the_reference_encoding():
+    model = small_model(int(np.random.SeedSequence().entropy % 1000))
+    for board in random_positions(20, 41):
+        ranked, value = shogi.policy(model, board.sfen())
+        legal = labels(board)[None]
+        batch = mk.Batch(tokens(board)[None], legal, np.array([legal.shape[1]], np.int32),
+                         np.zeros(1, np.int32), np.full(1, 0.5, np.float32))
+        logits, v = model.forward(batch)
+        p = np.exp(logits[0] - logits[0].max())
+        p /= p.sum()
+        want = {cshogi.move_to_usi(m): p[list(legal[0]).index(cshogi.dlshogi.make_move_label(m, board.turn))]
+                for m in board.legal_moves}
+        assert {u for u, _ in ranked} == set(want)
+        for u, prob in ranked:
+            assert prob == pytest.approx(want[u], rel=1e-5)
+        assert [q for _, q in ranked] == sorted((q for _, q in ranked), reverse=True)
+        assert sum(q for _, q in ranked) == pytest.approx(1.0, abs=1e-6)
+        assert value == pytest.approx(float(v[0]), rel=1e-6) and 0 < value < 1
+
+
+def test_policy_refuses_a_bad_position():
+    with pytest.raises(ValueError, match="exactly one king"):
+        shogi.policy(small_model(0), "9/9/9/9/9/9/9/9/4K4 b - 1")
