@@ -25,7 +25,10 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     start, moves, bad, checks, drops = time.time(), 0, 0, 0, 0
-    for board in ref.random_positions(args.n, args.seed):
+    for k, board in enumerate(ref.random_positions(args.n, args.seed)):
+        if k and k % 50_000 == 0:
+            print(f"{k:,} positions, {moves:,} legal moves, {bad} disagreement(s), {time.time() - start:.0f} s",
+                  flush=True)
         cells, hand, side = ref.c_position(board)
         status, got, labels, tokens = _core.shogi_analyse(cells, hand, side)
         want = sorted(ref.cshogi.move_to_usi(m) for m in board.legal_moves)
