@@ -38,7 +38,12 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--tag", default=None, help="results file tag: <out>/step-torch-<tag>.* (default: the device)")
     ap.add_argument("--out", default=None, help=OUT_HELP)
     ap.add_argument("--no-write", action="store_true", help="print only")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="parse the arguments, print them and exit (tools/gpu_check.sh --rehearse)")
     args = ap.parse_args(argv)
+    if args.dry_run:
+        print(f"dry run: {vars(args)}")
+        return 0
     try:
         import torch
         import manaka.torch as mkt
