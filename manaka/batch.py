@@ -20,7 +20,30 @@ def _as(name: str, x: Any, dtype, ndim: int) -> np.ndarray:
         raise TypeError(f"Batch: {name} must have {'an integer' if kind == 'iu' else 'a float'} dtype, got {x.dtype}")
     if x.ndim != ndim:
         raise ValueError(f"Batch: {name} must have {ndim} dimension{'s' if ndim > 1 else ''}, got {x.ndim}")
+    if kind == "iu":
+        _fits_int32(name, x)
     return np.ascontiguousarray(x, dtype=dtype)
+
+
+_INT32 = np.iinfo(np.int32)
+
+
+def _fits_int32(name: str, x: np.ndarray) -> None:
+    """Refuses a value that int32 cannot hold: NumPy's cast would wrap it silently (2**32 to 0,
+    uint64 2**64 - 1 to the empty-slot sentinel -1), and the model's range checks would then
+    accept the wrapped value. The same rule as the C entry points (csrc/python/binding.c)."""
+    info = np.iinfo(x.dtype)
+    if x.size == 0 or (info.min >= _INT32.min and info.max <= _INT32.max):
+        return  # int8 .. int32, uint8, uint16: every value fits
+    # Compared as Python ints: exact for every dtype (uint64 included), no wrap in the test itself.
+    low, high = int(x.min()), int(x.max())
+    if low >= _INT32.min and high <= _INT32.max:
+        return
+    flat = x.reshape(-1)
+    bad = flat > _INT32.max if x.dtype.kind == "u" else (flat < _INT32.min) | (flat > _INT32.max)
+    k = int(np.flatnonzero(bad)[0])
+    raise ValueError(f"Batch: {name} holds {int(flat[k])} at flat position {k}, outside the int32 range "
+                     f"[{_INT32.min}, {_INT32.max}]")
 
 
 class Batch:
@@ -34,7 +57,8 @@ class Batch:
         value: float ``[B]``, the game result from the side to move (1 win, 0.5 draw, 0 loss).
         policy_target: optional float ``[B, L]`` soft targets over legal slots (rows sum to 1).
 
-    NumPy arrays are converted to int32 / float32 (copied only when needed). GPU arrays
+    NumPy arrays are converted to int32 / float32 (copied only when needed); an integer array
+    holding a value outside the int32 range is a ``ValueError`` naming the field (never wrapped). GPU arrays
     (``__cuda_array_interface__``, ``__dlpack__``, :class:`manaka.DeviceArray`) are kept as
     they are, for a CUDA model to read in place: every field on the GPU, index fields int32
     and float fields float32, C-contiguous. Value ranges are checked by the model (on the

@@ -183,6 +183,10 @@ def pair_index(a: Union[int, ArrayLike], b: Union[int, ArrayLike]) -> Union[int,
             raise TypeError(f"pair_index: {name} must be integers, got dtype {x.dtype}")
         if x.size and x.min() < 0:
             raise ValueError(f"pair_index: {name} holds a negative token ({x.min()})")
+        # Tokens are int32 everywhere else; beyond that, int64 would wrap (uint64 2**64 - 1 to
+        # -1, and hi * (hi + 1) overflows) and a wrong row would come back silently.
+        if x.size and int(x.max()) > 2**31 - 1:
+            raise ValueError(f"pair_index: {name} holds {int(x.max())}, outside the int32 range of token ids")
     a, b = a.astype(np.int64), b.astype(np.int64)
     lo, hi = np.minimum(a, b), np.maximum(a, b)
     return hi * (hi + 1) // 2 + lo
