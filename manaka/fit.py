@@ -7,7 +7,10 @@ logging steps. The log line (docs/design.md §4) shows at a glance whether the p
     [3m12s] step=15026 loss=1.4250 acc=0.145 lr=2.43e-04 | 812k pos/s | q=[7/8] wait=0.3% | epoch 0.41 ETA 8m40s
 
 ``wait`` is the share of wall time the loop spent waiting for the loader since the last
-line; ``q`` is how many batches were ready ahead of the consumer at that moment.
+line; ``q`` is how many batches were ready ahead of the consumer at that moment. With
+``eval_data``, every ``eval_every`` steps and at the end the line also shows the held-out
+loss and accuracy (``eval_loss=1.5031 eval_acc=0.131``), which History keeps beside the
+training metrics.
 """
 from __future__ import annotations
 
@@ -24,6 +27,8 @@ from .errors import CheckpointError, CheckpointMismatch
 __all__ = ["fit", "History", "format_duration"]
 
 METRICS = ("loss", "policy_loss", "value_loss", "accuracy", "lr")
+# mk.evaluate's metrics on the held-out data, as History fields (eval_loss, ...).
+EVAL_METRICS = ("loss", "policy_loss", "value_loss", "accuracy")
 
 
 def format_duration(seconds: float) -> str:
@@ -46,7 +51,11 @@ class History:
     """Metrics of each logged step: ``history["loss"]`` is an array over logged steps.
 
     Each record holds step, epoch, elapsed (s), loss, policy_loss, value_loss, accuracy,
-    lr, positions_per_s, wait_share (0..1) and queue_depth.
+    lr, positions_per_s, wait_share (0..1) and queue_depth. The records of the steps where
+    fit evaluated ``eval_data`` also hold eval_loss, eval_policy_loss, eval_value_loss,
+    eval_accuracy (mk.evaluate's mean over every held-out position), eval_positions and
+    eval_seconds; elsewhere ``history["eval_loss"]`` is NaN, and :meth:`series` picks the
+    steps that have a field.
     """
 
     def __init__(self, records: Optional[List[Dict[str, float]]] = None):
@@ -64,6 +73,12 @@ class History:
     def __iter__(self):
         return iter(self.records)
 
+    def series(self, key: str):
+        """(steps, values) of the records that hold `key`, e.g. ``history.series("eval_accuracy")``
+        for a held-out curve: two float arrays of equal length."""
+        rows = [r for r in self.records if key in r]
+        return (np.array([r["step"] for r in rows], dtype=float), np.array([r[key] for r in rows], dtype=float))
+
     @property
     def last(self) -> Dict[str, float]:
         return self.records[-1] if self.records else {}
@@ -72,8 +87,10 @@ class History:
         if not self.records:
             return "History(empty)"
         r = self.last
+        held = "".join(f" eval_{short}={r[f'eval_{key}']:{fmt}}" for short, key, fmt in
+                       (("loss", "loss", ".4f"), ("acc", "accuracy", ".3f")) if f"eval_{key}" in r)
         return (f"History({len(self)} logged steps, last: step={r['step']} loss={r.get('loss', float('nan')):.4f} "
-                f"acc={r.get('accuracy', float('nan')):.3f})")
+                f"acc={r.get('accuracy', float('nan')):.3f}{held})")
 
 
 def _read(stats: Any, name: str) -> float:
@@ -154,10 +171,30 @@ def _restore(path: str, state: dict, model, trainer, loader) -> None:
         raise CheckpointMismatch(path, f"cannot be restored into this run ({key}): {type(e).__name__}: {e}") from None
 
 
+def _eval_loader(eval_data, batch_size: int):
+    """The loader fit evaluates `eval_data` with: the caller's own Loader (one epoch from its
+    position each time), else one made here as mk.evaluate makes it (in order, one
+    producer), kept for the whole run so that each evaluation does not build a new one."""
+    from .loader import Loader
+
+    if isinstance(eval_data, Loader):
+        return eval_data
+    if not hasattr(eval_data, "__len__"):
+        raise TypeError(f"fit: eval_data must be a manaka.Dataset, shogi records or a manaka.Loader, "
+                        f"got {type(eval_data).__name__}")
+    if len(eval_data) == 0:
+        raise ValueError("fit: eval_data holds no position")
+    try:
+        return Loader(eval_data, batch_size=batch_size, producers=1, prefetch=2, shuffle=False)
+    except TypeError as e:
+        raise TypeError(f"fit: eval_data: {e}") from None
+
+
 def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = None, trainer=None,
         log_every: int = 100, checkpoint: Optional[str] = None, checkpoint_every: Optional[int] = None,
         resume: bool = False, progress: bool = True, log: Optional[Callable[[str], None]] = None,
-        time_limit: Optional[float] = None) -> History:
+        time_limit: Optional[float] = None, eval_data=None, eval_every: Optional[int] = None,
+        eval_batch_size: int = 1024) -> History:
     """Trains `model` on the batches of `loader`; returns the :class:`History` of logged steps.
 
     Args:
@@ -178,6 +215,15 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         log: where log lines go (default: above the progress bar, or stdout).
         time_limit: stop after this many seconds of this call (the step in progress finishes;
             the last step is logged and checkpointed as at the end).
+        eval_data: held-out data, anything :func:`manaka.evaluate` takes (a Dataset, shogi
+            records, a Loader): evaluated every `eval_every` steps and at the last step, its
+            loss and accuracy shown in the log line and kept in the History (eval_loss,
+            eval_accuracy, ...; the values mk.evaluate gives for the model at that step,
+            with the trainer's value_weight). Those steps are always logged. The time spent
+            evaluating is left out of the log line's pos/s and wait share.
+        eval_every: evaluate every this many steps; None: only at the end.
+        eval_batch_size: positions per evaluation batch (the values do not depend on it
+            beyond float rounding).
 
     Ctrl-C stops the loader's threads, keeps the last complete checkpoint and re-raises
     KeyboardInterrupt; the model holds the parameters of the last finished step.
@@ -188,6 +234,10 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         raise ValueError(f"fit: checkpoint_every must be >= 1, got {checkpoint_every}")
     if (resume or checkpoint_every) and not checkpoint:
         raise ValueError("fit: resume and checkpoint_every need a checkpoint path")
+    if eval_every is not None and (not isinstance(eval_every, int) or isinstance(eval_every, bool) or eval_every < 1):
+        raise ValueError(f"fit: eval_every must be an int >= 1 (or None: only at the end), got {eval_every!r}")
+    if eval_every is not None and eval_data is None:
+        raise ValueError("fit: eval_every needs eval_data")
     per_epoch = len(loader)
     if per_epoch < 1:
         raise ValueError("fit: the loader yields no batch (dataset smaller than a batch with drop_last?)")
@@ -202,6 +252,9 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     bounded = total != sys.maxsize
     if trainer is None:
         trainer = _default_trainer(model, total)
+    # The held-out loss weighs the value loss as the training loss does.
+    value_weight = float(getattr(trainer, "hyperparameters", {}).get("value_weight", 1.0))
+    held_loader = None if eval_data is None else _eval_loader(eval_data, eval_batch_size)
 
     history, step = History(), 0
     if resume and os.path.exists(checkpoint):
@@ -244,7 +297,19 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
             left = min(left, max(0.0, time_limit - (now - start)))
         return left
 
-    def emit(now: float) -> None:
+    def evaluate_held_out() -> Dict[str, float]:
+        from .evaluate import evaluate
+
+        t = time.perf_counter()
+        r = evaluate(model, held_loader, value_weight=value_weight)
+        held = {f"eval_{name}": float(r[name]) for name in EVAL_METRICS}
+        held["eval_positions"] = int(r["positions"])
+        held["eval_seconds"] = time.perf_counter() - t
+        return held
+
+    def emit(now: float, held: Optional[Dict[str, float]] = None) -> None:
+        """Logs the step; `now` was taken before any evaluation, whose time (in `held`) is
+        then left out of the next interval's rate as well."""
         nonlocal mark_time, mark_step, mark_positions, mark_wait, shown
         interval = max(now - mark_time, 1e-9)
         record = {"step": step, "epoch": loader.epoch_fraction, "elapsed": elapsed_before + now - start}
@@ -254,13 +319,18 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         record["wait_share"] = (wait - mark_wait) / interval
         ls = loader.stats
         record["queue_depth"] = ls["queue_depth"]
+        record.update(held or {})
         history.append(record)
+        evaluated = (f"eval_loss={record['eval_loss']:.4f} eval_acc={record['eval_accuracy']:.3f} "
+                     if held else "")
         say(f"[{format_duration(record['elapsed'])}] step={step} loss={record['loss']:.4f} "
-            f"acc={record['accuracy']:.3f} lr={record['lr']:.2e} | {_rate(record['positions_per_s'])} pos/s | "
+            f"acc={record['accuracy']:.3f} {evaluated}lr={record['lr']:.2e} | {_rate(record['positions_per_s'])} pos/s | "
             f"q=[{ls['queue_depth']}/{ls['queue_capacity']}] wait={100 * record['wait_share']:.1f}% | "
             f"epoch {record['epoch']:.2f} ETA {format_duration(eta(now))}")
         shown = f"loss={record['loss']:.4f}, acc={record['accuracy']:.3f}, "
-        mark_time, mark_step, mark_positions, mark_wait = now, step, positions, wait
+        if held:
+            shown += f"eval_acc={record['eval_accuracy']:.3f}, "
+        mark_time, mark_step, mark_positions, mark_wait = now + (held or {}).get("eval_seconds", 0.0), step, positions, wait
 
     try:
         while step < total:
@@ -277,8 +347,10 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
             positions += len(batch)
             now = time.perf_counter()
             out_of_time = time_limit is not None and now - start >= time_limit
-            if step % log_every == 0 or step == total or out_of_time:
-                emit(now)
+            last = step == total or out_of_time
+            evaluate_now = held_loader is not None and (last or (eval_every is not None and step % eval_every == 0))
+            if step % log_every == 0 or last or evaluate_now:
+                emit(now, evaluate_held_out() if evaluate_now else None)
             if out_of_time:
                 bar.total = step  # the run ends here: the bar ends at 100%, not at the epoch's share
             if progress:
@@ -296,5 +368,7 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     finally:
         if batches is not None:
             batches.close()  # stops and joins the producer threads
+        if held_loader is not None and held_loader is not eval_data:
+            held_loader.close()
         bar.close()
     return history

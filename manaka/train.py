@@ -39,7 +39,11 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--data", metavar="PATH", help="a dataset folder (docs/design.md §4), or shogi records by suffix: "
                    "'games/*.hcpe' (dlshogi HCPE), '*.bin' / '*.psv' (YaneuraOu PSV), a file, glob or folder "
                    "(docs/shogi.md); default: synthetic data")
-    g.add_argument("--eval-data", metavar="PATH", help="held-out data to evaluate on at the end (the same kinds as --data)")
+    g.add_argument("--eval-data", metavar="PATH", help="held-out data evaluated while training, every --eval-every "
+                   "steps and at the end (the same kinds as --data)")
+    g.add_argument("--eval-every", type=int, metavar="STEPS",
+                   help="evaluate the held-out data every this many steps (default: about 10 times per run, at a "
+                        "multiple of --log-every; 0: only at the end)")
     g.add_argument("--synthetic", type=int, default=600_000, metavar="N",
                    help="positions of synthetic training data when --data is not given (default 600000)")
     g.add_argument("--eval-positions", type=int, default=4096, metavar="N",
@@ -132,6 +136,9 @@ def main(argv=None) -> int:
     if args.resume and not args.checkpoint:
         print("python -m manaka.train: --resume needs --checkpoint", file=sys.stderr)
         return 2
+    if args.eval_every is not None and args.eval_every < 0:
+        print(f"python -m manaka.train: --eval-every must be >= 0, got {args.eval_every}", file=sys.stderr)
+        return 2
     device = choose_device(args.device)
     preset = PRESETS[args.preset or ("seed" if device == "cuda" else "small")]
     if args.threads:
@@ -167,6 +174,10 @@ def main(argv=None) -> int:
         trainer = mk.Trainer(model, lr=args.lr or preset["lr"], weight_decay=args.weight_decay,
                              warmup_steps=args.warmup, schedule=args.schedule, total_steps=total)
         print(f"training: batch {batch_size}, {loader.producers} producers, {trainer!r}")
+        eval_every = None if held_out is None else held_out_every(args, total)
+        if held_out is not None:
+            print(f"held-out: {len(held_out):,} positions, evaluated "
+                  + (f"every {eval_every} steps and " if eval_every else "") + "at the end")
     except (ValueError, TypeError, RuntimeError, OSError) as e:
         print(f"python -m manaka.train: {e}", file=sys.stderr)
         return 2
@@ -174,7 +185,8 @@ def main(argv=None) -> int:
         history = mk.fit(model, loader, steps=args.steps, epochs=epochs, trainer=trainer,
                          log_every=args.log_every, checkpoint=args.checkpoint,
                          checkpoint_every=args.checkpoint_every, resume=args.resume,
-                         progress=not args.no_progress, time_limit=time_limit)
+                         progress=not args.no_progress, time_limit=time_limit,
+                         eval_data=held_out, eval_every=eval_every, eval_batch_size=batch_size)
         summary(history, loader, data, held_out, model, batch_size)
         if args.save:
             model.save(args.save)
@@ -188,6 +200,14 @@ def main(argv=None) -> int:
         print(f"python -m manaka.train: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def held_out_every(args, total: int):
+    """--eval-every, or by default about 10 evaluations over the run's `total` steps, each on a
+    logging step (a multiple of --log-every); None: only at the end."""
+    if args.eval_every is not None:
+        return args.eval_every or None
+    return args.log_every * max(1, -(-total // (10 * args.log_every)))
 
 
 def open_data(path: str):
@@ -221,8 +241,13 @@ def summary(history, loader, data, held_out, model, batch_size) -> None:
     print(f"last training batch: loss {last['loss']:.4f}, accuracy {last['accuracy']:.3f}")
     meta = (held_out or data).meta
     if held_out is not None:
-        r = mk.evaluate(model, held_out, batch_size=batch_size)
-        print(f"held-out ({r['positions']:,} positions): loss {r['loss']:.4f} (policy {r['policy_loss']:.4f}, "
+        # fit evaluated the held-out data at the last step: its figures, not a second pass
+        # (unless that step's record comes from a checkpoint of a run without held-out data)
+        if "eval_loss" in last:
+            r = {k: last[f"eval_{k}"] for k in ("loss", "policy_loss", "value_loss", "accuracy", "positions")}
+        else:
+            r = mk.evaluate(model, held_out, batch_size=batch_size)
+        print(f"held-out ({int(r['positions']):,} positions): loss {r['loss']:.4f} (policy {r['policy_loss']:.4f}, "
               f"value {r['value_loss']:.4f}), accuracy {r['accuracy']:.3f}")
     if "teacher_accuracy_ceiling" in meta:
         print(f"teacher's ceiling: accuracy {meta['teacher_accuracy_ceiling']:.3f}, policy loss floor "

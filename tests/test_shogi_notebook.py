@@ -20,3 +20,7 @@ def test_shogi_notebook_runs(monkeypatch):
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "".join(o.get("text", "") for o in outputs)
     assert "held-out loss" in text and "value for the side to move" in text and "skipped records: 0" in text
+    # the held-out curve is fit's own (eval_data / History), not a loop of mk.evaluate calls
+    source = "".join(cell.source for cell in nb.cells if cell.cell_type == "code")
+    assert "eval_data=held_out" in source and 'history.series("eval_' in source and "mk.evaluate" not in source
+    assert text.count("eval_loss=") == 4, text  # steps 5, 10, 15, 20 of the quick run

@@ -9,6 +9,7 @@ import pytest
 
 import manaka as mk
 from test_fit import LOG
+from test_fit_eval import EVAL_LOG
 
 SMALL = SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2)
 TINY = ["--embed-dim", "8", "--pair-dim", "2", "--hidden", "16", "--head-width", "16"]
@@ -29,7 +30,8 @@ def test_cli_runs_a_few_steps_and_prints_the_log_line(capsys, tmp_path):
     assert train.main(args) == 0
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if line.startswith("[")]
-    assert len(lines) == 2 and all(LOG.match(line) for line in lines), out
+    # 4 steps: by default the held-out data is evaluated on every logging step here
+    assert len(lines) == 2 and all(EVAL_LOG.match(line) for line in lines), out
     assert "done: step 4" in out and "held-out (200 positions)" in out and "teacher's ceiling" in out
     # resuming at the end runs nothing more; further steps continue from the checkpoint
     assert train.main(args[:1] + ["6"] + args[2:] + ["--resume"]) == 0
