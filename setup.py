@@ -1,6 +1,9 @@
 """Builds manaka's C core as the extension manaka._core (always), with OpenMP and -O3,
-and the CUDA backend as the separate extension manaka._cuda when the CUDA toolkit is
-found, so that _core never depends on CUDA libraries.
+and the CUDA backend as the separate extension manaka._cuda, so that _core never depends
+on CUDA libraries. By default manaka._cuda is built only when nvcc is found and a GPU is
+visible, and then only for that GPU's compute capability (as PyTorch's extension builder
+does): nvcc takes minutes per GPU generation, which a machine without a GPU cannot use.
+The build prints one line saying what it builds and why (pip shows it with -v).
 
 GEMM comes from OpenBLAS as shipped by the scipy-openblas32 wheel (a build and runtime
 dependency). The extension links it by soname only, with no rpath into the (temporary,
@@ -9,13 +12,17 @@ before importing _core, and the loader reuses it.
 
 Environment:
   MANAKA_PORTABLE=1      build for a generic x86-64/arm64 CPU instead of -march=native
-  MANAKA_CUDA=0|1        skip / require the CUDA backend (default: build it when nvcc is found)
-  MANAKA_CUDA_ARCH=...   compute capabilities, e.g. "90" or "80;86" (default "80;86;89;90");
-                         PTX for the highest is embedded too, so newer GPUs can JIT it
+  MANAKA_CUDA=0|1        skip the CUDA backend / build it for every generation (default
+                         "80;86;89;90") whether or not a GPU is visible (CI does, to compile it)
+                         (default: build it for the visible GPUs when nvcc is found)
+  MANAKA_CUDA_ARCH=...   compute capabilities, e.g. "90" or "80;86": overrides both lists and
+                         builds the backend when nvcc is found, GPU or not; PTX for the
+                         highest is embedded too, so newer GPUs can JIT it
   CUDA_HOME / CUDA_PATH  the toolkit (default: /usr/local/cuda, or nvcc's on PATH)
   MANAKA_WERROR=1        treat warnings in the CUDA backend (nvcc and its C binding) as errors
 """
 import concurrent.futures
+import ctypes
 import glob
 import os
 import shutil
@@ -59,12 +66,116 @@ def find_cuda():
     return os.path.dirname(os.path.dirname(os.path.realpath(nvcc))) if nvcc else None
 
 
-def cuda_archs():
-    raw = os.environ.get("MANAKA_CUDA_ARCH", DEFAULT_ARCHS)
+def parse_archs(raw):
     archs = sorted({a.strip().replace("sm_", "").replace(".", "") for a in raw.replace(",", ";").split(";") if a.strip()}, key=int)
     if not archs or not all(a.isdigit() for a in archs):
         sys.exit(f"setup.py: MANAKA_CUDA_ARCH={raw!r} is not a list of compute capabilities like '80;90'")
     return archs
+
+
+def visible_gpus(libcuda="libcuda.so.1"):
+    """(compute capabilities of the GPUs the driver shows, e.g. ["90"], and their names), or
+    ([], why none is visible). Asked of the driver API through ctypes, as nothing is built yet;
+    no driver library, a failing cuInit (no device, CUDA_VISIBLE_DEVICES="") or a count of
+    0 all mean no GPU is visible."""
+    try:
+        cu = ctypes.CDLL(libcuda)
+    except OSError:
+        return [], f"no NVIDIA driver: {libcuda} not found"
+    count, value = ctypes.c_int(0), ctypes.c_int(0)
+    rc = cu.cuInit(0)
+    if rc != 0:
+        return [], f"cuInit failed: CUresult {rc}"
+    if cu.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+        return [], "the driver shows no device"
+    archs, names = set(), []
+    for i in range(count.value):
+        device = ctypes.c_int(0)
+        cc = []
+        name = ctypes.create_string_buffer(128)
+        if cu.cuDeviceGet(ctypes.byref(device), i) != 0:
+            continue
+        for attribute in (75, 76):  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, _MINOR
+            if cu.cuDeviceGetAttribute(ctypes.byref(value), attribute, device) != 0:
+                break
+            cc.append(value.value)
+        if len(cc) == 2:
+            archs.add(f"{cc[0]}{cc[1]}")
+            if cu.cuDeviceGetName(name, len(name), device) == 0:
+                names.append(name.value.decode(errors="replace"))
+    if not archs:
+        return [], "the driver gave no device's compute capability"
+    return sorted(archs, key=int), ", ".join(sorted(set(names))) or "unnamed"
+
+
+def find_cudart(root):
+    return next((os.path.join(root, d, "libcudart_static.a") for d in ("lib64", "lib", "targets/x86_64-linux/lib")
+                 if os.path.exists(os.path.join(root, d, "libcudart_static.a"))), None)
+
+
+def nvcc_archs(root):
+    """The compute capabilities this nvcc compiles for (nvcc --list-gpu-arch), or None."""
+    try:
+        out = subprocess.run([os.path.join(root, "bin", "nvcc"), "--list-gpu-arch"], capture_output=True,
+                             text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = [w[len("compute_"):] for w in out.split() if w.startswith("compute_") and w[len("compute_"):].isdigit()]
+    return sorted(set(found), key=int) or None
+
+
+def supported_by_nvcc(archs, known):
+    """A GPU newer than this nvcc knows gets the newest generation nvcc has below it (its
+    PTX, embedded too, is compiled for the GPU by the driver)."""
+    if not known:
+        return archs
+    return sorted({a if a in known else max((k for k in known if int(k) <= int(a)), key=int, default=a)
+                   for a in archs}, key=int)
+
+
+def span(archs):
+    return "sm_" + archs[0] if len(archs) == 1 else f"sm_{archs[0]}..{archs[-1]}"
+
+
+def cuda_config(env=os.environ, find_cuda=find_cuda, find_cudart=find_cudart, visible_gpus=visible_gpus):
+    """(the CUDA build's settings or None, the one line saying what is built and why)."""
+    want, arch_env = env.get("MANAKA_CUDA", "auto"), env.get("MANAKA_CUDA_ARCH")
+    if want not in ("0", "1", "auto"):
+        sys.exit(f"setup.py: MANAKA_CUDA must be 0, 1 or unset, got {want!r}")
+    all_archs = parse_archs(DEFAULT_ARCHS)
+
+    def skipped(why):
+        return None, f"setup.py: building manaka._core (CPU); manaka._cuda skipped: {why}"
+
+    if want == "0":
+        return skipped("MANAKA_CUDA=0")
+    root = find_cuda()
+    if root is None:
+        if want == "1":
+            sys.exit("setup.py: MANAKA_CUDA=1 but nvcc was not found (set CUDA_HOME or put nvcc on PATH)")
+        return skipped("nvcc not found (set CUDA_HOME or put nvcc on PATH to build it)")
+    cudart = find_cudart(root)
+    if cudart is None:
+        if want == "1":
+            sys.exit(f"setup.py: MANAKA_CUDA=1 but libcudart_static.a was not found under {root}")
+        return skipped(f"libcudart_static.a not found under {root}")
+    if arch_env:
+        archs, why = parse_archs(arch_env), "MANAKA_CUDA_ARCH"
+    elif want == "1":
+        archs, why = all_archs, "MANAKA_CUDA=1: every generation, GPU or not"
+    else:
+        archs, names = visible_gpus()  # names: why none is visible, when none is
+        if not archs:
+            return skipped(f"nvcc found but no GPU visible ({names}; MANAKA_CUDA=1 builds it for {span(all_archs)})")
+        old = [a for a in archs if int(a) < int(all_archs[0])]
+        if old:
+            # The backend is written for sm_80 on (the default list's lowest).
+            return skipped(f"the visible GPU ({names}) is sm_{old[0]}, below the sm_{all_archs[0]} "
+                           f"the CUDA backend supports (MANAKA_CUDA_ARCH={old[0]} tries anyway)")
+        archs = supported_by_nvcc(archs, nvcc_archs(root))
+        why = f"the visible GPU: {names}; MANAKA_CUDA=1 builds for {span(all_archs)}"
+    line = f"setup.py: building manaka._core (CPU) and manaka._cuda for {', '.join('sm_' + a for a in archs)} + PTX ({why})"
+    return {"root": root, "archs": archs, "cudart": cudart}, line
 
 
 def nvcc_flags(archs):
@@ -80,6 +191,29 @@ def nvcc_flags(archs):
 class BuildExt(build_ext):
     """Compiles the .cu files of manaka._cuda with nvcc (only those out of date), then lets
     setuptools compile the C files and link everything with the static CUDA runtime."""
+
+    def run(self):
+        # Here, not at import: pip runs setup.py once per build hook, but builds once.
+        print(BUILD_LINE, file=sys.stderr, flush=True)
+        super().run()
+
+    def build_extensions(self):
+        # distutils compiles an extension's C files one after another; the core has ~40, and
+        # a first install waits for them, so they are compiled side by side here.
+        compile_one = self.compiler._compile
+
+        def compile_all(sources, output_dir=None, macros=None, include_dirs=None, debug=0,
+                        extra_preargs=None, extra_postargs=None, depends=None):
+            macros, objects, extra_postargs, pp_opts, build = self.compiler._setup_compile(
+                output_dir, macros, include_dirs, sources, depends, extra_postargs)
+            cc_args = self.compiler._get_cc_args(pp_opts, debug, extra_preargs)
+            todo = [(obj, *build[obj]) for obj in objects if obj in build]
+            with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+                list(pool.map(lambda t: compile_one(t[0], t[1], t[2], cc_args, extra_postargs, pp_opts), todo))
+            return objects
+
+        self.compiler.compile = compile_all
+        super().build_extensions()
 
     def build_extension(self, ext):
         cu = [s for s in ext.sources if s.endswith(".cu")]
@@ -118,29 +252,6 @@ class BuildExt(build_ext):
         return objects
 
 
-def cuda_config():
-    want = os.environ.get("MANAKA_CUDA", "auto")
-    if want not in ("0", "1", "auto"):
-        sys.exit(f"setup.py: MANAKA_CUDA must be 0, 1 or unset, got {want!r}")
-    if want == "0":
-        return None
-    root = find_cuda()
-    if root is None:
-        if want == "1":
-            sys.exit("setup.py: MANAKA_CUDA=1 but nvcc was not found (set CUDA_HOME or put nvcc on PATH)")
-        print("setup.py: nvcc not found, building without the CUDA backend", file=sys.stderr)
-        return None
-    lib = next((os.path.join(root, d, "libcudart_static.a") for d in ("lib64", "lib", "targets/x86_64-linux/lib")
-                if os.path.exists(os.path.join(root, d, "libcudart_static.a"))), None)
-    if lib is None:
-        msg = f"setup.py: libcudart_static.a not found under {root}"
-        if want == "1":
-            sys.exit(msg)
-        print(msg + ", building without the CUDA backend", file=sys.stderr)
-        return None
-    return {"root": root, "archs": cuda_archs(), "cudart": lib}
-
-
 def openblas():
     """(include dir, library dir, library name) of the scipy-openblas32 wheel."""
     try:
@@ -153,41 +264,41 @@ def openblas():
             scipy_openblas32.get_library())
 
 
-BLAS_INCLUDE, BLAS_LIBDIR, BLAS_LIB = openblas()
-
-core = Extension(
-    "manaka._core",
-    sources=sources("*.c", "cpu/*.c", "shogi/*.c", "python/*.c"),
-    include_dirs=[numpy.get_include(), "csrc", BLAS_INCLUDE],
-    library_dirs=[BLAS_LIBDIR],
-    libraries=[BLAS_LIB],
-    extra_compile_args=c_flags(),
-    extra_link_args=["-fopenmp", "-pthread"],
-    depends=sources("*.h", "cpu/*.h", "shogi/*.h", "python/*.h"),
-)
-# The CUDA binding files (cuda_*.c) belong to manaka._cuda only.
-core.sources = [s for s in core.sources if not os.path.basename(s).startswith("cuda_")]
-
-# Every .cu in csrc/cuda: the fused ops, their index checks, the runtime services the
-# binding uses, and the training step's primitives and op table (backend_cuda.cu). cuBLAS
-# is not linked: cublas_dynamic.c loads it at run time (see its header for why).
-CUDA_SOURCES = sources("cuda/*.cu", "cuda/*.c")
-
-extensions = [core]
-CUDA = cuda_config()
-if CUDA:
-    archs = ";".join(CUDA["archs"])
-    extensions.append(Extension(
+def extensions(cuda):
+    blas_include, blas_libdir, blas_lib = openblas()
+    core = Extension(
+        "manaka._core",
+        sources=sources("*.c", "cpu/*.c", "shogi/*.c", "python/*.c"),
+        include_dirs=[numpy.get_include(), "csrc", blas_include],
+        library_dirs=[blas_libdir],
+        libraries=[blas_lib],
+        extra_compile_args=c_flags(),
+        extra_link_args=["-fopenmp", "-pthread"],
+        depends=sources("*.h", "cpu/*.h", "shogi/*.h", "python/*.h"),
+    )
+    # The CUDA binding files (cuda_*.c) belong to manaka._cuda only.
+    core.sources = [s for s in core.sources if not os.path.basename(s).startswith("cuda_")]
+    if not cuda:
+        return [core]
+    # Every .cu in csrc/cuda: the fused ops, their index checks, the runtime services the
+    # binding uses, and the training step's primitives and op table (backend_cuda.cu). cuBLAS
+    # is not linked: cublas_dynamic.c loads it at run time (see its header for why).
+    archs = ";".join(cuda["archs"])
+    return [core, Extension(
         "manaka._cuda",
-        sources=CUDA_SOURCES + ["csrc/error.c", "csrc/backend.c", "csrc/batch.c", "csrc/python/binding.c"]
+        sources=sources("cuda/*.cu", "cuda/*.c") + ["csrc/error.c", "csrc/backend.c", "csrc/batch.c", "csrc/python/binding.c"]
         + sources("python/cuda_*.c"),
         include_dirs=[numpy.get_include(), "csrc"],
         define_macros=[("MK_CUDA_ARCHS", f'"{archs}"')],
         extra_compile_args=[f for f in c_flags() if f != "-fopenmp"] + (["-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-Werror"] if WERROR else []),
         # The static runtime: the module needs only the driver (libcuda.so, opened at run
         # time by cudart), so it imports on a machine with no GPU or driver at all.
-        extra_link_args=[CUDA["cudart"], "-ldl", "-lrt", "-lpthread", "-lstdc++"],
+        extra_link_args=[cuda["cudart"], "-ldl", "-lrt", "-lpthread", "-lstdc++"],
         depends=sources("*.h", "python/*.h", "cuda/*.h", "cuda/*.cuh"),
-    ))
+    )]
 
-setup(ext_modules=extensions, cmdclass={"build_ext": BuildExt})
+
+# tests/test_setup.py imports this file for its functions, without building anything.
+if __name__ == "__main__":
+    CUDA, BUILD_LINE = cuda_config()
+    setup(ext_modules=extensions(CUDA), cmdclass={"build_ext": BuildExt})
