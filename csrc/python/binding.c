@@ -36,6 +36,31 @@ PyArrayObject *mk_float_arg(PyObject *obj, const char *op, const char *name, int
     return (PyArrayObject *)PyArray_FROM_OTF(obj, NPY_FLOAT32, NPY_ARRAY_IN_ARRAY);
 }
 
+/* A new int32 array with the contents of `arr` (int32), owned by the binding alone.
+ *
+ * Why always a copy: the index arrays are checked and then used as offsets by the
+ * kernels, and the check may run long before the kernels read them (after the GIL is
+ * released, in trainer.c and model.c; or with the GIL held, just before release, in the
+ * ops). Used in place, another thread could write an out-of-range id into the caller's
+ * array between the check and the read (issue 11 item 1: SEGVs in pair_sums.c,
+ * gather_dot_rows.h, and an out-of-bounds write in pair_groups.c). No other code holds a
+ * reference to the copy, so what is checked is exactly what is read. The copy is made
+ * with memcpy under the GIL, so no Python thread can free or resize the source while it
+ * is read; a concurrent writer can only make it a mix of old and new values, which the
+ * range checks then judge. Cost: the batch's index arrays, a few MB per step at most
+ * (tokens [B, 2, T] and legal [B, L]; see the commit of issue 11 item 1 for the step
+ * benchmark). Float arrays are still used in place: a racing write changes values only,
+ * never an address. */
+static PyArrayObject *private_int32(PyArrayObject *arr, PyObject *obj) {
+    if (!PyArray_ISCARRAY_RO(arr) || !PyArray_ISNOTSWAPPED(arr)) /* converting copies anyway */
+        return (PyArrayObject *)PyArray_FROM_OTF(obj, NPY_INT32,
+                                                 NPY_ARRAY_IN_ARRAY | NPY_ARRAY_ENSURECOPY);
+    PyArrayObject *out =
+        (PyArrayObject *)PyArray_SimpleNew(PyArray_NDIM(arr), PyArray_DIMS(arr), NPY_INT32);
+    if (out) memcpy(PyArray_DATA(out), PyArray_DATA(arr), (size_t)PyArray_NBYTES(arr));
+    return out;
+}
+
 PyArrayObject *mk_index_arg(PyObject *obj, const char *op, const char *name, int ndim) {
     if (check_array(obj, op, name) < 0) return NULL;
     PyArrayObject *arr = (PyArrayObject *)obj;
@@ -47,8 +72,7 @@ PyArrayObject *mk_index_arg(PyObject *obj, const char *op, const char *name, int
         return NULL;
     }
     if (check_ndim(arr, op, name, ndim) < 0) return NULL;
-    if (PyArray_TYPE(arr) == NPY_INT32)
-        return (PyArrayObject *)PyArray_FROM_OTF(obj, NPY_INT32, NPY_ARRAY_IN_ARRAY);
+    if (PyArray_TYPE(arr) == NPY_INT32) return private_int32(arr, obj);
     /* Widen to int64, then narrow to int32 with a range check instead of a silent wrap.
      * uint64 is widened through its bit pattern (NumPy's safe-cast rule refuses it), so
      * values above INT64_MAX read as negative and are refused by the same check below,
@@ -66,20 +90,23 @@ PyArrayObject *mk_index_arg(PyObject *obj, const char *op, const char *name, int
     int32_t *dst = PyArray_DATA(out);
     npy_intp n = PyArray_SIZE(wide);
     for (npy_intp i = 0; i < n; i++) {
-        if (src[i] < INT32_MIN || src[i] > INT32_MAX || (is_u64 && src[i] < 0)) {
+        /* `wide` may be the caller's own int64 array: read each entry once, so the value
+         * checked here is the value stored (later checks read `out`, which is private) */
+        int64_t v = ((const volatile int64_t *)src)[i];
+        if (v < INT32_MIN || v > INT32_MAX || (is_u64 && v < 0)) {
             if (is_u64)
                 PyErr_Format(PyExc_ValueError,
                              "%s: %s holds %llu at flat position %zd, outside the int32 range", op,
-                             name, (unsigned long long)src[i], (Py_ssize_t)i);
+                             name, (unsigned long long)v, (Py_ssize_t)i);
             else
                 PyErr_Format(PyExc_ValueError,
                              "%s: %s holds %lld at flat position %zd, outside the int32 range",
-                             op, name, (long long)src[i], (Py_ssize_t)i);
+                             op, name, (long long)v, (Py_ssize_t)i);
             Py_DECREF(wide);
             Py_DECREF(out);
             return NULL;
         }
-        dst[i] = (int32_t)src[i];
+        dst[i] = (int32_t)v;
     }
     Py_DECREF(wide);
     return out;

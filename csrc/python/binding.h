@@ -6,6 +6,9 @@
  * - index arrays may have any integer dtype (int16, int32, int64, ...); they are converted
  *   to int32, and a value that does not fit is a ValueError, never a wrap-around;
  * - non-contiguous or misaligned arrays are accepted and copied; inputs are never modified;
+ * - index arrays are always copied (checked and read there: what another thread writes
+ *   into the caller's array cannot reach a kernel); float arrays are read in place when
+ *   they are already float32 and C-contiguous (a racing write changes values, not addresses);
  * - the number of dimensions must match exactly (ValueError naming the argument).
  */
 #ifndef MANAKA_BINDING_H
@@ -27,7 +30,8 @@
 PyArrayObject *mk_float_arg(PyObject *obj, const char *op, const char *name, int ndim);
 
 /* New reference to a C-contiguous int32 array with `ndim` dimensions, converted from
- * any integer dtype, or NULL with an exception. */
+ * any integer dtype, or NULL with an exception. Always a private copy, even of an int32
+ * array, so that no other thread can change an index between its check and its use. */
 PyArrayObject *mk_index_arg(PyObject *obj, const char *op, const char *name, int ndim);
 
 /* A NumPy array of `type` over `data` (not copied) that keeps `owner` alive: new
