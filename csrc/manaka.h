@@ -56,14 +56,18 @@ static inline int64_t mk_pair_index(int64_t a, int64_t b) {
 }
 /* Number of rows of a pair table over a vocabulary of V tokens: V (V + 1) / 2. */
 static inline int64_t mk_num_pairs(int64_t V) { return V * (V + 1) / 2; }
-/* The V with V (V + 1) / 2 = num_pairs, or -1 if there is none. */
+/* The largest vocabulary any pair table can have: tokens are int32, so V - 1 <= INT32_MAX.
+ * It also keeps mk_num_pairs(V) <= 2^61 + 2^30, far from int64 overflow. */
+#define MK_MAX_PAIR_VOCAB ((int64_t)1 << 31)
+/* The V with V (V + 1) / 2 = num_pairs, or -1 if there is none (also when num_pairs is
+ * above mk_num_pairs(MK_MAX_PAIR_VOCAB)). A bisection over [0, MK_MAX_PAIR_VOCAB]: at most
+ * 32 steps whatever num_pairs is. (Issue 11 item 6: a doubling search for the bracket
+ * overflowed V (V + 1) for num_pairs near 2^62 and never ended, with the GIL held.) */
 static inline int64_t mk_vocab_of_pairs(int64_t num_pairs) {
-    if (num_pairs < 0) return -1;
-    int64_t V = 0;
-    while (mk_num_pairs(V) < num_pairs) V = V ? V * 2 : 1; /* bracket, then bisect */
-    int64_t lo = V / 2, hi = V;
+    if (num_pairs < 0 || num_pairs > mk_num_pairs(MK_MAX_PAIR_VOCAB)) return -1;
+    int64_t lo = 0, hi = MK_MAX_PAIR_VOCAB;
     while (lo < hi) {
-        int64_t mid = (lo + hi) / 2;
+        int64_t mid = lo + (hi - lo) / 2;
         if (mk_num_pairs(mid) < num_pairs) lo = mid + 1;
         else hi = mid;
     }

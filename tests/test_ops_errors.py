@@ -1,4 +1,8 @@
 """Every bad input to an op raises a clear exception that names the argument."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -154,3 +158,52 @@ def test_a_bad_count_is_reported_before_any_index(rng):
     indices[0, 0] = 99
     with pytest.raises(ValueError, match=r"counts\[2\] = 9 is outside"):
         mk.ops.gather_dot(hidden, table, indices, np.array([4, 4, 9]))
+
+
+# A hang holds the GIL (Ctrl-C cannot stop it), so the call runs in a child process with
+# a time limit: before issue 11 item 6, num_pairs near 2^62 overflowed the search for V.
+_HUGE_NUM_PAIRS = r"""
+import numpy as np, manaka as mk
+tok, grad = np.zeros((1, 2, 3), np.int32), np.zeros((1, 2, 2), np.float32)
+V = 2**31  # the largest vocabulary (int32 tokens): V (V + 1) / 2 rows
+for n in (2**62, 2**63 - 1, 2**62 + 12345, V * (V + 1) // 2 + 1, (V + 1) * (V + 2) // 2):
+    try:
+        mk.ops.pair_sums_backward(grad, tok, n)
+    except ValueError as e:
+        assert "above the largest pair table" in str(e) and str(n) in str(e), e
+    else:
+        raise AssertionError(n)
+for n in (V * (V + 1) // 2 - 1, 2**60 + 7):  # in range, but no V fits
+    try:
+        mk.ops.pair_sums_backward(grad, tok, n)
+    except ValueError as e:
+        assert "which is not V (V + 1) / 2" in str(e), e
+    else:
+        raise AssertionError(n)
+try:  # the largest table is a valid shape, too big to allocate: a clean error
+    mk.ops.pair_sums_backward(grad, tok, V * (V + 1) // 2)
+except (MemoryError, ValueError) as e:
+    assert "V (V + 1) / 2" not in str(e), e
+print("ok")
+"""
+
+
+def test_huge_num_pairs_is_refused_quickly_not_a_hang():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    out = subprocess.run([sys.executable, "-c", _HUGE_NUM_PAIRS], capture_output=True, text=True,
+                         timeout=120, env=env, cwd=root)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
+@pytest.mark.parametrize("V", [0, 1, 2, 3, 4, 1000, 2**20, 2**31 - 1])  # 2**31: the child above
+def test_pair_vocab_is_found_exactly_up_to_the_largest(V):
+    n = V * (V + 1) // 2
+    tok = np.zeros((1, 2, 3), np.int32)
+    for wrong in (n - 1, n + 1):
+        if wrong > 0 and wrong != (V + 1) * (V + 2) // 2 and wrong != (V - 1) * V // 2:
+            with pytest.raises(ValueError, match="num_pairs is"):
+                mk.ops.pair_sums_backward(np.zeros((1, 2, 1), np.float32), tok, wrong)
+    if V in (1, 2, 3, 4, 1000):  # a table small enough to build: V was found
+        got = mk.ops.pair_sums_backward(np.zeros((1, 2, 1), np.float32), tok, n)
+        assert got.shape == (n, 1)

@@ -167,7 +167,12 @@ int mk_orders_arg(PyObject *obj, const char *op, int64_t *orders) {
 
 int64_t mk_pair_vocab_arg(int64_t num_pairs, const char *op, const char *what) {
     int64_t V = mk_vocab_of_pairs(num_pairs);
-    if (V < 0)
+    if (V < 0 && num_pairs > mk_num_pairs(MK_MAX_PAIR_VOCAB))
+        PyErr_Format(PyExc_ValueError,
+                     "%s: %s is %lld, above the largest pair table, %lld rows (V = 2^31: "
+                     "tokens are int32)",
+                     op, what, (long long)num_pairs, (long long)mk_num_pairs(MK_MAX_PAIR_VOCAB));
+    else if (V < 0)
         PyErr_Format(PyExc_ValueError,
                      "%s: %s is %lld, which is not V (V + 1) / 2 for any vocabulary size V", op,
                      what, (long long)num_pairs);
