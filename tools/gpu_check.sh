@@ -295,7 +295,9 @@ step ops 90 "${RUN[@]}" -m manaka.bench ops --device cuda --no-compile --out "$W
 # PyTorch eager and torch.compile (cold: 30-120 s) beside manaka, same parameters and batch.
 step torch-baselines 150 "${RUN[@]}" -m manaka.bench step --device cuda --head-runs 0 --tag cuda-torch "${BENCH[@]}"
 # manaka.torch (the custom ops and Network) against plain PyTorch, if time is left.
-step step-torch-module 120 "${RUN[@]}" -m manaka.bench step_torch --device cuda --out "$W/bench" ${DRY[@]+"${DRY[@]}"}
+TSIZE=()
+[ $MODE = rehearse ] && TSIZE=(--small --batch 16 --max-legal 20 --runs 2 --warmup 1)  # seed shapes: beyond the emulator
+step step-torch-module 120 "${RUN[@]}" -m manaka.bench step_torch --device cuda --out "$W/bench" ${TSIZE[@]+"${TSIZE[@]}"} ${DRY[@]+"${DRY[@]}"}
 
 # The whole suite with what is left (only collected in a full rehearsal; --cheap leaves it out).
 if [ $CHEAP -eq 1 ]; then

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import manaka as mk  # noqa: E402
 from manaka import cuda  # noqa: E402
 from manaka.bench.step import SEED, seed_batch  # noqa: E402
-from manaka.bench.step_cuda import SMALL  # noqa: E402
+from manaka.bench.seed import SMALL  # noqa: E402
 from manaka.bench.timing import phase_ms, write_results  # noqa: E402
 
 

@@ -32,6 +32,12 @@ class SeedShapes:
                     orders=self.K, pair_dim=self.P, hidden=self.H, head_width=self.W)
 
 
+# A small network to test the benchmarks themselves (a rehearsal without a GPU runs them on the
+# CUDA emulator, far too slow for the seed shapes); its timings are not results.
+SMALL = dict(num_tokens=60, num_moves=50, tokens_per_side=8, embed_dim=8, orders=2, pair_dim=4,
+             hidden=(16,), head_width=12)
+
+
 def legal_counts(rng: np.random.Generator, B: int, L: int = 600) -> np.ndarray:
     """Legal-move counts ~ clip(round(lognormal(ln 90, 0.6)), 1, 593), as in the seed."""
     return np.clip(np.round(rng.lognormal(np.log(90), 0.6, B)), 1, min(593, L)).astype(np.int32)

@@ -29,14 +29,11 @@ import manaka as mk
 from manaka import cuda
 
 from . import policy_head
+from .seed import SMALL
 from .skew import hottest_share, skewed_batch
 from .ops_cuda import bandwidth_gbs, fp32_tflops, import_torch, open_nvml, other_gpu_processes
 from .step import SEED, load_torch_baseline, seed_batch
 from .timing import HEADER, Timing, measure, write_results, OUT_HELP
-
-
-SMALL = dict(num_tokens=60, num_moves=50, tokens_per_side=8, embed_dim=8, orders=2, pair_dim=4,
-             hidden=(16,), head_width=12)
 
 
 def floor(cfg: mk.ModelConfig, batch: mk.Batch, num_parameters: int) -> Dict[str, float]:

@@ -21,6 +21,7 @@ import time
 from typing import List
 
 import manaka as mk
+from manaka.bench.seed import SMALL
 from manaka.bench.step import SEED, seed_batch
 from manaka.bench.timing import HEADER, OUT_HELP, measure_interleaved, peak_rss_mb, write_results
 
@@ -35,6 +36,8 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--threads", type=int, default=0, help="threads for manaka and torch (0: manaka's default)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile variants")
+    ap.add_argument("--small", action="store_true",
+                    help="a small configuration, to test the benchmark itself (not a result)")
     ap.add_argument("--tag", default=None, help="results file tag: <out>/step-torch-<tag>.* (default: the device)")
     ap.add_argument("--out", default=None, help=OUT_HELP)
     ap.add_argument("--no-write", action="store_true", help="print only")
@@ -55,7 +58,7 @@ def main(argv: List[str]) -> int:
     mk.set_num_threads(args.threads)
     torch.set_num_threads(mk.get_num_threads())
     load = os.getloadavg()
-    cfg = mk.ModelConfig(**SEED)
+    cfg = mk.ModelConfig(**(SMALL if args.small else SEED))
     batch = seed_batch(cfg, args.batch, args.max_legal)
     B, dev = args.batch, args.device
     model = mk.Model(cfg, seed=0, device=dev)
