@@ -1,0 +1,27 @@
+"""python -m manaka.bench step_torch (issue 15's benchmark) runs end to end on the small
+configuration: the three variants start from the same first loss (the suite refuses to time
+them otherwise), every variant is timed, and the results land where --out says."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+
+
+def test_step_torch_small_writes_ratios_for_every_variant(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "manaka.bench", "step_torch", "--small", "--batch", "16",
+                          "--max-legal", "20", "--runs", "2", "--warmup", "1", "--no-compile", "--threads", "1",
+                          "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    results = json.loads((tmp_path / "step-torch-cpu.json").read_text())
+    losses = results["loss_check"]
+    assert set(losses) == {"mk.Trainer", "manaka.torch", "plain torch"}
+    for name, loss in losses.items():
+        assert loss == pytest.approx(losses["mk.Trainer"], rel=1e-4), (name, losses)
+    ratios = results["ratio_to_trainer"]
+    assert set(ratios) == {"mk.Trainer step", "manaka.torch.Network + AdamW eager",
+                           "plain torch (dense) + AdamW eager"}
+    assert ratios["mk.Trainer step"] == 1.0 and all(r > 0 for r in ratios.values())
+    assert (tmp_path / "step-torch-cpu.md").read_text().count("x mk.Trainer's time") == 2
