@@ -3,7 +3,12 @@
  * Queue: a ring of num_slots = prefetch + 1 buffers (one may be held by the consumer).
  * Batch n is packed into slot n % num_slots, so delivery order is fixed by construction;
  * a producer claims the lowest unclaimed batch once its slot is free. One mutex guards
- * all queue state; `slot_free` wakes producers, `batch_ready` wakes the consumer. */
+ * all queue state; `slot_free` wakes producers, `batch_ready` wakes the consumer.
+ *
+ * A second mutex, `control`, serialises start and stop: stop may come from any thread at
+ * any time (a watchdog closing the loader while the consumer's own cleanup stops it), and
+ * two callers joining the same producers, or one joining while another creates them, is
+ * undefined behaviour (a double pthread_join hangs). `control` is never taken under `lock`. */
 #define _GNU_SOURCE
 #include "loader.h"
 #include "hash.h"
@@ -41,7 +46,8 @@ struct mk_loader {
 
     pthread_mutex_t lock;
     pthread_cond_t slot_free, batch_ready;
-    pthread_t *threads;
+    pthread_mutex_t control; /* held by start and stop for their whole run: see the top */
+    pthread_t *threads;      /* [num_threads] joinable producers; both guarded by `control` */
     int num_threads, running, stopping;
     int64_t next_claim, next_deliver;
     int held; /* slot held by the consumer, or -1 */
@@ -300,6 +306,7 @@ checked:;
     ld->held = -1;
     ld->next_claim = ld->next_deliver = ld->num_batches; /* nothing to deliver until start */
     pthread_mutex_init(&ld->lock, NULL);
+    pthread_mutex_init(&ld->control, NULL);
     pthread_cond_init(&ld->slot_free, NULL);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -326,8 +333,8 @@ checked:;
 
 int64_t mk_loader_num_batches(const mk_loader *ld) { return ld->num_batches; }
 
-void mk_loader_stop(mk_loader *ld) {
-    if (!ld) return;
+/* Stops and joins the producers; the caller holds `control`, so each thread is joined once. */
+static void stop_locked(mk_loader *ld) {
     pthread_mutex_lock(&ld->lock);
     ld->stopping = 1;
     pthread_cond_broadcast(&ld->slot_free);
@@ -337,20 +344,32 @@ void mk_loader_stop(mk_loader *ld) {
     ld->num_threads = 0;
 }
 
+void mk_loader_stop(mk_loader *ld) {
+    if (!ld) return;
+    pthread_mutex_lock(&ld->control);
+    stop_locked(ld);
+    pthread_mutex_unlock(&ld->control);
+}
+
 mk_status mk_loader_start(mk_loader *ld, int64_t epoch, int64_t first_batch) {
     if (epoch < 0)
         return mk_fail(MK_ERR_VALUE, "Loader: epoch must be >= 0, got %lld", (long long)epoch);
     if (first_batch < 0 || first_batch > ld->num_batches)
         return mk_fail(MK_ERR_VALUE, "Loader: batch index %lld is outside [0, %lld]",
                        (long long)first_batch, (long long)ld->num_batches);
-    mk_loader_stop(ld);
-    build_permutation(ld, epoch);
+    pthread_mutex_lock(&ld->control);
+    stop_locked(ld);
+    build_permutation(ld, epoch); /* no producer runs: perm is ours */
+    /* The queue state is reset under `lock`: a concurrent mk_loader_get_stats (any thread)
+     * reads it, and a consumer that raced a stop may still be leaving mk_loader_next. */
+    pthread_mutex_lock(&ld->lock);
     for (int i = 0; i < ld->num_slots; i++) ld->slots[i].state = SLOT_FREE;
     ld->epoch = epoch;
     ld->held = -1;
     ld->ready = 0;
     ld->next_claim = ld->next_deliver = first_batch;
     ld->stopping = 0;
+    pthread_mutex_unlock(&ld->lock);
     /* Producers never run Python; blocking signals in them leaves SIGINT to the main
      * thread, whose wait in mk_loader_next wakes up to let Python raise KeyboardInterrupt. */
     sigset_t all, old;
@@ -373,7 +392,8 @@ mk_status mk_loader_start(mk_loader *ld, int64_t epoch, int64_t first_batch) {
         ld->num_threads++;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (status != MK_OK) mk_loader_stop(ld);
+    if (status != MK_OK) stop_locked(ld);
+    pthread_mutex_unlock(&ld->control);
     return status;
 }
 
@@ -456,6 +476,7 @@ void mk_loader_destroy(mk_loader *ld) {
     free(ld->perm);
     free(ld->threads);
     pthread_mutex_destroy(&ld->lock);
+    pthread_mutex_destroy(&ld->control);
     pthread_cond_destroy(&ld->slot_free);
     pthread_cond_destroy(&ld->batch_ready);
     free(ld);

@@ -114,7 +114,9 @@ mk_status mk_loader_start(mk_loader *loader, int64_t epoch, int64_t first_batch)
  * (Producers cannot fail: create() checked every offset they will follow.) */
 mk_status mk_loader_next(mk_loader *loader, double timeout_s, const mk_batch **out, int *end);
 
-/* Stops the producers and joins them; the held batch stays readable. Idempotent. */
+/* Stops the producers and joins them; the held batch stays readable. Idempotent, and safe
+ * from any thread at any time: concurrent stops and starts are serialised (each producer is
+ * joined exactly once), and a consumer waiting in mk_loader_next gets MK_ERR_RUNTIME. */
 void mk_loader_stop(mk_loader *loader);
 
 void mk_loader_get_stats(mk_loader *loader, mk_loader_stats *stats);

@@ -117,7 +117,12 @@ class Loader:
                 if run != self._run:
                     raise RuntimeError("Loader: this iteration was superseded by a newer one")
                 start = time.perf_counter()
-                item = self._core.next()
+                try:
+                    item = self._core.next()
+                except RuntimeError:
+                    if self._closed:  # close() from another thread stopped the producers: the epoch ends
+                        break
+                    raise
                 if item is None:
                     break
                 _, index, tokens, legal, counts, target, value, policy, positions = item
@@ -179,7 +184,8 @@ class Loader:
         return s
 
     def close(self) -> None:
-        """Stops and joins the producer threads. Idempotent."""
+        """Stops and joins the producer threads. Idempotent, and safe from any thread: a loop
+        iterating the loader in another thread then ends (no more batches, no error)."""
         self._closed = True
         self._core.stop()
 

@@ -185,6 +185,10 @@ static PyObject *Loader_start(LoaderObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* stop() deliberately skips the busy guard: it is how another thread (a watchdog, close())
+ * ends an iteration whose consumer is waiting in next() or whose generator's `finally` is
+ * stopping it at the same moment. mk_loader_stop serialises its callers (each producer is
+ * joined once); the waiting next() then fails with "no producer is running". */
 static PyObject *Loader_stop(LoaderObject *self, PyObject *unused) {
     if (!self->loader) Py_RETURN_NONE;
     Py_BEGIN_ALLOW_THREADS;

@@ -1,8 +1,17 @@
 /* Stress harness for csrc/loader.c under ThreadSanitizer / AddressSanitizer (tests/test_loader_sanitizers.py):
- * 6 producers, a queue of 2, 30 epochs, some stopped early. Prints "ok <sum of positions>". */
+ * 6 producers, a queue of 2, 30 epochs, some stopped early; then 4 threads stopping the
+ * loader while the consumer restarts and reads it (issue 11 item 2: stop from any thread,
+ * concurrent stops join each producer once). Prints "ok <sum of positions>". */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include "loader.h"
+
+static void *stopper(void *arg) {
+    for (int i = 0; i < 200; i++) mk_loader_stop(arg);
+    return NULL;
+}
+
 int main(void) {
     int64_t N = 5000, T = 4;
     int16_t *tok = malloc(N * 2 * T * 2);
@@ -32,6 +41,17 @@ int main(void) {
         }
         mk_loader_stop(ld);
     }
+    pthread_t stoppers[4];
+    for (int i = 0; i < 4; i++) pthread_create(&stoppers[i], NULL, stopper, ld);
+    for (int round = 0; round < 50; round++) {
+        mk_loader_start(ld, round, 0);
+        for (int k = 0; k < 30; k++) { /* ends at a stop (an error) or after 30 waits */
+            const mk_batch *b; int end;
+            if (mk_loader_next(ld, 0.01, &b, &end) != MK_OK || end) break;
+            if (b) sum += b->size > 0 ? 0 : 1;
+        }
+    }
+    for (int i = 0; i < 4; i++) pthread_join(stoppers[i], NULL);
     mk_loader_destroy(ld);
     free(tok), free(off), free(mv), free(tg), free(v);
     printf("ok %lld\n", sum);
