@@ -62,7 +62,7 @@ def test_every_benchmark_parsed_its_own_arguments(cheap):
     assert "'tf32': True" in dry[1] and "'tag': 'cuda-tf32'" in dry[1]
     assert "'no_compile': True" in dry[3]
     assert "'tag': 'cuda-torch'" in dry[4] and "'no_torch': False" in dry[4]
-    assert "'device': 'cuda'" in dry[5] and "'small': True" in dry[5]
+    assert "'device': 'cuda'" in dry[5] and "'no_compile': False" in dry[5]
 
 
 def test_results_tar_holds_the_step_records(cheap):

@@ -54,6 +54,9 @@ def main(argv: List[str]) -> int:
     except ImportError as e:
         print(f"python -m manaka.bench step_torch needs torch: {e}", file=sys.stderr)
         return 2
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print(f"step_torch --device cuda: torch {torch.__version__} sees no CUDA device", file=sys.stderr)
+        return 2
 
     mk.set_num_threads(args.threads)
     torch.set_num_threads(mk.get_num_threads())
