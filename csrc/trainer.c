@@ -167,8 +167,13 @@ mk_status mk_trainer_set_config(mk_trainer *t, const mk_trainer_config *cfg) {
     if (st == MK_OK) t->cfg = *cfg;
     return st;
 }
-int64_t mk_trainer_step_count(const mk_trainer *t) { return t->steps; }
-void mk_trainer_set_step_count(mk_trainer *t, int64_t steps) { t->steps = steps; }
+/* The step count is read by Trainer.step_count's getter without the model (the Python
+ * binding takes it for every write: steps, step_count and fused setters, load): atomic
+ * accesses make that read well-defined while a step on another thread stores it. */
+int64_t mk_trainer_step_count(const mk_trainer *t) { return __atomic_load_n(&t->steps, __ATOMIC_RELAXED); }
+void mk_trainer_set_step_count(mk_trainer *t, int64_t steps) {
+    __atomic_store_n(&t->steps, steps, __ATOMIC_RELAXED);
+}
 int mk_trainer_pair_state(const mk_trainer *t) { return t->pair_state; }
 size_t mk_trainer_state_bytes(const mk_trainer *t) {
     int64_t n = mk_model_buffer_size(t->model), pair = 0;
@@ -281,7 +286,7 @@ static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats)
         MK_TRY(be->copy(stream, t->ring + (step % MK_STATS_RING) * MK_STAT_COUNT, dstats,
                         MK_STAT_COUNT * sizeof(float)));
     }
-    t->steps = step;
+    __atomic_store_n(&t->steps, step, __ATOMIC_RELAXED); /* read concurrently: see above */
     if (t->profile) {
         t->times.steps++;
         t->times.forward += t_fwd;

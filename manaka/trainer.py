@@ -127,13 +127,15 @@ class Trainer:
         device (one small device -> host read; see :meth:`Model._device_batch`)."""
         op = "Trainer.step"
         device = self.model._device_batch(op, _check_batch(op, batch), targets=True)
+        # The core returns the step's own number, read while it still held the model: reading
+        # step_count here instead could see another thread's later step (or a loaded state),
+        # and a device Stats would then fetch that step's stats.
         if device is not None:
             with _reading(device, self.model._core):
-                buf = self._core.step_device(device)
+                buf, step = self._core.step_device(device)
         else:
-            buf = self._core.step(batch.tokens, batch.legal, batch.counts, batch.target, batch.value,
-                                  batch.policy_target)
-        step = self._core.step_count
+            buf, step = self._core.step(batch.tokens, batch.legal, batch.counts, batch.target, batch.value,
+                                        batch.policy_target)
         return Stats(buf, step) if buf is not None else Stats(None, step, self._core)
 
     @property
@@ -174,7 +176,9 @@ class Trainer:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Restores a :meth:`state_dict`; everything is checked before anything changes.
+        """Restores a :meth:`state_dict`, all or nothing: everything is checked, and the model
+        acquired, before anything changes (a bad state, or a step running on another thread,
+        raises and leaves hyperparameters, moments and step count as they were).
 
         The trainer keeps its own pair_state_dtype: moments saved with the other one are
         converted (exactly to float32, to the nearest value in bf16)."""
@@ -188,11 +192,11 @@ class Trainer:
         if saved_dtype not in self.PAIR_STATE_DTYPES:
             raise ValueError(f"Trainer.load_state_dict: pair_state_dtype must be 'float32' or 'bf16', "
                              f"got {saved_dtype!r}")
-        if not isinstance(step_count, (int, np.integer)) or step_count < 0:
-            raise ValueError(f"Trainer.load_state_dict: step_count must be an int >= 0, got {step_count!r}")
+        if not isinstance(step_count, (int, np.integer)) or not 0 <= step_count < 2**63:
+            raise ValueError(f"Trainer.load_state_dict: step_count must be an int in [0, 2**63), got {step_count!r}")
         hyper = self._hyper(**h)
         shapes = self.model.shapes
-        checked = []
+        checked = ([], [])
         for kind, moment in enumerate(moments):
             if set(moment) != set(shapes):
                 raise KeyError(f"Trainer.load_state_dict: moment names {sorted(set(moment) ^ set(shapes))} "
@@ -205,11 +209,10 @@ class Trainer:
                 arr = np.ascontiguousarray(arr, dtype=np.float32)
                 if not np.isfinite(arr).all() or (kind == 1 and (arr < 0).any()):
                     raise ValueError(f"Trainer.load_state_dict: a moment of {name} holds an invalid value")
-                checked.append((kind, name, arr))
-        self._core.configure(self.model._core, **hyper)
-        for kind, name, arr in checked:
-            self._core.write_moment(kind, name, arr)
-        self._core.step_count = int(step_count)
+                checked[kind].append((name, arr))
+        # All or nothing, in C: it checks everything again and takes the model before writing
+        # anything, so a failure (another thread's step holding the model, say) changes nothing.
+        self._core.load(self.model._core, checked[0], checked[1], int(step_count), **hyper)
 
     def profile(self, enable: bool = True) -> None:
         """Turns on (and resets) per-phase timing in C; it synchronises between phases."""

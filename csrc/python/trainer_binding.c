@@ -106,9 +106,78 @@ static PyObject *trainer_configure(trainer_object *self, PyObject *args, PyObjec
     mk_trainer_config cfg;
     PyObject *model;
     if (parse_config(args, kwargs, &cfg, &model) < 0) return NULL;
+    if (mk_model_acquire(self->model, "Trainer.configure") < 0) return NULL; /* a step reads it */
     mk_status st = mk_trainer_set_config(self->trainer, &cfg);
+    mk_model_release(self->model);
     if (st != MK_OK) return mk_raise_status(st);
     Py_RETURN_NONE;
+}
+
+/* load(model, exp_avg, exp_avg_sq, step_count, **hyperparameters): Trainer.load_state_dict,
+ * all or nothing. exp_avg and exp_avg_sq are lists of (name, array), each tensor once. Every
+ * argument is checked and converted, and the model acquired, before anything changes: a
+ * bad state or another thread's running step ("in use") leaves hyperparameters, moments and
+ * step count as they were. Only a failed device copy can interrupt the writes; the
+ * hyperparameters and step count are then still the old ones. */
+static PyObject *trainer_load(trainer_object *self, PyObject *args, PyObject *kwargs) {
+    REQUIRE_TRAINER(self, NULL);
+    static const char op[] = "Trainer.load_state_dict";
+    PyObject *model, *lists[2];
+    long long steps;
+    if (!PyArg_ParseTuple(args, "OO!O!L", &model, &PyList_Type, &lists[0], &PyList_Type, &lists[1],
+                          &steps))
+        return NULL;
+    if (steps < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: step_count must be >= 0, got %lld", op, steps);
+        return NULL;
+    }
+    mk_trainer_config cfg;
+    PyObject *model_args = PyTuple_Pack(1, model), *ignored;
+    if (!model_args) return NULL;
+    int parsed = parse_config(model_args, kwargs, &cfg, &ignored);
+    Py_DECREF(model_args);
+    if (parsed < 0) return NULL;
+    int n = mk_model_num_tensors(self->model->model);
+    PyArrayObject **arrays = calloc((size_t)(2 * n > 0 ? 2 * n : 1), sizeof *arrays);
+    if (!arrays) return PyErr_NoMemory();
+    PyObject *result = NULL;
+    for (int kind = 0; kind < 2; kind++) {
+        if (PyList_GET_SIZE(lists[kind]) != n) {
+            PyErr_Format(PyExc_ValueError, "%s: %s has %zd tensors, the model %d", op,
+                         kind ? "exp_avg_sq" : "exp_avg", PyList_GET_SIZE(lists[kind]), n);
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *item = PyList_GET_ITEM(lists[kind], i), *array;
+            const char *name;
+            int index;
+            if (!PyArg_ParseTuple(item, "sO", &name, &array)) goto done;
+            const mk_tensor *t = mk_tensor_named(self->model->model, name, op, &index);
+            if (!t) goto done;
+            if (arrays[kind * n + index]) {
+                PyErr_Format(PyExc_ValueError, "%s: %s names %s twice", op,
+                             kind ? "exp_avg_sq" : "exp_avg", name);
+                goto done;
+            }
+            if (!(arrays[kind * n + index] = mk_tensor_arg(t, array, op))) goto done;
+        }
+    }
+    if (mk_model_acquire(self->model, op) < 0) goto done;
+    mk_status status = MK_OK;
+    Py_BEGIN_ALLOW_THREADS;
+    for (int k = 0; k < 2 * n && status == MK_OK; k++)
+        status = mk_trainer_write_moment(self->trainer, k / n, k % n, PyArray_DATA(arrays[k]));
+    Py_END_ALLOW_THREADS;
+    /* With the GIL again: config() and lr_at() read the config under it, without the model. */
+    if (status == MK_OK) status = mk_trainer_set_config(self->trainer, &cfg);
+    if (status == MK_OK) mk_trainer_set_step_count(self->trainer, steps);
+    mk_model_release(self->model);
+    if (status != MK_OK) mk_raise_status(status);
+    else result = Py_NewRef(Py_None);
+done:
+    for (int k = 0; k < 2 * n; k++) Py_XDECREF(arrays[k]);
+    free(arrays);
+    return result;
 }
 
 static PyObject *trainer_config(trainer_object *self, PyObject *unused) {
@@ -122,7 +191,10 @@ static PyObject *trainer_config(trainer_object *self, PyObject *unused) {
                          "value_weight", c->value_weight);
 }
 
-/* One step on a converted batch; `holder` keeps a device batch's arrays (else NULL). */
+/* One step on a converted batch; `holder` keeps a device batch's arrays (else NULL).
+ * Returns (stats, step): the step's number is read while the model is still held, so it is
+ * this step's even when another thread steps or loads a state right after (a device Stats
+ * fetches the stats of exactly that step). */
 static PyObject *run_step(trainer_object *self, const char *op, const mk_batch *batch,
                           PyObject *holder) {
     PyObject *stats = NULL;
@@ -131,26 +203,26 @@ static PyObject *run_step(trainer_object *self, const char *op, const mk_batch *
     int slot = mk_model_batch_begin(self->model, op);
     if (slot < -1) goto fail;
     mk_status status;
+    int64_t step;
     Py_BEGIN_ALLOW_THREADS;
     status = mk_trainer_step(self->trainer, batch, PyArray_DATA((PyArrayObject *)stats));
+    step = mk_trainer_step_count(self->trainer);
     Py_END_ALLOW_THREADS;
     mk_model_batch_end(self->model, slot, holder);
     if (status != MK_OK) {
         mk_raise_status(status);
         goto fail;
     }
-    if (!mk_model_backend(self->model->model)->host_memory) {
-        Py_DECREF(stats);
-        Py_RETURN_NONE;
-    }
-    return stats;
+    if (!mk_model_backend(self->model->model)->host_memory) Py_SETREF(stats, Py_NewRef(Py_None));
+    return Py_BuildValue("(NL)", stats, (long long)step);
 fail:
     Py_XDECREF(stats);
     return NULL;
 }
 
-/* step(tokens, legal, counts, target, value, policy_target) -> float32 [MK_STAT_COUNT], or
- * None on a device backend (the stats stay on the device: read_stats(step) fetches them). */
+/* step(tokens, legal, counts, target, value, policy_target) -> (stats, step): stats float32
+ * [MK_STAT_COUNT], or None on a device backend (the stats stay on the device:
+ * read_stats(step) fetches them); step, the 1-based number of this step. */
 static PyObject *trainer_step(trainer_object *self, PyObject *args) {
     REQUIRE_TRAINER(self, NULL);
     static const char op[] = "Trainer.step";
@@ -292,6 +364,8 @@ static PyObject *trainer_moment_bytes(trainer_object *self, PyObject *unused) {
     return PyLong_FromSize_t(mk_trainer_state_bytes(self->trainer));
 }
 
+/* Getters read without the model: a step on another thread may be running (it returns its
+ * own step number, see run_step); an int64 read there is a value from just before or after. */
 static PyObject *trainer_get_steps(trainer_object *self, void *closure) {
     REQUIRE_TRAINER(self, NULL);
     return PyLong_FromLongLong(mk_trainer_step_count(self->trainer));
@@ -308,7 +382,9 @@ static int trainer_set_steps(trainer_object *self, PyObject *value, void *closur
         PyErr_SetString(PyExc_ValueError, "Trainer: step_count must be >= 0");
         return -1;
     }
+    if (mk_model_acquire(self->model, "Trainer.step_count") < 0) return -1; /* a step moves it */
     mk_trainer_set_step_count(self->trainer, n);
+    mk_model_release(self->model);
     return 0;
 }
 
@@ -319,6 +395,8 @@ static PyMethodDef trainer_methods[] = {
     {"read_stats", (PyCFunction)trainer_read_stats, METH_O, NULL},
     {"config", (PyCFunction)trainer_config, METH_NOARGS, NULL},
     {"configure", (PyCFunction)(void (*)(void))trainer_configure, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"load", (PyCFunction)(void (*)(void))trainer_load, METH_VARARGS | METH_KEYWORDS,
+     "load(model, exp_avg, exp_avg_sq, step_count, **hyperparameters): all or nothing"},
     {"read_moment", (PyCFunction)trainer_read_moment, METH_VARARGS, NULL},
     {"write_moment", (PyCFunction)trainer_write_moment, METH_VARARGS, NULL},
     {"lr_at", (PyCFunction)trainer_lr_at, METH_O, NULL},
@@ -339,7 +417,9 @@ static int trainer_set_fused(trainer_object *self, PyObject *value, void *closur
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "Trainer: fused cannot be deleted");
         return -1;
     }
+    if (mk_model_acquire(self->model, "Trainer.fused") < 0) return -1; /* a step reads it */
     mk_trainer_set_fused(self->trainer, on);
+    mk_model_release(self->model);
     return 0;
 }
 
