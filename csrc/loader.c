@@ -20,7 +20,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
+#include <setjmp.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -126,24 +128,86 @@ static void build_permutation(mk_loader *ld, int64_t epoch) {
     }
 }
 
+/* ---------------------------------------------------------------- reading a live map */
+
+/* A memory-mapped file that another process truncates (np.save rewrites a file in place:
+ * truncate, then write) turns reads of the lost pages into SIGBUS, which kills the process.
+ * While a loader thread reads the dataset it sets `fault_jump`; a SIGBUS then jumps back to
+ * that read, which fails its batch with an error for the consumer. A SIGBUS anywhere else
+ * is handed back to whoever handled it before (faulthandler, or the default action): the
+ * previous handler is reinstalled and the faulting access, run again, reaches it. */
+static __thread sigjmp_buf *fault_jump;
+static struct sigaction previous_bus;
+static pthread_once_t bus_once = PTHREAD_ONCE_INIT;
+
+static void on_bus(int sig, siginfo_t *info, void *context) {
+    (void)context;
+    sigjmp_buf *jump = fault_jump;
+    int sent = info && info->si_code <= 0; /* kill() or raise(), not a fault */
+    if (jump && !sent) {
+        fault_jump = NULL;
+        siglongjmp(*jump, 1);
+    }
+    sigaction(SIGBUS, &previous_bus, NULL); /* not a loader read: the fault is someone else's */
+    if (sent) raise(sig); /* delivered to the previous disposition once this handler returns */
+}
+
+static void install_bus_handler(void) {
+    struct sigaction act;
+    memset(&act, 0, sizeof act);
+    act.sa_sigaction = on_bus;
+    act.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&act.sa_mask);
+    sigaction(SIGBUS, &act, &previous_bus);
+}
+
+#define BUS_ERROR                                                                         \
+    "Loader: reading the dataset failed with SIGBUS: a memory-mapped file was truncated " \
+    "or rewritten under the running loader (write new data to a temporary name and "      \
+    "rename it over the old file: a running loader then keeps reading the old contents)"
+
 /* ---------------------------------------------------------------- packing */
 
 /* Fills slot `s` with batch `n` of the current epoch. Reads only the dataset and perm,
- * writes only the slot: safe to run in parallel with other producers. */
+ * writes only the slot: safe to run in parallel with other producers.
+ *
+ * The dataset is usually a memory map of files that another process may rewrite while the
+ * loader runs (regenerating data during training). create() checked the offsets, but they
+ * may have changed since: every offset is read from the map exactly once per row, into the
+ * slot (start in positions[i], count in counts[i]), and checked there against what the slot
+ * was allocated for (max_count) and what legal_moves holds (total_moves) before any copy
+ * uses it. A changed offset fails the batch with an error for the consumer (s->failed);
+ * changed moves, tokens or targets are data, which the model's checks refuse if invalid. */
 static void pack(const mk_loader *ld, int64_t n, slot *s) {
     const mk_dataset_view *d = &ld->data;
     int64_t B = ld->config.batch_size, first = n * B, T2 = 2 * d->tokens_per_side;
     int64_t size = d->num_positions - first < B ? d->num_positions - first : B;
-    const int64_t *pos = ld->perm + first, *off = d->legal_offsets;
+    const int64_t *pos = ld->perm + first;
+    const volatile int64_t *off = d->legal_offsets; /* volatile: one read per use, never re-read */
     mk_batch *b = &s->batch;
     int64_t L = 0;
+    s->failed = 0;
     for (int64_t i = 0; i < size; i++) {
-        int64_t c = off[pos[i] + 1] - off[pos[i]];
+        int64_t p = pos[i], start = off[p], end = off[p + 1];
+        /* 0 <= start and end <= total_moves first: end - start cannot overflow then */
+        int64_t c = start < 0 || end > d->total_moves ? 0 : end - start;
+        if (c < 1 || c > ld->max_count) {
+            snprintf(s->error, sizeof s->error,
+                     "Loader: the dataset changed under the running loader: legal_offsets of "
+                     "position %lld now give [%lld, %lld) (legal_moves has %lld entries, the "
+                     "longest list was %lld); a file was rewritten: open the dataset again", (long long)p, (long long)start, (long long)end,
+                     (long long)d->total_moves, (long long)ld->max_count);
+            s->failed = 1;
+            b->epoch = ld->epoch, b->index = n, b->size = 0, b->max_legal = 1;
+            return;
+        }
+        b->positions[i] = start; /* the row's checked start, until its copy below */
+        b->counts[i] = (int32_t)c;
         if (c > L) L = c;
     }
     b->epoch = ld->epoch, b->index = n, b->size = size, b->max_legal = L;
     for (int64_t i = 0; i < size; i++) {
-        int64_t p = pos[i], start = off[p], c = off[p + 1] - start;
+        int64_t p = pos[i], start = b->positions[i], c = b->counts[i];
         const int16_t *tok = d->tokens + p * T2;
         int32_t *tok_out = b->tokens + i * T2;
         for (int64_t t = 0; t < T2; t++) tok_out[t] = tok[t];
@@ -160,7 +224,6 @@ static void pack(const mk_loader *ld, int64_t n, slot *s) {
             memcpy(prow, d->policy_target + start, (size_t)c * 4);
             for (int64_t l = c; l < L; l++) prow[l] = 0.0f;
         }
-        b->counts[i] = (int32_t)c;
         b->target[i] = d->target[p];
         b->value[i] = d->value[p];
         b->positions[i] = p;
@@ -181,7 +244,11 @@ static int64_t pack_from_source(const mk_loader *ld, int64_t n, slot *s) {
     for (int64_t i = 0; i < want; i++) {
         int c = src->fill(src->ctx, pos[i], b->tokens + size * T2, b->legal + size * Lmax,
                           b->target + size, b->value + size, s->error);
-        if (c < 0) {
+        if (c < 0 || c > Lmax) { /* more than max_legal: a broken source, refused like an error */
+            if (c > Lmax)
+                snprintf(s->error, sizeof s->error,
+                         "Loader: the row source made %d legal moves for row %lld, above its "
+                         "max_legal = %lld", c, (long long)pos[i], (long long)Lmax);
             s->failed = 1;
             break;
         }
@@ -201,6 +268,23 @@ static int64_t pack_from_source(const mk_loader *ld, int64_t n, slot *s) {
         for (int64_t l = b->counts[i]; l < L; l++) row[l] = -1;
     }
     b->epoch = ld->epoch, b->index = n, b->size = size, b->max_legal = L;
+    return skipped;
+}
+
+/* pack() or pack_from_source() with SIGBUS turned into a failed batch (see on_bus). */
+static int64_t guarded_pack(const mk_loader *ld, int64_t n, slot *s) {
+    sigjmp_buf jump;
+    if (sigsetjmp(jump, 1)) { /* a read of the map faulted: the slot is ours, just fail it */
+        snprintf(s->error, sizeof s->error, "%s", BUS_ERROR);
+        s->failed = 1;
+        s->batch.epoch = ld->epoch, s->batch.index = n, s->batch.size = 0, s->batch.max_legal = 1;
+        return 0;
+    }
+    fault_jump = &jump;
+    int64_t skipped = 0;
+    if (ld->data.source) skipped = pack_from_source(ld, n, s);
+    else pack(ld, n, s);
+    fault_jump = NULL;
     return skipped;
 }
 
@@ -224,6 +308,12 @@ static void lower_priority(int nice_increment) {
 static void *producer_main(void *arg) {
     mk_loader *ld = arg;
     lower_priority(ld->config.nice);
+    /* Every signal was blocked for this thread (mk_loader_start) except that a blocked SIGBUS
+     * from a fault kills the process without calling any handler: let on_bus see it. */
+    sigset_t bus;
+    sigemptyset(&bus);
+    sigaddset(&bus, SIGBUS);
+    pthread_sigmask(SIG_UNBLOCK, &bus, NULL);
     pthread_mutex_lock(&ld->lock);
     for (;;) {
         while (!ld->stopping && ld->next_claim < ld->num_batches &&
@@ -234,9 +324,7 @@ static void *producer_main(void *arg) {
         slot *s = &ld->slots[n % ld->num_slots];
         s->state = SLOT_FILLING;
         pthread_mutex_unlock(&ld->lock);
-        int64_t skipped = 0;
-        if (ld->data.source) skipped = pack_from_source(ld, n, s);
-        else pack(ld, n, s);
+        int64_t skipped = guarded_pack(ld, n, s);
         pthread_mutex_lock(&ld->lock);
         ld->skipped += skipped;
         s->state = SLOT_READY;
@@ -251,9 +339,44 @@ static void *producer_main(void *arg) {
 
 /* ---------------------------------------------------------------- public API */
 
+/* The offsets decide every memory access of the producers: check them here, whatever
+ * the caller validated, so a bad offsets array is an error and never a wild read (pack()
+ * checks each offset again when it reads it: the file may change after this scan). */
+static mk_status scan_offsets(const mk_dataset_view *data, int64_t *max_count) {
+    const int64_t *off = data->legal_offsets;
+    if (off[0] != 0)
+        return mk_fail(MK_ERR_VALUE, "Loader: legal_offsets[0] must be 0, got %lld",
+                       (long long)off[0]);
+    for (int64_t i = 0; i < data->num_positions; i++) {
+        int64_t c = off[i + 1] - off[i];
+        if (c < 1)
+            return mk_fail(MK_ERR_VALUE,
+                           "Loader: position %lld has %lld legal moves (legal_offsets must "
+                           "increase strictly)",
+                           (long long)i, (long long)c);
+        if (c > *max_count) *max_count = c;
+    }
+    if (off[data->num_positions] != data->total_moves)
+        return mk_fail(MK_ERR_VALUE,
+                       "Loader: legal_offsets[-1] = %lld but legal_moves has %lld entries",
+                       (long long)off[data->num_positions], (long long)data->total_moves);
+    return MK_OK;
+}
+
+/* scan_offsets with a SIGBUS (the file truncated under the scan) turned into an error. */
+static mk_status guarded_scan(const mk_dataset_view *data, int64_t *max_count) {
+    sigjmp_buf jump;
+    if (sigsetjmp(jump, 1)) return mk_fail(MK_ERR_VALUE, "%s", BUS_ERROR);
+    fault_jump = &jump;
+    mk_status status = scan_offsets(data, max_count);
+    fault_jump = NULL;
+    return status;
+}
+
 mk_status mk_loader_create(const mk_dataset_view *data, const mk_loader_config *config,
                            mk_loader **out) {
     *out = NULL;
+    pthread_once(&bus_once, install_bus_handler);
     if (config->batch_size < 1)
         return mk_fail(MK_ERR_VALUE, "Loader: batch_size must be >= 1, got %lld",
                        (long long)config->batch_size);
@@ -275,25 +398,8 @@ mk_status mk_loader_create(const mk_dataset_view *data, const mk_loader_config *
         max_count = data->source->max_legal;
         goto checked;
     }
-    /* The offsets decide every memory access of the producers: check them here, whatever
-     * the caller validated, so a bad offsets array is an error and never a wild read. */
-    const int64_t *off = data->legal_offsets;
-    if (off[0] != 0)
-        return mk_fail(MK_ERR_VALUE, "Loader: legal_offsets[0] must be 0, got %lld",
-                       (long long)off[0]);
-    for (int64_t i = 0; i < data->num_positions; i++) {
-        int64_t c = off[i + 1] - off[i];
-        if (c < 1)
-            return mk_fail(MK_ERR_VALUE,
-                           "Loader: position %lld has %lld legal moves (legal_offsets must "
-                           "increase strictly)",
-                           (long long)i, (long long)c);
-        if (c > max_count) max_count = c;
-    }
-    if (off[data->num_positions] != data->total_moves)
-        return mk_fail(MK_ERR_VALUE,
-                       "Loader: legal_offsets[-1] = %lld but legal_moves has %lld entries",
-                       (long long)off[data->num_positions], (long long)data->total_moves);
+    mk_status scanned = guarded_scan(data, &max_count);
+    if (scanned != MK_OK) return scanned;
 checked:;
     mk_loader *ld = calloc(1, sizeof *ld);
     if (!ld) return mk_fail(MK_ERR_NOMEM, "Loader: out of memory");

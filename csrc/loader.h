@@ -35,7 +35,7 @@ extern "C" {
  * is to be skipped); -1 is an error, described in `error` (MK_ROW_ERROR_BYTES), which the
  * consumer receives from mk_loader_next when it reaches that batch. fill runs on several
  * producer threads at once and must be safe to. */
-#define MK_ROW_ERROR_BYTES 256
+#define MK_ROW_ERROR_BYTES 512
 typedef int (*mk_row_fill)(const void *ctx, int64_t index, int32_t *tokens, int32_t *legal,
                            int32_t *target, float *value, char *error);
 typedef struct {

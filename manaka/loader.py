@@ -14,6 +14,7 @@ import numpy as np
 from . import _core
 from .batch import Batch
 from .dataset import Dataset
+from .errors import DatasetError
 
 __all__ = ["Loader"]
 
@@ -41,6 +42,13 @@ class Loader:
     background work kept ahead by the queue and never take a core from the training step.
     Their buffers come from an allocation hook in the C loader (csrc/loader.h), where a GPU
     model will plug page-locked memory for asynchronous host-to-device copies.
+
+    The files of an opened dataset are read in place (memory maps): rewriting them while a
+    loader runs (another process regenerating the data) ends the iteration with a
+    :class:`manaka.DatasetError` naming the folder, never a crash; batches packed before the
+    change was seen may hold a mix of old and new data. To replace a dataset under a running
+    loader safely, write the new files under temporary names and rename them over the old
+    ones: the loader keeps reading the old contents until it is opened again.
 
     Threads stop at the end of each epoch, on ``close()``, when a ``with`` block ends,
     when the consuming loop raises, and on Ctrl-C (waits wake every 50 ms to let Python
@@ -80,6 +88,7 @@ class Loader:
         arrays = ((source, None, None, None, None, None) if source is not None else
                   (dataset.tokens, dataset.legal_offsets, dataset.legal_moves, dataset.target, dataset.value,
                    dataset.policy_target))
+        self._source = source
         self._core = _core.Loader(
             *arrays, self.batch_size, self.producers, self.prefetch, self.shuffle,
             self.seed, self.drop_last, self.NICE)
@@ -122,6 +131,12 @@ class Loader:
                 except RuntimeError:
                     if self._closed:  # close() from another thread stopped the producers: the epoch ends
                         break
+                    raise
+                except ValueError as e:
+                    # Arrays: the producers found the files changed under them (rewritten by
+                    # another process); the epoch ends. Name the dataset's folder.
+                    if self._source is None and getattr(self.dataset, "path", None):
+                        raise DatasetError(self.dataset.path, f"{self.dataset.path!r}: {e}", named=True) from None
                     raise
                 if item is None:
                     break

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIMIT_S = 240  # generous: the runs below take seconds; only a hang reaches it
 
@@ -84,4 +86,152 @@ def test_many_concurrent_stops():
         assert settled(), r
     print("ok")
     """)
+    assert out.startswith("ok"), out
+
+
+REWRITE = """
+    import os, subprocess, sys, textwrap
+    import numpy as np
+    from types import SimpleNamespace
+    import manaka as mk
+    folder = sys.argv[1]
+    shape = SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2)
+    # Two datasets with different legal lists (and one a different size), saved side by side;
+    # the writer copies them in turn over the files of the folder the loader reads, in place
+    # (np.save truncates the file, then writes it: the memory map sees both).
+    for name, n, seed in (("a", 3000, 0), ("b", 2000, 1)):
+        mk.Dataset.synthetic(n, shape, seed=seed, soft_targets=True).save(os.path.join(folder, name))
+    mk.Dataset.synthetic(3000, shape, seed=0, soft_targets=True).save(os.path.join(folder, "live"))
+    ds = mk.Dataset.open(os.path.join(folder, "live"))
+    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent('''
+        import os, shutil, sys
+        folder = sys.argv[1]
+        for k in range(int(sys.argv[2])):
+            source = os.path.join(folder, "ab"[k % 2])
+            for name in sorted(os.listdir(source)):
+                with open(os.path.join(source, name), "rb") as f, open(os.path.join(folder, "live", name), "r+b") as g:
+                    data = f.read()
+                    g.truncate(0)  # as np.save does: the file is empty for a moment
+                    g.write(data)
+                    g.flush()
+    '''), folder, sys.argv[2]])
+    tally = {"batches": 0, "errors": 0}
+    while writer.poll() is None or tally["batches"] == 0:
+        try:
+            for batch in mk.Loader(ds, batch_size=64, producers=4, prefetch=2):
+                c = batch.counts
+                assert c.min() >= 1 and batch.legal.shape[1] == c.max()
+                for r in range(len(c)):  # padding is the loader's own: always intact
+                    assert (batch.legal[r, c[r]:] == -1).all() and (batch.policy_target[r, c[r]:] == 0).all()
+                tally["batches"] += 1
+        except mk.DatasetError as e:  # the producers saw the change
+            assert "live" in str(e) and ("changed under the running loader" in str(e) or "SIGBUS" in str(e)), e
+            tally["errors"] += 1
+        except ValueError as e:  # a new Loader's own scan saw it
+            assert "legal_offsets" in str(e) or "SIGBUS" in str(e), e
+            tally["errors"] += 1
+    assert writer.wait() == 0
+    print("ok", tally)
+"""
+
+
+def test_rewriting_the_files_under_a_running_loader_is_an_error_not_a_crash(tmp_path):
+    """Another process rewrites a memory-mapped dataset while loaders read it (issue 11
+    item 3): every batch is well formed or the iteration ends with a DatasetError; before
+    the fix pack() trusted offsets re-read from the live map (a heap-buffer-overflow write)
+    and a truncated file killed the process with SIGBUS."""
+    out = run_child(REWRITE, str(tmp_path), "60")
+    assert out.startswith("ok"), out
+
+
+CHANGED_OFFSETS = """
+    import numpy as np
+    from types import SimpleNamespace
+    import manaka as mk
+    base = mk.Dataset.synthetic(500, SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2),
+                                seed=0, soft_targets=True)
+    ds = mk.Dataset.from_arrays(tokens=base.tokens, legal_offsets=base.legal_offsets, legal_moves=base.legal_moves,
+                                target=base.target, value=base.value, policy_target=base.policy_target,
+                                num_tokens=300, num_moves=500)
+    off = ds.legal_offsets.view()  # a writable view of what the loader reads in place, like a live map
+    off.flags.writeable = True
+    original, total, longest = off.copy(), int(off[-1]), int(np.diff(off).max())
+
+    def longer(o):  # a list longer than any the slots were sized for, inside legal_moves
+        o[301] = o[300] + longest + 1
+    def past_the_end(o):  # a list running past legal_moves
+        o[-1] = total + 10**6
+    def negative(o):
+        o[120] = -5
+    def extreme(o):  # end - start would overflow int64
+        o[200], o[201] = -2**63, 2**63 - 1
+    def shrunk(o):  # what a shorter file would say: lists that end before they start
+        o[400:] = 7
+    for change in (longer, past_the_end, negative, extreme, shrunk):
+        off[:] = original
+        loader = mk.Loader(ds, batch_size=50, producers=3, prefetch=2, shuffle=False)
+        change(off)  # after the loader checked the offsets: a file rewritten under it
+        try:
+            for batch in loader:
+                pass
+        except ValueError as e:
+            assert "the dataset changed under the running loader" in str(e), e
+        else:
+            raise AssertionError(f"{change.__name__}: no error")
+        off[:] = original
+        loader.set_epoch(loader.epoch + 1)
+        assert sum(len(b) for b in loader) == 500  # a whole epoch again, with the offsets restored
+    print("ok")
+"""
+
+
+def test_offsets_changed_after_the_loader_checked_them_are_an_error():
+    """pack() checks each offset it reads against the slot's size and legal_moves: a changed
+    offset fails the epoch with a ValueError (before the fix: heap-buffer-overflow writes and
+    reads outside legal_moves, no error). In a child process: the old build corrupts its heap."""
+    out = run_child(CHANGED_OFFSETS)
+    assert out.startswith("ok"), out
+
+
+TRUNCATED = """
+    import os, sys
+    import numpy as np
+    from types import SimpleNamespace
+    import manaka as mk
+    folder, kind = sys.argv[1], sys.argv[2]
+    if kind == "arrays":
+        shape = SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2)
+        data = mk.Dataset.open(mk.Dataset.synthetic(4000, shape, seed=0).save(os.path.join(folder, "ds")))
+        victim = os.path.join(folder, "ds", "legal_moves.npy")
+    else:
+        sys.path.insert(0, "tests")
+        from test_shogi_records import make_records
+        from manaka import shogi
+        victim = os.path.join(folder, "games.hcpe")
+        make_records(3000, 5)[1].tofile(victim)
+        data = shogi.open_hcpe(victim)
+    loader = mk.Loader(data, batch_size=16, producers=2, prefetch=2, shuffle=False)
+    seen = 0
+    try:
+        for batch in loader:
+            if seen == 0:
+                os.truncate(victim, 0)  # another process rewriting the file: its pages are gone
+            seen += 1
+    except ValueError as e:  # mk.DatasetError naming the folder for a Dataset
+        assert "SIGBUS" in str(e), e
+        assert kind != "arrays" or (isinstance(e, mk.DatasetError) and "ds" in str(e)), e
+        print("ok", seen, type(e).__name__)
+    else:
+        print("no error", seen)
+"""
+
+
+@pytest.mark.parametrize("kind", ["arrays", "hcpe"])
+def test_a_file_truncated_under_a_running_loader_is_an_error_not_sigbus(tmp_path, kind):
+    """Reading a memory-mapped page that a truncation removed raises SIGBUS, which killed the
+    process; the producers now turn it into the epoch's error, for a Dataset's .npy files and
+    for shogi record files (the row source) alike."""
+    if kind == "hcpe":
+        pytest.importorskip("cshogi")
+    out = run_child(TRUNCATED, str(tmp_path), kind)
     assert out.startswith("ok"), out
