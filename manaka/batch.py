@@ -21,6 +21,9 @@ def _as(name: str, x: Any, dtype, ndim: int) -> np.ndarray:
     if x.ndim != ndim:
         raise ValueError(f"Batch: {name} must have {ndim} dimension{'s' if ndim > 1 else ''}, got {x.ndim}")
     if kind == "iu":
+        # Contiguous first: a huge zero-stride view (np.broadcast_to) then fails to allocate at
+        # once instead of having its every element compared by min() / max() for minutes.
+        x = np.ascontiguousarray(x)
         _fits_int32(name, x)
     return np.ascontiguousarray(x, dtype=dtype)
 

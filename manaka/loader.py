@@ -173,6 +173,10 @@ class Loader:
             if key in state and int(state[key]) != int(getattr(self, key)):
                 raise ValueError(f"Loader.load_state_dict: {key} = {state[key]} was saved, but this loader has "
                                  f"{key} = {getattr(self, key)}: the batch order would differ")
+        for key in ("epoch", "batch_index"):
+            # int() would take 1.5, "3" or True as positions: a bad state must not move the loader
+            if not isinstance(state[key], (int, np.integer)) or isinstance(state[key], bool):
+                raise TypeError(f"Loader.load_state_dict: {key} must be an int, got {type(state[key]).__name__}")
         epoch, index = int(state["epoch"]), int(state["batch_index"])
         if epoch < 0 or not 0 <= index <= self.num_batches:
             raise ValueError(f"Loader.load_state_dict: position (epoch {epoch}, batch {index}) is out of range "

@@ -49,9 +49,13 @@ class ModelConfig:
                 raise ValueError(f"ModelConfig: {name} must be >= 1, got {value}")
             object.__setattr__(self, name, int(value))
         try:
-            hidden = tuple(int(h) for h in self.hidden)
+            hidden = tuple(self.hidden)
         except TypeError:
             raise TypeError(f"ModelConfig: hidden must be a sequence of ints, got {self.hidden!r}") from None
+        # int() would take "3" or 1.5 as a width: a config must say what it means
+        if not all(isinstance(h, (int, np.integer)) and not isinstance(h, bool) for h in hidden):
+            raise TypeError(f"ModelConfig: hidden must be a sequence of ints, got {self.hidden!r}")
+        hidden = tuple(int(h) for h in hidden)
         if any(h < 1 for h in hidden):
             raise ValueError(f"ModelConfig: every hidden width must be >= 1, got {hidden}")
         object.__setattr__(self, "hidden", hidden)

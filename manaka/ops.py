@@ -127,7 +127,7 @@ def power_sums(emb: ArrayLike, tokens: ArrayLike, orders: int) -> ArrayLike:
         float32 ``[B, S, K, D]``.
     """
     ops, a = _backend("power_sums", emb=emb, tokens=tokens)
-    return ops.power_sums(a["emb"], a["tokens"], orders)
+    return ops.power_sums(a["emb"], a["tokens"], _as_int("power_sums", "orders", orders))
 
 
 def power_sums_backward(grad: ArrayLike, emb: ArrayLike, tokens: ArrayLike) -> ArrayLike:

@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import struct
-import subprocess
 import sys
 import tempfile
 import zlib
@@ -25,6 +24,9 @@ import zlib
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Run as a script, this checkout's manaka comes first (not whichever one is installed).
+sys.path[:0] = [HERE] + ([os.path.dirname(HERE)] if __name__ == "__main__" else [])
+import fuzz_runner  # noqa: E402
 NASTY = [-1, 0, 1, 2**31, 2**63, 2**64 + 1, -2**63, 1e308, float("inf"), 0.5, "x", None, True, [], {},
          [2**40, 2**40], [-3], {"a": 1}, [[[[1]]]]]
 
@@ -166,25 +168,14 @@ def child(kind: str, cases: int, seed: int, report: str) -> None:
 
 
 def run(kind: str, cases: int, seed: int = 0, timeout: float = 600) -> dict:
-    """Tallies {"refused", "loaded", other outcomes...} of `cases` corruptions of `kind`."""
-    with tempfile.TemporaryDirectory() as tmp:
-        report = os.path.join(tmp, "report.jsonl")
-        tally, done = {}, 0
-        while done < cases:  # a crash is counted and the child restarted after that case
-            proc = subprocess.run([sys.executable, __file__, "--child", kind, "--cases", str(cases - done),
-                                   "--seed", str(seed + done), "--report", report],
-                                  capture_output=True, text=True, timeout=timeout)
-            lines = [json.loads(line) for line in open(report)] if os.path.exists(report) else []
-            os.remove(report) if os.path.exists(report) else None
-            finished = [r for r in lines if "result" in r]
-            for r in finished:
-                tally[r["result"]] = tally.get(r["result"], 0) + 1
-            done += len(finished)
-            if proc.returncode != 0:
-                key = f"crash (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:] }"
-                tally[key] = tally.get(key, 0) + 1
-                done += 1
-        return tally
+    """Tallies {"refused", "loaded", other outcomes...} of `cases` corruptions of `kind`.
+    A crash or a case taking over `timeout` seconds is counted and the child restarted after
+    that case (tests/fuzz_runner.py), with the seed moved on by the cases done."""
+    tally, _ = fuzz_runner.run(
+        lambda done, count, report: fuzz_runner.child_argv(__file__, "--child", kind, "--cases", count,
+                                                           "--seed", seed + done, "--report", report),
+        cases, case_timeout=timeout)
+    return tally
 
 
 def _check(tally: dict, cases: int) -> None:
