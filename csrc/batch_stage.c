@@ -3,6 +3,7 @@
 
 #include "batch_slots.h"
 #include "batch_stage.h"
+#include "checked.h"
 
 #define S 2 /* perspectives */
 
@@ -27,25 +28,29 @@ struct mk_batch_stage {
 
 static int64_t aligned(int64_t n) { return (n + 15) / 16 * 16; } /* 4-byte items: 64 bytes */
 
-/* Carves both slots from `base` (NULL: only measures) for (B, L); returns the bytes. */
+/* Carves both slots from `base` (NULL: only measures) for (B, L); returns the bytes, or
+ * SIZE_MAX when a product or the total is above MK_MAX_ELEMENTS (checked.h): B and L
+ * come from the caller's batch. */
 static size_t carve(mk_batch_stage *s, char *base, int64_t B, int64_t L) {
-    size_t used = 0;
-#define TAKE(ptr, type, count)                                  \
-    do {                                                        \
-        (ptr) = base ? (type *)(base + used) : NULL;            \
-        used += (size_t)aligned((int64_t)(count)) * 4;          \
+    int64_t used = 0, n; /* in 4-byte items */
+    int too_big = 0;
+#define TAKE(ptr, type, rows, cols)                                                       \
+    do {                                                                                  \
+        (ptr) = base && !too_big ? (type *)(base + used * 4) : NULL;                      \
+        too_big = too_big || mk_mul_too_big((rows), (cols), &n) ||                        \
+                  mk_add_too_big(used, aligned(n), &used);                                \
     } while (0)
     for (int k = 0; k < MK_BATCH_SLOTS; k++) {
         slot_arrays *a = &s->slot[k];
-        TAKE(a->tokens, int32_t, B * S * s->T);
-        TAKE(a->legal, int32_t, B * L);
-        TAKE(a->counts, int32_t, B);
-        TAKE(a->target, int32_t, B);
-        TAKE(a->value, float, B);
-        TAKE(a->soft, float, B * L);
+        TAKE(a->tokens, int32_t, B, S * s->T); /* T <= 1024 (mk_config_check) */
+        TAKE(a->legal, int32_t, B, L);
+        TAKE(a->counts, int32_t, B, 1);
+        TAKE(a->target, int32_t, B, 1);
+        TAKE(a->value, float, B, 1);
+        TAKE(a->soft, float, B, L);
     }
 #undef TAKE
-    return used;
+    return too_big ? SIZE_MAX : (size_t)used * 4;
 }
 
 static mk_status synchronize_both(mk_batch_stage *s) {
@@ -62,7 +67,11 @@ static mk_status reserve(mk_batch_stage *s, int64_t B, int64_t L) {
     if (st != MK_OK) return st;
     size_t bytes = carve(s, NULL, cap_B, cap_L);
     void *memory = NULL;
-    if ((st = s->be->alloc(s->stream, bytes, &memory)) != MK_OK) {
+    if (bytes == SIZE_MAX)
+        st = mk_fail(MK_ERR_NOMEM, "Model: the batch slots for B = %lld positions with L = %lld "
+                     "legal slots would take more than 2^58 bytes", (long long)cap_B,
+                     (long long)cap_L);
+    if (st != MK_OK || (st = s->be->alloc(s->stream, bytes, &memory)) != MK_OK) {
         carve(s, s->memory, s->cap_B, s->cap_L); /* unchanged: keep the old slots */
         return st;
     }

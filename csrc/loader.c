@@ -11,6 +11,7 @@
  * undefined behaviour (a double pthread_join hangs). `control` is never taken under `lock`. */
 #define _GNU_SOURCE
 #include "loader.h"
+#include "checked.h"
 #include "hash.h"
 
 #include <errno.h>
@@ -63,16 +64,43 @@ struct mk_loader {
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* The byte sizes of one slot's arrays for batch_size B, T tokens per side and L legal
+ * slots (the policy_target array, when there is one, is as large as legal's), or
+ * MK_ERR_VALUE naming batch_size when the slot would be above MK_MAX_ELEMENTS bytes
+ * (checked.h): B is the caller's, so the products are checked (issue 11 item 4:
+ * batch_size = 2^62 wrapped the slot to a 1-byte allocation that pack() overran). */
+typedef struct {
+    size_t tokens, legal, row, positions, total;
+} slot_sizes;
+static mk_status slot_size(int64_t B, int64_t T, int64_t L, int policy, slot_sizes *z) {
+    int64_t tokens, legal, total;
+    if (mk_mul_too_big(B, 2 * T, &tokens) || mk_mul_too_big(B, L, &legal) ||
+        mk_mul_too_big(tokens + legal * (1 + policy) + 5 * B + 5 * 16, 4, &total))
+        return mk_fail(MK_ERR_VALUE,
+                       "Loader: batch_size = %lld is too large: a batch of %lld positions with "
+                       "%lld tokens per side and up to %lld legal moves would take more than "
+                       "2^56 bytes",
+                       (long long)B, (long long)B, (long long)T, (long long)L);
+    z->tokens = round64((size_t)tokens * 4);
+    z->legal = round64((size_t)legal * 4);
+    z->row = round64((size_t)B * 4);
+    z->positions = round64((size_t)B * 8);
+    z->total = z->tokens + z->legal * (1 + policy) + 3 * z->row + z->positions;
+    return MK_OK;
+}
+
 /* Carves one slot's arrays out of one allocation. */
 static mk_status alloc_slot(mk_loader *ld, slot *s) {
-    int64_t B = ld->config.batch_size, T = ld->data.tokens_per_side, L = ld->max_count;
-    size_t tokens = round64((size_t)B * 2 * T * 4), legal = round64((size_t)B * L * 4);
-    size_t row = round64((size_t)B * 4), positions = round64((size_t)B * 8);
+    slot_sizes z = {0};
+    MK_TRY(slot_size(ld->config.batch_size, ld->data.tokens_per_side, ld->max_count,
+                     ld->data.policy_target != NULL, &z));
+    size_t tokens = z.tokens, legal = z.legal, row = z.row;
     size_t policy = ld->data.policy_target ? legal : 0;
-    size_t total = tokens + legal + 3 * row + policy + positions;
+    size_t total = z.total;
     void *memory = NULL;
     if (posix_memalign(&memory, 64, total) != 0)
-        return mk_fail(MK_ERR_NOMEM, "Loader: cannot allocate a %zu-byte batch buffer", total);
+        return mk_fail(MK_ERR_NOMEM, "Loader: cannot allocate a %zu-byte batch buffer "
+                       "(batch_size = %lld)", total, (long long)ld->config.batch_size);
     s->memory = memory;
     char *m = memory;
     s->batch.tokens = (int32_t *)m, m += tokens;
@@ -406,7 +434,7 @@ checked:;
     ld->data = *data;
     ld->config = *config;
     int64_t N = data->num_positions, B = config->batch_size;
-    ld->num_batches = config->drop_last ? N / B : (N + B - 1) / B;
+    ld->num_batches = N / B + (!config->drop_last && N % B); /* N + B - 1 may overflow */
     ld->max_count = max_count;
     ld->num_slots = config->prefetch + 1;
     ld->held = -1;

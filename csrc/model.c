@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "batch_stage.h"
+#include "checked.h"
 #include "model.h"
 
 #define MK_ALIGN 16 /* floats: 64 bytes */
@@ -50,6 +51,7 @@ struct mk_model {
     int num_tensors;
     mk_tensor tensors[2 + 2 * MK_MAX_HIDDEN + 5];
     int64_t buffer_size;
+    const mk_tensor *too_big; /* set by layout: a tensor or the buffer is above MK_MAX_ELEMENTS */
     float *params, *grads, *stats;
     /* arena */
     void *arena;
@@ -85,23 +87,48 @@ mk_status mk_config_check(const mk_config *c) {
     if (c->tokens_per_side > 1024)
         return mk_fail(MK_ERR_VALUE, "ModelConfig: tokens_per_side must be <= 1024, got %lld",
                        (long long)c->tokens_per_side);
+    /* Every width is a GEMM dimension or leading dimension (32-bit in OpenBLAS's and
+     * cuBLAS's interfaces) and every id an int32: bound them, then the products below,
+     * before any size is computed from them (issue 11 item 4: embed_dim = 2^62 with
+     * orders = 2 wrapped numel, and forward overran the heap). */
+#define AT_MOST_INT32(field)                                                                \
+    if (c->field > INT32_MAX)                                                               \
+        return mk_fail(MK_ERR_VALUE, "ModelConfig: " #field " = %lld is above 2^31 - 1",    \
+                       (long long)c->field);
+    AT_MOST_INT32(num_moves) AT_MOST_INT32(embed_dim) AT_MOST_INT32(orders)
+    AT_MOST_INT32(pair_dim) AT_MOST_INT32(head_width)
+#undef AT_MOST_INT32
+    for (int i = 0; i < c->num_hidden; i++)
+        if (c->hidden[i] > INT32_MAX)
+            return mk_fail(MK_ERR_VALUE, "ModelConfig: hidden[%d] = %lld is above 2^31 - 1", i,
+                           (long long)c->hidden[i]);
+    int64_t KD; /* the first layer's in-features are S (K D + P): a GEMM dimension */
+    if (mk_mul_too_big(c->orders, c->embed_dim, &KD) || KD + c->pair_dim > INT32_MAX / S)
+        return mk_fail(MK_ERR_VALUE,
+                       "ModelConfig: 2 * (orders * embed_dim + pair_dim) features (orders = %lld, "
+                       "embed_dim = %lld, pair_dim = %lld) is above 2^31 - 1",
+                       (long long)c->orders, (long long)c->embed_dim, (long long)c->pair_dim);
     return MK_OK;
 }
 
+/* Adds a tensor; a numel above MK_MAX_ELEMENTS (checked.h) makes it the model's
+ * `too_big`, reported by mk_model_create before anything is allocated. */
 static void add_tensor(mk_model *m, const char *name, int64_t rows, int64_t cols, int ndim) {
     mk_tensor *t = &m->tensors[m->num_tensors++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->ndim = ndim;
     t->shape[0] = rows;
     t->shape[1] = ndim == 2 ? cols : 0;
-    t->numel = ndim == 2 ? rows * cols : rows;
+    t->numel = rows;
+    if (ndim == 2 && mk_mul_too_big(rows, cols, &t->numel) && !m->too_big) m->too_big = t;
     size_t len = strlen(name);
     t->decay = !(len >= 4 && strcmp(name + len - 4, "bias") == 0);
 }
 
 /* Places the tensors in the buffers: the pair table, then every other decayed tensor,
  * then the biases. Each AdamW group is then one contiguous range, updated by one launch
- * (mk_model_adamw_groups) instead of one per tensor. */
+ * (mk_model_adamw_groups) instead of one per tensor. The offsets are checked sums: a
+ * buffer above MK_MAX_ELEMENTS sets `too_big` (the tensor that crossed the limit). */
 static void place_tensors(mk_model *m) {
     for (int pass = 0; pass < 3; pass++)
         for (int i = 0; i < m->num_tensors; i++) {
@@ -109,7 +136,10 @@ static void place_tensors(mk_model *m) {
             int group = i == T_PAIR_TABLE ? 0 : t->decay ? 1 : 2;
             if (group != pass) continue;
             t->offset = m->buffer_size;
-            m->buffer_size += aligned(t->numel);
+            if (m->too_big || mk_add_too_big(m->buffer_size, aligned(t->numel), &m->buffer_size)) {
+                if (!m->too_big) m->too_big = t;
+                return;
+            }
         }
 }
 
@@ -198,6 +228,15 @@ mk_status mk_model_create(const mk_config *cfg, const mk_backend *backend, void 
     m->stream = stream;
     m->fused_head = 1;
     layout(m);
+    if (m->too_big) { /* e.g. num_tokens = 2^20 with pair_dim = 2^31 - 1 */
+        mk_status big = mk_fail(MK_ERR_VALUE,
+                                "ModelConfig: too many parameters: %s [%lld, %lld] takes the "
+                                "model past 2^56 values",
+                                m->too_big->name, (long long)m->too_big->shape[0],
+                                (long long)m->too_big->shape[1]);
+        free(m);
+        return big;
+    }
     size_t bytes = (size_t)m->buffer_size * sizeof(float);
     void *p = NULL, *g = NULL, *s = NULL;
     if ((st = backend->alloc(stream, bytes, &p)) != MK_OK ||
@@ -255,39 +294,69 @@ int mk_model_fused_policy_head(const mk_model *m) { return m->fused_head; }
 /* ---------------------------------------------------------------- arena */
 
 /* Carves the activations for (B, L), and `work_bytes` of scratch, out of `base` (NULL:
- * only measures) and returns the bytes needed. One layout function for sizing and carving
- * keeps the two in step. */
+ * only measures) and returns the bytes needed, or SIZE_MAX when they would be above
+ * 4 * MK_MAX_ELEMENTS (checked.h): B and L come from the caller's batch, so every product
+ * and the running total are checked. One layout function for sizing and carving keeps
+ * the two in step. */
 static size_t carve(mk_model *m, char *base, int64_t B, int64_t L, size_t work_bytes, acts *a) {
     const mk_config *c = &m->cfg;
-    size_t used = 0;
-#define TAKE(ptr, type, count)                                               \
-    do {                                                                     \
-        (ptr) = base ? (type *)(base + used) : NULL;                         \
-        used += (size_t)aligned((int64_t)(count)) * 4; /* 4-byte elements */ \
+    int64_t used = 0, n; /* in 4-byte elements */
+    int too_big = work_bytes > (size_t)MK_MAX_ELEMENTS;
+#define TAKE(ptr, type, rows, cols)                                                       \
+    do {                                                                                  \
+        (ptr) = base && !too_big ? (type *)(base + used * 4) : NULL;                      \
+        too_big = too_big || mk_mul_too_big((rows), (cols), &n) ||                        \
+                  mk_add_too_big(used, aligned(n), &used);                                \
     } while (0)
-    int64_t KD = c->orders * c->embed_dim;
-    TAKE(a->ps, float, B * S * KD);
-    TAKE(a->dps, float, B * S * KD);
-    TAKE(a->pair, float, B * S * c->pair_dim);
-    TAKE(a->dpair, float, B * S * c->pair_dim);
+    int64_t KD = c->orders * c->embed_dim; /* bounded by mk_config_check */
+    TAKE(a->ps, float, B, S * KD);
+    TAKE(a->dps, float, B, S * KD);
+    TAKE(a->pair, float, B, S * c->pair_dim);
+    TAKE(a->dpair, float, B, S * c->pair_dim);
     for (int i = 0; i < c->num_hidden; i++) {
-        TAKE(a->y[i], float, B * c->hidden[i]);
-        TAKE(a->dy[i], float, B * c->hidden[i]);
+        TAKE(a->y[i], float, B, c->hidden[i]);
+        TAKE(a->dy[i], float, B, c->hidden[i]);
     }
-    TAKE(a->q, float, B * c->head_width);
-    TAKE(a->dq, float, B * c->head_width);
-    TAKE(a->z, float, B);
-    TAKE(a->dz, float, B);
-    TAKE(a->v, float, B);
-    TAKE(a->logits, float, B * L);
-    TAKE(a->dlogits, float, B * L);
-    TAKE(a->row_policy, float, B);
-    TAKE(a->row_value, float, B);
-    TAKE(a->row_correct, float, B);
+    TAKE(a->q, float, B, c->head_width);
+    TAKE(a->dq, float, B, c->head_width);
+    TAKE(a->z, float, B, 1);
+    TAKE(a->dz, float, B, 1);
+    TAKE(a->v, float, B, 1);
+    TAKE(a->logits, float, B, L);
+    TAKE(a->dlogits, float, B, L);
+    TAKE(a->row_policy, float, B, 1);
+    TAKE(a->row_value, float, B, 1);
+    TAKE(a->row_correct, float, B, 1);
     a->work_bytes = work_bytes;
-    TAKE(a->work, char, (work_bytes + 3) / 4);
+    TAKE(a->work, char, too_big ? 0 : (int64_t)((work_bytes + 3) / 4), 1);
 #undef TAKE
-    return used;
+    return too_big ? SIZE_MAX : (size_t)used * 4;
+}
+
+/* The arena's size for a capacity of (B, L) and the backend's scratch for it, or an error:
+ * MK_ERR_NOMEM naming B and L when a size would be above 2^58 bytes (checked.h), or the
+ * backend's scratch_bytes error (e.g. the CPU's int32 token-slot limit). */
+mk_status mk_model_arena_bytes_for(const mk_model *m, int64_t B, int64_t L, size_t *bytes,
+                                   size_t *work) {
+    const mk_config *c = &m->cfg;
+    *bytes = *work = 0;
+    if (B < 1 || L < 1)
+        return mk_fail(MK_ERR_VALUE, "Model: B and L must be >= 1, got %lld and %lld",
+                       (long long)B, (long long)L);
+    if (B > MK_MAX_ELEMENTS || L > MK_MAX_ELEMENTS) /* keeps B * S exact */
+        return mk_fail(MK_ERR_NOMEM, "Model: a batch of B = %lld positions with L = %lld "
+                       "legal slots is too large", (long long)B, (long long)L);
+    mk_step_shapes shapes = {.B = B, .L = L, .M = c->num_moves, .rows = B * S,
+                             .T = c->tokens_per_side, .V = c->num_tokens};
+    MK_TRY(m->be->scratch_bytes(&shapes, work));
+    acts sizing; /* measuring leaves m->a, the step's views, as they are */
+    *bytes = carve((mk_model *)m, NULL, B, L, *work, &sizing);
+    if (*bytes == SIZE_MAX)
+        return mk_fail(MK_ERR_NOMEM,
+                       "Model: the activations of a batch of B = %lld positions with L = %lld "
+                       "legal slots would take more than 2^58 bytes",
+                       (long long)B, (long long)L);
+    return MK_OK;
 }
 
 /* Makes the arena large enough for (B, L): the one allocation of a model's steps, made
@@ -298,14 +367,9 @@ static size_t carve(mk_model *m, char *base, int64_t B, int64_t L, size_t work_b
  * from batch to batch, queries the backend (CUB, on the GPU) only when the arena grows. */
 static mk_status reserve(mk_model *m, int64_t B, int64_t L) {
     if (B > m->cap_B || L > m->cap_L) {
-        const mk_config *c = &m->cfg;
         int64_t cap_B = B > m->cap_B ? B : m->cap_B, cap_L = L > m->cap_L ? L : m->cap_L;
-        mk_step_shapes shapes = {.B = cap_B, .L = cap_L, .M = c->num_moves, .rows = cap_B * S,
-                                 .T = c->tokens_per_side, .V = c->num_tokens};
-        size_t work = 0;
-        MK_TRY(m->be->scratch_bytes(&shapes, &work));
-        acts sizing; /* measuring leaves m->a, the step's views, as they are */
-        size_t bytes = carve(m, NULL, cap_B, cap_L, work, &sizing);
+        size_t bytes, work;
+        MK_TRY(mk_model_arena_bytes_for(m, cap_B, cap_L, &bytes, &work));
         void *arena = NULL;
         MK_TRY(m->be->alloc(m->stream, bytes, &arena));
         m->be->free(m->stream, m->arena);

@@ -69,6 +69,12 @@ typedef struct mk_model mk_model;
 mk_status mk_model_create(const mk_config *cfg, const mk_backend *backend, void *stream,
                           uint64_t seed, mk_model **out);
 void mk_model_destroy(mk_model *model);
+/* The activation arena's bytes for a batch capacity of (B, L), and the backend's scratch
+ * within it: what a step on such a batch allocates. MK_ERR_NOMEM naming B and L when a
+ * size would pass 2^58 bytes (checked arithmetic: B and L come from the caller), or the
+ * backend's scratch_bytes error. */
+mk_status mk_model_arena_bytes_for(const mk_model *model, int64_t B, int64_t L, size_t *bytes,
+                                   size_t *work);
 
 const mk_backend *mk_model_backend(const mk_model *model);
 void *mk_model_stream(const mk_model *model);

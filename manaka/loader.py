@@ -76,12 +76,17 @@ class Loader:
         source = getattr(dataset, "_row_source", None)
         if not isinstance(dataset, Dataset) and source is None:
             raise TypeError(f"Loader: dataset must be a manaka.Dataset or shogi records, got {type(dataset).__name__}")
-        for name, value, low in (("batch_size", batch_size, 1), ("producers", producers, 1),
-                                 ("prefetch", prefetch, 1), ("seed", seed, 0)):
+        # `high`: what the C core can receive (its own checks bound batch_size further by the
+        # batch buffer's size, issue 11 item 4); beyond it the conversion's OverflowError
+        # would not name the argument.
+        for name, value, low, high in (("batch_size", batch_size, 1, 2**63 - 1), ("producers", producers, 1, 256),
+                                       ("prefetch", prefetch, 1, 1024), ("seed", seed, 0, 2**63 - 1)):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
                 raise TypeError(f"Loader: {name} must be an int, got {type(value).__name__}")
             if value < low:
                 raise ValueError(f"Loader: {name} must be >= {low}, got {value}")
+            if value > high:
+                raise ValueError(f"Loader: {name} must be <= {high}, got {value}")
         self.dataset = dataset
         self.batch_size, self.producers, self.prefetch = int(batch_size), int(producers), int(prefetch)
         self.shuffle, self.seed, self.drop_last, self.copy = bool(shuffle), int(seed), bool(drop_last), bool(copy)

@@ -178,7 +178,8 @@ def main(argv=None) -> int:
         if held_out is not None:
             print(f"held-out: {len(held_out):,} positions, evaluated "
                   + (f"every {eval_every} steps and " if eval_every else "") + "at the end")
-    except (ValueError, TypeError, RuntimeError, OSError) as e:
+    except (ValueError, TypeError, RuntimeError, OSError, MemoryError, OverflowError) as e:
+        # MemoryError: a size the machine cannot allocate (e.g. --batch-size 2**40)
         print(f"python -m manaka.train: {e}", file=sys.stderr)
         return 2
     try:  # a checkpoint of another run, a damaged one, an unwritable path, a bad shogi record: one line

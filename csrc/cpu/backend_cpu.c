@@ -8,6 +8,8 @@
 
 static mk_status cpu_alloc(void *stream, size_t bytes, void **out) {
     (void)stream;
+    if (bytes > SIZE_MAX - 63) /* rounding up would wrap to a tiny block */
+        return mk_fail(MK_ERR_NOMEM, "cpu backend: cannot allocate %zu bytes", bytes);
     size_t rounded = (bytes + 63) / 64 * 64; /* aligned_alloc wants a multiple of the alignment */
     *out = aligned_alloc(64, rounded ? rounded : 64);
     if (!*out) return mk_fail(MK_ERR_NOMEM, "cpu backend: cannot allocate %zu bytes", bytes);

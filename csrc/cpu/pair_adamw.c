@@ -28,6 +28,8 @@ static void update_bf16(void *ctx, int64_t h, const float *acc) {
 }
 
 mk_status mk_scratch_bytes_cpu(const mk_step_shapes *shapes, size_t *bytes) {
+    *bytes = 0;
+    MK_TRY(mk_pair_groups_check("Model", shapes->rows, shapes->T));
     *bytes = (size_t)mk_pair_adamw_work_ints(shapes->rows, shapes->T, shapes->V) * sizeof(int32_t);
     return MK_OK;
 }
@@ -35,6 +37,7 @@ mk_status mk_scratch_bytes_cpu(const mk_step_shapes *shapes, size_t *bytes) {
 /* The caller's scratch is checked before anything changes: too small is its bug, reported. */
 static mk_status check_work(const char *op, int64_t rows, int64_t T, int64_t V, void *work,
                             size_t work_bytes) {
+    MK_TRY(mk_pair_groups_check(op, rows, T));
     size_t need = (size_t)mk_pair_adamw_work_ints(rows, T, V) * sizeof(int32_t);
     if (!work || work_bytes < need)
         return mk_fail(MK_ERR_VALUE, "%s: the scratch given holds %zu bytes; %zu are needed", op,

@@ -10,6 +10,17 @@
 static inline int64_t mk_pair_adamw_work_ints(int64_t rows, int64_t T, int64_t V) {
     return 2 * rows * T + rows + V + 1;
 }
+/* The (row, slot) positions r * T + j and the bucket counts are int32: MK_OK when the
+ * rows * T token slots fit, else MK_ERR_VALUE naming `op` (checked before the scratch is
+ * sized, so 2 rows T + rows + V + 1 cannot overflow either: V <= 2^31, checked by
+ * mk_vocab_of_pairs). */
+static inline mk_status mk_pair_groups_check(const char *op, int64_t rows, int64_t T) {
+    if (rows >= 0 && T >= 0 && (T == 0 || rows <= INT32_MAX / T)) return MK_OK;
+    return mk_fail(MK_ERR_VALUE,
+                   "%s: %lld rows of %lld tokens is more than 2^31 - 1 token slots, the "
+                   "most the CPU pair-table backward indexes (int32); split the batch",
+                   op, (long long)rows, (long long)T);
+}
 
 /* Called once per group h (table rows h (h + 1) / 2 .. + h, the pairs whose larger token is
  * h), from any thread, with the group's gradient acc [(h + 1) P] (exactly

@@ -51,6 +51,7 @@ mk_status mk_pair_sums_backward_cpu(const float *grad, const int32_t *tokens, in
     if (V < 0)
         return mk_fail(MK_ERR_VALUE, "pair_sums_backward: %lld rows is not V (V + 1) / 2",
                        (long long)num_pairs);
+    MK_TRY(mk_pair_groups_check("pair_sums_backward", rows, T));
     int32_t *work = malloc((size_t)mk_pair_adamw_work_ints(rows, T, V) * sizeof(int32_t));
     if (!work) return mk_fail(MK_ERR_NOMEM, "pair_sums_backward: out of memory for its scratch");
     group_writer w = {grad_pair_table, P};

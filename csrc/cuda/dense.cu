@@ -9,6 +9,9 @@
 mk_status mk_gemm_cuda(void *stream, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                        float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                        float beta, float *C, int64_t ldc) {
+    if (M < 0 || N < 0 || K < 0) /* as the CPU's gemm: cuBLAS would see them wrapped to int */
+        return mk_fail(MK_ERR_VALUE, "gemm: negative dimension (M = %lld, N = %lld, K = %lld)",
+                       (long long)M, (long long)N, (long long)K);
     if (M == 0 || N == 0) return MK_OK;
     if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX ||
         ldc > INT32_MAX)

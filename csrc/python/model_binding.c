@@ -26,8 +26,14 @@ static int config_int(PyObject *obj, const char *name, int64_t *out) {
                      Py_TYPE(obj)->tp_name);
         return -1;
     }
-    long long v = PyLong_AsLongLong(obj);
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
     if (v == -1 && PyErr_Occurred()) return -1;
+    if (overflow) { /* name the field: mk_config_check bounds it far below 2^63 anyway */
+        PyErr_Format(PyExc_ValueError, "ModelConfig: %s = %S is %s", name, obj,
+                     overflow > 0 ? "above 2^31 - 1" : "below 1");
+        return -1;
+    }
     *out = v;
     return 0;
 }
@@ -435,6 +441,20 @@ static PyObject *model_arena_bytes(mk_model_object *self, void *closure) {
     return PyLong_FromSize_t(mk_model_arena_bytes(self->model));
 }
 
+/* arena_bytes_for(B, L) -> (bytes, scratch bytes) of the activation arena a step on a
+ * batch of B positions and L legal slots would allocate; the size checks a step makes
+ * (MemoryError / ValueError naming B and L), without allocating: tests reach the
+ * checked arithmetic of model.c with shapes no machine could hold. */
+static PyObject *model_arena_bytes_for(mk_model_object *self, PyObject *args) {
+    REQUIRE_MODEL(self, NULL);
+    long long B, L;
+    if (!PyArg_ParseTuple(args, "LL", &B, &L)) return NULL;
+    size_t bytes, work;
+    mk_status st = mk_model_arena_bytes_for(self->model, B, L, &bytes, &work);
+    if (st != MK_OK) return mk_raise_status(st);
+    return Py_BuildValue("(nn)", (Py_ssize_t)bytes, (Py_ssize_t)work);
+}
+
 /* backend_entries(name="cpu") -> [entry names of the op table], after checking it is
  * complete: tests enumerate it so that an entry without a test fails. */
 static PyObject *py_backend_entries(PyObject *self, PyObject *args) {
@@ -478,6 +498,8 @@ static PyMethodDef model_methods[] = {
      "forward_device(device_batch): forward on a manaka._cuda._DeviceBatch."},
     {"loss_and_grad_device", (PyCFunction)model_loss_and_grad_device, METH_VARARGS,
      "loss_and_grad_device(device_batch, value_weight)."},
+    {"arena_bytes_for", (PyCFunction)model_arena_bytes_for, METH_VARARGS,
+     "arena_bytes_for(B, L) -> (bytes, scratch): the arena a step on (B, L) allocates."},
     {NULL, NULL, 0, NULL},
 };
 static PyGetSetDef model_getset[] = {
