@@ -131,6 +131,9 @@ def test_parse_cai_contiguous_strides_and_unit_dims():
     ({"shape": (1,), "typestr": "<f4", "data": (16, False), "version": 3, "stream": 0}, ValueError, "'stream' is 0"),
     ({"shape": (1,), "typestr": "<f4", "data": (16, False), "version": 3, "stream": "s"}, TypeError, "'stream' must be an int"),
     ({"shape": (1,) * 9, "typestr": "<f4", "data": (16, False), "version": 3}, ValueError, "at most 8"),
+    # issue 11 item 4: the element count is a checked product (2^80 wrapped to 0 before)
+    ({"shape": (2**40, 2**40), "typestr": "<f4", "data": (16, False), "version": 3}, ValueError,
+     r"more than 2\^56 elements"),
 ])
 def test_parse_cai_malformed(d, error, match):
     with pytest.raises(error, match=match) as info:
@@ -269,10 +272,19 @@ def test_device_array_cannot_be_constructed_directly():
     ((64, (2,), "no-such-dtype"), TypeError, "not understood"),
     ((0, (2,), "float32"), ValueError, "NULL"),
     ((66, (2,), "float32"), ValueError, "not aligned"),
+    ((64, (2**62, 4), "float32"), ValueError, r"the shape has more than 2\^56 elements"),
 ])
 def test_from_ptr_argument_errors(args, error, match):
     with pytest.raises(error, match=match):
         manaka.DeviceArray.from_ptr(*args)
+
+
+@needs_build
+def test_a_device_array_shape_past_the_element_limit_is_refused_before_the_device():
+    # (2^62, 4) float32 is 2^66 bytes: wrapped to a 0-byte allocation before issue 11 item 4
+    for shape in ((2**62, 4), (2**30, 2**30, 2**30)):
+        with pytest.raises(ValueError, match=r"DeviceArray.empty: the shape has more than 2\^56 elements"):
+            manaka.DeviceArray.empty(shape)
 
 
 @needs_build

@@ -85,6 +85,7 @@ static int parse_cai(PyObject *obj, PyObject *cai, const char *op, mk_gpu_array 
         if (v < 0) return fail(PyExc_ValueError, op, name, CAI "shape[%d] = %lld is negative", i, v);
         a->shape[i] = v;
     }
+    if (mk_shape_check(a->ndim, a->shape, op, name) < 0) return -1;
 
     PyObject *typestr = PyDict_GetItemString(cai, "typestr");
     if (!typestr || !PyUnicode_Check(typestr))
@@ -210,6 +211,7 @@ static int parse_dlpack(PyObject *obj, const char *op, void *consumer, mk_gpu_ar
                         (long long)t->shape[i]);
         a->shape[i] = t->shape[i];
     }
+    if (mk_shape_check(a->ndim, a->shape, op, name) < 0) return -1;
     a->dtype = mk_dtype_from_dlpack(t->dtype);
     snprintf(a->typestr, sizeof a->typestr, "dlpack(%u,%u,%u)", t->dtype.code, t->dtype.bits,
              t->dtype.lanes);

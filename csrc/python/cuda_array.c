@@ -44,6 +44,19 @@ int64_t mk_shape_size(int ndim, const int64_t *shape) {
     return n;
 }
 
+int mk_shape_check(int ndim, const int64_t *shape, const char *where, const char *name) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        if (mk_mul_too_big(n, shape[i], &n)) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: %s has more than 2^56 elements (shape[%d] = %lld after %d "
+                         "dimension%s)",
+                         where, name, i, (long long)shape[i], i, i == 1 ? "" : "s");
+            return -1;
+        }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ argument helpers */
 
 /* shape: an int or a sequence of non-negative ints. */
@@ -90,7 +103,7 @@ static int parse_shape(PyObject *obj, const char *where, int *ndim, int64_t *sha
                          (long long)shape[i]);
             return -1;
         }
-    return 0;
+    return mk_shape_check(*ndim, shape, where, "the shape"); /* bytes = size * itemsize */
 }
 
 /* dtype: anything numpy.dtype() accepts, if DeviceArray supports it. */

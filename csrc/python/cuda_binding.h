@@ -20,6 +20,7 @@
 #define MANAKA_CUDA_BINDING_H
 
 #include "binding.h"
+#include "../checked.h"
 #include "dlpack.h"
 #include "../cuda/runtime.h"
 
@@ -55,6 +56,11 @@ typedef struct {
 extern PyTypeObject mk_DeviceArray_Type;
 #define mk_DeviceArray_Check(op) PyObject_TypeCheck(op, &mk_DeviceArray_Type)
 int64_t mk_shape_size(int ndim, const int64_t *shape);
+/* 0 when the shape's element count is at most MK_MAX_ELEMENTS (../checked.h), else -1 with
+ * a ValueError naming `where` and `name`: a shape from the caller (DeviceArray's shape,
+ * a __cuda_array_interface__ or DLPack tensor) is checked once, so mk_shape_size and
+ * the byte counts made from it cannot wrap (issue 11 item 4). */
+int mk_shape_check(int ndim, const int64_t *shape, const char *where, const char *name);
 /* A new, uninitialised array on the current device (NULL with an exception). */
 mk_device_array *mk_device_array_empty(int ndim, const int64_t *shape, const mk_dtype *dtype);
 int mk_init_device_array(PyObject *module);
