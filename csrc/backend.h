@@ -21,9 +21,11 @@
  *   CUDA backend allocates nothing during a step (the CPU still keeps small per-thread
  *   host buffers of its own).
  *
- * Adding a backend (e.g. csrc/cuda): fill an mk_backend with every entry (mk_backend_check
- * names a missing one), set host_memory = 0, and return it from mk_backend_get
- * (backend_registry.c) or, from another extension, hand it over as a MK_BACKEND_CAPSULE.
+ * Adding a backend (e.g. csrc/cuda): fill an mk_backend with every entry, by name
+ * (mk_backend_check names a missing one), set host_memory = 0, and return it from
+ * mk_backend_get (backend_registry.c) or, from another extension, hand it over as a
+ * MK_BACKEND_CAPSULE; tests/test_backend_ops.py then holds each entry to its NumPy
+ * reference. Adding an entry: list it in MK_BACKEND_ENTRIES too, and give it a case there.
  * With host_memory = 0, model.c stages each host batch into device memory with to_device on
  * a copy stream (batch_stage.c) and reads results back with to_host; the Python layer
  * cannot view parameters in place. GEMM

@@ -30,3 +30,21 @@ def assert_close(got, want, tol=1e-5):
     assert got.shape == np.shape(want) and np.all(np.isfinite(got))
     err = rel_err(got, want)
     assert err < tol, f"relative error {err:.2e} >= {tol:.0e}"
+
+
+# Perf mode of tests/test_backend_ops.py (MANAKA_BACKEND_OPS_PERF=N): the median seconds
+# of each (entry, backend), printed after the run and never asserted.
+BACKEND_OPS_PERF = pytest.StashKey[dict]()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    perf = config.stash.get(BACKEND_OPS_PERF, None)
+    if not perf:
+        return
+    backends = sorted({b for _, b in perf})
+    entries = list(dict.fromkeys(e for e, _ in perf))
+    terminalreporter.section("backend ops: median microseconds per call (small shapes)")
+    terminalreporter.write_line(f"{'entry':32}" + "".join(f"{b:>14}" for b in backends))
+    for e in entries:
+        cells = [f"{perf[(e, b)] * 1e6:14.1f}" if (e, b) in perf else f"{'-':>14}" for b in backends]
+        terminalreporter.write_line(f"{e:32}" + "".join(cells))

@@ -202,57 +202,6 @@ def test_config_validation():
         cases.config(hidden=(4, 0))
 
 
-# Which test exercises each entry of the backend op table (csrc/backend.h). A new entry
-# without a line here fails test_every_backend_entry_is_tested.
-BACKEND_ENTRY_TESTS = {
-    "alloc": "test_same_seed_same_model_and_different_seed_differs",
-    "free": "test_same_seed_same_model_and_different_seed_differs",
-    "fill": "test_parameters_are_live_views_and_state_dict_copies",
-    "fill_uniform": "test_same_seed_same_model_and_different_seed_differs",
-    "to_device": "test_load_state_dict_rejects_bad_state_without_changes",
-    "to_host": "test_forward_matches_reference",
-    "copy": "test_trainer.py::test_device_path_keeps_the_stats_of_recent_steps_on_the_device",
-    "synchronize": "test_trainer.py::test_profile_counts_phases",
-    "gemm": "test_loss_and_grad_match_reference",
-    "bias_act": "test_forward_matches_reference",
-    "bias_act_backward": "test_loss_and_grad_match_reference",
-    "sigmoid": "test_forward_matches_reference",
-    "gather_dot": "test_forward_matches_reference",
-    "gather_dot_backward": "test_loss_and_grad_match_reference",
-    "power_sums": "test_forward_matches_reference",
-    "power_sums_backward": "test_loss_and_grad_match_reference",
-    "pair_sums": "test_forward_matches_reference",
-    "pair_sums_backward": "test_loss_and_grad_match_reference",
-    "softmax_xent": "test_loss_and_grad_match_reference",
-    "value_bce": "test_loss_and_grad_match_reference",
-    "loss_stats": "test_loss_and_grad_match_reference",
-    "adamw": "test_trainer.py::test_steps_match_reference_adamw",
-    "pair_sums_backward_adamw": "test_trainer.py::test_fused_pair_table_update_equals_unfused",
-    "adamw_bf16": "test_trainer_bf16.py::test_cpu_adamw_bf16_matches_numpy_bitwise",
-    "pair_sums_backward_adamw_bf16":
-        "test_trainer_bf16.py::test_cpu_fused_pair_update_bf16_matches_unfused_and_numpy",
-    "policy_head": "test_policy_head.py::test_policy_head_matches_reference",
-    # the batch slots' ordering (no-ops on the CPU; the plan itself: test_batch_slots.py)
-    "stream_create": "test_batch_in_place.py::test_trainer_steps_in_place_match_staged_steps_with_growth_between",
-    "stream_destroy": "test_batch_in_place.py::test_a_dropped_model_releases_its_batches",
-    "event_create": "test_batch_in_place.py::test_trainer_steps_in_place_match_staged_steps_with_growth_between",
-    "event_destroy": "test_batch_in_place.py::test_a_dropped_model_releases_its_batches",
-    "event_record": "test_batch_in_place.py::test_trainer_steps_in_place_match_staged_steps_with_growth_between",
-    "stream_wait_event": "test_batch_in_place.py::test_trainer_steps_in_place_match_staged_steps_with_growth_between",
-    "event_synchronize": "test_batch_in_place.py::test_the_model_keeps_a_batch_until_its_slot_comes_round_again",
-    "batch_check":
-        "test_batch_in_place.py::test_a_bad_batch_in_place_is_refused_in_the_host_checks_words_and_changes_nothing",
-    "scratch_bytes": "test_trainer.py::test_fused_pair_update_takes_the_backend_scratch_and_refuses_less",
-}
-
-
-def test_every_backend_entry_is_tested():
-    assert set(mk._core.backend_entries("cpu")) == set(BACKEND_ENTRY_TESTS)
-    assert mk._core.backend_entries("cpu_staged") == mk._core.backend_entries("cpu")
-    with pytest.raises(ValueError, match="not in this build"):
-        mk._core.backend_entries("tpu")
-
-
 def test_fresh_process_finds_openblas_without_rpath():
     """_core links libscipy_openblas by soname only; manaka preloads the installed copy."""
     import os

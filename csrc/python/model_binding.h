@@ -79,6 +79,7 @@ void mk_probe_free(mk_probe_buffers *pb);
 
 int mk_init_trainer(PyObject *module);
 int mk_init_backend_probe(PyObject *module);
+int mk_init_backend_layout(PyObject *module);
 int mk_init_policy_head_probe(PyObject *module);
 int mk_init_gemm_probe(PyObject *module);
 #endif

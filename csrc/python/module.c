@@ -1,5 +1,6 @@
 /* manaka._core: the CPython module. Each concern registers its own functions
- * (ops_binding.c, model_binding.c, loader_binding.c, backend_probe.c, gemm_probe.c); this file only
+ * (ops_binding.c, model_binding.c, loader_binding.c, backend_probe.c, gemm_probe.c,
+ * backend_layout.c); this file only
  * assembles them and answers build_info(). */
 #define MANAKA_BINDING_MAIN
 #include "model_binding.h"
@@ -40,6 +41,7 @@ PyMODINIT_FUNC PyInit__core(void) {
     if (!module) return NULL;
     if (mk_init_ops(module) < 0 || mk_init_model(module) < 0 || mk_init_loader(module) < 0 || mk_init_shogi(module) < 0 ||
         mk_init_backend_probe(module) < 0 || mk_init_policy_head_probe(module) < 0 ||
+        mk_init_backend_layout(module) < 0 ||
         mk_init_gemm_probe(module) < 0) {
         Py_DECREF(module);
         return NULL;

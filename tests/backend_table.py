@@ -1,0 +1,287 @@
+"""Calls the entries of any backend's op table (csrc/backend.h) from Python, for the
+conformance suite (tests/test_backend_ops.py).
+
+A table arrives as a 'manaka.mk_backend' capsule (manaka._core.backend_table("cpu"),
+manaka._cuda.backend_table()); each entry is read from it at the offset the compiler gave
+it (_core.backend_layout(), generated from MK_BACKEND_ENTRIES) and called through ctypes
+with the prototype below. The structs the entries take are mirrored here and checked
+against the compiled layout (check_layout), so a field added in C fails the suite instead
+of shifting every argument after it. A prototype cannot be checked that way: a wrong one
+shows up as a result that disagrees with the NumPy reference, since every case passes
+every argument.
+
+Device memory is only ever touched through the table's own alloc / to_device / to_host,
+so the same case runs unchanged on the CPU, the staged CPU and a GPU (real or emulated)."""
+import ctypes
+
+import numpy as np
+
+import manaka
+
+P, I32, I64, F32, U64, SIZE = (ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float,
+                               ctypes.c_uint64, ctypes.c_size_t)
+CAPSULE = b"manaka.mk_backend"
+MK_OK, MK_ERR_VALUE = 0, 1
+MK_STAT_LOSS, MK_STAT_POLICY_LOSS, MK_STAT_VALUE_LOSS, MK_STAT_ACCURACY = 0, 1, 2, 3
+MK_STAT_LR, MK_STAT_FINITE, MK_STAT_COUNT = 4, 5, 8
+
+
+class Batch(ctypes.Structure):  # mk_batch, batch.h
+    _fields_ = [("B", I64), ("S", I64), ("T", I64), ("L", I64), ("tokens", P), ("legal", P),
+                ("counts", P), ("target", P), ("value", P), ("policy_target", P),
+                ("on_device", I32)]
+
+
+class Fault(ctypes.Structure):  # mk_batch_fault, batch.h
+    _fields_ = [("kind", I32), ("index", I64), ("slot", I64), ("count", I64),
+                ("value", ctypes.c_double)]
+
+
+class StepShapes(ctypes.Structure):  # mk_step_shapes, backend.h
+    _fields_ = [("B", I64), ("L", I64), ("M", I64), ("rows", I64), ("T", I64), ("V", I64)]
+
+
+class AdamwArgs(ctypes.Structure):  # mk_adamw_args, backend.h
+    _fields_ = [(name, F32) for name in ("lr", "beta1", "beta2", "eps", "weight_decay",
+                                          "bias_correction1", "bias_correction2")]
+
+
+MIRRORS = {"mk_batch": Batch, "mk_batch_fault": Fault, "mk_step_shapes": StepShapes,
+           "mk_adamw_args": AdamwArgs}
+
+# The prototype of every entry: (return type, argument types), as declared in backend.h.
+# mk_status is an int; None returns void.
+ST, ARGS = ctypes.c_int, ctypes.POINTER(AdamwArgs)
+OUT_PTR = ctypes.POINTER(ctypes.c_void_p)
+PROTOTYPES = {
+    "alloc": (ST, [P, SIZE, OUT_PTR]),
+    "free": (None, [P, P]),
+    "to_device": (ST, [P, P, P, SIZE]),
+    "to_host": (ST, [P, P, P, SIZE]),
+    "copy": (ST, [P, P, P, SIZE]),
+    "fill": (ST, [P, P, F32, I64]),
+    "fill_uniform": (ST, [P, P, I64, F32, U64]),
+    "synchronize": (ST, [P]),
+    "gemm": (ST, [P, I32, I32, I64, I64, I64, F32, P, I64, P, I64, F32, P, I64]),
+    "bias_act": (ST, [P, P, P, I64, I64, I32]),
+    "bias_act_backward": (ST, [P, P, P, I64, I64, I32, P]),
+    "sigmoid": (ST, [P, P, I64, P]),
+    "gather_dot": (ST, [P, P, P, P, P, I64, I64, I64, P]),
+    "gather_dot_backward": (ST, [P, P, P, P, P, P, I64, I64, I64, I64, P, P, P, SIZE]),
+    "power_sums": (ST, [P, P, P, I64, I64, I64, I64, P]),
+    "power_sums_backward": (ST, [P, P, P, P, I64, I64, I64, I64, I64, P, P, SIZE]),
+    "pair_sums": (ST, [P, P, P, I64, I64, I64, P]),
+    "pair_sums_backward": (ST, [P, P, P, I64, I64, I64, I64, P, P, SIZE]),
+    "softmax_xent": (ST, [P, P, P, P, P, I64, I64, F32, P, P, P]),
+    "value_bce": (ST, [P, P, P, I64, F32, P, P]),
+    "loss_stats": (ST, [P, P, P, P, I64, F32, P]),
+    "adamw": (ST, [P, P, P, P, P, I64, ARGS, P]),
+    "pair_sums_backward_adamw": (ST, [P, P, P, I64, I64, I64, I64, P, P, P, ARGS, P, P, SIZE]),
+    "adamw_bf16": (ST, [P, P, P, P, P, I64, ARGS, P, U64]),
+    "pair_sums_backward_adamw_bf16": (ST, [P, P, P, I64, I64, I64, I64, P, P, P, ARGS, P, U64, P,
+                                           SIZE]),
+    "policy_head": (ST, [P, P, P, P, P, P, P, I64, I64, I64, F32, P, P, P, P]),
+    "stream_create": (ST, [OUT_PTR]),
+    "stream_destroy": (None, [P]),
+    "event_create": (ST, [OUT_PTR]),
+    "event_destroy": (None, [P]),
+    "event_record": (ST, [P, P]),
+    "stream_wait_event": (ST, [P, P]),
+    "event_synchronize": (ST, [P]),
+    "batch_check": (ST, [P, ctypes.POINTER(Batch), I64, I64, I32, ctypes.POINTER(Fault), P, SIZE]),
+    "scratch_bytes": (ST, [ctypes.POINTER(StepShapes), ctypes.POINTER(SIZE)]),
+}
+
+
+SCALARS = {"int64_t": I64, "size_t": SIZE, "int": I32, "float": F32, "uint64_t": U64}
+
+
+def c_argtypes(params, pointers):
+    """The ctypes types of a C parameter list ("const float *x, int64_t n"): scalars by
+    SCALARS, `T **` as a pointer to a pointer, `T *` as pointers.get(T) or a plain pointer
+    (a type the map lacks comes back as its C name, so a comparison fails)."""
+    types = []
+    for param in ([] if params.strip() in ("", "void") else params.split(",")):
+        words = param.replace("*", " * ").split()
+        stars = words.count("*")
+        base = [w for w in words[:-1] if w not in ("const", "*")][-1]
+        if stars >= 2:
+            types.append(OUT_PTR)
+        elif stars:
+            types.append(pointers.get(base, P))
+        else:
+            types.append(SCALARS.get(base, base))
+    return types
+
+
+def header_prototypes(path=None):
+    """{entry: (return type, argument types)} read from the declaration of mk_backend in
+    csrc/backend.h (comments stripped), to check PROTOTYPES against."""
+    import os
+    import re
+
+    path = path or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "csrc",
+                                "backend.h")
+    with open(path) as f:
+        text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", f.read(), flags=re.S)
+    struct = text[text.index("typedef struct mk_backend"):]
+    struct = struct[:struct.index("} mk_backend;")]
+    pointers = {"mk_adamw_args": ARGS, "mk_batch": ctypes.POINTER(Batch),
+                "mk_batch_fault": ctypes.POINTER(Fault), "mk_step_shapes": ctypes.POINTER(StepShapes),
+                "size_t": ctypes.POINTER(SIZE)}
+    return {name: ({"mk_status": ST, "void": None}[ret], c_argtypes(params, pointers))
+            for ret, name, params in re.findall(r"\b(mk_status|void)\s*\(\*(\w+)\)\s*\(([^)]*)\)", struct)}
+
+
+def layout():
+    return manaka._core.backend_layout()
+
+
+def entries():
+    """The table's entries in the order of the struct (by offset)."""
+    _, fields = layout()["mk_backend"]
+    named = {"name", "host_memory"}
+    return sorted((f for f in fields if f not in named), key=fields.get)
+
+
+def check_layout():
+    """Every mirror matches the compiled struct, and the table is name, host_memory, then
+    one function pointer per entry with nothing else in it. Returns a list of problems."""
+    problems = []
+    lay = layout()
+    for name, mirror in MIRRORS.items():
+        size, fields = lay[name]
+        mine = {f[0]: getattr(mirror, f[0]).offset for f in mirror._fields_}
+        if ctypes.sizeof(mirror) != size or mine != fields:
+            problems.append(f"{name}: C has size {size}, fields {fields}; the ctypes mirror has "
+                            f"size {ctypes.sizeof(mirror)}, fields {mine}")
+    size, fields = lay["mk_backend"]
+    names = entries()
+    first = fields[names[0]]
+    want = {e: first + i * ctypes.sizeof(P) for i, e in enumerate(names)}
+    if {e: fields[e] for e in names} != want or size != first + len(names) * ctypes.sizeof(P):
+        problems.append(f"mk_backend is not a run of function pointers after name, host_memory: {fields}")
+    if fields["name"] != 0 or fields["host_memory"] != ctypes.sizeof(P):
+        problems.append(f"mk_backend starts with {fields}, not name, host_memory")
+    missing, extra = set(names) - set(PROTOTYPES), set(PROTOTYPES) - set(names)
+    if missing or extra:
+        problems.append(f"prototypes missing for {sorted(missing)}, stale for {sorted(extra)}")
+    declared = header_prototypes()
+    for entry, proto in PROTOTYPES.items():
+        if declared.get(entry) != (proto[0], list(proto[1])):
+            problems.append(f"{entry}: PROTOTYPES has {proto}, backend.h declares {declared.get(entry)}")
+    return problems
+
+
+class BackendError(RuntimeError):
+    def __init__(self, entry, status, message):
+        super().__init__(f"{entry} returned status {status}: {message}")
+        self.status = status
+
+
+class Buffer:
+    """`nbytes` of the backend's memory, holding an array of `shape` and `dtype`."""
+
+    def __init__(self, ptr, shape, dtype):
+        self.ptr, self.shape, self.dtype = ptr, tuple(shape), np.dtype(dtype)
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+class Backend:
+    """One op table: `call(entry, *args)` runs an entry and raises BackendError on a
+    failing status (`status(entry, *args)` returns it instead); put / empty / get move
+    arrays through the table's own memory entries; close() frees what they made.
+
+    Arguments: a Buffer passes its device pointer, None passes NULL, anything else goes
+    to ctypes as is."""
+
+    def __init__(self, label, capsule, library):
+        get = ctypes.pythonapi.PyCapsule_GetPointer
+        get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+        self.label, self._capsule = label, capsule  # the capsule keeps its extension loaded
+        self.address = get(capsule, CAPSULE)
+        self._error = ctypes.CDLL(library).mk_error
+        self._error.restype = ctypes.c_char_p
+        _, fields = layout()["mk_backend"]
+        self.host_memory = ctypes.c_int.from_address(self.address + fields["host_memory"]).value
+        self.entries = {}
+        for entry in entries():
+            fn = ctypes.c_void_p.from_address(self.address + fields[entry]).value
+            restype, argtypes = PROTOTYPES[entry]
+            self.entries[entry] = ctypes.CFUNCTYPE(restype, *argtypes)(fn)
+        self._buffers = []
+
+    def status(self, entry, *args):
+        return self.entries[entry](*[a.ptr if isinstance(a, Buffer) else a for a in args])
+
+    def call(self, entry, *args):
+        st = self.status(entry, *args)
+        if PROTOTYPES[entry][0] is not None and st != MK_OK:
+            raise BackendError(entry, st, self.error())
+        return st
+
+    def error(self):
+        return (self._error() or b"").decode()
+
+    def alloc(self, nbytes):
+        out = ctypes.c_void_p()
+        self.call("alloc", None, max(int(nbytes), 1), ctypes.byref(out))
+        return out.value
+
+    def put(self, array):
+        """A device copy of `array` (None stays None: a NULL argument)."""
+        if array is None:
+            return None
+        array = np.ascontiguousarray(array)
+        buf = Buffer(self.alloc(array.nbytes), array.shape, array.dtype)
+        self._buffers.append(buf)
+        if array.nbytes:
+            self.call("to_device", None, buf, array.ctypes.data, array.nbytes)
+        return buf
+
+    def empty(self, shape, dtype=np.float32):
+        """An output buffer that starts as NaN (all bits set for integers), so an element an
+        entry forgets to write shows up."""
+        dtype = np.dtype(dtype)
+        fill = np.nan if dtype.kind == "f" else -1
+        return self.put(np.full(shape, fill, dtype))
+
+    def get(self, buf):
+        out = np.empty(buf.shape, buf.dtype)
+        if out.nbytes:
+            self.call("to_host", None, out.ctypes.data, buf, out.nbytes)
+        return out
+
+    def scratch(self, **shapes):
+        """(scratch buffer or None, its size) for mk_step_shapes fields given as keywords."""
+        size = SIZE()
+        self.call("scratch_bytes", ctypes.byref(StepShapes(**shapes)), ctypes.byref(size))
+        if size.value == 0:
+            return None, 0
+        return self.put(np.zeros(size.value, np.uint8)), size.value
+
+    def close(self):
+        while self._buffers:
+            self.entries["free"](None, self._buffers.pop().ptr)
+
+
+def cuda_table():
+    """(capsule, library path) of the CUDA table, or a string saying why there is none."""
+    from manaka import cuda
+
+    reason = cuda.why_cannot_train()
+    if reason:
+        return reason
+    return cuda.backend_table(), cuda._cuda.__file__
+
+
+def table(name):
+    """A Backend for "cpu", "cpu_staged" or "cuda"; a string saying why when unavailable."""
+    if name == "cuda":
+        found = cuda_table()
+        if isinstance(found, str):
+            return found
+        capsule, library = found
+    else:
+        capsule, library = manaka._core.backend_table(name), manaka._core.__file__
+    return Backend(name, capsule, library)
