@@ -56,42 +56,54 @@ extern "C" mk_status mk_scratch_bytes_cuda(const mk_step_shapes *sh, size_t *byt
     return MK_OK;
 }
 
-extern "C" const mk_backend mk_backend_cuda = {
-    /* name */ "cuda",
-    /* host_memory */ 0,
-    mk_alloc_cuda,
-    mk_free_cuda,
-    mk_to_device_cuda,
-    mk_to_host_cuda,
-    mk_copy_cuda,
-    mk_fill_cuda,
-    mk_fill_uniform_cuda,
-    mk_synchronize_cuda,
-    mk_gemm_cuda,
-    mk_bias_act_cuda,
-    mk_bias_act_backward_cuda,
-    mk_sigmoid_cuda,
-    gather_dot,
-    gather_dot_backward,
-    power_sums,
-    power_sums_backward,
-    pair_sums,
-    pair_sums_backward,
-    mk_softmax_xent_cuda,
-    mk_value_bce_cuda,
-    mk_loss_stats_cuda,
-    mk_adamw_cuda,
-    mk_pair_sums_backward_adamw_cuda,
-    mk_adamw_bf16_cuda,
-    mk_pair_sums_backward_adamw_bf16_cuda,
-    mk_policy_head_cuda,
-    mk_stream_create_cuda,
-    mk_stream_destroy_cuda,
-    mk_event_create_cuda,
-    mk_event_destroy_cuda,
-    mk_event_record_cuda,
-    mk_stream_wait_event_cuda,
-    mk_event_synchronize_cuda,
-    mk_batch_check_cuda,
-    mk_scratch_bytes_cuda,
+/* By name, not by position: entries of the same type (to_device / to_host / copy,
+ * event_record / stream_wait_event) cannot be swapped unnoticed. constexpr, so that the
+ * static assertions below see every entry set at compile time (mk_backend_check also
+ * checks at run time, as for any table). Designated initialisers must follow the order
+ * of the struct in C++: a misplaced one fails to compile. */
+extern "C" constexpr mk_backend mk_backend_cuda = {
+    .name = "cuda",
+    .host_memory = 0,
+    .alloc = mk_alloc_cuda,
+    .free = mk_free_cuda,
+    .to_device = mk_to_device_cuda,
+    .to_host = mk_to_host_cuda,
+    .copy = mk_copy_cuda,
+    .fill = mk_fill_cuda,
+    .fill_uniform = mk_fill_uniform_cuda,
+    .synchronize = mk_synchronize_cuda,
+    .gemm = mk_gemm_cuda,
+    .bias_act = mk_bias_act_cuda,
+    .bias_act_backward = mk_bias_act_backward_cuda,
+    .sigmoid = mk_sigmoid_cuda,
+    .gather_dot = gather_dot,
+    .gather_dot_backward = gather_dot_backward,
+    .power_sums = power_sums,
+    .power_sums_backward = power_sums_backward,
+    .pair_sums = pair_sums,
+    .pair_sums_backward = pair_sums_backward,
+    .softmax_xent = mk_softmax_xent_cuda,
+    .value_bce = mk_value_bce_cuda,
+    .loss_stats = mk_loss_stats_cuda,
+    .adamw = mk_adamw_cuda,
+    .pair_sums_backward_adamw = mk_pair_sums_backward_adamw_cuda,
+    .adamw_bf16 = mk_adamw_bf16_cuda,
+    .pair_sums_backward_adamw_bf16 = mk_pair_sums_backward_adamw_bf16_cuda,
+    .policy_head = mk_policy_head_cuda,
+    .stream_create = mk_stream_create_cuda,
+    .stream_destroy = mk_stream_destroy_cuda,
+    .event_create = mk_event_create_cuda,
+    .event_destroy = mk_event_destroy_cuda,
+    .event_record = mk_event_record_cuda,
+    .stream_wait_event = mk_stream_wait_event_cuda,
+    .event_synchronize = mk_event_synchronize_cuda,
+    .batch_check = mk_batch_check_cuda,
+    .scratch_bytes = mk_scratch_bytes_cuda,
 };
+/* (Through a function parameter: compared directly, g++ warns that a function's address is
+ * never NULL, which is the point but not a warning to leave in the build.) */
+template <typename F> static constexpr bool mk_entry_set(F entry) { return entry != nullptr; }
+#define MK_CUDA_ENTRY_SET(entry) \
+    static_assert(mk_entry_set(mk_backend_cuda.entry), "the CUDA table does not set " #entry);
+MK_BACKEND_ENTRIES(MK_CUDA_ENTRY_SET)
+#undef MK_CUDA_ENTRY_SET
