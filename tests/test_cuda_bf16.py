@@ -14,8 +14,8 @@ import model_cases as cases
 import reference_bf16 as rb
 from manaka import cuda
 
-pytestmark = pytest.mark.skipif(not cuda.is_available(),
-                                reason=f"no CUDA device: {cuda.why_unavailable()}")
+pytestmark = [pytest.mark.cuda,  # tools/cuda_emu/run_gpu_tests.py runs it on the emulated device
+              pytest.mark.skipif(not cuda.is_available(), reason=f"no CUDA device: {cuda.why_unavailable()}")]
 
 TOL = 1e-4
 ARGS = tuple(map(float, rb.adamw_args(2e-2, (0.9, 0.99), 1e-7, 0.05, 4)))

@@ -65,6 +65,45 @@ def emu():
     return lib
 
 
+def header_prototypes():
+    """{name: [ctypes argument types]} of every mk_status function declared in csrc/manaka.h
+    and csrc/cuda/*.h, read from the declarations (comments stripped)."""
+    import glob
+    import re
+
+    from backend_table import c_argtypes
+
+    text = ""
+    for path in [os.path.join(ROOT, "csrc", "manaka.h"), *glob.glob(os.path.join(ROOT, "csrc", "cuda", "*.h"))]:
+        with open(path) as f:
+            text += re.sub(r"/\*.*?\*/|//[^\n]*", " ", f.read(), flags=re.S)
+    pointers = {"mk_bad_index": ctypes.POINTER(BadIndex), "size_t": ctypes.POINTER(SIZE)}
+    return {name: c_argtypes(params, pointers)
+            for name, params in re.findall(r"\bmk_status\s+(\w+)\s*\(([^)]*)\)\s*;", text)}
+
+
+def test_prototypes_and_struct_match_the_c_declarations():
+    """SIGNATURES against the headers' declarations, and BadIndex against the layout the
+    compiler gave mk_bad_index (mk_emu_layout): a C change fails here, not as garbage
+    arguments in a kernel test."""
+    declared = header_prototypes()
+    for name, args in SIGNATURES.items():
+        assert declared.get(name) == args, f"{name}: SIGNATURES has {args}, the header {declared.get(name)}"
+    sys.path.insert(0, os.path.join(ROOT, "tools", "cuda_emu"))
+    try:
+        import build
+    finally:
+        sys.path.pop(0)
+    lib = ctypes.CDLL(build.build(os.environ.get("MK_EMU_DIR") or os.path.join(ROOT, "build", "cuda_emu")))
+    lib.mk_emu_layout.restype = ctypes.c_char_p
+    layout = {}
+    for line in lib.mk_emu_layout().decode().splitlines():
+        name, size, *fields = line.split()
+        layout[name] = (int(size), {f.split("=")[0]: int(f.split("=")[1]) for f in fields})
+    mine = {f: getattr(BadIndex, f).offset for f, _ in BadIndex._fields_}
+    assert layout["mk_bad_index"] == (ctypes.sizeof(BadIndex), mine)
+
+
 def ptr(a):
     return None if a is None else a.ctypes.data
 

@@ -14,8 +14,8 @@ from conftest import assert_close
 from op_inputs import legal_indices as legal
 from manaka import cuda
 
-pytestmark = pytest.mark.skipif(not cuda.is_available(),
-                                reason=f"no CUDA device: {cuda.why_unavailable()}")
+pytestmark = [pytest.mark.cuda,  # tools/cuda_emu/run_gpu_tests.py runs it on the emulated device
+              pytest.mark.skipif(not cuda.is_available(), reason=f"no CUDA device: {cuda.why_unavailable()}")]
 _cuda = cuda._cuda
 ops = manaka.ops
 # tools/cuda_emu/run_gpu_tests.py runs this file on a CPU emulation of the device

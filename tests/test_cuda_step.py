@@ -11,8 +11,8 @@ import manaka as mk
 import model_cases as cases
 from manaka import cuda
 
-pytestmark = pytest.mark.skipif(not cuda.is_available(),
-                                reason=f"no CUDA device: {cuda.why_unavailable()}")
+pytestmark = [pytest.mark.cuda,  # tools/cuda_emu/run_gpu_tests.py runs it on the emulated device
+              pytest.mark.skipif(not cuda.is_available(), reason=f"no CUDA device: {cuda.why_unavailable()}")]
 
 TOL = 1e-4
 

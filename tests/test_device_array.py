@@ -11,8 +11,8 @@ import pytest
 import manaka
 from manaka import cuda
 
-pytestmark = pytest.mark.skipif(not cuda.is_available(),
-                                reason=f"no CUDA device: {cuda.why_unavailable()}")
+pytestmark = [pytest.mark.cuda,  # tools/cuda_emu/run_gpu_tests.py runs it on the emulated device
+              pytest.mark.skipif(not cuda.is_available(), reason=f"no CUDA device: {cuda.why_unavailable()}")]
 DeviceArray = manaka.DeviceArray
 # tools/cuda_emu/run_gpu_tests.py runs this file on a CPU emulation of the device, whose
 # "device memory" a real GPU library cannot use

@@ -299,3 +299,21 @@ cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps
     *pool = (cudaMemPool_t)0x20;
     return cudaSuccess;
 }
+
+/* The layout of the structs tests/test_cuda_emulated.py mirrors with ctypes, as this
+ * compiler laid them out: "struct size field=offset ...", one struct a line, so a field
+ * added in C fails that test's layout check instead of shifting the ones after it. */
+#include <cstddef>
+
+#include "runtime.h"
+
+extern "C" const char *mk_emu_layout(void) {
+    static char text[512];
+#define MK_AT(type, f) #f, offsetof(type, f)
+    snprintf(text, sizeof text, "mk_bad_index %zu %s=%zu %s=%zu %s=%zu %s=%zu %s=%zu %s=%zu %s=%zu\n",
+             sizeof(mk_bad_index), MK_AT(mk_bad_index, found), MK_AT(mk_bad_index, b),
+             MK_AT(mk_bad_index, l), MK_AT(mk_bad_index, flat), MK_AT(mk_bad_index, value),
+             MK_AT(mk_bad_index, count), MK_AT(mk_bad_index, wide));
+#undef MK_AT
+    return text;
+}

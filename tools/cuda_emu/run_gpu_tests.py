@@ -1,17 +1,31 @@
-"""Runs the GPU test files (tests/test_cuda_ops.py, test_device_array.py, test_cuda_step.py,
-test_cuda_bf16.py, test_bench_step_cuda.py, test_cuda_policy_head.py,
-test_cuda_device_batch.py, test_cuda_arena.py)
-against manaka._cuda built on the CPU emulator: the real binding, kernels and runtime
-wrapper, with host memory standing in for device memory.
+"""Runs the GPU tests, every test marked `cuda` (pyproject.toml registers the marker), against
+manaka._cuda built on the CPU emulator: the real binding, kernels and runtime wrapper, with
+host memory standing in for device memory.
 
     python tools/cuda_emu/run_gpu_tests.py [pytest arguments]
 
-MANAKA_CUDA_EMULATED=1 tells those tests to skip what is too big to emulate."""
+With no file or folder among the arguments it runs the files of tests/ that use the marker;
+`-m cuda` is always added, so a new GPU test needs only the marker, not a line here. MANAKA_CUDA_EMULATED=1
+tells those tests to skip what is too big to emulate."""
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def marked_files():
+    """The test files that mention the marker: only a shortcut, so that pytest need not
+    import every test module (torch's included) to find them; `-m cuda` still selects the
+    tests themselves."""
+    folder = os.path.join(ROOT, "tests")
+    found = []
+    for name in sorted(os.listdir(folder)):
+        if name.startswith("test_") and name.endswith(".py"):
+            with open(os.path.join(folder, name)) as f:
+                if "pytest.mark.cuda" in f.read():
+                    found.append(os.path.join(folder, name))
+    return found
 
 
 def main(argv):
@@ -22,12 +36,14 @@ def main(argv):
     import pytest
 
     args = list(argv)
-    if not any(not a.startswith("-") for a in args):
-        args += [os.path.join(ROOT, "tests", name) for name in
-                 ("test_cuda_ops.py", "test_device_array.py", "test_cuda_step.py",
-                  "test_cuda_bf16.py", "test_bench_step_cuda.py", "test_cuda_policy_head.py",
-                  "test_cuda_device_batch.py", "test_cuda_arena.py")]
-    return pytest.main(["-q", "-p", "no:cacheprovider", "-rs", *args])
+    # pytest's own options that take a value are written --opt=value or -k expr: a
+    # bare word after such a flag is its value, not a path.
+    paths = [a for i, a in enumerate(args)
+             if not a.startswith("-") and not (i and args[i - 1] in ("-k", "-m", "-p", "-o", "--junitxml"))]
+    if not paths:
+        args += marked_files()
+    return pytest.main(["-q", "-p", "no:cacheprovider", "-rs", "-m", "cuda", "--rootdir", ROOT,
+                        "-c", os.path.join(ROOT, "pyproject.toml"), *args])
 
 
 if __name__ == "__main__":
