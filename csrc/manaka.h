@@ -99,8 +99,8 @@ mk_status mk_gather_dot_backward_cpu(const float *grad, const float *hidden, con
                                      float *grad_table);
 /* CUDA: grad_table is bitwise reproducible run to run (entries grouped by move id with a
  * stable sort, each row summed in ascending (b, l)); grad_hidden too (one thread per
- * column, ascending l). The _atomic variant (atomicAdd into rows) is kept for comparison
- * in the benchmark: its grad_table varies in the last bits when moves repeat. */
+ * column, ascending l). (An atomicAdd variant, for the benchmark only, is declared in
+ * cuda/bench_variants.h.) */
 mk_status mk_gather_dot_backward_cuda(const float *grad, const float *hidden, const float *table,
                                       const int32_t *indices, const int32_t *counts, int64_t B,
                                       int64_t L, int64_t W, int64_t M, float *grad_hidden,
@@ -117,11 +117,6 @@ mk_status mk_gather_dot_backward_cuda_ws(const float *grad, const float *hidden,
                                          const int32_t *counts, int64_t B, int64_t L, int64_t W,
                                          int64_t M, float *grad_hidden, float *grad_table,
                                          void *work, size_t work_bytes, void *stream);
-mk_status mk_gather_dot_backward_atomic_cuda(const float *grad, const float *hidden,
-                                             const float *table, const int32_t *indices,
-                                             const int32_t *counts, int64_t B, int64_t L,
-                                             int64_t W, int64_t M, float *grad_hidden,
-                                             float *grad_table, void *stream);
 
 /* ---------------------------------------------------------------- PowerSums
  * out[b, s, k, :] = sum_{t : tokens[b, s, t] >= 0} emb[tokens[b, s, t], :] ** (k + 1)
@@ -165,8 +160,8 @@ mk_status mk_pair_sums_backward_cpu(const float *grad, const int32_t *tokens, in
                                     int64_t T, int64_t P, int64_t num_pairs,
                                     float *grad_pair_table);
 /* CUDA: bitwise reproducible (pairs grouped by table row with a stable sort; every element
- * of the dense table written once). The _atomic variant (zero, then atomicAdd) is kept
- * for the benchmark; it is not reproducible when a pair repeats across rows. */
+ * of the dense table written once). (An atomicAdd variant, for the benchmark only, is
+ * declared in cuda/bench_variants.h.) */
 mk_status mk_pair_sums_backward_cuda(const float *grad, const int32_t *tokens, int64_t rows,
                                      int64_t T, int64_t P, int64_t num_pairs,
                                      float *grad_pair_table, void *stream);
@@ -176,10 +171,6 @@ mk_status mk_pair_sums_backward_cuda_ws(const float *grad, const int32_t *tokens
                                         int64_t T, int64_t P, int64_t num_pairs,
                                         float *grad_pair_table, void *work, size_t work_bytes,
                                         void *stream);
-mk_status mk_pair_sums_backward_atomic_cuda(const float *grad, const int32_t *tokens,
-                                            int64_t rows, int64_t T, int64_t P,
-                                            int64_t num_pairs, float *grad_pair_table,
-                                            void *stream);
 
 /* ---------------------------------------------------------------- threads
  * OpenMP thread count used by every CPU op (default: OpenMP's default). */

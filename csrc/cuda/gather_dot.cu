@@ -15,6 +15,7 @@
  * written exactly once, so no memset. The atomicAdd version is kept beside it for the
  * benchmark (mk_gather_dot_backward_atomic_cuda). */
 #include "bucket.cuh"
+#include "bench_variants.h"
 
 #define GD_THREADS 256
 

@@ -16,6 +16,7 @@
  * kept for the benchmark; its result depends on scheduling when a pair repeats. */
 #include "adamw.cuh"
 #include "bucket.cuh"
+#include "bench_variants.h"
 
 #define PR_THREADS 256
 
