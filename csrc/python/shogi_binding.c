@@ -54,7 +54,16 @@ static PyObject *py_analyse(PyObject *self, PyObject *args) {
     if (position_arg(board, hand, side, &pos) < 0) return NULL;
     int status = mk_shogi_validate(&pos);
     uint16_t moves[MK_SHOGI_MAX_MOVES];
-    int n = status == MK_SHOGI_OK ? mk_shogi_legal_moves(&pos, moves) : 0;
+    int32_t labels[MK_SHOGI_MAX_MOVES];
+    int n = status == MK_SHOGI_OK ? mk_shogi_legal_moves_labels(&pos, moves, labels) : 0;
+    /* The generator's own labels (what the producers use) must be mk_shogi_label's, which
+     * decodes each move: every test and the oracle going through here check both. */
+    for (int i = 0; i < n; i++)
+        if (labels[i] != mk_shogi_label(moves[i], pos.side)) {
+            PyErr_Format(PyExc_RuntimeError, "shogi_analyse: move %d has label %d from the generator but %d "
+                         "from mk_shogi_label", (int)moves[i], (int)labels[i], mk_shogi_label(moves[i], pos.side));
+            return NULL;
+        }
     npy_intp dn = n, dt[2] = {2, MK_SHOGI_TOKENS};
     PyObject *m = new_array(1, &dn, NPY_INT32), *l = new_array(1, &dn, NPY_INT32);
     PyObject *t = new_array(2, dt, NPY_INT32);
@@ -63,7 +72,7 @@ static PyObject *py_analyse(PyObject *self, PyObject *args) {
         return NULL;
     }
     int32_t *mo = PyArray_DATA((PyArrayObject *)m), *lo = PyArray_DATA((PyArrayObject *)l);
-    for (int i = 0; i < n; i++) mo[i] = moves[i], lo[i] = mk_shogi_label(moves[i], pos.side);
+    for (int i = 0; i < n; i++) mo[i] = moves[i], lo[i] = labels[i];
     mk_shogi_tokens(&pos, PyArray_DATA((PyArrayObject *)t));
     return Py_BuildValue("iNNN", status, m, l, t);
 }

@@ -53,6 +53,9 @@ const char *mk_shogi_reason(int code);
  * The position must have passed mk_shogi_validate. */
 int mk_shogi_legal_moves(const mk_shogi_pos *pos, uint16_t *moves);
 
+/* The same, and each move's dlshogi label (mk_shogi_label's value) in labels[]. */
+int mk_shogi_legal_moves_labels(const mk_shogi_pos *pos, uint16_t *moves, int32_t *labels);
+
 /* dlshogi's policy label of a move by `side`: direction * 81 + destination, seen from
  * the side to move (squares rotated for White); drops are directions 20..26 in the hand
  * kind order P L N S B R G (cshogi.dlshogi.make_move_label). */
