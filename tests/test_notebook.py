@@ -1,24 +1,7 @@
 """examples/quickstart.ipynb runs top to bottom (short settings via MANAKA_NOTEBOOK_QUICK=1)."""
-import os
-
-import pytest
-
-import manaka as mk
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from notebooks import execute
 
 
 def test_quickstart_notebook_runs(monkeypatch):
-    nbformat = pytest.importorskip("nbformat", reason="SKIPPED: pip install -e '.[test]' installs nbformat")
-    nbclient = pytest.importorskip("nbclient", reason="SKIPPED: pip install -e '.[test]' installs nbclient")
-    monkeypatch.setenv("MANAKA_NOTEBOOK_QUICK", "1")
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    # the kernel imports this checkout's manaka, installed or not
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
-    nb = nbformat.read(os.path.join(ROOT, "examples", "quickstart.ipynb"), as_version=4)
-    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": ROOT}}).execute()
-    outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
-    assert not [o for o in outputs if o.get("output_type") == "error"]
-    text = "".join(o.get("text", "") for o in outputs)
+    text = execute("quickstart.ipynb", {"MANAKA_NOTEBOOK_QUICK": "1"}, monkeypatch, timeout=300)
     assert "teacher's ceiling" in text and "step=" in text

@@ -20,7 +20,7 @@ import numpy as np
 import manaka as mk
 from manaka.bench import policy_head
 from manaka.bench.seed import SeedShapes
-from manaka.bench.timing import HEADER, OUT_HELP, measure, peak_rss_mb, phase_ms, write_results
+from manaka.bench.timing import HEADER, OUT_HELP, measure, note_resources, phase_ms, write_results
 
 SEED = SeedShapes().model_config()
 
@@ -152,11 +152,7 @@ def main(argv: List[str]) -> int:
         lines.append(f"  manaka speed-up over torch eager: {tt.median_ms / step.median_ms:.2f}x (median)")
         results["torch"] = tt
         results["speedup_vs_torch"] = tt.median_ms / step.median_ms
-    lines.append(f"  peak RSS {peak_rss_mb():,.0f} MB")
-    load = os.getloadavg()
-    results["load_average"] = load
-    lines.append(f"  load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores"
-                 " (other processes inflate every time above)")
+    note_resources(lines, results, "other processes inflate every time above")
     print("\n".join(lines))
     if not args.no_write:
         print("wrote", write_results("step", args.tag, results, lines, args.out))

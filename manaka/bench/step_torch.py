@@ -23,7 +23,7 @@ from typing import List
 import manaka as mk
 from manaka.bench.seed import SMALL
 from manaka.bench.step import SEED, seed_batch
-from manaka.bench.timing import HEADER, OUT_HELP, measure_interleaved, peak_rss_mb, write_results
+from manaka.bench.timing import HEADER, OUT_HELP, measure_interleaved, note_resources, write_results
 
 
 def main(argv: List[str]) -> int:
@@ -121,7 +121,7 @@ def main(argv: List[str]) -> int:
     base = timings["mk.Trainer step"]
     lines = [f"seed configuration: {cfg}",
              f"B={B} L={args.max_legal} device={dev} threads={mk.get_num_threads()} torch {torch.__version__}",
-             f"first losses at the same parameters: " + ", ".join(f"{k} {v:.6f}" for k, v in losses.items()),
+             "first losses at the same parameters: " + ", ".join(f"{k} {v:.6f}" for k, v in losses.items()),
              "", HEADER]
     for name, t in timings.items():
         t.count_positions(B)
@@ -134,11 +134,7 @@ def main(argv: List[str]) -> int:
         lines.append(f"  first call of {name} (compilation): {s:.1f} s")
     results["timings"] = timings
     results["ratio_to_trainer"] = {n: t.median_ms / base.median_ms for n, t in timings.items()}
-    lines.append(f"  peak RSS {peak_rss_mb():,.0f} MB")
-    load = os.getloadavg()
-    results["load_average"] = load
-    lines.append(f"  load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores"
-                 " (other processes inflate every time above, all variants alike: they are interleaved)")
+    note_resources(lines, results, "other processes inflate every time above, all variants alike: they are interleaved")
     print("\n".join(lines))
     if not args.no_write:
         print("wrote", write_results("step-torch", args.tag or dev, results, lines, args.out))

@@ -123,6 +123,16 @@ DEFAULT_OUT = "bench_results"
 OUT_HELP = f"results folder (default ./{DEFAULT_OUT} or $MANAKA_BENCH_DIR; bench/results holds the committed ones)"
 
 
+def note_resources(lines: List[str], results: Dict[str, object], why_noisy: str) -> None:
+    """Appends the peak RSS and the load average to a suite's report: on a shared machine
+    other processes inflate every time, so a reader must see how busy the machine was."""
+    lines.append(f"  peak RSS {peak_rss_mb():,.0f} MB")
+    load = os.getloadavg()
+    results["load_average"] = load
+    lines.append(f"  load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores"
+                 f" ({why_noisy})")
+
+
 def write_results(suite: str, tag: str, payload: Dict[str, object], lines: List[str],
                   out_dir: Optional[str] = None) -> str:
     """Writes <out_dir>/<suite>-<tag>.json and .md; returns the JSON path. out_dir defaults
