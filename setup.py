@@ -19,6 +19,8 @@ Environment:
                          builds the backend when nvcc is found, GPU or not; PTX for the
                          highest is embedded too, so newer GPUs can JIT it
   CUDA_HOME / CUDA_PATH  the toolkit (default: /usr/local/cuda, or nvcc's on PATH)
+  MANAKA_OPENMP=0        compile the C core without OpenMP pragmas (every CPU loop on the calling
+                         thread; for tools/sanitize.sh tsan: TSan cannot see libgomp's synchronisation)
   MANAKA_WERROR=1        treat warnings in the CUDA backend (nvcc and its C binding) as errors
 """
 import concurrent.futures
@@ -51,6 +53,8 @@ def c_flags():
     flags = ["-std=c11", "-O3", "-fopenmp", "-fno-math-errno", "-pthread", "-Wall", "-Wno-unused-function"]
     if os.environ.get("MANAKA_PORTABLE", "0") != "1":
         flags.append("-march=native")
+    if os.environ.get("MANAKA_OPENMP", "1") == "0":  # libgomp is still linked: omp_* calls stay valid
+        flags = [f for f in flags if f != "-fopenmp"] + ["-Wno-unknown-pragmas"]
     return flags
 
 

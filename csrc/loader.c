@@ -217,8 +217,9 @@ static void pack(const mk_loader *ld, int64_t n, slot *s) {
     s->failed = 0;
     for (int64_t i = 0; i < size; i++) {
         int64_t p = pos[i], start = off[p], end = off[p + 1];
-        /* 0 <= start and end <= total_moves first: end - start cannot overflow then */
-        int64_t c = start < 0 || end > d->total_moves ? 0 : end - start;
+        /* 0 <= start <= end <= total_moves first: end - start cannot overflow then (a
+         * rewritten end of INT64_MIN made it signed overflow; UBSan, tools/sanitize.sh asan) */
+        int64_t c = start < 0 || end < start || end > d->total_moves ? 0 : end - start;
         if (c < 1 || c > ld->max_count) {
             snprintf(s->error, sizeof s->error,
                      "Loader: the dataset changed under the running loader: legal_offsets of "
