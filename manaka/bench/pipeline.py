@@ -73,6 +73,13 @@ def data_wait(ds, batch_size: int, steps: int, producers: int, dims: dict, name:
             "loss_at_end": history.last["loss"]}
 
 
+def wait_line(what: str, wait: dict) -> str:
+    """The report line of one data-wait measurement (the .npy and the HCPE runs alike)."""
+    return (f"data wait, {what}: {100 * wait['wait_share']:.2f}% of wall time in next() "
+            f"({100 * wait['blocked_on_producers_share']:.2f}% blocked on producers); "
+            f"{wait['step_ms']:.0f} ms/step, {wait['positions_per_s']:.0f} pos/s")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m manaka.bench pipeline", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -114,10 +121,7 @@ def main(argv=None) -> int:
                 print(lines[-1], flush=True)
                 break
             waits.append(wait)
-            lines.append(f"data wait, {name} on the CPU, batch {batch_size}, 4 producers: "
-                         f"{100 * wait['wait_share']:.2f}% of wall time in next() "
-                         f"({100 * wait['blocked_on_producers_share']:.2f}% blocked on producers); "
-                         f"{wait['step_ms']:.0f} ms/step, {wait['positions_per_s']:.0f} pos/s")
+            lines.append(wait_line(f"{name} on the CPU, batch {batch_size}, 4 producers", wait))
             print(lines[-1], flush=True)
     path = write_results("pipeline", "cpu", {
         "positions": args.positions, "batch_size": args.batch_size, "dataset": repr(ds),
@@ -192,10 +196,7 @@ def main_hcpe(args) -> int:
             wait = data_wait(ds, args.batch_size, args.train_steps, 2, SEED_DIMS, "seed configuration")
             if wait is not None:
                 waits.append(wait)
-                lines.append(f"data wait, seed configuration on the CPU, batch {args.batch_size}, 2 producers: "
-                             f"{100 * wait['wait_share']:.2f}% of wall time in next() "
-                             f"({100 * wait['blocked_on_producers_share']:.2f}% blocked on producers); "
-                             f"{wait['step_ms']:.0f} ms/step, {wait['positions_per_s']:.0f} pos/s")
+                lines.append(wait_line(f"seed configuration on the CPU, batch {args.batch_size}, 2 producers", wait))
                 print(lines[-1], flush=True)
     path = write_results("pipeline", "hcpe-cpu", {
         "positions": len(ds), "batch_size": args.batch_size, "dataset": repr(ds),
