@@ -5,11 +5,12 @@ sent GEMMs to another thread's stream when two models ran at once with the GIL r
 import ctypes
 import os
 import shutil
-import sys
 import threading
 
 import numpy as np
 import pytest
+
+import emu_build
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None or shutil.which("gcc") is None,
@@ -19,21 +20,15 @@ P, I64, F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
 
 @pytest.fixture(scope="module")
 def libs():
-    sys.path.insert(0, os.path.join(ROOT, "tools", "cuda_emu"))
-    try:
-        import build
-    finally:
-        sys.path.pop(0)
     # The library test_cuda_emulated.py builds (and loads: the handle table is shared with
     # it, so the counts below are relative).
-    out = os.environ.get("MK_EMU_DIR") or os.path.join(ROOT, "build", "cuda_emu")
-    emu = ctypes.CDLL(build.build(out))
-    blas = ctypes.CDLL(build.build_cublas(out))
+    emu = ctypes.CDLL(emu_build.library())
+    blas = ctypes.CDLL(emu_build.cublas())
     emu.mk_gemm_cuda.argtypes = [P, ctypes.c_int, ctypes.c_int, I64, I64, I64, F, P, I64, P, I64, F, P, I64]
     emu.mk_cublas_load.argtypes = [ctypes.c_char_p]
     blas.cublas_emu_gemms_on.argtypes = [P]
     blas.cublas_emu_gemms_on.restype = ctypes.c_long
-    assert emu.mk_cublas_load(build.build_cublas(out).encode()) == 0
+    assert emu.mk_cublas_load(emu_build.cublas().encode()) == 0
     return emu, blas
 
 

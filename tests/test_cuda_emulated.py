@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 
+import emu_build
 import op_inputs
 import reference as ref
 from conftest import assert_close
@@ -52,12 +53,7 @@ SIGNATURES = {
 
 @pytest.fixture(scope="module")
 def emu():
-    sys.path.insert(0, os.path.join(ROOT, "tools", "cuda_emu"))
-    try:
-        import build
-    finally:
-        sys.path.pop(0)
-    lib = ctypes.CDLL(build.build(os.environ.get("MK_EMU_DIR") or os.path.join(ROOT, "build", "cuda_emu")))
+    lib = ctypes.CDLL(emu_build.library())
     for name, args in SIGNATURES.items():
         getattr(lib, name).argtypes = args
         getattr(lib, name).restype = ctypes.c_int
@@ -89,12 +85,7 @@ def test_prototypes_and_struct_match_the_c_declarations():
     declared = header_prototypes()
     for name, args in SIGNATURES.items():
         assert declared.get(name) == args, f"{name}: SIGNATURES has {args}, the header {declared.get(name)}"
-    sys.path.insert(0, os.path.join(ROOT, "tools", "cuda_emu"))
-    try:
-        import build
-    finally:
-        sys.path.pop(0)
-    lib = ctypes.CDLL(build.build(os.environ.get("MK_EMU_DIR") or os.path.join(ROOT, "build", "cuda_emu")))
+    lib = ctypes.CDLL(emu_build.library())
     lib.mk_emu_layout.restype = ctypes.c_char_p
     layout = {}
     for line in lib.mk_emu_layout().decode().splitlines():
