@@ -272,16 +272,15 @@ def extensions(cuda):
     blas_include, blas_libdir, blas_lib = openblas()
     core = Extension(
         "manaka._core",
-        sources=sources("*.c", "cpu/*.c", "shogi/*.c", "python/*.c"),
+        sources=sources("core/*.c", "data/*.c", "cpu/*.c", "shogi/*.c", "python/common/*.c", "python/core/*.c",
+                        "python/testing/*.c"),
         include_dirs=[numpy.get_include(), "csrc", blas_include],
         library_dirs=[blas_libdir],
         libraries=[blas_lib],
         extra_compile_args=c_flags(),
         extra_link_args=["-fopenmp", "-pthread"],
-        depends=sources("*.h", "cpu/*.h", "shogi/*.h", "python/*.h"),
+        depends=sources("core/*.h", "data/*.h", "cpu/*.h", "shogi/*.h", "python/common/*.h", "python/core/*.h"),
     )
-    # The CUDA binding files (cuda_*.c) belong to manaka._cuda only.
-    core.sources = [s for s in core.sources if not os.path.basename(s).startswith("cuda_")]
     if not cuda:
         return [core]
     # Every .cu in csrc/cuda: the fused ops, their index checks, the runtime services the
@@ -290,15 +289,15 @@ def extensions(cuda):
     archs = ";".join(cuda["archs"])
     return [core, Extension(
         "manaka._cuda",
-        sources=sources("cuda/*.cu", "cuda/*.c") + ["csrc/error.c", "csrc/backend.c", "csrc/batch.c", "csrc/python/binding.c"]
-        + sources("python/cuda_*.c"),
+        sources=sources("cuda/*.cu", "cuda/*.c") + ["csrc/core/error.c", "csrc/core/backend.c", "csrc/core/batch.c", "csrc/python/common/binding.c"]
+        + sources("python/cuda/*.c"),
         include_dirs=[numpy.get_include(), "csrc"],
         define_macros=[("MK_CUDA_ARCHS", f'"{archs}"')],
         extra_compile_args=[f for f in c_flags() if f != "-fopenmp"] + (["-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-Werror"] if WERROR else []),
         # The static runtime: the module needs only the driver (libcuda.so, opened at run
         # time by cudart), so it imports on a machine with no GPU or driver at all.
         extra_link_args=[cuda["cudart"], "-ldl", "-lrt", "-lpthread", "-lstdc++"],
-        depends=sources("*.h", "python/*.h", "cuda/*.h", "cuda/*.cuh"),
+        depends=sources("core/*.h", "python/common/*.h", "python/cuda/*.h", "cuda/*.h", "cuda/*.cuh"),
     )]
 
 

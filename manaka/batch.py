@@ -34,7 +34,7 @@ _INT32 = np.iinfo(np.int32)
 def _fits_int32(name: str, x: np.ndarray) -> None:
     """Refuses a value that int32 cannot hold: NumPy's cast would wrap it silently (2**32 to 0,
     uint64 2**64 - 1 to the empty-slot sentinel -1), and the model's range checks would then
-    accept the wrapped value. The same rule as the C entry points (csrc/python/binding.c)."""
+    accept the wrapped value. The same rule as the C entry points (csrc/python/common/binding.c)."""
     info = np.iinfo(x.dtype)
     if x.size == 0 or (info.min >= _INT32.min and info.max <= _INT32.max):
         return  # int8 .. int32, uint8, uint16: every value fits

@@ -1,6 +1,6 @@
 """mk.Loader: C producer threads that pack a Dataset's positions into mk.Batch objects.
 
-The producers (csrc/loader.c) read the memory-mapped arrays directly and fill a bounded
+The producers (csrc/data/loader.c) read the memory-mapped arrays directly and fill a bounded
 queue of reusable buffers; Python only wraps each finished batch (no Python work per
 position). See :class:`Loader` for the guarantees.
 """
@@ -40,7 +40,7 @@ class Loader:
 
     Producers run below the caller's OS priority (``Loader.NICE``, Linux): they are
     background work kept ahead by the queue and never take a core from the training step.
-    Their buffers come from an allocation hook in the C loader (csrc/loader.h), where a GPU
+    Their buffers come from an allocation hook in the C loader (csrc/data/loader.h), where a GPU
     model will plug page-locked memory for asynchronous host-to-device copies.
 
     The files of an opened dataset are read in place (memory maps): rewriting them while a

@@ -1,5 +1,5 @@
 """The policy/value network (docs/design.md §1): configuration, parameters, forward pass, loss
-and gradients, file I/O. The arithmetic is in C (csrc/model.c); this is the Python face."""
+and gradients, file I/O. The arithmetic is in C (csrc/core/model.c); this is the Python face."""
 from __future__ import annotations
 
 from contextlib import contextmanager

@@ -1,4 +1,4 @@
-"""AdamW and the training step (docs/design.md §1–§2); the arithmetic is in C (csrc/trainer.c)."""
+"""AdamW and the training step (docs/design.md §1–§2); the arithmetic is in C (csrc/core/trainer.c)."""
 from __future__ import annotations
 
 from typing import Dict, Optional, Tuple

@@ -340,7 +340,7 @@ INDEX_FIELDS = ("tokens", "legal", "counts", "target")
 
 
 def batch_validity(f, action):
-    """mk.Batch's contract (its docstring) and the model's (docs/design.md §1-2, csrc/batch.c's
+    """mk.Batch's contract (its docstring) and the model's (docs/design.md §1-2, csrc/core/batch.c's
     rules restated): index fields any integer dtype whose values fit int32, float fields any
     float dtype (converted to float32), shapes [B, 2, T], [B, L], [B], [B], [B], [B, L]."""
     v = []

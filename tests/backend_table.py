@@ -1,4 +1,4 @@
-"""Calls the entries of any backend's op table (csrc/backend.h) from Python, for the
+"""Calls the entries of any backend's op table (csrc/core/backend.h) from Python, for the
 conformance suite (tests/test_backend_ops.py).
 
 A table arrives as a 'manaka.mk_backend' capsule (manaka._core.backend_table("cpu"),
@@ -116,12 +116,12 @@ def c_argtypes(params, pointers):
 
 def header_prototypes(path=None):
     """{entry: (return type, argument types)} read from the declaration of mk_backend in
-    csrc/backend.h (comments stripped), to check PROTOTYPES against."""
+    csrc/core/backend.h (comments stripped), to check PROTOTYPES against."""
     import os
     import re
 
     path = path or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "csrc",
-                                "backend.h")
+                                "core", "backend.h")
     with open(path) as f:
         text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", f.read(), flags=re.S)
     struct = text[text.index("typedef struct mk_backend"):]

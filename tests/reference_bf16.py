@@ -1,4 +1,4 @@
-"""NumPy twin of the bf16 AdamW moments (csrc/bf16.h, csrc/hash.h, csrc/cpu/adamw.h):
+"""NumPy twin of the bf16 AdamW moments (csrc/core/bf16.h, csrc/core/hash.h, csrc/cpu/adamw.h):
 the counter hash in uint64 arithmetic, stochastic and nearest rounding to bf16, and one
 AdamW update in float32 with the C code's operation order, so tests can demand the same
 bits. Independent of the C code: written from the contract in backend.h."""

@@ -54,7 +54,7 @@ def policy_rows(logits, counts, target, policy_target=None):
 
 
 def policy_head(q, table, legal, counts, target, policy_target=None, grad_scale=1.0):
-    """The backend's fused policy head (csrc/backend.h, policy_head) composed from the
+    """The backend's fused policy head (csrc/core/backend.h, policy_head) composed from the
     references: (dlogits, dq, row_loss, row_correct), float64."""
     logits = ref.gather_dot(q, table, legal, counts)
     row_loss, correct, d = policy_rows(logits, counts, target, policy_target)

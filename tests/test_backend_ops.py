@@ -1,4 +1,4 @@
-"""Conformance of every backend to the op table (csrc/backend.h), in the spirit of ggml's
+"""Conformance of every backend to the op table (csrc/core/backend.h), in the spirit of ggml's
 test-backend-ops: each entry of mk_backend, enumerated from the compiled table itself,
 runs on every backend present against the NumPy references (tests/reference*.py) with
 its own tolerance.

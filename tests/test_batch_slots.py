@@ -1,4 +1,4 @@
-"""The batch slots' bookkeeping (csrc/batch_slots.h), driven alone against a timing model of
+"""The batch slots' bookkeeping (csrc/core/batch_slots.h), driven alone against a timing model of
 two in-order streams: a copy never writes a slot while a step that read it may still run,
 a step never starts before its own copy, and the copy of batch n never waits for step
 n - 1 (the overlap). The emulated GPU is synchronous, so only this test can see a reuse
@@ -22,7 +22,7 @@ def slots(tmp_path_factory):
         pytest.skip("no gcc to build the batch slots' test library")
     out = tmp_path_factory.mktemp("slots")
     src, lib = out / "slots.c", out / "libslots.so"
-    src.write_text('#include "batch_slots.h"\n'
+    src.write_text('#include "core/batch_slots.h"\n'
                    "static mk_batch_slots s;\n"
                    "int count(void) { return MK_BATCH_SLOTS; }\n"
                    "void reset(void) { mk_batch_slots_reset(&s); s.next = 0; }\n"

@@ -62,7 +62,7 @@ def emu():
 
 
 def header_prototypes():
-    """{name: [ctypes argument types]} of every mk_status function declared in csrc/manaka.h
+    """{name: [ctypes argument types]} of every mk_status function declared in csrc/core/manaka.h
     and csrc/cuda/*.h, read from the declarations (comments stripped)."""
     import glob
     import re
@@ -70,7 +70,7 @@ def header_prototypes():
     from backend_table import c_argtypes
 
     text = ""
-    for path in [os.path.join(ROOT, "csrc", "manaka.h"), *glob.glob(os.path.join(ROOT, "csrc", "cuda", "*.h"))]:
+    for path in [os.path.join(ROOT, "csrc", "core", "manaka.h"), *glob.glob(os.path.join(ROOT, "csrc", "cuda", "*.h"))]:
         with open(path) as f:
             text += re.sub(r"/\*.*?\*/|//[^\n]*", " ", f.read(), flags=re.S)
     pointers = {"mk_bad_index": ctypes.POINTER(BadIndex), "size_t": ctypes.POINTER(SIZE)}

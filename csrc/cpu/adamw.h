@@ -3,8 +3,8 @@
  * is off under -std=c11, so vector and scalar iterations round identically. */
 #ifndef MANAKA_CPU_ADAMW_H
 #define MANAKA_CPU_ADAMW_H
-#include "../adamw_consts.h"
-#include "../bf16.h"
+#include "core/adamw_consts.h"
+#include "core/bf16.h"
 
 /* One element: p *= decay; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
  * p -= step_size * m / (sqrt(v) / sqrt(bc2) + eps). */

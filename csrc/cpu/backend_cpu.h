@@ -3,7 +3,7 @@
  * loss.c, adamw.c, adamw_bf16.c, pair_adamw.c, policy_head.c; the fused ops are the mk_*_cpu functions of manaka.h. */
 #ifndef MANAKA_CPU_BACKEND_H
 #define MANAKA_CPU_BACKEND_H
-#include "../backend.h"
+#include "core/backend.h"
 
 /* gemm.c: OpenBLAS sgemm (scipy-openblas32) */
 mk_status mk_gemm_cpu(void *stream, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,

@@ -3,7 +3,7 @@
  * is parallel over table rows (see threads.h for why that is deterministic). */
 #include <string.h>
 
-#include "../manaka.h"
+#include "core/manaka.h"
 #include "gather_dot_rows.h"
 #include "threads.h"
 

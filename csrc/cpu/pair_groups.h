@@ -2,7 +2,7 @@
  * pair_adamw.c (fp32 and bf16 moments): the gradient is never stored whole. */
 #ifndef MANAKA_CPU_PAIR_GROUPS_H
 #define MANAKA_CPU_PAIR_GROUPS_H
-#include "../backend.h"
+#include "core/backend.h"
 
 /* Scratch of the groups below: each row's present tokens sorted [rows, T], their counts
  * [rows], and the (row, slot) list bucketed by token value ([V + 1] starts and [rows, T]

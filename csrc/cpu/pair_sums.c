@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../manaka.h"
-#include "../backend.h"
+#include "core/manaka.h"
+#include "core/backend.h"
 #include "pair_groups.h"
 #include "threads.h"
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../manaka.h"
+#include "core/manaka.h"
 #include "threads.h"
 
 mk_status mk_power_sums_cpu(const float *emb, const int32_t *tokens, int64_t rows, int64_t T,

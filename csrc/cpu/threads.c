@@ -1,5 +1,5 @@
 /* The OpenMP thread count: the one setting shared by every CPU op. */
-#include "../manaka.h"
+#include "core/manaka.h"
 #include "threads.h"
 #include "backend_cpu.h"
 

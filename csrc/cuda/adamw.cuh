@@ -4,8 +4,8 @@
 #ifndef MANAKA_CUDA_ADAMW_CUH
 #define MANAKA_CUDA_ADAMW_CUH
 
-#include "../adamw_consts.h"
-#include "../bf16.h"
+#include "core/adamw_consts.h"
+#include "core/bf16.h"
 
 /* p *= 1 - lr wd; m, v moving averages of g, g^2; p -= lr / bc1 m / (sqrt(v / bc2) + eps).
  * __fmul_rn/__fadd_rn keep nvcc from contracting into FMAs, so the bits match the CPU's

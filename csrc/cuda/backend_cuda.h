@@ -5,7 +5,7 @@
 #ifndef MANAKA_CUDA_BACKEND_CUDA_H
 #define MANAKA_CUDA_BACKEND_CUDA_H
 
-#include "../backend.h"
+#include "core/backend.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -8,7 +8,7 @@
 #ifndef MANAKA_CUDA_BENCH_VARIANTS_H
 #define MANAKA_CUDA_BENCH_VARIANTS_H
 
-#include "../manaka.h"
+#include "core/manaka.h"
 
 #ifdef __cplusplus
 extern "C" {

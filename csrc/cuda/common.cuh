@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../manaka.h"
+#include "core/manaka.h"
 
 static inline mk_status mk_cuda_error(cudaError_t err, const char *what, const char *file,
                                       int line) {

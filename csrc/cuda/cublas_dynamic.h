@@ -9,7 +9,7 @@
 #ifndef MANAKA_CUDA_CUBLAS_DYNAMIC_H
 #define MANAKA_CUDA_CUBLAS_DYNAMIC_H
 
-#include "../manaka.h"
+#include "core/manaka.h"
 
 #ifdef __cplusplus
 extern "C" {

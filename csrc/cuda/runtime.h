@@ -7,7 +7,7 @@
 #ifndef MANAKA_CUDA_RUNTIME_H
 #define MANAKA_CUDA_RUNTIME_H
 
-#include "../manaka.h"
+#include "core/manaka.h"
 
 #ifdef __cplusplus
 extern "C" {

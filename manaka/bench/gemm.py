@@ -1,6 +1,6 @@
 """``python -m manaka.bench gemm``: the CPU GEMMs of one training step at the seed shapes.
 
-Each GEMM the model runs forward and backward (csrc/model.c: out = x W^T; dW = dout^T x;
+Each GEMM the model runs forward and backward (csrc/core/model.c: out = x W^T; dW = dout^T x;
 dx = dout W, per block of a layer's input) is timed through the test hook
 ``_core.backend_gemm`` on the CPU backend, with the thread count of ``--threads``. The hook
 copies its operands and result (a memcpy each way), so the times include that overhead;

@@ -1,11 +1,11 @@
-/* Stress harness for csrc/loader.c under ThreadSanitizer / AddressSanitizer (tests/test_loader_sanitizers.py):
+/* Stress harness for csrc/data/loader.c under ThreadSanitizer / AddressSanitizer (tests/test_loader_sanitizers.py):
  * 6 producers, a queue of 2, 30 epochs, some stopped early; then 4 threads stopping the
  * loader while the consumer restarts and reads it (issue 11 item 2: stop from any thread,
  * concurrent stops join each producer once). Prints "ok <sum of positions>". */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "loader.h"
+#include "data/loader.h"
 
 static void *stopper(void *arg) {
     for (int i = 0; i < 200; i++) mk_loader_stop(arg);

@@ -16,7 +16,7 @@ RUNTIME_CU = "runtime.cu"  # in the extension build only: the kernel tests call 
 SOURCES = sorted(f for f in os.listdir(os.path.join(ROOT, "csrc", "cuda")) if f.endswith(".cu") and f != RUNTIME_CU)
 # The C files those need (backend.c: the table check; batch.c: the batch faults' wording; cublas_dynamic.c: the cuBLAS loader,
 # which the emulated build points at cublas_emu.c's stand-in).
-C_SOURCES = ["csrc/error.c", "csrc/backend.c", "csrc/batch.c"] + sorted(
+C_SOURCES = ["csrc/core/error.c", "csrc/core/backend.c", "csrc/core/batch.c"] + sorted(
     os.path.join("csrc", "cuda", f) for f in os.listdir(os.path.join(ROOT, "csrc", "cuda")) if f.endswith(".c"))
 
 
@@ -71,9 +71,10 @@ def translate(src):
 def inputs():
     """Every file the emulated library is built from."""
     files = [os.path.join(ROOT, "csrc", "cuda", f) for f in os.listdir(os.path.join(ROOT, "csrc", "cuda"))]
-    files += [os.path.join(ROOT, "csrc", f) for f in os.listdir(os.path.join(ROOT, "csrc")) if f.endswith((".h", ".c"))]
+    files += [os.path.join(ROOT, "csrc", "core", f) for f in os.listdir(os.path.join(ROOT, "csrc", "core"))]
     files += [__file__, os.path.join(HERE, "emu.cpp"), os.path.join(HERE, "cublas_emu.c")]
-    files += [os.path.join(ROOT, "csrc", "python", f) for f in os.listdir(os.path.join(ROOT, "csrc", "python"))]
+    for sub in ("common", "cuda"):
+        files += [os.path.join(ROOT, "csrc", "python", sub, f) for f in os.listdir(os.path.join(ROOT, "csrc", "python", sub))]
     for folder, _, names in os.walk(os.path.join(HERE, "include")):
         files += [os.path.join(folder, n) for n in names]
     return files
@@ -98,11 +99,11 @@ def _compile(out_dir, sources, link_extra, target):
     c_objects = []
     for c in C_SOURCES:
         obj = os.path.join(out_dir, os.path.basename(c)[:-2] + ".o")
-        subprocess.check_call(["gcc", "-std=c11", "-O1", "-fPIC", *sanitize, "-I", inc, "-c",
+        subprocess.check_call(["gcc", "-std=c11", "-O1", "-fPIC", *sanitize, "-I", inc, "-I", os.path.join(ROOT, "csrc"), "-c",
                                os.path.join(ROOT, c), "-o", obj])
         c_objects.append(obj)
     subprocess.check_call(["g++", "-std=c++20", "-O1", "-g", "-fPIC", "-shared", "-pthread", *sanitize,
-                           "-I", inc, "-I", os.path.join(ROOT, "csrc", "cuda"), "-include", "emu.h",
+                           "-I", inc, "-I", os.path.join(ROOT, "csrc"), "-I", os.path.join(ROOT, "csrc", "cuda"), "-include", "emu.h",
                            os.path.join(HERE, "emu.cpp"), *cpps, *c_objects, *link_extra, "-ldl", "-o", target])
     return target
 
@@ -125,7 +126,7 @@ def build_cublas(out_dir):
 
 
 def build_extension(out_dir):
-    """manaka._cuda built against the emulator: the real binding (csrc/python/cuda_*.c),
+    """manaka._cuda built against the emulator: the real binding (csrc/python/cuda/*.c),
     kernels and runtime.cu, so the GPU test files run without a GPU (run_gpu_tests.py)."""
     import sysconfig
 
@@ -137,8 +138,8 @@ def build_extension(out_dir):
         return target
     py_dir = os.path.join(ROOT, "csrc", "python")
     objects = []
-    for c in ["binding.c"] + sorted(f for f in os.listdir(py_dir) if f.startswith("cuda_") and f.endswith(".c")):
-        obj = os.path.join(out_dir, c[:-2] + ".o")
+    for c in ["common/binding.c"] + sorted("cuda/" + f for f in os.listdir(os.path.join(py_dir, "cuda")) if f.endswith(".c")):
+        obj = os.path.join(out_dir, os.path.basename(c)[:-2] + ".o")
         subprocess.check_call(["gcc", "-std=c11", "-O1", "-g", "-fPIC", "-Wall", "-I", sysconfig.get_paths()["include"],
                                "-I", numpy.get_include(), "-I", os.path.join(ROOT, "csrc"),
                                '-DMK_CUDA_ARCHS="emulated"', "-c", os.path.join(py_dir, c), "-o", obj])

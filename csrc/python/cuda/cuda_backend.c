@@ -2,9 +2,9 @@
  * whose Model runs the one model.c over it, and the cuBLAS settings it depends on. */
 #include "cuda_binding.h"
 
-#include "../backend.h"
-#include "../cuda/backend_cuda.h"
-#include "../cuda/cublas_dynamic.h"
+#include "core/backend.h"
+#include "cuda/backend_cuda.h"
+#include "cuda/cublas_dynamic.h"
 
 /* backend_table(cublas_path=None) -> capsule: loads cuBLAS (from the path, or the loader's
  * search), checks the table is complete, and returns it for _core.Model(backend=...). */

@@ -15,7 +15,7 @@
  * finite=False sets the stats flag that makes the update a no-op; work_bytes gives the
  * fused update that much scratch instead of the backend's scratch_bytes (to test that too
  * little is refused). Inputs are not modified: the results are new arrays. */
-#include "model_binding.h"
+#include "python/core/model_binding.h"
 
 void *mk_probe_put(mk_probe_buffers *pb, const void *host, size_t bytes, mk_status *st) {
     void *d = NULL;

@@ -23,7 +23,7 @@
 #define NPY_NO_DEPRECATED_API NPY_1_20_API_VERSION
 #include <numpy/arrayobject.h>
 
-#include "../manaka.h"
+#include "core/manaka.h"
 
 /* New reference to a C-contiguous float32 array with `ndim` dimensions, or NULL with
  * an exception naming `op` and `name`. */

@@ -9,7 +9,7 @@
  * (c [M, N], zeros when None); the leading dimensions are the arrays' row lengths.
  * dims = (M, N, K) passes smaller dimensions than the arrays' to the backend, or negative
  * ones, so that a test sees the backend refuse them itself. Inputs are not modified. */
-#include "model_binding.h"
+#include "python/core/model_binding.h"
 
 static PyObject *py_backend_gemm(PyObject *self, PyObject *args, PyObject *kwargs) {
     static const char op[] = "backend_gemm";

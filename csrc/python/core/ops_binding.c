@@ -3,7 +3,7 @@
  * Each entry point converts and checks every argument (shapes, dtypes, index ranges,
  * counts) before any work, so a bad call raises a Python exception naming the argument
  * and never reaches the C loops; then it releases the GIL around the op. */
-#include "binding.h"
+#include "python/common/binding.h"
 
 /* Holds every array an entry point converted, so one `goto done` releases them all. */
 typedef struct {

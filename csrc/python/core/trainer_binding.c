@@ -1,7 +1,7 @@
 /* _core.Trainer: AdamW state and the training step behind manaka.Trainer
  * (manaka/trainer.py holds the user-facing class). */
 #include "model_binding.h"
-#include "../trainer.h"
+#include "core/trainer.h"
 
 typedef struct {
     PyObject_HEAD

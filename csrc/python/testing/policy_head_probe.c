@@ -15,7 +15,7 @@
  * float32 [B, L] or None. The batch is validated as a training step validates it
  * (mk_batch_check: counts in [1, L], legal ids in [0, M) in the legal slots, target in
  * its legal list, soft rows summing to 1), so a bad argument raises instead of crashing. */
-#include "model_binding.h" /* Python.h first: it sets the feature macros */
+#include "python/core/model_binding.h" /* Python.h first: it sets the feature macros */
 
 #include <stdlib.h>
 #include <string.h>

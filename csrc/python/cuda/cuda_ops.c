@@ -14,7 +14,7 @@
  *   deterministic=  False selects the atomicAdd backward (gather_dot, pair_sums) */
 #include "cuda_binding.h"
 
-#include "../cuda/bench_variants.h"
+#include "cuda/bench_variants.h"
 
 #define MAX_ARGS 8
 

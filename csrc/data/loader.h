@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "manaka.h"
+#include "core/manaka.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -11,8 +11,8 @@
  * undefined behaviour (a double pthread_join hangs). `control` is never taken under `lock`. */
 #define _GNU_SOURCE
 #include "loader.h"
-#include "checked.h"
-#include "hash.h"
+#include "core/checked.h"
+#include "core/hash.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -19,10 +19,10 @@
 #ifndef MANAKA_CUDA_BINDING_H
 #define MANAKA_CUDA_BINDING_H
 
-#include "binding.h"
-#include "../checked.h"
+#include "python/common/binding.h"
+#include "core/checked.h"
 #include "dlpack.h"
-#include "../cuda/runtime.h"
+#include "cuda/runtime.h"
 
 #define MK_MAX_DIMS 8
 

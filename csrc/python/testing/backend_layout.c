@@ -8,7 +8,7 @@
  *       (generated from that list, whose completeness backend.c asserts at compile time);
  *   _core.backend_table(name) -> the named table ("cpu", "cpu_staged") as a
  *       MK_BACKEND_CAPSULE, like manaka._cuda.backend_table(). */
-#include "model_binding.h"
+#include "python/core/model_binding.h"
 
 #include <stddef.h>
 

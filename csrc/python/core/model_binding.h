@@ -1,10 +1,10 @@
 /* Shared by model_binding.c and trainer_binding.c: the Model object and batch arguments. */
 #ifndef MANAKA_MODEL_BINDING_H
 #define MANAKA_MODEL_BINDING_H
-#include "binding.h"
-#include "../batch.h"
-#include "../batch_slots.h"
-#include "../model.h"
+#include "python/common/binding.h"
+#include "core/batch.h"
+#include "core/batch_slots.h"
+#include "core/model.h"
 
 /* _core.Model. `busy` is set (under the GIL) while a call runs without the GIL, so a second
  * thread using the same model gets an error instead of a data race. `keep[slot]` holds the

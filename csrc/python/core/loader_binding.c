@@ -7,9 +7,9 @@
  * kept view never dangles; its contents are recycled when the next batch is asked for).
  * Waiting for a batch releases the GIL and wakes every 50 ms to check for signals, so
  * Ctrl-C raises KeyboardInterrupt instead of hanging. */
-#include "binding.h"
+#include "python/common/binding.h"
 
-#include "../loader.h"
+#include "data/loader.h"
 
 /* shogi_binding.c: the row source of a _core.ShogiRecords, NULL for any other object. */
 const mk_row_source *mk_shogi_row_source(PyObject *obj);

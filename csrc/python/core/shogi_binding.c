@@ -4,13 +4,13 @@
  * seven counts then White's, in the hand kind order P L N S B R G, side: 0 or 1), the
  * layout of mk_shogi_pos (csrc/shogi/position.h). Record arrays are [N, 38] (HCPE) or
  * [N, 40] (PSV) uint8, decoded with the GIL released. */
-#include "binding.h"
+#include "python/common/binding.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "../loader.h"
-#include "../shogi/records.h"
+#include "data/loader.h"
+#include "shogi/records.h"
 
 /* Reads (board, hand, side) into *pos; 0, or -1 with an exception. */
 static int position_arg(PyObject *board, PyObject *hand, int side, mk_shogi_pos *pos) {
@@ -238,7 +238,7 @@ static PyMethodDef shogi_methods[] = {
 /* _core.ShogiRecords(format, files, names, eval_weight, skip): record files (each a uint8
  * [n, record bytes] array, usually memory-mapped) as one row source for the Loader: its
  * producers decode each record, generate its legal moves and encode it into the batch
- * (csrc/loader.h, mk_row_source). A bad record is an error naming its file and index, or
+ * (csrc/data/loader.h, mk_row_source). A bad record is an error naming its file and index, or
  * with skip is left out of its batch and counted in the loader's stats. */
 typedef struct {
     PyObject_HEAD
