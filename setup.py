@@ -236,7 +236,7 @@ class BuildExt(build_ext):
         os.makedirs(out_dir, exist_ok=True)
         stamp = os.path.join(out_dir, "flags.txt")
         same_flags = os.path.exists(stamp) and open(stamp).read() == " ".join(flags)
-        headers = sources("*.h", "cuda/*.cuh", "cuda/*.h")
+        headers = sources("core/*.h", "cuda/*.cuh", "cuda/*.h")
         newest_header = max((os.path.getmtime(h) for h in headers), default=0)
         objects, commands = [], []
         for src in cu_files:

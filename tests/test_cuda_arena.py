@@ -82,7 +82,7 @@ def test_warm_steps_allocate_nothing_and_still_match_the_cpu(fused, pair_state, 
 
 def test_a_larger_batch_grows_the_arena_once():
     """The first step sizes the arena (activations and scratch) and the batch slots
-    (batch_stage.c): one allocation each. A larger B, then a larger L, cost the same two
+    (staging.c): one allocation each. A larger B, then a larger L, cost the same two
     again on the step that brings it; every step after, at any shape within capacity,
     costs none."""
     cfg = cases.config(hidden=(5,))

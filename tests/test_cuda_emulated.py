@@ -385,7 +385,7 @@ def test_gpu_test_files_pass_on_the_emulated_device():
 
 
 def test_staging_ring_serves_every_device(emu):
-    """The pinned staging ring (staging.cu) reuses one event per slot, and a GPU refuses to
+    """The pinned staging ring (staging_ring.cu) reuses one event per slot, and a GPU refuses to
     record an event on a stream of another device than the one it was made on: a copy for
     a second device (a model made under CuPy's Device(1), say) after the ring's first use
     must get its slot's event made for that device, on every slot, back and forth."""

@@ -27,7 +27,7 @@
  * MK_BACKEND_CAPSULE; tests/test_backend_ops.py then holds each entry to its NumPy
  * reference. Adding an entry: list it in MK_BACKEND_ENTRIES too, and give it a case there.
  * With host_memory = 0, model.c stages each host batch into device memory with to_device on
- * a copy stream (batch_stage.c) and reads results back with to_host; the Python layer
+ * a copy stream (staging.c) and reads results back with to_host; the Python layer
  * cannot view parameters in place. GEMM
  * is row-major here: with column-major cuBLAS, compute C^T = op(B)^T op(A)^T, i.e. call
  * cublasSgemm with the operands (and M, N) swapped and the same leading dimensions.
@@ -216,7 +216,7 @@ typedef struct mk_backend {
                              float grad_scale, float *dlogits, float *dq, float *row_loss,
                              float *row_correct);
 
-    /* ------------------------------------------------------------ batches (batch_stage.c) */
+    /* ------------------------------------------------------------ batches (staging.c) */
     /* A second stream whose work may run concurrently with the model's (a GPU: created
      * non-blocking, so it does not serialise with the legacy default stream), for batch
      * copies; and events to order the two. The CPU runs everything at once: its streams

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "batch_stage.h"
+#include "staging.h"
 #include "checked.h"
 #include "model.h"
 
@@ -57,8 +57,8 @@ struct mk_model {
     void *arena;
     size_t arena_bytes;
     int64_t cap_B, cap_L;
-    /* device backends: the batch slots and copy stream (batch_stage.h); NULL on the host */
-    mk_batch_stage *stage;
+    /* device backends: the batch slots and copy stream (staging.h); NULL on the host */
+    mk_staging *staging;
     size_t cap_work; /* the backend's scratch_bytes for (cap_B, cap_L), carved every step */
     /* the step in flight */
     mk_batch batch; /* device pointers (the host ones when the backend has host memory) */
@@ -251,7 +251,7 @@ mk_status mk_model_create(const mk_config *cfg, const mk_backend *backend, void 
     m->grads = g;
     m->stats = s;
     if ((!backend->host_memory &&
-         (st = mk_batch_stage_create(backend, stream, cfg->tokens_per_side, &m->stage)) != MK_OK) ||
+         (st = mk_staging_create(backend, stream, cfg->tokens_per_side, &m->staging)) != MK_OK) ||
         (st = init_params(m, seed)) != MK_OK ||
         (st = backend->fill(stream, m->grads, 0.0f, m->buffer_size)) != MK_OK ||
         (st = backend->fill(stream, m->stats, 0.0f, MK_STAT_COUNT)) != MK_OK) {
@@ -264,7 +264,7 @@ mk_status mk_model_create(const mk_config *cfg, const mk_backend *backend, void 
 
 void mk_model_destroy(mk_model *m) {
     if (!m) return;
-    mk_batch_stage_destroy(m->stage); /* first: waits for the steps and copies in flight */
+    mk_staging_destroy(m->staging); /* first: waits for the steps and copies in flight */
     m->be->free(m->stream, m->params);
     m->be->free(m->stream, m->grads);
     m->be->free(m->stream, m->stats);
@@ -384,35 +384,35 @@ static mk_status reserve(mk_model *m, int64_t B, int64_t L) {
 }
 
 /* Points m->batch at the batch as the backend reads it: itself on host memory, else its
- * slot copy or (a device batch) itself, ordered before the step (batch_stage.h). Every
+ * slot copy or (a device batch) itself, ordered before the step (staging.h). Every
  * call is paired with mk_model_end_batch once the step's readers are queued. */
 static mk_status stage(mk_model *m, const mk_batch *batch) {
     m->batch = *batch;
     if (m->be->host_memory) return MK_OK;
-    return mk_batch_stage_begin(m->stage, batch, &m->batch);
+    return mk_staging_begin(m->staging, batch, &m->batch);
 }
 
 mk_status mk_model_end_batch(mk_model *m) {
-    return m->stage ? mk_batch_stage_end(m->stage) : MK_OK;
+    return m->staging ? mk_staging_end(m->staging) : MK_OK;
 }
 
 mk_status mk_model_check_batch(mk_model *m, const char *op, const mk_batch *batch,
                                int with_targets) {
     const mk_config *c = &m->cfg;
-    if (!m->stage) /* host memory: any batch is read in place */
+    if (!m->staging) /* host memory: any batch is read in place */
         return mk_batch_check(op, batch, c->num_tokens, c->num_moves, c->tokens_per_side,
                               with_targets);
-    return mk_batch_stage_check(m->stage, op, batch, c->num_tokens, c->num_moves, with_targets);
+    return mk_staging_check(m->staging, op, batch, c->num_tokens, c->num_moves, with_targets);
 }
 
 int mk_model_next_slot(const mk_model *m) {
-    return m->stage ? mk_batch_stage_next_slot(m->stage) : -1;
+    return m->staging ? mk_staging_next_slot(m->staging) : -1;
 }
 mk_status mk_model_wait_slot(mk_model *m, int slot) {
-    return m->stage ? mk_batch_stage_wait_slot(m->stage, slot) : MK_OK;
+    return m->staging ? mk_staging_wait_slot(m->staging, slot) : MK_OK;
 }
 void *mk_model_copy_stream(const mk_model *m) {
-    return m->stage ? mk_batch_stage_stream(m->stage) : NULL;
+    return m->staging ? mk_staging_stream(m->staging) : NULL;
 }
 
 /* ---------------------------------------------------------------- layers */

@@ -118,7 +118,7 @@ mk_status mk_model_check_batch(mk_model *model, const char *op, const mk_batch *
  * buffer; backward then overwrites every gradient, the pair table's only if `pair_table`
  * (the trainer instead fuses it with AdamW: mk_model_pair_table_adamw, after backward).
  * After forward_loss (even a failed one), mk_model_end_batch must follow the last work
- * that reads the batch: it marks the end of the batch's slot use (batch_stage.h). */
+ * that reads the batch: it marks the end of the batch's slot use (staging.h). */
 mk_status mk_model_forward_loss(mk_model *model, const mk_batch *batch, float value_weight);
 mk_status mk_model_backward(mk_model *model, int pair_table);
 mk_status mk_model_end_batch(mk_model *model);

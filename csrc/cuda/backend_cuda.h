@@ -23,7 +23,7 @@ mk_status mk_fill_cuda(void *stream, float *dst, float value, int64_t n);
 mk_status mk_fill_uniform_cuda(void *stream, float *dst, int64_t n, float bound, uint64_t seed);
 mk_status mk_synchronize_cuda(void *stream);
 
-/* staging.cu: host -> device through a pinned ring, without waiting for the stream */
+/* staging_ring.cu: host -> device through a pinned ring, without waiting for the stream */
 mk_status mk_cuda_stage_to_device(void *dst, const void *src, size_t bytes, void *stream);
 
 /* dense.cu */

@@ -31,7 +31,7 @@ static mk_status copy(void *stream, void *dst, const void *src, size_t bytes,
     return MK_OK;
 }
 
-/* Through pinned staging memory (staging.cu), so the copy never waits for the stream. */
+/* Through pinned staging memory (staging_ring.cu), so the copy never waits for the stream. */
 mk_status mk_to_device_cuda(void *stream, void *dst, const void *src, size_t bytes) {
     return bytes ? mk_cuda_stage_to_device(dst, src, bytes, stream) : MK_OK;
 }

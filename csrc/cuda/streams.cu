@@ -1,5 +1,5 @@
 /* Streams and events of the CUDA backend (the batch copy stream and its ordering with the
- * model's stream, batch_stage.c). The copy stream is non-blocking: the model runs on the
+ * model's stream, staging.c). The copy stream is non-blocking: the model runs on the
  * legacy default stream, with which an ordinary stream would serialise, so a copy could
  * never overlap a step. Events are created without timing, the cheap kind for ordering. */
 #include "backend_cuda.h"

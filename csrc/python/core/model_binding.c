@@ -123,7 +123,7 @@ static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
 
 static void model_dealloc(mk_model_object *self) {
     mk_model_destroy(self->model); /* first: waits for every step that reads a kept batch */
-    for (int k = 0; k < MK_BATCH_SLOTS; k++) Py_CLEAR(self->keep[k]);
+    for (int k = 0; k < MK_STAGING_SLOTS; k++) Py_CLEAR(self->keep[k]);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 

@@ -3,7 +3,7 @@
 #define MANAKA_MODEL_BINDING_H
 #include "python/common/binding.h"
 #include "core/batch.h"
-#include "core/batch_slots.h"
+#include "core/staging_slots.h"
 #include "core/model.h"
 
 /* _core.Model. `busy` is set (under the GIL) while a call runs without the GIL, so a second
@@ -15,7 +15,7 @@ typedef struct {
     PyObject_HEAD
     mk_model *model;
     int busy;
-    PyObject *keep[MK_BATCH_SLOTS];
+    PyObject *keep[MK_STAGING_SLOTS];
 } mk_model_object;
 
 extern PyTypeObject mk_model_type;

@@ -1,8 +1,9 @@
-/* Double-buffered batch staging over mk_backend; see batch_stage.h and batch_slots.h. */
+/* Staging's batch slots: double-buffered batches over mk_backend; see staging.h (which also
+ * says how they relate to the CUDA backend's pinned ring) and staging_slots.h. */
 #include <stdlib.h>
 
-#include "batch_slots.h"
-#include "batch_stage.h"
+#include "staging_slots.h"
+#include "staging.h"
 #include "checked.h"
 
 #define S 2 /* perspectives */
@@ -13,17 +14,17 @@ typedef struct {
     float *value, *soft;
 } slot_arrays;
 
-struct mk_batch_stage {
+struct mk_staging {
     const mk_backend *be;
     void *stream;      /* the model's: steps */
     void *copy_stream; /* copies of host batches, checks of device batches */
-    void *copied[MK_BATCH_SLOTS], *done[MK_BATCH_SLOTS];
-    mk_batch_slots slots;
+    void *copied[MK_STAGING_SLOTS], *done[MK_STAGING_SLOTS];
+    mk_staging_slots slots;
     int current; /* the slot between begin and end, -1 outside */
     int64_t T, cap_B, cap_L;
     void *memory;
     void *check_work; /* batch_check's answer (MK_BATCH_CHECK_WORK_BYTES), made once */
-    slot_arrays slot[MK_BATCH_SLOTS];
+    slot_arrays slot[MK_STAGING_SLOTS];
 };
 
 static int64_t aligned(int64_t n) { return (n + 15) / 16 * 16; } /* 4-byte items: 64 bytes */
@@ -31,7 +32,7 @@ static int64_t aligned(int64_t n) { return (n + 15) / 16 * 16; } /* 4-byte items
 /* Carves both slots from `base` (NULL: only measures) for (B, L); returns the bytes, or
  * SIZE_MAX when a product or the total is above MK_MAX_ELEMENTS (checked.h): B and L
  * come from the caller's batch. */
-static size_t carve(mk_batch_stage *s, char *base, int64_t B, int64_t L) {
+static size_t carve(mk_staging *s, char *base, int64_t B, int64_t L) {
     int64_t used = 0, n; /* in 4-byte items */
     int too_big = 0;
 #define TAKE(ptr, type, rows, cols)                                                       \
@@ -40,7 +41,7 @@ static size_t carve(mk_batch_stage *s, char *base, int64_t B, int64_t L) {
         too_big = too_big || mk_mul_too_big((rows), (cols), &n) ||                        \
                   mk_add_too_big(used, aligned(n), &used);                                \
     } while (0)
-    for (int k = 0; k < MK_BATCH_SLOTS; k++) {
+    for (int k = 0; k < MK_STAGING_SLOTS; k++) {
         slot_arrays *a = &s->slot[k];
         TAKE(a->tokens, int32_t, B, S * s->T); /* T <= 1024 (mk_config_check) */
         TAKE(a->legal, int32_t, B, L);
@@ -53,14 +54,14 @@ static size_t carve(mk_batch_stage *s, char *base, int64_t B, int64_t L) {
     return too_big ? SIZE_MAX : (size_t)used * 4;
 }
 
-static mk_status synchronize_both(mk_batch_stage *s) {
+static mk_status synchronize_both(mk_staging *s) {
     mk_status st = s->be->synchronize(s->copy_stream);
     return st == MK_OK ? s->be->synchronize(s->stream) : st;
 }
 
 /* Room for (B, L) in both slots. Growing frees memory a step or a copy may still use, so
  * both streams are drained first; then nothing is in flight and the slots start afresh. */
-static mk_status reserve(mk_batch_stage *s, int64_t B, int64_t L) {
+static mk_status reserve(mk_staging *s, int64_t B, int64_t L) {
     if (B <= s->cap_B && L <= s->cap_L) return MK_OK;
     int64_t cap_B = B > s->cap_B ? B : s->cap_B, cap_L = L > s->cap_L ? L : s->cap_L;
     mk_status st = synchronize_both(s);
@@ -80,14 +81,14 @@ static mk_status reserve(mk_batch_stage *s, int64_t B, int64_t L) {
     s->cap_B = cap_B;
     s->cap_L = cap_L;
     carve(s, memory, cap_B, cap_L);
-    mk_batch_slots_reset(&s->slots);
+    mk_staging_slots_reset(&s->slots);
     return MK_OK;
 }
 
-mk_status mk_batch_stage_create(const mk_backend *be, void *stream, int64_t T,
-                                mk_batch_stage **out) {
+mk_status mk_staging_create(const mk_backend *be, void *stream, int64_t T,
+                                mk_staging **out) {
     *out = NULL;
-    mk_batch_stage *s = calloc(1, sizeof *s);
+    mk_staging *s = calloc(1, sizeof *s);
     if (!s) return mk_fail(MK_ERR_NOMEM, "Model: out of memory");
     s->be = be;
     s->stream = stream;
@@ -95,21 +96,21 @@ mk_status mk_batch_stage_create(const mk_backend *be, void *stream, int64_t T,
     s->current = -1;
     mk_status st = be->stream_create(&s->copy_stream);
     if (st == MK_OK) st = be->alloc(stream, MK_BATCH_CHECK_WORK_BYTES, &s->check_work);
-    for (int k = 0; k < MK_BATCH_SLOTS && st == MK_OK; k++) {
+    for (int k = 0; k < MK_STAGING_SLOTS && st == MK_OK; k++) {
         if ((st = be->event_create(&s->copied[k])) == MK_OK) st = be->event_create(&s->done[k]);
     }
     if (st != MK_OK) {
-        mk_batch_stage_destroy(s);
+        mk_staging_destroy(s);
         return st;
     }
     *out = s;
     return MK_OK;
 }
 
-void mk_batch_stage_destroy(mk_batch_stage *s) {
+void mk_staging_destroy(mk_staging *s) {
     if (!s) return;
     (void)synchronize_both(s); /* nothing may still read or write the slots; no one to tell */
-    for (int k = 0; k < MK_BATCH_SLOTS; k++) {
+    for (int k = 0; k < MK_STAGING_SLOTS; k++) {
         if (s->copied[k]) s->be->event_destroy(s->copied[k]);
         if (s->done[k]) s->be->event_destroy(s->done[k]);
     }
@@ -119,7 +120,7 @@ void mk_batch_stage_destroy(mk_batch_stage *s) {
     free(s);
 }
 
-mk_status mk_batch_stage_check(mk_batch_stage *s, const char *op, const mk_batch *b, int64_t V,
+mk_status mk_staging_check(mk_staging *s, const char *op, const mk_batch *b, int64_t V,
                                int64_t M, int with_targets) {
     if (!b->on_device) return mk_batch_check(op, b, V, M, s->T, with_targets);
     mk_status st = mk_batch_check_shape(op, b, s->T, with_targets);
@@ -132,11 +133,11 @@ mk_status mk_batch_stage_check(mk_batch_stage *s, const char *op, const mk_batch
 }
 
 
-mk_status mk_batch_stage_begin(mk_batch_stage *s, const mk_batch *in, mk_batch *out) {
+mk_status mk_staging_begin(mk_staging *s, const mk_batch *in, mk_batch *out) {
     const mk_backend *be = s->be;
     *out = *in;
     if (!in->on_device) MK_TRY(reserve(s, in->B, in->L));
-    mk_slot_plan plan = mk_batch_slots_take(&s->slots);
+    mk_staging_slot_plan plan = mk_staging_slots_take(&s->slots);
     s->current = plan.slot;
     if (plan.sync_first) MK_TRY(synchronize_both(s));
     if (!in->on_device) {
@@ -166,26 +167,26 @@ mk_status mk_batch_stage_begin(mk_batch_stage *s, const mk_batch *in, mk_batch *
     return be->stream_wait_event(s->stream, s->copied[plan.slot]);
 }
 
-mk_status mk_batch_stage_end(mk_batch_stage *s) {
+mk_status mk_staging_end(mk_staging *s) {
     if (s->current < 0) return MK_OK;
     int slot = s->current;
     s->current = -1;
     mk_status st = s->be->event_record(s->stream, s->done[slot]);
     if (st != MK_OK) { /* the slot's last reader is unknown: drain both before reusing it */
         (void)synchronize_both(s);
-        mk_batch_slots_reset(&s->slots);
+        mk_staging_slots_reset(&s->slots);
         return st;
     }
-    mk_batch_slots_finish(&s->slots, slot);
+    mk_staging_slots_finish(&s->slots, slot);
     return MK_OK;
 }
 
-int mk_batch_stage_next_slot(const mk_batch_stage *s) { return mk_batch_slots_peek(&s->slots); }
+int mk_staging_next_slot(const mk_staging *s) { return mk_staging_slots_peek(&s->slots); }
 
-mk_status mk_batch_stage_wait_slot(mk_batch_stage *s, int slot) {
-    if (slot < 0 || slot >= MK_BATCH_SLOTS) return MK_OK;
+mk_status mk_staging_wait_slot(mk_staging *s, int slot) {
+    if (slot < 0 || slot >= MK_STAGING_SLOTS) return MK_OK;
     if (s->slots.busy[slot]) return synchronize_both(s);
     return s->slots.recorded[slot] ? s->be->event_synchronize(s->done[slot]) : MK_OK;
 }
 
-void *mk_batch_stage_stream(const mk_batch_stage *s) { return s->copy_stream; }
+void *mk_staging_stream(const mk_staging *s) { return s->copy_stream; }

@@ -22,7 +22,7 @@
 
 #include "backend_cuda.h"
 #include "common.cuh"
-#include "staging_plan.h"
+#include "staging_ring.h"
 
 #define STAGING_BYTES ((size_t)64 << 20)
 #define STAGING_REGIONS 64 /* copies in flight the ring tracks */
@@ -41,10 +41,10 @@ struct staging_ring {
 };
 staging_ring ring;
 
-/* Waits for (and forgets) the regions staging_plan.h says must finish before
+/* Waits for (and forgets) the regions staging_ring.h says must finish before
  * [begin, end) is written, oldest first. */
 cudaError_t reclaim(size_t begin, size_t end) {
-    int retire = mk_staging_retire(ring.begins, ring.ends, ring.first, ring.count,
+    int retire = mk_staging_ring_retire(ring.begins, ring.ends, ring.first, ring.count,
                                    STAGING_REGIONS, begin, end);
     for (; retire > 0; retire--) {
         cudaError_t err = cudaEventSynchronize(ring.done[ring.first]);
@@ -74,7 +74,7 @@ cudaError_t slot_event(int slot, cudaEvent_t *out) {
 
 /* One piece (at most STAGING_PIECE bytes) into the ring and on to dst; ring.lock held. */
 mk_status stage_piece(void *dst, const void *src, size_t bytes, cudaStream_t s) {
-    size_t begin = mk_staging_place(ring.head, bytes, STAGING_BYTES);
+    size_t begin = mk_staging_ring_place(ring.head, bytes, STAGING_BYTES);
     MK_CUDA_RETURN_IF(reclaim(begin, begin + bytes));
     int slot = (ring.first + ring.count) % STAGING_REGIONS; /* free: reclaim made room */
     cudaEvent_t done;

@@ -1,4 +1,4 @@
-"""The pinned staging ring's bookkeeping (csrc/cuda/staging_plan.h), driven alone: no copy
+"""The pinned staging ring's bookkeeping (csrc/cuda/staging_ring.h), driven alone: no copy
 in flight is ever overwritten, and no more copies are waited for than needed. (On the
 emulated device every copy completes at once, so only this test can catch a reuse bug.)"""
 import ctypes
@@ -19,10 +19,10 @@ def plan(tmp_path_factory):
         pytest.skip("no gcc to build the staging plan's test library")
     out = tmp_path_factory.mktemp("staging")
     src, lib = out / "plan.c", out / "libplan.so"
-    src.write_text('#include "staging_plan.h"\n'
-                   "size_t place(size_t h, size_t b, size_t c) { return mk_staging_place(h, b, c); }\n"
+    src.write_text('#include "staging_ring.h"\n'
+                   "size_t place(size_t h, size_t b, size_t c) { return mk_staging_ring_place(h, b, c); }\n"
                    "int retire(const size_t *bg, const size_t *en, int f, int n, int s, size_t b, size_t e)"
-                   " { return mk_staging_retire(bg, en, f, n, s, b, e); }\n")
+                   " { return mk_staging_ring_retire(bg, en, f, n, s, b, e); }\n")
     subprocess.check_call(["gcc", "-std=c11", "-O1", "-fPIC", "-shared", "-I",
                            os.path.join(ROOT, "csrc", "cuda"), str(src), "-o", str(lib)])
     so = ctypes.CDLL(str(lib))

@@ -1,4 +1,4 @@
-"""The batch slots' bookkeeping (csrc/core/batch_slots.h), driven alone against a timing model of
+"""The batch slots' bookkeeping (csrc/core/staging_slots.h), driven alone against a timing model of
 two in-order streams: a copy never writes a slot while a step that read it may still run,
 a step never starts before its own copy, and the copy of batch n never waits for step
 n - 1 (the overlap). The emulated GPU is synchronous, so only this test can see a reuse
@@ -22,15 +22,15 @@ def slots(tmp_path_factory):
         pytest.skip("no gcc to build the batch slots' test library")
     out = tmp_path_factory.mktemp("slots")
     src, lib = out / "slots.c", out / "libslots.so"
-    src.write_text('#include "core/batch_slots.h"\n'
-                   "static mk_batch_slots s;\n"
-                   "int count(void) { return MK_BATCH_SLOTS; }\n"
-                   "void reset(void) { mk_batch_slots_reset(&s); s.next = 0; }\n"
-                   "void sync_reset(void) { mk_batch_slots_reset(&s); }\n"
-                   "int peek(void) { return mk_batch_slots_peek(&s); }\n"
-                   "void take(int *out) { mk_slot_plan p = mk_batch_slots_take(&s);"
+    src.write_text('#include "core/staging_slots.h"\n'
+                   "static mk_staging_slots s;\n"
+                   "int count(void) { return MK_STAGING_SLOTS; }\n"
+                   "void reset(void) { mk_staging_slots_reset(&s); s.next = 0; }\n"
+                   "void sync_reset(void) { mk_staging_slots_reset(&s); }\n"
+                   "int peek(void) { return mk_staging_slots_peek(&s); }\n"
+                   "void take(int *out) { mk_staging_slot_plan p = mk_staging_slots_take(&s);"
                    " out[0] = p.slot; out[1] = p.wait_done; out[2] = p.sync_first; }\n"
-                   "void finish(int slot) { mk_batch_slots_finish(&s, slot); }\n")
+                   "void finish(int slot) { mk_staging_slots_finish(&s, slot); }\n")
     subprocess.check_call(["gcc", "-std=c11", "-O1", "-fPIC", "-shared", "-I",
                            os.path.join(ROOT, "csrc"), str(src), "-o", str(lib)])
     so = ctypes.CDLL(str(lib))
@@ -49,7 +49,7 @@ def real_plan(so):
 
 
 def simulate(take, finish, sync_reset, steps=3000, seed=0):
-    """Queues `steps` batches as batch_stage.c does and returns the list of violations.
+    """Queues `steps` batches as staging.c does and returns the list of violations.
 
     Times: the host queues work at `host`; each stream runs its work in order; an event
     completes when the work queued on its stream before the record has; a wait makes the
