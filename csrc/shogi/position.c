@@ -1,293 +1,253 @@
-/* Legal move generation, labels and tokens: see position.h.
+/* Legal move generation, validation, labels and tokens: see position.h.
  *
- * The generator works on a padded copy of the board (11 files x 13 ranks: one wall file
- * on each side, two wall ranks above and below so a knight's jump never leaves the array).
- * Legality without making moves: the checkers and the pinned pieces are found once by
- * looking outward from the king; a non-king move is legal when it keeps a pinned piece on
- * its pin line and, in check, captures the single checker or blocks its line; a king move
- * when its destination is not attacked with the king lifted off the board (so it cannot
- * step back along a slider's line). A pawn drop that checks is tried on a copy, which is
- * refused when the opponent has no legal reply (no pawn-drop mate). */
+ * Bitboards: a set of squares is an unsigned __int128 whose bit s is square s (81 used
+ * bits; a file's nine squares are nine consecutive bits). Attacks come from tables built
+ * once (pthread_once, so any producer thread may be first):
+ * - step[color][kind][s]: the squares a pawn, knight, silver, gold (and the four promoted
+ *   minor pieces, which move like it) or king of `color` on s attacks;
+ * - ray[d][s]: every square from s outwards along direction d to the edge. A slider's
+ *   attack along d is the ray cut after its nearest blocker: the nearest occupied square
+ *   is the lowest set bit of ray & occupied when d goes towards higher square numbers, the
+ *   highest otherwise, and the cut is ray[d][s] ^ ray[d][blocker].
+ * Because every step set is symmetric under the half-turn, "which pieces of colour c
+ * attack s" reads the tables of the other colour at s (attackers_to).
+ *
+ * Legality without making moves: the checkers and the pinned pieces are found once from
+ * the king (a "sniper" is an enemy slider on one of the king's lines with an empty board;
+ * no piece between: it checks; exactly one of ours between: that piece is pinned and may
+ * only move between the king and the sniper, capture included). In single check, a board
+ * move must capture the checker or land between it and the king, and a drop must land
+ * between. King moves: its step squares not attacked by the opponent, the attacks computed
+ * with the king lifted off the board so that it cannot step back along a slider's line.
+ * Drops: empty squares less the last rank(s) for pawns, lances and knights, less the files
+ * holding one of our unpromoted pawns for pawns; a pawn dropped in front of the enemy king
+ * is refused when the king has no escape and no other piece can take it without exposing
+ * its king (pawn_drop_mates). Promotions: both moves where the piece may promote, except
+ * that a pawn or lance reaching the last rank and a knight the last two must promote.
+ *
+ * Labels: the dlshogi label of a board move depends only on (side, from, to): a table
+ * (label_base) holds direction * 81 + destination seen by the mover, promotion adds 810. */
 #include "position.h"
 
+#include <pthread.h>
 #include <string.h>
 
-#define W 13                    /* padded cells per file */
-#define PAD(s) ((((s) / 9) + 1) * W + ((s) % 9) + 2)
-#define WALL 0xFF
-#define NONE 0xFF
-#define CELLS (11 * W)
-
-/* Square (0..80) and rank (0 = a) of each padded cell, -1 on the walls: tables instead of
- * divisions by 13 on every emitted move. */
-#define WALLS13 -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1
-#define FILE13(f) -1, -1, 9 * f, 9 * f + 1, 9 * f + 2, 9 * f + 3, 9 * f + 4, 9 * f + 5, 9 * f + 6, \
-                  9 * f + 7, 9 * f + 8, -1, -1
-#define RANKS13 -1, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8, -1, -1
-static const int8_t square_of[CELLS] = {WALLS13, FILE13(0), FILE13(1), FILE13(2), FILE13(3), FILE13(4),
-                                        FILE13(5), FILE13(6), FILE13(7), FILE13(8), WALLS13};
-static const int8_t rank_of[CELLS] = {WALLS13, RANKS13, RANKS13, RANKS13, RANKS13, RANKS13,
-                                      RANKS13, RANKS13, RANKS13, RANKS13, WALLS13};
-#define UNPAD(p) (square_of[p])
+typedef unsigned __int128 bb;
 
 /* The 8 directions as (file, rank) steps, Black's view: 0 up (towards rank a), 1 up-left
- * (file + 1), 2 up-right, 3 left, 4 right, 5 down, 6 down-left, 7 down-right. */
-static const int delta[8] = {-1, W - 1, -W - 1, W, -W, 1, W + 1, -W + 1};
-static const int opposite[8] = {5, 7, 6, 4, 3, 0, 2, 1};
+ * (file + 1), 2 up-right, 3 left, 4 right, 5 down, 6 down-left, 7 down-right. Directions
+ * 1, 3, 5, 6 go towards higher square numbers. */
+static const int dir_file[8] = {0, 1, -1, 1, -1, 0, 1, -1};
+static const int dir_rank[8] = {-1, -1, -1, 0, 0, 1, 1, 1};
 
-/* Per kind, Black-relative directions it steps (one square) and slides along. */
-static const uint8_t step_mask[14] = {
-    0x01, 0x00, 0x00, 0xC7, 0x00, 0x00, 0x3F, 0xFF, /* P L N S B R G K */
-    0x3F, 0x3F, 0x3F, 0x3F, 0x39, 0xC6,             /* +P +L +N +S +B +R */
-};
-static const uint8_t slide_mask[14] = {
-    0x00, 0x01, 0x00, 0x00, 0xC6, 0x39, 0x00, 0x00,
-    0x00, 0x00, 0x00, 0x00, 0xC6, 0x39,
-};
+enum { ST_PAWN, ST_KNIGHT, ST_SILVER, ST_GOLD, ST_KING, ST_KINDS };
+
+static bb square_bb[MK_SHOGI_SQUARES];
+static bb ray[8][MK_SHOGI_SQUARES];
+static bb step[2][ST_KINDS][MK_SHOGI_SQUARES];
+static bb rook_empty[MK_SHOGI_SQUARES], bishop_empty[MK_SHOGI_SQUARES];
+static bb file_bb[9];
+static bb zone[2];      /* a colour's promotion zone: the three far ranks */
+static bb last_rank[2]; /* the far rank: no pawn or lance may stand there */
+static bb last_two[2];  /* the two far ranks: no knight */
+static int8_t line_dir[MK_SHOGI_SQUARES][MK_SHOGI_SQUARES]; /* direction a -> b, -1 off line */
+static uint8_t file_of[MK_SHOGI_SQUARES];
+/* dlshogi direction * 81 + destination, seen by the side that moves from -> to */
+static int16_t label_base[2][MK_SHOGI_SQUARES][MK_SHOGI_SQUARES];
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
 static const int max_count[8] = {18, 4, 4, 4, 2, 2, 4, 2}; /* per unpromoted kind (kings: both) */
 
+/* dlshogi's direction of a move from -> to, both seen by the mover (mk_shogi_label). */
+static int label_direction(int from, int to) {
+    int dir_x = from / 9 - to / 9, dir_y = to % 9 - from % 9;
+    if (dir_y < 0 && dir_x == 0) return 0;
+    if (dir_y == -2 && dir_x == -1) return 8;
+    if (dir_y == -2 && dir_x == 1) return 9;
+    if (dir_y < 0 && dir_x < 0) return 1;
+    if (dir_y < 0 && dir_x > 0) return 2;
+    if (dir_y == 0 && dir_x < 0) return 3;
+    if (dir_y == 0 && dir_x > 0) return 4;
+    if (dir_y > 0 && dir_x == 0) return 5;
+    if (dir_y > 0 && dir_x < 0) return 6;
+    return 7;
+}
+
+static bb at(int file, int rank) {
+    return file >= 0 && file < 9 && rank >= 0 && rank < 9 ? square_bb[9 * file + rank] : 0;
+}
+
+static void init_tables(void) {
+    for (int s = 0; s < MK_SHOGI_SQUARES; s++) {
+        square_bb[s] = (bb)1 << s;
+        file_of[s] = (uint8_t)(s / 9);
+    }
+    memset(line_dir, -1, sizeof line_dir);
+    for (int s = 0; s < MK_SHOGI_SQUARES; s++) {
+        int f = s / 9, r = s % 9;
+        for (int d = 0; d < 8; d++) {
+            bb x = 0;
+            for (int i = 1; i < 9; i++) {
+                bb b = at(f + i * dir_file[d], r + i * dir_rank[d]);
+                if (!b) break;
+                x |= b;
+                line_dir[s][9 * (f + i * dir_file[d]) + r + i * dir_rank[d]] = (int8_t)d;
+            }
+            ray[d][s] = x;
+        }
+        rook_empty[s] = ray[0][s] | ray[3][s] | ray[4][s] | ray[5][s];
+        bishop_empty[s] = ray[1][s] | ray[2][s] | ray[6][s] | ray[7][s];
+        for (int c = 0; c < 2; c++) {
+            int up = c ? 1 : -1, fu = c ? -1 : 1; /* forward rank step; "left" file step */
+            step[c][ST_PAWN][s] = at(f, r + up);
+            step[c][ST_KNIGHT][s] = at(f + 1, r + 2 * up) | at(f - 1, r + 2 * up);
+            step[c][ST_SILVER][s] = at(f, r + up) | at(f + fu, r + up) | at(f - fu, r + up) |
+                                    at(f + fu, r - up) | at(f - fu, r - up);
+            step[c][ST_GOLD][s] = at(f, r + up) | at(f + fu, r + up) | at(f - fu, r + up) |
+                                  at(f + 1, r) | at(f - 1, r) | at(f, r - up);
+            bb k = 0;
+            for (int d = 0; d < 8; d++) k |= at(f + dir_file[d], r + dir_rank[d]);
+            step[c][ST_KING][s] = k;
+        }
+        for (int t = 0; t < MK_SHOGI_SQUARES; t++) {
+            label_base[0][s][t] = (int16_t)(label_direction(s, t) * 81 + t);
+            label_base[1][s][t] = (int16_t)(label_direction(80 - s, 80 - t) * 81 + 80 - t);
+        }
+    }
+    for (int f = 0; f < 9; f++) file_bb[f] = (bb)0x1FF << (9 * f);
+    for (int f = 0; f < 9; f++)
+        for (int r = 0; r < 9; r++) {
+            if (r <= 2) zone[0] |= at(f, r);
+            if (r >= 6) zone[1] |= at(f, r);
+            if (r == 0) last_rank[0] |= at(f, r);
+            if (r == 8) last_rank[1] |= at(f, r);
+            if (r <= 1) last_two[0] |= at(f, r);
+            if (r >= 7) last_two[1] |= at(f, r);
+        }
+}
+
+static inline void init(void) { pthread_once(&tables_once, init_tables); }
+
+static inline int lsb(bb b) {
+    uint64_t lo = (uint64_t)b;
+    return lo ? __builtin_ctzll(lo) : 64 + __builtin_ctzll((uint64_t)(b >> 64));
+}
+
+static inline int msb(bb b) {
+    uint64_t hi = (uint64_t)(b >> 64);
+    return hi ? 127 - __builtin_clzll(hi) : 63 - __builtin_clzll((uint64_t)b);
+}
+
+/* Every square of `set`, in ascending order, as `t` in `body`. */
+#define FOR_SQUARES(set, t, body)                                                                  \
+    do {                                                                                           \
+        bb set_ = (set);                                                                           \
+        uint64_t lo_ = (uint64_t)set_, hi_ = (uint64_t)(set_ >> 64);                               \
+        while (lo_) {                                                                              \
+            int t = __builtin_ctzll(lo_);                                                          \
+            lo_ &= lo_ - 1;                                                                        \
+            body                                                                                   \
+        }                                                                                          \
+        while (hi_) {                                                                              \
+            int t = 64 + __builtin_ctzll(hi_);                                                     \
+            hi_ &= hi_ - 1;                                                                        \
+            body                                                                                   \
+        }                                                                                          \
+    } while (0)
+
+/* A slider's attack from s along d (a constant at every call, so the branch folds). */
+static inline bb slide(int d, int s, bb occ) {
+    bb r = ray[d][s], b = r & occ;
+    if (!b) return r;
+    int x = (d == 1 || d == 3 || d == 5 || d == 6) ? lsb(b) : msb(b);
+    return r ^ ray[d][x];
+}
+
+static inline bb rook_attack(int s, bb occ) {
+    return slide(0, s, occ) | slide(3, s, occ) | slide(4, s, occ) | slide(5, s, occ);
+}
+static inline bb bishop_attack(int s, bb occ) {
+    return slide(1, s, occ) | slide(2, s, occ) | slide(6, s, occ) | slide(7, s, occ);
+}
+static inline bb lance_attack(int color, int s, bb occ) {
+    return color ? slide(5, s, occ) : slide(0, s, occ);
+}
+
+/* A position's bitboards: one per cell value (position.h's MK_SHOGI_PIECE; [0] unused). */
 typedef struct {
-    uint8_t b[CELLS];
-    int king[2];       /* padded squares */
-    int us, them;
-} grid;
+    bb piece[32];
+    bb occ[2], all;
+    int king[2];
+} boards;
 
-/* A file of the board is 9 consecutive cells in both layouts: one copy per file, and the
- * kings found with memchr (a square-by-square loop with PAD's divisions was ~10% of the
- * producer's time). */
-static void make_grid(const mk_shogi_pos *pos, grid *g) {
-    memset(g->b, WALL, sizeof g->b);
-    for (int file = 0; file < 9; file++) memcpy(g->b + (file + 1) * W + 2, pos->board + 9 * file, 9);
-    for (int c = 0; c < 2; c++) {
-        const uint8_t *k = memchr(pos->board, MK_SHOGI_PIECE(c, MK_KING), MK_SHOGI_SQUARES);
-        g->king[c] = k ? PAD((int)(k - pos->board)) : -1;
-    }
-    g->us = pos->side;
-    g->them = 1 - pos->side;
+#define PIECES(B, c, k) ((B)->piece[1 + (k) + 16 * (c)])
+#define GOLDS(B, c)                                                                                \
+    (PIECES(B, c, MK_GOLD) | PIECES(B, c, MK_PRO_PAWN) | PIECES(B, c, MK_PRO_LANCE) |                 \
+     PIECES(B, c, MK_PRO_KNIGHT) | PIECES(B, c, MK_PRO_SILVER))
+#define BISHOPS(B, c) (PIECES(B, c, MK_BISHOP) | PIECES(B, c, MK_HORSE))
+#define ROOKS(B, c) (PIECES(B, c, MK_ROOK) | PIECES(B, c, MK_DRAGON))
+#define KINGLIKE(B, c) (PIECES(B, c, MK_KING) | PIECES(B, c, MK_HORSE) | PIECES(B, c, MK_DRAGON))
+
+/* The sliders of colour c that attack s through occupancy occ. */
+static inline bb slider_attackers(const boards *B, int s, int c, bb occ) {
+    return (lance_attack(1 - c, s, occ) & PIECES(B, c, MK_LANCE)) | (bishop_attack(s, occ) & BISHOPS(B, c)) |
+           (rook_attack(s, occ) & ROOKS(B, c));
 }
 
-/* The Black-relative direction in which a piece of `color` moves along absolute `dir`. */
-static inline int relative(int color, int dir) { return color ? opposite[dir] : dir; }
-
-/* Does a piece of `color` at padded square x attack padded square t, t being `distance`
- * steps away along absolute direction `dir` (x -> t)? */
-static inline int hits(uint8_t piece, int dir, int distance) {
-    int k = MK_SHOGI_KIND(piece), r = relative(MK_SHOGI_COLOR(piece), dir);
-    if (slide_mask[k] >> r & 1) return 1;
-    return distance == 1 && (step_mask[k] >> r & 1);
+/* The pieces of colour c that attack s through occupancy occ. */
+static inline bb attackers_to(const boards *B, int s, int c, bb occ) {
+    int o = 1 - c;
+    return (step[o][ST_PAWN][s] & PIECES(B, c, MK_PAWN)) | (step[o][ST_KNIGHT][s] & PIECES(B, c, MK_KNIGHT)) |
+           (step[o][ST_SILVER][s] & PIECES(B, c, MK_SILVER)) | (step[o][ST_GOLD][s] & GOLDS(B, c)) |
+           (step[o][ST_KING][s] & KINGLIKE(B, c)) | slider_attackers(B, s, c, occ);
 }
 
-/* Knight squares of `color` attacking padded t (a Black knight jumps (+-1 file, -2 ranks)). */
-static inline void knight_sources(int color, int t, int out[2]) {
-    int dr = color ? -2 : 2;
-    out[0] = t + W + dr;
-    out[1] = t - W + dr;
+/* Every square colour c attacks through occupancy occ. */
+static bb attacked_by(const boards *B, int c, bb occ) {
+    bb pawns = PIECES(B, c, MK_PAWN);
+    /* a pawn never stands on its last rank, so the shift stays within its file */
+    bb a = c ? pawns << 1 : pawns >> 1;
+    FOR_SQUARES(PIECES(B, c, MK_KNIGHT), s, a |= step[c][ST_KNIGHT][s];);
+    FOR_SQUARES(PIECES(B, c, MK_SILVER), s, a |= step[c][ST_SILVER][s];);
+    FOR_SQUARES(GOLDS(B, c), s, a |= step[c][ST_GOLD][s];);
+    FOR_SQUARES(KINGLIKE(B, c), s, a |= step[c][ST_KING][s];);
+    FOR_SQUARES(PIECES(B, c, MK_LANCE), s, a |= lance_attack(c, s, occ););
+    FOR_SQUARES(BISHOPS(B, c), s, a |= bishop_attack(s, occ););
+    FOR_SQUARES(ROOKS(B, c), s, a |= rook_attack(s, occ););
+    return a;
 }
 
-static int attacked(const grid *g, int t, int by) {
-    for (int d = 0; d < 8; d++) {
-        int x = t, n = 0;
-        for (;;) {
-            x += delta[d], n++;
-            uint8_t p = g->b[x];
-            if (p == WALL) break;
-            if (!p) continue;
-            if (MK_SHOGI_COLOR(p) == by && hits(p, opposite[d], n)) return 1;
-            break;
-        }
-    }
-    int k[2];
-    knight_sources(by, t, k);
-    for (int i = 0; i < 2; i++) {
-        uint8_t p = g->b[k[i]];
-        if (p != WALL && p && MK_SHOGI_COLOR(p) == by && MK_SHOGI_KIND(p) == MK_KNIGHT) return 1;
-    }
-    return 0;
-}
-
-/* Rank seen from `color` (0 = its last rank). */
-static inline int own_rank(int color, int p) {
-    int r = rank_of[p];
-    return color ? 8 - r : r;
-}
-
-/* Moves and, when `labels` is not NULL, their dlshogi labels: the generator knows each
- * move's direction as seen by the side to move (a step or slide along Black-relative
- * direction r is label direction r; a knight's jump is 8 or 9), so the label costs no
- * decoding of the move (mk_shogi_label; shogi_analyse checks that they agree). */
-typedef struct {
-    uint16_t *moves;
-    int32_t *labels;
-    int n, us;
-} sink;
-
-static inline void emit(sink *out, int from, int to, int promote, int direction) {
-    out->moves[out->n] = (uint16_t)(to | from << 7 | promote << 14);
-    if (out->labels) out->labels[out->n] = (direction + 10 * promote) * 81 + (out->us ? 80 - to : to);
-    out->n++;
-}
-
-/* A board move of kind k from padded f to padded t: with and/or without promotion. */
-static void emit_board(sink *out, int us, int k, int f, int t, int direction) {
-    int from = UNPAD(f), to = UNPAD(t);
-    if (k > MK_ROOK) { /* gold, king, promoted pieces */
-        emit(out, from, to, 0, direction);
-        return;
-    }
-    int rf = own_rank(us, f), rt = own_rank(us, t);
-    if (rf <= 2 || rt <= 2) emit(out, from, to, 1, direction);
-    int forced = ((k == MK_PAWN || k == MK_LANCE) && rt == 0) || (k == MK_KNIGHT && rt <= 1);
-    if (!forced) emit(out, from, to, 0, direction);
-}
-
-static int generate(const mk_shogi_pos *pos, uint16_t *moves, int32_t *labels, int stop_at_first);
-
-/* Would dropping a pawn of `us` on padded t (checking the enemy king) mate? */
-static int pawn_drop_mates(const mk_shogi_pos *pos, int t) {
-    mk_shogi_pos next = *pos;
-    next.board[UNPAD(t)] = MK_SHOGI_PIECE(pos->side, MK_PAWN);
-    next.hand[pos->side][MK_PAWN]--;
-    next.side = 1 - pos->side;
-    uint16_t reply[MK_SHOGI_MAX_MOVES];
-    /* The reply cannot be a drop (the check is adjacent), so this does not recurse. */
-    return generate(&next, reply, NULL, 1) == 0;
-}
-
-static int generate(const mk_shogi_pos *pos, uint16_t *moves, int32_t *labels, int stop_at_first) {
-    grid g;
-    make_grid(pos, &g);
-    int us = g.us, them = g.them, k0 = g.king[us];
-    sink out = {moves, labels, 0, us};
-    uint8_t pin[CELLS], allowed[CELLS];
-    memset(pin, NONE, sizeof pin);
-    int checkers = 0;
-    memset(allowed, 0, sizeof allowed);
-
-    /* Checkers and pins, looking outward from the king. */
-    for (int d = 0; d < 8; d++) {
-        int x = k0, n = 0, own = -1;
-        for (;;) {
-            x += delta[d], n++;
-            uint8_t p = g.b[x];
-            if (p == WALL) break;
-            if (!p) continue;
-            if (MK_SHOGI_COLOR(p) == us) {
-                if (own >= 0) break;
-                own = x;
-                continue;
-            }
-            if (hits(p, opposite[d], n)) {
-                if (own >= 0) {
-                    pin[own] = (uint8_t)d;
-                } else {
-                    checkers++;
-                    for (int y = k0 + delta[d]; y != x; y += delta[d]) allowed[y] = 2; /* block */
-                    allowed[x] = 1;                                                 /* capture */
-                }
-            }
-            break;
-        }
-    }
-    int ks[2];
-    knight_sources(them, k0, ks);
-    for (int i = 0; i < 2; i++) {
-        uint8_t p = g.b[ks[i]];
-        if (p != WALL && p && MK_SHOGI_COLOR(p) == them && MK_SHOGI_KIND(p) == MK_KNIGHT) {
-            checkers++;
-            allowed[ks[i]] = 1;
-        }
-    }
-
-    /* King moves, with the king lifted so that it cannot hide behind itself. */
-    g.b[k0] = 0;
-    for (int d = 0; d < 8; d++) {
-        int t = k0 + delta[d];
-        uint8_t p = g.b[t];
-        if (p == WALL || (p && MK_SHOGI_COLOR(p) == us)) continue;
-        if (!attacked(&g, t, them)) {
-            emit(&out, UNPAD(k0), UNPAD(t), 0, relative(us, d));
-            if (stop_at_first) return out.n;
-        }
-    }
-    g.b[k0] = MK_SHOGI_PIECE(us, MK_KING);
-    if (checkers >= 2) return out.n;
-
-    /* Other pieces: the padded cells from 1a to 9i (walls have colour 15). */
-    for (int f = PAD(0); f <= PAD(80); f++) {
-        uint8_t p = g.b[f];
-        if (!p || MK_SHOGI_COLOR(p) != us) continue;
-        int k = MK_SHOGI_KIND(p);
-        if (k == MK_KING) continue;
-        if (k == MK_KNIGHT) {
-            if (pin[f] != NONE) continue; /* a knight never moves along a line */
-            int dr = us ? 2 : -2;
-            int ts[2] = {f + W + dr, f - W + dr};
-            for (int i = 0; i < 2; i++) {
-                uint8_t q = g.b[ts[i]];
-                if (q == WALL || (q && MK_SHOGI_COLOR(q) == us)) continue;
-                if (checkers && !allowed[ts[i]]) continue;
-                /* f + W is a file up: UP2_LEFT (8) for Black, UP2_RIGHT (9) seen by White */
-                emit_board(&out, us, k, f, ts[i], 8 + (i ^ us));
-            }
-            if (stop_at_first && out.n) return out.n;
+/* The bitboards of a position whose cells are all valid pieces or empty. Returns 0, or 1
+ * when a cell is out of range (then the boards are incomplete). */
+static int make_boards(const mk_shogi_pos *pos, boards *B) {
+    memset(B->piece, 0, sizeof B->piece);
+    unsigned bad = 0;
+    for (int s = 0; s < MK_SHOGI_SQUARES; s++) {
+        unsigned p = pos->board[s];
+        if (!p) continue;
+        unsigned k = (p & 15) - 1;
+        if (k >= 14 || p >= 32) {
+            bad = 1;
             continue;
         }
-        /* the directions the kind moves in, one bit each */
-        for (unsigned dirs = step_mask[k] | slide_mask[k]; dirs; dirs &= dirs - 1) {
-            int r = __builtin_ctz(dirs), slides = slide_mask[k] >> r & 1;
-            int d = relative(us, r);
-            if (pin[f] != NONE && d != pin[f] && d != opposite[pin[f]]) continue;
-            int t = f;
-            for (;;) {
-                t += delta[d];
-                uint8_t q = g.b[t];
-                if (q == WALL || (q && MK_SHOGI_COLOR(q) == us)) break;
-                if (!checkers || allowed[t]) emit_board(&out, us, k, f, t, r);
-                if (q || !slides) break;
-            }
-        }
-        if (stop_at_first && out.n) return out.n;
+        B->piece[p] |= square_bb[s];
     }
-
-    /* Drops: on empty squares, in check only between the checker and the king. */
-    int kinds[MK_SHOGI_HAND_KINDS], nk = 0; /* the kinds in hand */
-    for (int h = 0; h < MK_SHOGI_HAND_KINDS; h++)
-        if (pos->hand[us][h]) kinds[nk++] = h;
-    if (!nk) return out.n;
-    int pawn_file[9] = {0};
-    for (int s = 0; s < MK_SHOGI_SQUARES; s++)
-        if (pos->board[s] == MK_SHOGI_PIECE(us, MK_PAWN)) pawn_file[s / 9] = 1;
-    int up = us ? 1 : -1, their_king = g.king[them];
-    for (int t = PAD(0); t <= PAD(80); t++) {
-        if (g.b[t]) continue; /* a piece or a wall */
-        if (checkers && allowed[t] != 2) continue;
-        int s = UNPAD(t), rank = own_rank(us, t);
-        for (int i = 0; i < nk; i++) {
-            int h = kinds[i];
-            if ((h == MK_PAWN || h == MK_LANCE) && rank == 0) continue;
-            if (h == MK_KNIGHT && rank <= 1) continue;
-            if (h == MK_PAWN) {
-                if (pawn_file[s / 9]) continue;
-                if (t + up == their_king && pawn_drop_mates(pos, t)) continue;
-            }
-            emit(&out, 81 + h, s, 0, 20 + h);
-            if (stop_at_first) return out.n;
-        }
+    bb o[2] = {0, 0};
+    for (int c = 0; c < 2; c++)
+        for (int k = 0; k < 14; k++) o[c] |= PIECES(B, c, k);
+    B->occ[0] = o[0];
+    B->occ[1] = o[1];
+    B->all = o[0] | o[1];
+    for (int c = 0; c < 2; c++) {
+        bb k = PIECES(B, c, MK_KING);
+        B->king[c] = k ? lsb(k) : -1;
     }
-    return out.n;
+    return (int)bad;
 }
 
-int mk_shogi_legal_moves(const mk_shogi_pos *pos, uint16_t *moves) {
-    return generate(pos, moves, NULL, 0);
-}
-
-int mk_shogi_legal_moves_labels(const mk_shogi_pos *pos, uint16_t *moves, int32_t *labels) {
-    return generate(pos, moves, labels, 0);
-}
-
-int mk_shogi_validate(const mk_shogi_pos *pos) {
-    if (pos->side > 1) return MK_SHOGI_BAD_PIECE;
-    int count[8] = {0}, kings[2] = {0};
+/* The square-by-square checks of the first version, kept for their order: when a position
+ * has a fault of these kinds, the code reported is that of its first faulty square. */
+static int first_square_fault(const mk_shogi_pos *pos) {
     int pawns[2][9] = {{0}};
     for (int file = 0, s = 0; file < 9; file++)
         for (int r = 0; r < 9; r++, s++) {
@@ -295,22 +255,213 @@ int mk_shogi_validate(const mk_shogi_pos *pos) {
             if (!p) continue;
             int k = MK_SHOGI_KIND(p), c = MK_SHOGI_COLOR(p);
             if (k < 0 || k > 13 || c > 1) return MK_SHOGI_BAD_PIECE;
-            count[k >= 8 ? k - 8 : k]++;
-            if (k == MK_KING) kings[c]++;
             int rank = c ? 8 - r : r;
             if (((k == MK_PAWN || k == MK_LANCE) && rank == 0) || (k == MK_KNIGHT && rank <= 1))
                 return MK_SHOGI_DEAD_PIECE;
             if (k == MK_PAWN && pawns[c][file]++) return MK_SHOGI_TWO_PAWNS;
         }
+    return MK_SHOGI_OK;
+}
+
+/* mk_shogi_validate on boards made by make_boards (its return value in `bad`). */
+static int validate_boards(const mk_shogi_pos *pos, const boards *B, int bad) {
+    if (pos->side > 1) return MK_SHOGI_BAD_PIECE;
+    int fault = bad;
+    for (int c = 0; c < 2 && !fault; c++) {
+        bb pawns = PIECES(B, c, MK_PAWN);
+        if (((pawns | PIECES(B, c, MK_LANCE)) & last_rank[c]) || (PIECES(B, c, MK_KNIGHT) & last_two[c])) fault = 1;
+        unsigned files = 0;
+        FOR_SQUARES(pawns, s, {
+            unsigned f = 1u << file_of[s];
+            if (files & f) fault = 1;
+            files |= f;
+        });
+    }
+    if (fault) {
+        int code = first_square_fault(pos);
+        if (code != MK_SHOGI_OK) return code;
+    }
+    if (!PIECES(B, 0, MK_KING) || !PIECES(B, 1, MK_KING)) return MK_SHOGI_BAD_KINGS;
+    for (int c = 0; c < 2; c++) {
+        bb k = PIECES(B, c, MK_KING);
+        if (k & (k - 1)) return MK_SHOGI_BAD_KINGS;
+    }
+    int count[8];
+    for (int k = 0; k < 8; k++) {
+        count[k] = 0;
+        for (int c = 0; c < 2; c++) {
+            bb x = PIECES(B, c, k);
+            if (k < MK_GOLD) x |= PIECES(B, c, k + 8);
+            count[k] += __builtin_popcountll((uint64_t)x) + __builtin_popcountll((uint64_t)(x >> 64));
+        }
+    }
     for (int c = 0; c < 2; c++)
         for (int h = 0; h < MK_SHOGI_HAND_KINDS; h++) count[h] += pos->hand[c][h];
-    if (kings[0] != 1 || kings[1] != 1) return MK_SHOGI_BAD_KINGS;
     for (int k = 0; k < 8; k++)
         if (count[k] > max_count[k]) return MK_SHOGI_TOO_MANY;
-    grid g;
-    make_grid(pos, &g);
-    if (attacked(&g, g.king[g.them], g.us)) return MK_SHOGI_KING_CAPTURABLE;
+    int us = pos->side;
+    if (attackers_to(B, B->king[1 - us], us, B->all)) return MK_SHOGI_KING_CAPTURABLE;
     return MK_SHOGI_OK;
+}
+
+int mk_shogi_validate(const mk_shogi_pos *pos) {
+    init();
+    boards B;
+    int bad = make_boards(pos, &B);
+    return validate_boards(pos, &B, bad);
+}
+
+typedef struct {
+    uint16_t *moves;
+    int32_t *labels;
+    int n;
+} sink;
+
+/* The moves of the piece on `from` to every square of `to`, `promote` 0 or 1. */
+static inline void emit_all(sink *out, int from, bb to, int promote, const int16_t *base) {
+    FOR_SQUARES(to, t, {
+        out->moves[out->n] = (uint16_t)(t | from << 7 | promote << 14);
+        out->labels[out->n] = base[t] + 810 * promote;
+        out->n++;
+    });
+}
+
+/* Would a pawn of `us` dropped on t (the square in front of the enemy king) mate? */
+static int pawn_drop_mates(const boards *B, int us, int t) {
+    int them = 1 - us, k = B->king[them];
+    bb occ = B->all | square_bb[t];
+    /* The pawn taken by a piece other than the king that is not pinned: after the capture
+     * the only new attack on the king can come from a slider the piece was blocking. */
+    bb takers = attackers_to(B, t, them, occ) & ~square_bb[k];
+    FOR_SQUARES(takers, x, {
+        if (!slider_attackers(B, k, us, occ ^ square_bb[x])) return 0;
+    });
+    /* A king step to a square we do not attack (the pawn's square included: the pawn
+     * attacks only the king's square), with the king lifted off the board. */
+    bb lifted = occ ^ square_bb[k];
+    FOR_SQUARES(step[them][ST_KING][k] & ~B->occ[them], y, {
+        if (!attackers_to(B, y, us, lifted)) return 0;
+    });
+    return 1;
+}
+
+static int generate(const mk_shogi_pos *pos, const boards *B, uint16_t *moves, int32_t *labels) {
+    int us = pos->side, them = 1 - us, k0 = B->king[us];
+    sink out = {moves, labels, 0};
+    bb occ = B->all, ours = B->occ[us];
+    const int16_t(*base)[MK_SHOGI_SQUARES] = label_base[us];
+
+    /* Checkers: the stepping pieces next to (or a knight's jump from) the king, and the
+     * snipers with nothing between; pins: snipers with exactly one of ours between. */
+    int o = us;
+    bb checkers = (step[o][ST_PAWN][k0] & PIECES(B, them, MK_PAWN)) |
+                  (step[o][ST_KNIGHT][k0] & PIECES(B, them, MK_KNIGHT)) |
+                  (step[o][ST_SILVER][k0] & PIECES(B, them, MK_SILVER)) | (step[o][ST_GOLD][k0] & GOLDS(B, them)) |
+                  (step[o][ST_KING][k0] & KINGLIKE(B, them));
+    bb block = 0, pinned = 0;
+    int pin_square[8];
+    bb pin_line[8];
+    int pins = 0;
+    bb snipers = (ray[us ? 5 : 0][k0] & PIECES(B, them, MK_LANCE)) | (rook_empty[k0] & ROOKS(B, them)) |
+                 (bishop_empty[k0] & BISHOPS(B, them));
+    FOR_SQUARES(snipers, x, {
+        int d = line_dir[k0][x];
+        bb between = ray[d][k0] ^ ray[d][x] ^ square_bb[x];
+        bb inside = between & occ;
+        if (!inside) {
+            checkers |= square_bb[x];
+            block |= between;
+        } else if (!(inside & (inside - 1)) && (inside & ours)) {
+            pinned |= inside;
+            pin_square[pins] = lsb(inside);
+            pin_line[pins++] = between | square_bb[x];
+        }
+    });
+
+    /* King moves. */
+    bb king_to = step[us][ST_KING][k0] & ~ours;
+    if (king_to) {
+        king_to &= ~attacked_by(B, them, occ ^ square_bb[k0]);
+        emit_all(&out, k0, king_to, 0, base[k0]);
+    }
+    if (checkers & (checkers - 1)) return out.n; /* double check: only the king moves */
+
+    bb target = ~ours, drop_to = ~occ & (((bb)1 << MK_SHOGI_SQUARES) - 1);
+    if (checkers) {
+        target = checkers | block;
+        drop_to = block;
+    }
+    bb z = zone[us];
+
+    /* The other pieces, kind by kind. */
+    for (int k = 0; k < 14; k++) {
+        if (k == MK_KING) continue;
+        bb set = PIECES(B, us, k);
+        FOR_SQUARES(set, f, {
+            bb a;
+            switch (k) {
+            case MK_PAWN: a = step[us][ST_PAWN][f]; break;
+            case MK_LANCE: a = lance_attack(us, f, occ); break;
+            case MK_KNIGHT: a = step[us][ST_KNIGHT][f]; break;
+            case MK_SILVER: a = step[us][ST_SILVER][f]; break;
+            case MK_BISHOP: a = bishop_attack(f, occ); break;
+            case MK_ROOK: a = rook_attack(f, occ); break;
+            case MK_HORSE: a = bishop_attack(f, occ) | step[us][ST_KING][f]; break;
+            case MK_DRAGON: a = rook_attack(f, occ) | step[us][ST_KING][f]; break;
+            default: a = step[us][ST_GOLD][f]; break; /* gold and the promoted minor pieces */
+            }
+            a &= target;
+            if (pinned & square_bb[f]) {
+                for (int i = 0; i < pins; i++)
+                    if (pin_square[i] == f) a &= pin_line[i];
+            }
+            if (!a) continue;
+            if (k <= MK_ROOK) {
+                bb promote = (z & square_bb[f]) ? a : a & z;
+                bb stay = a;
+                if (k == MK_PAWN || k == MK_LANCE) stay &= ~last_rank[us];
+                else if (k == MK_KNIGHT) stay &= ~last_two[us];
+                emit_all(&out, f, promote, 1, base[f]);
+                emit_all(&out, f, stay, 0, base[f]);
+            } else {
+                emit_all(&out, f, a, 0, base[f]);
+            }
+        });
+    }
+
+    /* Drops. */
+    const uint8_t *hand = pos->hand[us];
+    if (!drop_to) return out.n;
+    for (int h = 0; h < MK_SHOGI_HAND_KINDS; h++) {
+        if (!hand[h]) continue;
+        bb to = drop_to;
+        if (h == MK_PAWN || h == MK_LANCE) to &= ~last_rank[us];
+        else if (h == MK_KNIGHT) to &= ~last_two[us];
+        if (h == MK_PAWN) {
+            FOR_SQUARES(PIECES(B, us, MK_PAWN), s, to &= ~file_bb[file_of[s]];);
+            bb mate_square = step[them][ST_PAWN][B->king[them]] & to;
+            if (mate_square && pawn_drop_mates(B, us, lsb(mate_square))) to ^= mate_square;
+        }
+        int from = 81 + h, label = (20 + h) * 81;
+        FOR_SQUARES(to, t, {
+            out.moves[out.n] = (uint16_t)(t | from << 7);
+            out.labels[out.n] = label + (us ? 80 - t : t);
+            out.n++;
+        });
+    }
+    return out.n;
+}
+
+int mk_shogi_legal_moves_labels(const mk_shogi_pos *pos, uint16_t *moves, int32_t *labels) {
+    init();
+    boards B;
+    make_boards(pos, &B);
+    return generate(pos, &B, moves, labels);
+}
+
+int mk_shogi_legal_moves(const mk_shogi_pos *pos, uint16_t *moves) {
+    int32_t labels[MK_SHOGI_MAX_MOVES];
+    return mk_shogi_legal_moves_labels(pos, moves, labels);
 }
 
 const char *mk_shogi_reason(int code) {
@@ -331,18 +482,7 @@ int mk_shogi_label(uint16_t move, int side) {
     if (side) to = 80 - to;
     if (from >= 81) return (20 + from - 81) * 81 + to;
     if (side) from = 80 - from;
-    int dir_x = from / 9 - to / 9, dir_y = to % 9 - from % 9, dir;
-    if (dir_y < 0 && dir_x == 0) dir = 0;
-    else if (dir_y == -2 && dir_x == -1) dir = 8;
-    else if (dir_y == -2 && dir_x == 1) dir = 9;
-    else if (dir_y < 0 && dir_x < 0) dir = 1;
-    else if (dir_y < 0 && dir_x > 0) dir = 2;
-    else if (dir_y == 0 && dir_x < 0) dir = 3;
-    else if (dir_y == 0 && dir_x > 0) dir = 4;
-    else if (dir_y > 0 && dir_x == 0) dir = 5;
-    else if (dir_y > 0 && dir_x < 0) dir = 6;
-    else dir = 7;
-    return (dir + 10 * promote) * 81 + to;
+    return (label_direction(from, to) + 10 * promote) * 81 + to;
 }
 
 /* Hand kinds in token order P L N S G B R (internal hand order is P L N S B R G). */
