@@ -32,7 +32,7 @@
 #include <pthread.h>
 #include <string.h>
 
-typedef unsigned __int128 bb;
+typedef mk_shogi_bb bb;
 
 /* The 8 directions as (file, rank) steps, Black's view: 0 up (towards rank a), 1 up-left
  * (file + 1), 2 up-right, 3 left, 4 right, 5 down, 6 down-left, 7 down-right. Directions
@@ -126,7 +126,8 @@ static void init_tables(void) {
         }
 }
 
-static inline void init(void) { pthread_once(&tables_once, init_tables); }
+void mk_shogi_init(void) { pthread_once(&tables_once, init_tables); }
+#define init mk_shogi_init
 
 static inline int lsb(bb b) {
     uint64_t lo = (uint64_t)b;
@@ -173,12 +174,7 @@ static inline bb lance_attack(int color, int s, bb occ) {
     return color ? slide(5, s, occ) : slide(0, s, occ);
 }
 
-/* A position's bitboards: one per cell value (position.h's MK_SHOGI_PIECE; [0] unused). */
-typedef struct {
-    bb piece[32];
-    bb occ[2], all;
-    int king[2];
-} boards;
+typedef mk_shogi_boards boards;
 
 #define PIECES(B, c, k) ((B)->piece[1 + (k) + 16 * (c)])
 #define GOLDS(B, c)                                                                                \
@@ -217,8 +213,21 @@ static bb attacked_by(const boards *B, int c, bb occ) {
     return a;
 }
 
-/* The bitboards of a position whose cells are all valid pieces or empty. Returns 0, or 1
- * when a cell is out of range (then the boards are incomplete). */
+void mk_shogi_boards_finish(boards *B) {
+    bb o[2] = {0, 0};
+    for (int c = 0; c < 2; c++)
+        for (int k = 0; k < 14; k++) o[c] |= PIECES(B, c, k);
+    B->occ[0] = o[0];
+    B->occ[1] = o[1];
+    B->all = o[0] | o[1];
+    for (int c = 0; c < 2; c++) {
+        bb k = PIECES(B, c, MK_KING);
+        B->king[c] = k ? lsb(k) : -1;
+    }
+}
+
+/* The bitboards of a position given as cells. Returns 0, or 1 when a cell is out of range
+ * (then the boards leave it out). */
 static int make_boards(const mk_shogi_pos *pos, boards *B) {
     memset(B->piece, 0, sizeof B->piece);
     unsigned bad = 0;
@@ -232,16 +241,7 @@ static int make_boards(const mk_shogi_pos *pos, boards *B) {
         }
         B->piece[p] |= square_bb[s];
     }
-    bb o[2] = {0, 0};
-    for (int c = 0; c < 2; c++)
-        for (int k = 0; k < 14; k++) o[c] |= PIECES(B, c, k);
-    B->occ[0] = o[0];
-    B->occ[1] = o[1];
-    B->all = o[0] | o[1];
-    for (int c = 0; c < 2; c++) {
-        bb k = PIECES(B, c, MK_KING);
-        B->king[c] = k ? lsb(k) : -1;
-    }
+    mk_shogi_boards_finish(B);
     return (int)bad;
 }
 
@@ -311,20 +311,7 @@ int mk_shogi_validate(const mk_shogi_pos *pos) {
     return validate_boards(pos, &B, bad);
 }
 
-typedef struct {
-    uint16_t *moves;
-    int32_t *labels;
-    int n;
-} sink;
-
-/* The moves of the piece on `from` to every square of `to`, `promote` 0 or 1. */
-static inline void emit_all(sink *out, int from, bb to, int promote, const int16_t *base) {
-    FOR_SQUARES(to, t, {
-        out->moves[out->n] = (uint16_t)(t | from << 7 | promote << 14);
-        out->labels[out->n] = base[t] + 810 * promote;
-        out->n++;
-    });
-}
+int mk_shogi_validate_boards(const mk_shogi_pos *pos, const boards *B) { return validate_boards(pos, B, 0); }
 
 /* Would a pawn of `us` dropped on t (the square in front of the enemy king) mate? */
 static int pawn_drop_mates(const boards *B, int us, int t) {
@@ -345,19 +332,56 @@ static int pawn_drop_mates(const boards *B, int us, int t) {
     return 1;
 }
 
-static int generate(const mk_shogi_pos *pos, const boards *B, uint16_t *moves, int32_t *labels) {
+/* Where the moves go: a list of moves and their labels (`bits` NULL), or a bitset of the
+ * labels (bit l of bits[] for label l) and whether the move `want` is among them (`found`).
+ * Both generators below are this one function, inlined with `bits` a constant, so that
+ * neither pays for the other's test. */
+typedef struct {
+    uint16_t *moves;
+    int32_t *labels;
+    uint64_t *bits;
+    int n;
+    int want_from, want_to, want_promote; /* want_from -1: no move to look for */
+    int found;
+} sink;
+
+static inline __attribute__((always_inline)) void emit_all(sink *out, int bitset, int from, bb to, int promote,
+                                                           const int16_t *base) {
+    if (bitset) {
+        FOR_SQUARES(to, t, {
+            int l = base[t] + 810 * promote;
+            out->bits[l >> 6] |= 1ull << (l & 63);
+        });
+    } else {
+        FOR_SQUARES(to, t, {
+            out->moves[out->n] = (uint16_t)(t | from << 7 | promote << 14);
+            out->labels[out->n] = base[t] + 810 * promote;
+            out->n++;
+        });
+    }
+}
+
+/* The moves of the board piece on `from`: `promote` with promotion, `stay` without. */
+static inline __attribute__((always_inline)) void emit_piece(sink *out, int bitset, int from, bb promote, bb stay,
+                                                             const int16_t *base) {
+    if (bitset && from == out->want_from)
+        out->found = ((out->want_promote ? promote : stay) & square_bb[out->want_to]) != 0;
+    emit_all(out, bitset, from, promote, 1, base);
+    emit_all(out, bitset, from, stay, 0, base);
+}
+
+static inline __attribute__((always_inline)) int generate(const mk_shogi_pos *pos, const boards *B, sink *out,
+                                                          int bitset) {
     int us = pos->side, them = 1 - us, k0 = B->king[us];
-    sink out = {moves, labels, 0};
     bb occ = B->all, ours = B->occ[us];
     const int16_t(*base)[MK_SHOGI_SQUARES] = label_base[us];
 
     /* Checkers: the stepping pieces next to (or a knight's jump from) the king, and the
      * snipers with nothing between; pins: snipers with exactly one of ours between. */
-    int o = us;
-    bb checkers = (step[o][ST_PAWN][k0] & PIECES(B, them, MK_PAWN)) |
-                  (step[o][ST_KNIGHT][k0] & PIECES(B, them, MK_KNIGHT)) |
-                  (step[o][ST_SILVER][k0] & PIECES(B, them, MK_SILVER)) | (step[o][ST_GOLD][k0] & GOLDS(B, them)) |
-                  (step[o][ST_KING][k0] & KINGLIKE(B, them));
+    bb checkers = (step[us][ST_PAWN][k0] & PIECES(B, them, MK_PAWN)) |
+                  (step[us][ST_KNIGHT][k0] & PIECES(B, them, MK_KNIGHT)) |
+                  (step[us][ST_SILVER][k0] & PIECES(B, them, MK_SILVER)) | (step[us][ST_GOLD][k0] & GOLDS(B, them)) |
+                  (step[us][ST_KING][k0] & KINGLIKE(B, them));
     bb block = 0, pinned = 0;
     int pin_square[8];
     bb pin_line[8];
@@ -378,13 +402,11 @@ static int generate(const mk_shogi_pos *pos, const boards *B, uint16_t *moves, i
         }
     });
 
-    /* King moves. */
+    /* King moves, against every square the opponent attacks with our king lifted. */
     bb king_to = step[us][ST_KING][k0] & ~ours;
-    if (king_to) {
-        king_to &= ~attacked_by(B, them, occ ^ square_bb[k0]);
-        emit_all(&out, k0, king_to, 0, base[k0]);
-    }
-    if (checkers & (checkers - 1)) return out.n; /* double check: only the king moves */
+    if (king_to) king_to &= ~attacked_by(B, them, occ ^ square_bb[k0]);
+    emit_piece(out, bitset, k0, 0, king_to, base[k0]);
+    if (checkers & (checkers - 1)) return out->n; /* double check: only the king moves */
 
     bb target = ~ours, drop_to = ~occ & (((bb)1 << MK_SHOGI_SQUARES) - 1);
     if (checkers) {
@@ -396,8 +418,7 @@ static int generate(const mk_shogi_pos *pos, const boards *B, uint16_t *moves, i
     /* The other pieces, kind by kind. */
     for (int k = 0; k < 14; k++) {
         if (k == MK_KING) continue;
-        bb set = PIECES(B, us, k);
-        FOR_SQUARES(set, f, {
+        FOR_SQUARES(PIECES(B, us, k), f, {
             bb a;
             switch (k) {
             case MK_PAWN: a = step[us][ST_PAWN][f]; break;
@@ -415,23 +436,23 @@ static int generate(const mk_shogi_pos *pos, const boards *B, uint16_t *moves, i
                 for (int i = 0; i < pins; i++)
                     if (pin_square[i] == f) a &= pin_line[i];
             }
-            if (!a) continue;
             if (k <= MK_ROOK) {
+                /* promotion when the move starts or ends in the zone; the last rank(s)
+                 * force it for pawns, lances and knights */
                 bb promote = (z & square_bb[f]) ? a : a & z;
                 bb stay = a;
                 if (k == MK_PAWN || k == MK_LANCE) stay &= ~last_rank[us];
                 else if (k == MK_KNIGHT) stay &= ~last_two[us];
-                emit_all(&out, f, promote, 1, base[f]);
-                emit_all(&out, f, stay, 0, base[f]);
+                emit_piece(out, bitset, f, promote, stay, base[f]);
             } else {
-                emit_all(&out, f, a, 0, base[f]);
+                emit_piece(out, bitset, f, 0, a, base[f]);
             }
         });
     }
 
     /* Drops. */
     const uint8_t *hand = pos->hand[us];
-    if (!drop_to) return out.n;
+    if (!drop_to) return out->n;
     for (int h = 0; h < MK_SHOGI_HAND_KINDS; h++) {
         if (!hand[h]) continue;
         bb to = drop_to;
@@ -443,25 +464,66 @@ static int generate(const mk_shogi_pos *pos, const boards *B, uint16_t *moves, i
             if (mate_square && pawn_drop_mates(B, us, lsb(mate_square))) to ^= mate_square;
         }
         int from = 81 + h, label = (20 + h) * 81;
-        FOR_SQUARES(to, t, {
-            out.moves[out.n] = (uint16_t)(t | from << 7);
-            out.labels[out.n] = label + (us ? 80 - t : t);
-            out.n++;
-        });
+        if (bitset) {
+            if (from == out->want_from) out->found = !out->want_promote && (to & square_bb[out->want_to]);
+            FOR_SQUARES(to, t, {
+                int l = label + (us ? 80 - t : t);
+                out->bits[l >> 6] |= 1ull << (l & 63);
+            });
+        } else {
+            FOR_SQUARES(to, t, {
+                out->moves[out->n] = (uint16_t)(t | from << 7);
+                out->labels[out->n] = label + (us ? 80 - t : t);
+                out->n++;
+            });
+        }
     }
-    return out.n;
+    return out->n;
 }
 
 int mk_shogi_legal_moves_labels(const mk_shogi_pos *pos, uint16_t *moves, int32_t *labels) {
     init();
     boards B;
     make_boards(pos, &B);
-    return generate(pos, &B, moves, labels);
+    sink out = {moves, labels, NULL, 0, -1, 0, 0, 0};
+    return generate(pos, &B, &out, 0);
 }
 
 int mk_shogi_legal_moves(const mk_shogi_pos *pos, uint16_t *moves) {
     int32_t labels[MK_SHOGI_MAX_MOVES];
     return mk_shogi_legal_moves_labels(pos, moves, labels);
+}
+
+#define LABEL_WORDS ((MK_SHOGI_NUM_LABELS + 63) / 64)
+
+/* The sorted labels are the set bits of a 2187-bit set read in order: no sort. */
+int mk_shogi_legal_labels_boards(const mk_shogi_pos *pos, const boards *B, uint16_t move, int32_t *labels,
+                                 int32_t *target) {
+    uint64_t bits[LABEL_WORDS] = {0};
+    int to = move & 127, from = move >> 7 & 127, promote = move >> 14 & 1;
+    /* a move with bit 15 set, or off the board, is never generated */
+    int wanted = !(move >> 15) && to < MK_SHOGI_SQUARES && from < MK_SHOGI_SQUARES + MK_SHOGI_HAND_KINDS;
+    sink out = {NULL, NULL, bits, 0, wanted ? from : -1, wanted ? to : 0, promote, 0};
+    generate(pos, B, &out, 1);
+    int played = out.found ? mk_shogi_label(move, pos->side) : -1;
+    int m = 0;
+    *target = -1;
+    for (int w = 0; w < LABEL_WORDS; w++) {
+        uint64_t x = bits[w];
+        if (played >= 0 && w == played >> 6) *target = m + __builtin_popcountll(x & ((1ull << (played & 63)) - 1));
+        while (x) {
+            labels[m++] = w * 64 + __builtin_ctzll(x);
+            x &= x - 1;
+        }
+    }
+    return m;
+}
+
+int mk_shogi_legal_labels(const mk_shogi_pos *pos, uint16_t move, int32_t *labels, int32_t *target) {
+    init();
+    boards B;
+    make_boards(pos, &B);
+    return mk_shogi_legal_labels_boards(pos, &B, move, labels, target);
 }
 
 const char *mk_shogi_reason(int code) {
@@ -488,11 +550,62 @@ int mk_shogi_label(uint16_t move, int side) {
 /* Hand kinds in token order P L N S G B R (internal hand order is P L N S B R G). */
 static const int token_hand_kind[7] = {MK_PAWN, MK_LANCE, MK_KNIGHT, MK_SILVER, MK_GOLD,
                                        MK_BISHOP, MK_ROOK};
-static const int token_hand_offset[7] = {0, 18, 22, 26, 30, 34, 36};
+static const int token_hand_offset[8] = {0, 18, 22, 26, 30, 34, 36, 38};
 
+/* (c * 14 + kind) * 81 of a cell value seen by each owner (c = 0 for the owner's pieces);
+ * 0 for values that are not pieces (never read: the boards hold only pieces). */
+static int16_t token_base[2][32];
+static pthread_once_t token_once = PTHREAD_ONCE_INIT;
+
+static void init_token_base(void) {
+    for (int owner = 0; owner < 2; owner++)
+        for (int c = 0; c < 2; c++)
+            for (int k = 0; k < 14; k++)
+                token_base[owner][MK_SHOGI_PIECE(c, k)] = (int16_t)(((c != owner) * 14 + k) * 81);
+}
+
+void mk_shogi_tokens_boards(const mk_shogi_pos *pos, const boards *B, int32_t *tokens) {
+    pthread_once(&token_once, init_token_base);
+    /* The occupied squares in ascending order, from the occupancy bitboard; Black's
+     * perspective reads them forwards, White's (rotated, s -> 80 - s) backwards, so both
+     * come out in their own square order. */
+    uint8_t occupied[MK_SHOGI_SQUARES];
+    int m = 0;
+    FOR_SQUARES(B->all, s, occupied[m++] = (uint8_t)s;);
+    if (m > MK_SHOGI_TOKENS) m = MK_SHOGI_TOKENS; /* a validated position has at most 40 */
+    for (int v = 0; v < 2; v++) {
+        int owner = v ? 1 - pos->side : pos->side, n = 0;
+        int32_t *out = tokens + v * MK_SHOGI_TOKENS;
+        const int16_t *tb = token_base[owner];
+        if (owner)
+            for (int i = m - 1; i >= 0; i--, n++) {
+                int s = occupied[i];
+                out[n] = tb[pos->board[s]] + 80 - s;
+            }
+        else
+            for (int i = 0; i < m; i++, n++) {
+                int s = occupied[i];
+                out[n] = tb[pos->board[s]] + s;
+            }
+        for (int c = 0; c < 2; c++) {
+            const uint8_t *hand = pos->hand[c ? 1 - owner : owner];
+            for (int i = 0; i < 7; i++) {
+                int have = hand[token_hand_kind[i]];
+                if (!have) continue;
+                int first = 2268 + c * 38 + token_hand_offset[i];
+                int room = token_hand_offset[i + 1] - token_hand_offset[i];
+                if (have > room) have = room;
+                if (have > MK_SHOGI_TOKENS - n) have = MK_SHOGI_TOKENS - n;
+                for (int j = 0; j < have; j++) out[n++] = first + j;
+            }
+        }
+        while (n < MK_SHOGI_TOKENS) out[n++] = -1;
+    }
+}
+
+/* The first version, kept for any cells (shogi_analyse encodes positions that failed
+ * validation too): the producers use mk_shogi_tokens_boards. */
 void mk_shogi_tokens(const mk_shogi_pos *pos, int32_t *tokens) {
-    /* One scan for the occupied squares; Black's perspective reads them in square order,
-     * White's (rotated, s -> 80 - s) in reverse, so both come out in their square order. */
     uint8_t occupied[MK_SHOGI_SQUARES];
     int m = 0;
     for (int s = 0; s < MK_SHOGI_SQUARES; s++)
@@ -510,37 +623,11 @@ void mk_shogi_tokens(const mk_shogi_pos *pos, int32_t *tokens) {
             const uint8_t *hand = pos->hand[c ? 1 - owner : owner];
             for (int i = 0; i < 7; i++) {
                 int have = hand[token_hand_kind[i]];
-                int room = (i < 6 ? token_hand_offset[i + 1] : 38) - token_hand_offset[i];
+                int room = token_hand_offset[i + 1] - token_hand_offset[i];
                 for (int j = 0; j < have && j < room && n < MK_SHOGI_TOKENS; j++)
                     out[n++] = 2268 + c * 38 + token_hand_offset[i] + j;
             }
         }
         while (n < MK_SHOGI_TOKENS) out[n++] = -1;
     }
-}
-
-int mk_shogi_legal_labels(const mk_shogi_pos *pos, uint16_t move, int32_t *labels,
-                          int32_t *target) {
-    uint16_t moves[MK_SHOGI_MAX_MOVES];
-    int32_t unsorted[MK_SHOGI_MAX_MOVES];
-    int n = mk_shogi_legal_moves_labels(pos, moves, unsorted);
-    uint64_t bits[(MK_SHOGI_NUM_LABELS + 63) / 64] = {0};
-    int played = -1;
-    for (int i = 0; i < n; i++) {
-        int l = unsorted[i];
-        bits[l >> 6] |= 1ull << (l & 63);
-        if (moves[i] == move) played = l;
-    }
-    int m = 0;
-    *target = -1;
-    for (int w = 0; w < (MK_SHOGI_NUM_LABELS + 63) / 64; w++) {
-        uint64_t x = bits[w];
-        while (x) {
-            int l = w * 64 + __builtin_ctzll(x);
-            x &= x - 1;
-            if (l == played) *target = m;
-            labels[m++] = l;
-        }
-    }
-    return m;
 }

@@ -6,10 +6,10 @@
  * Hand kinds 0..6 are P L N S B R G (the first seven board kinds).
  *
  * Moves are cshogi's 16-bit moves (Apery's layout): to | from << 7 | promote << 14, with
- * from = 81 + hand kind for a drop. The generator is a padded mailbox: plain C, no tables
- * to initialise, and every rule of the game (drops, two pawns on a file, no pawn-drop
- * mate, forced promotion, pins, king safety, evasions). Non-promoting moves are always
- * generated where legal, as cshogi's legal_moves does. */
+ * from = 81 + hand kind for a drop. The generator works on bitboards (position.c says how)
+ * and applies every rule of the game (drops, two pawns on a file, no pawn-drop mate,
+ * forced promotion, pins, king safety, evasions). Non-promoting moves are always generated
+ * where legal, as cshogi's legal_moves does. */
 #ifndef MANAKA_SHOGI_POSITION_H
 #define MANAKA_SHOGI_POSITION_H
 
@@ -68,5 +68,32 @@ void mk_shogi_tokens(const mk_shogi_pos *pos, int32_t *tokens);
  * of `move` among them in *target (-1 if it is not legal). Returns the count. */
 int mk_shogi_legal_labels(const mk_shogi_pos *pos, uint16_t move, int32_t *labels,
                           int32_t *target);
+
+/* Below: the bitboard form the functions above build internally, for csrc/shogi's own
+ * producers (records.c decodes a record straight into it, so that one producer row builds
+ * it once). Bit s of a board is square s; piece[] is indexed by cell value
+ * (MK_SHOGI_PIECE; [0] is unused). */
+__extension__ typedef unsigned __int128 mk_shogi_bb;
+
+typedef struct {
+    mk_shogi_bb piece[32];
+    mk_shogi_bb occ[2], all; /* per colour, both */
+    int king[2];             /* squares, -1 when a side has none */
+} mk_shogi_boards;
+
+/* Builds the attack tables (once, thread-safe); every function above calls it itself. */
+void mk_shogi_init(void);
+
+/* Fills occ, all and king from piece[] (the pieces themselves being set by the caller). */
+void mk_shogi_boards_finish(mk_shogi_boards *boards);
+
+/* mk_shogi_validate for a position whose cells are all valid pieces or empty and whose
+ * piece[] holds them. */
+int mk_shogi_validate_boards(const mk_shogi_pos *pos, const mk_shogi_boards *boards);
+
+/* mk_shogi_legal_labels and mk_shogi_tokens on a validated position with its boards. */
+int mk_shogi_legal_labels_boards(const mk_shogi_pos *pos, const mk_shogi_boards *boards, uint16_t move,
+                                 int32_t *labels, int32_t *target);
+void mk_shogi_tokens_boards(const mk_shogi_pos *pos, const mk_shogi_boards *boards, int32_t *tokens);
 
 #endif

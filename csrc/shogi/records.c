@@ -68,73 +68,89 @@ static void build_tables(void) {
     }
 }
 
-/* The 256 bits as four little-endian words plus a zero word, so that reading past the
- * end gives zeros (a code that runs past bit 256 is refused by the caller). */
+/* The 256 bits as four little-endian words plus zero words, so that reading past the end
+ * gives zeros (a code that runs past bit 256 is refused). */
 typedef struct {
-    uint64_t w[5];
-    int bit; /* next bit, 0..256 */
+    uint64_t w[6];
 } bits;
 
 static void load_bits(bits *b, const uint8_t *data) {
-    for (int i = 0; i < 4; i++) {
-        uint64_t x = 0;
-        for (int j = 7; j >= 0; j--) x = x << 8 | data[8 * i + j];
-        b->w[i] = x;
-    }
-    b->w[4] = 0;
-    b->bit = 0;
+    memcpy(b->w, data, 32);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    for (int i = 0; i < 4; i++) b->w[i] = __builtin_bswap64(b->w[i]);
+#endif
+    b->w[4] = b->w[5] = 0;
 }
 
-/* The next 8 bits, least significant first. */
-static inline unsigned peek8(const bits *b) {
-    int k = b->bit, o = k & 63;
-    uint64_t v = b->w[k >> 6] >> o;
-    if (o > 56) v |= b->w[(k >> 6) + 1] << (64 - o);
-    return (unsigned)(v & 0xFF);
+/* The 64 bits from bit k on (k <= 256), least significant first. */
+static inline uint64_t peek64(const bits *b, int k) {
+    int i = k >> 6;
+    return (uint64_t)((((mk_shogi_bb)b->w[i + 1] << 64) | b->w[i]) >> (k & 63));
 }
 
-static inline unsigned take(bits *b, int n) {
-    unsigned v = peek8(b) & ((1u << n) - 1);
-    b->bit += n;
-    return v;
-}
-
-static int decode_position(int format, const uint8_t *data, mk_shogi_pos *pos) {
+/* Decodes the position into pos and its bitboards. The board's squares are read a code at
+ * a time, except that a run of empty squares (a run of 0 bits) is skipped at once: the run
+ * is the count of trailing zeros, less the king squares (which have no code) inside it. */
+static int decode_position(int format, const uint8_t *data, mk_shogi_pos *pos, mk_shogi_boards *B) {
     pthread_once(&table_once, build_tables);
+    mk_shogi_init();
     memset(pos, 0, sizeof *pos);
+    memset(B->piece, 0, sizeof B->piece);
     bits b;
     load_bits(&b, data);
-    pos->side = (uint8_t)take(&b, 1);
-    unsigned king[2];
-    king[0] = take(&b, 7);
-    king[1] = take(&b, 7);
+    uint64_t head = b.w[0];
+    pos->side = (uint8_t)(head & 1);
+    int king[2] = {(int)(head >> 1 & 127), (int)(head >> 8 & 127)};
     if (king[0] >= 81 || king[1] >= 81 || king[0] == king[1]) return MK_SHOGI_BAD_KINGS;
-    pos->board[king[0]] = MK_SHOGI_PIECE(0, MK_KING);
-    pos->board[king[1]] = MK_SHOGI_PIECE(1, MK_KING);
-    for (int i = 0; i < 81; i++) {
-        /* PSV lists squares in SFEN order: rank a..i, within a rank file 9..1. */
-        int s = i;
-        if ((unsigned)s == king[0] || (unsigned)s == king[1]) continue;
-        code_entry e = table[format][0][peek8(&b)];
-        if (!e.len || b.bit + e.len > 256) return MK_SHOGI_BAD_CODE;
-        b.bit += e.len;
-        pos->board[s] = e.piece;
+    for (int c = 0; c < 2; c++) {
+        pos->board[king[c]] = MK_SHOGI_PIECE(c, MK_KING);
+        B->piece[MK_SHOGI_PIECE(c, MK_KING)] = (mk_shogi_bb)1 << king[c];
     }
-    while (b.bit < 256) {
-        code_entry e = table[format][1][peek8(&b)];
-        if (!e.len || b.bit + e.len > 256) return MK_SHOGI_BAD_CODE;
-        b.bit += e.len;
+    int lo = king[0] < king[1] ? king[0] : king[1], hi = king[0] ^ king[1] ^ lo;
+    const code_entry *board_code = table[format][0];
+    int bit = 15, s = 0;
+    while (s < 81) {
+        if (s == lo || s == hi) {
+            s++;
+            continue;
+        }
+        uint64_t x = peek64(&b, bit);
+        if (x & 1) {
+            code_entry e = board_code[x & 255];
+            if (!e.len || bit + e.len > 256) return MK_SHOGI_BAD_CODE;
+            bit += e.len;
+            pos->board[s] = e.piece;
+            B->piece[e.piece] |= (mk_shogi_bb)1 << s;
+            s++;
+            continue;
+        }
+        int run = x ? __builtin_ctzll(x) : 64;
+        int left = 81 - s - (lo > s) - (hi > s); /* squares with a code from s on */
+        if (run > left) run = left;
+        if (bit + run > 256) return MK_SHOGI_BAD_CODE;
+        bit += run;
+        int end = s + run;
+        if (lo > s && lo < end) end++;
+        if (hi > s && hi < end) end++;
+        s = end;
+    }
+    const code_entry *hand_code = table[format][1];
+    while (bit < 256) {
+        code_entry e = hand_code[peek64(&b, bit) & 255];
+        if (!e.len || bit + e.len > 256) return MK_SHOGI_BAD_CODE;
+        bit += e.len;
         int h = (e.piece & 15) - 1, color = e.piece >> 4;
         if (pos->hand[color][h] == 255) return MK_SHOGI_TOO_MANY;
         pos->hand[color][h]++;
     }
-    return mk_shogi_validate(pos);
+    mk_shogi_boards_finish(B);
+    return mk_shogi_validate_boards(pos, B);
 }
 
 static uint16_t read_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
-int mk_shogi_decode(int format, const uint8_t *rec, mk_shogi_record *out) {
-    int status = decode_position(format, rec, &out->pos);
+static int decode_record(int format, const uint8_t *rec, mk_shogi_record *out, mk_shogi_boards *B) {
+    int status = decode_position(format, rec, &out->pos, B);
     if (status != MK_SHOGI_OK) return status;
     out->eval = (int16_t)read_u16(rec + 32);
     uint16_t m = read_u16(rec + 34);
@@ -154,16 +170,26 @@ int mk_shogi_decode(int format, const uint8_t *rec, mk_shogi_record *out) {
     return MK_SHOGI_OK;
 }
 
+int mk_shogi_decode(int format, const uint8_t *rec, mk_shogi_record *out) {
+    mk_shogi_boards B;
+    return decode_record(format, rec, out, &B);
+}
+
 int mk_shogi_row(int format, const uint8_t *rec, double eval_weight, int32_t *tokens,
                  int32_t *labels, int32_t *target, float *value) {
     mk_shogi_record r;
-    int status = mk_shogi_decode(format, rec, &r);
+    mk_shogi_boards B; /* built once, by the decoder, for validation, moves and tokens */
+    int status = decode_record(format, rec, &r, &B);
     if (status != MK_SHOGI_OK) return -status;
-    int n = mk_shogi_legal_labels(&r.pos, r.move, labels, target);
+    int n = mk_shogi_legal_labels_boards(&r.pos, &B, r.move, labels, target);
     if (*target < 0) return -MK_SHOGI_ILLEGAL_MOVE;
-    mk_shogi_tokens(&r.pos, tokens);
-    double e = 1.0 / (1.0 + exp(-(double)r.eval / 756.0));
-    *value = (float)((1.0 - eval_weight) * r.result + eval_weight * e);
+    mk_shogi_tokens_boards(&r.pos, &B, tokens);
+    if (eval_weight == 0.0) {
+        *value = r.result; /* what the formula below gives, without the exp */
+    } else {
+        double e = 1.0 / (1.0 + exp(-(double)r.eval / 756.0));
+        *value = (float)((1.0 - eval_weight) * r.result + eval_weight * e);
+    }
     return n;
 }
 
