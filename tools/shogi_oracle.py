@@ -4,7 +4,12 @@
 For every position of random games (moves biased towards captures, checks, drops and
 promotions, as in tests/shogi_reference.py): the legal moves as USI, their dlshogi labels
 and the tokens must equal cshogi's (the tokens from the specification over cshogi's
-board). Prints the totals and the first disagreements; exits 1 if there is any."""
+board). The same positions then go through the producers' path: cshogi writes each as an
+HCPE and a PSV record (with a random legal move and game result), and
+``_core.shogi_rows`` (decoding, validation, the legal labels, the played move's index, the
+tokens and the value, as a loader producer computes them) must give the same sorted
+labels and tokens, the index of the recorded move's label and the result for the side to
+move. Prints the totals and the first disagreements; exits 1 if there is any."""
 import argparse
 import os
 import sys
@@ -18,6 +23,53 @@ import shogi_reference as ref  # noqa: E402
 from manaka import _core  # noqa: E402
 from manaka.shogi import move_to_usi  # noqa: E402
 
+CHUNK = 2000  # positions per call of the producers' path
+
+
+class RowCheck:
+    """Positions with what the producers must make of them, checked a chunk at a time."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed + 1_000_003)
+        self.pending = []
+        self.checked = 0
+
+    def add(self, board, labels, tokens):
+        moves = list(board.legal_moves)
+        move = moves[int(self.rng.integers(len(moves)))]
+        result = int(self.rng.integers(0, 3))  # HCPE: 0 draw, 1 Black won, 2 White won
+        self.pending.append((board.copy(), move, result, labels, tokens))
+
+    def flush(self) -> list:
+        """Checks the pending positions; returns the SFENs that disagree."""
+        if not self.pending:
+            return []
+        n = len(self.pending)
+        hcpe = np.zeros(n, ref.cshogi.HuffmanCodedPosAndEval)
+        psv = np.zeros(n, ref.cshogi.PackedSfenValue)
+        for i, (board, move, result, _, _) in enumerate(self.pending):
+            board.to_hcp(hcpe["hcp"][i])
+            board.to_psfen(psv["sfen"][i])
+            hcpe["bestMove16"][i] = ref.cshogi.move16(move)
+            psv["move"][i] = ref.cshogi.move16_to_psv(ref.cshogi.move16(move))
+            hcpe["gameResult"][i] = result
+            turn = board.turn
+            psv["game_result"][i] = 0 if result == 0 else (1 if (result == 1) == (turn == 0) else -1)
+        bad = []
+        for fmt, arr in ((0, hcpe), (1, psv)):
+            tok, off, lab, target, value, status = _core.shogi_rows(fmt, arr.view(np.uint8).reshape(n, -1), 0.0)
+            for i, (board, move, result, labels, tokens) in enumerate(self.pending):
+                played = ref.cshogi.dlshogi.make_move_label(move, board.turn)
+                want_value = 0.5 if result == 0 else float((result == 1) == (board.turn == 0))
+                row = lab[off[i]:off[i + 1]]
+                ok = (status[i] == 0 and np.array_equal(row, labels) and np.array_equal(tok[i], tokens)
+                      and target[i] == int(np.searchsorted(labels, played)) and value[i] == want_value)
+                if not ok:
+                    bad.append(f"{'HCPE' if fmt == 0 else 'PSV'} row: {board.sfen()}")
+        self.checked += n
+        self.pending = []
+        return bad
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -25,6 +77,15 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     start, moves, bad, checks, drops = time.time(), 0, 0, 0, 0
+    rows = RowCheck(args.seed)
+
+    def report(lines):
+        nonlocal bad
+        for line in lines:
+            bad += 1
+            if bad <= 10:
+                print(f"DISAGREE: {line}", flush=True)
+
     for k, board in enumerate(ref.random_positions(args.n, args.seed)):
         if k and k % 50_000 == 0:
             print(f"{k:,} positions, {moves:,} legal moves, {bad} disagreement(s), {time.time() - start:.0f} s",
@@ -32,17 +93,21 @@ def main() -> int:
         cells, hand, side = ref.c_position(board)
         status, got, labels, tokens = _core.shogi_analyse(cells, hand, side)
         want = sorted(ref.cshogi.move_to_usi(m) for m in board.legal_moves)
+        want_labels, want_tokens = ref.labels(board), ref.tokens(board)
         moves += len(want)
         checks += board.is_check()
         drops += any(u[1] == "*" for u in want)
         ok = (status == 0 and sorted(move_to_usi(int(m)) for m in got) == want
-              and np.array_equal(np.sort(labels), ref.labels(board)) and np.array_equal(tokens, ref.tokens(board)))
+              and np.array_equal(np.sort(labels), want_labels) and np.array_equal(tokens, want_tokens))
         if not ok:
-            bad += 1
-            if bad <= 10:
-                print(f"DISAGREE: {board.sfen()}")
+            report([board.sfen()])
+        rows.add(board, want_labels, want_tokens)
+        if len(rows.pending) == CHUNK:
+            report(rows.flush())
+    report(rows.flush())
     print(f"{args.n:,} positions (seed {args.seed}), {moves:,} legal moves, {checks:,} in check, "
-          f"{drops:,} with drops: {bad} disagreement(s), {time.time() - start:.0f} s")
+          f"{drops:,} with drops; {rows.checked:,} positions also as HCPE and PSV rows: "
+          f"{bad} disagreement(s), {time.time() - start:.0f} s")
     return 1 if bad else 0
 
 

@@ -47,6 +47,7 @@ static bb ray[8][MK_SHOGI_SQUARES];
 static bb step[2][ST_KINDS][MK_SHOGI_SQUARES];
 static bb rook_empty[MK_SHOGI_SQUARES], bishop_empty[MK_SHOGI_SQUARES];
 static bb file_bb[9];
+static bb file_low8, file_high; /* ranks a..h of every file; rank i of every file */
 static bb zone[2];      /* a colour's promotion zone: the three far ranks */
 static bb last_rank[2]; /* the far rank: no pawn or lance may stand there */
 static bb last_two[2];  /* the two far ranks: no knight */
@@ -114,7 +115,11 @@ static void init_tables(void) {
             label_base[1][s][t] = (int16_t)(label_direction(80 - s, 80 - t) * 81 + 80 - t);
         }
     }
-    for (int f = 0; f < 9; f++) file_bb[f] = (bb)0x1FF << (9 * f);
+    for (int f = 0; f < 9; f++) {
+        file_bb[f] = (bb)0x1FF << (9 * f);
+        file_low8 |= (bb)0xFF << (9 * f);
+        file_high |= (bb)0x100 << (9 * f);
+    }
     for (int f = 0; f < 9; f++)
         for (int r = 0; r < 9; r++) {
             if (r <= 2) zone[0] |= at(f, r);
@@ -245,6 +250,14 @@ static int make_boards(const mk_shogi_pos *pos, boards *B) {
     return (int)bad;
 }
 
+static inline int popcount(bb x) {
+    return __builtin_popcountll((uint64_t)x) + __builtin_popcountll((uint64_t)(x >> 64));
+}
+
+/* Bit 8 of each file's nine bits set when the file holds any square of x: the low eight
+ * bits plus 0xFF carry into bit 8 when they are not all zero, and never past it. */
+static inline bb file_heads(bb x) { return (((x & file_low8) + file_low8) | x) & file_high; }
+
 /* The square-by-square checks of the first version, kept for their order: when a position
  * has a fault of these kinds, the code reported is that of its first faulty square. */
 static int first_square_fault(const mk_shogi_pos *pos) {
@@ -270,12 +283,7 @@ static int validate_boards(const mk_shogi_pos *pos, const boards *B, int bad) {
     for (int c = 0; c < 2 && !fault; c++) {
         bb pawns = PIECES(B, c, MK_PAWN);
         if (((pawns | PIECES(B, c, MK_LANCE)) & last_rank[c]) || (PIECES(B, c, MK_KNIGHT) & last_two[c])) fault = 1;
-        unsigned files = 0;
-        FOR_SQUARES(pawns, s, {
-            unsigned f = 1u << file_of[s];
-            if (files & f) fault = 1;
-            files |= f;
-        });
+        if (popcount(pawns) != popcount(file_heads(pawns))) fault = 1; /* two on a file */
     }
     if (fault) {
         int code = first_square_fault(pos);
@@ -292,7 +300,7 @@ static int validate_boards(const mk_shogi_pos *pos, const boards *B, int bad) {
         for (int c = 0; c < 2; c++) {
             bb x = PIECES(B, c, k);
             if (k < MK_GOLD) x |= PIECES(B, c, k + 8);
-            count[k] += __builtin_popcountll((uint64_t)x) + __builtin_popcountll((uint64_t)(x >> 64));
+            count[k] += popcount(x);
         }
     }
     for (int c = 0; c < 2; c++)
@@ -345,13 +353,12 @@ typedef struct {
     int found;
 } sink;
 
+static inline void set_label(uint64_t *bits, int l) { bits[l >> 6] |= 1ull << (l & 63); }
+
 static inline __attribute__((always_inline)) void emit_all(sink *out, int bitset, int from, bb to, int promote,
                                                            const int16_t *base) {
     if (bitset) {
-        FOR_SQUARES(to, t, {
-            int l = base[t] + 810 * promote;
-            out->bits[l >> 6] |= 1ull << (l & 63);
-        });
+        FOR_SQUARES(to, t, set_label(out->bits, base[t] + 810 * promote););
     } else {
         FOR_SQUARES(to, t, {
             out->moves[out->n] = (uint16_t)(t | from << 7 | promote << 14);
@@ -365,9 +372,26 @@ static inline __attribute__((always_inline)) void emit_all(sink *out, int bitset
 static inline __attribute__((always_inline)) void emit_piece(sink *out, int bitset, int from, bb promote, bb stay,
                                                              const int16_t *base) {
     if (bitset && from == out->want_from)
-        out->found = ((out->want_promote ? promote : stay) & square_bb[out->want_to]) != 0;
+        out->found |= ((out->want_promote ? promote : stay) & square_bb[out->want_to]) != 0;
     emit_all(out, bitset, from, promote, 1, base);
     emit_all(out, bitset, from, stay, 0, base);
+}
+
+/* The moves of a piece of kind k (a constant) on `from` to the squares of `a`: with
+ * promotion where the move starts or ends in the zone (pawns, lances, knights, silvers,
+ * bishops, rooks), without unless a pawn or lance reaches the last rank or a knight the
+ * last two. */
+static inline __attribute__((always_inline)) void emit_kind(sink *out, int bitset, int k, int us, int from, bb a,
+                                                            const int16_t *base) {
+    if (k > MK_ROOK) {
+        emit_piece(out, bitset, from, 0, a, base);
+        return;
+    }
+    bb z = zone[us];
+    bb promote = (z & square_bb[from]) ? a : a & z, stay = a;
+    if (k == MK_PAWN || k == MK_LANCE) stay &= ~last_rank[us];
+    else if (k == MK_KNIGHT) stay &= ~last_two[us];
+    emit_piece(out, bitset, from, promote, stay, base);
 }
 
 static inline __attribute__((always_inline)) int generate(const mk_shogi_pos *pos, const boards *B, sink *out,
@@ -415,40 +439,48 @@ static inline __attribute__((always_inline)) int generate(const mk_shogi_pos *po
     }
     bb z = zone[us];
 
-    /* The other pieces, kind by kind. */
-    for (int k = 0; k < 14; k++) {
-        if (k == MK_KING) continue;
-        FOR_SQUARES(PIECES(B, us, k), f, {
-            bb a;
-            switch (k) {
-            case MK_PAWN: a = step[us][ST_PAWN][f]; break;
-            case MK_LANCE: a = lance_attack(us, f, occ); break;
-            case MK_KNIGHT: a = step[us][ST_KNIGHT][f]; break;
-            case MK_SILVER: a = step[us][ST_SILVER][f]; break;
-            case MK_BISHOP: a = bishop_attack(f, occ); break;
-            case MK_ROOK: a = rook_attack(f, occ); break;
-            case MK_HORSE: a = bishop_attack(f, occ) | step[us][ST_KING][f]; break;
-            case MK_DRAGON: a = rook_attack(f, occ) | step[us][ST_KING][f]; break;
-            default: a = step[us][ST_GOLD][f]; break; /* gold and the promoted minor pieces */
-            }
-            a &= target;
-            if (pinned & square_bb[f]) {
-                for (int i = 0; i < pins; i++)
-                    if (pin_square[i] == f) a &= pin_line[i];
-            }
-            if (k <= MK_ROOK) {
-                /* promotion when the move starts or ends in the zone; the last rank(s)
-                 * force it for pawns, lances and knights */
-                bb promote = (z & square_bb[f]) ? a : a & z;
-                bb stay = a;
-                if (k == MK_PAWN || k == MK_LANCE) stay &= ~last_rank[us];
-                else if (k == MK_KNIGHT) stay &= ~last_two[us];
-                emit_piece(out, bitset, f, promote, stay, base[f]);
-            } else {
-                emit_piece(out, bitset, f, 0, a, base[f]);
-            }
-        });
+    /* The other pieces, kind by kind. Pawns that are not pinned all at once: their
+     * destinations are the pawn set shifted one rank (a pawn never stands on its last
+     * rank), each from the square behind. */
+    bb pawns = PIECES(B, us, MK_PAWN);
+    {
+        bb free = pawns & ~pinned, to = (us ? free << 1 : free >> 1) & target;
+        bb promote = to & z, stay = to & ~last_rank[us];
+        int back = us ? -1 : 1;
+        if (bitset) {
+            if (out->want_from == out->want_to + back)
+                out->found |= ((out->want_promote ? promote : stay) & square_bb[out->want_to]) != 0;
+            FOR_SQUARES(promote, t, set_label(out->bits, 810 + (us ? 80 - t : t)););
+            FOR_SQUARES(stay, t, set_label(out->bits, us ? 80 - t : t););
+        } else {
+            FOR_SQUARES(promote, t, {
+                out->moves[out->n] = (uint16_t)(t | (t + back) << 7 | 1 << 14);
+                out->labels[out->n++] = 810 + (us ? 80 - t : t);
+            });
+            FOR_SQUARES(stay, t, {
+                out->moves[out->n] = (uint16_t)(t | (t + back) << 7);
+                out->labels[out->n++] = us ? 80 - t : t;
+            });
+        }
     }
+#define PIECES_OF(set, K, ATTACK)                                                                  \
+    FOR_SQUARES(set, f, {                                                                          \
+        bb a = (ATTACK)&target;                                                                    \
+        if (pinned & square_bb[f])                                                                 \
+            for (int i = 0; i < pins; i++)                                                         \
+                if (pin_square[i] == f) a &= pin_line[i];                                          \
+        emit_kind(out, bitset, K, us, f, a, base[f]);                                              \
+    })
+    PIECES_OF(pawns & pinned, MK_PAWN, step[us][ST_PAWN][f]);
+    PIECES_OF(PIECES(B, us, MK_LANCE), MK_LANCE, lance_attack(us, f, occ));
+    PIECES_OF(PIECES(B, us, MK_KNIGHT), MK_KNIGHT, step[us][ST_KNIGHT][f]);
+    PIECES_OF(PIECES(B, us, MK_SILVER), MK_SILVER, step[us][ST_SILVER][f]);
+    PIECES_OF(GOLDS(B, us), MK_GOLD, step[us][ST_GOLD][f]);
+    PIECES_OF(PIECES(B, us, MK_BISHOP), MK_BISHOP, bishop_attack(f, occ));
+    PIECES_OF(PIECES(B, us, MK_ROOK), MK_ROOK, rook_attack(f, occ));
+    PIECES_OF(PIECES(B, us, MK_HORSE), MK_HORSE, bishop_attack(f, occ) | step[us][ST_KING][f]);
+    PIECES_OF(PIECES(B, us, MK_DRAGON), MK_DRAGON, rook_attack(f, occ) | step[us][ST_KING][f]);
+#undef PIECES_OF
 
     /* Drops. */
     const uint8_t *hand = pos->hand[us];
@@ -465,11 +497,8 @@ static inline __attribute__((always_inline)) int generate(const mk_shogi_pos *po
         }
         int from = 81 + h, label = (20 + h) * 81;
         if (bitset) {
-            if (from == out->want_from) out->found = !out->want_promote && (to & square_bb[out->want_to]);
-            FOR_SQUARES(to, t, {
-                int l = label + (us ? 80 - t : t);
-                out->bits[l >> 6] |= 1ull << (l & 63);
-            });
+            if (from == out->want_from) out->found |= !out->want_promote && (to & square_bb[out->want_to]);
+            FOR_SQUARES(to, t, set_label(out->bits, label + (us ? 80 - t : t)););
         } else {
             FOR_SQUARES(to, t, {
                 out->moves[out->n] = (uint16_t)(t | from << 7);
@@ -505,16 +534,19 @@ int mk_shogi_legal_labels_boards(const mk_shogi_pos *pos, const boards *B, uint1
     int wanted = !(move >> 15) && to < MK_SHOGI_SQUARES && from < MK_SHOGI_SQUARES + MK_SHOGI_HAND_KINDS;
     sink out = {NULL, NULL, bits, 0, wanted ? from : -1, wanted ? to : 0, promote, 0};
     generate(pos, B, &out, 1);
-    int played = out.found ? mk_shogi_label(move, pos->side) : -1;
     int m = 0;
+    for (int w = 0; w < LABEL_WORDS; w++)
+        for (uint64_t x = bits[w]; x; x &= x - 1) labels[m++] = w * 64 + __builtin_ctzll(x);
+    /* the played move's index: a binary search of the sorted labels */
     *target = -1;
-    for (int w = 0; w < LABEL_WORDS; w++) {
-        uint64_t x = bits[w];
-        if (played >= 0 && w == played >> 6) *target = m + __builtin_popcountll(x & ((1ull << (played & 63)) - 1));
-        while (x) {
-            labels[m++] = w * 64 + __builtin_ctzll(x);
-            x &= x - 1;
+    if (out.found) {
+        int played = mk_shogi_label(move, pos->side), lo = 0, hi = m - 1;
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (labels[mid] < played) lo = mid + 1;
+            else hi = mid;
         }
+        *target = lo;
     }
     return m;
 }
@@ -566,38 +598,43 @@ static void init_token_base(void) {
 
 void mk_shogi_tokens_boards(const mk_shogi_pos *pos, const boards *B, int32_t *tokens) {
     pthread_once(&token_once, init_token_base);
-    /* The occupied squares in ascending order, from the occupancy bitboard; Black's
-     * perspective reads them forwards, White's (rotated, s -> 80 - s) backwards, so both
-     * come out in their own square order. */
-    uint8_t occupied[MK_SHOGI_SQUARES];
-    int m = 0;
-    FOR_SQUARES(B->all, s, occupied[m++] = (uint8_t)s;);
+    /* One pass over the occupied squares in ascending order: Black's perspective takes
+     * them forwards, White's (rotated, s -> 80 - s) backwards, so that each comes out in
+     * its own square order. */
+    int side = pos->side, m = popcount(B->all);
     if (m > MK_SHOGI_TOKENS) m = MK_SHOGI_TOKENS; /* a validated position has at most 40 */
+    int32_t *black = tokens + (side ? MK_SHOGI_TOKENS : 0), *white = tokens + (side ? 0 : MK_SHOGI_TOKENS) + m - 1;
+    const int16_t *tb = token_base[0], *tw = token_base[1];
+    int i = 0;
+    FOR_SQUARES(B->all, s, {
+        if (i == m) break;
+        unsigned p = pos->board[s];
+        black[i] = tb[p] + s;
+        white[-i] = tw[p] + 80 - s;
+        i++;
+    });
+    /* The hands: each colour's tokens relative to its block, written after the board
+     * tokens of both perspectives (the owner's hand first). */
+    int16_t rel[2][MK_SHOGI_TOKENS];
+    int nrel[2] = {0, 0};
+    for (int c = 0; c < 2; c++) {
+        const uint8_t *hand = pos->hand[c];
+        for (int k = 0; k < 7; k++) {
+            int have = hand[token_hand_kind[k]];
+            if (!have) continue;
+            int room = token_hand_offset[k + 1] - token_hand_offset[k];
+            if (have > room) have = room;
+            for (int j = 0; j < have && nrel[c] < MK_SHOGI_TOKENS; j++) rel[c][nrel[c]++] = (int16_t)(token_hand_offset[k] + j);
+        }
+    }
     for (int v = 0; v < 2; v++) {
-        int owner = v ? 1 - pos->side : pos->side, n = 0;
+        int owner = v ? 1 - side : side, n = m;
         int32_t *out = tokens + v * MK_SHOGI_TOKENS;
-        const int16_t *tb = token_base[owner];
-        if (owner)
-            for (int i = m - 1; i >= 0; i--, n++) {
-                int s = occupied[i];
-                out[n] = tb[pos->board[s]] + 80 - s;
-            }
-        else
-            for (int i = 0; i < m; i++, n++) {
-                int s = occupied[i];
-                out[n] = tb[pos->board[s]] + s;
-            }
         for (int c = 0; c < 2; c++) {
-            const uint8_t *hand = pos->hand[c ? 1 - owner : owner];
-            for (int i = 0; i < 7; i++) {
-                int have = hand[token_hand_kind[i]];
-                if (!have) continue;
-                int first = 2268 + c * 38 + token_hand_offset[i];
-                int room = token_hand_offset[i + 1] - token_hand_offset[i];
-                if (have > room) have = room;
-                if (have > MK_SHOGI_TOKENS - n) have = MK_SHOGI_TOKENS - n;
-                for (int j = 0; j < have; j++) out[n++] = first + j;
-            }
+            const int16_t *r = rel[c ? 1 - owner : owner];
+            int have = nrel[c ? 1 - owner : owner], first = 2268 + c * 38;
+            if (have > MK_SHOGI_TOKENS - n) have = MK_SHOGI_TOKENS - n;
+            for (int j = 0; j < have; j++) out[n++] = first + r[j];
         }
         while (n < MK_SHOGI_TOKENS) out[n++] = -1;
     }

@@ -74,9 +74,17 @@ int mk_shogi_legal_labels(const mk_shogi_pos *pos, uint16_t move, int32_t *label
  * it once). Bit s of a board is square s; piece[] is indexed by cell value
  * (MK_SHOGI_PIECE; [0] is unused). */
 __extension__ typedef unsigned __int128 mk_shogi_bb;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define MK_SHOGI_WORD(s) (1 - ((s) >> 6))
+#else
+#define MK_SHOGI_WORD(s) ((s) >> 6)
+#endif
 
 typedef struct {
-    mk_shogi_bb piece[32];
+    union {
+        mk_shogi_bb piece[32];
+        uint64_t piece_words[32][2]; /* the same, as words: [MK_SHOGI_WORD(s)] holds square s */
+    };
     mk_shogi_bb occ[2], all; /* per colour, both */
     int king[2];             /* squares, -1 when a side has none */
 } mk_shogi_boards;

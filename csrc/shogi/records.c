@@ -90,7 +90,7 @@ static inline uint64_t peek64(const bits *b, int k) {
 
 /* Decodes the position into pos and its bitboards. The board's squares are read a code at
  * a time, except that a run of empty squares (a run of 0 bits) is skipped at once: the run
- * is the count of trailing zeros, less the king squares (which have no code) inside it. */
+ * is the count of trailing zeros, cut at the next king square (which has no code). */
 static int decode_position(int format, const uint8_t *data, mk_shogi_pos *pos, mk_shogi_boards *B) {
     pthread_once(&table_once, build_tables);
     mk_shogi_init();
@@ -106,34 +106,50 @@ static int decode_position(int format, const uint8_t *data, mk_shogi_pos *pos, m
         pos->board[king[c]] = MK_SHOGI_PIECE(c, MK_KING);
         B->piece[MK_SHOGI_PIECE(c, MK_KING)] = (mk_shogi_bb)1 << king[c];
     }
+    /* The squares with a code: three segments around the kings' squares. */
     int lo = king[0] < king[1] ? king[0] : king[1], hi = king[0] ^ king[1] ^ lo;
+    int seg_start[3] = {0, lo + 1, hi + 1}, seg_end[3] = {lo, hi, 81};
     const code_entry *board_code = table[format][0];
-    int bit = 15, s = 0;
-    while (s < 81) {
-        if (s == lo || s == hi) {
-            s++;
-            continue;
+    uint64_t(*words)[2] = B->piece_words;
+    /* x holds the bits from `bit` on: re-read once more than 56 of them were used, so
+     * that an 8-bit code is always whole in it. A code or a run that ends past bit 256 is
+     * refused after the loop (the bits past 256 read as zeros, a run of empty squares
+     * then, which is refused at once so that no read goes past the zero words). */
+    int bit = 15, used = 0;
+    uint64_t x = peek64(&b, bit);
+    for (int g = 0; g < 3; g++) {
+        int s = seg_start[g], end = seg_end[g];
+        while (s < end) {
+            if (used > 56) {
+                x = peek64(&b, bit);
+                used = 0;
+            }
+            if (x & 1) {
+                code_entry e = board_code[x & 255];
+                if (!e.len) return MK_SHOGI_BAD_CODE;
+                bit += e.len;
+                used += e.len;
+                x >>= e.len;
+                pos->board[s] = e.piece;
+                words[e.piece][MK_SHOGI_WORD(s)] |= 1ull << (s & 63);
+                s++;
+            } else {
+                x = peek64(&b, bit);
+                int run = x ? __builtin_ctzll(x) : 64;
+                if (run > end - s) run = end - s;
+                if (bit + run > 256) return MK_SHOGI_BAD_CODE;
+                bit += run;
+                s += run;
+                if (run < 64) {
+                    x >>= run;
+                    used = run;
+                } else {
+                    used = 64; /* read again */
+                }
+            }
         }
-        uint64_t x = peek64(&b, bit);
-        if (x & 1) {
-            code_entry e = board_code[x & 255];
-            if (!e.len || bit + e.len > 256) return MK_SHOGI_BAD_CODE;
-            bit += e.len;
-            pos->board[s] = e.piece;
-            B->piece[e.piece] |= (mk_shogi_bb)1 << s;
-            s++;
-            continue;
-        }
-        int run = x ? __builtin_ctzll(x) : 64;
-        int left = 81 - s - (lo > s) - (hi > s); /* squares with a code from s on */
-        if (run > left) run = left;
-        if (bit + run > 256) return MK_SHOGI_BAD_CODE;
-        bit += run;
-        int end = s + run;
-        if (lo > s && lo < end) end++;
-        if (hi > s && hi < end) end++;
-        s = end;
     }
+    if (bit > 256) return MK_SHOGI_BAD_CODE;
     const code_entry *hand_code = table[format][1];
     while (bit < 256) {
         code_entry e = hand_code[peek64(&b, bit) & 255];
