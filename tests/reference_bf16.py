@@ -1,4 +1,4 @@
-"""NumPy twin of the bf16 AdamW moments (csrc/core/bf16.h, csrc/core/hash.h, csrc/cpu/adamw.h):
+"""NumPy twin of the bf16 AdamW moments (csrc/core/bf16.h, csrc/core/hash.h, csrc/cpu/adamw.c):
 the counter hash in uint64 arithmetic, stochastic and nearest rounding to bf16, and one
 AdamW update in float32 with the C code's operation order, so tests can demand the same
 bits. Independent of the C code: written from the contract in backend.h."""
@@ -69,7 +69,7 @@ def adamw_args(lr, betas, eps, weight_decay, t):
 
 
 def adamw_f32(p, g, m, v, args):
-    """One AdamW update in float32 with adamw.h's operation order (no contraction);
+    """One AdamW update in float32 with adamw.c's operation order (no contraction);
     returns new (p, m, v) as float32."""
     lr, b1, b2, eps, wd, bc1, bc2 = (np.float32(a) for a in args)
     one = np.float32(1)

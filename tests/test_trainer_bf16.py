@@ -45,7 +45,7 @@ def test_rounding_helpers_against_known_values():
 @pytest.mark.parametrize("finite", [True, False])
 def test_cpu_adamw_bf16_matches_numpy_bitwise(finite):
     rng = np.random.default_rng(0)
-    n = 70_000  # more than one of adamw_bf16.c's chunks
+    n = 70_000  # more than one of adamw.c's chunks
     p = rng.standard_normal(n).astype(np.float32)
     g = (rng.standard_normal(n) * 1e-2).astype(np.float32)
     g[:5] = 0.0

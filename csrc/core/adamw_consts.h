@@ -1,6 +1,6 @@
 /* The per-step constants of an AdamW update, derived once on the host from mk_adamw_args.
- * Shared by the CPU (cpu/adamw.h) and CUDA (cuda/adamw.cuh) updates so both start from the
- * same floats; plain C that also compiles as C++. */
+ * Shared by the CPU (cpu/adamw.c) and CUDA (cuda/adamw.cu) updates, each backend's one AdamW
+ * file, so both start from the same floats; plain C that also compiles as C++. */
 #ifndef MANAKA_ADAMW_CONSTS_H
 #define MANAKA_ADAMW_CONSTS_H
 #include <math.h>

@@ -1,6 +1,6 @@
 /* The CPU implementations of the mk_backend primitives (backend.h gives each one's math).
  * Each concern has its own file: backend_cpu.c (memory and the table), gemm.c, dense.c,
- * loss.c, adamw.c, adamw_bf16.c, pair_adamw.c, policy_head.c; the fused ops are the mk_*_cpu functions of manaka.h. */
+ * loss.c, adamw.c, policy_head.c; the fused ops are the mk_*_cpu functions of manaka.h. */
 #ifndef MANAKA_CPU_BACKEND_H
 #define MANAKA_CPU_BACKEND_H
 #include "core/backend.h"
@@ -31,14 +31,13 @@ mk_status mk_loss_stats_cpu(void *stream, const float *row_policy, const float *
                             const float *row_correct, int64_t B, float value_weight,
                             float *stats);
 
-/* adamw.c */
+/* adamw.c: every AdamW variant (flat fp32 and bf16 moments, the fused pair-table update
+ * over pair_groups.c) */
 mk_status mk_adamw_cpu(void *stream, float *p, const float *g, float *m, float *v, int64_t n,
                        const mk_adamw_args *args, const float *stats);
-/* adamw_bf16.c */
 mk_status mk_adamw_bf16_cpu(void *stream, float *p, const float *g, uint16_t *m, uint16_t *v,
                             int64_t n, const mk_adamw_args *args, const float *stats,
                             uint64_t seed);
-/* pair_adamw.c (over pair_groups.c) */
 mk_status mk_pair_sums_backward_adamw_cpu(void *stream, const float *grad, const int32_t *tokens,
                                           int64_t rows, int64_t T, int64_t P, int64_t V,
                                           float *p, float *m, float *v,
@@ -57,7 +56,7 @@ mk_status mk_policy_head_cpu(void *stream, const float *q, const float *table,
                              const float *soft, int64_t B, int64_t L, int64_t W,
                              float grad_scale, float *dlogits, float *dq, float *row_loss,
                              float *row_correct);
-/* pair_adamw.c: the table's scratch_bytes (only the fused pair-table updates use `work` on
+/* adamw.c: the table's scratch_bytes (only the fused pair-table updates use `work` on
  * the CPU). */
 mk_status mk_scratch_bytes_cpu(const mk_step_shapes *shapes, size_t *bytes);
 #endif

@@ -1,5 +1,5 @@
 /* The pair table's gradient, one group of rows at a time, for the fused updates of
- * pair_adamw.c (fp32 and bf16 moments): the gradient is never stored whole. */
+ * adamw.c (fp32 and bf16 moments): the gradient is never stored whole. */
 #ifndef MANAKA_CPU_PAIR_GROUPS_H
 #define MANAKA_CPU_PAIR_GROUPS_H
 #include "core/backend.h"

@@ -47,7 +47,8 @@ mk_status mk_loss_stats_cuda(void *stream, const float *row_policy, const float 
                              const float *row_correct, int64_t B, float value_weight,
                              float *stats);
 
-/* adamw.cu; pair_sums.cu for the fused PairSums backward + AdamW */
+/* adamw.cu: every AdamW variant (flat, and the fused PairSums backward + AdamW of the pair
+ * table), with fp32 moments ... */
 mk_status mk_adamw_cuda(void *stream, float *p, const float *g, float *m, float *v, int64_t n,
                         const mk_adamw_args *args, const float *stats);
 mk_status mk_pair_sums_backward_adamw_cuda(void *stream, const float *grad,
@@ -55,7 +56,7 @@ mk_status mk_pair_sums_backward_adamw_cuda(void *stream, const float *grad,
                                            int64_t P, int64_t V, float *p, float *m, float *v,
                                            const mk_adamw_args *args, const float *stats,
                                            void *work, size_t work_bytes);
-/* adamw_bf16.cu; pair_sums.cu: the same two updates with bf16 moments */
+/* ... and the same two with bf16 moments */
 mk_status mk_adamw_bf16_cuda(void *stream, float *p, const float *g, uint16_t *m, uint16_t *v,
                              int64_t n, const mk_adamw_args *args, const float *stats,
                              uint64_t seed);

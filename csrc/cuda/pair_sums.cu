@@ -12,11 +12,12 @@
  * (bucket.cuh, stable), then one thread per table element writes
  * grad_pair_table[q, p] = sum of grad[row, p] over q's entries in ascending row: every
  * element of the 44 M-float table is written exactly once (no memset) and the result is
- * bitwise reproducible. The atomic version (zero, then atomicAdd per pair and column) is
- * kept for the benchmark; its result depends on scheduling when a pair repeats. */
-#include "adamw.cuh"
-#include "bucket.cuh"
+ * bitwise reproducible. The same buckets and sums feed the fused pair-table AdamW of
+ * adamw.cu (pair_sums.cuh), which never stores the gradient. The atomic version (zero, then
+ * atomicAdd per pair and column) is kept for the benchmark; its result depends on
+ * scheduling when a pair repeats. */
 #include "bench_variants.h"
+#include "pair_sums.cuh"
 
 #define PR_THREADS 256
 
@@ -99,56 +100,13 @@ static __global__ void pair_sums_keys_kernel(const int32_t *__restrict__ tokens,
     }
 }
 
-/* Table element x = q P + c of the pair table's gradient: grad[row, c] summed over q's
- * entries in ascending row (the buckets' stable order), so every kernel that needs it,
- * stored or consumed, gets the same bits. */
-__device__ __forceinline__ float pair_grad_element(const float *__restrict__ grad,
-                                                   const int32_t *__restrict__ order,
-                                                   const int32_t *__restrict__ starts,
-                                                   int64_t pairs, int64_t P, int64_t x) {
-    const int64_t q = x / P, c = x % P;
-    float acc = 0.0f;
-    for (int32_t j = starts[q]; j < starts[q + 1]; j++) acc += grad[(order[j] / pairs) * P + c];
-    return acc;
-}
-
 static __global__ void pair_sums_grad_table_kernel(const float *__restrict__ grad,
                                                    const int32_t *__restrict__ order,
                                                    const int32_t *__restrict__ starts,
                                                    int64_t num_pairs, int64_t pairs, int64_t P,
                                                    float *__restrict__ grad_table) {
     MK_GRID_STRIDE(x, num_pairs * P)
-        grad_table[x] = pair_grad_element(grad, order, starts, pairs, P, x);
-}
-
-/* AdamW of table element x with fp32 or bf16 moments (adamw.cuh). */
-__device__ __forceinline__ void pair_update(const mk_adamw_consts &k, float g, float *p, float *m,
-                                            float *v, uint64_t seed, int64_t x) {
-    (void)seed;
-    (void)x;
-    mk_adamw_update(k, g, p, m, v);
-}
-__device__ __forceinline__ void pair_update(const mk_adamw_consts &k, float g, float *p,
-                                            uint16_t *m, uint16_t *v, uint64_t seed, int64_t x) {
-    mk_adamw_update_bf16(k, g, p, m, v, seed, x);
-}
-
-/* The same per-element sum as pair_sums_grad_table_kernel, consumed at once by AdamW
- * instead of being written: the 176 MB gradient of the seed's pair table is never stored
- * or read back. Moment is float, or uint16_t for bf16 moments (pair_state_dtype="bf16",
- * rounded with `seed`). Skipped on the device when the step's loss was not finite. */
-template <typename Moment>
-static __global__ void pair_sums_adamw_kernel(const float *__restrict__ grad,
-                                              const int32_t *__restrict__ order,
-                                              const int32_t *__restrict__ starts,
-                                              int64_t num_pairs, int64_t pairs, int64_t P,
-                                              float *__restrict__ p, Moment *__restrict__ m,
-                                              Moment *__restrict__ v, mk_adamw_consts k,
-                                              const float *__restrict__ stats, uint64_t seed) {
-    if (stats && stats[MK_STAT_FINITE] == 0.0f) return;
-    MK_GRID_STRIDE(x, num_pairs * P)
-        pair_update(k, pair_grad_element(grad, order, starts, pairs, P, x), p + x, m + x, v + x,
-                    seed, x);
+        grad_table[x] = mk_pair_grad_element(grad, order, starts, pairs, P, x);
 }
 
 static __global__ void pair_sums_grad_table_atomic_kernel(const float *__restrict__ grad,
@@ -204,53 +162,44 @@ extern "C" mk_status mk_pair_sums_backward_cuda_ws_bytes(int64_t rows, int64_t T
     return num_pairs > 0 ? mk_buckets_bytes(rows * (T * (T - 1) / 2), num_pairs, bytes) : MK_OK;
 }
 
-/* The deterministic backward: bucket the (row, pair) entries by table row (stable in entry
- * order, so each sum has a fixed order: reproducible), then either write each row's
- * gradient (grad_pair_table) or, when it is NULL, feed it straight to AdamW over (p, m, v)
- * with `args` (moments float32 or bf16 rounded with `seed`), skipped on the device when
- * stats says not finite. The buckets live in `work` (checked before any launch). */
-template <typename Moment>
-static mk_status pair_sums_backward_sorted(const char *op, const float *grad,
-                                           const int32_t *tokens, int64_t rows, int64_t T,
-                                           int64_t P, int64_t num_pairs, float *grad_pair_table,
-                                           float *p, Moment *m, Moment *v,
-                                           const mk_adamw_args *args, const float *stats,
-                                           uint64_t seed, void *work, size_t work_bytes,
-                                           cudaStream_t s) {
+mk_status mk_pair_buckets_cuda(const char *op, const int32_t *tokens, int64_t rows, int64_t T,
+                               int64_t P, int64_t num_pairs, void *work, size_t work_bytes,
+                               cudaStream_t s, mk_buckets *bk) {
     mk_status status = MK_OK;
     const int64_t pairs = T * (T - 1) / 2;
-    mk_buckets bk;
-    if (num_pairs == 0 || P == 0) return MK_OK;
     if ((status = check_sizes(op, rows, T, P, 0)) != MK_OK) return status;
-    if ((status = mk_buckets_carve(&bk, rows * pairs, num_pairs, work, work_bytes, op)) != MK_OK)
+    if ((status = mk_buckets_carve(bk, rows * pairs, num_pairs, work, work_bytes, op)) != MK_OK)
         return status;
     if (rows * pairs > 0) {
         pair_sums_keys_kernel<<<mk_blocks_for(rows * pairs, 256), 256, 0, s>>>(
-            tokens, rows, T, (int32_t)num_pairs, bk.keys);
+            tokens, rows, T, (int32_t)num_pairs, bk->keys);
         MK_CUDA_LAUNCHED("pair_sums_keys_kernel");
     }
-    if ((status = mk_buckets_sort(&bk, s)) != MK_OK) goto done;
-    if (grad_pair_table) {
-        pair_sums_grad_table_kernel<<<mk_blocks_for(num_pairs * P, 256), 256, 0, s>>>(
-            grad, bk.order, bk.starts, num_pairs, pairs > 0 ? pairs : 1, P, grad_pair_table);
-        MK_CUDA_LAUNCHED("pair_sums_grad_table_kernel");
-    } else {
-        pair_sums_adamw_kernel<Moment><<<mk_blocks_for(num_pairs * P, 256), 256, 0, s>>>(
-            grad, bk.order, bk.starts, num_pairs, pairs > 0 ? pairs : 1, P, p, m, v,
-            mk_adamw_prepare(args), stats, seed);
-        MK_CUDA_LAUNCHED("pair_sums_adamw_kernel");
-    }
+    status = mk_buckets_sort(bk, s);
 done:
     return status;
 }
 
+/* The deterministic backward: bucket the (row, pair) entries by table row (stable in entry
+ * order, so each sum has a fixed order: reproducible), then write each row's gradient. The
+ * buckets live in `work` (checked before any launch). */
 extern "C" mk_status mk_pair_sums_backward_cuda_ws(const float *grad, const int32_t *tokens,
                                                    int64_t rows, int64_t T, int64_t P,
                                                    int64_t num_pairs, float *grad_pair_table,
                                                    void *work, size_t work_bytes, void *stream) {
-    return pair_sums_backward_sorted<float>("pair_sums_backward", grad, tokens, rows, T, P,
-                                            num_pairs, grad_pair_table, NULL, NULL, NULL, NULL,
-                                            NULL, 0, work, work_bytes, MK_STREAM(stream));
+    mk_status status = MK_OK;
+    cudaStream_t s = MK_STREAM(stream);
+    const int64_t pairs = T * (T - 1) / 2;
+    mk_buckets bk;
+    if (num_pairs == 0 || P == 0) return MK_OK;
+    if ((status = mk_pair_buckets_cuda("pair_sums_backward", tokens, rows, T, P, num_pairs, work,
+                                       work_bytes, s, &bk)) != MK_OK)
+        return status;
+    pair_sums_grad_table_kernel<<<mk_blocks_for(num_pairs * P, 256), 256, 0, s>>>(
+        grad, bk.order, bk.starts, num_pairs, pairs > 0 ? pairs : 1, P, grad_pair_table);
+    MK_CUDA_LAUNCHED("pair_sums_grad_table_kernel");
+done:
+    return status;
 }
 
 /* The public op's path: scratch from the workspace pool around the launcher above. */
@@ -267,28 +216,6 @@ extern "C" mk_status mk_pair_sums_backward_cuda(const float *grad, const int32_t
     status = mk_pair_sums_backward_cuda_ws(grad, tokens, rows, T, P, num_pairs, grad_pair_table,
                                            work, bytes, stream);
     return mk_work_free(work, status, MK_STREAM(stream));
-}
-
-/* The backend table's entries (stream first, scratch from the step's arena). */
-extern "C" mk_status mk_pair_sums_backward_adamw_cuda(void *stream, const float *grad,
-                                                      const int32_t *tokens, int64_t rows,
-                                                      int64_t T, int64_t P, int64_t V, float *p,
-                                                      float *m, float *v,
-                                                      const mk_adamw_args *args,
-                                                      const float *stats, void *work,
-                                                      size_t work_bytes) {
-    return pair_sums_backward_sorted<float>("pair_sums_backward_adamw", grad, tokens, rows, T, P,
-                                            mk_num_pairs(V), NULL, p, m, v, args, stats, 0, work,
-                                            work_bytes, MK_STREAM(stream));
-}
-
-extern "C" mk_status mk_pair_sums_backward_adamw_bf16_cuda(
-    void *stream, const float *grad, const int32_t *tokens, int64_t rows, int64_t T, int64_t P,
-    int64_t V, float *p, uint16_t *m, uint16_t *v, const mk_adamw_args *args,
-    const float *stats, uint64_t seed, void *work, size_t work_bytes) {
-    return pair_sums_backward_sorted<uint16_t>("pair_sums_backward_adamw_bf16", grad, tokens,
-                                               rows, T, P, mk_num_pairs(V), NULL, p, m, v, args,
-                                               stats, seed, work, work_bytes, MK_STREAM(stream));
 }
 
 extern "C" mk_status mk_pair_sums_backward_atomic_cuda(const float *grad, const int32_t *tokens,
