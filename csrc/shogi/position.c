@@ -161,11 +161,16 @@ static inline int msb(bb b) {
         }                                                                                          \
     } while (0)
 
-/* A slider's attack from s along d (a constant at every call, so the branch folds). */
+/* A slider's attack from s along d (a constant at every call), without branches. Towards
+ * higher squares the attack is the ray up to the lowest blocker: the ray masked below the
+ * blocker's bit doubled (no blocker: the whole ray). Towards lower squares it is the ray
+ * less the ray beyond the highest blocker; with no blocker that is square 0's ray, empty
+ * in each of those directions, as `| 1` makes it. */
 static inline bb slide(int d, int s, bb occ) {
     bb r = ray[d][s], b = r & occ;
-    if (!b) return r;
-    int x = (d == 1 || d == 3 || d == 5 || d == 6) ? lsb(b) : msb(b);
+    if (d == 1 || d == 3 || d == 5 || d == 6) return r & (((b & -b) << 1) - 1);
+    uint64_t hi = (uint64_t)(b >> 64), lo = (uint64_t)b | 1;
+    int x = hi ? 127 - __builtin_clzll(hi) : 63 - __builtin_clzll(lo);
     return r ^ ray[d][x];
 }
 
@@ -189,10 +194,16 @@ typedef mk_shogi_boards boards;
 #define ROOKS(B, c) (PIECES(B, c, MK_ROOK) | PIECES(B, c, MK_DRAGON))
 #define KINGLIKE(B, c) (PIECES(B, c, MK_KING) | PIECES(B, c, MK_HORSE) | PIECES(B, c, MK_DRAGON))
 
-/* The sliders of colour c that attack s through occupancy occ. */
+/* The sliders of colour c that attack s through occupancy occ: those on one of s's
+ * lines (with an empty board) with nothing between. */
 static inline bb slider_attackers(const boards *B, int s, int c, bb occ) {
-    return (lance_attack(1 - c, s, occ) & PIECES(B, c, MK_LANCE)) | (bishop_attack(s, occ) & BISHOPS(B, c)) |
-           (rook_attack(s, occ) & ROOKS(B, c));
+    bb snipers = (ray[c ? 0 : 5][s] & PIECES(B, c, MK_LANCE)) | (rook_empty[s] & ROOKS(B, c)) |
+                 (bishop_empty[s] & BISHOPS(B, c)), a = 0;
+    FOR_SQUARES(snipers, x, {
+        int d = line_dir[s][x];
+        if (!((ray[d][s] ^ ray[d][x] ^ square_bb[x]) & occ)) a |= square_bb[x];
+    });
+    return a;
 }
 
 /* The pieces of colour c that attack s through occupancy occ. */
@@ -201,21 +212,6 @@ static inline bb attackers_to(const boards *B, int s, int c, bb occ) {
     return (step[o][ST_PAWN][s] & PIECES(B, c, MK_PAWN)) | (step[o][ST_KNIGHT][s] & PIECES(B, c, MK_KNIGHT)) |
            (step[o][ST_SILVER][s] & PIECES(B, c, MK_SILVER)) | (step[o][ST_GOLD][s] & GOLDS(B, c)) |
            (step[o][ST_KING][s] & KINGLIKE(B, c)) | slider_attackers(B, s, c, occ);
-}
-
-/* Every square colour c attacks through occupancy occ. */
-static bb attacked_by(const boards *B, int c, bb occ) {
-    bb pawns = PIECES(B, c, MK_PAWN);
-    /* a pawn never stands on its last rank, so the shift stays within its file */
-    bb a = c ? pawns << 1 : pawns >> 1;
-    FOR_SQUARES(PIECES(B, c, MK_KNIGHT), s, a |= step[c][ST_KNIGHT][s];);
-    FOR_SQUARES(PIECES(B, c, MK_SILVER), s, a |= step[c][ST_SILVER][s];);
-    FOR_SQUARES(GOLDS(B, c), s, a |= step[c][ST_GOLD][s];);
-    FOR_SQUARES(KINGLIKE(B, c), s, a |= step[c][ST_KING][s];);
-    FOR_SQUARES(PIECES(B, c, MK_LANCE), s, a |= lance_attack(c, s, occ););
-    FOR_SQUARES(BISHOPS(B, c), s, a |= bishop_attack(s, occ););
-    FOR_SQUARES(ROOKS(B, c), s, a |= rook_attack(s, occ););
-    return a;
 }
 
 void mk_shogi_boards_finish(boards *B) {
@@ -426,9 +422,14 @@ static inline __attribute__((always_inline)) int generate(const mk_shogi_pos *po
         }
     });
 
-    /* King moves, against every square the opponent attacks with our king lifted. */
-    bb king_to = step[us][ST_KING][k0] & ~ours;
-    if (king_to) king_to &= ~attacked_by(B, them, occ ^ square_bb[k0]);
+    /* King moves: to the squares the opponent does not attack with our king lifted (so
+     * that it cannot step back along a slider's line), each tested on its own: a king
+     * has few free squares, fewer than the opponent's pieces whose attacks a map of every
+     * attacked square would need. */
+    bb king_to = 0, lifted = occ ^ square_bb[k0];
+    FOR_SQUARES(step[us][ST_KING][k0] & ~ours, t, {
+        if (!attackers_to(B, t, them, lifted)) king_to |= square_bb[t];
+    });
     emit_piece(out, bitset, k0, 0, king_to, base[k0]);
     if (checkers & (checkers - 1)) return out->n; /* double check: only the king moves */
 
@@ -602,12 +603,14 @@ void mk_shogi_tokens_boards(const mk_shogi_pos *pos, const boards *B, int32_t *t
      * them forwards, White's (rotated, s -> 80 - s) backwards, so that each comes out in
      * its own square order. */
     int side = pos->side, m = popcount(B->all);
-    if (m > MK_SHOGI_TOKENS) m = MK_SHOGI_TOKENS; /* a validated position has at most 40 */
+    if (m > MK_SHOGI_TOKENS) { /* never after validation (at most the 40 pieces of a set) */
+        mk_shogi_tokens(pos, tokens);
+        return;
+    }
     int32_t *black = tokens + (side ? MK_SHOGI_TOKENS : 0), *white = tokens + (side ? 0 : MK_SHOGI_TOKENS) + m - 1;
     const int16_t *tb = token_base[0], *tw = token_base[1];
     int i = 0;
     FOR_SQUARES(B->all, s, {
-        if (i == m) break;
         unsigned p = pos->board[s];
         black[i] = tb[p] + s;
         white[-i] = tw[p] + 80 - s;

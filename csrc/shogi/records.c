@@ -111,45 +111,37 @@ static int decode_position(int format, const uint8_t *data, mk_shogi_pos *pos, m
     int seg_start[3] = {0, lo + 1, hi + 1}, seg_end[3] = {lo, hi, 81};
     const code_entry *board_code = table[format][0];
     uint64_t(*words)[2] = B->piece_words;
-    /* x holds the bits from `bit` on: re-read once more than 56 of them were used, so
-     * that an 8-bit code is always whole in it. A code or a run that ends past bit 256 is
-     * refused after the loop (the bits past 256 read as zeros, a run of empty squares
-     * then, which is refused at once so that no read goes past the zero words). */
-    int bit = 15, used = 0;
-    uint64_t x = peek64(&b, bit);
+    /* Each step reads the bits from `bit` on: a run of 0 bits (empty squares, cut at the
+     * segment's end, as the next square of the next segment has a code again), then the
+     * code of the piece that ends it. A code or a run that ends past bit 256 is refused
+     * (the bits past 256 read as zeros). */
+    int bit = 15;
     for (int g = 0; g < 3; g++) {
         int s = seg_start[g], end = seg_end[g];
         while (s < end) {
-            if (used > 56) {
-                x = peek64(&b, bit);
-                used = 0;
+            uint64_t x = peek64(&b, bit);
+            int run = x ? __builtin_ctzll(x) : 64;
+            if (run >= end - s) { /* the segment's other squares are empty */
+                bit += end - s;
+                break;
             }
-            if (x & 1) {
-                code_entry e = board_code[x & 255];
-                if (!e.len) return MK_SHOGI_BAD_CODE;
-                bit += e.len;
-                used += e.len;
-                x >>= e.len;
-                pos->board[s] = e.piece;
-                words[e.piece][MK_SHOGI_WORD(s)] |= 1ull << (s & 63);
-                s++;
-            } else {
-                x = peek64(&b, bit);
-                int run = x ? __builtin_ctzll(x) : 64;
-                if (run > end - s) run = end - s;
-                if (bit + run > 256) return MK_SHOGI_BAD_CODE;
+            if (run > 56) { /* too few bits left in x for a code: read again */
                 bit += run;
                 s += run;
-                if (run < 64) {
-                    x >>= run;
-                    used = run;
-                } else {
-                    used = 64; /* read again */
-                }
+                if (bit > 256) return MK_SHOGI_BAD_CODE;
+                continue;
             }
+            bit += run;
+            s += run;
+            code_entry e = board_code[(x >> run) & 255];
+            if (!e.len) return MK_SHOGI_BAD_CODE;
+            bit += e.len;
+            pos->board[s] = e.piece;
+            words[e.piece][MK_SHOGI_WORD(s)] |= 1ull << (s & 63);
+            s++;
         }
+        if (bit > 256) return MK_SHOGI_BAD_CODE;
     }
-    if (bit > 256) return MK_SHOGI_BAD_CODE;
     const code_entry *hand_code = table[format][1];
     while (bit < 256) {
         code_entry e = hand_code[peek64(&b, bit) & 255];
