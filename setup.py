@@ -289,7 +289,8 @@ def extensions(cuda):
     archs = ";".join(cuda["archs"])
     return [core, Extension(
         "manaka._cuda",
-        sources=sources("cuda/*.cu", "cuda/*.c") + ["csrc/core/error.c", "csrc/core/backend.c", "csrc/core/batch.c", "csrc/python/common/binding.c"]
+        sources=sources("cuda/*.cu", "cuda/*.c") + ["csrc/core/error.c", "csrc/core/backend.c", "csrc/core/batch.c", "csrc/core/check.c",
+                                                       "csrc/python/common/binding.c"]
         + sources("python/cuda/*.c"),
         include_dirs=[numpy.get_include(), "csrc"],
         define_macros=[("MK_CUDA_ARCHS", f'"{archs}"')],

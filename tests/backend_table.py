@@ -32,9 +32,9 @@ class Batch(ctypes.Structure):  # mk_batch, batch.h
                 ("on_device", I32)]
 
 
-class Fault(ctypes.Structure):  # mk_batch_fault, batch.h
-    _fields_ = [("kind", I32), ("index", I64), ("slot", I64), ("count", I64),
-                ("value", ctypes.c_double)]
+class Fault(ctypes.Structure):  # mk_fault, check.h
+    _fields_ = [("kind", I32), ("index", I64), ("slot", I64), ("count", I64), ("value", I64),
+                ("real", ctypes.c_double)]
 
 
 class StepShapes(ctypes.Structure):  # mk_step_shapes, backend.h
@@ -46,7 +46,7 @@ class AdamwArgs(ctypes.Structure):  # mk_adamw_args, backend.h
                                           "bias_correction1", "bias_correction2")]
 
 
-MIRRORS = {"mk_batch": Batch, "mk_batch_fault": Fault, "mk_step_shapes": StepShapes,
+MIRRORS = {"mk_batch": Batch, "mk_fault": Fault, "mk_step_shapes": StepShapes,
            "mk_adamw_args": AdamwArgs}
 
 # The prototype of every entry: (return type, argument types), as declared in backend.h.
@@ -127,7 +127,7 @@ def header_prototypes(path=None):
     struct = text[text.index("typedef struct mk_backend"):]
     struct = struct[:struct.index("} mk_backend;")]
     pointers = {"mk_adamw_args": ARGS, "mk_batch": ctypes.POINTER(Batch),
-                "mk_batch_fault": ctypes.POINTER(Fault), "mk_step_shapes": ctypes.POINTER(StepShapes),
+                "mk_fault": ctypes.POINTER(Fault), "mk_step_shapes": ctypes.POINTER(StepShapes),
                 "size_t": ctypes.POINTER(SIZE)}
     return {name: ({"mk_status": ST, "void": None}[ret], c_argtypes(params, pointers))
             for ret, name, params in re.findall(r"\b(mk_status|void)\s*\(\*(\w+)\)\s*\(([^)]*)\)", struct)}

@@ -536,8 +536,8 @@ FAULT_NONE, FAULT_TOKEN, FAULT_COUNT, FAULT_LEGAL, FAULT_TARGET, FAULT_VALUE, FA
 
 
 def first_fault(tokens, legal, counts, target, value, soft, V, M, with_targets):
-    """batch.h's mk_batch_find_fault in NumPy: (kind, index, slot) of the first bad entry,
-    in the order the checks run."""
+    """check.h's mk_find_fault over a batch's rules in NumPy: (kind, index, slot) of the
+    first bad entry, in the order the checks run."""
     flat = tokens.reshape(-1)
     bad = np.nonzero((flat < -1) | (flat >= V))[0]
     if bad.size:
@@ -546,6 +546,7 @@ def first_fault(tokens, legal, counts, target, value, soft, V, M, with_targets):
     for row in range(len(counts)):
         if not 1 <= counts[row] <= L:
             return FAULT_COUNT, row, 0
+    for row in range(len(counts)):
         bad = np.nonzero((legal[row, :counts[row]] < 0) | (legal[row, :counts[row]] >= M))[0]
         if bad.size:
             return FAULT_LEGAL, row, bad[0]

@@ -24,10 +24,18 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None or shutil.which("gcc
 P, I64, SIZE = ctypes.c_void_p, ctypes.c_int64, ctypes.c_size_t
 
 
-class BadIndex(ctypes.Structure):  # mk_bad_index in csrc/cuda/runtime.h
-    _fields_ = [("found", ctypes.c_int), ("b", ctypes.c_int64), ("l", ctypes.c_int64),
-                ("flat", ctypes.c_int64), ("value", ctypes.c_int32), ("count", ctypes.c_int64),
-                ("wide", ctypes.c_int64)]
+class Fault(ctypes.Structure):  # mk_fault in csrc/core/check.h
+    _fields_ = [("kind", ctypes.c_int), ("index", I64), ("slot", I64), ("count", I64), ("value", I64),
+                ("real", ctypes.c_double)]
+
+
+class Check(ctypes.Structure):  # mk_check in csrc/core/check.h
+    _fields_ = [("tokens", P), ("n_tokens", I64), ("V", I64), ("legal", P), ("counts", P), ("B", I64),
+                ("L", I64), ("M", I64), ("min_count", I64), ("target", P), ("value", P),
+                ("policy_target", P)]
+
+
+FAULT_NONE, FAULT_TOKEN, FAULT_COUNT, FAULT_LEGAL, FAULT_NARROW = 0, 1, 2, 3, 8  # MK_FAULT_*
 
 
 SIGNATURES = {
@@ -45,9 +53,8 @@ SIGNATURES = {
     "mk_gather_dot_backward_cuda_ws_bytes": [I64, I64, I64, ctypes.POINTER(SIZE)],
     "mk_power_sums_backward_cuda_ws_bytes": [I64, I64, I64, ctypes.POINTER(SIZE)],
     "mk_pair_sums_backward_cuda_ws_bytes": [I64, I64, I64, ctypes.POINTER(SIZE)],
-    "mk_check_legal_cuda": [P, P, I64, I64, I64, ctypes.POINTER(BadIndex), P],
-    "mk_check_tokens_cuda": [P, I64, I64, ctypes.POINTER(BadIndex), P],
-    "mk_narrow_to_int32_cuda": [P, ctypes.c_int, ctypes.c_int, I64, P, ctypes.POINTER(BadIndex), P],
+    "mk_find_fault_cuda": [ctypes.POINTER(Check), ctypes.POINTER(Fault), P, SIZE, P],
+    "mk_narrow_to_int32_cuda": [P, ctypes.c_int, ctypes.c_int, I64, P, ctypes.POINTER(Fault), P],
 }
 
 
@@ -73,15 +80,16 @@ def header_prototypes():
     for path in [os.path.join(ROOT, "csrc", "core", "manaka.h"), *glob.glob(os.path.join(ROOT, "csrc", "cuda", "*.h"))]:
         with open(path) as f:
             text += re.sub(r"/\*.*?\*/|//[^\n]*", " ", f.read(), flags=re.S)
-    pointers = {"mk_bad_index": ctypes.POINTER(BadIndex), "size_t": ctypes.POINTER(SIZE)}
+    pointers = {"mk_fault": ctypes.POINTER(Fault), "mk_check": ctypes.POINTER(Check),
+                "size_t": ctypes.POINTER(SIZE)}
     return {name: c_argtypes(params, pointers)
             for name, params in re.findall(r"\bmk_status\s+(\w+)\s*\(([^)]*)\)\s*;", text)}
 
 
 def test_prototypes_and_struct_match_the_c_declarations():
-    """SIGNATURES against the headers' declarations, and BadIndex against the layout the
-    compiler gave mk_bad_index (mk_emu_layout): a C change fails here, not as garbage
-    arguments in a kernel test."""
+    """SIGNATURES against the headers' declarations, and Fault and Check against the layout
+    the compiler gave mk_fault and mk_check (mk_emu_layout): a C change fails here, not as
+    garbage arguments in a kernel test."""
     declared = header_prototypes()
     for name, args in SIGNATURES.items():
         assert declared.get(name) == args, f"{name}: SIGNATURES has {args}, the header {declared.get(name)}"
@@ -91,8 +99,9 @@ def test_prototypes_and_struct_match_the_c_declarations():
     for line in lib.mk_emu_layout().decode().splitlines():
         name, size, *fields = line.split()
         layout[name] = (int(size), {f.split("=")[0]: int(f.split("=")[1]) for f in fields})
-    mine = {f: getattr(BadIndex, f).offset for f, _ in BadIndex._fields_}
-    assert layout["mk_bad_index"] == (ctypes.sizeof(BadIndex), mine)
+    for name, mirror in (("mk_fault", Fault), ("mk_check", Check)):
+        mine = {f: getattr(mirror, f).offset for f, _ in mirror._fields_}
+        assert layout[name] == (ctypes.sizeof(mirror), mine), name
 
 
 def ptr(a):
@@ -300,15 +309,26 @@ def test_scratch_sizes_follow_entries_and_keys(emu):
 
 
 def first_legal_error(indices, counts, M):
+    """check.h's order: every count first (outside [0, L]: slot -1), then the legal slots
+    row-major."""
     B, L = indices.shape
     for b in range(B):
-        n = L if counts is None else counts[b]
-        if n < 0 or n > L:
-            return (b, -1, n)
-        for l in range(n):
+        if counts is not None and not 0 <= counts[b] <= L:
+            return (b, -1, counts[b])
+    for b in range(B):
+        for l in range(L if counts is None else counts[b]):
             if not 0 <= indices[b, l] < M:
                 return (b, l, indices[b, l])
     return None
+
+
+def find_fault(emu, **arrays):
+    """mk_find_fault_cuda over the given arrays (mk_check's fields), with the ops' pool as
+    scratch."""
+    check = Check(**{k: ptr(v) if isinstance(v, np.ndarray) else v for k, v in arrays.items()})
+    fault = Fault(kind=-1)
+    call(emu, "mk_find_fault_cuda", ctypes.byref(check), ctypes.byref(fault), None, 0)
+    return fault
 
 
 def test_check_legal_finds_the_first_bad_position(emu):
@@ -323,14 +343,14 @@ def test_check_legal_finds_the_first_bad_position(emu):
             counts[rng.integers(0, B)] = rng.choice([-1, L + 1])
         for c in (counts, None):
             want = first_legal_error(indices, c, M)
-            bad = BadIndex()
-            call(emu, "mk_check_legal_cuda", indices, c, B, L, M, ctypes.byref(bad))
+            bad = find_fault(emu, legal=indices, counts=c, B=B, L=L, M=M, min_count=0)
             if want is None:
-                assert bad.found == 0
+                assert bad.kind == FAULT_NONE
+            elif want[1] < 0:
+                assert (bad.kind, bad.index, bad.value) == (FAULT_COUNT, want[0], want[2])
             else:
-                assert bad.found == 1 and (bad.b, bad.l, bad.value) == want
-                if want[1] >= 0:
-                    assert bad.count == (L if c is None else c[want[0]])
+                assert (bad.kind, bad.index, bad.slot, bad.value) == (FAULT_LEGAL, *want)
+                assert bad.count == (L if c is None else c[want[0]])
 
 
 def test_check_tokens_finds_the_first_bad_token(emu):
@@ -342,11 +362,10 @@ def test_check_tokens_finds_the_first_bad_token(emu):
             tokens.flat[rng.integers(0, tokens.size)] = rng.choice([-2, V, 100])
         flat = tokens.ravel()
         bad_at = np.nonzero((flat < -1) | (flat >= V))[0]
-        bad = BadIndex()
-        call(emu, "mk_check_tokens_cuda", tokens, tokens.size, V, ctypes.byref(bad))
-        assert bad.found == (len(bad_at) > 0)
+        bad = find_fault(emu, tokens=tokens, n_tokens=tokens.size, V=V)
+        assert bad.kind == (FAULT_TOKEN if len(bad_at) else FAULT_NONE)
         if len(bad_at):
-            assert (bad.flat, bad.value) == (bad_at[0], flat[bad_at[0]])
+            assert (bad.index, bad.value) == (bad_at[0], flat[bad_at[0]])
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int64, np.uint8, np.uint16, np.uint32, np.uint64])
@@ -356,10 +375,10 @@ def test_narrow_to_int32(emu, dtype):
     lo, hi = max(info.min, -2**31), min(info.max, 2**31 - 1)
     src = rng.integers(lo, hi, size=37, endpoint=True, dtype=dtype)
     dst = np.full(37, 12345, np.int32)
-    bad = BadIndex()
+    bad = Fault()
     call(emu, "mk_narrow_to_int32_cuda", src, np.dtype(dtype).itemsize, int(info.min < 0), 37, dst,
          ctypes.byref(bad))
-    assert bad.found == 0 and np.array_equal(dst, src.astype(np.int64))
+    assert bad.kind == FAULT_NONE and np.array_equal(dst, src.astype(np.int64))
     if info.max > 2**31 - 1:
         src[[5, 20]] = info.max
         if info.min < 0:
@@ -367,7 +386,8 @@ def test_narrow_to_int32(emu, dtype):
         call(emu, "mk_narrow_to_int32_cuda", src, np.dtype(dtype).itemsize, int(info.min < 0), 37, dst,
              ctypes.byref(bad))
         first = 3 if info.min < 0 else 5
-        assert bad.found == 1 and bad.flat == first and bad.wide == np.int64(src[first].astype(np.int64))
+        assert bad.kind == FAULT_NARROW and bad.index == first
+        assert bad.value == np.int64(src[first].astype(np.int64))
 
 
 def test_gpu_test_files_pass_on_the_emulated_device():

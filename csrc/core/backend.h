@@ -231,14 +231,14 @@ typedef struct mk_backend {
     mk_status (*stream_wait_event)(void *stream, void *event);
     /* The host waits for the event's last record to complete. */
     mk_status (*event_synchronize)(void *event);
-    /* mk_batch_find_fault (batch.h) on a batch whose arrays are in this backend's memory
-     * (it passed mk_batch_check_shape), run on `stream`: *fault receives the same first
-     * fault, so mk_batch_fault_status words it like the host check. Returns once the
-     * answer is on the host (a GPU: one small device -> host read). `work` is device
+    /* mk_find_fault (check.h) over mk_batch_rules (batch.h) for a batch whose arrays are in
+     * this backend's memory (it passed mk_batch_check_shape), run on `stream`: *fault
+     * receives the same first fault, so mk_batch_fault_status words it like the host
+     * check. Returns once the answer is on the host (a GPU: one small device -> host read). `work` is device
      * scratch of MK_BATCH_CHECK_WORK_BYTES for that answer (the caller's, not the step's:
      * the check runs on its own stream beside a step), so checking allocates nothing. */
     mk_status (*batch_check)(void *stream, const mk_batch *batch, int64_t V, int64_t M,
-                             int with_targets, mk_batch_fault *fault, void *work,
+                             int with_targets, mk_fault *fault, void *work,
                              size_t work_bytes);
 
     /* ------------------------------------------------------------ scratch */

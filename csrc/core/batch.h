@@ -1,15 +1,17 @@
 /* mk_batch: the positions of one step, and their validation.
  *
  * The check runs before any backend work, so a bad batch is rejected before a parameter,
- * a moment or the step count changes. A host batch is checked here; a batch whose arrays
+ * a moment or the step count changes. Its rules are check.h's (mk_batch_rules turns a
+ * batch into an mk_check): a host batch is checked by mk_find_fault; a batch whose arrays
  * already live in a device backend's memory (on_device) is checked there by the backend's
- * batch_check entry, which finds the same first fault (mk_batch_fault) so that
+ * batch_check entry, which finds the same first fault (mk_fault) so that
  * mk_batch_fault_status words it exactly as the host check does. */
 #ifndef MANAKA_BATCH_H
 #define MANAKA_BATCH_H
 
 #include <stdint.h>
 
+#include "check.h"
 #include "manaka.h"
 
 #ifdef __cplusplus
@@ -29,13 +31,10 @@ typedef struct {
                                    place, checked by backend->batch_check); 0: host arrays */
 } mk_batch;
 
-/* Tolerance on the sum of a soft-target row. */
-#define MK_SOFT_TARGET_TOLERANCE 1e-3
-
 /* MK_OK, or MK_ERR_VALUE naming the field and the first bad position. `op` prefixes the
  * message; V, M, T come from the model's config; `with_targets` also checks target, value
  * and policy_target. Host batches only (reads the arrays): mk_batch_check_shape, then
- * mk_batch_find_fault, then mk_batch_fault_status. */
+ * mk_find_fault over mk_batch_rules, then mk_batch_fault_status. */
 mk_status mk_batch_check(const char *op, const mk_batch *batch, int64_t V, int64_t M, int64_t T,
                          int with_targets);
 
@@ -43,32 +42,13 @@ mk_status mk_batch_check(const char *op, const mk_batch *batch, int64_t V, int64
  * anywhere. */
 mk_status mk_batch_check_shape(const char *op, const mk_batch *batch, int64_t T, int with_targets);
 
-/* The first bad entry of a batch, in the order the checks run: tokens (flat order), then
- * rows in order with counts[r] before legal[r, l], then target, value, and policy_target
- * rows (entries before the row's sum). Later checks assume earlier ones passed (target
- * is compared with a valid count), so only the first fault is meaningful. */
-enum {
-    MK_FAULT_NONE = 0,
-    MK_FAULT_TOKEN,      /* index: flat position in tokens; value: the token */
-    MK_FAULT_COUNT,      /* index: row; value: counts[row] */
-    MK_FAULT_LEGAL,      /* index: row, slot: l; value: legal[row, l]; count: counts[row] */
-    MK_FAULT_TARGET,     /* index: row; value: target[row]; count: counts[row] */
-    MK_FAULT_VALUE,      /* index: row; value: value[row] */
-    MK_FAULT_SOFT_ENTRY, /* index: row, slot: l; value: policy_target[row, l] */
-    MK_FAULT_SOFT_SUM,   /* index: row; value: the row's sum (double); count: counts[row] */
-};
-typedef struct {
-    int kind; /* MK_FAULT_* */
-    int64_t index, slot, count;
-    double value; /* exact for every int32 and float32 */
-} mk_batch_fault;
-
-/* Host arrays: the first fault of a batch that passed mk_batch_check_shape. */
-void mk_batch_find_fault(const mk_batch *batch, int64_t V, int64_t M, int with_targets,
-                         mk_batch_fault *fault);
+/* The rules of a batch that passed mk_batch_check_shape, as check.h's mk_check: tokens in
+ * [-1, V), counts in [1, L], legal ids in [0, M) and, with_targets, target, value and
+ * policy_target (when present). */
+mk_check mk_batch_rules(const mk_batch *batch, int64_t V, int64_t M, int with_targets);
 /* MK_OK for MK_FAULT_NONE, else MK_ERR_VALUE with mk_batch_check's message for it. */
 mk_status mk_batch_fault_status(const char *op, const mk_batch *batch, int64_t V, int64_t M,
-                                const mk_batch_fault *fault);
+                                const mk_fault *fault);
 
 #ifdef __cplusplus
 }

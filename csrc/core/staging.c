@@ -125,7 +125,7 @@ mk_status mk_staging_check(mk_staging *s, const char *op, const mk_batch *b, int
     if (!b->on_device) return mk_batch_check(op, b, V, M, s->T, with_targets);
     mk_status st = mk_batch_check_shape(op, b, s->T, with_targets);
     if (st != MK_OK) return st;
-    mk_batch_fault fault;
+    mk_fault fault;
     if ((st = s->be->batch_check(s->copy_stream, b, V, M, with_targets, &fault, s->check_work,
                                  MK_BATCH_CHECK_WORK_BYTES)) != MK_OK)
         return st;

@@ -107,10 +107,11 @@ static mk_status cpu_event_synchronize(void *event) {
 }
 /* The backend's memory is host memory: the host check reads it directly. */
 static mk_status cpu_batch_check(void *stream, const mk_batch *batch, int64_t V, int64_t M,
-                                 int with_targets, mk_batch_fault *fault, void *work,
+                                 int with_targets, mk_fault *fault, void *work,
                                  size_t work_bytes) {
     (void)stream, (void)work, (void)work_bytes;
-    mk_batch_find_fault(batch, V, M, with_targets, fault);
+    mk_check rules = mk_batch_rules(batch, V, M, with_targets);
+    mk_find_fault(&rules, fault);
     return MK_OK;
 }
 

@@ -86,9 +86,9 @@ void mk_event_destroy_cuda(void *event);
 mk_status mk_event_record_cuda(void *stream, void *event);
 mk_status mk_stream_wait_event_cuda(void *stream, void *event);
 mk_status mk_event_synchronize_cuda(void *event);
-/* batch_check.cu */
+/* check.cu: mk_find_fault_cuda (runtime.h) over mk_batch_rules */
 mk_status mk_batch_check_cuda(void *stream, const mk_batch *batch, int64_t V, int64_t M,
-                              int with_targets, mk_batch_fault *fault, void *work,
+                              int with_targets, mk_fault *fault, void *work,
                               size_t work_bytes);
 
 #ifdef __cplusplus

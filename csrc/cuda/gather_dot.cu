@@ -1,7 +1,7 @@
 /* GatherDot on the GPU (math: manaka.h). Contract:
  *   hidden [B, W] f32, table [M, W] f32, indices [B, L] i32, counts [B] i32 or NULL (= L),
  *   logits / grad [B, L] f32; padded slots (l >= counts[b]) are never read from indices.
- * Indices and counts are range-checked by the caller (validate.cu) before any launch.
+ * Indices and counts are range-checked by the caller (check.cu) before any launch.
  *
  * Forward and grad_hidden: one block per position. The forward keeps hidden[b] in shared
  * memory and gives each warp one legal slot at a time: the warp reads the table row with

@@ -7,6 +7,7 @@
 #ifndef MANAKA_CUDA_RUNTIME_H
 #define MANAKA_CUDA_RUNTIME_H
 
+#include "core/check.h"
 #include "core/manaka.h"
 
 #ifdef __cplusplus
@@ -47,31 +48,19 @@ enum { MK_MEM_HOST = 0, MK_MEM_DEVICE = 1, MK_MEM_MANAGED = 2 };
 /* What `ptr` points to (MK_MEM_*) and, for device or managed memory, its device. */
 mk_status mk_cuda_pointer_info(const void *ptr, int *kind, int *device);
 
-/* The first bad position of an index check, found on the device. */
-typedef struct {
-    int found;       /* 0: every index is in range */
-    int64_t b, l;    /* check_legal: row b, and slot l (-1 when counts[b] itself is bad) */
-    int64_t flat;    /* check_tokens: flat position */
-    int32_t value;   /* the bad value */
-    int64_t count;   /* check_legal, bad index: counts[b] (L without counts) */
-    int64_t wide;    /* narrow: the value that does not fit in int32 */
-} mk_bad_index;
-
-/* counts[b] in [0, L] (counts may be NULL: every row has L), and indices[b, l] in [0, M)
- * for l < counts[b]; reports the first violation in row-major order, like the CPU check.
- * Waits for the answer (one small copy). */
-mk_status mk_check_legal_cuda(const int32_t *indices, const int32_t *counts, int64_t B,
-                              int64_t L, int64_t M, mk_bad_index *bad, void *stream);
-/* Every token in [-1, V); reports the first violation in flat order. Waits for the answer. */
-mk_status mk_check_tokens_cuda(const int32_t *tokens, int64_t n, int64_t V, mk_bad_index *bad,
-                               void *stream);
+/* core/check.h's mk_find_fault for arrays on the device (csrc/cuda/check.cu): the same
+ * first fault, found by kernels on `stream`; waits for the answer (one small copy, more
+ * only when something is wrong). `work`: device scratch of MK_BATCH_CHECK_WORK_BYTES for
+ * the answer, or NULL to take it from the ops' workspace pool. */
+mk_status mk_find_fault_cuda(const mk_check *check, mk_fault *fault, void *work,
+                             size_t work_bytes, void *stream);
 
 /* dst[i] = src[i] for an integer array of `itemsize` bytes (1, 2, 8, or 4 unsigned), so
  * an op can take int8/16/64 and uint8/16/32/64 indices like the CPU path; reports the first
- * element outside the int32 range (bad->flat, bad->wide) instead of wrapping it. Waits
- * for the answer. */
+ * element outside the int32 range as an MK_FAULT_NARROW (index: flat position, value: the
+ * element) instead of wrapping it. Waits for the answer. */
 mk_status mk_narrow_to_int32_cuda(const void *src, int itemsize, int is_signed, int64_t n,
-                                  int32_t *dst, mk_bad_index *bad, void *stream);
+                                  int32_t *dst, mk_fault *fault, void *stream);
 
 #ifdef __cplusplus
 }

@@ -14,9 +14,9 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 RUNTIME_CU = "runtime.cu"  # in the extension build only: the kernel tests call launchers directly
 # Every kernel file: the fused ops and the training step's primitives and op table.
 SOURCES = sorted(f for f in os.listdir(os.path.join(ROOT, "csrc", "cuda")) if f.endswith(".cu") and f != RUNTIME_CU)
-# The C files those need (backend.c: the table check; batch.c: the batch faults' wording; cublas_dynamic.c: the cuBLAS loader,
-# which the emulated build points at cublas_emu.c's stand-in).
-C_SOURCES = ["csrc/core/error.c", "csrc/core/backend.c", "csrc/core/batch.c"] + sorted(
+# The C files those need (backend.c: the table check; batch.c: the batch's rules and the wording of its faults; check.c:
+# the host check; cublas_dynamic.c: the cuBLAS loader, which the emulated build points at cublas_emu.c's stand-in).
+C_SOURCES = ["csrc/core/error.c", "csrc/core/backend.c", "csrc/core/batch.c", "csrc/core/check.c"] + sorted(
     os.path.join("csrc", "cuda", f) for f in os.listdir(os.path.join(ROOT, "csrc", "cuda")) if f.endswith(".c"))
 
 

@@ -308,12 +308,18 @@ cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps
 #include "runtime.h"
 
 extern "C" const char *mk_emu_layout(void) {
-    static char text[512];
+    static char text[1024];
+    int n = 0;
 #define MK_AT(type, f) #f, offsetof(type, f)
-    snprintf(text, sizeof text, "mk_bad_index %zu %s=%zu %s=%zu %s=%zu %s=%zu %s=%zu %s=%zu %s=%zu\n",
-             sizeof(mk_bad_index), MK_AT(mk_bad_index, found), MK_AT(mk_bad_index, b),
-             MK_AT(mk_bad_index, l), MK_AT(mk_bad_index, flat), MK_AT(mk_bad_index, value),
-             MK_AT(mk_bad_index, count), MK_AT(mk_bad_index, wide));
+    n += snprintf(text + n, sizeof text - n, "mk_fault %zu %s=%zu %s=%zu %s=%zu %s=%zu %s=%zu %s=%zu\n",
+                  sizeof(mk_fault), MK_AT(mk_fault, kind), MK_AT(mk_fault, index), MK_AT(mk_fault, slot),
+                  MK_AT(mk_fault, count), MK_AT(mk_fault, value), MK_AT(mk_fault, real));
+    snprintf(text + n, sizeof text - n,
+             "mk_check %zu" " %s=%zu %s=%zu %s=%zu %s=%zu %s=%zu %s=%zu" " %s=%zu %s=%zu %s=%zu %s=%zu %s=%zu %s=%zu\n",
+             sizeof(mk_check), MK_AT(mk_check, tokens), MK_AT(mk_check, n_tokens), MK_AT(mk_check, V),
+             MK_AT(mk_check, legal), MK_AT(mk_check, counts), MK_AT(mk_check, B), MK_AT(mk_check, L),
+             MK_AT(mk_check, M), MK_AT(mk_check, min_count), MK_AT(mk_check, target), MK_AT(mk_check, value),
+             MK_AT(mk_check, policy_target));
 #undef MK_AT
     return text;
 }

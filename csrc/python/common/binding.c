@@ -179,29 +179,29 @@ int64_t mk_pair_vocab_arg(int64_t num_pairs, const char *op, const char *what) {
     return V;
 }
 
-int mk_raise_bad_count(const char *op, int64_t b, int64_t count, int64_t L) {
-    PyErr_Format(PyExc_ValueError, "%s: counts[%lld] = %lld is outside [0, L = %lld]", op,
-                 (long long)b, (long long)count, (long long)L);
-    return -1;
-}
-
-int mk_raise_bad_index(const char *op, int64_t b, int64_t l, int64_t value, int64_t M,
-                       int64_t count) {
-    PyErr_Format(PyExc_ValueError,
-                 "%s: indices[%lld, %lld] = %lld is out of range for a table of %lld rows "
-                 "(legal slots are l < counts[b] = %lld)",
-                 op, (long long)b, (long long)l, (long long)value, (long long)M,
-                 (long long)count);
-    return -1;
-}
-
-int mk_raise_bad_token(const char *op, int64_t flat, int64_t value, int64_t S, int64_t T,
-                       int64_t V, const char *vocab) {
-    PyErr_Format(PyExc_ValueError,
-                 "%s: tokens[%lld, %lld, %lld] = %lld is out of range: must be -1 (empty) or "
-                 "in [0, %lld) (%s)",
-                 op, (long long)(flat / (S * T)), (long long)(flat / T % S),
-                 (long long)(flat % T), (long long)value, (long long)V, vocab);
+int mk_raise_fault(const char *op, const mk_check *c, const mk_fault *f, int64_t S, int64_t T,
+                   const char *vocab) {
+    long long i = (long long)f->index, v = (long long)f->value;
+    switch (f->kind) {
+    case MK_FAULT_TOKEN:
+        PyErr_Format(PyExc_ValueError,
+                     "%s: tokens[%lld, %lld, %lld] = %lld is out of range: must be -1 (empty) or "
+                     "in [0, %lld) (%s)",
+                     op, i / (S * T), i / T % S, i % T, v, (long long)c->V, vocab);
+        break;
+    case MK_FAULT_COUNT:
+        PyErr_Format(PyExc_ValueError, "%s: counts[%lld] = %lld is outside [%lld, L = %lld]", op,
+                     i, v, (long long)c->min_count, (long long)c->L);
+        break;
+    case MK_FAULT_LEGAL:
+        PyErr_Format(PyExc_ValueError,
+                     "%s: indices[%lld, %lld] = %lld is out of range for a table of %lld rows "
+                     "(legal slots are l < counts[b] = %lld)",
+                     op, i, (long long)f->slot, v, (long long)c->M, (long long)f->count);
+        break;
+    default: /* the ops check no targets */
+        PyErr_Format(PyExc_RuntimeError, "%s: unexpected range fault of kind %d", op, f->kind);
+    }
     return -1;
 }
 

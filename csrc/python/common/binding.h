@@ -23,6 +23,7 @@
 #define NPY_NO_DEPRECATED_API NPY_1_20_API_VERSION
 #include <numpy/arrayobject.h>
 
+#include "core/check.h"
 #include "core/manaka.h"
 
 /* New reference to a C-contiguous float32 array with `ndim` dimensions, or NULL with
@@ -53,14 +54,11 @@ int mk_orders_arg(PyObject *obj, const char *op, int64_t *orders);
 /* The vocabulary size V of a pair table with `num_pairs` = V (V + 1) / 2 rows, or -1
  * with a ValueError naming `what` when there is no such V. */
 int64_t mk_pair_vocab_arg(int64_t num_pairs, const char *op, const char *what);
-/* The ValueErrors of the range checks: counts[b] outside [0, L]; indices[b, l] outside
- * [0, M) (count = counts[b]); the token at flat position `flat` of tokens [B, S, T]
- * outside [-1, V) (`vocab` says where V comes from). All return -1. */
-int mk_raise_bad_count(const char *op, int64_t b, int64_t count, int64_t L);
-int mk_raise_bad_index(const char *op, int64_t b, int64_t l, int64_t value, int64_t M,
-                       int64_t count);
-int mk_raise_bad_token(const char *op, int64_t flat, int64_t value, int64_t S, int64_t T,
-                       int64_t V, const char *vocab);
+/* The ValueError of an op's range check (core/check.h's first fault, found on the host or
+ * the device), in the ops' words: `check` is what was checked, S and T the tokens' shape
+ * [B, S, T] (a flat position is printed as [b, s, t]), `vocab` where V comes from. -1. */
+int mk_raise_fault(const char *op, const mk_check *check, const mk_fault *fault, int64_t S,
+                   int64_t T, const char *vocab);
 
 /* A batch's fields agree with tokens (the same words for a host batch, batch_binding.c,
  * and a device one, cuda_batch.c): `name` has B rows; policy_target has L columns, as

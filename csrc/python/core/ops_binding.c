@@ -20,33 +20,21 @@ static void release(arrays *held) {
 }
 #define DIM(arr, i) ((int64_t)PyArray_DIM(arr, i))
 
-/* counts[b] in [0, L] (all rows first, so a bad count is reported as such), then
- * indices[b, l] in [0, M) for l < counts[b]. */
+/* counts[b] in [0, L], then indices[b, l] in [0, M) for l < counts[b] (core/check.h). */
 static int check_legal(const char *op, PyArrayObject *indices, PyArrayObject *counts, int64_t M) {
-    int64_t B = DIM(indices, 0), L = DIM(indices, 1);
-    const int32_t *idx = PyArray_DATA(indices);
-    const int32_t *cnt = counts ? PyArray_DATA(counts) : NULL;
-    for (int64_t b = 0; cnt && b < B; b++) {
-        if (cnt[b] < 0 || cnt[b] > L) return mk_raise_bad_count(op, b, cnt[b], L);
-    }
-    for (int64_t b = 0; b < B; b++) {
-        int64_t n = cnt ? cnt[b] : L;
-        for (int64_t l = 0; l < n; l++) {
-            int32_t m = idx[b * L + l];
-            if (m < 0 || m >= M) return mk_raise_bad_index(op, b, l, m, M, n);
-        }
-    }
-    return 0;
+    mk_check c = {.legal = PyArray_DATA(indices), .counts = counts ? PyArray_DATA(counts) : NULL,
+                  .B = DIM(indices, 0), .L = DIM(indices, 1), .M = M};
+    mk_fault f;
+    mk_find_fault(&c, &f);
+    return f.kind == MK_FAULT_NONE ? 0 : mk_raise_fault(op, &c, &f, 0, 0, NULL);
 }
 
 /* Every token in [-1, V). */
 static int check_tokens(const char *op, PyArrayObject *tokens, int64_t V, const char *vocab) {
-    const int32_t *tok = PyArray_DATA(tokens);
-    npy_intp n = PyArray_SIZE(tokens);
-    int64_t S = DIM(tokens, 1), T = DIM(tokens, 2);
-    for (npy_intp i = 0; i < n; i++)
-        if (tok[i] < -1 || tok[i] >= V) return mk_raise_bad_token(op, i, tok[i], S, T, V, vocab);
-    return 0;
+    mk_check c = {.tokens = PyArray_DATA(tokens), .n_tokens = PyArray_SIZE(tokens), .V = V};
+    mk_fault f;
+    mk_find_fault(&c, &f);
+    return f.kind == MK_FAULT_NONE ? 0 : mk_raise_fault(op, &c, &f, DIM(tokens, 1), DIM(tokens, 2), vocab);
 }
 
 static PyObject *new_float(int ndim, const int64_t *shape) {

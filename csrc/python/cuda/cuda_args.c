@@ -291,7 +291,7 @@ int mk_gpu_expect_index(mk_gpu_array *a, const char *op, int ndim) {
 int mk_gpu_narrow(mk_gpu_array *a, const char *op) {
     int64_t n = mk_shape_size(a->ndim, a->shape);
     if (a->dtype->npy_type == NPY_INT32 || n == 0) return 0;
-    mk_bad_index bad;
+    mk_fault bad;
     mk_status status;
     int is_signed = PyTypeNum_ISSIGNED(a->dtype->npy_type);
     Py_BEGIN_ALLOW_THREADS;
@@ -304,10 +304,14 @@ int mk_gpu_narrow(mk_gpu_array *a, const char *op) {
         PyErr_Format(PyExc_RuntimeError, "%s: %s: %s", op, a->name, mk_error());
         return -1;
     }
-    if (bad.found)
+    if (bad.kind != MK_FAULT_NONE && !is_signed) /* a uint64 above INT64_MAX: its bits */
+        return fail(PyExc_ValueError, op, a->name,
+                    "holds %llu at flat position %lld, outside the int32 range",
+                    (unsigned long long)bad.value, (long long)bad.index);
+    if (bad.kind != MK_FAULT_NONE)
         return fail(PyExc_ValueError, op, a->name,
                     "holds %lld at flat position %lld, outside the int32 range",
-                    (long long)bad.wide, (long long)bad.flat);
+                    (long long)bad.value, (long long)bad.index);
     a->ptr = a->narrowed;
     a->dtype = &mk_int32;
     return 0;

@@ -100,35 +100,29 @@ static PyObject *result(PyObject *out_o, mk_gpu_array *out, const char *op, int 
 
 /* ---------------------------------------------------------------- index checks */
 
-static int check_legal(const char *op, mk_gpu_array *indices, mk_gpu_array *counts, int64_t M) {
-    mk_bad_index bad;
+/* core/check.h's rules, run on the device by mk_find_fault_cuda, worded as on the CPU. */
+static int find_fault(const char *op, const mk_check *c, int64_t S, int64_t T, const char *vocab) {
+    mk_fault f;
     mk_status status;
-    int64_t B = indices->shape[0], L = indices->shape[1];
     Py_BEGIN_ALLOW_THREADS;
-    status = mk_check_legal_cuda(P32(indices), P32(counts), B, L, M, &bad, NULL);
+    status = mk_find_fault_cuda(c, &f, NULL, 0, NULL);
     Py_END_ALLOW_THREADS;
     if (status != MK_OK) {
         mk_raise_where(op, status);
         return -1;
     }
-    if (!bad.found) return 0;
-    if (bad.l < 0) return mk_raise_bad_count(op, bad.b, bad.value, L);
-    return mk_raise_bad_index(op, bad.b, bad.l, bad.value, M, bad.count);
+    return f.kind == MK_FAULT_NONE ? 0 : mk_raise_fault(op, c, &f, S, T, vocab);
+}
+
+static int check_legal(const char *op, mk_gpu_array *indices, mk_gpu_array *counts, int64_t M) {
+    mk_check c = {.legal = P32(indices), .counts = P32(counts), .B = indices->shape[0],
+                  .L = indices->shape[1], .M = M};
+    return find_fault(op, &c, 0, 0, NULL);
 }
 
 static int check_tokens(const char *op, mk_gpu_array *tokens, int64_t V, const char *vocab) {
-    mk_bad_index bad;
-    mk_status status;
-    int64_t S = tokens->shape[1], T = tokens->shape[2];
-    Py_BEGIN_ALLOW_THREADS;
-    status = mk_check_tokens_cuda(P32(tokens), mk_shape_size(3, tokens->shape), V, &bad, NULL);
-    Py_END_ALLOW_THREADS;
-    if (status != MK_OK) {
-        mk_raise_where(op, status);
-        return -1;
-    }
-    if (!bad.found) return 0;
-    return mk_raise_bad_token(op, bad.flat, bad.value, S, T, V, vocab);
+    mk_check c = {.tokens = P32(tokens), .n_tokens = mk_shape_size(3, tokens->shape), .V = V};
+    return find_fault(op, &c, tokens->shape[1], tokens->shape[2], vocab);
 }
 
 /* ---------------------------------------------------------------- GatherDot */

@@ -48,11 +48,11 @@ static PyObject *py_backend_layout(PyObject *self, PyObject *unused) {
         goto fail;
     if (add_struct(out, "mk_batch", sizeof(mk_batch), fields) < 0) goto fail_out;
 
-    if (!(fields = PyDict_New()) || FIELD(mk_batch_fault, kind) || FIELD(mk_batch_fault, index) ||
-        FIELD(mk_batch_fault, slot) || FIELD(mk_batch_fault, count) ||
-        FIELD(mk_batch_fault, value))
+    if (!(fields = PyDict_New()) || FIELD(mk_fault, kind) || FIELD(mk_fault, index) ||
+        FIELD(mk_fault, slot) || FIELD(mk_fault, count) || FIELD(mk_fault, value) ||
+        FIELD(mk_fault, real))
         goto fail;
-    if (add_struct(out, "mk_batch_fault", sizeof(mk_batch_fault), fields) < 0) goto fail_out;
+    if (add_struct(out, "mk_fault", sizeof(mk_fault), fields) < 0) goto fail_out;
 
     if (!(fields = PyDict_New()) || FIELD(mk_step_shapes, B) || FIELD(mk_step_shapes, L) ||
         FIELD(mk_step_shapes, M) || FIELD(mk_step_shapes, rows) || FIELD(mk_step_shapes, T) ||

@@ -1,0 +1,48 @@
+/* mk_find_fault: the host implementation of check.h's rules (csrc/cuda/check.cu is the
+ * device one). One pass per rule, in the documented order; the first fault wins. */
+#include <math.h>
+
+#include "check.h"
+
+static void found(mk_fault *f, int kind, int64_t index, int64_t slot, int64_t count,
+                  int64_t value, double real) {
+    *f = (mk_fault){kind, index, slot, count, value, real};
+}
+
+void mk_find_fault(const mk_check *c, mk_fault *f) {
+    found(f, MK_FAULT_NONE, 0, 0, 0, 0, 0.0);
+    const int32_t *tok = c->tokens;
+    for (int64_t i = 0; tok && i < c->n_tokens; i++)
+        if (tok[i] < -1 || tok[i] >= c->V) return found(f, MK_FAULT_TOKEN, i, 0, 0, tok[i], 0.0);
+    if (!c->legal) return;
+    const int64_t B = c->B, L = c->L;
+    const int32_t *cnt = c->counts;
+    for (int64_t r = 0; cnt && r < B; r++)
+        if (cnt[r] < c->min_count || cnt[r] > L)
+            return found(f, MK_FAULT_COUNT, r, 0, 0, cnt[r], 0.0);
+    for (int64_t r = 0; r < B; r++) {
+        const int64_t n = cnt ? cnt[r] : L;
+        const int32_t *row = c->legal + r * L;
+        for (int64_t l = 0; l < n; l++)
+            if (row[l] < 0 || row[l] >= c->M) return found(f, MK_FAULT_LEGAL, r, l, n, row[l], 0.0);
+    }
+    if (c->target)
+        for (int64_t r = 0; r < B; r++)
+            if (c->target[r] < 0 || c->target[r] >= cnt[r])
+                return found(f, MK_FAULT_TARGET, r, 0, cnt[r], c->target[r], 0.0);
+    if (c->value)
+        for (int64_t r = 0; r < B; r++)
+            if (!(c->value[r] >= 0.0f && c->value[r] <= 1.0f)) /* also rejects NaN */
+                return found(f, MK_FAULT_VALUE, r, 0, 0, 0, c->value[r]);
+    for (int64_t r = 0; c->policy_target && r < B; r++) {
+        const float *pi = c->policy_target + r * L;
+        double sum = 0.0;
+        for (int64_t l = 0; l < cnt[r]; l++) {
+            if (!isfinite(pi[l]) || pi[l] < 0.0f)
+                return found(f, MK_FAULT_SOFT_ENTRY, r, l, cnt[r], 0, pi[l]);
+            sum += pi[l];
+        }
+        if (fabs(sum - 1.0) > MK_SOFT_TARGET_TOLERANCE)
+            return found(f, MK_FAULT_SOFT_SUM, r, 0, cnt[r], 0, sum);
+    }
+}
