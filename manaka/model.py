@@ -3,7 +3,7 @@ and gradients, file I/O. The arithmetic is in C (csrc/core/model.c); this is the
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Dict, Mapping, Tuple
 
 import numpy as np
@@ -40,25 +40,13 @@ class ModelConfig:
     head_width: int = 300
 
     def __post_init__(self):
-        for name in ("num_tokens", "num_moves", "tokens_per_side", "embed_dim", "orders",
-                     "pair_dim", "head_width"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-                raise TypeError(f"ModelConfig: {name} must be an int, got {type(value).__name__}")
-            if value < 1:
-                raise ValueError(f"ModelConfig: {name} must be >= 1, got {value}")
-            object.__setattr__(self, name, int(value))
-        try:
-            hidden = tuple(self.hidden)
-        except TypeError:
-            raise TypeError(f"ModelConfig: hidden must be a sequence of ints, got {self.hidden!r}") from None
-        # int() would take "3" or 1.5 as a width: a config must say what it means
-        if not all(isinstance(h, (int, np.integer)) and not isinstance(h, bool) for h in hidden):
-            raise TypeError(f"ModelConfig: hidden must be a sequence of ints, got {self.hidden!r}")
-        hidden = tuple(int(h) for h in hidden)
-        if any(h < 1 for h in hidden):
-            raise ValueError(f"ModelConfig: every hidden width must be >= 1, got {hidden}")
-        object.__setattr__(self, "hidden", hidden)
+        # The core converts and checks (_core.check_model_config: every field an int, or a
+        # NumPy integer, and >= 1, a TypeError / ValueError naming it); the sizes this
+        # build supports are checked when a Model is made. Both rules are C's
+        # (csrc/core/model.c: mk_config_check_dim, mk_config_check).
+        names = [f.name for f in fields(self)]
+        for name, value in zip(names, _core.check_model_config(*(getattr(self, n) for n in names))):
+            object.__setattr__(self, name, value)
 
     @property
     def num_pairs(self) -> int:

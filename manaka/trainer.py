@@ -86,16 +86,12 @@ class Trainer:
     setting belongs to the trainer and is not changed by :meth:`load_state_dict`.
     """
 
-    PAIR_STATE_DTYPES = ("float32", "bf16")
-
     def __init__(self, model: Model, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.01, warmup_steps: int = 0,
                  schedule: str = "constant", total_steps: Optional[int] = None,
                  min_lr: float = 0.0, value_weight: float = 1.0, pair_state_dtype: str = "float32"):
         if not isinstance(model, Model):
             raise TypeError(f"Trainer: model must be a manaka.Model, got {type(model).__name__}")
-        if not isinstance(pair_state_dtype, str) or pair_state_dtype not in self.PAIR_STATE_DTYPES:
-            raise ValueError(f"Trainer: pair_state_dtype must be 'float32' or 'bf16', got {pair_state_dtype!r}")
         self.model = model
         self._core = _core.Trainer(model._core, pair_state_dtype=pair_state_dtype,
                                    **self._hyper(lr, betas, eps, weight_decay, warmup_steps,
@@ -104,21 +100,16 @@ class Trainer:
     @staticmethod
     def _hyper(lr, betas, eps, weight_decay, warmup_steps, schedule, total_steps, min_lr,
                value_weight) -> dict:
+        """The hyperparameters as the core takes them. Only Python's conversions are here
+        (betas to a pair, float()); the core converts the step counts and the schedule's
+        name, and every rule is C's (mk_trainer_config_check, csrc/core/trainer.c)."""
         try:
             beta1, beta2 = (float(b) for b in betas)
         except (TypeError, ValueError):
             raise ValueError(f"Trainer: betas must be a pair of floats, got {betas!r}") from None
-        for name, value in (("warmup_steps", warmup_steps), ("total_steps", total_steps)):
-            if value is not None and (not isinstance(value, (int, np.integer)) or isinstance(value, bool)):
-                raise TypeError(f"Trainer: {name} must be an int, got {type(value).__name__}")
-        if total_steps is not None and total_steps < 0:
-            raise ValueError(f"Trainer: total_steps must be >= 0, got {total_steps}")
-        if schedule == "cosine" and total_steps is None:
-            raise ValueError("Trainer: schedule='cosine' requires total_steps (the step where lr reaches min_lr)")
         return dict(lr=float(lr), beta1=beta1, beta2=beta2, eps=float(eps),
-                    weight_decay=float(weight_decay), warmup_steps=int(warmup_steps),
-                    schedule=str(schedule), total_steps=-1 if total_steps is None else int(total_steps),
-                    min_lr=float(min_lr), value_weight=float(value_weight))
+                    weight_decay=float(weight_decay), warmup_steps=warmup_steps, schedule=schedule,
+                    total_steps=total_steps, min_lr=float(min_lr), value_weight=float(value_weight))
 
     def step(self, batch: Batch) -> Stats:
         """One AdamW step on `batch`; returns its :class:`Stats`.
@@ -189,9 +180,6 @@ class Trainer:
         except (KeyError, TypeError) as e:
             raise ValueError(f"Trainer.load_state_dict: not a trainer state: missing {e}") from None
         saved_dtype = state.get("pair_state_dtype", "float32")  # states from before the option
-        if saved_dtype not in self.PAIR_STATE_DTYPES:
-            raise ValueError(f"Trainer.load_state_dict: pair_state_dtype must be 'float32' or 'bf16', "
-                             f"got {saved_dtype!r}")
         if not isinstance(step_count, (int, np.integer)) or not 0 <= step_count < 2**63:
             raise ValueError(f"Trainer.load_state_dict: step_count must be an int in [0, 2**63), got {step_count!r}")
         hyper = self._hyper(**h)
@@ -212,7 +200,8 @@ class Trainer:
                 checked[kind].append((name, arr))
         # All or nothing, in C: it checks everything again and takes the model before writing
         # anything, so a failure (another thread's step holding the model, say) changes nothing.
-        self._core.load(self.model._core, checked[0], checked[1], int(step_count), **hyper)
+        self._core.load(self.model._core, checked[0], checked[1], int(step_count),
+                        pair_state_dtype=saved_dtype, **hyper)
 
     def profile(self, enable: bool = True) -> None:
         """Turns on (and resets) per-phase timing in C; it synchronises between phases."""

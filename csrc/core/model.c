@@ -66,21 +66,29 @@ struct mk_model {
     acts a;
 };
 
+mk_status mk_config_check_dim(const char *name, int64_t value) {
+    if (value < 1)
+        return mk_fail(MK_ERR_VALUE, "ModelConfig: %s must be >= 1, got %lld", name,
+                       (long long)value);
+    return MK_OK;
+}
+
 mk_status mk_config_check(const mk_config *c) {
-#define POSITIVE(field)                                                                     \
-    if (c->field < 1)                                                                       \
-        return mk_fail(MK_ERR_VALUE, "ModelConfig: " #field " must be >= 1, got %lld",      \
-                       (long long)c->field);
-    POSITIVE(num_tokens) POSITIVE(num_moves) POSITIVE(tokens_per_side) POSITIVE(embed_dim)
-    POSITIVE(orders) POSITIVE(pair_dim) POSITIVE(head_width)
-#undef POSITIVE
+    mk_status st;
+    const char *names[] = {"num_tokens", "num_moves", "tokens_per_side", "embed_dim",
+                           "orders",     "pair_dim",  "head_width"};
+    const int64_t values[] = {c->num_tokens, c->num_moves, c->tokens_per_side, c->embed_dim,
+                              c->orders,     c->pair_dim,  c->head_width};
+    for (int i = 0; i < 7; i++)
+        if ((st = mk_config_check_dim(names[i], values[i])) != MK_OK) return st;
     if (c->num_hidden < 0 || c->num_hidden > MK_MAX_HIDDEN)
         return mk_fail(MK_ERR_VALUE, "ModelConfig: hidden has %d layers; at most %d are supported",
                        c->num_hidden, MK_MAX_HIDDEN);
-    for (int i = 0; i < c->num_hidden; i++)
-        if (c->hidden[i] < 1)
-            return mk_fail(MK_ERR_VALUE, "ModelConfig: hidden[%d] must be >= 1, got %lld", i,
-                           (long long)c->hidden[i]);
+    for (int i = 0; i < c->num_hidden; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "hidden[%d]", i);
+        if ((st = mk_config_check_dim(name, c->hidden[i])) != MK_OK) return st;
+    }
     if (c->num_tokens > (1 << 20)) /* the pair table alone would hold 5e11 rows */
         return mk_fail(MK_ERR_VALUE, "ModelConfig: num_tokens = %lld is above the supported 2^20",
                        (long long)c->num_tokens);

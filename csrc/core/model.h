@@ -43,7 +43,21 @@ typedef struct {
     int64_t hidden[MK_MAX_HIDDEN];
 } mk_config;
 
-/* MK_OK, or MK_ERR_VALUE naming the bad field. */
+/* The configuration is checked here only; the bindings convert types and add nothing
+ * but what C cannot hold (a value outside int64). Messages name the field as
+ * manaka.ModelConfig does. Two levels, both here:
+ *
+ * mk_config_check_dim: the rule of every width (num_tokens ... head_width, each
+ * hidden[i]): >= 1. MK_OK, or MK_ERR_VALUE "ModelConfig: <name> must be >= 1, got <v>".
+ * It is what a config means, so ModelConfig runs it when it is made
+ * (_core.check_model_config).
+ *
+ * mk_config_check: every width by mk_config_check_dim, then the sizes this
+ * implementation supports (at most MK_MAX_HIDDEN layers, num_tokens <= 2^20,
+ * tokens_per_side <= 1024, each width and the first layer's 2 (K D + P) features
+ * <= 2^31 - 1). MK_OK, or MK_ERR_VALUE naming the bad field. mk_model_create runs it,
+ * and then refuses a config whose tensors pass 2^56 values (their layout). */
+mk_status mk_config_check_dim(const char *name, int64_t value);
 mk_status mk_config_check(const mk_config *cfg);
 
 /* One named tensor inside the parameter (and gradient, and moment) buffers. */

@@ -19,6 +19,7 @@
  * on the CPU. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "bf16.h"
@@ -61,16 +62,41 @@ mk_status mk_trainer_config_check(const mk_trainer_config *c) {
     if (c->warmup_steps < 0)
         return mk_fail(MK_ERR_VALUE, "Trainer: warmup_steps must be >= 0, got %lld",
                        (long long)c->warmup_steps);
-    if (c->schedule != MK_SCHEDULE_CONSTANT && c->schedule != MK_SCHEDULE_COSINE)
+    if (c->has_total_steps && c->total_steps < 0)
+        return mk_fail(MK_ERR_VALUE, "Trainer: total_steps must be >= 0 (or None), got %lld",
+                       (long long)c->total_steps);
+    if (!mk_trainer_schedule_name(c->schedule))
         return mk_fail(MK_ERR_VALUE, "Trainer: unknown schedule %d", c->schedule);
-    if (c->schedule == MK_SCHEDULE_COSINE && c->total_steps < 0)
-        return mk_fail(MK_ERR_VALUE, "Trainer: schedule='cosine' requires total_steps");
-    if (c->total_steps >= 0 && c->schedule == MK_SCHEDULE_COSINE &&
-        c->total_steps <= c->warmup_steps)
+    if (c->schedule == MK_SCHEDULE_COSINE && !c->has_total_steps)
+        return mk_fail(MK_ERR_VALUE, "Trainer: schedule='cosine' requires total_steps (the step "
+                                     "where lr reaches min_lr)");
+    if (c->schedule == MK_SCHEDULE_COSINE && c->total_steps <= c->warmup_steps)
         return mk_fail(MK_ERR_VALUE,
                        "Trainer: total_steps = %lld must be greater than warmup_steps = %lld",
                        (long long)c->total_steps, (long long)c->warmup_steps);
     return MK_OK;
+}
+
+/* The names of an enum argument, by code (MK_SCHEDULE_*, MK_PAIR_STATE_*). */
+static const char *const schedule_names[] = {"constant", "cosine"};
+static const char *const pair_state_names[] = {"float32", "bf16"};
+
+static mk_status code_of(const char *op, const char *arg, const char *const names[2],
+                         const char *name, int *code) {
+    for (int i = 0; i < 2; i++)
+        if (strcmp(name, names[i]) == 0) return *code = i, MK_OK;
+    return mk_fail(MK_ERR_VALUE, "%s: %s must be '%s' or '%s', got '%s'", op, arg, names[0],
+                   names[1], name);
+}
+mk_status mk_trainer_schedule_code(const char *op, const char *name, int *schedule) {
+    return code_of(op, "schedule", schedule_names, name, schedule);
+}
+mk_status mk_trainer_pair_state_code(const char *op, const char *name, int *pair_state) {
+    return code_of(op, "pair_state_dtype", pair_state_names, name, pair_state);
+}
+const char *mk_trainer_schedule_name(int s) { return s == 0 || s == 1 ? schedule_names[s] : NULL; }
+const char *mk_trainer_pair_state_name(int p) {
+    return p == 0 || p == 1 ? pair_state_names[p] : NULL;
 }
 
 double mk_trainer_lr_at(const mk_trainer_config *c, int64_t s) {
@@ -117,7 +143,7 @@ mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, int p
     *out = NULL;
     mk_status st = mk_trainer_config_check(cfg);
     if (st != MK_OK) return st;
-    if (pair_state != MK_PAIR_STATE_F32 && pair_state != MK_PAIR_STATE_BF16)
+    if (!mk_trainer_pair_state_name(pair_state))
         return mk_fail(MK_ERR_VALUE, "Trainer: unknown pair_state_dtype %d", pair_state);
     mk_trainer *t = calloc(1, sizeof *t);
     if (!t) return mk_fail(MK_ERR_NOMEM, "Trainer: out of memory");

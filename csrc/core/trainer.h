@@ -35,7 +35,8 @@ typedef struct {
     double lr, beta1, beta2, eps, weight_decay, min_lr, value_weight;
     int64_t warmup_steps;
     int schedule;        /* MK_SCHEDULE_* */
-    int64_t total_steps; /* required (> warmup_steps) by the cosine schedule; -1 = none */
+    int has_total_steps; /* 0: none (Python's None) */
+    int64_t total_steps; /* required (> warmup_steps) by the cosine schedule */
 } mk_trainer_config;
 
 /* Phase timings (seconds, accumulated) measured when profiling is on. Profiling
@@ -50,8 +51,22 @@ typedef struct {
 
 typedef struct mk_trainer mk_trainer;
 
-/* MK_OK, or MK_ERR_VALUE naming the bad hyperparameter. */
+/* The hyperparameters are checked here only; the binding converts types (and names the
+ * enums below through these functions), manaka.Trainer converts Python values (betas to
+ * a pair, floats). Messages name the argument as manaka.Trainer does.
+ * MK_OK, or MK_ERR_VALUE naming the bad hyperparameter: lr, min_lr, weight_decay and
+ * value_weight finite and >= 0, betas in [0, 1), eps finite and > 0, warmup_steps and
+ * total_steps (when given) >= 0, a known schedule; "cosine" needs total_steps >
+ * warmup_steps. */
 mk_status mk_trainer_config_check(const mk_trainer_config *cfg);
+/* The codes of the names "constant" / "cosine" (MK_SCHEDULE_*) and "float32" / "bf16"
+ * (MK_PAIR_STATE_*): MK_OK, or MK_ERR_VALUE "<op>: schedule must be 'constant' or
+ * 'cosine', got '<name>'" (pair_state_dtype likewise). */
+mk_status mk_trainer_schedule_code(const char *op, const char *name, int *schedule);
+mk_status mk_trainer_pair_state_code(const char *op, const char *name, int *pair_state);
+/* The names of valid codes (as above). */
+const char *mk_trainer_schedule_name(int schedule);
+const char *mk_trainer_pair_state_name(int pair_state);
 double mk_trainer_lr_at(const mk_trainer_config *cfg, int64_t step);
 
 /* The trainer borrows `model`, which must outlive it. Moments start at zero; `pair_state`

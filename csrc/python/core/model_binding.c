@@ -19,23 +19,109 @@ int mk_model_acquire(mk_model_object *self, const char *op) {
 }
 void mk_model_release(mk_model_object *self) { self->busy = 0; }
 
-/* An int of the model config (not a bool); its range is mk_model_create's to check. */
-static int config_int(PyObject *obj, const char *name, int64_t *out) {
-    if (!PyLong_Check(obj) || PyBool_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "ModelConfig: %s must be an int, got %s", name,
-                     Py_TYPE(obj)->tp_name);
-        return -1;
+/* ModelConfig's fields, in the order of its constructor and of _core.Model's. */
+static char *config_fields[] = {"num_tokens", "num_moves", "tokens_per_side", "embed_dim",
+                                "orders",     "pair_dim",  "hidden",          "head_width",
+                                NULL};
+
+/* One width of a model config. The binding converts its type only: an int (a Python int,
+ * or anything with __index__ such as a NumPy integer; not a bool), else a TypeError
+ * naming it. Its rules are C's (mk_config_check_dim, mk_config_check): the binding words
+ * only what C cannot hold, a value outside int64 (below it, the rule of every width;
+ * above it, for a model, the limit every width is far below). `build`: converting for
+ * a model, which mk_model_create then checks whole; otherwise ModelConfig's check when it
+ * is made, which runs mk_config_check_dim here. Returns the value as a Python int (new
+ * reference), *out holding it (INT64_MAX above int64), or NULL. */
+static PyObject *config_int(PyObject *obj, const char *name, int build, int64_t *out) {
+    PyObject *value = !PyBool_Check(obj) && PyIndex_Check(obj) ? PyNumber_Index(obj) : NULL;
+    if (!value) {
+        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "ModelConfig: %s must be an int, got %s", name,
+                         Py_TYPE(obj)->tp_name);
+        }
+        return NULL;
     }
     int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (v == -1 && PyErr_Occurred()) return -1;
-    if (overflow) { /* name the field: mk_config_check bounds it far below 2^63 anyway */
-        PyErr_Format(PyExc_ValueError, "ModelConfig: %s = %S is %s", name, obj,
-                     overflow > 0 ? "above 2^31 - 1" : "below 1");
-        return -1;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (v == -1 && PyErr_Occurred()) goto fail;
+    if (overflow < 0 || (overflow > 0 && build)) {
+        if (overflow < 0)
+            PyErr_Format(PyExc_ValueError, "ModelConfig: %s must be >= 1, got %S", name, value);
+        else
+            PyErr_Format(PyExc_ValueError, "ModelConfig: %s = %S is above 2^31 - 1", name, value);
+        goto fail;
     }
-    *out = v;
-    return 0;
+    *out = overflow ? INT64_MAX : v;
+    mk_status st = build ? MK_OK : mk_config_check_dim(name, *out);
+    if (st == MK_OK) return value;
+    mk_raise_status(st);
+fail:
+    Py_DECREF(value);
+    return NULL;
+}
+
+/* ModelConfig's eight fields `o` (config_fields' order) into `cfg` (the first
+ * MK_MAX_HIDDEN hidden widths; num_hidden counts them all, for mk_config_check to refuse
+ * too many) and into `values` (new references: seven ints and the tuple of hidden
+ * widths), by config_int. 0, or -1 with an exception and nothing held. */
+static int config_from_args(PyObject *const o[8], int build, mk_config *cfg, PyObject *values[8]) {
+    int64_t *fields[] = {&cfg->num_tokens, &cfg->num_moves, &cfg->tokens_per_side,
+                         &cfg->embed_dim,  &cfg->orders,    &cfg->pair_dim,
+                         NULL,             &cfg->head_width};
+    memset(values, 0, 8 * sizeof *values);
+    for (int i = 0; i < 8; i++) {
+        if (i == 6) continue; /* hidden, after the widths */
+        if (!(values[i] = config_int(o[i], config_fields[i], build, fields[i]))) goto fail;
+    }
+    PyObject *hidden = PySequence_Fast(o[6], "");
+    if (!hidden) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "ModelConfig: hidden must be a sequence of ints, got %R",
+                         o[6]);
+        }
+        goto fail;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(hidden);
+    cfg->num_hidden = n > INT_MAX ? INT_MAX : (int)n;
+    values[6] = PyTuple_New(n);
+    for (Py_ssize_t i = 0; values[6] && i < n; i++) {
+        char name[32];
+        int64_t width;
+        snprintf(name, sizeof name, "hidden[%zd]", i);
+        PyObject *v = config_int(PySequence_Fast_GET_ITEM(hidden, i), name, build, &width);
+        if (!v) {
+            Py_CLEAR(values[6]);
+            break;
+        }
+        PyTuple_SET_ITEM(values[6], i, v);
+        if (i < MK_MAX_HIDDEN) cfg->hidden[i] = width;
+    }
+    Py_DECREF(hidden);
+    if (values[6]) return 0;
+fail:
+    for (int i = 0; i < 8; i++) Py_CLEAR(values[i]);
+    return -1;
+}
+
+/* check_model_config(num_tokens, num_moves, tokens_per_side, embed_dim, orders, pair_dim,
+ * hidden, head_width) -> the same as Python ints (hidden a tuple): ModelConfig's check
+ * when it is made (types, and every width >= 1). The sizes this build supports are
+ * checked when a model is made from it (mk_config_check). */
+static PyObject *py_check_model_config(PyObject *self, PyObject *args, PyObject *kwargs) {
+    PyObject *o[8], *values[8];
+    mk_config cfg = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO:check_model_config", config_fields,
+                                     &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7]) ||
+        config_from_args(o, 0, &cfg, values) < 0)
+        return NULL;
+    PyObject *out = PyTuple_New(8);
+    for (int i = 0; i < 8; i++) {
+        if (out) PyTuple_SET_ITEM(out, i, values[i]);
+        else Py_DECREF(values[i]);
+    }
+    return out;
 }
 
 /* The op table `arg` names: NULL or a str looks up this module's registry ("cpu",
@@ -66,7 +152,7 @@ const mk_backend *mk_backend_from_arg(PyObject *arg) {
 static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
     static char *kw[] = {"num_tokens", "num_moves",  "tokens_per_side", "embed_dim", "orders",
                          "pair_dim",   "hidden",     "head_width",      "backend",   "seed",
-                         "fused_head", NULL};
+                         "fused_head", NULL}; /* config_fields, then the model's own */
     PyObject *o[8];
     PyObject *backend_arg = NULL; /* a name ("cpu") or a capsule of another module's table */
     unsigned long long seed = 0;
@@ -80,27 +166,9 @@ static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
                                      &fused_head))
         return -1;
     mk_config cfg = {0};
-    int64_t *fields[] = {&cfg.num_tokens, &cfg.num_moves, &cfg.tokens_per_side, &cfg.embed_dim,
-                         &cfg.orders, &cfg.pair_dim};
-    for (int i = 0; i < 6; i++)
-        if (config_int(o[i], kw[i], fields[i]) < 0) return -1;
-    if (config_int(o[7], "head_width", &cfg.head_width) < 0) return -1;
-    PyObject *hidden = PySequence_Fast(o[6], "ModelConfig: hidden must be a sequence of ints");
-    if (!hidden) return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(hidden);
-    if (n > MK_MAX_HIDDEN) {
-        PyErr_Format(PyExc_ValueError, "ModelConfig: hidden has %zd layers; at most %d are supported",
-                     n, MK_MAX_HIDDEN);
-        Py_DECREF(hidden);
-        return -1;
-    }
-    cfg.num_hidden = (int)n;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (config_int(PySequence_Fast_GET_ITEM(hidden, i), "hidden[i]", &cfg.hidden[i]) < 0) {
-            Py_DECREF(hidden);
-            return -1;
-        }
-    Py_DECREF(hidden);
+    PyObject *values[8];
+    if (config_from_args(o, 1, &cfg, values) < 0) return -1;
+    for (int i = 0; i < 8; i++) Py_DECREF(values[i]);
     const mk_backend *backend = mk_backend_from_arg(backend_arg);
     if (!backend) return -1;
     mk_model *model = NULL;
@@ -481,6 +549,9 @@ static PyObject *py_backend_entries(PyObject *self, PyObject *args) {
 
 static PyMethodDef module_functions[] = {
     {"backend_entries", py_backend_entries, METH_VARARGS, "backend_entries(name='cpu')"},
+    {"check_model_config", (PyCFunction)(void (*)(void))py_check_model_config,
+     METH_VARARGS | METH_KEYWORDS,
+     "check_model_config(num_tokens, ..., hidden, head_width) -> the fields as Python ints"},
     {NULL, NULL, 0, NULL},
 };
 

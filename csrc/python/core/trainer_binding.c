@@ -9,51 +9,78 @@ typedef struct {
     mk_trainer *trainer;
 } trainer_object;
 
-static const char *schedule_names[] = {"constant", "cosine"};
-static const char *pair_state_names[] = {"float32", "bf16"}; /* by MK_PAIR_STATE_* */
+/* An enum argument (schedule, pair_state_dtype) as its code. C holds the names and words
+ * the error (mk_trainer_*_code); a value that is not a str is looked up as its str(), as
+ * manaka.Trainer always did for schedule (so None is "got 'None'"), and one holding a NUL
+ * as its repr() (which C would otherwise read only up to the NUL: never a name). */
+static int enum_arg(PyObject *value, mk_status (*code_of)(const char *, const char *, int *),
+                    const char *op, int *code) {
+    PyObject *text = PyObject_Str(value);
+    Py_ssize_t size;
+    const char *name = text ? PyUnicode_AsUTF8AndSize(text, &size) : NULL;
+    if (name && strlen(name) != (size_t)size) {
+        Py_SETREF(text, PyObject_Repr(value));
+        name = text ? PyUnicode_AsUTF8(text) : NULL;
+    }
+    mk_status st = name ? code_of(op, name, code) : MK_OK;
+    Py_XDECREF(text);
+    if (!name) return -1;
+    return st == MK_OK ? 0 : (mk_raise_status(st), -1);
+}
 
-/* Takes the keyword pair_state_dtype (default "float32") out of __init__'s keywords, so
- * the rest parse as configure's: *kwargs becomes a new reference (or NULL). */
-static int pop_pair_state(PyObject **kwargs, int *pair_state) {
+/* A step-count hyperparameter (warmup_steps; total_steps, where None is *given = 0): the
+ * binding converts its type only (an int, or anything with __index__ such as a NumPy
+ * integer; not a bool: TypeError naming it). Its rules are mk_trainer_config_check's; a
+ * value outside int64, which C cannot hold, is refused here, naming it. */
+static int steps_arg(PyObject *value, const char *name, int64_t *out, int *given) {
+    if (given) *given = value != Py_None;
+    if (given && value == Py_None) return *out = 0, 0;
+    PyObject *v = !PyBool_Check(value) && PyIndex_Check(value) ? PyNumber_Index(value) : NULL;
+    if (!v) {
+        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "Trainer: %s must be an int, got %s", name,
+                         Py_TYPE(value)->tp_name);
+        }
+        return -1;
+    }
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow)
+        PyErr_Format(PyExc_ValueError, "Trainer: %s = %S does not fit in 64 bits", name, v);
+    Py_DECREF(v);
+    return overflow || PyErr_Occurred() ? -1 : 0;
+}
+
+/* Takes the keyword pair_state_dtype (default "float32") out of the keywords of __init__
+ * or load (`op`), so the rest parse as configure's: *kwargs becomes a new reference (or
+ * NULL). */
+static int pop_pair_state(PyObject **kwargs, const char *op, int *pair_state) {
     *pair_state = MK_PAIR_STATE_F32;
     if (!*kwargs) return 0;
     PyObject *rest = PyDict_Copy(*kwargs), *value;
     if (!rest) return -1;
     *kwargs = rest;
     if (!(value = PyDict_GetItemString(rest, "pair_state_dtype"))) return 0; /* borrowed */
-    int found = -1;
-    for (int i = 0; i < 2; i++)
-        if (PyUnicode_Check(value) && PyUnicode_CompareWithASCIIString(value, pair_state_names[i]) == 0)
-            found = i;
-    if (found < 0) PyErr_Format(PyExc_ValueError,
-                                "Trainer: pair_state_dtype must be 'float32' or 'bf16', got %R", value);
-    if (found < 0 || PyDict_DelItemString(rest, "pair_state_dtype") < 0) return -1;
-    *pair_state = found;
-    return 0;
+    if (enum_arg(value, mk_trainer_pair_state_code, op, pair_state) < 0) return -1;
+    return PyDict_DelItemString(rest, "pair_state_dtype");
 }
 
-/* Parses the hyperparameters shared by __init__ and configure into `cfg`. */
+/* Parses the hyperparameters shared by __init__, configure and load into `cfg`, and
+ * checks them (mk_trainer_config_check). */
 static int parse_config(PyObject *args, PyObject *kwargs, mk_trainer_config *cfg,
                         PyObject **model) {
     static char *kw[] = {"model", "lr", "beta1", "beta2", "eps", "weight_decay", "warmup_steps",
                          "schedule", "total_steps", "min_lr", "value_weight", NULL};
-    const char *schedule = "constant";
-    long long warmup = 0, total = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OdddddLsLdd", kw, model, &cfg->lr,
+    PyObject *warmup, *schedule, *total;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OdddddOOOdd", kw, model, &cfg->lr,
                                      &cfg->beta1, &cfg->beta2, &cfg->eps, &cfg->weight_decay,
                                      &warmup, &schedule, &total, &cfg->min_lr,
-                                     &cfg->value_weight))
+                                     &cfg->value_weight) ||
+        steps_arg(warmup, "warmup_steps", &cfg->warmup_steps, NULL) < 0 ||
+        steps_arg(total, "total_steps", &cfg->total_steps, &cfg->has_total_steps) < 0 ||
+        enum_arg(schedule, mk_trainer_schedule_code, "Trainer", &cfg->schedule) < 0)
         return -1;
-    cfg->warmup_steps = warmup;
-    cfg->total_steps = total;
-    cfg->schedule = -1;
-    for (int i = 0; i < 2; i++)
-        if (strcmp(schedule, schedule_names[i]) == 0) cfg->schedule = i;
-    if (cfg->schedule < 0) {
-        PyErr_Format(PyExc_ValueError, "Trainer: schedule must be 'constant' or 'cosine', got '%s'",
-                     schedule);
-        return -1;
-    }
     mk_status st = mk_trainer_config_check(cfg);
     return st == MK_OK ? 0 : (mk_raise_status(st), -1);
 }
@@ -67,7 +94,8 @@ static int trainer_init(trainer_object *self, PyObject *args, PyObject *kwargs) 
         return -1;
     }
     PyObject *rest = kwargs;
-    int parsed = pop_pair_state(&rest, &pair_state) < 0 ? -1 : parse_config(args, rest, &cfg, &model);
+    int parsed =
+        pop_pair_state(&rest, "Trainer", &pair_state) < 0 ? -1 : parse_config(args, rest, &cfg, &model);
     if (rest != kwargs) Py_XDECREF(rest);
     if (parsed < 0) return -1;
     if (!PyObject_TypeCheck(model, &mk_model_type) || !((mk_model_object *)model)->model) {
@@ -113,8 +141,10 @@ static PyObject *trainer_configure(trainer_object *self, PyObject *args, PyObjec
     Py_RETURN_NONE;
 }
 
-/* load(model, exp_avg, exp_avg_sq, step_count, **hyperparameters): Trainer.load_state_dict,
- * all or nothing. exp_avg and exp_avg_sq are lists of (name, array), each tensor once. Every
+/* load(model, exp_avg, exp_avg_sq, step_count, pair_state_dtype="float32", **hyperparameters):
+ * Trainer.load_state_dict, all or nothing. exp_avg and exp_avg_sq are lists of (name,
+ * array), each tensor once, as float32 whatever pair_state_dtype the state was saved with
+ * (checked, then unused: the trainer keeps its own). Every
  * argument is checked and converted, and the model acquired, before anything changes: a
  * bad state or another thread's running step ("in use") leaves hyperparameters, moments and
  * step count as they were. Only a failed device copy can interrupt the writes; the
@@ -132,9 +162,13 @@ static PyObject *trainer_load(trainer_object *self, PyObject *args, PyObject *kw
         return NULL;
     }
     mk_trainer_config cfg;
-    PyObject *model_args = PyTuple_Pack(1, model), *ignored;
+    PyObject *model_args = PyTuple_Pack(1, model), *ignored, *rest = kwargs;
+    int saved_pair_state;
     if (!model_args) return NULL;
-    int parsed = parse_config(model_args, kwargs, &cfg, &ignored);
+    int parsed = pop_pair_state(&rest, op, &saved_pair_state) < 0
+                     ? -1
+                     : parse_config(model_args, rest, &cfg, &ignored);
+    if (rest != kwargs) Py_XDECREF(rest);
     Py_DECREF(model_args);
     if (parsed < 0) return NULL;
     int n = mk_model_num_tensors(self->model->model);
@@ -183,11 +217,11 @@ done:
 static PyObject *trainer_config(trainer_object *self, PyObject *unused) {
     REQUIRE_TRAINER(self, NULL);
     const mk_trainer_config *c = mk_trainer_get_config(self->trainer);
-    PyObject *total = c->total_steps < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(c->total_steps);
+    PyObject *total = c->has_total_steps ? PyLong_FromLongLong(c->total_steps) : Py_NewRef(Py_None);
     return Py_BuildValue("{s:d,s:(dd),s:d,s:d,s:L,s:s,s:N,s:d,s:d}", "lr", c->lr, "betas",
                          c->beta1, c->beta2, "eps", c->eps, "weight_decay", c->weight_decay,
                          "warmup_steps", (long long)c->warmup_steps, "schedule",
-                         schedule_names[c->schedule], "total_steps", total, "min_lr", c->min_lr,
+                         mk_trainer_schedule_name(c->schedule), "total_steps", total, "min_lr", c->min_lr,
                          "value_weight", c->value_weight);
 }
 
@@ -396,7 +430,7 @@ static PyMethodDef trainer_methods[] = {
     {"config", (PyCFunction)trainer_config, METH_NOARGS, NULL},
     {"configure", (PyCFunction)(void (*)(void))trainer_configure, METH_VARARGS | METH_KEYWORDS, NULL},
     {"load", (PyCFunction)(void (*)(void))trainer_load, METH_VARARGS | METH_KEYWORDS,
-     "load(model, exp_avg, exp_avg_sq, step_count, **hyperparameters): all or nothing"},
+     "load(model, exp_avg, exp_avg_sq, step_count, pair_state_dtype, **hyperparameters): all or nothing"},
     {"read_moment", (PyCFunction)trainer_read_moment, METH_VARARGS, NULL},
     {"write_moment", (PyCFunction)trainer_write_moment, METH_VARARGS, NULL},
     {"lr_at", (PyCFunction)trainer_lr_at, METH_O, NULL},
@@ -425,7 +459,7 @@ static int trainer_set_fused(trainer_object *self, PyObject *value, void *closur
 
 static PyObject *trainer_get_pair_state(trainer_object *self, void *closure) {
     REQUIRE_TRAINER(self, NULL);
-    return PyUnicode_FromString(pair_state_names[mk_trainer_pair_state(self->trainer)]);
+    return PyUnicode_FromString(mk_trainer_pair_state_name(mk_trainer_pair_state(self->trainer)));
 }
 
 static PyGetSetDef trainer_getset[] = {
