@@ -24,59 +24,59 @@ static char *config_fields[] = {"num_tokens", "num_moves", "tokens_per_side", "e
                                 "orders",     "pair_dim",  "hidden",          "head_width",
                                 NULL};
 
-/* One width of a model config. The binding converts its type only: an int (a Python int,
- * or anything with __index__ such as a NumPy integer; not a bool), else a TypeError
- * naming it. Its rules are C's (mk_config_check_dim, mk_config_check): the binding words
- * only what C cannot hold, a value outside int64 (below it, the rule of every width;
- * above it, for a model, the limit every width is far below). `build`: converting for
- * a model, which mk_model_create then checks whole; otherwise ModelConfig's check when it
- * is made, which runs mk_config_check_dim here. Returns the value as a Python int (new
- * reference), *out holding it (INT64_MAX above int64), or NULL. */
-static PyObject *config_int(PyObject *obj, const char *name, int build, int64_t *out) {
+/* One width of a model config as a Python int (new reference), *out holding it, or NULL.
+ * The binding converts its type only (mk_config_int_arg); the rules are C's (model.h). It words only
+ * what C cannot hold, a value outside int64: below, the rule of every width; above, when
+ * `build`ing a model, the limit every width is far below (ModelConfig accepts it: *out is
+ * then INT64_MAX). Unless `build`ing (mk_model_create checks all), runs mk_config_check_dim. */
+PyObject *mk_config_int_arg(PyObject *obj, const char *op, const char *name) {
     PyObject *value = !PyBool_Check(obj) && PyIndex_Check(obj) ? PyNumber_Index(obj) : NULL;
-    if (!value) {
-        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "ModelConfig: %s must be an int, got %s", name,
-                         Py_TYPE(obj)->tp_name);
-        }
-        return NULL;
+    if (!value && (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError))) {
+        PyErr_Clear(); /* also an __index__ that refuses: the message names the argument */
+        PyErr_Format(PyExc_TypeError, "%s: %s must be an int, got %s", op, name,
+                     Py_TYPE(obj)->tp_name);
     }
+    return value;
+}
+
+static PyObject *config_int(PyObject *obj, const char *name, int build, int64_t *out) {
+    PyObject *value = mk_config_int_arg(obj, "ModelConfig", name);
+    if (!value) return NULL;
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
     if (v == -1 && PyErr_Occurred()) goto fail;
-    if (overflow < 0 || (overflow > 0 && build)) {
-        if (overflow < 0)
-            PyErr_Format(PyExc_ValueError, "ModelConfig: %s must be >= 1, got %S", name, value);
-        else
-            PyErr_Format(PyExc_ValueError, "ModelConfig: %s = %S is above 2^31 - 1", name, value);
-        goto fail;
+    *out = overflow > 0 ? INT64_MAX : v;
+    if (overflow < 0) {
+        PyErr_Format(PyExc_ValueError, "ModelConfig: %s must be >= 1, got %S", name, value);
+    } else if (overflow > 0 && build) {
+        PyErr_Format(PyExc_ValueError, "ModelConfig: %s = %S is above 2^31 - 1", name, value);
+    } else {
+        mk_status st = build ? MK_OK : mk_config_check_dim(name, *out);
+        if (st == MK_OK) return value;
+        mk_raise_status(st);
     }
-    *out = overflow ? INT64_MAX : v;
-    mk_status st = build ? MK_OK : mk_config_check_dim(name, *out);
-    if (st == MK_OK) return value;
-    mk_raise_status(st);
 fail:
     Py_DECREF(value);
     return NULL;
 }
 
-/* ModelConfig's eight fields `o` (config_fields' order) into `cfg` (the first
- * MK_MAX_HIDDEN hidden widths; num_hidden counts them all, for mk_config_check to refuse
- * too many) and into `values` (new references: seven ints and the tuple of hidden
- * widths), by config_int. 0, or -1 with an exception and nothing held. */
-static int config_from_args(PyObject *const o[8], int build, mk_config *cfg, PyObject *values[8]) {
+/* ModelConfig's eight fields `o` (config_fields' order) converted by config_int into `cfg`
+ * (the first MK_MAX_HIDDEN hidden widths; num_hidden counts them all, for mk_config_check
+ * to refuse too many) and into the returned tuple of Python ints (hidden a tuple). */
+static PyObject *config_from_args(PyObject *const o[8], int build, mk_config *cfg) {
     int64_t *fields[] = {&cfg->num_tokens, &cfg->num_moves, &cfg->tokens_per_side,
                          &cfg->embed_dim,  &cfg->orders,    &cfg->pair_dim,
                          NULL,             &cfg->head_width};
-    memset(values, 0, 8 * sizeof *values);
-    for (int i = 0; i < 8; i++) {
+    PyObject *out = PyTuple_New(8), *hidden = NULL, *widths, *v;
+    int64_t width;
+    char name[32];
+    for (int i = 0; out && i < 8; i++) {
         if (i == 6) continue; /* hidden, after the widths */
-        if (!(values[i] = config_int(o[i], config_fields[i], build, fields[i]))) goto fail;
+        if (!(v = config_int(o[i], config_fields[i], build, fields[i]))) goto fail;
+        PyTuple_SET_ITEM(out, i, v);
     }
-    PyObject *hidden = PySequence_Fast(o[6], "");
-    if (!hidden) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+    if (!out || !(hidden = PySequence_Fast(o[6], ""))) {
+        if (out && PyErr_ExceptionMatches(PyExc_TypeError)) {
             PyErr_Clear();
             PyErr_Format(PyExc_TypeError, "ModelConfig: hidden must be a sequence of ints, got %R",
                          o[6]);
@@ -85,43 +85,32 @@ static int config_from_args(PyObject *const o[8], int build, mk_config *cfg, PyO
     }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(hidden);
     cfg->num_hidden = n > INT_MAX ? INT_MAX : (int)n;
-    values[6] = PyTuple_New(n);
-    for (Py_ssize_t i = 0; values[6] && i < n; i++) {
-        char name[32];
-        int64_t width;
+    if (!(widths = PyTuple_New(n))) goto fail;
+    PyTuple_SET_ITEM(out, 6, widths);
+    for (Py_ssize_t i = 0; i < n; i++) {
         snprintf(name, sizeof name, "hidden[%zd]", i);
-        PyObject *v = config_int(PySequence_Fast_GET_ITEM(hidden, i), name, build, &width);
-        if (!v) {
-            Py_CLEAR(values[6]);
-            break;
-        }
-        PyTuple_SET_ITEM(values[6], i, v);
+        if (!(v = config_int(PySequence_Fast_GET_ITEM(hidden, i), name, build, &width))) goto fail;
+        PyTuple_SET_ITEM(widths, i, v);
         if (i < MK_MAX_HIDDEN) cfg->hidden[i] = width;
     }
     Py_DECREF(hidden);
-    if (values[6]) return 0;
+    return out;
 fail:
-    for (int i = 0; i < 8; i++) Py_CLEAR(values[i]);
-    return -1;
+    Py_XDECREF(hidden);
+    Py_XDECREF(out); /* a tuple not yet full is freed like any other */
+    return NULL;
 }
 
-/* check_model_config(num_tokens, num_moves, tokens_per_side, embed_dim, orders, pair_dim,
- * hidden, head_width) -> the same as Python ints (hidden a tuple): ModelConfig's check
- * when it is made (types, and every width >= 1). The sizes this build supports are
- * checked when a model is made from it (mk_config_check). */
+/* check_model_config(num_tokens, ..., hidden, head_width) -> the fields as Python ints:
+ * ModelConfig's check when it is made (types, and mk_config_check_dim). The sizes this
+ * build supports are checked when a model is made (mk_config_check). */
 static PyObject *py_check_model_config(PyObject *self, PyObject *args, PyObject *kwargs) {
-    PyObject *o[8], *values[8];
+    PyObject *o[8];
     mk_config cfg = {0};
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO:check_model_config", config_fields,
-                                     &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7]) ||
-        config_from_args(o, 0, &cfg, values) < 0)
+                                     &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7]))
         return NULL;
-    PyObject *out = PyTuple_New(8);
-    for (int i = 0; i < 8; i++) {
-        if (out) PyTuple_SET_ITEM(out, i, values[i]);
-        else Py_DECREF(values[i]);
-    }
-    return out;
+    return config_from_args(o, 0, &cfg);
 }
 
 /* The op table `arg` names: NULL or a str looks up this module's registry ("cpu",
@@ -166,9 +155,9 @@ static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
                                      &fused_head))
         return -1;
     mk_config cfg = {0};
-    PyObject *values[8];
-    if (config_from_args(o, 1, &cfg, values) < 0) return -1;
-    for (int i = 0; i < 8; i++) Py_DECREF(values[i]);
+    PyObject *values = config_from_args(o, 1, &cfg);
+    if (!values) return -1;
+    Py_DECREF(values);
     const mk_backend *backend = mk_backend_from_arg(backend_arg);
     if (!backend) return -1;
     mk_model *model = NULL;

@@ -60,6 +60,11 @@ PyObject *mk_tensor_empty(const mk_tensor *t);
  * an exception naming the tensor. */
 PyArrayObject *mk_tensor_arg(const mk_tensor *t, PyObject *value, const char *op);
 
+/* An int argument of a configuration as a Python int (new reference): a Python int or
+ * anything with __index__ (a NumPy integer), not a bool; else NULL with a TypeError
+ * "<op>: <name> must be an int, got <type>". Its rules are C's. */
+PyObject *mk_config_int_arg(PyObject *obj, const char *op, const char *name);
+
 /* The op table a backend argument names: a str ("cpu", "cpu_staged") or a capsule of
  * another extension's table (manaka._cuda); NULL with an exception set if neither. */
 const mk_backend *mk_backend_from_arg(PyObject *arg);

@@ -29,21 +29,13 @@ static int enum_arg(PyObject *value, mk_status (*code_of)(const char *, const ch
 }
 
 /* A step-count hyperparameter (warmup_steps; total_steps, where None is *given = 0): the
- * binding converts its type only (an int, or anything with __index__ such as a NumPy
- * integer; not a bool: TypeError naming it). Its rules are mk_trainer_config_check's; a
- * value outside int64, which C cannot hold, is refused here, naming it. */
+ * binding converts its type only (mk_config_int_arg). Its rules are
+ * mk_trainer_config_check's; a value outside int64, which C cannot hold, is refused here. */
 static int steps_arg(PyObject *value, const char *name, int64_t *out, int *given) {
     if (given) *given = value != Py_None;
     if (given && value == Py_None) return *out = 0, 0;
-    PyObject *v = !PyBool_Check(value) && PyIndex_Check(value) ? PyNumber_Index(value) : NULL;
-    if (!v) {
-        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "Trainer: %s must be an int, got %s", name,
-                         Py_TYPE(value)->tp_name);
-        }
-        return -1;
-    }
+    PyObject *v = mk_config_int_arg(value, "Trainer", name);
+    if (!v) return -1;
     int overflow;
     *out = PyLong_AsLongLongAndOverflow(v, &overflow);
     if (overflow)
