@@ -48,6 +48,8 @@ static bb step[2][ST_KINDS][MK_SHOGI_SQUARES];
 static bb rook_empty[MK_SHOGI_SQUARES], bishop_empty[MK_SHOGI_SQUARES];
 static bb file_bb[9];
 static bb file_low8, file_high; /* ranks a..h of every file; rank i of every file */
+static bb board_bb, not_rank_a, not_rank_i, not_rank_hi; /* the 81 squares; less rank a, i, h and i */
+static bb step_one[8][MK_SHOGI_SQUARES];                /* the square next to s along d, if any */
 static bb zone[2];      /* a colour's promotion zone: the three far ranks */
 static bb last_rank[2]; /* the far rank: no pawn or lance may stand there */
 static bb last_two[2];  /* the two far ranks: no knight */
@@ -95,6 +97,7 @@ static void init_tables(void) {
                 line_dir[s][9 * (f + i * dir_file[d]) + r + i * dir_rank[d]] = (int8_t)d;
             }
             ray[d][s] = x;
+            step_one[d][s] = at(f + dir_file[d], r + dir_rank[d]);
         }
         rook_empty[s] = ray[0][s] | ray[3][s] | ray[4][s] | ray[5][s];
         bishop_empty[s] = ray[1][s] | ray[2][s] | ray[6][s] | ray[7][s];
@@ -120,6 +123,13 @@ static void init_tables(void) {
         file_low8 |= (bb)0xFF << (9 * f);
         file_high |= (bb)0x100 << (9 * f);
     }
+    board_bb = ((bb)1 << MK_SHOGI_SQUARES) - 1;
+    not_rank_a = not_rank_i = not_rank_hi = board_bb;
+    for (int f = 0; f < 9; f++) {
+        not_rank_a &= ~at(f, 0);
+        not_rank_i &= ~at(f, 8);
+        not_rank_hi &= ~(at(f, 7) | at(f, 8));
+    }
     for (int f = 0; f < 9; f++)
         for (int r = 0; r < 9; r++) {
             if (r <= 2) zone[0] |= at(f, r);
@@ -144,20 +154,21 @@ static inline int msb(bb b) {
     return hi ? 127 - __builtin_clzll(hi) : 63 - __builtin_clzll((uint64_t)b);
 }
 
-/* Every square of `set`, in ascending order, as `t` in `body`. */
-#define FOR_SQUARES(set, t, body)                                                                  \
+/* Every square of `set`, in ascending order, as `t` in the statements that follow (a
+ * variadic argument, so that they may hold commas). */
+#define FOR_SQUARES(set, t, ...)                                                                       \
     do {                                                                                           \
         bb set_ = (set);                                                                           \
         uint64_t lo_ = (uint64_t)set_, hi_ = (uint64_t)(set_ >> 64);                               \
         while (lo_) {                                                                              \
             int t = __builtin_ctzll(lo_);                                                          \
             lo_ &= lo_ - 1;                                                                        \
-            body                                                                                   \
+            __VA_ARGS__                                                                            \
         }                                                                                          \
         while (hi_) {                                                                              \
             int t = 64 + __builtin_ctzll(hi_);                                                     \
             hi_ &= hi_ - 1;                                                                        \
-            body                                                                                   \
+            __VA_ARGS__                                                                            \
         }                                                                                          \
     } while (0)
 
@@ -227,10 +238,12 @@ void mk_shogi_boards_finish(boards *B) {
     }
 }
 
-/* The bitboards of a position given as cells. Returns 0, or 1 when a cell is out of range
- * (then the boards leave it out). */
+/* The boards of a position given as cells, in the side to move's frame (position.h).
+ * Returns 0, or 1 when a cell is out of range (then the boards leave it out). */
 static int make_boards(const mk_shogi_pos *pos, boards *B) {
     memset(B->piece, 0, sizeof B->piece);
+    memset(B->cell, 0, sizeof B->cell);
+    int flip = pos->side == 1;
     unsigned bad = 0;
     for (int s = 0; s < MK_SHOGI_SQUARES; s++) {
         unsigned p = pos->board[s];
@@ -240,8 +253,14 @@ static int make_boards(const mk_shogi_pos *pos, boards *B) {
             bad = 1;
             continue;
         }
-        B->piece[p] |= square_bb[s];
+        int t = flip ? 80 - s : s;
+        p ^= (unsigned)flip << 4;
+        B->cell[t] = (uint8_t)p;
+        B->piece[p] |= square_bb[t];
     }
+    B->side = flip;
+    memcpy(B->hand[0], pos->hand[flip], MK_SHOGI_HAND_KINDS);
+    memcpy(B->hand[1], pos->hand[1 - flip], MK_SHOGI_HAND_KINDS);
     mk_shogi_boards_finish(B);
     return (int)bad;
 }
@@ -272,8 +291,22 @@ static int first_square_fault(const mk_shogi_pos *pos) {
     return MK_SHOGI_OK;
 }
 
-/* mk_shogi_validate on boards made by make_boards (its return value in `bad`). */
-static int validate_boards(const mk_shogi_pos *pos, const boards *B, int bad) {
+void mk_shogi_boards_position(const boards *B, mk_shogi_pos *pos) {
+    int flip = B->side;
+    for (int t = 0; t < MK_SHOGI_SQUARES; t++) {
+        uint8_t p = B->cell[t];
+        pos->board[flip ? 80 - t : t] = p ? (uint8_t)(p ^ (flip << 4)) : 0;
+    }
+    memcpy(pos->hand[flip], B->hand[0], MK_SHOGI_HAND_KINDS);
+    memcpy(pos->hand[1 - flip], B->hand[1], MK_SHOGI_HAND_KINDS);
+    pos->side = (uint8_t)flip;
+}
+
+/* mk_shogi_validate on boards made by make_boards (its return value in `bad`). The
+ * rules are the same for both colours of the frame, so they are checked there. pos's
+ * cells are read only if the position has a fault of the square-by-square kind, and then
+ * only when `cells` says they are filled in (else they are made from the boards). */
+static int validate_boards(const mk_shogi_pos *pos, const boards *B, int bad, int cells) {
     if (pos->side > 1) return MK_SHOGI_BAD_PIECE;
     int fault = bad;
     for (int c = 0; c < 2 && !fault; c++) {
@@ -282,7 +315,9 @@ static int validate_boards(const mk_shogi_pos *pos, const boards *B, int bad) {
         if (popcount(pawns) != popcount(file_heads(pawns))) fault = 1; /* two on a file */
     }
     if (fault) {
-        int code = first_square_fault(pos);
+        mk_shogi_pos made;
+        if (!cells) mk_shogi_boards_position(B, &made);
+        int code = first_square_fault(cells ? pos : &made);
         if (code != MK_SHOGI_OK) return code;
     }
     if (!PIECES(B, 0, MK_KING) || !PIECES(B, 1, MK_KING)) return MK_SHOGI_BAD_KINGS;
@@ -292,19 +327,15 @@ static int validate_boards(const mk_shogi_pos *pos, const boards *B, int bad) {
     }
     int count[8];
     for (int k = 0; k < 8; k++) {
-        count[k] = 0;
-        for (int c = 0; c < 2; c++) {
-            bb x = PIECES(B, c, k);
-            if (k < MK_GOLD) x |= PIECES(B, c, k + 8);
-            count[k] += popcount(x);
-        }
+        bb x = PIECES(B, 0, k) | PIECES(B, 1, k);
+        if (k < MK_GOLD) x |= PIECES(B, 0, k + 8) | PIECES(B, 1, k + 8);
+        count[k] = popcount(x);
     }
     for (int c = 0; c < 2; c++)
         for (int h = 0; h < MK_SHOGI_HAND_KINDS; h++) count[h] += pos->hand[c][h];
     for (int k = 0; k < 8; k++)
         if (count[k] > max_count[k]) return MK_SHOGI_TOO_MANY;
-    int us = pos->side;
-    if (attackers_to(B, B->king[1 - us], us, B->all)) return MK_SHOGI_KING_CAPTURABLE;
+    if (attackers_to(B, B->king[1], 0, B->all)) return MK_SHOGI_KING_CAPTURABLE;
     return MK_SHOGI_OK;
 }
 
@@ -312,102 +343,72 @@ int mk_shogi_validate(const mk_shogi_pos *pos) {
     init();
     boards B;
     int bad = make_boards(pos, &B);
-    return validate_boards(pos, &B, bad);
+    return validate_boards(pos, &B, bad, 1);
 }
 
-int mk_shogi_validate_boards(const mk_shogi_pos *pos, const boards *B) { return validate_boards(pos, B, 0); }
+int mk_shogi_validate_boards(const mk_shogi_pos *pos, const boards *B) { return validate_boards(pos, B, 0, 0); }
 
-/* Would a pawn of `us` dropped on t (the square in front of the enemy king) mate? */
-static int pawn_drop_mates(const boards *B, int us, int t) {
-    int them = 1 - us, k = B->king[them];
+/* Would our pawn dropped on t (the square in front of the enemy king) mate? */
+static int pawn_drop_mates(const boards *B, int t) {
+    int k = B->king[1];
     bb occ = B->all | square_bb[t];
     /* The pawn taken by a piece other than the king that is not pinned: after the capture
      * the only new attack on the king can come from a slider the piece was blocking. */
-    bb takers = attackers_to(B, t, them, occ) & ~square_bb[k];
+    bb takers = attackers_to(B, t, 1, occ) & ~square_bb[k];
     FOR_SQUARES(takers, x, {
-        if (!slider_attackers(B, k, us, occ ^ square_bb[x])) return 0;
+        if (!slider_attackers(B, k, 0, occ ^ square_bb[x])) return 0;
     });
     /* A king step to a square we do not attack (the pawn's square included: the pawn
      * attacks only the king's square), with the king lifted off the board. */
     bb lifted = occ ^ square_bb[k];
-    FOR_SQUARES(step[them][ST_KING][k] & ~B->occ[them], y, {
-        if (!attackers_to(B, y, us, lifted)) return 0;
+    FOR_SQUARES(step[1][ST_KING][k] & ~B->occ[1], y, {
+        if (!attackers_to(B, y, 0, lifted)) return 0;
     });
     return 1;
 }
 
-/* Where the moves go: a list of moves and their labels (`bits` NULL), or a bitset of the
- * labels (bit l of bits[] for label l) and whether the move `want` is among them (`found`).
- * Both generators below are this one function, inlined with `bits` a constant, so that
- * neither pays for the other's test. */
-typedef struct {
-    uint16_t *moves;
-    int32_t *labels;
-    uint64_t *bits;
-    int n;
-    int want_from, want_to, want_promote; /* want_from -1: no move to look for */
-    int found;
-} sink;
-
-static inline void set_label(uint64_t *bits, int l) { bits[l >> 6] |= 1ull << (l & 63); }
-
-static inline __attribute__((always_inline)) void emit_all(sink *out, int bitset, int from, bb to, int promote,
-                                                           const int16_t *base) {
-    if (bitset) {
-        FOR_SQUARES(to, t, set_label(out->bits, base[t] + 810 * promote););
-    } else {
-        FOR_SQUARES(to, t, {
-            out->moves[out->n] = (uint16_t)(t | from << 7 | promote << 14);
-            out->labels[out->n] = base[t] + 810 * promote;
-            out->n++;
-        });
+/* The board shifted one step along direction d (0..7, as ray[]) or a knight's jump
+ * (8: up two, file + 1; 9: up two, file - 1), with the squares that would wrap into the
+ * next file or leave the board dropped. d is a constant at every call. */
+static inline bb shift(int d, bb x) {
+    switch (d) {
+    case 0: return (x >> 1) & not_rank_i;
+    case 1: return (x << 8) & not_rank_i & board_bb;
+    case 2: return (x >> 10) & not_rank_i;
+    case 3: return (x << 9) & board_bb;
+    case 4: return x >> 9;
+    case 5: return (x << 1) & not_rank_a & board_bb;
+    case 6: return (x << 10) & not_rank_a & board_bb;
+    case 7: return (x >> 8) & not_rank_a;
+    case 8: return (x << 7) & not_rank_hi & board_bb;
+    default: return (x >> 11) & not_rank_hi;
     }
 }
 
-/* The moves of the board piece on `from`: `promote` with promotion, `stay` without. */
-static inline __attribute__((always_inline)) void emit_piece(sink *out, int bitset, int from, bb promote, bb stay,
-                                                             const int16_t *base) {
-    if (bitset && from == out->want_from)
-        out->found |= ((out->want_promote ? promote : stay) & square_bb[out->want_to]) != 0;
-    emit_all(out, bitset, from, promote, 1, base);
-    emit_all(out, bitset, from, stay, 0, base);
-}
+/* Label sets: set[d] holds the destinations (frame squares) of the legal moves whose
+ * dlshogi direction is d (0..26), so label d * 81 + t for each t of set[d]. */
+#define NUM_DIRECTIONS 27
 
-/* The moves of a piece of kind k (a constant) on `from` to the squares of `a`: with
- * promotion where the move starts or ends in the zone (pawns, lances, knights, silvers,
- * bishops, rooks), without unless a pawn or lance reaches the last rank or a knight the
- * last two. */
-static inline __attribute__((always_inline)) void emit_kind(sink *out, int bitset, int k, int us, int from, bb a,
-                                                            const int16_t *base) {
-    if (k > MK_ROOK) {
-        emit_piece(out, bitset, from, 0, a, base);
-        return;
-    }
-    bb z = zone[us];
-    bb promote = (z & square_bb[from]) ? a : a & z, stay = a;
-    if (k == MK_PAWN || k == MK_LANCE) stay &= ~last_rank[us];
-    else if (k == MK_KNIGHT) stay &= ~last_two[us];
-    emit_piece(out, bitset, from, promote, stay, base);
-}
-
-static inline __attribute__((always_inline)) int generate(const mk_shogi_pos *pos, const boards *B, sink *out,
-                                                          int bitset) {
-    int us = pos->side, them = 1 - us, k0 = B->king[us];
-    bb occ = B->all, ours = B->occ[us];
-    const int16_t(*base)[MK_SHOGI_SQUARES] = label_base[us];
+/* Every legal move of the side to move (colour 0 of the frame), as label sets. Pieces
+ * that are not pinned move kind by kind all at once where they step (the kind's set
+ * shifted along each of its directions) and one by one, one ray at a time, where they
+ * slide; pinned pieces one by one, within their pin line. */
+static void generate(const boards *B, bb *set) {
+    int k0 = B->king[0];
+    bb occ = B->all, ours = B->occ[0];
+    memset(set, 0, NUM_DIRECTIONS * sizeof *set);
 
     /* Checkers: the stepping pieces next to (or a knight's jump from) the king, and the
      * snipers with nothing between; pins: snipers with exactly one of ours between. */
-    bb checkers = (step[us][ST_PAWN][k0] & PIECES(B, them, MK_PAWN)) |
-                  (step[us][ST_KNIGHT][k0] & PIECES(B, them, MK_KNIGHT)) |
-                  (step[us][ST_SILVER][k0] & PIECES(B, them, MK_SILVER)) | (step[us][ST_GOLD][k0] & GOLDS(B, them)) |
-                  (step[us][ST_KING][k0] & KINGLIKE(B, them));
+    bb checkers = (step[0][ST_PAWN][k0] & PIECES(B, 1, MK_PAWN)) | (step[0][ST_KNIGHT][k0] & PIECES(B, 1, MK_KNIGHT)) |
+                  (step[0][ST_SILVER][k0] & PIECES(B, 1, MK_SILVER)) | (step[0][ST_GOLD][k0] & GOLDS(B, 1)) |
+                  (step[0][ST_KING][k0] & KINGLIKE(B, 1));
     bb block = 0, pinned = 0;
     int pin_square[8];
     bb pin_line[8];
     int pins = 0;
-    bb snipers = (ray[us ? 5 : 0][k0] & PIECES(B, them, MK_LANCE)) | (rook_empty[k0] & ROOKS(B, them)) |
-                 (bishop_empty[k0] & BISHOPS(B, them));
+    bb snipers = (ray[0][k0] & PIECES(B, 1, MK_LANCE)) | (rook_empty[k0] & ROOKS(B, 1)) |
+                 (bishop_empty[k0] & BISHOPS(B, 1));
     FOR_SQUARES(snipers, x, {
         int d = line_dir[k0][x];
         bb between = ray[d][k0] ^ ray[d][x] ^ square_bb[x];
@@ -423,100 +424,196 @@ static inline __attribute__((always_inline)) int generate(const mk_shogi_pos *po
     });
 
     /* King moves: to the squares the opponent does not attack with our king lifted (so
-     * that it cannot step back along a slider's line), each tested on its own: a king
-     * has few free squares, fewer than the opponent's pieces whose attacks a map of every
-     * attacked square would need. */
-    bb king_to = 0, lifted = occ ^ square_bb[k0];
-    FOR_SQUARES(step[us][ST_KING][k0] & ~ours, t, {
-        if (!attackers_to(B, t, them, lifted)) king_to |= square_bb[t];
+     * that it cannot step back along a slider's line), each tested on its own. */
+    bb lifted = occ ^ square_bb[k0];
+    FOR_SQUARES(step[0][ST_KING][k0] & ~ours, t, {
+        if (!attackers_to(B, t, 1, lifted)) set[line_dir[k0][t]] |= square_bb[t];
     });
-    emit_piece(out, bitset, k0, 0, king_to, base[k0]);
-    if (checkers & (checkers - 1)) return out->n; /* double check: only the king moves */
+    if (checkers & (checkers - 1)) return; /* double check: only the king moves */
 
-    bb target = ~ours, drop_to = ~occ & (((bb)1 << MK_SHOGI_SQUARES) - 1);
+    bb target = ~ours & board_bb, drop_to = ~occ & board_bb;
     if (checkers) {
         target = checkers | block;
         drop_to = block;
     }
-    bb z = zone[us];
+    bb z = zone[0];
 
-    /* The other pieces, kind by kind. Pawns that are not pinned all at once: their
-     * destinations are the pawn set shifted one rank (a pawn never stands on its last
-     * rank), each from the square behind. */
-    bb pawns = PIECES(B, us, MK_PAWN);
+    /* Stepping pieces that are not pinned. Promotion where the move starts or ends in the
+     * zone (a pawn or knight only ever ends there when it starts there); a pawn cannot
+     * stay unpromoted on the last rank, nor a knight on the last two. */
     {
-        bb free = pawns & ~pinned, to = (us ? free << 1 : free >> 1) & target;
-        bb promote = to & z, stay = to & ~last_rank[us];
-        int back = us ? -1 : 1;
-        if (bitset) {
-            if (out->want_from == out->want_to + back)
-                out->found |= ((out->want_promote ? promote : stay) & square_bb[out->want_to]) != 0;
-            FOR_SQUARES(promote, t, set_label(out->bits, 810 + (us ? 80 - t : t)););
-            FOR_SQUARES(stay, t, set_label(out->bits, us ? 80 - t : t););
-        } else {
-            FOR_SQUARES(promote, t, {
-                out->moves[out->n] = (uint16_t)(t | (t + back) << 7 | 1 << 14);
-                out->labels[out->n++] = 810 + (us ? 80 - t : t);
-            });
-            FOR_SQUARES(stay, t, {
-                out->moves[out->n] = (uint16_t)(t | (t + back) << 7);
-                out->labels[out->n++] = us ? 80 - t : t;
-            });
+        bb to = shift(0, PIECES(B, 0, MK_PAWN) & ~pinned) & target;
+        set[0] |= to & ~last_rank[0];
+        set[10] |= to & z;
+    }
+    {
+        bb silvers = PIECES(B, 0, MK_SILVER) & ~pinned, in_zone = silvers & z;
+#define SILVER_STEP(d)                                                                             \
+    do {                                                                                           \
+        bb to = shift(d, silvers) & target;                                                        \
+        set[d] |= to;                                                                              \
+        set[10 + d] |= (to & z) | (shift(d, in_zone) & target);                                   \
+    } while (0)
+        if (silvers) {
+            SILVER_STEP(0);
+            SILVER_STEP(1);
+            SILVER_STEP(2);
+            SILVER_STEP(6);
+            SILVER_STEP(7);
+        }
+#undef SILVER_STEP
+    }
+    {
+        bb knights = PIECES(B, 0, MK_KNIGHT) & ~pinned; /* a pinned knight never moves */
+        if (knights) {
+            bb a = shift(8, knights) & target, b = shift(9, knights) & target;
+            set[8] |= a & ~last_two[0];
+            set[9] |= b & ~last_two[0];
+            set[18] |= a & z;
+            set[19] |= b & z;
         }
     }
-#define PIECES_OF(set, K, ATTACK)                                                                  \
-    FOR_SQUARES(set, f, {                                                                          \
-        bb a = (ATTACK)&target;                                                                    \
-        if (pinned & square_bb[f])                                                                 \
-            for (int i = 0; i < pins; i++)                                                         \
-                if (pin_square[i] == f) a &= pin_line[i];                                          \
-        emit_kind(out, bitset, K, us, f, a, base[f]);                                              \
-    })
-    PIECES_OF(pawns & pinned, MK_PAWN, step[us][ST_PAWN][f]);
-    PIECES_OF(PIECES(B, us, MK_LANCE), MK_LANCE, lance_attack(us, f, occ));
-    PIECES_OF(PIECES(B, us, MK_KNIGHT), MK_KNIGHT, step[us][ST_KNIGHT][f]);
-    PIECES_OF(PIECES(B, us, MK_SILVER), MK_SILVER, step[us][ST_SILVER][f]);
-    PIECES_OF(GOLDS(B, us), MK_GOLD, step[us][ST_GOLD][f]);
-    PIECES_OF(PIECES(B, us, MK_BISHOP), MK_BISHOP, bishop_attack(f, occ));
-    PIECES_OF(PIECES(B, us, MK_ROOK), MK_ROOK, rook_attack(f, occ));
-    PIECES_OF(PIECES(B, us, MK_HORSE), MK_HORSE, bishop_attack(f, occ) | step[us][ST_KING][f]);
-    PIECES_OF(PIECES(B, us, MK_DRAGON), MK_DRAGON, rook_attack(f, occ) | step[us][ST_KING][f]);
-#undef PIECES_OF
+    {
+        bb golds = GOLDS(B, 0) & ~pinned;
+        if (golds)
+            for (int d = 0; d < 6; d++) set[d] |= shift(d, golds) & target;
+    }
 
-    /* Drops. */
-    const uint8_t *hand = pos->hand[us];
-    if (!drop_to) return out->n;
+    /* Sliding pieces that are not pinned, one ray at a time. */
+    FOR_SQUARES(PIECES(B, 0, MK_LANCE) & ~pinned, f, {
+        bb a = slide(0, f, occ) & target;
+        set[0] |= a & ~last_rank[0];
+        set[10] |= a & z;
+    });
+#define SLIDES(d, promotes)                                                                        \
+    do {                                                                                           \
+        bb a = slide(d, f, occ) & target;                                                          \
+        set[d] |= a;                                                                               \
+        if (promotes) set[10 + d] |= from_zone ? a : a & z;                                        \
+    } while (0)
+#define STEPS(d) set[d] |= step_one[d][f] & target
+    FOR_SQUARES(PIECES(B, 0, MK_BISHOP) & ~pinned, f, {
+        int from_zone = (z & square_bb[f]) != 0;
+        SLIDES(1, 1);
+        SLIDES(2, 1);
+        SLIDES(6, 1);
+        SLIDES(7, 1);
+    });
+    FOR_SQUARES(PIECES(B, 0, MK_ROOK) & ~pinned, f, {
+        int from_zone = (z & square_bb[f]) != 0;
+        SLIDES(0, 1);
+        SLIDES(3, 1);
+        SLIDES(4, 1);
+        SLIDES(5, 1);
+    });
+    FOR_SQUARES(PIECES(B, 0, MK_HORSE) & ~pinned, f, {
+        int from_zone = 0;
+        SLIDES(1, 0);
+        SLIDES(2, 0);
+        SLIDES(6, 0);
+        SLIDES(7, 0);
+        STEPS(0);
+        STEPS(3);
+        STEPS(4);
+        STEPS(5);
+    });
+    FOR_SQUARES(PIECES(B, 0, MK_DRAGON) & ~pinned, f, {
+        int from_zone = 0;
+        SLIDES(0, 0);
+        SLIDES(3, 0);
+        SLIDES(4, 0);
+        SLIDES(5, 0);
+        STEPS(1);
+        STEPS(2);
+        STEPS(6);
+        STEPS(7);
+    });
+#undef SLIDES
+#undef STEPS
+
+    /* Pinned pieces: along their pin line only (so never a knight's jump), the direction
+     * of each move read from the line table. */
+    FOR_SQUARES(pinned, f, {
+        bb line = 0;
+        for (int i = 0; i < pins; i++)
+            if (pin_square[i] == f) line = pin_line[i];
+        int k = MK_SHOGI_KIND(B->cell[f]);
+        bb a;
+        switch (k) {
+        case MK_PAWN: a = step[0][ST_PAWN][f]; break;
+        case MK_LANCE: a = slide(0, f, occ); break;
+        case MK_KNIGHT: a = 0; break;
+        case MK_SILVER: a = step[0][ST_SILVER][f]; break;
+        case MK_BISHOP: a = bishop_attack(f, occ); break;
+        case MK_ROOK: a = rook_attack(f, occ); break;
+        case MK_HORSE: a = bishop_attack(f, occ) | step[0][ST_KING][f]; break;
+        case MK_DRAGON: a = rook_attack(f, occ) | step[0][ST_KING][f]; break;
+        default: a = step[0][ST_GOLD][f]; break;
+        }
+        a &= target & line;
+        bb promote = 0, stay = a;
+        if (k <= MK_ROOK) {
+            promote = (z & square_bb[f]) ? a : a & z;
+            if (k == MK_PAWN || k == MK_LANCE) stay &= ~last_rank[0];
+        }
+        FOR_SQUARES(stay, t, set[line_dir[f][t]] |= square_bb[t];);
+        FOR_SQUARES(promote, t, set[10 + line_dir[f][t]] |= square_bb[t];);
+    });
+
+    /* Drops: on empty squares (in check, between the checker and the king), pawns and
+     * lances not on the last rank, knights not on the last two, pawns not on a file
+     * holding one of our unpromoted pawns nor where they would mate. */
+    if (!drop_to) return;
+    const uint8_t *hand = B->hand[0];
     for (int h = 0; h < MK_SHOGI_HAND_KINDS; h++) {
         if (!hand[h]) continue;
         bb to = drop_to;
-        if (h == MK_PAWN || h == MK_LANCE) to &= ~last_rank[us];
-        else if (h == MK_KNIGHT) to &= ~last_two[us];
         if (h == MK_PAWN) {
-            FOR_SQUARES(PIECES(B, us, MK_PAWN), s, to &= ~file_bb[file_of[s]];);
-            bb mate_square = step[them][ST_PAWN][B->king[them]] & to;
-            if (mate_square && pawn_drop_mates(B, us, lsb(mate_square))) to ^= mate_square;
+            bb heads = file_heads(PIECES(B, 0, MK_PAWN));
+            to &= ~(last_rank[0] | heads | (heads - (heads >> 8))); /* heads - heads >> 8: ranks a..h */
+            bb mate_square = step[1][ST_PAWN][B->king[1]] & to;
+            if (mate_square && pawn_drop_mates(B, lsb(mate_square))) to ^= mate_square;
+        } else if (h == MK_LANCE) {
+            to &= ~last_rank[0];
+        } else if (h == MK_KNIGHT) {
+            to &= ~last_two[0];
         }
-        int from = 81 + h, label = (20 + h) * 81;
-        if (bitset) {
-            if (from == out->want_from) out->found |= !out->want_promote && (to & square_bb[out->want_to]);
-            FOR_SQUARES(to, t, set_label(out->bits, label + (us ? 80 - t : t)););
-        } else {
-            FOR_SQUARES(to, t, {
-                out->moves[out->n] = (uint16_t)(t | from << 7);
-                out->labels[out->n] = label + (us ? 80 - t : t);
-                out->n++;
-            });
-        }
+        set[20 + h] = to;
     }
-    return out->n;
+}
+
+/* The square a legal move with direction d (0..9) to t comes from: a knight's jump back,
+ * or the nearest piece on the ray back from t (the move exists, so the nearest is ours:
+ * a farther piece on that ray could not pass it). */
+static int source_square(const boards *B, int d, int t) {
+    if (d == 8) return t - 7;
+    if (d == 9) return t + 11;
+    static const int back[8] = {5, 7, 6, 4, 3, 0, 2, 1}; /* the opposite direction */
+    int e = back[d];
+    bb b = ray[e][t] & B->all;
+    return (e == 1 || e == 3 || e == 5 || e == 6) ? lsb(b) : msb(b);
 }
 
 int mk_shogi_legal_moves_labels(const mk_shogi_pos *pos, uint16_t *moves, int32_t *labels) {
     init();
     boards B;
     make_boards(pos, &B);
-    sink out = {moves, labels, NULL, 0, -1, 0, 0, 0};
-    return generate(pos, &B, &out, 0);
+    bb set[NUM_DIRECTIONS];
+    generate(&B, set);
+    int n = 0, flip = B.side;
+    for (int d = 0; d < NUM_DIRECTIONS; d++)
+        FOR_SQUARES(set[d], t, {
+            int to = flip ? 80 - t : t, from;
+            if (d >= 20) {
+                from = 81 + d - 20;
+            } else {
+                from = source_square(&B, d % 10, t);
+                if (flip) from = 80 - from;
+            }
+            moves[n] = (uint16_t)(to | from << 7 | (d >= 10 && d < 20) << 14);
+            labels[n++] = d * 81 + t;
+        });
+    return n;
 }
 
 int mk_shogi_legal_moves(const mk_shogi_pos *pos, uint16_t *moves) {
@@ -524,31 +621,41 @@ int mk_shogi_legal_moves(const mk_shogi_pos *pos, uint16_t *moves) {
     return mk_shogi_legal_moves_labels(pos, moves, labels);
 }
 
-#define LABEL_WORDS ((MK_SHOGI_NUM_LABELS + 63) / 64)
-
-/* The sorted labels are the set bits of a 2187-bit set read in order: no sort. */
+/* The sorted labels are the label sets read in order (direction, then square): no sort.
+ * The recorded move is legal when its label is in the sets and it comes from where the
+ * legal move with that label comes from (labels are unique among a position's moves). */
 int mk_shogi_legal_labels_boards(const mk_shogi_pos *pos, const boards *B, uint16_t move, int32_t *labels,
                                  int32_t *target) {
-    uint64_t bits[LABEL_WORDS] = {0};
-    int to = move & 127, from = move >> 7 & 127, promote = move >> 14 & 1;
-    /* a move with bit 15 set, or off the board, is never generated */
-    int wanted = !(move >> 15) && to < MK_SHOGI_SQUARES && from < MK_SHOGI_SQUARES + MK_SHOGI_HAND_KINDS;
-    sink out = {NULL, NULL, bits, 0, wanted ? from : -1, wanted ? to : 0, promote, 0};
-    generate(pos, B, &out, 1);
+    (void)pos;
+    bb set[NUM_DIRECTIONS];
+    generate(B, set);
     int m = 0;
-    for (int w = 0; w < LABEL_WORDS; w++)
-        for (uint64_t x = bits[w]; x; x &= x - 1) labels[m++] = w * 64 + __builtin_ctzll(x);
-    /* the played move's index: a binary search of the sorted labels */
-    *target = -1;
-    if (out.found) {
-        int played = mk_shogi_label(move, pos->side), lo = 0, hi = m - 1;
-        while (lo < hi) {
-            int mid = (lo + hi) / 2;
-            if (labels[mid] < played) lo = mid + 1;
-            else hi = mid;
-        }
-        *target = lo;
+    for (int d = 0; d < NUM_DIRECTIONS; d++) {
+        int base = d * 81;
+        FOR_SQUARES(set[d], t, labels[m++] = base + t;);
     }
+    *target = -1;
+    int to = move & 127, from = move >> 7 & 127, promote = move >> 14 & 1;
+    if (move >> 15 || to >= MK_SHOGI_SQUARES) return m;
+    if (B->side) to = 80 - to;
+    int d;
+    if (from >= MK_SHOGI_SQUARES) {
+        if (promote || from >= MK_SHOGI_SQUARES + MK_SHOGI_HAND_KINDS) return m;
+        d = 20 + from - MK_SHOGI_SQUARES;
+    } else {
+        if (B->side) from = 80 - from;
+        d = label_base[0][from][to] / 81;
+        if (!(set[d + 10 * promote] & square_bb[to]) || source_square(B, d, to) != from) return m;
+        d += 10 * promote;
+    }
+    if (!(set[d] & square_bb[to])) return m;
+    int played = d * 81 + to, lo = 0, hi = m - 1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (labels[mid] < played) lo = mid + 1;
+        else hi = mid;
+    }
+    *target = lo;
     return m;
 }
 
@@ -599,29 +706,31 @@ static void init_token_base(void) {
 
 void mk_shogi_tokens_boards(const mk_shogi_pos *pos, const boards *B, int32_t *tokens) {
     pthread_once(&token_once, init_token_base);
-    /* One pass over the occupied squares in ascending order: Black's perspective takes
-     * them forwards, White's (rotated, s -> 80 - s) backwards, so that each comes out in
-     * its own square order. */
-    int side = pos->side, m = popcount(B->all);
+    /* One pass over the occupied squares of the side to move's frame, in ascending order:
+     * its perspective takes them forwards, the opponent's (rotated once more, s -> 80 - s)
+     * backwards, so that each comes out in its own square order. */
+    int m = popcount(B->all);
     if (m > MK_SHOGI_TOKENS) { /* never after validation (at most the 40 pieces of a set) */
-        mk_shogi_tokens(pos, tokens);
+        mk_shogi_pos made;
+        mk_shogi_boards_position(B, &made);
+        mk_shogi_tokens(&made, tokens);
         return;
     }
-    int32_t *black = tokens + (side ? MK_SHOGI_TOKENS : 0), *white = tokens + (side ? 0 : MK_SHOGI_TOKENS) + m - 1;
-    const int16_t *tb = token_base[0], *tw = token_base[1];
+    int32_t *own = tokens, *other = tokens + MK_SHOGI_TOKENS + m - 1;
+    const int16_t *t0 = token_base[0], *t1 = token_base[1];
     int i = 0;
     FOR_SQUARES(B->all, s, {
-        unsigned p = pos->board[s];
-        black[i] = tb[p] + s;
-        white[-i] = tw[p] + 80 - s;
+        unsigned p = B->cell[s];
+        own[i] = t0[p] + s;
+        other[-i] = t1[p] + 80 - s;
         i++;
     });
     /* The hands: each colour's tokens relative to its block, written after the board
-     * tokens of both perspectives (the owner's hand first). */
+     * tokens of both perspectives (the perspective owner's hand first). */
     int16_t rel[2][MK_SHOGI_TOKENS];
     int nrel[2] = {0, 0};
     for (int c = 0; c < 2; c++) {
-        const uint8_t *hand = pos->hand[c];
+        const uint8_t *hand = B->hand[c];
         for (int k = 0; k < 7; k++) {
             int have = hand[token_hand_kind[k]];
             if (!have) continue;
@@ -631,13 +740,12 @@ void mk_shogi_tokens_boards(const mk_shogi_pos *pos, const boards *B, int32_t *t
         }
     }
     for (int v = 0; v < 2; v++) {
-        int owner = v ? 1 - side : side, n = m;
+        int n = m;
         int32_t *out = tokens + v * MK_SHOGI_TOKENS;
         for (int c = 0; c < 2; c++) {
-            const int16_t *r = rel[c ? 1 - owner : owner];
-            int have = nrel[c ? 1 - owner : owner], first = 2268 + c * 38;
+            int h = c ^ v, have = nrel[h], first = 2268 + c * 38;
             if (have > MK_SHOGI_TOKENS - n) have = MK_SHOGI_TOKENS - n;
-            for (int j = 0; j < have; j++) out[n++] = first + r[j];
+            for (int j = 0; j < have; j++) out[n++] = first + rel[h][j];
         }
         while (n < MK_SHOGI_TOKENS) out[n++] = -1;
     }

@@ -71,8 +71,12 @@ int mk_shogi_legal_labels(const mk_shogi_pos *pos, uint16_t move, int32_t *label
 
 /* Below: the bitboard form the functions above build internally, for csrc/shogi's own
  * producers (records.c decodes a record straight into it, so that one producer row builds
- * it once). Bit s of a board is square s; piece[] is indexed by cell value
- * (MK_SHOGI_PIECE; [0] is unused). */
+ * it once). It is the position in the side to move's frame: colour 0 is the side to move
+ * and, when that is White, every square s is 80 - s and every piece has its colour
+ * swapped (the hands too), so that the generator only ever generates Black's moves and
+ * the squares are those of dlshogi's labels and of the first perspective's tokens already.
+ * Bit s of a board is (frame) square s; piece[] is indexed by cell value (MK_SHOGI_PIECE;
+ * [0] is unused). */
 __extension__ typedef unsigned __int128 mk_shogi_bb;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 #define MK_SHOGI_WORD(s) (1 - ((s) >> 6))
@@ -87,6 +91,9 @@ typedef struct {
     };
     mk_shogi_bb occ[2], all; /* per colour, both */
     int king[2];             /* squares, -1 when a side has none */
+    uint8_t cell[MK_SHOGI_SQUARES];       /* the cells */
+    uint8_t hand[2][MK_SHOGI_HAND_KINDS]; /* the hands */
+    int side;                             /* the position's side to move: 1 if the frame is rotated */
 } mk_shogi_boards;
 
 /* Builds the attack tables (once, thread-safe); every function above calls it itself. */
@@ -95,11 +102,15 @@ void mk_shogi_init(void);
 /* Fills occ, all and king from piece[] (the pieces themselves being set by the caller). */
 void mk_shogi_boards_finish(mk_shogi_boards *boards);
 
-/* mk_shogi_validate for a position whose cells are all valid pieces or empty and whose
- * piece[] holds them. */
+/* mk_shogi_validate for boards whose cells are all valid pieces or empty; pos gives the
+ * side to move and the hands (its cells are not read). */
 int mk_shogi_validate_boards(const mk_shogi_pos *pos, const mk_shogi_boards *boards);
 
-/* mk_shogi_legal_labels and mk_shogi_tokens on a validated position with its boards. */
+/* The position (cells, hands, side to move) the boards hold. */
+void mk_shogi_boards_position(const mk_shogi_boards *boards, mk_shogi_pos *pos);
+
+/* mk_shogi_legal_labels and mk_shogi_tokens on a validated position's boards (pos is not
+ * read). */
 int mk_shogi_legal_labels_boards(const mk_shogi_pos *pos, const mk_shogi_boards *boards, uint16_t move,
                                  int32_t *labels, int32_t *target);
 void mk_shogi_tokens_boards(const mk_shogi_pos *pos, const mk_shogi_boards *boards, int32_t *tokens);

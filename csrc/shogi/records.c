@@ -88,7 +88,8 @@ static inline uint64_t peek64(const bits *b, int k) {
     return (uint64_t)((((mk_shogi_bb)b->w[i + 1] << 64) | b->w[i]) >> (k & 63));
 }
 
-/* Decodes the position into pos and its bitboards. The board's squares are read a code at
+/* Decodes the position into its bitboards, and its side to move and hands into pos (not
+ * its cells: the boards hold them). The board's squares are read a code at
  * a time, except that a run of empty squares (a run of 0 bits) is skipped at once: the run
  * is the count of trailing zeros, cut at the next king square (which has no code). */
 static int decode_position(int format, const uint8_t *data, mk_shogi_pos *pos, mk_shogi_boards *B) {
@@ -96,15 +97,25 @@ static int decode_position(int format, const uint8_t *data, mk_shogi_pos *pos, m
     mk_shogi_init();
     memset(pos, 0, sizeof *pos);
     memset(B->piece, 0, sizeof B->piece);
+    memset(B->cell, 0, sizeof B->cell);
     bits b;
     load_bits(&b, data);
     uint64_t head = b.w[0];
     pos->side = (uint8_t)(head & 1);
     int king[2] = {(int)(head >> 1 & 127), (int)(head >> 8 & 127)};
+    B->side = pos->side;
+    memset(B->hand, 0, sizeof B->hand);
     if (king[0] >= 81 || king[1] >= 81 || king[0] == king[1]) return MK_SHOGI_BAD_KINGS;
+    /* The boards are in the side to move's frame (position.h): square s there is
+     * (s ^ neg) - neg + mirror, i.e. 80 - s when White is to move, and a piece's colour
+     * bit is flipped with pflip. */
+    int flip = pos->side, neg = -flip, mirror = 80 * flip;
+    unsigned pflip = (unsigned)flip << 4;
     for (int c = 0; c < 2; c++) {
-        pos->board[king[c]] = MK_SHOGI_PIECE(c, MK_KING);
-        B->piece[MK_SHOGI_PIECE(c, MK_KING)] = (mk_shogi_bb)1 << king[c];
+        int t = ((king[c] ^ neg) - neg) + mirror;
+        uint8_t p = MK_SHOGI_PIECE(c, MK_KING);
+        B->cell[t] = (uint8_t)(p ^ pflip);
+        B->piece[p ^ pflip] = (mk_shogi_bb)1 << t;
     }
     /* The squares with a code: three segments around the kings' squares. */
     int lo = king[0] < king[1] ? king[0] : king[1], hi = king[0] ^ king[1] ^ lo;
@@ -136,8 +147,10 @@ static int decode_position(int format, const uint8_t *data, mk_shogi_pos *pos, m
             code_entry e = board_code[(x >> run) & 255];
             if (!e.len) return MK_SHOGI_BAD_CODE;
             bit += e.len;
-            pos->board[s] = e.piece;
-            words[e.piece][MK_SHOGI_WORD(s)] |= 1ull << (s & 63);
+            int t = ((s ^ neg) - neg) + mirror;
+            unsigned p = e.piece ^ pflip;
+            B->cell[t] = (uint8_t)p;
+            words[p][MK_SHOGI_WORD(t)] |= 1ull << (t & 63);
             s++;
         }
         if (bit > 256) return MK_SHOGI_BAD_CODE;
@@ -151,12 +164,15 @@ static int decode_position(int format, const uint8_t *data, mk_shogi_pos *pos, m
         if (pos->hand[color][h] == 255) return MK_SHOGI_TOO_MANY;
         pos->hand[color][h]++;
     }
+    memcpy(B->hand[0], pos->hand[flip], MK_SHOGI_HAND_KINDS);
+    memcpy(B->hand[1], pos->hand[1 - flip], MK_SHOGI_HAND_KINDS);
     mk_shogi_boards_finish(B);
     return mk_shogi_validate_boards(pos, B);
 }
 
 static uint16_t read_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
+/* A record into out (whose position's cells are left alone: the boards hold them). */
 static int decode_record(int format, const uint8_t *rec, mk_shogi_record *out, mk_shogi_boards *B) {
     int status = decode_position(format, rec, &out->pos, B);
     if (status != MK_SHOGI_OK) return status;
@@ -180,7 +196,13 @@ static int decode_record(int format, const uint8_t *rec, mk_shogi_record *out, m
 
 int mk_shogi_decode(int format, const uint8_t *rec, mk_shogi_record *out) {
     mk_shogi_boards B;
-    return decode_record(format, rec, out, &B);
+    int status = decode_record(format, rec, out, &B);
+    /* the cells from the boards (those decoded so far on a fault, as the first version
+     * left them), the side and hands as decoded */
+    mk_shogi_pos pos = out->pos;
+    mk_shogi_boards_position(&B, &pos);
+    memcpy(out->pos.board, pos.board, sizeof pos.board);
+    return status;
 }
 
 int mk_shogi_row(int format, const uint8_t *rec, double eval_weight, int32_t *tokens,
