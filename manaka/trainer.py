@@ -180,8 +180,6 @@ class Trainer:
         except (KeyError, TypeError) as e:
             raise ValueError(f"Trainer.load_state_dict: not a trainer state: missing {e}") from None
         saved_dtype = state.get("pair_state_dtype", "float32")  # states from before the option
-        if not isinstance(step_count, (int, np.integer)) or not 0 <= step_count < 2**63:
-            raise ValueError(f"Trainer.load_state_dict: step_count must be an int in [0, 2**63), got {step_count!r}")
         hyper = self._hyper(**h)
         shapes = self.model.shapes
         checked = ([], [])
@@ -200,7 +198,7 @@ class Trainer:
                 checked[kind].append((name, arr))
         # All or nothing, in C: it checks everything again and takes the model before writing
         # anything, so a failure (another thread's step holding the model, say) changes nothing.
-        self._core.load(self.model._core, checked[0], checked[1], int(step_count),
+        self._core.load(self.model._core, checked[0], checked[1], step_count,
                         pair_state_dtype=saved_dtype, **hyper)
 
     def profile(self, enable: bool = True) -> None:

@@ -201,3 +201,39 @@ def test_step_counts_convert_in_the_binding(name):
     assert (trainer.hyperparameters["warmup_steps"], trainer.hyperparameters["total_steps"]) == (2, 9)
     assert mk.Trainer(model).hyperparameters["total_steps"] is None
     assert _core.Trainer(model._core, **{**HYPER, "total_steps": 0}).config()["total_steps"] == 0
+
+
+def test_value_weight_has_one_rule_in_c_for_the_trainer_and_loss_and_grad():
+    import model_cases as cases
+    cfg = mk.ModelConfig(**BASE)
+    model = mk.Model(cfg, seed=1)
+    b = cases.batch(cfg, B=3, L=4)
+    fields = (b.tokens, b.legal, b.counts, b.target, b.value, b.policy_target)
+    for bad, shown in ((-0.5, "-0.5"), (float("nan"), "nan"), (float("inf"), "inf")):
+        want = (ValueError, f"Model.loss_and_grad: value_weight must be finite and >= 0, got {shown}")
+        assert error_of(lambda: model.loss_and_grad(b, value_weight=bad)) == want
+        assert error_of(lambda: model._core.loss_and_grad(*fields, bad)) == want  # no Python in between
+        assert error_of(lambda: mk.Trainer(model, value_weight=bad)) == (
+            ValueError, f"Trainer: value_weight must be finite and >= 0, got {shown}")
+    # a refused call ran nothing: the gradients are those of the last good call
+    model.loss_and_grad(b, value_weight=0.5)
+    before = {n: model._core.read(n, True) for n in model.shapes}
+    error_of(lambda: model._core.loss_and_grad(*fields, -1.0))
+    assert all(np.array_equal(model._core.read(n, True), g) for n, g in before.items())
+
+
+def test_step_count_is_checked_in_c_by_load_and_by_the_setter():
+    model = mk.Model(mk.ModelConfig(**BASE))
+    trainer = mk.Trainer(model)
+    state = trainer.state_dict()
+    for bad, want in ((-1, (ValueError, "step_count must be >= 0, got -1")),
+                      (2**63, (ValueError, f"step_count = {2**63} does not fit in 64 bits")),
+                      (1.5, (TypeError, "step_count must be an int, got float")),
+                      (True, (TypeError, "step_count must be an int, got bool"))):
+        assert error_of(lambda: trainer.load_state_dict({**state, "step_count": bad})) == (
+            want[0], "Trainer.load_state_dict: " + want[1])
+        assert error_of(lambda: setattr(trainer._core, "step_count", bad)) == (want[0], "Trainer: " + want[1])
+        assert trainer.step_count == 0
+    trainer.load_state_dict({**state, "step_count": np.int64(5)})
+    trainer._core.step_count = np.uint8(7)
+    assert trainer.step_count == 7

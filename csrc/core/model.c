@@ -607,8 +607,15 @@ static mk_status loss_and_grad_staged(mk_model *m, const mk_batch *batch, float 
     return mk_model_backward(m, 1);
 }
 
+mk_status mk_check_value_weight(const char *op, double w) {
+    if (!(w >= 0.0 && isfinite(w)))
+        return mk_fail(MK_ERR_VALUE, "%s: value_weight must be finite and >= 0, got %g", op, w);
+    return MK_OK;
+}
+
 mk_status mk_model_loss_and_grad(mk_model *m, const mk_batch *batch, float value_weight,
                                  float *stats) {
+    MK_TRY(mk_check_value_weight("Model.loss_and_grad", value_weight));
     MK_TRY(mk_model_check_batch(m, "Model.loss_and_grad", batch, 1));
     mk_status st = loss_and_grad_staged(m, batch, value_weight), end = mk_model_end_batch(m);
     MK_TRY(st);

@@ -155,7 +155,12 @@ mk_status mk_model_pair_table_adamw_bf16(mk_model *model, uint16_t *exp_avg, uin
                                          const mk_adamw_args *args, const float *stats,
                                          uint64_t seed);
 
-/* Checks the batch, then forward_loss and backward; `stats` (host, MK_STAT_COUNT floats)
+/* The rule of value_weight, the loss's weight of the value term (Trainer's hyperparameter,
+ * Model.loss_and_grad's argument): finite and >= 0. MK_OK, or MK_ERR_VALUE
+ * "<op>: value_weight must be finite and >= 0, got <v>". */
+mk_status mk_check_value_weight(const char *op, double value_weight);
+
+/* Checks value_weight and the batch, then forward_loss and backward; `stats` (host, MK_STAT_COUNT floats)
  * receives the stats buffer. */
 mk_status mk_model_loss_and_grad(mk_model *model, const mk_batch *batch, float value_weight,
                                  float *stats);

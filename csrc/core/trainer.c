@@ -56,9 +56,8 @@ mk_status mk_trainer_config_check(const mk_trainer_config *c) {
                        c->weight_decay);
     if (!(c->min_lr >= 0.0 && isfinite(c->min_lr)))
         return mk_fail(MK_ERR_VALUE, "Trainer: min_lr must be finite and >= 0, got %g", c->min_lr);
-    if (!(c->value_weight >= 0.0 && isfinite(c->value_weight)))
-        return mk_fail(MK_ERR_VALUE, "Trainer: value_weight must be finite and >= 0, got %g",
-                       c->value_weight);
+    mk_status st = mk_check_value_weight("Trainer", c->value_weight);
+    if (st != MK_OK) return st;
     if (c->warmup_steps < 0)
         return mk_fail(MK_ERR_VALUE, "Trainer: warmup_steps must be >= 0, got %lld",
                        (long long)c->warmup_steps);
@@ -197,8 +196,15 @@ mk_status mk_trainer_set_config(mk_trainer *t, const mk_trainer_config *cfg) {
  * binding takes it for every write: steps, step_count and fused setters, load): atomic
  * accesses make that read well-defined while a step on another thread stores it. */
 int64_t mk_trainer_step_count(const mk_trainer *t) { return __atomic_load_n(&t->steps, __ATOMIC_RELAXED); }
-void mk_trainer_set_step_count(mk_trainer *t, int64_t steps) {
-    __atomic_store_n(&t->steps, steps, __ATOMIC_RELAXED);
+mk_status mk_trainer_check_step_count(const char *op, int64_t steps) {
+    if (steps < 0)
+        return mk_fail(MK_ERR_VALUE, "%s: step_count must be >= 0, got %lld", op, (long long)steps);
+    return MK_OK;
+}
+mk_status mk_trainer_set_step_count(mk_trainer *t, int64_t steps) {
+    mk_status st = mk_trainer_check_step_count("Trainer", steps);
+    if (st == MK_OK) __atomic_store_n(&t->steps, steps, __ATOMIC_RELAXED);
+    return st;
 }
 int mk_trainer_pair_state(const mk_trainer *t) { return t->pair_state; }
 size_t mk_trainer_state_bytes(const mk_trainer *t) {

@@ -77,7 +77,9 @@ void mk_trainer_destroy(mk_trainer *trainer);
 const mk_trainer_config *mk_trainer_get_config(const mk_trainer *trainer);
 mk_status mk_trainer_set_config(mk_trainer *trainer, const mk_trainer_config *cfg);
 int64_t mk_trainer_step_count(const mk_trainer *trainer);
-void mk_trainer_set_step_count(mk_trainer *trainer, int64_t steps);
+/* MK_OK, or MK_ERR_VALUE "<op>: step_count must be >= 0, got <steps>" (nothing set). */
+mk_status mk_trainer_check_step_count(const char *op, int64_t steps);
+mk_status mk_trainer_set_step_count(mk_trainer *trainer, int64_t steps);
 int mk_trainer_pair_state(const mk_trainer *trainer); /* MK_PAIR_STATE_* */
 /* Bytes of device memory the AdamW moments take (both kinds). */
 size_t mk_trainer_state_bytes(const mk_trainer *trainer);

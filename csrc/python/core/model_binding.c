@@ -419,12 +419,7 @@ static PyObject *model_forward_device(mk_model_object *self, PyObject *holder) {
 
 static PyObject *run_loss_and_grad(mk_model_object *self, const char *op, const mk_batch *batch,
                                    double value_weight, PyObject *holder) {
-    PyObject *stats = NULL;
-    if (!(value_weight >= 0.0) || !isfinite(value_weight)) {
-        PyErr_Format(PyExc_ValueError, "%s: value_weight must be finite and >= 0, got %g", op,
-                     value_weight);
-        return NULL;
-    }
+    PyObject *stats = NULL; /* mk_model_loss_and_grad checks value_weight */
     npy_intp dims[1] = {MK_STAT_COUNT};
     if (!(stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0))) goto fail;
     int slot = mk_model_batch_begin(self, op);

@@ -28,18 +28,19 @@ static int enum_arg(PyObject *value, mk_status (*code_of)(const char *, const ch
     return st == MK_OK ? 0 : (mk_raise_status(st), -1);
 }
 
-/* A step-count hyperparameter (warmup_steps; total_steps, where None is *given = 0): the
- * binding converts its type only (mk_config_int_arg). Its rules are
- * mk_trainer_config_check's; a value outside int64, which C cannot hold, is refused here. */
-static int steps_arg(PyObject *value, const char *name, int64_t *out, int *given) {
+/* A step count (warmup_steps; total_steps, where None is *given = 0; step_count): the
+ * binding converts its type only (mk_config_int_arg). Its rules are C's
+ * (mk_trainer_config_check, mk_trainer_check_step_count); a value outside int64, which C
+ * cannot hold, is refused here. */
+static int steps_arg(PyObject *value, const char *op, const char *name, int64_t *out,
+                     int *given) {
     if (given) *given = value != Py_None;
     if (given && value == Py_None) return *out = 0, 0;
-    PyObject *v = mk_config_int_arg(value, "Trainer", name);
+    PyObject *v = mk_config_int_arg(value, op, name);
     if (!v) return -1;
     int overflow;
     *out = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (overflow)
-        PyErr_Format(PyExc_ValueError, "Trainer: %s = %S does not fit in 64 bits", name, v);
+    if (overflow) PyErr_Format(PyExc_ValueError, "%s: %s = %S does not fit in 64 bits", op, name, v);
     Py_DECREF(v);
     return overflow || PyErr_Occurred() ? -1 : 0;
 }
@@ -69,8 +70,8 @@ static int parse_config(PyObject *args, PyObject *kwargs, mk_trainer_config *cfg
                                      &cfg->beta1, &cfg->beta2, &cfg->eps, &cfg->weight_decay,
                                      &warmup, &schedule, &total, &cfg->min_lr,
                                      &cfg->value_weight) ||
-        steps_arg(warmup, "warmup_steps", &cfg->warmup_steps, NULL) < 0 ||
-        steps_arg(total, "total_steps", &cfg->total_steps, &cfg->has_total_steps) < 0 ||
+        steps_arg(warmup, "Trainer", "warmup_steps", &cfg->warmup_steps, NULL) < 0 ||
+        steps_arg(total, "Trainer", "total_steps", &cfg->total_steps, &cfg->has_total_steps) < 0 ||
         enum_arg(schedule, mk_trainer_schedule_code, "Trainer", &cfg->schedule) < 0)
         return -1;
     mk_status st = mk_trainer_config_check(cfg);
@@ -144,15 +145,14 @@ static PyObject *trainer_configure(trainer_object *self, PyObject *args, PyObjec
 static PyObject *trainer_load(trainer_object *self, PyObject *args, PyObject *kwargs) {
     REQUIRE_TRAINER(self, NULL);
     static const char op[] = "Trainer.load_state_dict";
-    PyObject *model, *lists[2];
-    long long steps;
-    if (!PyArg_ParseTuple(args, "OO!O!L", &model, &PyList_Type, &lists[0], &PyList_Type, &lists[1],
-                          &steps))
+    PyObject *model, *lists[2], *steps_obj;
+    int64_t steps;
+    mk_status st;
+    if (!PyArg_ParseTuple(args, "OO!O!O", &model, &PyList_Type, &lists[0], &PyList_Type, &lists[1],
+                          &steps_obj) ||
+        steps_arg(steps_obj, op, "step_count", &steps, NULL) < 0)
         return NULL;
-    if (steps < 0) {
-        PyErr_Format(PyExc_ValueError, "%s: step_count must be >= 0, got %lld", op, steps);
-        return NULL;
-    }
+    if ((st = mk_trainer_check_step_count(op, steps)) != MK_OK) return mk_raise_status(st);
     mk_trainer_config cfg;
     PyObject *model_args = PyTuple_Pack(1, model), *ignored, *rest = kwargs;
     int saved_pair_state;
@@ -196,7 +196,7 @@ static PyObject *trainer_load(trainer_object *self, PyObject *args, PyObject *kw
     Py_END_ALLOW_THREADS;
     /* With the GIL again: config() and lr_at() read the config under it, without the model. */
     if (status == MK_OK) status = mk_trainer_set_config(self->trainer, &cfg);
-    if (status == MK_OK) mk_trainer_set_step_count(self->trainer, steps);
+    if (status == MK_OK) status = mk_trainer_set_step_count(self->trainer, steps); /* checked */
     mk_model_release(self->model);
     if (status != MK_OK) mk_raise_status(status);
     else result = Py_NewRef(Py_None);
@@ -398,20 +398,16 @@ static PyObject *trainer_get_steps(trainer_object *self, void *closure) {
 }
 static int trainer_set_steps(trainer_object *self, PyObject *value, void *closure) {
     REQUIRE_TRAINER(self, -1);
-    if (!value || !PyLong_Check(value)) {
-        PyErr_SetString(PyExc_TypeError, "Trainer: step_count must be an int");
+    int64_t n;
+    if (!value) {
+        PyErr_SetString(PyExc_TypeError, "Trainer: step_count cannot be deleted");
         return -1;
     }
-    long long n = PyLong_AsLongLong(value);
-    if (n == -1 && PyErr_Occurred()) return -1;
-    if (n < 0) {
-        PyErr_SetString(PyExc_ValueError, "Trainer: step_count must be >= 0");
-        return -1;
-    }
+    if (steps_arg(value, "Trainer", "step_count", &n, NULL) < 0) return -1;
     if (mk_model_acquire(self->model, "Trainer.step_count") < 0) return -1; /* a step moves it */
-    mk_trainer_set_step_count(self->trainer, n);
+    mk_status st = mk_trainer_set_step_count(self->trainer, n);
     mk_model_release(self->model);
-    return 0;
+    return st == MK_OK ? 0 : (mk_raise_status(st), -1);
 }
 
 static PyMethodDef trainer_methods[] = {
