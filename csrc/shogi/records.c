@@ -68,30 +68,80 @@ static void build_tables(void) {
     }
 }
 
-/* The 256 bits as four little-endian words plus zero words, so that reading past the end
- * gives zeros (a code that runs past bit 256 is refused). */
-typedef struct {
+/* The 256 bits plus 16 zero bytes, so that reading past the end gives zeros (a code that
+ * runs past bit 256 is refused). */
+typedef union {
+    uint8_t byte[48];
     uint64_t w[6];
 } bits;
 
 static void load_bits(bits *b, const uint8_t *data) {
-    memcpy(b->w, data, 32);
+    memcpy(b->byte, data, 32);
+    memset(b->byte + 32, 0, 16);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     for (int i = 0; i < 4; i++) b->w[i] = __builtin_bswap64(b->w[i]);
 #endif
-    b->w[4] = b->w[5] = 0;
 }
 
-/* The 64 bits from bit k on (k <= 256), least significant first. */
-static inline uint64_t peek64(const bits *b, int k) {
+/* At least the 57 bits from bit k on (k <= 264), least significant first: an unaligned
+ * load at k's byte (little-endian machines), else two words. */
+static inline uint64_t peek(const bits *b, int k) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     int i = k >> 6;
     return (uint64_t)((((mk_shogi_bb)b->w[i + 1] << 64) | b->w[i]) >> (k & 63));
+#else
+    uint64_t v;
+    memcpy(&v, b->byte + (k >> 3), 8);
+    return v >> (k & 7);
+#endif
+}
+
+/* The board's codes, square by square, into the boards in the side to move's frame (a
+ * constant `flip`, 1 when White is to move: square s there is 80 - s and a piece's colour
+ * bit is flipped). Each step reads the bits from `bit` on: a run of 0 bits (empty squares,
+ * cut at the segment's end, as the next square of the next segment has a code again),
+ * then the code of the piece that ends it. Bit 56 of the window is set, so that a run
+ * never counts past the bits read (at least 57) and 8 bits after a run of up to 48 are
+ * all read ones. A code or a run that ends past bit 256 is refused (the bits past 256 read
+ * as zeros). Returns the next bit, or -1 on a bad code. */
+static inline __attribute__((always_inline)) int decode_board(const bits *b, const code_entry *board_code,
+                                                              const int *seg_start, const int *seg_end,
+                                                              mk_shogi_boards *B, const int flip) {
+    uint64_t(*words)[2] = B->piece_words;
+    int bit = 15;
+    for (int g = 0; g < 3; g++) {
+        int s = seg_start[g], end = seg_end[g];
+        while (s < end) {
+            uint64_t x = peek(b, bit) | 1ull << 56;
+            int run = __builtin_ctzll(x);
+            if (run >= end - s) { /* the segment's other squares are empty */
+                bit += end - s;
+                break;
+            }
+            bit += run;
+            s += run;
+            if (run > 48) { /* too few bits left in x for a code: read again */
+                if (bit > 256) return -1;
+                continue;
+            }
+            code_entry e = board_code[(x >> run) & 255];
+            if (!e.len) return -1;
+            bit += e.len;
+            int t = flip ? 80 - s : s;
+            unsigned p = flip ? e.piece ^ 16u : e.piece;
+            B->cell[t] = (uint8_t)p;
+            words[p][MK_SHOGI_WORD(t)] |= 1ull << (t & 63);
+            s++;
+        }
+        if (bit > 256) return -1;
+    }
+    return bit;
 }
 
 /* Decodes the position into its bitboards, and its side to move and hands into pos (not
- * its cells: the boards hold them). The board's squares are read a code at
- * a time, except that a run of empty squares (a run of 0 bits) is skipped at once: the run
- * is the count of trailing zeros, cut at the next king square (which has no code). */
+ * its cells: the boards hold them). The board's squares are read a code at a time, except
+ * that a run of empty squares (a run of 0 bits) is skipped at once: the run is the count
+ * of trailing zeros, cut at the next king square (which has no code). */
 static int decode_position(int format, const uint8_t *data, mk_shogi_pos *pos, mk_shogi_boards *B) {
     pthread_once(&table_once, build_tables);
     mk_shogi_init();
@@ -106,58 +156,24 @@ static int decode_position(int format, const uint8_t *data, mk_shogi_pos *pos, m
     B->side = pos->side;
     memset(B->hand, 0, sizeof B->hand);
     if (king[0] >= 81 || king[1] >= 81 || king[0] == king[1]) return MK_SHOGI_BAD_KINGS;
-    /* The boards are in the side to move's frame (position.h): square s there is
-     * (s ^ neg) - neg + mirror, i.e. 80 - s when White is to move, and a piece's colour
-     * bit is flipped with pflip. */
-    int flip = pos->side, neg = -flip, mirror = 80 * flip;
-    unsigned pflip = (unsigned)flip << 4;
+    /* The boards are in the side to move's frame (position.h). */
+    int flip = pos->side;
     for (int c = 0; c < 2; c++) {
-        int t = ((king[c] ^ neg) - neg) + mirror;
-        uint8_t p = MK_SHOGI_PIECE(c, MK_KING);
-        B->cell[t] = (uint8_t)(p ^ pflip);
-        B->piece[p ^ pflip] = (mk_shogi_bb)1 << t;
+        int t = flip ? 80 - king[c] : king[c];
+        uint8_t p = (uint8_t)(MK_SHOGI_PIECE(c, MK_KING) ^ (flip << 4));
+        B->cell[t] = p;
+        B->piece[p] = (mk_shogi_bb)1 << t;
     }
     /* The squares with a code: three segments around the kings' squares. */
     int lo = king[0] < king[1] ? king[0] : king[1], hi = king[0] ^ king[1] ^ lo;
     int seg_start[3] = {0, lo + 1, hi + 1}, seg_end[3] = {lo, hi, 81};
     const code_entry *board_code = table[format][0];
-    uint64_t(*words)[2] = B->piece_words;
-    /* Each step reads the bits from `bit` on: a run of 0 bits (empty squares, cut at the
-     * segment's end, as the next square of the next segment has a code again), then the
-     * code of the piece that ends it. A code or a run that ends past bit 256 is refused
-     * (the bits past 256 read as zeros). */
-    int bit = 15;
-    for (int g = 0; g < 3; g++) {
-        int s = seg_start[g], end = seg_end[g];
-        while (s < end) {
-            uint64_t x = peek64(&b, bit);
-            int run = x ? __builtin_ctzll(x) : 64;
-            if (run >= end - s) { /* the segment's other squares are empty */
-                bit += end - s;
-                break;
-            }
-            if (run > 56) { /* too few bits left in x for a code: read again */
-                bit += run;
-                s += run;
-                if (bit > 256) return MK_SHOGI_BAD_CODE;
-                continue;
-            }
-            bit += run;
-            s += run;
-            code_entry e = board_code[(x >> run) & 255];
-            if (!e.len) return MK_SHOGI_BAD_CODE;
-            bit += e.len;
-            int t = ((s ^ neg) - neg) + mirror;
-            unsigned p = e.piece ^ pflip;
-            B->cell[t] = (uint8_t)p;
-            words[p][MK_SHOGI_WORD(t)] |= 1ull << (t & 63);
-            s++;
-        }
-        if (bit > 256) return MK_SHOGI_BAD_CODE;
-    }
+    int bit = flip ? decode_board(&b, board_code, seg_start, seg_end, B, 1)
+                   : decode_board(&b, board_code, seg_start, seg_end, B, 0);
+    if (bit < 0) return MK_SHOGI_BAD_CODE;
     const code_entry *hand_code = table[format][1];
     while (bit < 256) {
-        code_entry e = hand_code[peek64(&b, bit) & 255];
+        code_entry e = hand_code[peek(&b, bit) & 255];
         if (!e.len || bit + e.len > 256) return MK_SHOGI_BAD_CODE;
         bit += e.len;
         int h = (e.piece & 15) - 1, color = e.piece >> 4;
