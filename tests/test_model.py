@@ -186,6 +186,49 @@ def test_device_cuda_says_which_reason_makes_it_unavailable(monkeypatch):
         mk.Model(cases.config(), device="tpu")
 
 
+def test_param_groups_tile_the_parameter_buffer_in_placement_order():
+    """The parameter groups the model reports (mk_model_param_groups), which trainer.c walks
+    instead of knowing model.c's placement: the pair table alone, then every other decayed
+    tensor, then the biases. Each tensor's offset is found from its address, independently
+    of the report: the groups start at 0, each begins where the one before ends, and each is
+    exactly its tensors, one after another in the order placed, each padded to 16 floats (64
+    bytes), so together they cover the buffer with no gap and no overlap. The trainer sizes
+    its moments from them: 2 floats per group float, the bf16 pair table's as 2 halves."""
+    for hidden in [(), (5,), (5, 3)]:
+        core = mk.Model(cases.config(hidden=hidden), seed=0)._core
+        tensors = core.tensors()
+        names = [n for n, _, _ in tensors]
+        numel = {n: int(np.prod(shape)) for n, shape, _ in tensors}
+        decay = {n: d for n, _, d in tensors}
+        address = {n: core.address(n)[0] for n in names}
+        base = min(address.values())
+        offset = {n: (a - base) // 4 for n, a in address.items()}
+        groups = core.param_groups()
+        assert [g[:3] for g in groups] == [("pair_table", "pair_table", True),
+                                          ("decayed", "dense", True), ("biases", "dense", False)]
+        assert [g[5] for g in groups] == [["pair_table"],
+                                          [n for n in names if decay[n] and n != "pair_table"],
+                                          [n for n in names if not decay[n]]]
+        end = 0
+        for name, _, _, group_offset, size, members in groups:
+            assert group_offset == end, name
+            inside = sorted((n for n in names if group_offset <= offset[n] < group_offset + size),
+                            key=offset.get)
+            assert sorted(members) == sorted(inside), name
+            at = group_offset
+            for n in inside:
+                assert offset[n] == at, (name, n)
+                at += -(-numel[n] // 16) * 16
+            assert at == group_offset + size, name
+            end = at
+        assert sum(len(g[5]) for g in groups) == len(names)
+        pair_size, pair_numel = groups[0][4], numel["pair_table"]
+        for dtype, want in [("float32", 2 * 4 * end),
+                            ("bf16", 2 * 4 * (end - pair_size) + 2 * 2 * pair_numel)]:
+            model = mk.Model(cases.config(hidden=hidden), seed=0)
+            assert mk.Trainer(model, pair_state_dtype=dtype)._core.moment_bytes() == want, dtype
+
+
 def test_repr_shows_config_and_parameter_counts():
     model = mk.Model(cases.config(), seed=0)
     text = repr(model)

@@ -50,6 +50,8 @@ struct mk_model {
     void *stream;
     int num_tensors;
     mk_tensor tensors[2 + 2 * MK_MAX_HIDDEN + 5];
+    mk_param_group groups[MK_MAX_PARAM_GROUPS];
+    int num_groups;
     int64_t buffer_size;
     const mk_tensor *too_big; /* set by layout: a tensor or the buffer is above MK_MAX_ELEMENTS */
     float *params, *grads, *stats;
@@ -133,36 +135,50 @@ static void add_tensor(mk_model *m, const char *name, int64_t rows, int64_t cols
     t->decay = !(len >= 4 && strcmp(name + len - 4, "bias") == 0);
 }
 
-/* Places the tensors in the buffers: the pair table, then every other decayed tensor,
- * then the biases. Each AdamW group is then one contiguous range, updated by one launch
- * (mk_model_adamw_groups) instead of one per tensor. The offsets are checked sums: a
- * buffer above MK_MAX_ELEMENTS sets `too_big` (the tensor that crossed the limit). */
+/* The parameter groups, in the order place_tensors lays them out. */
+enum { G_PAIR_TABLE, G_DECAYED, G_BIASES, G_COUNT };
+static const struct {
+    const char *name;
+    int kind, decay;
+} group_info[G_COUNT] = {
+    [G_PAIR_TABLE] = {"pair_table", MK_GROUP_PAIR_TABLE, 1},
+    [G_DECAYED] = {"decayed", MK_GROUP_DENSE, 1},
+    [G_BIASES] = {"biases", MK_GROUP_DENSE, 0},
+};
+
+static int group_of(int i, const mk_tensor *t) {
+    return i == T_PAIR_TABLE ? G_PAIR_TABLE : t->decay ? G_DECAYED : G_BIASES;
+}
+
+/* Places the tensors in the buffers group by group: the pair table, then every other
+ * decayed tensor, then the biases. Each group is then one contiguous range, updated by one
+ * launch instead of one per tensor, and recorded in m->groups for the trainer
+ * (mk_model_param_groups), which is how it learns the placement. The offsets are checked
+ * sums: a buffer above MK_MAX_ELEMENTS sets `too_big` (the tensor that crossed the limit). */
 static void place_tensors(mk_model *m) {
-    for (int pass = 0; pass < 3; pass++)
+    for (int g = 0; g < G_COUNT; g++) {
+        mk_param_group *pg = &m->groups[m->num_groups++];
+        pg->name = group_info[g].name;
+        pg->kind = group_info[g].kind;
+        pg->decay = group_info[g].decay;
+        pg->offset = m->buffer_size;
         for (int i = 0; i < m->num_tensors; i++) {
             mk_tensor *t = &m->tensors[i];
-            int group = i == T_PAIR_TABLE ? 0 : t->decay ? 1 : 2;
-            if (group != pass) continue;
+            if (group_of(i, t) != g) continue;
+            t->group = g;
             t->offset = m->buffer_size;
             if (m->too_big || mk_add_too_big(m->buffer_size, aligned(t->numel), &m->buffer_size)) {
                 if (!m->too_big) m->too_big = t;
                 return;
             }
         }
+        pg->size = m->buffer_size - pg->offset;
+    }
 }
 
-void mk_model_adamw_groups(const mk_model *m, int64_t ranges[2][2]) {
-    int64_t decay_begin = m->buffer_size, bias_begin = m->buffer_size;
-    for (int i = 0; i < m->num_tensors; i++) {
-        const mk_tensor *t = &m->tensors[i];
-        if (i == T_PAIR_TABLE) continue;
-        if (t->decay && t->offset < decay_begin) decay_begin = t->offset;
-        if (!t->decay && t->offset < bias_begin) bias_begin = t->offset;
-    }
-    ranges[0][0] = decay_begin;
-    ranges[0][1] = bias_begin;
-    ranges[1][0] = bias_begin;
-    ranges[1][1] = m->buffer_size;
+int mk_model_param_groups(const mk_model *m, mk_param_group *groups, int max) {
+    for (int g = 0; g < m->num_groups && g < max; g++) groups[g] = m->groups[g];
+    return m->num_groups;
 }
 
 static int64_t features(const mk_config *c) { return S * (c->orders * c->embed_dim + c->pair_dim); }
@@ -584,11 +600,10 @@ mk_status mk_model_backward(mk_model *m, int pair_table) {
 mk_status mk_model_pair_table_adamw(mk_model *m, float *exp_avg, float *exp_avg_sq,
                                     const mk_adamw_args *args, const float *stats) {
     const mk_config *c = &m->cfg;
-    int64_t o = m->tensors[T_PAIR_TABLE].offset;
     return m->be->pair_sums_backward_adamw(m->stream, m->a.dpair, m->batch.tokens,
                                            m->batch.B * S, c->tokens_per_side, c->pair_dim,
-                                           c->num_tokens, m->params + o, exp_avg + o,
-                                           exp_avg_sq + o, args, stats, m->a.work,
+                                           c->num_tokens, P(m, T_PAIR_TABLE),
+                                           exp_avg, exp_avg_sq, args, stats, m->a.work,
                                            m->a.work_bytes);
 }
 
@@ -598,7 +613,7 @@ mk_status mk_model_pair_table_adamw_bf16(mk_model *m, uint16_t *exp_avg, uint16_
     const mk_config *c = &m->cfg;
     return m->be->pair_sums_backward_adamw_bf16(
         m->stream, m->a.dpair, m->batch.tokens, m->batch.B * S, c->tokens_per_side, c->pair_dim,
-        c->num_tokens, m->params + m->tensors[T_PAIR_TABLE].offset, exp_avg, exp_avg_sq, args,
+        c->num_tokens, P(m, T_PAIR_TABLE), exp_avg, exp_avg_sq, args,
         stats, seed, m->a.work, m->a.work_bytes);
 }
 

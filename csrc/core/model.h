@@ -68,7 +68,32 @@ typedef struct {
     int64_t offset; /* in floats from the start of the buffer */
     int64_t numel;
     int decay; /* 1: AdamW applies weight decay (names not ending in "bias") */
+    int group; /* the parameter group holding it (mk_model_param_groups) */
 } mk_tensor;
+
+/* How the optimizer updates a parameter group. */
+typedef enum {
+    /* the pair table alone: its gradient can be fused into AdamW (the backend's
+     * pair_sums_backward_adamw, mk_model_pair_table_adamw) and its moments may be bf16 */
+    MK_GROUP_PAIR_TABLE = 0,
+    /* tensors updated together by one adamw call over the group's whole range (alignment
+     * padding included: it stays 0 in parameters, gradients and moments) */
+    MK_GROUP_DENSE = 1,
+} mk_group_kind;
+
+#define MK_MAX_PARAM_GROUPS 3
+
+/* A contiguous range of the parameter (and gradient, and moment) buffers that the optimizer
+ * treats as one: [offset, offset + size) in floats, its tensors and their padding. The
+ * groups tile the buffers exactly, in the order the model places them (the pair table, then
+ * every other decayed tensor, then the biases), so the trainer needs no knowledge of the
+ * placement: it asks for the groups and walks them. */
+typedef struct {
+    const char *name; /* "pair_table", "decayed", "biases" */
+    int kind;         /* mk_group_kind */
+    int decay;        /* 1: weight decay applies to every tensor of the group */
+    int64_t offset, size;
+} mk_param_group;
 
 typedef struct mk_model mk_model;
 
@@ -98,10 +123,9 @@ const mk_tensor *mk_model_tensor(const mk_model *model, int i);
 int mk_model_find(const mk_model *model, const char *name);
 /* Floats in each of the parameter / gradient / moment buffers (tensors plus alignment). */
 int64_t mk_model_buffer_size(const mk_model *model);
-/* The two AdamW groups besides the pair table, as [begin, end) float offsets into the
- * buffers: ranges[0] every decayed tensor, ranges[1] every bias. Each is contiguous (the
- * alignment padding inside stays 0 in parameters, gradients and moments). */
-void mk_model_adamw_groups(const mk_model *model, int64_t ranges[2][2]);
+/* Copies the first `max` parameter groups (mk_param_group), in placement order, into
+ * `groups` and returns how many there are (at most MK_MAX_PARAM_GROUPS). */
+int mk_model_param_groups(const mk_model *model, mk_param_group *groups, int max);
 /* Device pointers to the parameter and gradient buffers. */
 float *mk_model_params(mk_model *model);
 float *mk_model_grads(mk_model *model);
@@ -144,8 +168,8 @@ int mk_model_next_slot(const mk_model *model);
 mk_status mk_model_wait_slot(mk_model *model, int slot);
 void *mk_model_copy_stream(const mk_model *model);
 /* AdamW on the pair table straight from the last backward (backend
- * pair_sums_backward_adamw); exp_avg / exp_avg_sq are moment buffers laid out like the
- * parameters. */
+ * pair_sums_backward_adamw); exp_avg / exp_avg_sq hold the pair table's moments only,
+ * [num_pairs * P] each (where its group's moments start). */
 mk_status mk_model_pair_table_adamw(mk_model *model, float *exp_avg, float *exp_avg_sq,
                                     const mk_adamw_args *args, const float *stats);
 

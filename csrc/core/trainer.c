@@ -29,14 +29,19 @@ struct mk_trainer {
     mk_model *model;
     mk_trainer_config cfg;
     int64_t steps;
-    float *m, *v;
     float *ring; /* device backends: [MK_STATS_RING][MK_STAT_COUNT] stats of recent steps */
-    const mk_tensor *pair; /* the pair table's entry in the model's layout */
-    /* MK_PAIR_STATE_BF16: the pair table's moments live in pair_m16 / pair_v16 (one
-     * allocation), and m, v skip its span [pair->offset, pair->offset + pair_span). */
+    /* The model's parameter groups (model.h: they tile its buffers, in placement order), and
+     * where each group's fp32 moments start in m and v: group after group, skipping the
+     * pair table's when its moments are bf16 (moments_at -1; they live in pair_m16 /
+     * pair_v16, one allocation). m and v hold moment_floats floats each. */
+    int num_groups;
+    mk_param_group groups[MK_MAX_PARAM_GROUPS];
+    int64_t moments_at[MK_MAX_PARAM_GROUPS];
+    int64_t moment_floats;
+    float *m, *v;
+    const mk_tensor *pair; /* the one tensor of the MK_GROUP_PAIR_TABLE group */
     int pair_state;
     uint16_t *pair_m16, *pair_v16;
-    int64_t pair_span;
     int profile;
     int fuse_pair_table; /* 1: pair-table gradient and AdamW in one pass (same result) */
     mk_phase_times times;
@@ -106,17 +111,36 @@ double mk_trainer_lr_at(const mk_trainer_config *c, int64_t s) {
     return c->min_lr + (c->lr - c->min_lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * p));
 }
 
-/* Where tensor i's moments start in the fp32 moment buffers (floats). */
-static int64_t moment_offset(const mk_trainer *t, int i) {
-    int64_t o = mk_model_tensor(t->model, i)->offset;
-    return t->pair_state == MK_PAIR_STATE_BF16 && o > t->pair->offset ? o - t->pair_span : o;
+/* Where a tensor's moments start in the fp32 moment buffers m, v (floats): its place in its
+ * group, from where the group's moments start. */
+static int64_t moment_offset(const mk_trainer *t, const mk_tensor *tn) {
+    return t->moments_at[tn->group] + (tn->offset - t->groups[tn->group].offset);
+}
+
+/* The groups, the fp32 moments' place for each, and the pair table. */
+static mk_status plan_moments(mk_trainer *t) {
+    mk_model *model = t->model;
+    t->num_groups = mk_model_param_groups(model, t->groups, MK_MAX_PARAM_GROUPS);
+    t->moment_floats = 0;
+    for (int g = 0; g < t->num_groups; g++) {
+        int bf16 = t->groups[g].kind == MK_GROUP_PAIR_TABLE && t->pair_state == MK_PAIR_STATE_BF16;
+        t->moments_at[g] = bf16 ? -1 : t->moment_floats;
+        if (!bf16) t->moment_floats += t->groups[g].size;
+    }
+    t->pair = NULL;
+    for (int i = 0; i < mk_model_num_tensors(model); i++) {
+        const mk_tensor *tn = mk_model_tensor(model, i);
+        if (t->groups[tn->group].kind == MK_GROUP_PAIR_TABLE) t->pair = tn;
+    }
+    if (!t->pair) /* model.c always makes one: a model without it is a bug there */
+        return mk_fail(MK_ERR_VALUE, "Trainer: the model reports no pair-table parameter group");
+    return MK_OK;
 }
 
 /* The bf16 pair-table moments: 2 numel uint16, zero (bf16 +0 is all zero bits, so a float
  * fill of numel floats clears both halves). */
 static mk_status alloc_pair_bf16(mk_trainer *t, const mk_backend *be, void *stream) {
-    const mk_tensor *pt = t->pair;
-    int64_t n = pt->numel;
+    int64_t n = t->pair->numel;
     void *buf = NULL;
     mk_status st = be->alloc(stream, (size_t)(2 * n) * sizeof(uint16_t), &buf);
     if (st == MK_OK) st = be->fill(stream, buf, 0.0f, n);
@@ -126,14 +150,6 @@ static mk_status alloc_pair_bf16(mk_trainer *t, const mk_backend *be, void *stre
     }
     t->pair_m16 = buf;
     t->pair_v16 = t->pair_m16 + n;
-    /* its span in the layout runs to the tensor placed after it (numel plus alignment
-     * padding); model.c places the pair table first, so every other tensor is after it */
-    int64_t next = mk_model_buffer_size(t->model);
-    for (int k = 0; k < mk_model_num_tensors(t->model); k++) {
-        int64_t o = mk_model_tensor(t->model, k)->offset;
-        if (o > pt->offset && o < next) next = o;
-    }
-    t->pair_span = next - pt->offset;
     return MK_OK;
 }
 
@@ -149,14 +165,14 @@ mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, int p
     t->model = model;
     t->cfg = *cfg;
     t->pair_state = pair_state;
-    t->pair = mk_model_tensor(model, mk_model_find(model, "pair_table"));
     const mk_backend *be = mk_model_backend(model);
     void *stream = mk_model_stream(model);
-    if (pair_state == MK_PAIR_STATE_BF16 && (st = alloc_pair_bf16(t, be, stream)) != MK_OK) {
+    if ((st = plan_moments(t)) != MK_OK ||
+        (pair_state == MK_PAIR_STATE_BF16 && (st = alloc_pair_bf16(t, be, stream)) != MK_OK)) {
         free(t);
         return st;
     }
-    int64_t n = mk_model_buffer_size(model) - (pair_state == MK_PAIR_STATE_BF16 ? t->pair_span : 0);
+    int64_t n = t->moment_floats;
     void *m = NULL, *v = NULL;
     if ((st = be->alloc(stream, (size_t)n * sizeof(float), &m)) != MK_OK ||
         (st = be->alloc(stream, (size_t)n * sizeof(float), &v)) != MK_OK ||
@@ -208,12 +224,8 @@ mk_status mk_trainer_set_step_count(mk_trainer *t, int64_t steps) {
 }
 int mk_trainer_pair_state(const mk_trainer *t) { return t->pair_state; }
 size_t mk_trainer_state_bytes(const mk_trainer *t) {
-    int64_t n = mk_model_buffer_size(t->model), pair = 0;
-    if (t->pair_state == MK_PAIR_STATE_BF16) {
-        pair = t->pair->numel;
-        n -= t->pair_span;
-    }
-    return (size_t)(2 * n) * sizeof(float) + (size_t)(2 * pair) * sizeof(uint16_t);
+    int64_t pair = t->pair_state == MK_PAIR_STATE_BF16 ? t->pair->numel : 0;
+    return (size_t)(2 * t->moment_floats) * sizeof(float) + (size_t)(2 * pair) * sizeof(uint16_t);
 }
 void mk_trainer_profile(mk_trainer *t, int enable) {
     t->profile = enable;
@@ -285,9 +297,15 @@ static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats)
     };
     float *p = mk_model_params(model), *g = mk_model_grads(model);
     /* The pair table goes first: its fused update is the one that needs scratch memory,
-     * and failing before any tensor changed keeps a failed step from half-applying. */
+     * and failing before any tensor changed keeps a failed step from half-applying. It is
+     * updated over its tensor only (its bf16 moments hold numel values, no padding). */
     const int64_t po = t->pair->offset, pn = t->pair->numel;
-    args.weight_decay = (float)t->cfg.weight_decay;
+    float *pm = NULL, *pv = NULL; /* with fp32 moments: the pair table's, in m and v */
+    if (t->pair_state != MK_PAIR_STATE_BF16) {
+        pm = t->m + moment_offset(t, t->pair);
+        pv = t->v + moment_offset(t, t->pair);
+    }
+    args.weight_decay = t->groups[t->pair->group].decay ? (float)t->cfg.weight_decay : 0.0f;
     if (t->pair_state == MK_PAIR_STATE_BF16)
         MK_TRY(t->fuse_pair_table
                    ? mk_model_pair_table_adamw_bf16(model, t->pair_m16, t->pair_v16, &args, dstats,
@@ -295,20 +313,18 @@ static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats)
                    : be->adamw_bf16(stream, p + po, g + po, t->pair_m16, t->pair_v16, pn, &args,
                                     dstats, mk_bf16_step_seed(step)));
     else if (t->fuse_pair_table)
-        MK_TRY(mk_model_pair_table_adamw(model, t->m, t->v, &args, dstats));
+        MK_TRY(mk_model_pair_table_adamw(model, pm, pv, &args, dstats));
     else
-        MK_TRY(be->adamw(stream, p + po, g + po, t->m + po, t->v + po, pn, &args, dstats));
+        MK_TRY(be->adamw(stream, p + po, g + po, pm, pv, pn, &args, dstats));
     if (t->profile) t_pair = lap(t, &mark);
-    /* Then every other tensor in two launches: decayed weights, then biases (model.c lays
-     * each group out contiguously, after the pair table, so their moments sit at the same
-     * offsets less the pair table's span when that one's moments are bf16). */
-    int64_t groups[2][2], shift = t->pair_state == MK_PAIR_STATE_BF16 ? t->pair_span : 0;
-    mk_model_adamw_groups(model, groups);
-    for (int k = 0; k < 2; k++) {
-        int64_t o = groups[k][0], mo = o - shift;
-        args.weight_decay = k == 0 ? (float)t->cfg.weight_decay : 0.0f;
-        MK_TRY(be->adamw(stream, p + o, g + o, t->m + mo, t->v + mo, groups[k][1] - o, &args,
-                         dstats));
+    /* Then every other group, one launch each over its whole range (the model keeps the
+     * padding between its tensors at 0, which AdamW leaves at 0). */
+    for (int k = 0; k < t->num_groups; k++) {
+        const mk_param_group *pg = &t->groups[k];
+        if (pg->kind != MK_GROUP_DENSE) continue;
+        int64_t o = pg->offset, mo = t->moments_at[k];
+        args.weight_decay = pg->decay ? (float)t->cfg.weight_decay : 0.0f;
+        MK_TRY(be->adamw(stream, p + o, g + o, t->m + mo, t->v + mo, pg->size, &args, dstats));
     }
     if (t->profile) t_opt = t_pair + lap(t, &mark);
     if (be->host_memory) {
@@ -379,7 +395,7 @@ mk_status mk_trainer_read_moment(mk_trainer *t, int kind, int tensor, float *hos
     if (t->pair_state == MK_PAIR_STATE_BF16 && tn == t->pair)
         return pair_moment_copy(t, kind, host, NULL);
     const mk_backend *be = mk_model_backend(t->model);
-    return be->to_host(mk_model_stream(t->model), host, (kind ? t->v : t->m) + moment_offset(t, tensor),
+    return be->to_host(mk_model_stream(t->model), host, (kind ? t->v : t->m) + moment_offset(t, tn),
                        (size_t)tn->numel * sizeof(float));
 }
 
@@ -388,6 +404,6 @@ mk_status mk_trainer_write_moment(mk_trainer *t, int kind, int tensor, const flo
     if (t->pair_state == MK_PAIR_STATE_BF16 && tn == t->pair)
         return pair_moment_copy(t, kind, NULL, host);
     const mk_backend *be = mk_model_backend(t->model);
-    return be->to_device(mk_model_stream(t->model), (kind ? t->v : t->m) + moment_offset(t, tensor),
+    return be->to_device(mk_model_stream(t->model), (kind ? t->v : t->m) + moment_offset(t, tn),
                          host, (size_t)tn->numel * sizeof(float));
 }

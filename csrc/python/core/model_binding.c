@@ -208,6 +208,33 @@ static PyObject *model_tensors(mk_model_object *self, PyObject *unused) {
     return list;
 }
 
+/* [(name, kind, decay, offset, size, [tensor names])]: the parameter groups the trainer
+ * updates (mk_model_param_groups), in placement order, offsets and sizes in floats. */
+static PyObject *model_param_groups(mk_model_object *self, PyObject *unused) {
+    REQUIRE_MODEL(self, NULL);
+    mk_param_group groups[MK_MAX_PARAM_GROUPS];
+    int n = mk_model_param_groups(self->model, groups, MK_MAX_PARAM_GROUPS);
+    PyObject *list = PyList_New(n);
+    for (int g = 0; list && g < n; g++) {
+        PyObject *names = PyList_New(0);
+        for (int i = 0; names && i < mk_model_num_tensors(self->model); i++) {
+            const mk_tensor *t = mk_model_tensor(self->model, i);
+            PyObject *name = t->group == g ? PyUnicode_FromString(t->name) : NULL;
+            if (t->group == g && (!name || PyList_Append(names, name) < 0)) Py_CLEAR(names);
+            Py_XDECREF(name);
+        }
+        const mk_param_group *pg = &groups[g];
+        PyObject *item = names ? Py_BuildValue("(ssOLLN)", pg->name,
+                                               pg->kind == MK_GROUP_PAIR_TABLE ? "pair_table" : "dense",
+                                               pg->decay ? Py_True : Py_False, (long long)pg->offset,
+                                               (long long)pg->size, names)
+                               : NULL;
+        if (!item) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, g, item);
+    }
+    return list;
+}
+
 const mk_tensor *mk_tensor_named(mk_model *model, const char *name, const char *op,
                                  int *index) {
     int i = mk_model_find(model, name);
@@ -541,6 +568,8 @@ static PyMethodDef module_functions[] = {
 
 static PyMethodDef model_methods[] = {
     {"tensors", (PyCFunction)model_tensors, METH_NOARGS, "[(name, shape, decay)] in order."},
+    {"param_groups", (PyCFunction)model_param_groups, METH_NOARGS,
+     "[(name, kind, decay, offset, size, [tensor names])] in placement order (floats)."},
     {"view", (PyCFunction)model_view, METH_O, "view(name): the live parameter (host memory)."},
     {"address", (PyCFunction)model_address, METH_O,
      "address(name) -> (pointer, shape) of the live parameter in the backend's memory."},
