@@ -198,12 +198,11 @@ static inline bb lance_attack(int color, int s, bb occ) {
 typedef mk_shogi_boards boards;
 
 #define PIECES(B, c, k) ((B)->piece[1 + (k) + 16 * (c)])
-#define GOLDS(B, c)                                                                                \
-    (PIECES(B, c, MK_GOLD) | PIECES(B, c, MK_PRO_PAWN) | PIECES(B, c, MK_PRO_LANCE) |                 \
-     PIECES(B, c, MK_PRO_KNIGHT) | PIECES(B, c, MK_PRO_SILVER))
-#define BISHOPS(B, c) (PIECES(B, c, MK_BISHOP) | PIECES(B, c, MK_HORSE))
-#define ROOKS(B, c) (PIECES(B, c, MK_ROOK) | PIECES(B, c, MK_DRAGON))
-#define KINGLIKE(B, c) (PIECES(B, c, MK_KING) | PIECES(B, c, MK_HORSE) | PIECES(B, c, MK_DRAGON))
+/* The kinds that move alike, as unions made once per position (mk_shogi_boards_finish). */
+#define GOLDS(B, c) ((B)->golds[c])
+#define BISHOPS(B, c) ((B)->bishops[c])
+#define ROOKS(B, c) ((B)->rooks[c])
+#define KINGLIKE(B, c) ((B)->kinglike[c])
 
 /* The sliders of colour c that attack s through occupancy occ: those on one of s's
  * lines (with an empty board) with nothing between. */
@@ -226,16 +225,20 @@ static inline bb attackers_to(const boards *B, int s, int c, bb occ) {
 }
 
 void mk_shogi_boards_finish(boards *B) {
-    bb o[2] = {0, 0};
-    for (int c = 0; c < 2; c++)
-        for (int k = 0; k < 14; k++) o[c] |= PIECES(B, c, k);
-    B->occ[0] = o[0];
-    B->occ[1] = o[1];
-    B->all = o[0] | o[1];
     for (int c = 0; c < 2; c++) {
-        bb k = PIECES(B, c, MK_KING);
+        bb k = PIECES(B, c, MK_KING), h = PIECES(B, c, MK_HORSE), d = PIECES(B, c, MK_DRAGON);
+        bb g = PIECES(B, c, MK_GOLD) | PIECES(B, c, MK_PRO_PAWN) | PIECES(B, c, MK_PRO_LANCE) |
+               PIECES(B, c, MK_PRO_KNIGHT) | PIECES(B, c, MK_PRO_SILVER);
+        bb bishops = PIECES(B, c, MK_BISHOP) | h, rooks = PIECES(B, c, MK_ROOK) | d;
+        B->golds[c] = g;
+        B->bishops[c] = bishops;
+        B->rooks[c] = rooks;
+        B->kinglike[c] = k | h | d;
+        B->occ[c] = PIECES(B, c, MK_PAWN) | PIECES(B, c, MK_LANCE) | PIECES(B, c, MK_KNIGHT) |
+                    PIECES(B, c, MK_SILVER) | g | bishops | rooks | k;
         B->king[c] = k ? lsb(k) : -1;
     }
+    B->all = B->occ[0] | B->occ[1];
 }
 
 /* The boards of a position given as cells, in the side to move's frame (position.h).

@@ -90,6 +90,9 @@ typedef struct {
         uint64_t piece_words[32][2]; /* the same, as words: [MK_SHOGI_WORD(s)] holds square s */
     };
     mk_shogi_bb occ[2], all; /* per colour, both */
+    /* per colour: gold and the promoted minor pieces; bishop and horse; rook and dragon;
+     * king, horse and dragon (the pieces that step like a king in some direction) */
+    mk_shogi_bb golds[2], bishops[2], rooks[2], kinglike[2];
     int king[2];             /* squares, -1 when a side has none */
     uint8_t cell[MK_SHOGI_SQUARES];       /* the cells */
     uint8_t hand[2][MK_SHOGI_HAND_KINDS]; /* the hands */
@@ -99,7 +102,8 @@ typedef struct {
 /* Builds the attack tables (once, thread-safe); every function above calls it itself. */
 void mk_shogi_init(void);
 
-/* Fills occ, all and king from piece[] (the pieces themselves being set by the caller). */
+/* Fills occ, all, king and the unions from piece[] (the pieces themselves being set by
+ * the caller). */
 void mk_shogi_boards_finish(mk_shogi_boards *boards);
 
 /* mk_shogi_validate for boards whose cells are all valid pieces or empty; pos gives the
