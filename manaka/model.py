@@ -80,19 +80,17 @@ def expected_shapes(config: ModelConfig) -> Dict[str, Tuple[int, ...]]:
     return shapes
 
 
-def config_from_meta(meta: dict, path, error) -> Tuple[ModelConfig, int]:
-    """(config, seed) from a model file's or checkpoint's meta; `error` names `path` otherwise."""
+def config_from_meta(meta: dict, path, error) -> Tuple[ModelConfig, Any]:
+    """(config, seed) from a model file's or checkpoint's meta; `error` names `path` otherwise.
+    The seed is as the file has it: Model checks it (csrc/python/core/model_binding.c)."""
     try:
         raw = meta["config"]
         if not isinstance(raw, dict) or not isinstance(raw.get("hidden"), list):
             raise TypeError(f"expected an object with a list 'hidden', got {raw!r:.200}")
         config = ModelConfig(**{**raw, "hidden": tuple(raw["hidden"])})
-        seed = meta.get("seed", 0)
-        if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**64:
-            raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r:.100}")
     except (KeyError, TypeError, ValueError, OverflowError) as e:
         raise error(path, f"the model config in the file is invalid: {type(e).__name__}: {e}") from None
-    return config, int(seed)
+    return config, meta.get("seed", 0)
 
 
 def check_tensors(config: ModelConfig, tensors: Mapping[str, np.ndarray], path, error, prefix: str = "") -> None:
@@ -164,19 +162,17 @@ class Model:
                  policy_head: str = "fused"):
         if not isinstance(config, ModelConfig):
             raise TypeError(f"Model: config must be a ModelConfig, got {type(config).__name__}")
-        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or not 0 <= seed < 2**64:
-            raise ValueError(f"Model: seed must be an int in [0, 2**64), got {seed!r}")
         if not isinstance(policy_head, str) or policy_head not in self.POLICY_HEADS:
             raise ValueError(f"Model: policy_head must be 'fused' or 'split', got {policy_head!r}")
         self.config = config
         self.policy_head = policy_head
         self.device = device
-        self.seed = int(seed)
         d = config.to_dict()
         self._core = _core.Model(d["num_tokens"], d["num_moves"], d["tokens_per_side"],
                                  d["embed_dim"], d["orders"], d["pair_dim"], d["hidden"],
-                                 d["head_width"], backend=_resolve_device(device), seed=self.seed,
+                                 d["head_width"], backend=_resolve_device(device), seed=seed,
                                  fused_head=policy_head == "fused")
+        self.seed = int(seed)  # checked by the core: an int in [0, 2**64)
         self._shapes = {name: shape for name, shape, _ in self._core.tensors()}
 
     # ------------------------------------------------------------ parameters
@@ -254,9 +250,9 @@ class Model:
         meta, tensors = model_file.read(path, "model", ModelFileError)
         config, seed = config_from_meta(meta, path, ModelFileError)
         check_tensors(config, tensors, path, ModelFileError)
-        try:  # the arguments are checked above: what fails here is the file's config (e.g. T > 1024)
+        try:  # the arguments are checked above: what fails here is the file's config (e.g. T > 1024) or seed
             model = cls(config, device=device, seed=seed, policy_head=policy_head)
-        except (ValueError, OverflowError, MemoryError) as e:
+        except (ValueError, TypeError, OverflowError, MemoryError) as e:
             raise ModelFileError(path, f"its config {config} cannot be built: {type(e).__name__}: {e}") from None
         try:
             model.load_state_dict(tensors)

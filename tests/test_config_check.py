@@ -237,3 +237,19 @@ def test_step_count_is_checked_in_c_by_load_and_by_the_setter():
     trainer.load_state_dict({**state, "step_count": np.int64(5)})
     trainer._core.step_count = np.uint8(7)
     assert trainer.step_count == 7
+
+
+def test_the_seed_is_converted_once_by_the_binding():
+    """Model's seed is the core's uint64_t: the binding refuses what it cannot hold (the
+    parse format it used wrapped -1 to 2**64 - 1); Python checks nothing."""
+    config = mk.ModelConfig(**BASE)
+    for bad, want in ((-1, (ValueError, "Model: seed must be an int in [0, 2**64), got -1")),
+                      (2**64, (ValueError, f"Model: seed must be an int in [0, 2**64), got {2**64}")),
+                      (1.5, (TypeError, "Model: seed must be an int, got float")),
+                      (True, (TypeError, "Model: seed must be an int, got bool"))):
+        assert error_of(lambda: mk.Model(config, seed=bad)) == want
+        assert error_of(lambda: _core.Model(*(BASE[f] for f in FIELDS), seed=bad)) == want
+    top = mk.Model(config, seed=np.uint64(2**64 - 1))
+    assert top.seed == 2**64 - 1 and type(top.seed) is int
+    assert all(np.array_equal(a, b) for a, b in zip(top.state_dict().values(),
+                                                    mk.Model(config, seed=2**64 - 1).state_dict().values()))

@@ -184,8 +184,8 @@ mk_status mk_model_pair_table_adamw_bf16(mk_model *model, uint16_t *exp_avg, uin
  * "<op>: value_weight must be finite and >= 0, got <v>". */
 mk_status mk_check_value_weight(const char *op, double value_weight);
 
-/* Checks value_weight and the batch, then forward_loss and backward; `stats` (host, MK_STAT_COUNT floats)
- * receives the stats buffer. */
+/* Checks value_weight and the batch, then forward_loss and backward; `stats` (host,
+ * MK_STAT_COUNT floats) receives the stats buffer. */
 mk_status mk_model_loss_and_grad(mk_model *model, const mk_batch *batch, float value_weight,
                                  float *stats);
 

@@ -214,7 +214,8 @@ mk_status mk_trainer_set_config(mk_trainer *t, const mk_trainer_config *cfg) {
 int64_t mk_trainer_step_count(const mk_trainer *t) { return __atomic_load_n(&t->steps, __ATOMIC_RELAXED); }
 mk_status mk_trainer_check_step_count(const char *op, int64_t steps) {
     if (steps < 0)
-        return mk_fail(MK_ERR_VALUE, "%s: step_count must be >= 0, got %lld", op, (long long)steps);
+        return mk_fail(MK_ERR_VALUE, "%s: step_count must be >= 0, got %lld", op,
+                       (long long)steps);
     return MK_OK;
 }
 mk_status mk_trainer_set_step_count(mk_trainer *t, int64_t steps) {

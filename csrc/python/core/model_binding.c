@@ -24,11 +24,6 @@ static char *config_fields[] = {"num_tokens", "num_moves", "tokens_per_side", "e
                                 "orders",     "pair_dim",  "hidden",          "head_width",
                                 NULL};
 
-/* One width of a model config as a Python int (new reference), *out holding it, or NULL.
- * The binding converts its type only (mk_config_int_arg); the rules are C's (model.h). It words only
- * what C cannot hold, a value outside int64: below, the rule of every width; above, when
- * `build`ing a model, the limit every width is far below (ModelConfig accepts it: *out is
- * then INT64_MAX). Unless `build`ing (mk_model_create checks all), runs mk_config_check_dim. */
 PyObject *mk_config_int_arg(PyObject *obj, const char *op, const char *name) {
     PyObject *value = !PyBool_Check(obj) && PyIndex_Check(obj) ? PyNumber_Index(obj) : NULL;
     if (!value && (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError))) {
@@ -39,6 +34,12 @@ PyObject *mk_config_int_arg(PyObject *obj, const char *op, const char *name) {
     return value;
 }
 
+/* One width of a model config as a Python int (new reference), *out holding it, or NULL.
+ * The binding converts its type only (mk_config_int_arg); the rules are C's (model.h).
+ * It words only what C cannot hold, a value outside int64: below, the rule of every
+ * width; above, when `build`ing a model, the limit every width is far below (ModelConfig
+ * accepts it: *out is then INT64_MAX). Unless `build`ing (mk_model_create then checks
+ * all), it runs mk_config_check_dim. */
 static PyObject *config_int(PyObject *obj, const char *name, int build, int64_t *out) {
     PyObject *value = mk_config_int_arg(obj, "ModelConfig", name);
     if (!value) return NULL;
@@ -138,32 +139,50 @@ const mk_backend *mk_backend_from_arg(PyObject *arg) {
     return backend;
 }
 
+/* The model's seed (default 0): converted as a config int, then an int in [0, 2^64), the
+ * range of the core's uint64_t (a ValueError naming it outside: "K" would wrap -1). */
+static int seed_arg(PyObject *obj, uint64_t *seed) {
+    *seed = 0;
+    PyObject *v = obj ? mk_config_int_arg(obj, "Model", "seed") : NULL;
+    if (!v) return obj ? -1 : 0;
+    unsigned long long s = PyLong_AsUnsignedLongLong(v);
+    if (s == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "Model: seed must be an int in [0, 2**64), got %S", v);
+    }
+    *seed = s;
+    Py_DECREF(v);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
     static char *kw[] = {"num_tokens", "num_moves",  "tokens_per_side", "embed_dim", "orders",
                          "pair_dim",   "hidden",     "head_width",      "backend",   "seed",
                          "fused_head", NULL}; /* config_fields, then the model's own */
     PyObject *o[8];
     PyObject *backend_arg = NULL; /* a name ("cpu") or a capsule of another module's table */
-    unsigned long long seed = 0;
+    PyObject *seed_obj = NULL;
+    uint64_t seed;
     int fused_head = 1; /* the training step's policy head: see mk_model_set_fused_policy_head */
     if (self->model) {
         PyErr_SetString(PyExc_RuntimeError, "_core.Model: already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO|OKp", kw, &o[0], &o[1], &o[2], &o[3],
-                                     &o[4], &o[5], &o[6], &o[7], &backend_arg, &seed,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO|OOp", kw, &o[0], &o[1], &o[2], &o[3],
+                                     &o[4], &o[5], &o[6], &o[7], &backend_arg, &seed_obj,
                                      &fused_head))
         return -1;
     mk_config cfg = {0};
     PyObject *values = config_from_args(o, 1, &cfg);
     if (!values) return -1;
+    if (seed_arg(seed_obj, &seed) < 0) return Py_DECREF(values), -1;
     Py_DECREF(values);
     const mk_backend *backend = mk_backend_from_arg(backend_arg);
     if (!backend) return -1;
     mk_model *model = NULL;
     mk_status status;
     Py_BEGIN_ALLOW_THREADS;
-    status = mk_model_create(&cfg, backend, NULL, (uint64_t)seed, &model);
+    status = mk_model_create(&cfg, backend, NULL, seed, &model);
     Py_END_ALLOW_THREADS;
     if (status != MK_OK) return mk_raise_status(status), -1;
     mk_model_set_fused_policy_head(model, fused_head);

@@ -40,7 +40,8 @@ static int steps_arg(PyObject *value, const char *op, const char *name, int64_t 
     if (!v) return -1;
     int overflow;
     *out = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (overflow) PyErr_Format(PyExc_ValueError, "%s: %s = %S does not fit in 64 bits", op, name, v);
+    if (overflow)
+        PyErr_Format(PyExc_ValueError, "%s: %s = %S does not fit in 64 bits", op, name, v);
     Py_DECREF(v);
     return overflow || PyErr_Occurred() ? -1 : 0;
 }
@@ -87,8 +88,9 @@ static int trainer_init(trainer_object *self, PyObject *args, PyObject *kwargs) 
         return -1;
     }
     PyObject *rest = kwargs;
-    int parsed =
-        pop_pair_state(&rest, "Trainer", &pair_state) < 0 ? -1 : parse_config(args, rest, &cfg, &model);
+    int parsed = pop_pair_state(&rest, "Trainer", &pair_state) < 0
+                     ? -1
+                     : parse_config(args, rest, &cfg, &model);
     if (rest != kwargs) Py_XDECREF(rest);
     if (parsed < 0) return -1;
     if (!PyObject_TypeCheck(model, &mk_model_type) || !((mk_model_object *)model)->model) {
@@ -209,11 +211,13 @@ done:
 static PyObject *trainer_config(trainer_object *self, PyObject *unused) {
     REQUIRE_TRAINER(self, NULL);
     const mk_trainer_config *c = mk_trainer_get_config(self->trainer);
-    PyObject *total = c->has_total_steps ? PyLong_FromLongLong(c->total_steps) : Py_NewRef(Py_None);
+    PyObject *total =
+        c->has_total_steps ? PyLong_FromLongLong(c->total_steps) : Py_NewRef(Py_None);
     return Py_BuildValue("{s:d,s:(dd),s:d,s:d,s:L,s:s,s:N,s:d,s:d}", "lr", c->lr, "betas",
                          c->beta1, c->beta2, "eps", c->eps, "weight_decay", c->weight_decay,
                          "warmup_steps", (long long)c->warmup_steps, "schedule",
-                         mk_trainer_schedule_name(c->schedule), "total_steps", total, "min_lr", c->min_lr,
+                         mk_trainer_schedule_name(c->schedule), "total_steps", total, "min_lr",
+                         c->min_lr,
                          "value_weight", c->value_weight);
 }
 
@@ -418,7 +422,8 @@ static PyMethodDef trainer_methods[] = {
     {"config", (PyCFunction)trainer_config, METH_NOARGS, NULL},
     {"configure", (PyCFunction)(void (*)(void))trainer_configure, METH_VARARGS | METH_KEYWORDS, NULL},
     {"load", (PyCFunction)(void (*)(void))trainer_load, METH_VARARGS | METH_KEYWORDS,
-     "load(model, exp_avg, exp_avg_sq, step_count, pair_state_dtype, **hyperparameters): all or nothing"},
+     "load(model, exp_avg, exp_avg_sq, step_count, pair_state_dtype, **hyperparameters): "
+     "all or nothing"},
     {"read_moment", (PyCFunction)trainer_read_moment, METH_VARARGS, NULL},
     {"write_moment", (PyCFunction)trainer_write_moment, METH_VARARGS, NULL},
     {"lr_at", (PyCFunction)trainer_lr_at, METH_O, NULL},
