@@ -1,6 +1,8 @@
 """Builds manaka's C core as the extension manaka._core (always), with OpenMP and -O3,
-and the CUDA backend as the separate extension manaka._cuda, so that _core never depends
-on CUDA libraries. By default manaka._cuda is built only when nvcc is found and a GPU is
+its test and benchmark hooks as manaka._testing (always; csrc/python/testing/, which runs
+_core's engine through a capsule instead of linking a copy, and which the package itself
+never imports, so the shipped _core holds no hooks), and the CUDA backend as the separate
+extension manaka._cuda, so that _core never depends on CUDA libraries. By default manaka._cuda is built only when nvcc is found and a GPU is
 visible, and then only for that GPU's compute capability (as PyTorch's extension builder
 does): nvcc takes minutes per GPU generation, which a machine without a GPU cannot use.
 The build prints one line saying what it builds and why (pip shows it with -v).
@@ -272,8 +274,7 @@ def extensions(cuda):
     blas_include, blas_libdir, blas_lib = openblas()
     core = Extension(
         "manaka._core",
-        sources=sources("core/*.c", "data/*.c", "cpu/*.c", "shogi/*.c", "python/common/*.c", "python/core/*.c",
-                        "python/testing/*.c"),
+        sources=sources("core/*.c", "data/*.c", "cpu/*.c", "shogi/*.c", "python/common/*.c", "python/core/*.c"),
         include_dirs=[numpy.get_include(), "csrc", blas_include],
         library_dirs=[blas_libdir],
         libraries=[blas_lib],
@@ -281,13 +282,25 @@ def extensions(cuda):
         extra_link_args=["-fopenmp", "-pthread"],
         depends=sources("core/*.h", "data/*.h", "cpu/*.h", "shogi/*.h", "python/common/*.h", "python/core/*.h"),
     )
+    # The hooks link only the argument conversion (binding.c): the engine, its error buffer
+    # and thread count are _core's, reached through the capsule manaka._core._api
+    # (csrc/python/core/core_api.h says why), so no BLAS or OpenMP runtime is linked. The
+    # compile flags are _core's: setuptools puts both extensions' binding.o at one path in
+    # build_temp, and the object must be right for either.
+    testing = Extension(
+        "manaka._testing",
+        sources=sources("python/testing/*.c", "python/common/*.c"),
+        include_dirs=[numpy.get_include(), "csrc"],
+        extra_compile_args=c_flags(),
+        depends=sources("core/*.h", "python/common/*.h", "python/core/core_api.h", "python/testing/*.h"),
+    )
     if not cuda:
-        return [core]
+        return [core, testing]
     # Every .cu in csrc/cuda: the fused ops, their index checks, the runtime services the
     # binding uses, and the training step's primitives and op table (backend_cuda.cu). cuBLAS
     # is not linked: cublas_dynamic.c loads it at run time (see its header for why).
     archs = ";".join(cuda["archs"])
-    return [core, Extension(
+    return [core, testing, Extension(
         "manaka._cuda",
         sources=sources("cuda/*.cu", "cuda/*.c") + ["csrc/core/error.c", "csrc/core/backend.c", "csrc/core/batch.c", "csrc/core/check.c",
                                                        "csrc/python/common/binding.c"]

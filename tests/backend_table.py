@@ -1,10 +1,11 @@
 """Calls the entries of any backend's op table (csrc/core/backend.h) from Python, for the
 conformance suite (tests/test_backend_ops.py).
 
-A table arrives as a 'manaka.mk_backend' capsule (manaka._core.backend_table("cpu"),
-manaka._cuda.backend_table()); each entry is read from it at the offset the compiler gave
-it (_core.backend_layout(), generated from MK_BACKEND_ENTRIES) and called through ctypes
-with the prototype below. The structs the entries take are mirrored here and checked
+A table arrives as a 'manaka.mk_backend' capsule (manaka._testing.backend_table("cpu")
+hands out _core's, manaka._cuda.backend_table() the CUDA one); each entry is read from it at
+the offset the compiler gave it (manaka._testing.backend_layout(), generated from
+MK_BACKEND_ENTRIES) and called through ctypes with the prototype below; a failing entry's
+message is read from the mk_error() of the library that holds the table. The structs the entries take are mirrored here and checked
 against the compiled layout (check_layout), so a field added in C fails the suite instead
 of shifting every argument after it. A prototype cannot be checked that way: a wrong one
 shows up as a result that disagrees with the NumPy reference, since every case passes
@@ -17,6 +18,7 @@ import ctypes
 import numpy as np
 
 import manaka
+from manaka import _testing  # the test hooks (csrc/python/testing/)
 
 P, I32, I64, F32, U64, SIZE = (ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float,
                                ctypes.c_uint64, ctypes.c_size_t)
@@ -134,7 +136,7 @@ def header_prototypes(path=None):
 
 
 def layout():
-    return manaka._core.backend_layout()
+    return _testing.backend_layout()
 
 
 def entries():
@@ -283,5 +285,5 @@ def table(name):
             return found
         capsule, library = found
     else:
-        capsule, library = manaka._core.backend_table(name), manaka._core.__file__
+        capsule, library = _testing.backend_table(name), manaka._core.__file__
     return Backend(name, capsule, library)

@@ -624,21 +624,51 @@ def test_every_entry_has_a_case():
     """The compiled table's entries (by offset) are exactly the cases: a new entry needs a
     case, and a case for a removed entry goes. (This replaces test_model.py's hand-kept
     map from entry to the test that exercised it.)"""
-    import manaka
+    from manaka import _testing
 
     assert set(bt.entries()) == set(CASES)
-    assert manaka._core.backend_entries("cpu_staged") == manaka._core.backend_entries("cpu")
+    assert _testing.backend_entries("cpu_staged") == _testing.backend_entries("cpu")
     with pytest.raises(ValueError, match="not in this build"):
-        manaka._core.backend_entries("tpu")
+        _testing.backend_entries("tpu")
     with pytest.raises(ValueError, match="not in this build"):
-        manaka._core.backend_table("tpu")
+        _testing.backend_table("tpu")
 
 
 def test_entry_list_follows_the_struct_and_the_ctypes_mirrors_match_the_compiled_layout():
-    import manaka
+    from manaka import _testing
 
-    assert manaka._core.backend_entries("cpu") == bt.entries()  # MK_BACKEND_ENTRIES's order
+    assert _testing.backend_entries("cpu") == bt.entries()  # MK_BACKEND_ENTRIES's order
     assert bt.check_layout() == []
+
+
+# The test and benchmark hooks (csrc/python/testing/): all of manaka._testing's functions.
+HOOKS = {"backend_adamw", "backend_pair_adamw", "backend_scratch_bytes", "backend_gemm",
+         "backend_policy_head", "backend_layout", "backend_table", "backend_entries"}
+
+
+def test_the_hooks_are_in_testing_and_not_in_the_shipped_core():
+    """manaka._core holds no test hook (issue 12): they are manaka._testing's, which the
+    package never imports; and _testing links no copy of the engine (it would have its own
+    error buffer and thread count: csrc/python/core/core_api.h), so none of the engine's
+    symbols is defined in it, nor the mk_error it forwards to _core's."""
+    import subprocess
+    import sys
+
+    import manaka
+    from manaka import _testing
+
+    public = {name for name in dir(_testing) if not name.startswith("_")}
+    assert public == HOOKS
+    assert not HOOKS & set(dir(manaka._core))
+    assert not [name for name in dir(manaka._core) if name.startswith("backend_")]
+    core, testing = ctypes.CDLL(manaka._core.__file__), ctypes.CDLL(_testing.__file__)
+    for symbol in ("mk_fail", "mk_error", "mk_backend_cpu", "mk_batch_check", "mk_model_create"):
+        assert hasattr(core, symbol), symbol  # the names are the engine's: the check can fail
+        assert not hasattr(testing, symbol), symbol
+    # Importing the package loads neither the hooks nor anything that imports them.
+    out = subprocess.run([sys.executable, "-c", "import sys, manaka, manaka.bench; "
+                          "print('manaka._testing' in sys.modules)"], capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr
 
 
 @pytest.mark.parametrize("entry", list(CASES))

@@ -51,6 +51,21 @@ def test_no_suite_or_an_unknown_one_is_an_error_naming_it():
     assert out.returncode == 2 and "unknown suite 'opz'" in out.stderr
 
 
+def test_a_suite_that_times_through_the_test_hooks_names_them_when_they_are_missing(monkeypatch):
+    """The gemm suite and the policy-head comparison time single op-table entries through
+    manaka._testing, an extension installed beside _core; without it they say so."""
+    import manaka
+    from manaka.bench import gemm, policy_head, testing_hooks
+
+    assert testing_hooks("x").backend_gemm  # present in this build
+    monkeypatch.delattr(manaka, "_testing", raising=False)
+    monkeypatch.setitem(sys.modules, "manaka._testing", None)  # what a failed import leaves
+    with pytest.raises(ImportError, match=r"^python -m manaka.bench gemm needs manaka._testing"):
+        gemm.main(["--batch", "4", "--runs", "1", "--no-write"])
+    with pytest.raises(ImportError, match="policy head comparison .* needs manaka._testing"):
+        policy_head.compare_ops("cpu", None, 8, 16, runs=1, repeats=2)
+
+
 def digest(folder):
     return {f: hashlib.sha256(open(os.path.join(folder, f), "rb").read()).hexdigest()
             for f in sorted(os.listdir(folder))}

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import manaka as mk
+from manaka import _testing  # the test hooks (csrc/python/testing/)
 import model_cases as cases
 import reference_bf16 as rb
 from manaka import cuda
@@ -36,8 +37,8 @@ def test_adamw_entries_match_cpu_bitwise(dtype, finite):
     g = (rng.standard_normal(n) * 1e-2).astype(np.float32)
     m, v = _moments(rng, n, dtype)
     seed = rb.step_seed(4)
-    want = mk._core.backend_adamw("cpu", p, g, m, v, ARGS, seed, finite)
-    got = mk._core.backend_adamw(cuda.backend_table(), p, g, m, v, ARGS, seed, finite)
+    want = _testing.backend_adamw("cpu", p, g, m, v, ARGS, seed, finite)
+    got = _testing.backend_adamw(cuda.backend_table(), p, g, m, v, ARGS, seed, finite)
     for name, a, b in zip("pmv", got, want):
         np.testing.assert_array_equal(a, b, err_msg=name)
     if not finite:
@@ -55,8 +56,8 @@ def test_fused_pair_update_matches_cpu_bitwise(dtype):
     p = rng.standard_normal((V * (V + 1) // 2, P)).astype(np.float32)
     m, v = _moments(rng, p.shape, dtype)
     seed = rb.step_seed(9)
-    want = mk._core.backend_pair_adamw("cpu", grad, tokens, p, m, v, ARGS, seed)
-    got = mk._core.backend_pair_adamw(cuda.backend_table(), grad, tokens, p, m, v, ARGS, seed)
+    want = _testing.backend_pair_adamw("cpu", grad, tokens, p, m, v, ARGS, seed)
+    got = _testing.backend_pair_adamw(cuda.backend_table(), grad, tokens, p, m, v, ARGS, seed)
     for name, a, b in zip("pmv", got, want):
         np.testing.assert_array_equal(a, b, err_msg=name)
     assert not np.array_equal(got[0], p)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import manaka as mk
+from manaka import _testing  # the test hooks (csrc/python/testing/)
 import model_cases as cases
 import op_inputs
 import reference_model as refm
@@ -22,7 +23,7 @@ def gpu_table():
 
 
 def run(backend, inputs, grad_scale=0.37):
-    return mk._core.backend_policy_head(backend, *inputs, grad_scale)
+    return _testing.backend_policy_head(backend, *inputs, grad_scale)
 
 
 # W = 300 / 16: float4 loads; 7 / 33: scalar loads. L = 6200 at W = 7 needs more than 48 KB
@@ -56,12 +57,12 @@ def test_ties_count_the_first_maximum():
     B, L, W, M = 6, 70, 8, 10  # L > 32: the tie spans warps and threads
     q, table, legal, counts, _, _ = op_inputs.policy_head_batch(rng, B, L, W, M, "full")
     target = np.array([0, 1, 69, 0, 33, 64], np.int32)
-    _, _, loss, correct = mk._core.backend_policy_head(gpu_table(), np.zeros_like(q), table,
+    _, _, loss, correct = _testing.backend_policy_head(gpu_table(), np.zeros_like(q), table,
                                                        legal, counts, target)
     np.testing.assert_array_equal(correct, (target == 0).astype(np.float32))
     np.testing.assert_allclose(loss, np.log(L), rtol=1e-6)
     same_move = np.full_like(legal, 7)
-    _, _, _, correct = mk._core.backend_policy_head(gpu_table(), q, table, same_move, counts, target)
+    _, _, _, correct = _testing.backend_policy_head(gpu_table(), q, table, same_move, counts, target)
     np.testing.assert_array_equal(correct, (target == 0).astype(np.float32))
 
 
@@ -70,7 +71,7 @@ def test_fused_entry_matches_the_split_entries(soft):
     rng = np.random.default_rng(12)
     inputs = op_inputs.policy_head_batch(rng, 17, 70, 300, 120, soft=soft)
     fused = run(gpu_table(), inputs)
-    split = mk._core.backend_policy_head(gpu_table(), *inputs, 0.37, head="split")
+    split = _testing.backend_policy_head(gpu_table(), *inputs, 0.37, head="split")
     for name, a, b in zip(("dlogits", "dq", "row_loss"), fused, split):
         assert cases.rel_err(a, b) < TOL, name
     np.testing.assert_array_equal(fused[3], split[3])

@@ -1,4 +1,4 @@
-"""The CPU GEMM (csrc/cpu/gemm.c) through the _core.backend_gemm hook: the same bits for
+"""The CPU GEMM (csrc/cpu/gemm.c) through the _testing.backend_gemm hook: the same bits for
 every thread count, shape by shape (tiles of C depend on the shape only), results within
 float32 rounding of a float64 NumPy reference, and bad dimensions refused.
 
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import manaka as mk
-from manaka import _core
+from manaka import _testing
 
 THREADS = [1, 2, 3, 4, 5, (os.cpu_count() or 1) + 1]
 
@@ -61,7 +61,7 @@ def gemm_for_threads(a, b, **kw):
     try:
         for t in THREADS:
             mk.set_num_threads(t)
-            out.append(_core.backend_gemm("cpu", a, b, **kw))
+            out.append(_testing.backend_gemm("cpu", a, b, **kw))
     finally:
         mk.set_num_threads(0)
     return out
@@ -115,7 +115,7 @@ def test_inputs_are_not_modified(rng):
     a, b = operands(rng, 400, 300, 200, False, False)
     c = rng.standard_normal((400, 300)).astype(np.float32)
     copies = a.copy(), b.copy(), c.copy()
-    _core.backend_gemm("cpu", a, b, c=c, beta=1.0)
+    _testing.backend_gemm("cpu", a, b, c=c, beta=1.0)
     for x, y in zip((a, b, c), copies):
         assert np.array_equal(x, y)
 
@@ -125,17 +125,17 @@ def test_inputs_are_not_modified(rng):
 def test_negative_dimensions_are_refused_by_the_backend(dims, name):
     a = np.ones((4, 4), np.float32)
     with pytest.raises(ValueError, match=f"gemm: negative dimension .*{name}"):
-        _core.backend_gemm("cpu", a, a, dims=dims)
+        _testing.backend_gemm("cpu", a, a, dims=dims)
 
 
 def test_bad_hook_arguments_are_named():
     a = np.ones((4, 5), np.float32)
     with pytest.raises(ValueError, match=r"op\(a\) is \[4, 5\] but op\(b\) is \[4, 5\]"):
-        _core.backend_gemm("cpu", a, a)
+        _testing.backend_gemm("cpu", a, a)
     with pytest.raises(ValueError, match="c must be"):
-        _core.backend_gemm("cpu", a, a, c=np.ones((4, 5), np.float32), trans_b=True)
+        _testing.backend_gemm("cpu", a, a, c=np.ones((4, 5), np.float32), trans_b=True)
     with pytest.raises(ValueError, match="exceed"):
-        _core.backend_gemm("cpu", a, a, trans_b=True, dims=(5, 4, 5))
+        _testing.backend_gemm("cpu", a, a, trans_b=True, dims=(5, 4, 5))
 
 
 # Forced kernels: Haswell (AVX2), Zen, Sandybridge (AVX); SkylakeX/Cooperlake (AVX-512)
@@ -154,7 +154,7 @@ _CHILD = textwrap.dedent("""
     import os, sys
     import numpy as np
     import manaka as mk
-    from manaka import _core
+    from manaka import _testing
     threads = [1, 2, 3, 4, 5, (os.cpu_count() or 1) + 1]
     rng = np.random.default_rng(7)
     worst = 0.0
@@ -165,7 +165,7 @@ _CHILD = textwrap.dedent("""
         out = []
         for t in threads:
             mk.set_num_threads(t)
-            out.append(_core.backend_gemm("cpu", a, b, trans_a=bool(ta), trans_b=bool(tb)))
+            out.append(_testing.backend_gemm("cpu", a, b, trans_a=bool(ta), trans_b=bool(tb)))
         for r in out[1:]:
             worst = max(worst, float(np.max(np.abs(r - out[0]))))
             if not np.array_equal(r.view(np.uint32), out[0].view(np.uint32)):

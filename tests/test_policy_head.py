@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import manaka as mk
+from manaka import _testing  # the test hooks (csrc/python/testing/)
 import model_cases as cases
 import op_inputs
 import reference_model as refm
@@ -17,7 +18,7 @@ BACKENDS = ["cpu", "cpu_staged"]
 
 def check_against_reference(backend, inputs, grad_scale=0.37):
     q, table, legal, counts, target, soft = inputs
-    got = mk._core.backend_policy_head(backend, q, table, legal, counts, target, soft, grad_scale)
+    got = _testing.backend_policy_head(backend, q, table, legal, counts, target, soft, grad_scale)
     want = refm.policy_head(q, table, legal, counts, target, soft, grad_scale)
     for name, g, w in zip(("dlogits", "dq", "row_loss"), got, want):
         assert g.dtype == np.float32 and g.shape == w.shape, name
@@ -57,12 +58,12 @@ def test_ties_count_the_first_maximum(backend):
     B, L, W, M = 6, 5, 8, 10
     q, table, legal, counts, _, _ = op_inputs.policy_head_batch(rng, B, L, W, M, "full")
     target = np.array([0, 1, 4, 0, 2, 3], np.int32)
-    _, _, loss, correct = mk._core.backend_policy_head(backend, np.zeros_like(q), table, legal,
+    _, _, loss, correct = _testing.backend_policy_head(backend, np.zeros_like(q), table, legal,
                                                        counts, target)
     np.testing.assert_array_equal(correct, (target == 0).astype(np.float32))
     np.testing.assert_allclose(loss, np.log(L), rtol=1e-6)
     same_move = np.full_like(legal, 7)
-    _, _, _, correct = mk._core.backend_policy_head(backend, q, table, same_move, counts, target)
+    _, _, _, correct = _testing.backend_policy_head(backend, q, table, same_move, counts, target)
     np.testing.assert_array_equal(correct, (target == 0).astype(np.float32))
 
 
@@ -73,12 +74,12 @@ def test_fused_entry_matches_the_split_entries(backend, soft):
     NULL) on the same backend; repeating either on the same buffers changes nothing."""
     rng = np.random.default_rng(11)
     inputs = op_inputs.policy_head_batch(rng, 17, 30, 24, 50, soft=soft)
-    fused = mk._core.backend_policy_head(backend, *inputs, 0.25)
-    split = mk._core.backend_policy_head(backend, *inputs, 0.25, head="split", repeats=3)
+    fused = _testing.backend_policy_head(backend, *inputs, 0.25)
+    split = _testing.backend_policy_head(backend, *inputs, 0.25, head="split", repeats=3)
     for name, a, b in zip(("dlogits", "dq", "row_loss"), fused, split):
         assert cases.rel_err(a, b) < TOL, name
     np.testing.assert_array_equal(fused[3], split[3])
-    again = mk._core.backend_policy_head(backend, *inputs, 0.25, repeats=3)
+    again = _testing.backend_policy_head(backend, *inputs, 0.25, repeats=3)
     for a, b in zip(fused, again):
         np.testing.assert_array_equal(a, b)
 
@@ -86,15 +87,15 @@ def test_fused_entry_matches_the_split_entries(backend, soft):
 def test_cpu_and_staged_paths_agree_bitwise():
     rng = np.random.default_rng(8)
     inputs = op_inputs.policy_head_batch(rng, 7, 12, 10, 15, soft=True)
-    for a, b in zip(mk._core.backend_policy_head("cpu", *inputs, 0.5),
-                    mk._core.backend_policy_head("cpu_staged", *inputs, 0.5)):
+    for a, b in zip(_testing.backend_policy_head("cpu", *inputs, 0.5),
+                    _testing.backend_policy_head("cpu_staged", *inputs, 0.5)):
         np.testing.assert_array_equal(a, b)
 
 
 def test_bad_arguments_raise_naming_them():
     rng = np.random.default_rng(3)
     q, table, legal, counts, target, _ = op_inputs.policy_head_batch(rng, 3, 4, 5, 6, "full")
-    run = mk._core.backend_policy_head
+    run = _testing.backend_policy_head
     with pytest.raises(ValueError, match="counts"):
         run("cpu", q, table, legal, np.array([1, 0, 2], np.int32), np.zeros(3, np.int32))
     with pytest.raises(ValueError, match="legal"):

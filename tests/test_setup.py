@@ -145,3 +145,22 @@ def test_manaka_cuda_0_and_no_nvcc_skip(setup_py):
 def test_the_line_is_one_line(setup_py):
     for kwargs in ({}, {"gpus": (["90"], "H200")}, {"nvcc": False}):
         assert "\n" not in config(setup_py, {}, **kwargs)[1]
+
+
+def test_the_test_hooks_are_their_own_extension_and_link_no_engine(setup_py, monkeypatch):
+    """manaka._testing is built from csrc/python/testing/ and the argument conversion only;
+    the shipped manaka._core from neither the hooks nor their folder (issue 12). The engine
+    folders belong to _core alone: _testing reaches the engine through _core's capsule."""
+    monkeypatch.chdir(ROOT)  # setup.py globs csrc/ relative to the folder it runs in
+    cuda = {"root": "/nowhere", "archs": ["90"], "cudart": "/nowhere/libcudart_static.a"}
+    for config in (None, cuda):
+        exts = {e.name: e for e in setup_py.extensions(config)}
+        assert list(exts)[:2] == ["manaka._core", "manaka._testing"]
+        core, testing = exts["manaka._core"].sources, exts["manaka._testing"].sources
+        assert not [s for s in core if s.startswith("csrc/python/testing/")]
+        assert sorted(s for s in testing if s.startswith("csrc/python/testing/")) == \
+            sorted(os.path.join("csrc", "python", "testing", f)
+                   for f in os.listdir(os.path.join(ROOT, "csrc", "python", "testing")) if f.endswith(".c"))
+        assert sorted(set(testing) - set(s for s in testing if s.startswith("csrc/python/testing/"))) == \
+            ["csrc/python/common/binding.c"]
+        assert "manaka._cuda" in exts if config else len(exts) == 2

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import manaka as mk
+from manaka import _testing  # the test hooks (csrc/python/testing/)
 import model_cases as cases
 import reference_model as refm
 
@@ -306,27 +307,27 @@ def test_fused_pair_update_takes_the_backend_scratch_and_refuses_less():
     nothing (the probe returns fresh arrays only on success)."""
     rng = np.random.default_rng(5)
     V, P, rows, T = 9, 3, 10, 6
-    assert mk._core.backend_scratch_bytes("cpu", rows=rows, T=T, V=V) == 4 * (2 * rows * T + rows + V + 1)
-    assert mk._core.backend_scratch_bytes("cpu", B=50, L=70, M=300, rows=rows, T=T, V=V) == \
-        mk._core.backend_scratch_bytes("cpu", rows=rows, T=T, V=V)  # the CPU buckets moves on its own
-    need = mk._core.backend_scratch_bytes("cpu", rows=rows, T=T, V=V)
+    assert _testing.backend_scratch_bytes("cpu", rows=rows, T=T, V=V) == 4 * (2 * rows * T + rows + V + 1)
+    assert _testing.backend_scratch_bytes("cpu", B=50, L=70, M=300, rows=rows, T=T, V=V) == \
+        _testing.backend_scratch_bytes("cpu", rows=rows, T=T, V=V)  # the CPU buckets moves on its own
+    need = _testing.backend_scratch_bytes("cpu", rows=rows, T=T, V=V)
     tokens = rng.integers(-1, V, (rows, T)).astype(np.int32)
     grad = rng.standard_normal((rows, P)).astype(np.float32)
     p = rng.standard_normal((V * (V + 1) // 2, P)).astype(np.float32)
     m, v = np.zeros_like(p), np.zeros_like(p)
     hyper = (1e-2, 0.9, 0.99, 1e-8, 0.1, 0.1, 0.01)
-    want = mk._core.backend_pair_adamw("cpu", grad, tokens, p, m, v, hyper)
-    got = mk._core.backend_pair_adamw("cpu", grad, tokens, p, m, v, hyper, work_bytes=need)
+    want = _testing.backend_pair_adamw("cpu", grad, tokens, p, m, v, hyper)
+    got = _testing.backend_pair_adamw("cpu", grad, tokens, p, m, v, hyper, work_bytes=need)
     for name, a, b in zip("pmv", got, want):
         np.testing.assert_array_equal(a, b, err_msg=name)
     assert not np.array_equal(got[0], p)
     for short in (need - 1, 0):
         with pytest.raises(ValueError, match=f"pair_sums_backward_adamw: the scratch given holds {short} bytes; {need}"):
-            mk._core.backend_pair_adamw("cpu", grad, tokens, p, m, v, hyper, work_bytes=short)
+            _testing.backend_pair_adamw("cpu", grad, tokens, p, m, v, hyper, work_bytes=short)
     with pytest.raises(ValueError, match="work_bytes must be >= 0"):
-        mk._core.backend_pair_adamw("cpu", grad, tokens, p, m, v, hyper, work_bytes=-2)
+        _testing.backend_pair_adamw("cpu", grad, tokens, p, m, v, hyper, work_bytes=-2)
     with pytest.raises(ValueError, match="rows must be >= 0"):
-        mk._core.backend_scratch_bytes("cpu", rows=-1)
+        _testing.backend_scratch_bytes("cpu", rows=-1)
 
 
 def staged_twin(model):

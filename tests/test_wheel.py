@@ -59,7 +59,18 @@ def test_the_wheel_holds_every_subpackage_and_the_core(installed):
                    "manaka/shogi/__init__.py", "manaka/torch/__init__.py"):
         assert module in names, module
     assert any(n.startswith("manaka/_core.") and n.endswith(".so") for n in names)
+    # The test hooks: installed for the gemm and policy-head benchmarks, outside _core.
+    assert any(n.startswith("manaka/_testing.") and n.endswith(".so") for n in names)
     assert not any(n.startswith("manaka/_cuda.") for n in names)  # MANAKA_CUDA=0
+
+
+def test_the_installed_hooks_load_and_the_core_holds_none(installed):
+    _, python, neutral, env = installed
+    out = run([python, "-c", "import sys, numpy as np, manaka; print('manaka._testing' in sys.modules); "
+               "from manaka import _testing; a = np.eye(3, dtype=np.float32); "
+               "print(bool((_testing.backend_gemm('cpu', a, a) == a).all())); "
+               "print([n for n in dir(manaka._core) if n.startswith('backend_')])"], neutral, env)
+    assert out.split() == ["False", "True", "[]"], out
 
 
 def test_manaka_is_imported_from_the_venv_not_the_checkout(installed):

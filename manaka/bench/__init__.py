@@ -12,3 +12,18 @@ SUITES = {
     "gemm": "the CPU GEMMs of one step at the seed shapes (to compare builds of cpu/gemm.c)",
     "pipeline": "positions/s of the batch producers, and the data wait during training",
 }
+
+
+def testing_hooks(what: str):
+    """manaka._testing, the extension of test hooks (csrc/python/testing/) through which
+    the gemm suite and the policy-head comparison time single entries of an op table. It
+    is built and installed with manaka, but kept out of the shipped _core and never
+    imported by the package itself; an install without it gets this error, naming `what`
+    needed it."""
+    try:
+        from manaka import _testing
+    except ImportError as e:
+        raise ImportError(f"{what} needs manaka._testing, the test-hook extension setup.py builds "
+                          f"beside manaka._core, and this install has none that loads ({e}); "
+                          "rebuild manaka (pip install ., or python setup.py build_ext --inplace)") from e
+    return _testing

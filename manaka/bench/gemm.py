@@ -2,8 +2,8 @@
 
 Each GEMM the model runs forward and backward (csrc/core/model.c: out = x W^T; dW = dout^T x;
 dx = dout W, per block of a layer's input) is timed through the test hook
-``_core.backend_gemm`` on the CPU backend, with the thread count of ``--threads``. The hook
-copies its operands and result (a memcpy each way), so the times include that overhead;
+``manaka._testing.backend_gemm`` on the CPU backend, with the thread count of ``--threads``.
+The hook copies its operands and result (a memcpy each way), so the times include that overhead;
 it is the same for any GEMM implementation, which is what the suite is for: comparing
 builds of csrc/cpu/gemm.c (e.g. its fixed tiles against per-thread splits).
 """
@@ -18,6 +18,7 @@ import numpy as np
 
 import manaka as mk
 from manaka import _core
+from manaka.bench import testing_hooks
 from manaka.bench.seed import SeedShapes
 from manaka.bench.timing import HEADER, measure, write_results
 
@@ -55,6 +56,7 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--out", default=None, help="results folder (default ./bench_results)")
     ap.add_argument("--no-write", action="store_true", help="print only")
     args = ap.parse_args(argv)
+    hooks = testing_hooks("python -m manaka.bench gemm")
     mk.set_num_threads(args.threads)
     cfg = SeedShapes().model_config()
     rng = np.random.default_rng(0)
@@ -64,7 +66,7 @@ def main(argv: List[str]) -> int:
     for name, M, N, K, ta, tb in step_gemms(cfg, args.batch):
         a = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float32)
         b = rng.standard_normal((N, K) if tb else (K, N)).astype(np.float32)
-        t = measure(f"{name} {M}x{N}x{K}", lambda: _core.backend_gemm("cpu", a, b, trans_a=ta,
+        t = measure(f"{name} {M}x{N}x{K}", lambda: hooks.backend_gemm("cpu", a, b, trans_a=ta,
                                                                        trans_b=tb),
                     runs=args.runs, warmup=args.warmup)
         n = int(name.split("(x")[1][0]) if "(x" in name else 1
@@ -72,7 +74,7 @@ def main(argv: List[str]) -> int:
         cpu = []  # CPU time of the process: less sensitive than wall time to other load
         for _ in range(args.runs):
             start = time.process_time()
-            _core.backend_gemm("cpu", a, b, trans_a=ta, trans_b=tb)
+            hooks.backend_gemm("cpu", a, b, trans_a=ta, trans_b=tb)
             cpu.append((time.process_time() - start) * 1e3)
         t.extra["cpu_ms"] = f"{statistics.median(cpu):.3f}"
         total_cpu += n * statistics.median(cpu)

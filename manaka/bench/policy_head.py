@@ -12,7 +12,7 @@ load falls on both alike, after checking that they compute the same loss and gra
 The heads alone (`compare_ops`): the part of the step that differs is small beside the
 rest (PairSums, the GEMMs, AdamW), so the step comparison can drown in noise on a shared
 machine. compare_ops times the backend's policy_head entry against the three entries it
-replaces, on the seed batch, through _core.backend_policy_head with `repeats` runs per
+replaces, on the seed batch, through manaka._testing.backend_policy_head with `repeats` runs per
 call on the same device buffers; the fixed cost of the call (copies in and out) is
 measured with repeats=1 and subtracted: per op = (t(R) - t(1)) / (R - 1).
 """
@@ -24,6 +24,7 @@ import numpy as np
 
 import manaka as mk
 
+from . import testing_hooks
 from .timing import measure_interleaved, phase_ms
 
 GRAD_TOL = 1e-4  # the fused and split gradients agree to float rounding (tests: 1e-5 .. 1e-4)
@@ -94,21 +95,20 @@ def compare_ops(backend, batch: mk.Batch, W: int, M: int, runs: int, repeats: in
     """(report lines, results): the fused policy head entry against the split entries, on
     `backend` (a name or a capsule), for q [B, W] and a move table [M, W] of random normals
     (logits ~ N(0, 1)) over the batch's legal lists and targets."""
-    from manaka import _core
-
+    hooks = testing_hooks("the policy head comparison of python -m manaka.bench step")
     rng = np.random.default_rng(0)
     B = len(batch)
     q = rng.standard_normal((B, W), dtype=np.float32) / np.float32(np.sqrt(W))
     table = rng.standard_normal((M, W), dtype=np.float32)
     args = (q, table, batch.legal, batch.counts, batch.target, batch.policy_target, 1.0 / B)
-    outs = {head: _core.backend_policy_head(backend, *args, head=head) for head in ("fused", "split")}
+    outs = {head: hooks.backend_policy_head(backend, *args, head=head) for head in ("fused", "split")}
     worst = max(_max_rel_err({"x": a}, {"x": b}) for a, b in zip(outs["fused"][:3], outs["split"][:3]))
     if worst > GRAD_TOL or not np.array_equal(outs["fused"][3], outs["split"][3]):
         raise RuntimeError(f"policy head entries disagree: largest relative difference {worst:.2e}")
     fns = {}
     for head in ("fused", "split"):
         for r in (repeats, 1):
-            fns[(head, r)] = (lambda h=head, r=r: _core.backend_policy_head(backend, *args, head=h, repeats=r))
+            fns[(head, r)] = (lambda h=head, r=r: hooks.backend_policy_head(backend, *args, head=h, repeats=r))
     t = measure_interleaved(fns, runs=runs, warmup=1, sync=sync)
     per_op = {head: (t[(head, repeats)].median_ms - t[(head, 1)].median_ms) / (repeats - 1)
               for head in ("fused", "split")}

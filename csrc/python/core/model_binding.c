@@ -553,32 +553,7 @@ static PyObject *model_arena_bytes_for(mk_model_object *self, PyObject *args) {
     return Py_BuildValue("(nn)", (Py_ssize_t)bytes, (Py_ssize_t)work);
 }
 
-/* backend_entries(name="cpu") -> [entry names of the op table], after checking it is
- * complete: tests enumerate it so that an entry without a test fails. */
-static PyObject *py_backend_entries(PyObject *self, PyObject *args) {
-    const char *name = "cpu";
-    if (!PyArg_ParseTuple(args, "|s", &name)) return NULL;
-    const mk_backend *backend = mk_backend_get(name);
-    if (!backend) return mk_raise_status(MK_ERR_VALUE);
-    PyObject *list = PyList_New(0);
-    if (!list) return NULL;
-#define MK_APPEND_ENTRY(entry)                                             \
-    {                                                                      \
-        PyObject *s = PyUnicode_FromString(#entry);                        \
-        if (!s || PyList_Append(list, s) < 0) {                            \
-            Py_XDECREF(s);                                                 \
-            Py_DECREF(list);                                               \
-            return NULL;                                                   \
-        }                                                                  \
-        Py_DECREF(s);                                                      \
-    }
-    MK_BACKEND_ENTRIES(MK_APPEND_ENTRY)
-#undef MK_APPEND_ENTRY
-    return list;
-}
-
 static PyMethodDef module_functions[] = {
-    {"backend_entries", py_backend_entries, METH_VARARGS, "backend_entries(name='cpu')"},
     {"check_model_config", (PyCFunction)(void (*)(void))py_check_model_config,
      METH_VARARGS | METH_KEYWORDS,
      "check_model_config(num_tokens, ..., hidden, head_width) -> the fields as Python ints"},

@@ -2,6 +2,7 @@
 #ifndef MANAKA_MODEL_BINDING_H
 #define MANAKA_MODEL_BINDING_H
 #include "python/common/binding.h"
+#include "python/core/core_api.h" /* mk_backend_from_arg */
 #include "core/batch.h"
 #include "core/staging_slots.h"
 #include "core/model.h"
@@ -65,26 +66,5 @@ PyArrayObject *mk_tensor_arg(const mk_tensor *t, PyObject *value, const char *op
  * "<op>: <name> must be an int, got <type>". Its rules are C's. */
 PyObject *mk_config_int_arg(PyObject *obj, const char *op, const char *name);
 
-/* The op table a backend argument names: a str ("cpu", "cpu_staged") or a capsule of
- * another extension's table (manaka._cuda); NULL with an exception set if neither. */
-const mk_backend *mk_backend_from_arg(PyObject *arg);
-
-/* The device buffers of one test-hook call (backend_probe.c, policy_head_probe.c): made
- * by the backend's alloc, filled from the host, and freed together. */
-#define MK_PROBE_BUFFERS 11 /* the most one hook uses: backend_policy_head, split */
-typedef struct {
-    const mk_backend *be;
-    void *dev[MK_PROBE_BUFFERS];
-    int n;
-} mk_probe_buffers;
-/* A buffer of `bytes` copied from `host` (NULL: uninitialised); nothing if *st is not
- * MK_OK on entry, NULL with *st set on failure (one buffer too many included). */
-void *mk_probe_put(mk_probe_buffers *pb, const void *host, size_t bytes, mk_status *st);
-void mk_probe_free(mk_probe_buffers *pb);
-
 int mk_init_trainer(PyObject *module);
-int mk_init_backend_probe(PyObject *module);
-int mk_init_backend_layout(PyObject *module);
-int mk_init_policy_head_probe(PyObject *module);
-int mk_init_gemm_probe(PyObject *module);
 #endif

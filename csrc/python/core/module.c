@@ -1,7 +1,8 @@
 /* manaka._core: the CPython module. Each concern registers its own functions
- * (ops_binding.c, model_binding.c, loader_binding.c, backend_probe.c, gemm_probe.c,
- * backend_layout.c); this file only
- * assembles them and answers build_info(). */
+ * (ops_binding.c, model_binding.c, loader_binding.c, shogi_binding.c) and core_api.c the
+ * capsule manaka._testing runs the engine through; this file only assembles them and
+ * answers build_info(). The test hooks are not here: they are manaka._testing
+ * (csrc/python/testing/), which the package never imports. */
 #define MANAKA_BINDING_MAIN
 #include "model_binding.h"
 
@@ -39,10 +40,8 @@ PyMODINIT_FUNC PyInit__core(void) {
     import_array();
     PyObject *module = PyModule_Create(&module_def);
     if (!module) return NULL;
-    if (mk_init_ops(module) < 0 || mk_init_model(module) < 0 || mk_init_loader(module) < 0 || mk_init_shogi(module) < 0 ||
-        mk_init_backend_probe(module) < 0 || mk_init_policy_head_probe(module) < 0 ||
-        mk_init_backend_layout(module) < 0 ||
-        mk_init_gemm_probe(module) < 0) {
+    if (mk_init_ops(module) < 0 || mk_init_model(module) < 0 || mk_init_loader(module) < 0 ||
+        mk_init_shogi(module) < 0 || mk_init_core_api(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

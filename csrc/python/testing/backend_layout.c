@@ -3,12 +3,17 @@
  * entry of any backend's table through ctypes, and checks its ctypes mirrors of these
  * structs against the offsets below instead of trusting a hand copy.
  *
- *   _core.backend_layout() -> {struct: (sizeof, {field: offsetof})}
+ *   _testing.backend_layout() -> {struct: (sizeof, {field: offsetof})}
  *       "mk_backend"'s fields are name, host_memory and every entry of MK_BACKEND_ENTRIES
  *       (generated from that list, whose completeness backend.c asserts at compile time);
- *   _core.backend_table(name) -> the named table ("cpu", "cpu_staged") as a
- *       MK_BACKEND_CAPSULE, like manaka._cuda.backend_table(). */
-#include "python/core/model_binding.h"
+ *   _testing.backend_table(name) -> the named table ("cpu", "cpu_staged") of manaka._core
+ *       as a MK_BACKEND_CAPSULE, like manaka._cuda.backend_table();
+ *   _testing.backend_entries(name="cpu") -> [the table's entry names], in
+ *       MK_BACKEND_ENTRIES's order, after checking the named table is complete: the
+ *       conformance suite enumerates them, so that an entry without a case fails it.
+ * The layouts are this extension's compile of the headers; PyInit__testing refused a _core
+ * whose mk_backend or mk_batch has another size. */
+#include "testing.h"
 
 #include <stddef.h>
 
@@ -81,9 +86,30 @@ static PyObject *py_backend_table(PyObject *self, PyObject *name) {
                      Py_TYPE(name)->tp_name);
         return NULL;
     }
-    const mk_backend *backend = mk_backend_from_arg(name);
+    const mk_backend *backend = mk_core->backend_from_arg(name);
     if (!backend) return NULL;
     return PyCapsule_New((void *)backend, MK_BACKEND_CAPSULE, NULL);
+}
+
+static PyObject *py_backend_entries(PyObject *self, PyObject *args) {
+    PyObject *name = NULL;
+    if (!PyArg_ParseTuple(args, "|U", &name)) return NULL;
+    if (!mk_core->backend_from_arg(name)) return NULL;
+    PyObject *list = PyList_New(0);
+    if (!list) return NULL;
+#define MK_APPEND_ENTRY(entry)                                             \
+    {                                                                      \
+        PyObject *s = PyUnicode_FromString(#entry);                        \
+        if (!s || PyList_Append(list, s) < 0) {                            \
+            Py_XDECREF(s);                                                 \
+            Py_DECREF(list);                                               \
+            return NULL;                                                   \
+        }                                                                  \
+        Py_DECREF(s);                                                      \
+    }
+    MK_BACKEND_ENTRIES(MK_APPEND_ENTRY)
+#undef MK_APPEND_ENTRY
+    return list;
 }
 
 static PyMethodDef layout_methods[] = {
@@ -92,6 +118,8 @@ static PyMethodDef layout_methods[] = {
      "its entries take (tests call the entries through ctypes)."},
     {"backend_table", py_backend_table, METH_O,
      "backend_table(name) -> the named op table as a 'manaka.mk_backend' capsule (tests)."},
+    {"backend_entries", py_backend_entries, METH_VARARGS,
+     "backend_entries(name='cpu') -> the entry names of the named op table (tests)."},
     {NULL, NULL, 0, NULL},
 };
 

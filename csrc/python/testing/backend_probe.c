@@ -3,10 +3,10 @@
  * pair-table updates to the same bits on identical inputs, which a whole training step
  * cannot show (its gradients differ in the last bits between the backends' GEMMs).
  *
- *   _core.backend_adamw(backend, p, g, m, v, hyper, seed=0, finite=True) -> (p, m, v)
- *   _core.backend_pair_adamw(backend, grad, tokens, p, m, v, hyper, seed=0, finite=True,
- *                            work_bytes=None) -> (p, m, v)
- *   _core.backend_scratch_bytes(backend, B=0, L=0, M=0, rows=0, T=0, V=0) -> int
+ *   _testing.backend_adamw(backend, p, g, m, v, hyper, seed=0, finite=True) -> (p, m, v)
+ *   _testing.backend_pair_adamw(backend, grad, tokens, p, m, v, hyper, seed=0,
+ *                               finite=True, work_bytes=None) -> (p, m, v)
+ *   _testing.backend_scratch_bytes(backend, B=0, L=0, M=0, rows=0, T=0, V=0) -> int
  *
  * backend: a name or a backend capsule (manaka._cuda.backend_table()); p float32; g
  * float32 like p; m, v like p, float32 (the fp32 entry) or uint16 (bf16 bits: the *_bf16
@@ -15,13 +15,13 @@
  * finite=False sets the stats flag that makes the update a no-op; work_bytes gives the
  * fused update that much scratch instead of the backend's scratch_bytes (to test that too
  * little is refused). Inputs are not modified: the results are new arrays. */
-#include "python/core/model_binding.h"
+#include "testing.h"
 
 void *mk_probe_put(mk_probe_buffers *pb, const void *host, size_t bytes, mk_status *st) {
     void *d = NULL;
     if (*st != MK_OK) return NULL;
     if (pb->n == MK_PROBE_BUFFERS) {
-        *st = mk_fail(MK_ERR_RUNTIME, "backend probe: more than %d buffers", MK_PROBE_BUFFERS);
+        *st = mk_core->fail(MK_ERR_RUNTIME, "backend probe: more than %d buffers", MK_PROBE_BUFFERS);
         return NULL;
     }
     if ((*st = pb->be->alloc(NULL, bytes ? bytes : 1, &d)) != MK_OK) return NULL;
@@ -72,7 +72,7 @@ static PyObject *run(PyObject *backend_arg, PyArrayObject *p, PyArrayObject *g,
                      PyArrayObject *grad, PyArrayObject *tokens, PyArrayObject *m,
                      PyArrayObject *v, int bf16, const mk_adamw_args *args,
                      unsigned long long seed, int finite, Py_ssize_t work_bytes) {
-    mk_probe_buffers pr = {mk_backend_from_arg(backend_arg), {0}, 0};
+    mk_probe_buffers pr = {mk_core->backend_from_arg(backend_arg), {0}, 0};
     if (!pr.be) return NULL;
     PyArrayObject *p_out = (PyArrayObject *)PyArray_NewCopy(p, NPY_CORDER);
     if (!p_out) return NULL;
@@ -207,7 +207,7 @@ static PyObject *py_backend_scratch_bytes(PyObject *self, PyObject *args, PyObje
                          kw[i + 1], d[i]);
             return NULL;
         }
-    const mk_backend *be = mk_backend_from_arg(backend);
+    const mk_backend *be = mk_core->backend_from_arg(backend);
     if (!be) return NULL;
     const mk_step_shapes shapes = {.B = d[0], .L = d[1], .M = d[2], .rows = d[3], .T = d[4],
                                    .V = d[5]};

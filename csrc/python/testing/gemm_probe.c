@@ -2,14 +2,14 @@
  * the CPU GEMM to a float64 reference and to the same bits for every thread count, shape
  * by shape, which a whole training step shows only for the model's shapes.
  *
- *   _core.backend_gemm(backend, a, b, c=None, trans_a=False, trans_b=False, alpha=1.0,
- *                      beta=0.0, dims=None) -> c'
+ *   _testing.backend_gemm(backend, a, b, c=None, trans_a=False, trans_b=False, alpha=1.0,
+ *                         beta=0.0, dims=None) -> c'
  *
  * c' = alpha * op(a) @ op(b) + beta * c, op(x) = x.T when trans_x; a, b, c float32 2-D
  * (c [M, N], zeros when None); the leading dimensions are the arrays' row lengths.
  * dims = (M, N, K) passes smaller dimensions than the arrays' to the backend, or negative
  * ones, so that a test sees the backend refuse them itself. Inputs are not modified. */
-#include "python/core/model_binding.h"
+#include "testing.h"
 
 static PyObject *py_backend_gemm(PyObject *self, PyObject *args, PyObject *kwargs) {
     static const char op[] = "backend_gemm";
@@ -55,7 +55,7 @@ static PyObject *py_backend_gemm(PyObject *self, PyObject *args, PyObject *kwarg
         }
         M = d[0], N = d[1], K = d[2];
     }
-    mk_probe_buffers pr = {mk_backend_from_arg(backend), {0}, 0};
+    mk_probe_buffers pr = {mk_core->backend_from_arg(backend), {0}, 0};
     if (!pr.be) goto done;
     PyArrayObject *c_out = (PyArrayObject *)PyArray_NewCopy(c, NPY_CORDER);
     if (!c_out) goto done;

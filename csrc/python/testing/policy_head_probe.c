@@ -4,8 +4,9 @@
  * three entries it replaces (gather_dot; softmax_xent; gather_dot_backward with
  * grad_table = NULL), so the two can be compared and timed op against op:
  *
- *   _core.backend_policy_head(backend, q, table, legal, counts, target, policy_target=None,
- *                             grad_scale=1.0, head="fused", repeats=1)
+ *   _testing.backend_policy_head(backend, q, table, legal, counts, target,
+ *                                policy_target=None, grad_scale=1.0, head="fused",
+ *                                repeats=1)
  *       -> (dlogits, dq, row_loss, row_correct)
  *
  * repeats > 1 runs the head that many times on the same device buffers (for timing: the
@@ -15,7 +16,7 @@
  * float32 [B, L] or None. The batch is validated as a training step validates it
  * (mk_batch_check: counts in [1, L], legal ids in [0, M) in the legal slots, target in
  * its legal list, soft rows summing to 1), so a bad argument raises instead of crashing. */
-#include "python/core/model_binding.h" /* Python.h first: it sets the feature macros */
+#include "testing.h" /* Python.h first: it sets the feature macros */
 
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +62,7 @@ static PyObject *py_backend_policy_head(PyObject *self, PyObject *args, PyObject
                      "[B, L], counts [B], target [B], policy_target [B, L]", op);
         goto done;
     }
-    if (!(bf.be = mk_backend_from_arg(backend))) goto done;
+    if (!(bf.be = mk_core->backend_from_arg(backend))) goto done;
     /* The step's own validation, on a batch without tokens (one empty slot per side) */
     no_tokens = malloc((size_t)(B ? B : 1) * 2 * sizeof *no_tokens);
     values = calloc((size_t)(B ? B : 1), sizeof *values);
@@ -74,7 +75,7 @@ static PyObject *py_backend_policy_head(PyObject *self, PyObject *args, PyObject
                       .legal = PyArray_DATA(legal), .counts = PyArray_DATA(counts),
                       .target = PyArray_DATA(target), .value = values,
                       .policy_target = soft ? PyArray_DATA(soft) : NULL};
-    mk_status st = mk_batch_check(op, &batch, 1, M, 1, 1);
+    mk_status st = mk_core->batch_check(op, &batch, 1, M, 1, 1);
     if (st != MK_OK) {
         mk_raise_status(st);
         goto done;

@@ -1,0 +1,38 @@
+/* manaka._testing: test and benchmark hooks that run entries of a backend's op table on
+ * host arrays (backend_probe.c, gemm_probe.c, policy_head_probe.c) or report the compiled
+ * layout of the table and its structs (backend_layout.c). A separate extension so that the
+ * shipped manaka._core holds none of them; the package never imports it (tests and the
+ * gemm / policy_head benchmarks do).
+ *
+ * It links no engine code (core/, cpu/): every engine call goes through mk_core, the
+ * table manaka._core lends (python/core/core_api.h says why), and every op table is
+ * _core's own or another extension's capsule. Only the argument conversion of
+ * python/common/binding.c is compiled in; its mk_raise_status reads mk_error(), which
+ * module.c defines here as _core's. */
+#ifndef MANAKA_TESTING_H
+#define MANAKA_TESTING_H
+#include "python/common/binding.h"
+#include "python/core/core_api.h"
+
+/* _core's engine, set by PyInit__testing before any hook can run. */
+extern const mk_core_api *mk_core;
+
+/* The device buffers of one hook call: made by the backend's alloc, filled from the
+ * host, and freed together. */
+#define MK_PROBE_BUFFERS 11 /* the most one hook uses: backend_policy_head, split */
+typedef struct {
+    const mk_backend *be;
+    void *dev[MK_PROBE_BUFFERS];
+    int n;
+} mk_probe_buffers;
+/* A buffer of `bytes` copied from `host` (NULL: uninitialised); nothing if *st is not
+ * MK_OK on entry, NULL with *st set on failure (one buffer too many included). */
+void *mk_probe_put(mk_probe_buffers *pb, const void *host, size_t bytes, mk_status *st);
+void mk_probe_free(mk_probe_buffers *pb);
+
+/* Called by PyInit__testing; each adds its functions: 0, or -1 with an exception. */
+int mk_init_backend_probe(PyObject *module);
+int mk_init_backend_layout(PyObject *module);
+int mk_init_policy_head_probe(PyObject *module);
+int mk_init_gemm_probe(PyObject *module);
+#endif
