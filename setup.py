@@ -292,17 +292,18 @@ def extensions(cuda):
         sources=sources("python/testing/*.c", "python/common/*.c"),
         include_dirs=[numpy.get_include(), "csrc"],
         extra_compile_args=c_flags(),
-        depends=sources("core/*.h", "python/common/*.h", "python/core/core_api.h", "python/testing/*.h"),
+        depends=sources("core/*.h", "python/common/*.h", "python/common/core_api.h", "python/testing/*.h"),
     )
     if not cuda:
         return [core, testing]
     # Every .cu in csrc/cuda: the fused ops, their index checks, the runtime services the
     # binding uses, and the training step's primitives and op table (backend_cuda.cu). cuBLAS
-    # is not linked: cublas_dynamic.c loads it at run time (see its header for why).
+    # is not linked: cublas_dynamic.c loads it at run time (see its header for why). No
+    # core/error.c: python/cuda/core_error.c writes failures into _core's message instead.
     archs = ";".join(cuda["archs"])
     return [core, testing, Extension(
         "manaka._cuda",
-        sources=sources("cuda/*.cu", "cuda/*.c") + ["csrc/core/error.c", "csrc/core/backend.c", "csrc/core/batch.c", "csrc/core/check.c",
+        sources=sources("cuda/*.cu", "cuda/*.c") + ["csrc/core/backend.c", "csrc/core/batch.c", "csrc/core/check.c",
                                                        "csrc/python/common/binding.c"]
         + sources("python/cuda/*.c"),
         include_dirs=[numpy.get_include(), "csrc"],

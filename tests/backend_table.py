@@ -197,12 +197,14 @@ class Backend:
     Arguments: a Buffer passes its device pointer, None passes NULL, anything else goes
     to ctypes as is."""
 
-    def __init__(self, label, capsule, library):
+    def __init__(self, label, capsule):
         get = ctypes.pythonapi.PyCapsule_GetPointer
         get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
         self.label, self._capsule = label, capsule  # the capsule keeps its extension loaded
         self.address = get(capsule, CAPSULE)
-        self._error = ctypes.CDLL(library).mk_error
+        # Every table writes its failures into _core's message, the CUDA one included
+        # (csrc/python/cuda/core_error.c).
+        self._error = ctypes.CDLL(manaka._core.__file__).mk_error
         self._error.restype = ctypes.c_char_p
         _, fields = layout()["mk_backend"]
         self.host_memory = ctypes.c_int.from_address(self.address + fields["host_memory"]).value
@@ -268,22 +270,16 @@ class Backend:
 
 
 def cuda_table():
-    """(capsule, library path) of the CUDA table, or a string saying why there is none."""
+    """The CUDA table's capsule, or a string saying why there is none."""
     from manaka import cuda
 
     reason = cuda.why_cannot_train()
     if reason:
         return reason
-    return cuda.backend_table(), cuda._cuda.__file__
+    return cuda.backend_table()
 
 
 def table(name):
     """A Backend for "cpu", "cpu_staged" or "cuda"; a string saying why when unavailable."""
-    if name == "cuda":
-        found = cuda_table()
-        if isinstance(found, str):
-            return found
-        capsule, library = found
-    else:
-        capsule, library = _testing.backend_table(name), manaka._core.__file__
-    return Backend(name, capsule, library)
+    capsule = cuda_table() if name == "cuda" else _testing.backend_table(name)
+    return capsule if isinstance(capsule, str) else Backend(name, capsule)

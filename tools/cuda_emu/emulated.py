@@ -6,6 +6,7 @@ the real extension, so anything that needs a CUDA device runs (slowly) without o
     python tools/cuda_emu/emulated.py -c 'import manaka; print(manaka.build_info())'
 
 tools/gpu_check.sh --rehearse uses it to run the device check's commands here."""
+import importlib.abc
 import importlib.util
 import os
 import runpy
@@ -15,6 +16,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
+class _EmulatedCuda(importlib.abc.MetaPathFinder):
+    """Serves manaka._cuda from the emulated library instead of the package's folder."""
+
+    def __init__(self, so):
+        self.so = so
+
+    def find_spec(self, name, path, target=None):
+        return importlib.util.spec_from_file_location(name, self.so) if name == "manaka._cuda" else None
+
+
 def install():
     """Builds (if out of date) and imports the emulated manaka._cuda, with the device-memory
     rules of a GPU on and cuBLAS pointed at cublas_emu.c; returns the library's path."""
@@ -22,16 +33,18 @@ def install():
     import build
 
     so = build.build_extension(os.environ.get("MK_EMU_EXT_DIR") or os.path.join(ROOT, "build", "cuda_emu_ext"))
-    spec = importlib.util.spec_from_file_location("manaka._cuda", so)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    import ctypes
-
-    ctypes.CDLL(so).mk_emu_strict(1)  # device-memory rules as on a GPU
-    sys.modules["manaka._cuda"] = module
     os.environ["MANAKA_CUDA_EMULATED"] = "1"
     os.environ["MANAKA_CUBLAS"] = build.build_cublas(os.path.dirname(so))  # the loops of cublas_emu.c
     sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+    # The emulated library is found by the package's own `from . import _cuda`, so that it
+    # initialises as the real one does: after manaka._core, whose message it writes into
+    # (csrc/python/cuda/core_error.c imports manaka._core._api).
+    sys.meta_path.insert(0, _EmulatedCuda(so))
+    import manaka  # noqa: F401
+
+    import ctypes
+
+    ctypes.CDLL(so).mk_emu_strict(1)  # device-memory rules as on a GPU
     return so
 
 

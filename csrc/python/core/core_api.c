@@ -1,7 +1,7 @@
 /* The capsule manaka._core._api (core_api.h says why it exists): static data, like the op
  * tables it hands out, and CPython never unloads an extension, so the pointers stay valid
  * for as long as an importer holds them. */
-#include "core_api.h"
+#include "python/common/core_api.h"
 
 static const mk_core_api core_api = {
     .size = sizeof(mk_core_api),

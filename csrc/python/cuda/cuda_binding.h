@@ -112,4 +112,7 @@ int mk_init_cuda_ops(PyObject *module);
 int mk_init_cuda_backend(PyObject *module);
 /* device_batch and its _DeviceBatch type (cuda_batch.c) */
 int mk_init_cuda_batch(PyObject *module);
+/* Points mk_fail / mk_error at manaka._core's message (core_error.c): 0, or -1 with an
+ * exception. First in the module's init. */
+int mk_init_core_error(void);
 #endif

@@ -18,18 +18,8 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__testing(void) {
     import_array();
-    const mk_core_api *api = PyCapsule_Import(MK_CORE_API_CAPSULE, 0);
+    const mk_core_api *api = mk_import_core_api("manaka._testing");
     if (!api) return NULL;
-    if (api->size != sizeof(mk_core_api) || api->backend_size != sizeof(mk_backend) ||
-        api->batch_size != sizeof(mk_batch)) {
-        PyErr_Format(PyExc_ImportError,
-                     "manaka._testing was built against another manaka._core (its engine table "
-                     "has size %zu, mk_backend %zu, mk_batch %zu; here: %zu, %zu, %zu): rebuild "
-                     "both (python setup.py build_ext --inplace)",
-                     api->size, api->backend_size, api->batch_size, sizeof(mk_core_api),
-                     sizeof(mk_backend), sizeof(mk_batch));
-        return NULL;
-    }
     mk_core = api;
     PyObject *module = PyModule_Create(&module_def);
     if (!module) return NULL;

@@ -5,14 +5,14 @@
  * gemm / policy_head benchmarks do).
  *
  * It links no engine code (core/, cpu/): every engine call goes through mk_core, the
- * table manaka._core lends (python/core/core_api.h says why), and every op table is
+ * table manaka._core lends (python/common/core_api.h says why), and every op table is
  * _core's own or another extension's capsule. Only the argument conversion of
  * python/common/binding.c is compiled in; its mk_raise_status reads mk_error(), which
  * module.c defines here as _core's. */
 #ifndef MANAKA_TESTING_H
 #define MANAKA_TESTING_H
 #include "python/common/binding.h"
-#include "python/core/core_api.h"
+#include "python/common/core_api.h"
 
 /* _core's engine, set by PyInit__testing before any hook can run. */
 extern const mk_core_api *mk_core;

@@ -1,5 +1,7 @@
 /* mk_core_api: what manaka._core lends another extension at run time: the test hooks of
- * manaka._testing (csrc/python/testing/), which run _core's op tables entry by entry.
+ * manaka._testing (csrc/python/testing/), which run _core's op tables entry by entry, and
+ * manaka._cuda, whose failures must be written where _core reads them
+ * (csrc/python/cuda/core_error.c).
  *
  * Why a table of pointers instead of linking the engine into _testing: the hooks must run
  * the very engine the package runs, with its state. A second copy of core/ and cpu/ in
@@ -38,6 +40,24 @@ typedef struct {
     __typeof__(&mk_backend_from_arg) backend_from_arg; /* _core's tables, or a capsule's */
     __typeof__(&mk_batch_check) batch_check;           /* the host batch check (batch.c) */
 } mk_core_api;
+
+/* _core's table for the extension `who` ("manaka._testing"): NULL with ImportError when
+ * _core cannot be imported or was built from other sources than `who` (one extension
+ * rebuilt, not the other), which would misread the structs. */
+static inline const mk_core_api *mk_import_core_api(const char *who) {
+    const mk_core_api *api = PyCapsule_Import(MK_CORE_API_CAPSULE, 0);
+    if (api && (api->size != sizeof(mk_core_api) || api->backend_size != sizeof(mk_backend) ||
+                api->batch_size != sizeof(mk_batch))) {
+        PyErr_Format(PyExc_ImportError,
+                     "%s was built against another manaka._core (its engine table has size %zu, "
+                     "mk_backend %zu, mk_batch %zu; here: %zu, %zu, %zu): rebuild both "
+                     "(python setup.py build_ext --inplace)",
+                     who, api->size, api->backend_size, api->batch_size, sizeof(mk_core_api),
+                     sizeof(mk_backend), sizeof(mk_batch));
+        return NULL;
+    }
+    return api;
+}
 
 /* Adds the capsule manaka._core._api to `module`: 0, or -1 with an exception. */
 int mk_init_core_api(PyObject *module);
