@@ -708,6 +708,7 @@ static void init_token_base(void) {
 }
 
 void mk_shogi_tokens_boards(const mk_shogi_pos *pos, const boards *B, int32_t *tokens) {
+    (void)pos; /* the boards hold everything */
     pthread_once(&token_once, init_token_base);
     /* One pass over the occupied squares of the side to move's frame, in ascending order:
      * its perspective takes them forwards, the opponent's (rotated once more, s -> 80 - s)

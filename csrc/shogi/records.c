@@ -188,8 +188,7 @@ static int decode_position(int format, const uint8_t *data, mk_shogi_pos *pos, m
 
 static uint16_t read_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
-/* A record into out (whose position's cells are left alone: the boards hold them). */
-static int decode_record(int format, const uint8_t *rec, mk_shogi_record *out, mk_shogi_boards *B) {
+int mk_shogi_decode_boards(int format, const uint8_t *rec, mk_shogi_record *out, mk_shogi_boards *B) {
     int status = decode_position(format, rec, &out->pos, B);
     if (status != MK_SHOGI_OK) return status;
     out->eval = (int16_t)read_u16(rec + 32);
@@ -212,7 +211,7 @@ static int decode_record(int format, const uint8_t *rec, mk_shogi_record *out, m
 
 int mk_shogi_decode(int format, const uint8_t *rec, mk_shogi_record *out) {
     mk_shogi_boards B;
-    int status = decode_record(format, rec, out, &B);
+    int status = mk_shogi_decode_boards(format, rec, out, &B);
     /* the cells from the boards (those decoded so far on a fault, as the first version
      * left them), the side and hands as decoded */
     mk_shogi_pos pos = out->pos;
@@ -225,7 +224,7 @@ int mk_shogi_row(int format, const uint8_t *rec, double eval_weight, int32_t *to
                  int32_t *labels, int32_t *target, float *value) {
     mk_shogi_record r;
     mk_shogi_boards B; /* built once, by the decoder, for validation, moves and tokens */
-    int status = decode_record(format, rec, &r, &B);
+    int status = mk_shogi_decode_boards(format, rec, &r, &B);
     if (status != MK_SHOGI_OK) return -status;
     int n = mk_shogi_legal_labels_boards(&r.pos, &B, r.move, labels, target);
     if (*target < 0) return -MK_SHOGI_ILLEGAL_MOVE;

@@ -30,6 +30,10 @@ typedef struct {
 /* Decodes and validates one record; MK_SHOGI_OK or the fault's code. */
 int mk_shogi_decode(int format, const uint8_t *record, mk_shogi_record *out);
 
+/* The same as mk_shogi_row's first step: the position into `boards` (position.h), its
+ * side to move and hands into out->pos, whose cells are left alone. */
+int mk_shogi_decode_boards(int format, const uint8_t *record, mk_shogi_record *out, mk_shogi_boards *boards);
+
 /* One training row: tokens [2, 40], sorted legal labels (returns their count, or -code
  * on a fault, the recorded move not legal included), the played move's index and the
  * value (1 - eval_weight) * result + eval_weight * sigmoid(eval / 756). */
