@@ -12,21 +12,29 @@
  * Because every step set is symmetric under the half-turn, "which pieces of colour c
  * attack s" reads the tables of the other colour at s (attackers_to).
  *
+ * The generator works in the side to move's frame (position.h: White to move, the board
+ * is turned round and the colours swapped), so it only generates Black's moves.
+ *
  * Legality without making moves: the checkers and the pinned pieces are found once from
  * the king (a "sniper" is an enemy slider on one of the king's lines with an empty board;
  * no piece between: it checks; exactly one of ours between: that piece is pinned and may
  * only move between the king and the sniper, capture included). In single check, a board
  * move must capture the checker or land between it and the king, and a drop must land
- * between. King moves: its step squares not attacked by the opponent, the attacks computed
- * with the king lifted off the board so that it cannot step back along a slider's line.
- * Drops: empty squares less the last rank(s) for pawns, lances and knights, less the files
- * holding one of our unpromoted pawns for pawns; a pawn dropped in front of the enemy king
- * is refused when the king has no escape and no other piece can take it without exposing
- * its king (pawn_drop_mates). Promotions: both moves where the piece may promote, except
- * that a pawn or lance reaching the last rank and a knight the last two must promote.
+ * between. King moves: its step squares not attacked by the opponent, each tested with the
+ * king lifted off the board so that it cannot step back along a slider's line. Unpinned
+ * stepping pieces move kind by kind all at once (the kind's set shifted one step along
+ * each of its directions), sliders one ray at a time, pinned pieces one by one within
+ * their line. Drops: empty squares less the last rank(s) for pawns, lances and knights,
+ * less the files holding one of our unpromoted pawns for pawns; a pawn dropped in front of
+ * the enemy king is refused when the king has no escape and no other piece can take it
+ * without exposing its king (pawn_drop_mates). Promotions: both moves where the piece may
+ * promote, except that a pawn or lance reaching the last rank and a knight the last two
+ * must promote.
  *
- * Labels: the dlshogi label of a board move depends only on (side, from, to): a table
- * (label_base) holds direction * 81 + destination seen by the mover, promotion adds 810. */
+ * Labels: the moves come out as 27 sets of destinations, one per dlshogi direction, so
+ * the sorted labels (direction * 81 + destination) are the sets read in order, and the
+ * moves themselves are found again from a label (source_square) when a caller wants them.
+ */
 #include "position.h"
 
 #include <pthread.h>
@@ -46,7 +54,6 @@ static bb square_bb[MK_SHOGI_SQUARES];
 static bb ray[8][MK_SHOGI_SQUARES];
 static bb step[2][ST_KINDS][MK_SHOGI_SQUARES];
 static bb rook_empty[MK_SHOGI_SQUARES], bishop_empty[MK_SHOGI_SQUARES];
-static bb file_bb[9];
 static bb file_low8, file_high; /* ranks a..h of every file; rank i of every file */
 static bb board_bb, not_rank_a, not_rank_i, not_rank_hi; /* the 81 squares; less rank a, i, h and i */
 static bb step_one[8][MK_SHOGI_SQUARES];                /* the square next to s along d, if any */
@@ -54,9 +61,6 @@ static bb zone[2];      /* a colour's promotion zone: the three far ranks */
 static bb last_rank[2]; /* the far rank: no pawn or lance may stand there */
 static bb last_two[2];  /* the two far ranks: no knight */
 static int8_t line_dir[MK_SHOGI_SQUARES][MK_SHOGI_SQUARES]; /* direction a -> b, -1 off line */
-static uint8_t file_of[MK_SHOGI_SQUARES];
-/* dlshogi direction * 81 + destination, seen by the side that moves from -> to */
-static int16_t label_base[2][MK_SHOGI_SQUARES][MK_SHOGI_SQUARES];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static const int max_count[8] = {18, 4, 4, 4, 2, 2, 4, 2}; /* per unpromoted kind (kings: both) */
@@ -81,10 +85,7 @@ static bb at(int file, int rank) {
 }
 
 static void init_tables(void) {
-    for (int s = 0; s < MK_SHOGI_SQUARES; s++) {
-        square_bb[s] = (bb)1 << s;
-        file_of[s] = (uint8_t)(s / 9);
-    }
+    for (int s = 0; s < MK_SHOGI_SQUARES; s++) square_bb[s] = (bb)1 << s;
     memset(line_dir, -1, sizeof line_dir);
     for (int s = 0; s < MK_SHOGI_SQUARES; s++) {
         int f = s / 9, r = s % 9;
@@ -113,13 +114,8 @@ static void init_tables(void) {
             for (int d = 0; d < 8; d++) k |= at(f + dir_file[d], r + dir_rank[d]);
             step[c][ST_KING][s] = k;
         }
-        for (int t = 0; t < MK_SHOGI_SQUARES; t++) {
-            label_base[0][s][t] = (int16_t)(label_direction(s, t) * 81 + t);
-            label_base[1][s][t] = (int16_t)(label_direction(80 - s, 80 - t) * 81 + 80 - t);
-        }
     }
     for (int f = 0; f < 9; f++) {
-        file_bb[f] = (bb)0x1FF << (9 * f);
         file_low8 |= (bb)0xFF << (9 * f);
         file_high |= (bb)0x100 << (9 * f);
     }
@@ -647,7 +643,7 @@ int mk_shogi_legal_labels_boards(const mk_shogi_pos *pos, const boards *B, uint1
         d = 20 + from - MK_SHOGI_SQUARES;
     } else {
         if (B->side) from = 80 - from;
-        d = label_base[0][from][to] / 81;
+        d = label_direction(from, to);
         if (!(set[d + 10 * promote] & square_bb[to]) || source_square(B, d, to) != from) return m;
         d += 10 * promote;
     }

@@ -5,10 +5,14 @@
  * other square (a single 0 bit when empty), then one code per piece in hand until 256 bits
  * are read. A board code is an occupancy 1, the kind's code, then (except for gold) a
  * promotion bit and a colour bit; a hand code is the kind's code, a 0 and the colour.
- * The two formats differ in three details, which `style` below holds: Apery (HCPE) swaps
- * the knight's and the silver's codes and puts the colour bit before the promotion bit,
- * and YaneuraOu (PSV) lists the squares in SFEN order (rank a to i, file 9 to 1) instead
- * of square order. */
+ * The two formats' codes differ in details that the code tables below hold: Apery (HCPE)
+ * swaps the knight's and the silver's codes, puts the colour bit before the promotion bit
+ * and codes a bishop or rook in hand differently. Both list the squares in square order
+ * (PSV as cshogi writes it: tests/test_shogi_records.py decodes cshogi's PSV).
+ *
+ * The decoder writes the position straight into the bitboards of the side to move's frame
+ * (position.h), which mk_shogi_row hands to validation, the move generator and the
+ * tokens. */
 #include "records.h"
 
 #include <math.h>
