@@ -60,6 +60,12 @@ class Batch:
         value: float ``[B]``, the game result from the side to move (1 win, 0.5 draw, 0 loss).
         policy_target: optional float ``[B, L]`` soft targets over legal slots (rows sum to 1).
 
+    A batch from :class:`manaka.Loader` is read by the model where the loader's producer
+    packed it, already checked by that producer (docs/design.md, "The path of one step"):
+    its arrays are read-only views of the loader's buffer. Replacing a field, or using the
+    batch after the loader moved on to the next one, makes it an ordinary batch again,
+    converted and checked like one built here.
+
     NumPy arrays are converted to int32 / float32 (copied only when needed); an integer array
     holding a value outside the int32 range is a ``ValueError`` naming the field (never wrapped). GPU arrays
     (``__cuda_array_interface__``, ``__dlpack__``, :class:`manaka.DeviceArray`) are kept as
@@ -68,9 +74,10 @@ class Batch:
     device for GPU arrays) before any parameter changes, so a bad batch changes nothing.
     """
 
-    __slots__ = ("tokens", "legal", "counts", "target", "value", "policy_target")
+    __slots__ = ("tokens", "legal", "counts", "target", "value", "policy_target", "_loaded")
 
     def __init__(self, tokens, legal, counts, target, value, policy_target: Optional[Any] = None):
+        self._loaded = None
         self.tokens = _as("tokens", tokens, np.int32, 3)
         self.legal = _as("legal", legal, np.int32, 2)
         self.counts = _as("counts", counts, np.int32, 1)
@@ -86,6 +93,17 @@ class Batch:
         if (self.policy_target is not None and hasattr(self.policy_target, "shape") and hasattr(self.legal, "shape")
                 and tuple(self.policy_target.shape) != tuple(self.legal.shape)):
             raise ValueError(f"Batch: policy_target shape {self.policy_target.shape} must equal legal shape {self.legal.shape}")
+
+    @classmethod
+    def _from_loader(cls, loaded, tokens, legal, counts, target, value, policy_target) -> "Batch":
+        """A loader's batch: its views, as the producer made and checked them (no conversion,
+        no check here), and `loaded`, the slot's _core.LoadedBatch that the model reads
+        instead of the views while they are still its own (csrc/python/core/loader_binding.c)."""
+        batch = cls.__new__(cls)
+        batch.tokens, batch.legal, batch.counts = tokens, legal, counts
+        batch.target, batch.value, batch.policy_target = target, value, policy_target
+        batch._loaded = loaded
+        return batch
 
     def __len__(self) -> int:
         return self.tokens.shape[0]

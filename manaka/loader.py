@@ -94,9 +94,13 @@ class Loader:
                   (dataset.tokens, dataset.legal_offsets, dataset.legal_moves, dataset.target, dataset.value,
                    dataset.policy_target))
         self._source = source
+        # The vocabularies the dataset was validated against: every packed batch is checked
+        # against them by its producer, so that the model need not scan it again (a row
+        # source knows its own).
+        vocab = (0, 0) if source is not None else (dataset.num_tokens, dataset.num_moves)
         self._core = _core.Loader(
             *arrays, self.batch_size, self.producers, self.prefetch, self.shuffle,
-            self.seed, self.drop_last, self.NICE)
+            self.seed, self.drop_last, self.NICE, *vocab)
         self.epoch, self.batch_index = 0, 0
         # Dataset indices of the last batch's rows (recycled with its buffers unless copy=True).
         self.last_indices: Optional[np.ndarray] = None
@@ -145,17 +149,19 @@ class Loader:
                     raise
                 if item is None:
                     break
-                _, index, tokens, legal, counts, target, value, policy, positions = item
+                _, index, tokens, legal, counts, target, value, policy, positions, loaded = item
                 if len(counts) == 0:  # every record of the batch was bad and skipped
                     self.batch_index = index + 1
                     if self.batch_index >= self.num_batches:
                         self.epoch, self.batch_index = epoch + 1, 0
                     continue
-                if self.copy:
+                if self.copy:  # the caller's own, writable arrays: an ordinary batch
                     tokens, legal, counts, target, value, positions = (
                         a.copy() for a in (tokens, legal, counts, target, value, positions))
                     policy = None if policy is None else policy.copy()
-                batch = Batch(tokens, legal, counts, target, value, policy)
+                    batch = Batch(tokens, legal, counts, target, value, policy)
+                else:
+                    batch = Batch._from_loader(loaded, tokens, legal, counts, target, value, policy)
                 self.last_indices = positions
                 self._wait += time.perf_counter() - start
                 self.batch_index = index + 1

@@ -271,7 +271,7 @@ class Model:
         if device is not None:
             with _reading(device, self._core):
                 return self._core.forward_device(device)
-        return self._core.forward(batch.tokens, batch.legal, batch.counts)
+        return self._core.forward(batch.tokens, batch.legal, batch.counts, batch._loaded)
 
     def loss_and_grad(self, batch: Batch, value_weight: float = 1.0):
         """(stats, grads) for a batch, without changing the parameters.
@@ -285,7 +285,7 @@ class Model:
                 raw = self._core.loss_and_grad_device(device, float(value_weight))
         else:
             raw = self._core.loss_and_grad(batch.tokens, batch.legal, batch.counts, batch.target,
-                                           batch.value, batch.policy_target, float(value_weight))
+                                           batch.value, batch.policy_target, float(value_weight), batch._loaded)
         layout = _core.STATS
         stats = {k: float(raw[layout[k]]) for k in ("loss", "policy_loss", "value_loss", "accuracy")}
         grads = {name: self._core.read(name, True) for name in self._shapes}

@@ -126,7 +126,7 @@ class Trainer:
                 buf, step = self._core.step_device(device)
         else:
             buf, step = self._core.step(batch.tokens, batch.legal, batch.counts, batch.target, batch.value,
-                                        batch.policy_target)
+                                        batch.policy_target, batch._loaded)
         return Stats(buf, step) if buf is not None else Stats(None, step, self._core)
 
     @property

@@ -31,7 +31,7 @@ MK_STAT_LR, MK_STAT_FINITE, MK_STAT_COUNT = 4, 5, 8
 class Batch(ctypes.Structure):  # mk_batch, batch.h
     _fields_ = [("B", I64), ("S", I64), ("T", I64), ("L", I64), ("tokens", P), ("legal", P),
                 ("counts", P), ("target", P), ("value", P), ("policy_target", P),
-                ("on_device", I32)]
+                ("on_device", I32), ("checked_V", I64), ("checked_M", I64)]
 
 
 class Fault(ctypes.Structure):  # mk_fault, check.h

@@ -4,6 +4,7 @@ arrays kept alive per batch slot) on the "cpu_staged" backend, whose device memo
 memory, so a batch of NumPy arrays can pose as one already on the device. The same path
 with real GPU arrays: tests/test_cuda_device_batch.py. And the refusals that need no GPU:
 GPU arrays on a CPU model, host and GPU fields mixed."""
+import ctypes
 import gc
 import weakref
 
@@ -12,18 +13,30 @@ import pytest
 
 import manaka as mk
 import model_cases as cases
+from backend_table import Batch as CBatch, check_layout
 from test_trainer import staged_twin
+
+BATCH_CAPSULE = b"manaka.mk_batch"  # MK_BATCH_CAPSULE, batch.h
+_capsule = ctypes.pythonapi.PyCapsule_New
+_capsule.restype, _capsule.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
 
 class InPlace:
     """A batch already in the backend's memory, as manaka._cuda.device_batch describes one:
-    `layout` = (B, S, T, L, tokens, legal, counts, target, value, policy_target) pointers."""
+    `batch`, a 'manaka.mk_batch' capsule of an mk_batch over the arrays, made through the
+    ctypes mirror that tests/backend_table.py checks against the compiled layout."""
 
-    def __init__(self, batch, targets=True):
+    def __init__(self, batch, targets=True, name=BATCH_CAPSULE):
         self.arrays = [batch.tokens, batch.legal, batch.counts]
         self.arrays += [batch.target, batch.value, batch.policy_target] if targets else [None] * 3
         B, S, T = batch.tokens.shape
-        self.layout = (B, S, T, batch.legal.shape[1]) + tuple(0 if a is None else a.ctypes.data for a in self.arrays)
+        self.struct = CBatch(B, S, T, batch.legal.shape[1], *(None if a is None else a.ctypes.data for a in self.arrays),
+                             1, 0, 0)
+        self.batch = _capsule(ctypes.addressof(self.struct), name, None)
+
+
+def test_the_batch_mirror_matches_the_compiled_struct():
+    assert check_layout() == []
 
 
 def test_a_batch_in_place_gives_the_staged_results():
@@ -198,3 +211,26 @@ def test_a_batch_mixing_host_and_gpu_arrays_is_a_type_error():
     model.forward(b)  # forward does not read value
     with pytest.raises(TypeError, match=r"target on the host, value on the GPU"):
         mk.Trainer(model).step(b)
+
+
+def test_a_device_batch_crosses_only_as_a_capsule_of_its_name():
+    """What manaka._core takes from a device batch is its `batch` capsule, by name: a tuple of
+    pointers (the old crossing), another capsule or a missing attribute is refused before any
+    pointer is read, and nothing changes."""
+    cfg = cases.config()
+    model = staged_twin(mk.Model(cfg, seed=1))
+    trainer = mk.Trainer(model, lr=1e-2)
+    snap = cases.snapshot(model, trainer)
+    b = cases.batch(cfg, seed=4)
+    forged = InPlace(b, name=b"manaka.mk_backend")
+    with pytest.raises(TypeError, match=r"Trainer.step: a device batch's .batch must be a 'manaka.mk_batch' "
+                                        r"capsule \(from manaka._cuda.device_batch\), got PyCapsule named manaka.mk_backend"):
+        trainer._core.step_device(forged)
+    layout = InPlace(b)
+    layout.batch = (6, 2, cfg.tokens_per_side, 9) + tuple(a.ctypes.data for a in layout.arrays[:5]) + (0,)
+    with pytest.raises(TypeError, match=r"Model.forward: a device batch's .batch must be a 'manaka.mk_batch' "
+                                        r"capsule \(from manaka._cuda.device_batch\), got tuple$"):
+        model._core.forward_device(layout)
+    with pytest.raises(AttributeError):
+        model._core.loss_and_grad_device(object(), 1.0)
+    cases.assert_unchanged(model, trainer, snap)

@@ -29,7 +29,26 @@ typedef struct {
                                    to 1 (within 1e-3) over the slots l < counts[b] */
     int on_device;              /* 1: the arrays are in the backend's device memory (used in
                                    place, checked by backend->batch_check); 0: host arrays */
+    int64_t checked_V, checked_M; /* > 0: whoever filled the arrays checked them with this
+                                   file's rules (mk_find_fault over mk_batch_rules, targets
+                                   included) for num_tokens = checked_V and num_moves =
+                                   checked_M, found no fault, and nothing has written them
+                                   since (the loader's producers, data/loader.c); 0:
+                                   unchecked (every batch a binding converts) */
 } mk_batch;
+
+/* 1 when a model of num_tokens V and num_moves M need not scan `batch` again: its producer
+ * checked it (checked_V > 0) within bounds at most the model's. mk_batch_check_shape still
+ * runs (B, S, T and the targets' presence are the model's to judge). */
+static inline int mk_batch_prechecked(const mk_batch *batch, int64_t V, int64_t M) {
+    return batch->checked_V > 0 && batch->checked_V <= V && batch->checked_M > 0 &&
+           batch->checked_M <= M;
+}
+
+/* The name of a PyCapsule of a `mk_batch *` whose arrays are in a device backend's memory:
+ * how manaka._cuda hands a GPU batch to manaka._core (python/cuda/cuda_batch.c to
+ * python/core/batch_binding.c), which refuses a capsule of any other name. */
+#define MK_BATCH_CAPSULE "manaka.mk_batch"
 
 /* MK_OK, or MK_ERR_VALUE naming the field and the first bad position. `op` prefixes the
  * message; V, M, T come from the model's config; `with_targets` also checks target, value

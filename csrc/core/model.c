@@ -65,6 +65,7 @@ struct mk_model {
     /* the step in flight */
     mk_batch batch; /* device pointers (the host ones when the backend has host memory) */
     int fused_head; /* training step: backend policy_head (1) or gather_dot + softmax_xent (0) */
+    int64_t batch_scans; /* batches whose every index this model checked (mk_model_check_batch) */
     acts a;
 };
 
@@ -423,11 +424,16 @@ mk_status mk_model_end_batch(mk_model *m) {
 mk_status mk_model_check_batch(mk_model *m, const char *op, const mk_batch *batch,
                                int with_targets) {
     const mk_config *c = &m->cfg;
+    if (mk_batch_prechecked(batch, c->num_tokens, c->num_moves)) /* its producer scanned it */
+        return mk_batch_check_shape(op, batch, c->tokens_per_side, with_targets);
+    m->batch_scans++;
     if (!m->staging) /* host memory: any batch is read in place */
         return mk_batch_check(op, batch, c->num_tokens, c->num_moves, c->tokens_per_side,
                               with_targets);
     return mk_staging_check(m->staging, op, batch, c->num_tokens, c->num_moves, with_targets);
 }
+
+int64_t mk_model_batch_scans(const mk_model *m) { return m->batch_scans; }
 
 int mk_model_next_slot(const mk_model *m) {
     return m->staging ? mk_staging_next_slot(m->staging) : -1;

@@ -147,9 +147,13 @@ mk_status mk_model_forward(mk_model *model, const mk_batch *batch, float *logits
 
 /* mk_batch_check for this model: a host batch on the host; a batch on the device
  * (batch->on_device, device backends) by the backend's batch_check, on the copy stream,
- * with the same messages. MK_ERR_VALUE before anything changed. */
+ * with the same messages. MK_ERR_VALUE before anything changed. A batch its producer
+ * already checked within this model's vocabularies (mk_batch_prechecked: the loader's) gets
+ * the shape checks only. */
 mk_status mk_model_check_batch(mk_model *model, const char *op, const mk_batch *batch,
                                int with_targets);
+/* How many batches mk_model_check_batch scanned in full (value checks run) so far. */
+int64_t mk_model_batch_scans(const mk_model *model);
 
 /* The parts of a training step, for the trainer. The batch must have been checked with
  * mk_model_check_batch. forward_loss runs the network and the loss and writes the stats

@@ -11,6 +11,7 @@
  * undefined behaviour (a double pthread_join hangs). `control` is never taken under `lock`. */
 #define _GNU_SOURCE
 #include "loader.h"
+#include "core/batch.h"
 #include "core/checked.h"
 #include "core/hash.h"
 
@@ -30,16 +31,26 @@
 
 enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD };
 
+/* A slot's arrays, writable by the producer that fills it; the consumer sees them through
+ * `batch` (const), set once the slot is packed and checked. */
+typedef struct {
+    int32_t *tokens, *legal, *counts, *target;
+    float *value, *policy_target; /* policy_target: NULL without soft targets */
+    int64_t *positions;
+} slot_arrays;
+
 typedef struct {
     int state;
     void *memory;
-    mk_batch batch;
+    slot_arrays w;
+    mk_loader_batch batch;
     int failed;                      /* a row source's error while packing this batch */
     char error[MK_ROW_ERROR_BYTES];
 } slot;
 
 struct mk_loader {
     mk_dataset_view data;
+    int64_t num_tokens, num_moves; /* what each packed batch is checked against (0: not) */
     mk_loader_config config;
     int64_t num_batches, max_count; /* max_count: the dataset's largest legal list */
     int num_slots;
@@ -103,13 +114,13 @@ static mk_status alloc_slot(mk_loader *ld, slot *s) {
                        "(batch_size = %lld)", total, (long long)ld->config.batch_size);
     s->memory = memory;
     char *m = memory;
-    s->batch.tokens = (int32_t *)m, m += tokens;
-    s->batch.legal = (int32_t *)m, m += legal;
-    s->batch.counts = (int32_t *)m, m += row;
-    s->batch.target = (int32_t *)m, m += row;
-    s->batch.value = (float *)m, m += row;
-    s->batch.policy_target = policy ? (float *)m : NULL, m += policy;
-    s->batch.positions = (int64_t *)m;
+    s->w.tokens = (int32_t *)m, m += tokens;
+    s->w.legal = (int32_t *)m, m += legal;
+    s->w.counts = (int32_t *)m, m += row;
+    s->w.target = (int32_t *)m, m += row;
+    s->w.value = (float *)m, m += row;
+    s->w.policy_target = policy ? (float *)m : NULL, m += policy;
+    s->w.positions = (int64_t *)m;
     s->state = SLOT_FREE;
     return MK_OK;
 }
@@ -196,6 +207,32 @@ static void install_bus_handler(void) {
 
 /* ---------------------------------------------------------------- packing */
 
+/* Slot `s` holds batch `n` of the current epoch, failed: no rows (its error is s->error). */
+static void fail_batch(const mk_loader *ld, int64_t n, slot *s) {
+    s->failed = 1;
+    s->batch = (mk_loader_batch){.batch = {.B = 0, .S = 2, .L = 1}, .epoch = ld->epoch, .index = n};
+}
+
+/* Slot `s` holds batch `n` of the current epoch, `size` rows of `L` legal slots packed:
+ * describes it as the model's mk_batch, then checks it with the model's rules
+ * (mk_batch_rules, mk_find_fault: targets included) against the dataset's vocabularies, after the last write to the slot and on
+ * the producer's thread, so that the consumer's model need not (loader.h). */
+static void publish(const mk_loader *ld, int64_t n, slot *s, int64_t size, int64_t L) {
+    mk_batch *b = &s->batch.batch;
+    *b = (mk_batch){.B = size, .S = 2, .T = ld->data.tokens_per_side, .L = L,
+                    .tokens = s->w.tokens, .legal = s->w.legal, .counts = s->w.counts,
+                    .target = s->w.target, .value = s->w.value,
+                    .policy_target = s->w.policy_target};
+    s->batch.epoch = ld->epoch;
+    s->batch.index = n;
+    s->batch.positions = s->w.positions;
+    if (size < 1 || ld->num_tokens < 1 || ld->num_moves < 1) return;
+    mk_check rules = mk_batch_rules(b, ld->num_tokens, ld->num_moves, 1);
+    mk_fault fault;
+    mk_find_fault(&rules, &fault);
+    if (fault.kind == MK_FAULT_NONE) b->checked_V = ld->num_tokens, b->checked_M = ld->num_moves;
+}
+
 /* Fills slot `s` with batch `n` of the current epoch. Reads only the dataset and perm,
  * writes only the slot: safe to run in parallel with other producers.
  *
@@ -212,7 +249,7 @@ static void pack(const mk_loader *ld, int64_t n, slot *s) {
     int64_t size = d->num_positions - first < B ? d->num_positions - first : B;
     const int64_t *pos = ld->perm + first;
     const volatile int64_t *off = d->legal_offsets; /* volatile: one read per use, never re-read */
-    mk_batch *b = &s->batch;
+    slot_arrays *b = &s->w;
     int64_t L = 0;
     s->failed = 0;
     for (int64_t i = 0; i < size; i++) {
@@ -226,15 +263,13 @@ static void pack(const mk_loader *ld, int64_t n, slot *s) {
                      "position %lld now give [%lld, %lld) (legal_moves has %lld entries, the "
                      "longest list was %lld); a file was rewritten: open the dataset again", (long long)p, (long long)start, (long long)end,
                      (long long)d->total_moves, (long long)ld->max_count);
-            s->failed = 1;
-            b->epoch = ld->epoch, b->index = n, b->size = 0, b->max_legal = 1;
+            fail_batch(ld, n, s);
             return;
         }
         b->positions[i] = start; /* the row's checked start, until its copy below */
         b->counts[i] = (int32_t)c;
         if (c > L) L = c;
     }
-    b->epoch = ld->epoch, b->index = n, b->size = size, b->max_legal = L;
     for (int64_t i = 0; i < size; i++) {
         int64_t p = pos[i], start = b->positions[i], c = b->counts[i];
         const int16_t *tok = d->tokens + p * T2;
@@ -257,6 +292,7 @@ static void pack(const mk_loader *ld, int64_t n, slot *s) {
         b->value[i] = d->value[p];
         b->positions[i] = p;
     }
+    publish(ld, n, s, size, L);
 }
 
 /* Fills slot `s` with batch `n` from a row source: rows are made at the stride of the
@@ -268,7 +304,7 @@ static int64_t pack_from_source(const mk_loader *ld, int64_t n, slot *s) {
     int64_t want = src->num_rows - first < B ? src->num_rows - first : B;
     int64_t Lmax = ld->max_count, L = 0, size = 0, skipped = 0;
     const int64_t *pos = ld->perm + first;
-    mk_batch *b = &s->batch;
+    slot_arrays *b = &s->w;
     s->failed = 0;
     for (int64_t i = 0; i < want; i++) {
         int c = src->fill(src->ctx, pos[i], b->tokens + size * T2, b->legal + size * Lmax,
@@ -278,8 +314,8 @@ static int64_t pack_from_source(const mk_loader *ld, int64_t n, slot *s) {
                 snprintf(s->error, sizeof s->error,
                          "Loader: the row source made %d legal moves for row %lld, above its "
                          "max_legal = %lld", c, (long long)pos[i], (long long)Lmax);
-            s->failed = 1;
-            break;
+            fail_batch(ld, n, s);
+            return skipped;
         }
         if (c == 0) {
             skipped++;
@@ -296,7 +332,7 @@ static int64_t pack_from_source(const mk_loader *ld, int64_t n, slot *s) {
         memmove(row, b->legal + i * Lmax, (size_t)b->counts[i] * 4);
         for (int64_t l = b->counts[i]; l < L; l++) row[l] = -1;
     }
-    b->epoch = ld->epoch, b->index = n, b->size = size, b->max_legal = L;
+    publish(ld, n, s, size, L);
     return skipped;
 }
 
@@ -305,8 +341,7 @@ static int64_t guarded_pack(const mk_loader *ld, int64_t n, slot *s) {
     sigjmp_buf jump;
     if (sigsetjmp(jump, 1)) { /* a read of the map faulted: the slot is ours, just fail it */
         snprintf(s->error, sizeof s->error, "%s", BUS_ERROR);
-        s->failed = 1;
-        s->batch.epoch = ld->epoch, s->batch.index = n, s->batch.size = 0, s->batch.max_legal = 1;
+        fail_batch(ld, n, s);
         return 0;
     }
     fault_jump = &jump;
@@ -434,6 +469,8 @@ checked:;
     if (!ld) return mk_fail(MK_ERR_NOMEM, "Loader: out of memory");
     ld->data = *data;
     ld->config = *config;
+    ld->num_tokens = data->source ? data->source->num_tokens : data->num_tokens;
+    ld->num_moves = data->source ? data->source->num_moves : data->num_moves;
     int64_t N = data->num_positions, B = config->batch_size;
     ld->num_batches = N / B + (!config->drop_last && N % B); /* N + B - 1 may overflow */
     ld->max_count = max_count;
@@ -538,7 +575,8 @@ static double now_seconds(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-mk_status mk_loader_next(mk_loader *ld, double timeout_s, const mk_batch **out, int *end) {
+mk_status mk_loader_next(mk_loader *ld, double timeout_s, const mk_loader_batch **out,
+                         int *end) {
     *out = NULL;
     *end = 0;
     double begin = now_seconds();
@@ -574,7 +612,7 @@ mk_status mk_loader_next(mk_loader *ld, double timeout_s, const mk_batch **out, 
             ld->ready--;
             ld->next_deliver++;
             ld->delivered_batches++;
-            ld->delivered_positions += s->batch.size;
+            ld->delivered_positions += s->batch.batch.B;
             *out = &s->batch;
             break;
         }

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/batch.h"
 #include "core/manaka.h"
 
 #ifdef __cplusplus
@@ -40,6 +41,7 @@ typedef int (*mk_row_fill)(const void *ctx, int64_t index, int32_t *tokens, int3
                            int32_t *target, float *value, char *error);
 typedef struct {
     int64_t num_rows, tokens_per_side, max_legal;
+    int64_t num_tokens, num_moves; /* the ids fill makes are below these (0: no such promise) */
     const void *ctx;
     mk_row_fill fill;
 } mk_row_source;
@@ -57,6 +59,8 @@ typedef struct {
     const int32_t *target;        /* [N] */
     const float *value;           /* [N] */
     const float *policy_target;   /* [offsets[N]] or NULL */
+    int64_t num_tokens, num_moves; /* V and M the data was validated against (0: unknown):
+                                      every batch is checked against them when packed */
     const mk_row_source *source;  /* NULL: the arrays above */
 } mk_dataset_view;
 
@@ -70,19 +74,24 @@ typedef struct {
     int nice;         /* producers' priority below the caller's (Linux nice increment; 0 = same) */
 } mk_loader_config;
 
-/* One packed batch; pointers stay valid until the consumer's next mk_loader_next. */
+/* One packed batch: the model's mk_batch (core/batch.h: B = its rows, S = 2, T, L = its own
+ * largest legal count; legal padded with -1 and policy_target with 0 beyond counts[b];
+ * policy_target NULL without soft targets) and where it came from. Pointers stay valid
+ * until the consumer's next mk_loader_next (or mk_loader_start).
+ *
+ * The producer that packed it ran the model's check on it (mk_find_fault over
+ * mk_batch_rules, core/batch.h, targets included) against the
+ * dataset's num_tokens and num_moves, after the last write to the slot; when nothing was
+ * found, batch.checked_V / checked_M are those bounds, and a model whose vocabularies hold
+ * them skips its own scan (mk_model_check_batch). The dataset was validated when opened,
+ * but the producers read it again for every batch from files another process may rewrite:
+ * what is vouched for is the slot's contents, not the dataset's. A fault leaves the batch
+ * unchecked (0), for the model's check to report in its usual words. */
 typedef struct {
-    int64_t epoch, index; /* which batch of which epoch */
-    int64_t size;         /* B, rows (the last batch may be short) */
-    int64_t max_legal;    /* L, the batch's own maximum legal count */
-    int32_t *tokens;      /* [B, 2, T] */
-    int32_t *legal;       /* [B, L], -1 beyond counts[b] */
-    int32_t *counts;      /* [B] */
-    int32_t *target;      /* [B] */
-    float *value;         /* [B] */
-    float *policy_target; /* [B, L], 0 beyond counts[b]; NULL without soft targets */
-    int64_t *positions;   /* [B], dataset indices of the rows */
-} mk_batch;
+    mk_batch batch;
+    int64_t epoch, index;       /* which batch of which epoch */
+    const int64_t *positions;   /* [B], dataset indices of the rows */
+} mk_loader_batch;
 
 typedef struct {
     int64_t batches;        /* delivered to the consumer since creation */
@@ -112,7 +121,8 @@ mk_status mk_loader_start(mk_loader *loader, int64_t epoch, int64_t first_batch)
  * *out = the batch, or NULL with *end = 1 when the epoch is exhausted, or NULL with
  * *end = 0 on timeout. Asking a loader that was stopped mid-epoch is an MK_ERR_RUNTIME.
  * (Producers cannot fail: create() checked every offset they will follow.) */
-mk_status mk_loader_next(mk_loader *loader, double timeout_s, const mk_batch **out, int *end);
+mk_status mk_loader_next(mk_loader *loader, double timeout_s, const mk_loader_batch **out,
+                         int *end);
 
 /* Stops the producers and joins them; the held batch stays readable. Idempotent, and safe
  * from any thread at any time: concurrent stops and starts are serialised (each producer is

@@ -1,9 +1,12 @@
-/* Batch arguments of Model.forward / loss_and_grad and Trainer.step: conversion and the
- * shape agreement between fields; value ranges are checked in C (batch.c). */
+/* Batch arguments of Model.forward / loss_and_grad and Trainer.step: a loader's batch taken
+ * as its producer made it, or the conversion and the shape agreement between fields; value
+ * ranges are checked in C (batch.c) unless the producer did (mk_batch_prechecked). */
 #include "model_binding.h"
 
 void mk_batch_args_release(mk_batch_args *held) {
     for (int i = 0; i < 6; i++) Py_CLEAR(held->a[i]);
+    mk_loaded_batch_unpin(held->pin);
+    held->pin = NULL;
 }
 
 static int rows_match(const char *op, const char *name, PyArrayObject *arr, npy_intp B) {
@@ -12,9 +15,16 @@ static int rows_match(const char *op, const char *name, PyArrayObject *arr, npy_
 
 int mk_batch_from_args(const char *op, PyObject *tokens_o, PyObject *legal_o, PyObject *counts_o,
                        PyObject *target_o, PyObject *value_o, PyObject *soft_o,
-                       mk_batch_args *held, mk_batch *batch) {
+                       PyObject *loaded, mk_batch_args *held, mk_batch *batch) {
     memset(held, 0, sizeof *held);
     memset(batch, 0, sizeof *batch);
+    if (loaded && loaded != Py_None) {
+        PyObject *given[6] = {tokens_o, legal_o, counts_o, target_o, value_o,
+                              target_o ? (soft_o ? soft_o : Py_None) : NULL};
+        int taken = mk_loaded_batch(loaded, given, batch, &held->pin);
+        if (taken != 0) return taken > 0 ? 0 : -1;
+        memset(batch, 0, sizeof *batch);
+    }
     PyArrayObject *tokens, *legal, *counts, *target = NULL, *value = NULL, *soft = NULL;
     if (!(tokens = held->a[0] = mk_index_arg(tokens_o, op, "tokens", 3))) goto fail;
     if (!(legal = held->a[1] = mk_index_arg(legal_o, op, "legal", 2))) goto fail;
@@ -50,29 +60,26 @@ fail:
 
 int mk_batch_from_device(const char *op, PyObject *holder, mk_batch *batch) {
     memset(batch, 0, sizeof *batch);
-    PyObject *layout = PyObject_GetAttrString(holder, "layout");
-    if (!layout) return -1;
-    long long B, S, T, L;
-    unsigned long long p[6];
-    int ok = PyTuple_Check(layout) &&
-             PyArg_ParseTuple(layout, "LLLLKKKKKK", &B, &S, &T, &L, &p[0], &p[1], &p[2], &p[3],
-                              &p[4], &p[5]);
-    Py_DECREF(layout);
-    if (!ok) {
-        if (!PyErr_Occurred())
-            PyErr_Format(PyExc_TypeError, "%s: a device batch's layout must be a tuple", op);
+    PyObject *capsule = PyObject_GetAttrString(holder, "batch");
+    if (!capsule) return -1;
+    const mk_batch *b = PyCapsule_IsValid(capsule, MK_BATCH_CAPSULE)
+                            ? PyCapsule_GetPointer(capsule, MK_BATCH_CAPSULE)
+                            : NULL;
+    if (!b) {
+        const char *name = PyCapsule_CheckExact(capsule) ? PyCapsule_GetName(capsule) : NULL;
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError,
+                     "%s: a device batch's .batch must be a '%s' capsule (from "
+                     "manaka._cuda.device_batch), got %s%s%s",
+                     op, MK_BATCH_CAPSULE, Py_TYPE(capsule)->tp_name, name ? " named " : "",
+                     name ? name : "");
+        Py_DECREF(capsule);
         return -1;
     }
-    batch->B = B;
-    batch->S = S;
-    batch->T = T;
-    batch->L = L;
-    batch->tokens = (const int32_t *)(uintptr_t)p[0];
-    batch->legal = (const int32_t *)(uintptr_t)p[1];
-    batch->counts = (const int32_t *)(uintptr_t)p[2];
-    batch->target = (const int32_t *)(uintptr_t)p[3];
-    batch->value = (const float *)(uintptr_t)p[4];
-    batch->policy_target = (const float *)(uintptr_t)p[5];
+    *batch = *b; /* the holder, which the caller keeps, keeps the arrays alive */
+    Py_DECREF(capsule);
+    /* in the backend's memory, and checked there: whatever the struct says */
     batch->on_device = 1;
+    batch->checked_V = batch->checked_M = 0;
     return 0;
 }

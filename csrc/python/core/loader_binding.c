@@ -1,15 +1,29 @@
 /* Python entry points of the batch producers: the type manaka._core.Loader over
- * csrc/loader.h. manaka/loader.py wraps it into the public mk.Loader.
+ * csrc/data/loader.h. manaka/loader.py wraps it into the public mk.Loader.
  *
  * The object keeps the dataset's NumPy arrays (usually memory-mapped) alive and hands their
- * raw pointers to the C threads, which never touch Python. Batches come back as NumPy views
- * of the C slot buffers whose base is this object, so the buffers outlive every view (a
- * kept view never dangles; its contents are recycled when the next batch is asked for).
- * Waiting for a batch releases the GIL and wakes every 50 ms to check for signals, so
- * Ctrl-C raises KeyboardInterrupt instead of hanging. */
+ * raw pointers to the C threads, which never touch Python. Batches come back as read-only
+ * NumPy views of the C slot buffers whose base is this object, so the buffers outlive every
+ * view (a kept view never dangles; its contents are recycled when the next batch is asked
+ * for). Waiting for a batch releases the GIL and wakes every 50 ms to check for signals, so
+ * Ctrl-C raises KeyboardInterrupt instead of hanging.
+ *
+ * Each batch also comes with a _core.LoadedBatch: the slot's mk_batch, which its producer
+ * checked (data/loader.h), for the model and trainer bindings to use as it is instead of
+ * converting and scanning the views again (mk_loaded_batch). What makes that safe:
+ * - the views are read-only, and NumPy refuses to make them writable (their base, this
+ *   object, exports no buffer), so no Python code writes the slot through them;
+ * - the handle is used only while its slot is still the one the consumer holds: `serial`
+ *   counts next() and start() calls, after which the slot may be refilled;
+ * - the handle is used only with its own views, unchanged (a Batch whose field was
+ *   replaced, or whose view was reshaped or retyped in place, is converted and checked
+ *   like any other);
+ * - while a call reads the slot with the GIL released, `pins` makes next() and start()
+ *   refuse, so another thread cannot have the slot refilled under the step. */
 #include "python/common/binding.h"
 
 #include "data/loader.h"
+#include "model_binding.h"
 
 /* shogi_binding.c: the row source of a _core.ShogiRecords, NULL for any other object. */
 const mk_row_source *mk_shogi_row_source(PyObject *obj);
@@ -20,9 +34,22 @@ typedef struct {
     PyObject *arrays[6]; /* tokens, offsets, moves, target, value, policy (or NULL) */
     int busy;            /* a call with the GIL released is in progress */
     int64_t tokens_per_side;
+    uint64_t serial;     /* next() and start() calls: a LoadedBatch of an older one is stale */
+    int pins;            /* calls reading the held batch's slot now (mk_loaded_batch) */
 } LoaderObject;
 
+/* _core.LoadedBatch: one delivered batch, as the model reads it. */
+enum { FIELDS = 6 };
+typedef struct {
+    PyObject_HEAD
+    LoaderObject *loader; /* keeps the slot's memory alive */
+    uint64_t serial;      /* the loader's serial when this batch was delivered */
+    mk_batch batch;       /* the slot's, with its producer's checked_V / checked_M */
+    PyObject *views[FIELDS]; /* tokens, legal, counts, target, value, policy_target (or NULL) */
+} LoadedBatchObject;
+
 static const char OP[] = "Loader";
+static PyTypeObject LoadedBatchType;
 
 /* A borrowed, validated array: exact dtype, ndim, C-contiguous and aligned (it is read
  * in place by other threads: no copy of a memory-mapped file is ever made here). */
@@ -84,17 +111,19 @@ static int finish_init(LoaderObject *self, const mk_dataset_view *data,
 static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"tokens", "legal_offsets", "legal_moves", "target", "value",
                              "policy_target", "batch_size", "producers", "prefetch",
-                             "shuffle", "seed", "drop_last", "nice", NULL};
+                             "shuffle", "seed", "drop_last", "nice", "num_tokens", "num_moves",
+                             NULL};
     PyObject *obj[6];
-    long long batch_size, seed;
+    long long batch_size, seed, num_tokens = 0, num_moves = 0;
     int producers, prefetch, shuffle, drop_last, nice = 0;
     if (self->loader) {
         PyErr_SetString(PyExc_RuntimeError, "Loader: already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOLiipLp|i", kwlist, &obj[0], &obj[1],
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOLiipLp|iLL", kwlist, &obj[0], &obj[1],
                                      &obj[2], &obj[3], &obj[4], &obj[5], &batch_size,
-                                     &producers, &prefetch, &shuffle, &seed, &drop_last, &nice))
+                                     &producers, &prefetch, &shuffle, &seed, &drop_last, &nice,
+                                     &num_tokens, &num_moves))
         return -1;
     if (seed < 0) {
         PyErr_Format(PyExc_ValueError, "%s: seed must be >= 0, got %lld", OP, seed);
@@ -143,6 +172,10 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kwds) {
         .target = PyArray_DATA(target),
         .value = PyArray_DATA(value),
         .policy_target = policy ? PyArray_DATA(policy) : NULL,
+        /* the dataset's vocabularies, which Dataset validated it against: each packed batch
+         * is checked against them again (the files may change), 0 = never vouch */
+        .num_tokens = num_tokens > 0 ? num_tokens : 0,
+        .num_moves = num_moves > 0 ? num_moves : 0,
     };
     return finish_init(self, &data, &config, obj, policy ? 6 : 5);
 }
@@ -157,7 +190,9 @@ static void Loader_dealloc(LoaderObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Refuses a call on an uninitialised object or while another thread is inside one. */
+/* Refuses a call on an uninitialised object, while another thread is inside one, or while
+ * a step reads the held batch (a next() or start() would let the producers refill its
+ * slot); else the held batch's handles go stale. */
 static int enter(LoaderObject *self) {
     if (!self->loader) {
         PyErr_SetString(PyExc_RuntimeError, "Loader: not initialised");
@@ -168,7 +203,14 @@ static int enter(LoaderObject *self) {
                         "Loader: already in use by another thread (one consumer at a time)");
         return -1;
     }
+    if (self->pins) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Loader: a step in another thread is reading the current batch (one "
+                        "consumer at a time)");
+        return -1;
+    }
     self->busy = 1;
+    self->serial++;
     return 0;
 }
 
@@ -197,23 +239,108 @@ static PyObject *Loader_stop(LoaderObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-/* A NumPy view of C memory owned by this object. */
-static PyObject *view(LoaderObject *self, int ndim, npy_intp *dims, int type, void *data) {
-    return mk_array_view(ndim, dims, type, data, (PyObject *)self);
+/* A read-only NumPy view of C memory owned by this object. */
+static PyObject *view(LoaderObject *self, int ndim, npy_intp *dims, int type, const void *data) {
+    PyObject *arr = mk_array_view(ndim, dims, type, (void *)data, (PyObject *)self);
+    if (arr) PyArray_CLEARFLAGS((PyArrayObject *)arr, NPY_ARRAY_WRITEABLE);
+    return arr;
+}
+
+static void LoadedBatch_dealloc(LoadedBatchObject *self) {
+    for (int i = 0; i < FIELDS; i++) Py_XDECREF(self->views[i]);
+    Py_XDECREF(self->loader);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *LoadedBatch_checked(LoadedBatchObject *self, void *closure) {
+    return Py_BuildValue("(LL)", (long long)self->batch.checked_V, (long long)self->batch.checked_M);
+}
+
+static PyObject *LoadedBatch_current(LoadedBatchObject *self, void *closure) {
+    return PyBool_FromLong(self->serial == self->loader->serial);
+}
+
+static PyGetSetDef LoadedBatch_getset[] = {
+    {"checked", (getter)LoadedBatch_checked, NULL,
+     "(num_tokens, num_moves) its producer checked it against, (0, 0) if it found a fault "
+     "or had no vocabularies", NULL},
+    {"current", (getter)LoadedBatch_current, NULL,
+     "whether its slot is still the one the consumer holds (no next() or start() since)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject LoadedBatchType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "manaka._core.LoadedBatch",
+    .tp_basicsize = sizeof(LoadedBatchObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A batch delivered by a _core.Loader, as the model reads it (manaka.Batch keeps it).",
+    .tp_dealloc = (destructor)LoadedBatch_dealloc,
+    .tp_getset = LoadedBatch_getset,
+};
+
+/* Whether `arr` is still the view `want` was made as: same object, data, type and shape
+ * (NumPy lets a user set .shape, .strides or .dtype of a view in place). */
+static int unchanged(PyObject *arr, PyObject *want, const mk_batch *b, int field) {
+    if (arr != want) return 0;
+    if (!want) return 1;
+    PyArrayObject *a = (PyArrayObject *)arr;
+    static const int types[FIELDS] = {NPY_INT32, NPY_INT32, NPY_INT32, NPY_INT32, NPY_FLOAT32,
+                                      NPY_FLOAT32};
+    npy_intp dims[3] = {b->B, field == 0 ? b->S : b->L, b->T};
+    int ndim = field == 0 ? 3 : field == 1 || field == 5 ? 2 : 1;
+    if (PyArray_TYPE(a) != types[field] || PyArray_NDIM(a) != ndim || PyArray_ISWRITEABLE(a) ||
+        !PyArray_IS_C_CONTIGUOUS(a))
+        return 0;
+    for (int d = 0; d < ndim; d++)
+        if (PyArray_DIM(a, d) != dims[d]) return 0;
+    return 1;
+}
+
+int mk_loaded_batch(PyObject *handle, PyObject *const given[6], mk_batch *out, PyObject **pin) {
+    *pin = NULL;
+    if (!PyObject_TypeCheck(handle, &LoadedBatchType)) {
+        PyErr_Format(PyExc_TypeError, "a loader batch must be a manaka._core.LoadedBatch, got %s",
+                     Py_TYPE(handle)->tp_name);
+        return -1;
+    }
+    LoadedBatchObject *h = (LoadedBatchObject *)handle;
+    if (h->serial != h->loader->serial || h->loader->busy) return 0; /* its slot was recycled */
+    const void *data[FIELDS] = {h->batch.tokens, h->batch.legal, h->batch.counts,
+                                h->batch.target, h->batch.value, h->batch.policy_target};
+    for (int i = 0; i < FIELDS; i++) {
+        if (!given[i]) continue; /* a field this call does not read */
+        PyObject *arr = given[i] == Py_None ? NULL : given[i];
+        if (!unchanged(arr, h->views[i], &h->batch, i) ||
+            (arr && PyArray_DATA((PyArrayObject *)arr) != data[i]))
+            return 0;
+    }
+    *out = h->batch;
+    if (!given[3]) out->target = NULL;
+    if (!given[4]) out->value = NULL;
+    if (!given[5]) out->policy_target = NULL;
+    h->loader->pins++;
+    *pin = Py_NewRef((PyObject *)h->loader);
+    return 1;
+}
+
+void mk_loaded_batch_unpin(PyObject *pin) {
+    if (!pin) return;
+    ((LoaderObject *)pin)->pins--;
+    Py_DECREF(pin);
 }
 
 /* next() -> (epoch, index, tokens, legal, counts, target, value, policy_target|None,
- * positions), or None when the epoch is exhausted. */
+ * positions, LoadedBatch), or None when the epoch is exhausted. */
 static PyObject *Loader_next(LoaderObject *self, PyObject *unused) {
     if (enter(self) < 0) return NULL;
-    const mk_batch *b = NULL;
+    const mk_loader_batch *lb = NULL;
     int end = 0;
     mk_status status;
     for (;;) {
         Py_BEGIN_ALLOW_THREADS;
-        status = mk_loader_next(self->loader, 0.05, &b, &end);
+        status = mk_loader_next(self->loader, 0.05, &lb, &end);
         Py_END_ALLOW_THREADS;
-        if (status != MK_OK || b || end) break;
+        if (status != MK_OK || lb || end) break;
         if (PyErr_CheckSignals() < 0) { /* KeyboardInterrupt: the caller stops the loader */
             self->busy = 0;
             return NULL;
@@ -222,26 +349,31 @@ static PyObject *Loader_next(LoaderObject *self, PyObject *unused) {
     self->busy = 0;
     if (status != MK_OK) return mk_raise_status(status);
     if (end) Py_RETURN_NONE;
-    npy_intp B = b->size, L = b->max_legal;
+    const mk_batch *b = &lb->batch;
+    npy_intp B = b->B, L = b->L;
     npy_intp tok_dims[3] = {B, 2, self->tokens_per_side}, mat[2] = {B, L}, row[1] = {B};
-    PyObject *items[7] = {
-        view(self, 3, tok_dims, NPY_INT32, b->tokens),
-        view(self, 2, mat, NPY_INT32, b->legal),
-        view(self, 1, row, NPY_INT32, b->counts),
-        view(self, 1, row, NPY_INT32, b->target),
-        view(self, 1, row, NPY_FLOAT32, b->value),
-        b->policy_target ? view(self, 2, mat, NPY_FLOAT32, b->policy_target)
-                         : (Py_INCREF(Py_None), Py_None),
-        view(self, 1, row, NPY_INT64, b->positions),
-    };
-    for (int i = 0; i < 7; i++) {
-        if (!items[i]) {
-            for (int j = 0; j < 7; j++) Py_XDECREF(items[j]);
-            return NULL;
-        }
+    LoadedBatchObject *h = PyObject_New(LoadedBatchObject, &LoadedBatchType);
+    if (!h) return NULL;
+    h->loader = (LoaderObject *)Py_NewRef((PyObject *)self);
+    h->serial = self->serial;
+    h->batch = *b;
+    PyObject **v = h->views;
+    v[0] = view(self, 3, tok_dims, NPY_INT32, b->tokens);
+    v[1] = view(self, 2, mat, NPY_INT32, b->legal);
+    v[2] = view(self, 1, row, NPY_INT32, b->counts);
+    v[3] = view(self, 1, row, NPY_INT32, b->target);
+    v[4] = view(self, 1, row, NPY_FLOAT32, b->value);
+    v[5] = b->policy_target ? view(self, 2, mat, NPY_FLOAT32, b->policy_target) : NULL;
+    PyObject *positions = view(self, 1, row, NPY_INT64, lb->positions);
+    int made = positions != NULL;
+    for (int i = 0; i < FIELDS; i++) made &= v[i] != NULL || (i == 5 && !b->policy_target);
+    if (!made) {
+        Py_XDECREF(positions);
+        Py_DECREF(h);
+        return NULL;
     }
-    return Py_BuildValue("LLNNNNNNN", (long long)b->epoch, (long long)b->index, items[0],
-                         items[1], items[2], items[3], items[4], items[5], items[6]);
+    return Py_BuildValue("LLOOOOOONN", (long long)lb->epoch, (long long)lb->index, v[0], v[1],
+                         v[2], v[3], v[4], v[5] ? v[5] : Py_None, positions, (PyObject *)h);
 }
 
 static PyObject *Loader_stats(LoaderObject *self, PyObject *unused) {
@@ -266,8 +398,8 @@ static PyMethodDef Loader_methods[] = {
     {"start", (PyCFunction)Loader_start, METH_VARARGS,
      "start(epoch, first_batch): (re)start the producers at that batch of that epoch."},
     {"next", (PyCFunction)Loader_next, METH_NOARGS,
-     "next() -> (epoch, index, tokens, legal, counts, target, value, policy_target, positions) "
-     "or None at the end of the epoch. Recycles the previous batch's buffers."},
+     "next() -> (epoch, index, tokens, legal, counts, target, value, policy_target, positions, "
+     "LoadedBatch) or None at the end of the epoch. Recycles the previous batch's buffers."},
     {"stop", (PyCFunction)Loader_stop, METH_NOARGS, "stop(): stop and join the producers."},
     {"stats", (PyCFunction)Loader_stats, METH_NOARGS, "stats() -> dict"},
     {NULL, NULL, 0, NULL},
@@ -291,6 +423,7 @@ static PyTypeObject LoaderType = {
 };
 
 int mk_init_loader(PyObject *module) {
-    if (PyType_Ready(&LoaderType) < 0) return -1;
+    if (PyType_Ready(&LoaderType) < 0 || PyType_Ready(&LoadedBatchType) < 0) return -1;
+    if (PyModule_AddObjectRef(module, "LoadedBatch", (PyObject *)&LoadedBatchType) < 0) return -1;
     return PyModule_AddObjectRef(module, "Loader", (PyObject *)&LoaderType);
 }

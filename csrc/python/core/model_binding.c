@@ -443,11 +443,11 @@ fail:
 static PyObject *model_forward(mk_model_object *self, PyObject *args) {
     REQUIRE_MODEL(self, NULL);
     static const char op[] = "Model.forward";
-    PyObject *tokens, *legal, *counts;
-    if (!PyArg_ParseTuple(args, "OOO", &tokens, &legal, &counts)) return NULL;
+    PyObject *tokens, *legal, *counts, *loaded = NULL;
+    if (!PyArg_ParseTuple(args, "OOO|O", &tokens, &legal, &counts, &loaded)) return NULL;
     mk_batch_args held;
     mk_batch batch;
-    if (mk_batch_from_args(op, tokens, legal, counts, NULL, NULL, NULL, &held, &batch) < 0)
+    if (mk_batch_from_args(op, tokens, legal, counts, NULL, NULL, NULL, loaded, &held, &batch) < 0)
         return NULL;
     PyObject *out = run_forward(self, op, &batch, NULL);
     mk_batch_args_release(&held);
@@ -491,14 +491,14 @@ fail:
 static PyObject *model_loss_and_grad(mk_model_object *self, PyObject *args) {
     REQUIRE_MODEL(self, NULL);
     static const char op[] = "Model.loss_and_grad";
-    PyObject *tokens, *legal, *counts, *target, *value, *soft;
+    PyObject *tokens, *legal, *counts, *target, *value, *soft, *loaded = NULL;
     double value_weight;
-    if (!PyArg_ParseTuple(args, "OOOOOOd", &tokens, &legal, &counts, &target, &value, &soft,
-                          &value_weight))
+    if (!PyArg_ParseTuple(args, "OOOOOOd|O", &tokens, &legal, &counts, &target, &value, &soft,
+                          &value_weight, &loaded))
         return NULL;
     mk_batch_args held;
     mk_batch batch;
-    if (mk_batch_from_args(op, tokens, legal, counts, target, value, soft, &held, &batch) < 0)
+    if (mk_batch_from_args(op, tokens, legal, counts, target, value, soft, loaded, &held, &batch) < 0)
         return NULL;
     PyObject *out = run_loss_and_grad(self, op, &batch, value_weight, NULL);
     mk_batch_args_release(&held);
@@ -533,6 +533,10 @@ static PyObject *model_stream(mk_model_object *self, void *closure) {
 static PyObject *model_copy_stream(mk_model_object *self, void *closure) {
     REQUIRE_MODEL(self, NULL);
     return PyLong_FromVoidPtr(mk_model_copy_stream(self->model)); /* 0: none */
+}
+static PyObject *model_batch_scans(mk_model_object *self, void *closure) {
+    REQUIRE_MODEL(self, NULL);
+    return PyLong_FromLongLong(mk_model_batch_scans(self->model));
 }
 static PyObject *model_arena_bytes(mk_model_object *self, void *closure) {
     REQUIRE_MODEL(self, NULL);
@@ -569,9 +573,11 @@ static PyMethodDef model_methods[] = {
      "address(name) -> (pointer, shape) of the live parameter in the backend's memory."},
     {"read", (PyCFunction)model_read, METH_VARARGS, "read(name, grad=False): a copy."},
     {"write", (PyCFunction)model_write, METH_VARARGS, "write(name, array): set a parameter."},
-    {"forward", (PyCFunction)model_forward, METH_VARARGS, "forward(tokens, legal, counts)."},
+    {"forward", (PyCFunction)model_forward, METH_VARARGS,
+     "forward(tokens, legal, counts, loaded=None); loaded: the batch's _core.LoadedBatch."},
     {"loss_and_grad", (PyCFunction)model_loss_and_grad, METH_VARARGS,
-     "loss_and_grad(tokens, legal, counts, target, value, policy_target, value_weight)."},
+     "loss_and_grad(tokens, legal, counts, target, value, policy_target, value_weight, "
+     "loaded=None)."},
     {"forward_device", (PyCFunction)model_forward_device, METH_O,
      "forward_device(device_batch): forward on a manaka._cuda._DeviceBatch."},
     {"loss_and_grad_device", (PyCFunction)model_loss_and_grad_device, METH_VARARGS,
@@ -583,6 +589,9 @@ static PyMethodDef model_methods[] = {
 static PyGetSetDef model_getset[] = {
     {"backend", (getter)model_backend, NULL, "the backend's name", NULL},
     {"arena_bytes", (getter)model_arena_bytes, NULL, "bytes of activation arena", NULL},
+    {"batch_scans", (getter)model_batch_scans, NULL,
+     "batches whose every entry this model checked (a loader's batch, checked by its "
+     "producer, is not counted)", NULL},
     {"fused_head", (getter)model_fused_head, NULL,
      "True if the training step runs the fused policy head", NULL},
     {"stream", (getter)model_stream, NULL,

@@ -25,21 +25,39 @@ extern PyTypeObject mk_model_type;
 int mk_model_acquire(mk_model_object *self, const char *op);
 void mk_model_release(mk_model_object *self);
 
-/* The arrays a batch was converted to: released with mk_batch_args_release. */
+/* What a batch argument holds while a call reads it: the arrays it was converted to, or
+ * the loader pinned (a loader's batch, read in its slot). Released with
+ * mk_batch_args_release. */
 typedef struct {
     PyArrayObject *a[6];
+    PyObject *pin;
 } mk_batch_args;
 
 /* Converts (tokens, legal, counts[, target, value, policy_target]) into `batch`, checking
  * dtypes, dimensions and that shapes agree. target/value may be NULL (forward only);
- * policy_target may be None. Range checks are mk_batch_check's job (in C, on any path). */
+ * policy_target may be None. Range checks are mk_batch_check's job (in C, on any path).
+ *
+ * `loaded` (NULL or None: none) is the _core.LoadedBatch of a manaka.Batch the loader made:
+ * when the arrays are still its own views and its slot is still held (mk_loaded_batch),
+ * `batch` is the slot's, as its producer checked it, and nothing is converted or copied;
+ * else the arrays are converted as any others. */
 int mk_batch_from_args(const char *op, PyObject *tokens, PyObject *legal, PyObject *counts,
                        PyObject *target, PyObject *value, PyObject *policy_target,
-                       mk_batch_args *held, mk_batch *batch);
+                       PyObject *loaded, mk_batch_args *held, mk_batch *batch);
 void mk_batch_args_release(mk_batch_args *held);
 
-/* A batch whose arrays are on the device, from a _DeviceBatch's `layout` (shapes and
- * pointers, checked by manaka._cuda.device_batch): on_device = 1. */
+/* loader_binding.c: 1 and *batch = the slot's mk_batch (only the fields given non-NULL),
+ * with the loader pinned in *pin (no next() or start() until mk_loaded_batch_unpin), when
+ * `handle` is a current _core.LoadedBatch and given[] (tokens, legal, counts, target, value,
+ * policy_target; NULL = not read by this call, None = absent) are its own views, unchanged;
+ * 0 when not (stale, or a field replaced or reshaped); -1 with TypeError when `handle` is
+ * not a LoadedBatch. */
+int mk_loaded_batch(PyObject *handle, PyObject *const given[6], mk_batch *batch, PyObject **pin);
+void mk_loaded_batch_unpin(PyObject *pin);
+
+/* A batch whose arrays are on the device, from a _DeviceBatch's `batch`: a capsule named
+ * MK_BATCH_CAPSULE (a TypeError for anything else) of the mk_batch that
+ * manaka._cuda.device_batch parsed; on_device = 1, and it is checked on the device. */
 int mk_batch_from_device(const char *op, PyObject *holder, mk_batch *batch);
 
 /* Around a call that stages a batch: batch_begin acquires the model, waits for the step

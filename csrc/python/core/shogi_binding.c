@@ -333,6 +333,9 @@ static int Records_init(RecordsObject *self, PyObject *args, PyObject *kwds) {
     self->source.num_rows = self->start[n];
     self->source.tokens_per_side = MK_SHOGI_TOKENS;
     self->source.max_legal = MK_SHOGI_MAX_MOVES;
+    /* the encoder's ids: a batch the producers pack from records is checked against them */
+    self->source.num_tokens = MK_SHOGI_NUM_TOKENS;
+    self->source.num_moves = MK_SHOGI_NUM_LABELS;
     self->source.ctx = self;
     self->source.fill = records_fill;
     Py_INCREF(files);

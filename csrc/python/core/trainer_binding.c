@@ -256,12 +256,13 @@ fail:
 static PyObject *trainer_step(trainer_object *self, PyObject *args) {
     REQUIRE_TRAINER(self, NULL);
     static const char op[] = "Trainer.step";
-    PyObject *tokens, *legal, *counts, *target, *value, *soft;
-    if (!PyArg_ParseTuple(args, "OOOOOO", &tokens, &legal, &counts, &target, &value, &soft))
+    PyObject *tokens, *legal, *counts, *target, *value, *soft, *loaded = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOO|O", &tokens, &legal, &counts, &target, &value, &soft,
+                          &loaded))
         return NULL;
     mk_batch_args held;
     mk_batch batch;
-    if (mk_batch_from_args(op, tokens, legal, counts, target, value, soft, &held, &batch) < 0)
+    if (mk_batch_from_args(op, tokens, legal, counts, target, value, soft, loaded, &held, &batch) < 0)
         return NULL;
     PyObject *out = run_step(self, op, &batch, NULL);
     mk_batch_args_release(&held);
@@ -415,7 +416,8 @@ static int trainer_set_steps(trainer_object *self, PyObject *value, void *closur
 }
 
 static PyMethodDef trainer_methods[] = {
-    {"step", (PyCFunction)trainer_step, METH_VARARGS, NULL},
+    {"step", (PyCFunction)trainer_step, METH_VARARGS,
+     "step(tokens, legal, counts, target, value, policy_target, loaded=None)."},
     {"step_device", (PyCFunction)trainer_step_device, METH_O,
      "step_device(device_batch): a step on a manaka._cuda._DeviceBatch, read in place."},
     {"read_stats", (PyCFunction)trainer_read_stats, METH_O, NULL},

@@ -10,15 +10,18 @@
  *
  * The returned _DeviceBatch holds every producer (and consumed DLPack tensor) until it is
  * released: the model binding keeps it until the step that reads it has finished. After
- * the step is queued, order_after makes producers that named a CAI stream wait for it. */
+ * the step is queued, order_after makes producers that named a CAI stream wait for it.
+ * manaka._core reads the batch from its `batch`: a capsule named MK_BATCH_CAPSULE of the
+ * mk_batch (core/batch.h) held here, which keeps this object alive. */
 #include "cuda_binding.h"
+#include "core/batch.h"
 
 #define FIELDS 6
 
 typedef struct {
     PyObject_HEAD
     mk_gpu_array a[FIELDS];
-    PyObject *layout; /* (B, S, T, L, tokens, legal, counts, target, value, policy_target) */
+    mk_batch batch; /* the arrays as the model reads them: on_device = 1 */
 } device_batch_object;
 
 static const char *names[FIELDS] = {"tokens", "legal", "counts", "target", "value", "policy_target"};
@@ -26,12 +29,22 @@ static const int ndims[FIELDS] = {3, 2, 1, 1, 1, 2};
 
 static void device_batch_dealloc(device_batch_object *self) {
     for (int i = 0; i < FIELDS; i++) mk_gpu_release(&self->a[i]);
-    Py_XDECREF(self->layout);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *device_batch_layout(device_batch_object *self, void *closure) {
-    return Py_NewRef(self->layout);
+static void capsule_release(PyObject *capsule) { Py_XDECREF(PyCapsule_GetContext(capsule)); }
+
+/* A new capsule each time, holding this object: cached here it would make a cycle between
+ * two objects the garbage collector does not track. */
+static PyObject *device_batch_capsule(device_batch_object *self, void *closure) {
+    PyObject *capsule = PyCapsule_New(&self->batch, MK_BATCH_CAPSULE, capsule_release);
+    if (!capsule) return NULL;
+    if (PyCapsule_SetContext(capsule, Py_NewRef((PyObject *)self)) < 0) {
+        Py_DECREF(self);
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    return capsule;
 }
 
 /* order_after(stream): every producer that named its stream (CAI v3) waits for the work
@@ -57,9 +70,9 @@ static PyMethodDef device_batch_methods[] = {
 };
 
 static PyGetSetDef device_batch_getset[] = {
-    {"layout", (getter)device_batch_layout, NULL,
-     "(B, S, T, L, tokens, legal, counts, target, value, policy_target): shapes and device "
-     "pointers (0 for an absent field)", NULL},
+    {"batch", (getter)device_batch_capsule, NULL,
+     "the batch for manaka._core: a 'manaka.mk_batch' capsule (its arrays, shapes and device "
+     "pointers; NULL for an absent field)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -103,7 +116,7 @@ static PyObject *py_device_batch(PyObject *module, PyObject *args) {
     device_batch_object *self = PyObject_New(device_batch_object, &device_batch_type);
     if (!self) return NULL;
     memset(self->a, 0, sizeof self->a);
-    self->layout = NULL;
+    memset(&self->batch, 0, sizeof self->batch);
     mk_gpu_array *a = self->a;
     for (int i = 0; i < FIELDS; i++) {
         if (obj[i] == Py_None && i >= 3) continue;
@@ -117,15 +130,10 @@ static PyObject *py_device_batch(PyObject *module, PyObject *args) {
         if (a[i].name && mk_expect_rows(op, a[i].name, a[i].shape[0], B) < 0) goto fail;
     if (a[5].name && mk_expect_soft_columns(op, a[5].shape[1], a[1].shape[1]) < 0) goto fail;
     if (attach_all(self, op, stream) < 0) goto fail;
-    self->layout = Py_BuildValue("(LLLLKKKKKK)", (long long)B, (long long)a[0].shape[1],
-                                 (long long)a[0].shape[2], (long long)a[1].shape[1],
-                                 (unsigned long long)(uintptr_t)a[0].ptr,
-                                 (unsigned long long)(uintptr_t)a[1].ptr,
-                                 (unsigned long long)(uintptr_t)a[2].ptr,
-                                 (unsigned long long)(uintptr_t)a[3].ptr,
-                                 (unsigned long long)(uintptr_t)a[4].ptr,
-                                 (unsigned long long)(uintptr_t)a[5].ptr);
-    if (!self->layout) goto fail;
+    self->batch = (mk_batch){.B = B, .S = a[0].shape[1], .T = a[0].shape[2], .L = a[1].shape[1],
+                             .tokens = a[0].ptr, .legal = a[1].ptr, .counts = a[2].ptr,
+                             .target = a[3].ptr, .value = a[4].ptr, .policy_target = a[5].ptr,
+                             .on_device = 1};
     return (PyObject *)self;
 fail:
     Py_DECREF(self);

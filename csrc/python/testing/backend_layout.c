@@ -49,7 +49,8 @@ static PyObject *py_backend_layout(PyObject *self, PyObject *unused) {
     if (!(fields = PyDict_New()) || FIELD(mk_batch, B) || FIELD(mk_batch, S) ||
         FIELD(mk_batch, T) || FIELD(mk_batch, L) || FIELD(mk_batch, tokens) ||
         FIELD(mk_batch, legal) || FIELD(mk_batch, counts) || FIELD(mk_batch, target) ||
-        FIELD(mk_batch, value) || FIELD(mk_batch, policy_target) || FIELD(mk_batch, on_device))
+        FIELD(mk_batch, value) || FIELD(mk_batch, policy_target) || FIELD(mk_batch, on_device) ||
+        FIELD(mk_batch, checked_V) || FIELD(mk_batch, checked_M))
         goto fail;
     if (add_struct(out, "mk_batch", sizeof(mk_batch), fields) < 0) goto fail_out;
 
