@@ -32,6 +32,10 @@ class Loader:
     valid until the next one is requested; after that its arrays are overwritten by a later
     batch (they never dangle: the memory lives as long as any view of it). To keep a batch,
     pass ``copy=True`` (each batch is copied out, costing a memcpy) or copy it yourself.
+    The arrays are read-only views: the model reads the batch where its producer packed and
+    checked it, without converting or checking it again (docs/design.md, "The loader's
+    batch"). To change a batch, copy its arrays (or use ``copy=True``): it is then checked
+    like any other.
 
     Position: the loader remembers where it is (``epoch``, ``batch_index``). A new
     iteration continues from there: breaking out of a loop and iterating again resumes the
