@@ -237,3 +237,26 @@ def test_the_loader_refuses_to_move_on_while_a_step_reads_its_batch():
     assert refused and "a step in another thread is reading the current batch" in refused[0]
     assert scans(model) == 0
     loader.close()
+
+
+def test_shogi_record_batches_are_checked_by_their_producers_against_the_encoder(tmp_path):
+    """A row source (shogi records decoded by the producers) promises the encoder's
+    vocabularies; the producer checks each packed batch against them, so a model of the
+    shogi shapes reads it unscanned, with the same numbers as the same positions copied."""
+    pytest.importorskip("cshogi")
+    from test_shogi_records import make_records
+
+    from manaka import shogi
+
+    _, hcpe, _ = make_records(64, 5)
+    hcpe.tofile(tmp_path / "games.hcpe")
+    records = shogi.open_hcpe(str(tmp_path / "games.hcpe"))
+    cfg = cases.config(num_tokens=shogi.NUM_TOKENS, num_moves=shogi.NUM_LABELS, T=shogi.TOKENS_PER_SIDE)
+    model = mk.Model(cfg, seed=9)
+    n = 0
+    for batch in mk.Loader(records, batch_size=16, shuffle=False):
+        assert batch._loaded.checked == (shogi.NUM_TOKENS, shogi.NUM_LABELS)
+        got, want = model.loss_and_grad(batch), model.loss_and_grad(copied(batch))
+        assert got[0] == want[0]
+        n += 1
+    assert n == 4 and scans(model) == 4  # the copies only
