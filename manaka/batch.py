@@ -105,6 +105,11 @@ class Batch:
         batch._loaded = loaded
         return batch
 
+    def __reduce__(self):
+        # pickle and copy rebuild the batch from its arrays: a copy is the caller's own batch,
+        # and the loader's handle (a slot of this process, valid until the next batch) stays
+        return (Batch, (self.tokens, self.legal, self.counts, self.target, self.value, self.policy_target))
+
     def __len__(self) -> int:
         return self.tokens.shape[0]
 

@@ -260,3 +260,18 @@ def test_shogi_record_batches_are_checked_by_their_producers_against_the_encoder
         assert got[0] == want[0]
         n += 1
     assert n == 4 and scans(model) == 4  # the copies only
+
+
+def test_a_pickled_or_copied_loader_batch_is_an_ordinary_batch():
+    import copy
+    import pickle
+
+    model = mk.Model(CFG, seed=10)
+    batch = next(iter(mk.Loader(dataset(soft=True), batch_size=16)))
+    want = model.loss_and_grad(batch)[0]
+    for other in (pickle.loads(pickle.dumps(batch)), copy.copy(batch), copy.deepcopy(batch)):
+        assert other._loaded is None
+        for name in ("tokens", "legal", "counts", "target", "value", "policy_target"):
+            np.testing.assert_array_equal(getattr(other, name), getattr(batch, name), err_msg=name)
+        assert model.loss_and_grad(other)[0] == want
+    assert scans(model) == 3
