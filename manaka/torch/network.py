@@ -134,12 +134,21 @@ class Network(nn.Module):
 
 def batch_tensors(batch: Batch, device=None) -> Dict[str, Optional[Tensor]]:
     """The fields of a :class:`manaka.Batch` as torch tensors (on `device`, default the CPU;
-    CPU tensors share the batch's memory), keyed as :meth:`Network.loss`'s arguments:
-    ``net.loss(**batch_tensors(batch))``."""
+    CPU tensors share the batch's memory, except a read-only array's, such as a
+    :class:`manaka.Loader` batch's, which is copied), keyed as :meth:`Network.loss`'s
+    arguments: ``net.loss(**batch_tensors(batch))``."""
     out = {}
     for name in ("tokens", "legal", "counts", "target", "value", "policy_target"):
         arr = getattr(batch, name)
-        out[name] = None if arr is None else torch.as_tensor(arr, device=device)
+        if arr is None:
+            out[name] = None
+        elif isinstance(arr, np.ndarray) and not arr.flags.writeable:
+            # torch has no read-only tensor: sharing would hand out a writable alias of the
+            # loader's slot, which the model reads without checking it again (docs/design.md,
+            # "The loader's batch"), and torch warns about it
+            out[name] = torch.tensor(arr, device=device)
+        else:
+            out[name] = torch.as_tensor(arr, device=device)
     return out
 
 
