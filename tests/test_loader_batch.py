@@ -275,3 +275,20 @@ def test_a_pickled_or_copied_loader_batch_is_an_ordinary_batch():
             np.testing.assert_array_equal(getattr(other, name), getattr(batch, name), err_msg=name)
         assert model.loss_and_grad(other)[0] == want
     assert scans(model) == 3
+
+
+@pytest.mark.cuda  # tools/cuda_emu/run_gpu_tests.py runs it on the emulated device
+def test_on_a_cuda_model_loader_batches_are_staged_without_a_host_scan():
+    from manaka import cuda
+
+    if not cuda.is_available():
+        pytest.skip(f"no CUDA device: {cuda.why_unavailable()}")
+    ds = dataset(soft=True)
+    a, b = mk.Model(CFG, device="cuda", seed=11), mk.Model(CFG, device="cuda", seed=11)
+    ta, tb = mk.Trainer(a, lr=1e-2), mk.Trainer(b, lr=1e-2)
+    steps = 0
+    for batch in mk.Loader(ds, batch_size=16, seed=2):
+        assert ta.step(batch).as_dict() == tb.step(copied(batch)).as_dict()
+        steps += 1
+    assert scans(a) == 0 and scans(b) == steps
+    cases.assert_parameters_match(a, b)
