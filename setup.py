@@ -289,7 +289,7 @@ def extensions(cuda):
     # build_temp, and the object must be right for either.
     testing = Extension(
         "manaka._testing",
-        sources=sources("python/testing/*.c", "python/common/*.c"),
+        sources=sources("python/testing/*.c") + ["csrc/python/common/binding.c"],
         include_dirs=[numpy.get_include(), "csrc"],
         extra_compile_args=c_flags(),
         depends=sources("core/*.h", "python/common/*.h", "python/common/core_api.h", "python/testing/*.h"),
@@ -304,7 +304,7 @@ def extensions(cuda):
     return [core, testing, Extension(
         "manaka._cuda",
         sources=sources("cuda/*.cu", "cuda/*.c") + ["csrc/core/backend.c", "csrc/core/batch.c", "csrc/core/check.c",
-                                                       "csrc/python/common/binding.c"]
+                                                       "csrc/python/common/binding.c", "csrc/python/common/op_args.c"]
         + sources("python/cuda/*.c"),
         include_dirs=[numpy.get_include(), "csrc"],
         define_macros=[("MK_CUDA_ARCHS", f'"{archs}"')],

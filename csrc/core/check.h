@@ -4,9 +4,9 @@
  * the ops' entry points (csrc/python: NumPy arrays on the host, GPU arrays through
  * mk_find_fault_cuda) and the batch check (batch.c, and the device backends' batch_check)
  * all find faults with the same rules in the same order, so one fault is reported the same
- * way on every path; only the wording differs between an op call and a batch (binding.c's
- * mk_raise_fault, batch.c's mk_batch_fault_status), because their arguments have
- * different names. Host arrays are checked by mk_find_fault below; device arrays by the
+ * way on every path; only the wording differs between an op call and a batch
+ * (csrc/python/common/op_args.c's mk_op_fault, batch.c's mk_batch_fault_status), because
+ * their arguments have different names. Host arrays are checked by mk_find_fault below; device arrays by the
  * kernels of csrc/cuda/check.cu, which order their keys so they find the same fault. */
 #ifndef MANAKA_CHECK_H
 #define MANAKA_CHECK_H

@@ -138,7 +138,7 @@ def build_extension(out_dir):
         return target
     py_dir = os.path.join(ROOT, "csrc", "python")
     objects = []
-    for c in ["common/binding.c"] + sorted("cuda/" + f for f in os.listdir(os.path.join(py_dir, "cuda")) if f.endswith(".c")):
+    for c in ["common/binding.c", "common/op_args.c"] + sorted("cuda/" + f for f in os.listdir(os.path.join(py_dir, "cuda")) if f.endswith(".c")):
         obj = os.path.join(out_dir, os.path.basename(c)[:-2] + ".o")
         subprocess.check_call(["gcc", "-std=c11", "-O1", "-g", "-fPIC", "-Wall", "-I", sysconfig.get_paths()["include"],
                                "-I", numpy.get_include(), "-I", os.path.join(ROOT, "csrc"),

@@ -142,69 +142,6 @@ PyObject *mk_raise_where(const char *where, mk_status status) {
     return NULL;
 }
 
-int mk_expect_dim(int64_t got, int64_t want, const char *op, const char *what) {
-    if (got == want) return 0;
-    PyErr_Format(PyExc_ValueError, "%s: %s: expected %lld, got %lld", op, what, (long long)want,
-                 (long long)got);
-    return -1;
-}
-
-int mk_orders_arg(PyObject *obj, const char *op, int64_t *orders) {
-    if (!PyLong_Check(obj) || PyBool_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s: orders must be an int, got %s", op,
-                     Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    long long K = PyLong_AsLongLong(obj);
-    if (K == -1 && PyErr_Occurred()) return -1;
-    if (K < 1) {
-        PyErr_Format(PyExc_ValueError, "%s: orders must be >= 1, got %lld", op, K);
-        return -1;
-    }
-    *orders = K;
-    return 0;
-}
-
-int64_t mk_pair_vocab_arg(int64_t num_pairs, const char *op, const char *what) {
-    int64_t V = mk_vocab_of_pairs(num_pairs);
-    if (V < 0 && num_pairs > mk_num_pairs(MK_MAX_PAIR_VOCAB))
-        PyErr_Format(PyExc_ValueError,
-                     "%s: %s is %lld, above the largest pair table, %lld rows (V = 2^31: "
-                     "tokens are int32)",
-                     op, what, (long long)num_pairs, (long long)mk_num_pairs(MK_MAX_PAIR_VOCAB));
-    else if (V < 0)
-        PyErr_Format(PyExc_ValueError,
-                     "%s: %s is %lld, which is not V (V + 1) / 2 for any vocabulary size V", op,
-                     what, (long long)num_pairs);
-    return V;
-}
-
-int mk_raise_fault(const char *op, const mk_check *c, const mk_fault *f, int64_t S, int64_t T,
-                   const char *vocab) {
-    long long i = (long long)f->index, v = (long long)f->value;
-    switch (f->kind) {
-    case MK_FAULT_TOKEN:
-        PyErr_Format(PyExc_ValueError,
-                     "%s: tokens[%lld, %lld, %lld] = %lld is out of range: must be -1 (empty) or "
-                     "in [0, %lld) (%s)",
-                     op, i / (S * T), i / T % S, i % T, v, (long long)c->V, vocab);
-        break;
-    case MK_FAULT_COUNT:
-        PyErr_Format(PyExc_ValueError, "%s: counts[%lld] = %lld is outside [%lld, L = %lld]", op,
-                     i, v, (long long)c->min_count, (long long)c->L);
-        break;
-    case MK_FAULT_LEGAL:
-        PyErr_Format(PyExc_ValueError,
-                     "%s: indices[%lld, %lld] = %lld is out of range for a table of %lld rows "
-                     "(legal slots are l < counts[b] = %lld)",
-                     op, i, (long long)f->slot, v, (long long)c->M, (long long)f->count);
-        break;
-    default: /* the ops check no targets */
-        PyErr_Format(PyExc_RuntimeError, "%s: unexpected range fault of kind %d", op, f->kind);
-    }
-    return -1;
-}
-
 int mk_expect_rows(const char *op, const char *name, int64_t rows, int64_t B) {
     if (rows == B) return 0;
     PyErr_Format(PyExc_ValueError, "%s: %s has %lld rows but tokens has %lld", op, name,

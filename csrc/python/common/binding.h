@@ -44,22 +44,6 @@ PyObject *mk_raise_status(mk_status status);
 /* The same as "<where>: <mk_error()>". */
 PyObject *mk_raise_where(const char *where, mk_status status);
 
-/* Checks and messages shared by the ops' CPU (ops_binding.c) and GPU (cuda_ops.c) entry
- * points, so the two paths report a bad argument in the same words. Each returns 0, or
- * -1 with the exception set. */
-/* `what` (a dimension) is `want`: ValueError "op: what: expected want, got got". */
-int mk_expect_dim(int64_t got, int64_t want, const char *op, const char *what);
-/* The `orders` argument: an int (not a bool) >= 1. */
-int mk_orders_arg(PyObject *obj, const char *op, int64_t *orders);
-/* The vocabulary size V of a pair table with `num_pairs` = V (V + 1) / 2 rows, or -1
- * with a ValueError naming `what` when there is no such V. */
-int64_t mk_pair_vocab_arg(int64_t num_pairs, const char *op, const char *what);
-/* The ValueError of an op's range check (core/check.h's first fault, found on the host or
- * the device), in the ops' words: `check` is what was checked, S and T the tokens' shape
- * [B, S, T] (a flat position is printed as [b, s, t]), `vocab` where V comes from. -1. */
-int mk_raise_fault(const char *op, const mk_check *check, const mk_fault *fault, int64_t S,
-                   int64_t T, const char *vocab);
-
 /* A batch's fields agree with tokens (the same words for a host batch, batch_binding.c,
  * and a device one, cuda_batch.c): `name` has B rows; policy_target has L columns, as
  * legal has. 0, or -1 with a ValueError. */

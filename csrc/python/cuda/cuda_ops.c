@@ -1,10 +1,13 @@
 /* Python entry points of the three fused ops on GPU arrays (manaka._cuda).
  *
- * The same positional arguments and the same checks and messages as the CPU entry points
- * (ops_binding.c), in the same order: dtypes and shapes (no device needed), then the
- * device (every array on the current one, producers' streams waited for), then the index
- * ranges by a small kernel that finds the first bad position, then the op, with the GIL
- * released. Results are new DeviceArrays; everything runs on the legacy default stream.
+ * The same positional arguments, checks and messages as the CPU entry points: both run
+ * each op's one description (common/op_args.c) through mk_op_prepare, in the same order:
+ * dtypes and shapes (no device needed), then the device (every array on the current one,
+ * producers' streams waited for, wider index arrays narrowed to int32), then the range
+ * check by core/check.h's rules on the device (mk_find_fault_cuda), then the op, with the
+ * GIL released. What is this file's own: GPU arrays as buffers (cuda_args.c), the `out=`
+ * arrays, and the CUDA kernels. Results are new DeviceArrays; everything runs on the
+ * legacy default stream.
  *
  * Keyword-only extras, for the benchmark and the training step rather than for users:
  *   out=       write into these arrays (float32, exact shape, contiguous, writable) instead
@@ -15,49 +18,48 @@
 #include "cuda_binding.h"
 
 #include "cuda/bench_variants.h"
+#include "python/common/op_args.h"
 
-#define MAX_ARGS 8
+#define MAX_ARGS (MK_OP_ARRAYS + 2)
 
+/* Every GPU array of one call (inputs, then out= arrays), released together. */
 typedef struct {
     mk_gpu_array a[MAX_ARGS];
-    int index[MAX_ARGS]; /* a[i] is an index array */
+    int index[MAX_ARGS];           /* a[i] is an index array */
+    mk_gpu_array *input[MK_OP_ARRAYS]; /* by mk_op_spec.args position; NULL: absent */
     int n;
-    int device;
-} call;
+} held;
 
 /* A float32 argument (dtype = &mk_float32) or an index argument (dtype = &mk_int32: any
  * integer dtype, narrowed to int32 at attach). */
-static mk_gpu_array *arg(call *c, PyObject *obj, const char *op, const char *name,
+static mk_gpu_array *arg(held *h, PyObject *obj, const char *op, const char *name,
                          const mk_dtype *dtype, int ndim) {
-    mk_gpu_array *a = &c->a[c->n];
-    c->index[c->n++] = dtype == &mk_int32; /* counted even on failure: parse may hold a tensor */
+    mk_gpu_array *a = &h->a[h->n];
+    h->index[h->n++] = dtype == &mk_int32; /* counted even on failure: parse may hold a tensor */
     if (mk_gpu_parse(obj, op, name, a) < 0) return NULL;
     if ((dtype == &mk_int32 ? mk_gpu_expect_index(a, op, ndim) : mk_gpu_expect(a, op, dtype, ndim)) < 0)
         return NULL;
     return a;
 }
 
-static void release(call *c) {
-    for (int i = 0; i < c->n; i++) mk_gpu_release(&c->a[i]);
+static int obtain(void *ctx, const mk_op_spec *s, int i, PyObject *obj, mk_op_view *v) {
+    held *h = ctx;
+    const mk_op_arg *spec = &s->args[i];
+    mk_gpu_array *a = arg(h, obj, s->name, spec->name, spec->index ? &mk_int32 : &mk_float32,
+                          spec->ndim);
+    if (!a) return -1;
+    h->input[i] = a;
+    for (int d = 0; d < spec->ndim; d++) v->shape[d] = a->shape[d];
+    return 0; /* v->data once attached: narrowing may replace the pointer */
 }
 
-/* Finds the device, then checks every parsed array against it, orders their streams
- * before ours, and narrows index arrays to int32. */
-static int attach(call *c, const char *op) {
-    if (mk_gpu_current_device(op, &c->device) < 0) return -1;
-    for (int i = 0; i < c->n; i++)
-        if (mk_gpu_attach(&c->a[i], op, c->device, NULL) < 0 ||
-            (c->index[i] && mk_gpu_narrow(&c->a[i], op) < 0))
-            return -1;
-    return 0;
-}
-
-/* An `out=` array, parsed with the inputs (NULL pointer in *parsed when not given). */
-static int out_arg(call *c, PyObject *obj, const char *op, const char *name, int ndim,
+/* An `out=` array (NULL in *parsed when not given): float32 and writable; its shape is
+ * checked by result(). */
+static int out_arg(held *h, PyObject *obj, const char *op, const char *name, int ndim,
                    mk_gpu_array **parsed) {
     *parsed = NULL;
     if (obj == Py_None) return 0;
-    if (!(*parsed = arg(c, obj, op, name, &mk_float32, ndim))) return -1;
+    if (!(*parsed = arg(h, obj, op, name, &mk_float32, ndim))) return -1;
     if ((*parsed)->readonly) {
         PyErr_Format(PyExc_ValueError, "%s: %s is read-only", op, name);
         return -1;
@@ -85,269 +87,168 @@ static PyObject *result(PyObject *out_o, mk_gpu_array *out, const char *op, int 
     return (PyObject *)arr;
 }
 
-#define P32(a) ((a) ? (const int32_t *)(a)->ptr : NULL)
-#define PF(a) ((const float *)(a)->ptr)
-#define RUN(call_expr)                          \
-    do {                                        \
-        Py_BEGIN_ALLOW_THREADS;                 \
-        status = (call_expr);                   \
-        Py_END_ALLOW_THREADS;                   \
-        if (status != MK_OK) {                  \
-            mk_raise_where(op, status);               \
-            goto fail;                          \
-        }                                       \
-    } while (0)
+/* Runs the op on a prepared, checked call into its outputs, on the legacy stream. */
+typedef mk_status (*run_fn)(const mk_op_call *c, float *const *out, int deterministic);
 
-/* ---------------------------------------------------------------- index checks */
-
-/* core/check.h's rules, run on the device by mk_find_fault_cuda, worded as on the CPU. */
-static int find_fault(const char *op, const mk_check *c, int64_t S, int64_t T, const char *vocab) {
-    mk_fault f;
+/* The whole call: arguments, out= arrays, the device, the range check (unless check=False),
+ * results, the op with the GIL released. `outs`: the out= objects (Py_None: allocate). */
+static PyObject *call(const mk_op_spec *s, PyObject *const *positional, PyObject *scalar,
+                      int64_t scalar_value, PyObject *const *outs, const char *const *out_names,
+                      int check, int deterministic, run_fn run) {
+    const char *op = s->name;
+    held h = {0};
+    mk_op_call c = {.scalar = scalar_value};
+    mk_gpu_array *out[2] = {NULL, NULL};
+    PyObject *res[2] = {NULL, NULL}, *result_o = NULL;
+    float *data[2] = {NULL, NULL};
     mk_status status;
+    int device;
+    if (mk_op_prepare(s, positional, scalar, obtain, &h, &c) < 0) goto done;
+    for (int o = 0; o < s->n_outs; o++)
+        if (out_arg(&h, outs[o], op, out_names[o], s->out_ndim[o], &out[o]) < 0) goto done;
+    if (mk_gpu_current_device(op, &device) < 0) goto done;
+    for (int i = 0; i < h.n; i++)
+        if (mk_gpu_attach(&h.a[i], op, device, NULL) < 0 || (h.index[i] && mk_gpu_narrow(&h.a[i], op) < 0))
+            goto done;
+    for (int i = 0; i < s->n_args; i++)
+        if (h.input[i]) c.a[i].data = h.input[i]->ptr;
+    if (check) {
+        mk_check rules = mk_op_rules(s, &c);
+        mk_fault fault;
+        Py_BEGIN_ALLOW_THREADS;
+        status = mk_find_fault_cuda(&rules, &fault, NULL, 0, NULL);
+        Py_END_ALLOW_THREADS;
+        if (status != MK_OK) {
+            mk_raise_where(op, status);
+            goto done;
+        }
+        if (mk_op_fault(s, &c, &rules, &fault) < 0) goto done;
+    }
+    for (int o = 0; o < s->n_outs; o++)
+        if (!(res[o] = result(outs[o], out[o], op, s->out_ndim[o], c.out[o], &data[o]))) goto done;
     Py_BEGIN_ALLOW_THREADS;
-    status = mk_find_fault_cuda(c, &f, NULL, 0, NULL);
+    status = run(&c, data, deterministic);
     Py_END_ALLOW_THREADS;
     if (status != MK_OK) {
         mk_raise_where(op, status);
-        return -1;
+        goto done;
     }
-    return f.kind == MK_FAULT_NONE ? 0 : mk_raise_fault(op, c, &f, S, T, vocab);
+    result_o = s->n_outs == 1 ? Py_NewRef(res[0]) : Py_BuildValue("OO", res[0], res[1]);
+done:
+    Py_XDECREF(res[0]);
+    Py_XDECREF(res[1]);
+    for (int i = 0; i < h.n; i++) mk_gpu_release(&h.a[i]);
+    return result_o;
 }
 
-static int check_legal(const char *op, mk_gpu_array *indices, mk_gpu_array *counts, int64_t M) {
-    mk_check c = {.legal = P32(indices), .counts = P32(counts), .B = indices->shape[0],
-                  .L = indices->shape[1], .M = M};
-    return find_fault(op, &c, 0, 0, NULL);
+#define FLT(i) ((const float *)c->a[i].data)
+#define IDX(i) ((const int32_t *)c->a[i].data)
+#define DIM(i, d) (c->a[i].shape[d])
+
+/* Arguments are in mk_op_spec.args order: hidden, table, indices, counts (, grad). */
+static mk_status run_gather_dot(const mk_op_call *c, float *const *out, int deterministic) {
+    (void)deterministic;
+    return mk_gather_dot_cuda(FLT(0), FLT(1), IDX(2), IDX(3), DIM(2, 0), DIM(2, 1), DIM(0, 1), out[0], NULL);
+}
+static mk_status run_gather_dot_backward(const mk_op_call *c, float *const *out, int deterministic) {
+    return (deterministic ? mk_gather_dot_backward_cuda : mk_gather_dot_backward_atomic_cuda)(
+        FLT(4), FLT(0), FLT(1), IDX(2), IDX(3), DIM(2, 0), DIM(2, 1), DIM(0, 1), DIM(1, 0), out[0], out[1],
+        NULL);
+}
+/* emb, tokens */
+static mk_status run_power_sums(const mk_op_call *c, float *const *out, int deterministic) {
+    (void)deterministic;
+    return mk_power_sums_cuda(FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 1), c->scalar,
+                              out[0], NULL);
+}
+/* grad, emb, tokens */
+static mk_status run_power_sums_backward(const mk_op_call *c, float *const *out, int deterministic) {
+    (void)deterministic;
+    return mk_power_sums_backward_cuda(FLT(0), FLT(1), IDX(2), DIM(2, 0) * DIM(2, 1), DIM(2, 2),
+                                       DIM(1, 1), DIM(0, 2), DIM(1, 0), out[0], NULL);
+}
+/* pair_table, tokens */
+static mk_status run_pair_sums(const mk_op_call *c, float *const *out, int deterministic) {
+    (void)deterministic;
+    return mk_pair_sums_cuda(FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 1), out[0], NULL);
+}
+/* grad, tokens */
+static mk_status run_pair_sums_backward(const mk_op_call *c, float *const *out, int deterministic) {
+    return (deterministic ? mk_pair_sums_backward_cuda : mk_pair_sums_backward_atomic_cuda)(
+        FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 2), c->scalar, out[0], NULL);
 }
 
-static int check_tokens(const char *op, mk_gpu_array *tokens, int64_t V, const char *vocab) {
-    mk_check c = {.tokens = P32(tokens), .n_tokens = mk_shape_size(3, tokens->shape), .V = V};
-    return find_fault(op, &c, tokens->shape[1], tokens->shape[2], vocab);
-}
-
-/* ---------------------------------------------------------------- GatherDot */
-
-static int gather_dot_args(call *c, const char *op, PyObject *hidden_o, PyObject *table_o,
-                           PyObject *indices_o, PyObject *counts_o, mk_gpu_array **hidden,
-                           mk_gpu_array **table, mk_gpu_array **indices, mk_gpu_array **counts) {
-    if (!(*hidden = arg(c, hidden_o, op, "hidden", &mk_float32, 2))) return -1;
-    if (!(*table = arg(c, table_o, op, "table", &mk_float32, 2))) return -1;
-    if (!(*indices = arg(c, indices_o, op, "indices", &mk_int32, 2))) return -1;
-    *counts = NULL;
-    if (counts_o != Py_None && !(*counts = arg(c, counts_o, op, "counts", &mk_int32, 1))) return -1;
-    int64_t B = (*hidden)->shape[0], W = (*hidden)->shape[1];
-    if (mk_expect_dim((*table)->shape[1], W, op, "table.shape[1] must equal hidden.shape[1] (W)")) return -1;
-    if (mk_expect_dim((*indices)->shape[0], B, op, "indices.shape[0] must equal hidden.shape[0] (B)"))
-        return -1;
-    if (*counts && mk_expect_dim((*counts)->shape[0], B, op, "counts.shape[0] must equal hidden.shape[0] (B)"))
-        return -1;
-    return 0;
-}
+static const char *const OUT[] = {"out"};
 
 static PyObject *py_gather_dot(PyObject *self, PyObject *args, PyObject *kw) {
-    static const char op[] = "gather_dot";
     static char *kwlist[] = {"hidden", "table", "indices", "counts", "out", "check", NULL};
-    PyObject *hidden_o, *table_o, *indices_o, *counts_o = Py_None, *out_o = Py_None, *res = NULL;
+    PyObject *o[4] = {NULL, NULL, NULL, Py_None}, *out = Py_None;
     int check = 1;
-    call c = {0};
-    mk_gpu_array *hidden, *table, *indices, *counts, *out;
-    mk_status status;
-    float *logits;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O$Op:gather_dot", kwlist, &hidden_o, &table_o,
-                                     &indices_o, &counts_o, &out_o, &check))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O$Op:gather_dot", kwlist, &o[0], &o[1], &o[2],
+                                     &o[3], &out, &check))
         return NULL;
-    if (gather_dot_args(&c, op, hidden_o, table_o, indices_o, counts_o, &hidden, &table, &indices,
-                        &counts) ||
-        out_arg(&c, out_o, op, "out", 2, &out) || attach(&c, op))
-        goto fail;
-    int64_t B = indices->shape[0], L = indices->shape[1], W = hidden->shape[1];
-    if (check && check_legal(op, indices, counts, table->shape[0])) goto fail;
-    if (!(res = result(out_o, out, op, 2, (int64_t[]){B, L}, &logits))) goto fail;
-    RUN(mk_gather_dot_cuda(PF(hidden), PF(table), P32(indices), P32(counts), B, L, W, logits, NULL));
-    release(&c);
-    return res;
-fail:
-    Py_XDECREF(res);
-    release(&c);
-    return NULL;
+    return call(&mk_op_gather_dot, o, NULL, 0, &out, OUT, check, 1, run_gather_dot);
 }
 
 static PyObject *py_gather_dot_backward(PyObject *self, PyObject *args, PyObject *kw) {
-    static const char op[] = "gather_dot_backward";
     static char *kwlist[] = {"grad", "hidden", "table", "indices", "counts",
                              "out", "check", "deterministic", NULL};
-    PyObject *grad_o, *hidden_o, *table_o, *indices_o, *counts_o = Py_None, *out_o = Py_None;
-    PyObject *gh_o = Py_None, *gt_o = Py_None, *gh = NULL, *gt = NULL;
+    static const char *const names[] = {"out[0] (grad_hidden)", "out[1] (grad_table)"};
+    PyObject *o[5] = {NULL, NULL, NULL, NULL, Py_None}, *out = Py_None;
+    PyObject *outs[2] = {Py_None, Py_None};
     int check = 1, deterministic = 1;
-    call c = {0};
-    mk_gpu_array *grad, *hidden, *table, *indices, *counts, *gh_out, *gt_out;
-    mk_status status;
-    float *gh_data, *gt_data;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|O$Opp:gather_dot_backward", kwlist, &grad_o,
-                                     &hidden_o, &table_o, &indices_o, &counts_o, &out_o, &check,
-                                     &deterministic))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|O$Opp:gather_dot_backward", kwlist, &o[0],
+                                     &o[1], &o[2], &o[3], &o[4], &out, &check, &deterministic))
         return NULL;
-    if (out_o != Py_None && !PyArg_ParseTuple(out_o, "OO", &gh_o, &gt_o)) {
-        PyErr_Format(PyExc_TypeError, "%s: out must be a (grad_hidden, grad_table) tuple", op);
+    if (out != Py_None && !PyArg_ParseTuple(out, "OO", &outs[0], &outs[1])) {
+        PyErr_Format(PyExc_TypeError, "gather_dot_backward: out must be a (grad_hidden, grad_table) tuple");
         return NULL;
     }
-    if (gather_dot_args(&c, op, hidden_o, table_o, indices_o, counts_o, &hidden, &table, &indices,
-                        &counts))
-        goto fail;
-    if (!(grad = arg(&c, grad_o, op, "grad", &mk_float32, 2))) goto fail;
-    int64_t B = indices->shape[0], L = indices->shape[1], W = hidden->shape[1], M = table->shape[0];
-    if (mk_expect_dim(grad->shape[0], B, op, "grad.shape[0] must equal indices.shape[0] (B)") ||
-        mk_expect_dim(grad->shape[1], L, op, "grad.shape[1] must equal indices.shape[1] (L)"))
-        goto fail;
-    if (out_arg(&c, gh_o, op, "out[0] (grad_hidden)", 2, &gh_out) ||
-        out_arg(&c, gt_o, op, "out[1] (grad_table)", 2, &gt_out) || attach(&c, op))
-        goto fail;
-    if (check && check_legal(op, indices, counts, M)) goto fail;
-    if (!(gh = result(gh_o, gh_out, op, 2, (int64_t[]){B, W}, &gh_data))) goto fail;
-    if (!(gt = result(gt_o, gt_out, op, 2, (int64_t[]){M, W}, &gt_data))) goto fail;
-    RUN((deterministic ? mk_gather_dot_backward_cuda : mk_gather_dot_backward_atomic_cuda)(
-        PF(grad), PF(hidden), PF(table), P32(indices), P32(counts), B, L, W, M, gh_data, gt_data,
-        NULL));
-    release(&c);
-    return Py_BuildValue("NN", gh, gt);
-fail:
-    Py_XDECREF(gh);
-    Py_XDECREF(gt);
-    release(&c);
-    return NULL;
+    return call(&mk_op_gather_dot_backward, o, NULL, 0, outs, names, check, deterministic,
+                run_gather_dot_backward);
 }
 
-/* ---------------------------------------------------------------- PowerSums */
-
 static PyObject *py_power_sums(PyObject *self, PyObject *args, PyObject *kw) {
-    static const char op[] = "power_sums";
     static char *kwlist[] = {"emb", "tokens", "orders", "out", "check", NULL};
-    PyObject *emb_o, *tokens_o, *orders_o, *out_o = Py_None, *res = NULL;
+    PyObject *o[3], *out = Py_None;
     int check = 1;
-    call c = {0};
-    mk_gpu_array *emb, *tokens, *out;
-    mk_status status;
-    float *data;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|$Op:power_sums", kwlist, &emb_o, &tokens_o,
-                                     &orders_o, &out_o, &check))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|$Op:power_sums", kwlist, &o[0], &o[1], &o[2],
+                                     &out, &check))
         return NULL;
-    int64_t K;
-    if (mk_orders_arg(orders_o, op, &K) < 0) return NULL;
-    if (!(emb = arg(&c, emb_o, op, "emb", &mk_float32, 2))) goto fail;
-    if (!(tokens = arg(&c, tokens_o, op, "tokens", &mk_int32, 3))) goto fail;
-    if (out_arg(&c, out_o, op, "out", 4, &out) || attach(&c, op)) goto fail;
-    if (check && check_tokens(op, tokens, emb->shape[0], "emb has that many rows")) goto fail;
-    int64_t B = tokens->shape[0], S = tokens->shape[1], T = tokens->shape[2], D = emb->shape[1];
-    if (!(res = result(out_o, out, op, 4, (int64_t[]){B, S, K, D}, &data))) goto fail;
-    RUN(mk_power_sums_cuda(PF(emb), P32(tokens), B * S, T, D, K, data, NULL));
-    release(&c);
-    return res;
-fail:
-    Py_XDECREF(res);
-    release(&c);
-    return NULL;
+    return call(&mk_op_power_sums, o, o[2], 0, &out, OUT, check, 1, run_power_sums);
 }
 
 static PyObject *py_power_sums_backward(PyObject *self, PyObject *args, PyObject *kw) {
-    static const char op[] = "power_sums_backward";
     static char *kwlist[] = {"grad", "emb", "tokens", "out", "check", NULL};
-    PyObject *grad_o, *emb_o, *tokens_o, *out_o = Py_None, *res = NULL;
+    PyObject *o[3], *out = Py_None;
     int check = 1;
-    call c = {0};
-    mk_gpu_array *grad, *emb, *tokens, *out;
-    mk_status status;
-    float *data;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|$Op:power_sums_backward", kwlist, &grad_o,
-                                     &emb_o, &tokens_o, &out_o, &check))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|$Op:power_sums_backward", kwlist, &o[0],
+                                     &o[1], &o[2], &out, &check))
         return NULL;
-    if (!(grad = arg(&c, grad_o, op, "grad", &mk_float32, 4))) goto fail;
-    if (!(emb = arg(&c, emb_o, op, "emb", &mk_float32, 2))) goto fail;
-    if (!(tokens = arg(&c, tokens_o, op, "tokens", &mk_int32, 3))) goto fail;
-    int64_t B = tokens->shape[0], S = tokens->shape[1], T = tokens->shape[2];
-    int64_t V = emb->shape[0], D = emb->shape[1], K = grad->shape[2];
-    if (mk_expect_dim(grad->shape[0], B, op, "grad.shape[0] must equal tokens.shape[0] (B)") ||
-        mk_expect_dim(grad->shape[1], S, op, "grad.shape[1] must equal tokens.shape[1] (S)") ||
-        mk_expect_dim(grad->shape[3], D, op, "grad.shape[3] must equal emb.shape[1] (D)"))
-        goto fail;
-    if (K < 1) {
-        PyErr_Format(PyExc_ValueError, "%s: grad.shape[2] (orders) must be >= 1, got 0", op);
-        goto fail;
-    }
-    if (out_arg(&c, out_o, op, "out", 2, &out) || attach(&c, op)) goto fail;
-    if (check && check_tokens(op, tokens, V, "emb has that many rows")) goto fail;
-    if (!(res = result(out_o, out, op, 2, (int64_t[]){V, D}, &data))) goto fail;
-    RUN(mk_power_sums_backward_cuda(PF(grad), PF(emb), P32(tokens), B * S, T, D, K, V, data, NULL));
-    release(&c);
-    return res;
-fail:
-    Py_XDECREF(res);
-    release(&c);
-    return NULL;
+    return call(&mk_op_power_sums_backward, o, NULL, 0, &out, OUT, check, 1,
+                run_power_sums_backward);
 }
 
-/* ---------------------------------------------------------------- PairSums */
-
 static PyObject *py_pair_sums(PyObject *self, PyObject *args, PyObject *kw) {
-    static const char op[] = "pair_sums";
     static char *kwlist[] = {"pair_table", "tokens", "out", "check", NULL};
-    PyObject *table_o, *tokens_o, *out_o = Py_None, *res = NULL;
+    PyObject *o[2], *out = Py_None;
     int check = 1;
-    call c = {0};
-    mk_gpu_array *table, *tokens, *out;
-    mk_status status;
-    float *data;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$Op:pair_sums", kwlist, &table_o, &tokens_o,
-                                     &out_o, &check))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$Op:pair_sums", kwlist, &o[0], &o[1], &out,
+                                     &check))
         return NULL;
-    if (!(table = arg(&c, table_o, op, "pair_table", &mk_float32, 2))) goto fail;
-    if (!(tokens = arg(&c, tokens_o, op, "tokens", &mk_int32, 3))) goto fail;
-    int64_t V = mk_pair_vocab_arg(table->shape[0], op, "pair_table.shape[0]");
-    if (V < 0) goto fail;
-    if (out_arg(&c, out_o, op, "out", 3, &out) || attach(&c, op)) goto fail;
-    if (check && check_tokens(op, tokens, V, "the pair table's vocabulary size V")) goto fail;
-    int64_t B = tokens->shape[0], S = tokens->shape[1], T = tokens->shape[2], P = table->shape[1];
-    if (!(res = result(out_o, out, op, 3, (int64_t[]){B, S, P}, &data))) goto fail;
-    RUN(mk_pair_sums_cuda(PF(table), P32(tokens), B * S, T, P, data, NULL));
-    release(&c);
-    return res;
-fail:
-    Py_XDECREF(res);
-    release(&c);
-    return NULL;
+    return call(&mk_op_pair_sums, o, NULL, 0, &out, OUT, check, 1, run_pair_sums);
 }
 
 static PyObject *py_pair_sums_backward(PyObject *self, PyObject *args, PyObject *kw) {
-    static const char op[] = "pair_sums_backward";
     static char *kwlist[] = {"grad", "tokens", "num_pairs", "out", "check", "deterministic", NULL};
-    PyObject *grad_o, *tokens_o, *out_o = Py_None, *res = NULL;
+    PyObject *o[2], *out = Py_None;
     long long num_pairs;
     int check = 1, deterministic = 1;
-    call c = {0};
-    mk_gpu_array *grad, *tokens, *out;
-    mk_status status;
-    float *data;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOL|$Opp:pair_sums_backward", kwlist, &grad_o,
-                                     &tokens_o, &num_pairs, &out_o, &check, &deterministic))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOL|$Opp:pair_sums_backward", kwlist, &o[0],
+                                     &o[1], &num_pairs, &out, &check, &deterministic))
         return NULL;
-    if (!(grad = arg(&c, grad_o, op, "grad", &mk_float32, 3))) goto fail;
-    if (!(tokens = arg(&c, tokens_o, op, "tokens", &mk_int32, 3))) goto fail;
-    int64_t B = tokens->shape[0], S = tokens->shape[1], T = tokens->shape[2], P = grad->shape[2];
-    if (mk_expect_dim(grad->shape[0], B, op, "grad.shape[0] must equal tokens.shape[0] (B)") ||
-        mk_expect_dim(grad->shape[1], S, op, "grad.shape[1] must equal tokens.shape[1] (S)"))
-        goto fail;
-    int64_t V = mk_pair_vocab_arg(num_pairs, op, "num_pairs");
-    if (V < 0) goto fail;
-    if (out_arg(&c, out_o, op, "out", 2, &out) || attach(&c, op)) goto fail;
-    if (check && check_tokens(op, tokens, V, "the pair table's vocabulary size V")) goto fail;
-    if (!(res = result(out_o, out, op, 2, (int64_t[]){num_pairs, P}, &data))) goto fail;
-    RUN((deterministic ? mk_pair_sums_backward_cuda : mk_pair_sums_backward_atomic_cuda)(
-        PF(grad), P32(tokens), B * S, T, P, num_pairs, data, NULL));
-    release(&c);
-    return res;
-fail:
-    Py_XDECREF(res);
-    release(&c);
-    return NULL;
+    return call(&mk_op_pair_sums_backward, o, NULL, num_pairs, &out, OUT, check, deterministic,
+                run_pair_sums_backward);
 }
 
 /* ---------------------------------------------------------------- test hook */
