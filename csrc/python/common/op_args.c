@@ -137,10 +137,12 @@ static int check_same(const mk_op_spec *s, const mk_op_call *c, int parsed, int 
 int mk_op_prepare(const mk_op_spec *s, PyObject *const *positional, PyObject *scalar,
                   mk_op_obtain obtain, void *ctx, mk_op_call *c) {
     int next = 0;
+    c->V = 0;
     if (s->scalar == MK_OP_ORDERS && orders_arg(scalar, s->name, &c->scalar) < 0) return -1;
     for (int i = 0; i < s->n_args; i++) {
         PyObject *obj = positional[s->args[i].position];
-        memset(&c->a[i], 0, sizeof c->a[i]);
+        c->a[i].data = NULL;
+        c->a[i].present = 0;
         if (!(s->args[i].optional && (!obj || obj == Py_None))) {
             if (obtain(ctx, s, i, obj, &c->a[i]) < 0) return -1;
             c->a[i].present = 1;

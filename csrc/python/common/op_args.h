@@ -93,10 +93,10 @@ typedef struct {
 typedef int (*mk_op_obtain)(void *ctx, const mk_op_spec *spec, int i, PyObject *obj,
                             mk_op_view *view);
 
-/* Checks `scalar` (MK_OP_ORDERS: the orders object; MK_OP_NUM_PAIRS: call->scalar already
- * holds num_pairs), converts every array of `positional` (the call's positional
- * arguments) through `obtain`, checks the shape rules, finds V and the results' shapes.
- * 0, or -1 with the exception set. No index is read: the range check is mk_op_rules'. */
+/* Fills *call, of which only call->scalar is read (MK_OP_NUM_PAIRS: num_pairs, set by the
+ * caller). Checks `scalar` (MK_OP_ORDERS: the orders object), converts every array of
+ * `positional` (the call's positional arguments) through `obtain`, checks the shape
+ * rules, finds V and the results' shapes. 0, or -1 with the exception set. No index is read: the range check is mk_op_rules'. */
 int mk_op_prepare(const mk_op_spec *spec, PyObject *const *positional, PyObject *scalar,
                   mk_op_obtain obtain, void *ctx, mk_op_call *call);
 

@@ -31,7 +31,8 @@ typedef mk_status (*run_fn)(const mk_op_call *c, float *const *out);
 static PyObject *call(const mk_op_spec *s, PyObject *const *positional, PyObject *scalar,
                       int64_t scalar_value, run_fn run) {
     held h = {{NULL}};
-    mk_op_call c = {.scalar = scalar_value};
+    mk_op_call c; /* mk_op_prepare fills what is read (not zeroed: this is every call's path) */
+    c.scalar = scalar_value;
     PyObject *out[2] = {NULL, NULL}, *result = NULL;
     float *data[2] = {NULL, NULL};
     mk_status status;
@@ -57,7 +58,7 @@ static PyObject *call(const mk_op_spec *s, PyObject *const *positional, PyObject
 done:
     Py_XDECREF(out[0]);
     Py_XDECREF(out[1]);
-    for (int i = 0; i < MK_OP_ARRAYS; i++) Py_XDECREF(h.a[i]);
+    for (int i = 0; i < s->n_args; i++) Py_XDECREF(h.a[i]);
     return result;
 }
 
