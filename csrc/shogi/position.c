@@ -43,8 +43,9 @@
 typedef mk_shogi_bb bb;
 
 /* The 8 directions as (file, rank) steps, Black's view: 0 up (towards rank a), 1 up-left
- * (file + 1), 2 up-right, 3 left, 4 right, 5 down, 6 down-left, 7 down-right. Directions
- * 1, 3, 5, 6 go towards higher square numbers. */
+ * (file + 1), 2 up-right, 3 left, 4 right, 5 down, 6 down-left, 7 down-right: dlshogi's
+ * label directions 0..7 in the same order, so a move along direction d has label
+ * direction d (d + 10 promoting). Directions 1, 3, 5, 6 go towards higher square numbers. */
 static const int dir_file[8] = {0, 1, -1, 1, -1, 0, 1, -1};
 static const int dir_rank[8] = {-1, -1, -1, 0, 0, 1, 1, 1};
 

@@ -94,8 +94,8 @@ typedef struct {
      * king, horse and dragon (the pieces that step like a king in some direction) */
     mk_shogi_bb golds[2], bishops[2], rooks[2], kinglike[2];
     int king[2];             /* squares, -1 when a side has none */
-    uint8_t cell[MK_SHOGI_SQUARES];       /* the cells */
-    uint8_t hand[2][MK_SHOGI_HAND_KINDS]; /* the hands */
+    uint8_t cell[MK_SHOGI_SQUARES];       /* the cells, by frame square, colours of the frame */
+    uint8_t hand[2][MK_SHOGI_HAND_KINDS]; /* the hands: [0] the side to move's */
     int side;                             /* the position's side to move: 1 if the frame is rotated */
 } mk_shogi_boards;
 
