@@ -103,6 +103,7 @@ def epoch_rows(ds, producers=2):
         for batch in loader:
             for r, i in enumerate(loader.last_indices):
                 legal = batch.legal[r, :batch.counts[r]].copy()
+                assert (batch.legal[r, batch.counts[r]:] == -1).all()  # padding, after any row left out
                 rows[int(i)] = (batch.tokens[r].copy(), legal, int(batch.target[r]), float(batch.value[r]))
         return rows, loader.stats
 
@@ -151,6 +152,12 @@ def test_bad_records_name_file_and_record_or_are_skipped(tmp_path, records, fmt,
     assert sorted(rows) == [k for k in range(50) if k != i] and stats["skipped"] == 1
     b, _ = boards[i - 1]  # the good records are still the right ones
     np.testing.assert_array_equal(rows[i - 1][0], tokens(b))
+    clean = tmp_path / ("clean" + path.suffix)  # and every kept row, in a batch with a gap, is whole
+    (hcpe if fmt == shogi.HCPE else psv)[:50].tofile(clean)
+    want, _ = epoch_rows(open_(str(clean)))
+    for k in rows:
+        for got, expected in zip(rows[k], want[k]):
+            np.testing.assert_array_equal(got, expected)
     assert len(open_(str(path), on_bad="skip").to_dataset()) == 49
 
 

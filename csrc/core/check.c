@@ -9,11 +9,26 @@ static void found(mk_fault *f, int kind, int64_t index, int64_t slot, int64_t co
     *f = (mk_fault){kind, index, slot, count, value, real};
 }
 
+/* Whether any of x[0..n) lies outside [lo, hi): one unsigned compare per entry, OR-ed
+ * without an early exit, so that the compiler vectorises it. Valid input (every call but a
+ * refused one) is scanned by this alone; the scalar loops below then find the first fault.
+ * The loader's producers check every batch they pack, and the early-exit loops cost a
+ * shogi producer 5% of its time. */
+static int any_outside(const int32_t *x, int64_t n, int64_t lo, int64_t hi) {
+    if (hi > (int64_t)INT32_MAX + 1) hi = (int64_t)INT32_MAX + 1; /* no int32 reaches it */
+    if (hi <= lo) return n > 0;
+    const uint32_t base = (uint32_t)lo, span = (uint32_t)(hi - lo); /* hi - lo <= 2^31 + 1 */
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad |= (uint32_t)x[i] - base >= span;
+    return bad != 0;
+}
+
 void mk_find_fault(const mk_check *c, mk_fault *f) {
     found(f, MK_FAULT_NONE, 0, 0, 0, 0, 0.0);
     const int32_t *tok = c->tokens;
-    for (int64_t i = 0; tok && i < c->n_tokens; i++)
-        if (tok[i] < -1 || tok[i] >= c->V) return found(f, MK_FAULT_TOKEN, i, 0, 0, tok[i], 0.0);
+    if (tok && any_outside(tok, c->n_tokens, -1, c->V))
+        for (int64_t i = 0; i < c->n_tokens; i++)
+            if (tok[i] < -1 || tok[i] >= c->V) return found(f, MK_FAULT_TOKEN, i, 0, 0, tok[i], 0.0);
     if (!c->legal) return;
     const int64_t B = c->B, L = c->L;
     const int32_t *cnt = c->counts;
@@ -23,6 +38,7 @@ void mk_find_fault(const mk_check *c, mk_fault *f) {
     for (int64_t r = 0; r < B; r++) {
         const int64_t n = cnt ? cnt[r] : L;
         const int32_t *row = c->legal + r * L;
+        if (!any_outside(row, n, 0, c->M)) continue;
         for (int64_t l = 0; l < n; l++)
             if (row[l] < 0 || row[l] >= c->M) return found(f, MK_FAULT_LEGAL, r, l, n, row[l], 0.0);
     }

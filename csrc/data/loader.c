@@ -295,19 +295,27 @@ static void pack(const mk_loader *ld, int64_t n, slot *s) {
     publish(ld, n, s, size, L);
 }
 
-/* Fills slot `s` with batch `n` from a row source: rows are made at the stride of the
- * source's max_legal, then moved down to the batch's own L (row i only moves towards the
- * start, so in place, in order). Left-out rows shorten the batch; returns them. */
+/* Fills slot `s` with batch `n` from a row source. The rows' legal ids are made one after
+ * another (row i at the sum of the counts before it), so a producer writes one compact run
+ * of ~50 ids per shogi position instead of one per max_legal (600) stride spread over
+ * megabytes; then, with the batch's own L known, they are spread to stride L from the last
+ * row to the first: row i's compact start is at most i * L, so it moves only towards the
+ * end, over rows already moved, never over a row still to move. Left-out rows shorten the
+ * batch; returns them. */
 static int64_t pack_from_source(const mk_loader *ld, int64_t n, slot *s) {
     const mk_row_source *src = ld->data.source;
     int64_t B = ld->config.batch_size, first = n * B, T2 = 2 * src->tokens_per_side;
     int64_t want = src->num_rows - first < B ? src->num_rows - first : B;
-    int64_t Lmax = ld->max_count, L = 0, size = 0, skipped = 0;
+    int64_t Lmax = ld->max_count, L = 0, size = 0, skipped = 0, used = 0;
     const int64_t *pos = ld->perm + first;
     slot_arrays *b = &s->w;
     s->failed = 0;
+    enum { AHEAD = 8 }; /* rows prefetched ahead: enough to cover a miss behind a ~1 us row */
+    for (int64_t i = 0; src->prefetch && i < AHEAD && i < want; i++) src->prefetch(src->ctx, pos[i]);
     for (int64_t i = 0; i < want; i++) {
-        int c = src->fill(src->ctx, pos[i], b->tokens + size * T2, b->legal + size * Lmax,
+        if (src->prefetch && i + AHEAD < want) src->prefetch(src->ctx, pos[i + AHEAD]);
+        /* used <= size * Lmax, so fill's at most Lmax ids stay within the slot's B * Lmax */
+        int c = src->fill(src->ctx, pos[i], b->tokens + size * T2, b->legal + used,
                           b->target + size, b->value + size, s->error);
         if (c < 0 || c > Lmax) { /* more than max_legal: a broken source, refused like an error */
             if (c > Lmax)
@@ -323,13 +331,15 @@ static int64_t pack_from_source(const mk_loader *ld, int64_t n, slot *s) {
         }
         b->counts[size] = c;
         b->positions[size] = pos[i];
+        used += c;
         if (c > L) L = c;
         size++;
     }
     if (L == 0) L = 1;
-    for (int64_t i = 0; i < size; i++) {
+    for (int64_t i = size - 1; i >= 0; i--) {
         int32_t *row = b->legal + i * L;
-        memmove(row, b->legal + i * Lmax, (size_t)b->counts[i] * 4);
+        used -= b->counts[i];
+        memmove(row, b->legal + used, (size_t)b->counts[i] * 4);
         for (int64_t l = b->counts[i]; l < L; l++) row[l] = -1;
     }
     publish(ld, n, s, size, L);

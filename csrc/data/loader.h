@@ -39,11 +39,16 @@ extern "C" {
 #define MK_ROW_ERROR_BYTES 512
 typedef int (*mk_row_fill)(const void *ctx, int64_t index, int32_t *tokens, int32_t *legal,
                            int32_t *target, float *value, char *error);
+/* Optional: starts loading what fill will read for row `index` (a producer calls it a few
+ * rows ahead: a shuffled epoch reads records at random places of the files, and a cache
+ * miss per record cost a fifth of a shogi producer's time). */
+typedef void (*mk_row_prefetch)(const void *ctx, int64_t index);
 typedef struct {
     int64_t num_rows, tokens_per_side, max_legal;
     int64_t num_tokens, num_moves; /* the ids fill makes are below these (0: no such promise) */
     const void *ctx;
     mk_row_fill fill;
+    mk_row_prefetch prefetch; /* NULL: none */
 } mk_row_source;
 
 /* A dataset in the on-disk layout of docs/design.md §4, as pointers; or, when `source` is
