@@ -6,13 +6,11 @@
 #include <string.h>
 
 #include "staging.h"
+#include "arena.h"
 #include "checked.h"
 #include "model.h"
 
-#define MK_ALIGN 16 /* floats: 64 bytes */
-#define S 2         /* perspectives */
-
-static int64_t aligned(int64_t n) { return (n + MK_ALIGN - 1) / MK_ALIGN * MK_ALIGN; }
+#define S 2 /* perspectives */
 
 /* Indices of the fixed tensors in the table; trunk.i.{weight,bias} are 2 + 2 i, 3 + 2 i. */
 enum { T_EMBEDDING = 0, T_PAIR_TABLE = 1 };
@@ -168,7 +166,8 @@ static void place_tensors(mk_model *m) {
             if (group_of(i, t) != g) continue;
             t->group = g;
             t->offset = m->buffer_size;
-            if (m->too_big || mk_add_too_big(m->buffer_size, aligned(t->numel), &m->buffer_size)) {
+            if (m->too_big ||
+                mk_add_too_big(m->buffer_size, mk_arena_aligned(t->numel), &m->buffer_size)) {
                 if (!m->too_big) m->too_big = t;
                 return;
             }
@@ -327,34 +326,27 @@ static size_t carve(mk_model *m, char *base, int64_t B, int64_t L, size_t work_b
     const mk_config *c = &m->cfg;
     int64_t used = 0, n; /* in 4-byte elements */
     int too_big = work_bytes > (size_t)MK_MAX_ELEMENTS;
-#define TAKE(ptr, type, rows, cols)                                                       \
-    do {                                                                                  \
-        (ptr) = base && !too_big ? (type *)(base + used * 4) : NULL;                      \
-        too_big = too_big || mk_mul_too_big((rows), (cols), &n) ||                        \
-                  mk_add_too_big(used, aligned(n), &used);                                \
-    } while (0)
     int64_t KD = c->orders * c->embed_dim; /* bounded by mk_config_check */
-    TAKE(a->ps, float, B, S * KD);
-    TAKE(a->dps, float, B, S * KD);
-    TAKE(a->pair, float, B, S * c->pair_dim);
-    TAKE(a->dpair, float, B, S * c->pair_dim);
+    MK_ARENA_TAKE(a->ps, float, B, S * KD);
+    MK_ARENA_TAKE(a->dps, float, B, S * KD);
+    MK_ARENA_TAKE(a->pair, float, B, S * c->pair_dim);
+    MK_ARENA_TAKE(a->dpair, float, B, S * c->pair_dim);
     for (int i = 0; i < c->num_hidden; i++) {
-        TAKE(a->y[i], float, B, c->hidden[i]);
-        TAKE(a->dy[i], float, B, c->hidden[i]);
+        MK_ARENA_TAKE(a->y[i], float, B, c->hidden[i]);
+        MK_ARENA_TAKE(a->dy[i], float, B, c->hidden[i]);
     }
-    TAKE(a->q, float, B, c->head_width);
-    TAKE(a->dq, float, B, c->head_width);
-    TAKE(a->z, float, B, 1);
-    TAKE(a->dz, float, B, 1);
-    TAKE(a->v, float, B, 1);
-    TAKE(a->logits, float, B, L);
-    TAKE(a->dlogits, float, B, L);
-    TAKE(a->row_policy, float, B, 1);
-    TAKE(a->row_value, float, B, 1);
-    TAKE(a->row_correct, float, B, 1);
+    MK_ARENA_TAKE(a->q, float, B, c->head_width);
+    MK_ARENA_TAKE(a->dq, float, B, c->head_width);
+    MK_ARENA_TAKE(a->z, float, B, 1);
+    MK_ARENA_TAKE(a->dz, float, B, 1);
+    MK_ARENA_TAKE(a->v, float, B, 1);
+    MK_ARENA_TAKE(a->logits, float, B, L);
+    MK_ARENA_TAKE(a->dlogits, float, B, L);
+    MK_ARENA_TAKE(a->row_policy, float, B, 1);
+    MK_ARENA_TAKE(a->row_value, float, B, 1);
+    MK_ARENA_TAKE(a->row_correct, float, B, 1);
     a->work_bytes = work_bytes;
-    TAKE(a->work, char, too_big ? 0 : (int64_t)((work_bytes + 3) / 4), 1);
-#undef TAKE
+    MK_ARENA_TAKE(a->work, char, too_big ? 0 : (int64_t)((work_bytes + 3) / 4), 1);
     return too_big ? SIZE_MAX : (size_t)used * 4;
 }
 

@@ -4,6 +4,7 @@
 
 #include "staging_slots.h"
 #include "staging.h"
+#include "arena.h"
 #include "checked.h"
 
 #define S 2 /* perspectives */
@@ -27,7 +28,6 @@ struct mk_staging {
     slot_arrays slot[MK_STAGING_SLOTS];
 };
 
-static int64_t aligned(int64_t n) { return (n + 15) / 16 * 16; } /* 4-byte items: 64 bytes */
 
 /* Carves both slots from `base` (NULL: only measures) for (B, L); returns the bytes, or
  * SIZE_MAX when a product or the total is above MK_MAX_ELEMENTS (checked.h): B and L
@@ -35,22 +35,15 @@ static int64_t aligned(int64_t n) { return (n + 15) / 16 * 16; } /* 4-byte items
 static size_t carve(mk_staging *s, char *base, int64_t B, int64_t L) {
     int64_t used = 0, n; /* in 4-byte items */
     int too_big = 0;
-#define TAKE(ptr, type, rows, cols)                                                       \
-    do {                                                                                  \
-        (ptr) = base && !too_big ? (type *)(base + used * 4) : NULL;                      \
-        too_big = too_big || mk_mul_too_big((rows), (cols), &n) ||                        \
-                  mk_add_too_big(used, aligned(n), &used);                                \
-    } while (0)
     for (int k = 0; k < MK_STAGING_SLOTS; k++) {
         slot_arrays *a = &s->slot[k];
-        TAKE(a->tokens, int32_t, B, S * s->T); /* T <= 1024 (mk_config_check) */
-        TAKE(a->legal, int32_t, B, L);
-        TAKE(a->counts, int32_t, B, 1);
-        TAKE(a->target, int32_t, B, 1);
-        TAKE(a->value, float, B, 1);
-        TAKE(a->soft, float, B, L);
+        MK_ARENA_TAKE(a->tokens, int32_t, B, S * s->T); /* T <= 1024 (mk_config_check) */
+        MK_ARENA_TAKE(a->legal, int32_t, B, L);
+        MK_ARENA_TAKE(a->counts, int32_t, B, 1);
+        MK_ARENA_TAKE(a->target, int32_t, B, 1);
+        MK_ARENA_TAKE(a->value, float, B, 1);
+        MK_ARENA_TAKE(a->soft, float, B, L);
     }
-#undef TAKE
     return too_big ? SIZE_MAX : (size_t)used * 4;
 }
 
