@@ -2,30 +2,22 @@
 in flight is ever overwritten, and no more copies are waited for than needed. (On the
 emulated device every copy completes at once, so only this test can catch a reuse bug.)"""
 import ctypes
-import os
 import random
-import shutil
-import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import c_snippet
+
 SLOTS = 8
 
 
 @pytest.fixture(scope="module")
 def plan(tmp_path_factory):
-    if shutil.which("gcc") is None:
-        pytest.skip("no gcc to build the staging plan's test library")
-    out = tmp_path_factory.mktemp("staging")
-    src, lib = out / "plan.c", out / "libplan.so"
-    src.write_text('#include "staging_ring.h"\n'
-                   "size_t place(size_t h, size_t b, size_t c) { return mk_staging_ring_place(h, b, c); }\n"
-                   "int retire(const size_t *bg, const size_t *en, int f, int n, int s, size_t b, size_t e)"
-                   " { return mk_staging_ring_retire(bg, en, f, n, s, b, e); }\n")
-    subprocess.check_call(["gcc", "-std=c11", "-O1", "-fPIC", "-shared", "-I",
-                           os.path.join(ROOT, "csrc", "cuda"), str(src), "-o", str(lib)])
-    so = ctypes.CDLL(str(lib))
+    so = c_snippet.build(tmp_path_factory, "plan", '#include "cuda/staging_ring.h"\n'
+                         "size_t place(size_t h, size_t b, size_t c) { return mk_staging_ring_place(h, b, c); }\n"
+                         "int retire(const size_t *bg, const size_t *en, int f, int n, int s, size_t b, size_t e)"
+                         " { return mk_staging_ring_retire(bg, en, f, n, s, b, e); }\n",
+                         "the staging plan's test library")
     so.place.restype = ctypes.c_size_t
     so.place.argtypes = [ctypes.c_size_t] * 3
     so.retire.argtypes = [ctypes.POINTER(ctypes.c_size_t)] * 2 + [ctypes.c_int] * 3 + [ctypes.c_size_t] * 2

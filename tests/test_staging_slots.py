@@ -4,36 +4,27 @@ a step never starts before its own copy, and the copy of batch n never waits for
 n - 1 (the overlap). The emulated GPU is synchronous, so only this test can see a reuse
 bug; the same simulation with a plan that forgets to wait must fail it."""
 import ctypes
-import os
 import random
-import shutil
-import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import c_snippet
 
 SLOTS = 2
 
 
 @pytest.fixture(scope="module")
 def slots(tmp_path_factory):
-    if shutil.which("gcc") is None:
-        pytest.skip("no gcc to build the batch slots' test library")
-    out = tmp_path_factory.mktemp("slots")
-    src, lib = out / "slots.c", out / "libslots.so"
-    src.write_text('#include "core/staging_slots.h"\n'
-                   "static mk_staging_slots s;\n"
-                   "int count(void) { return MK_STAGING_SLOTS; }\n"
-                   "void reset(void) { mk_staging_slots_reset(&s); s.next = 0; }\n"
-                   "void sync_reset(void) { mk_staging_slots_reset(&s); }\n"
-                   "int peek(void) { return mk_staging_slots_peek(&s); }\n"
-                   "void take(int *out) { mk_staging_slot_plan p = mk_staging_slots_take(&s);"
-                   " out[0] = p.slot; out[1] = p.wait_done; out[2] = p.sync_first; }\n"
-                   "void finish(int slot) { mk_staging_slots_finish(&s, slot); }\n")
-    subprocess.check_call(["gcc", "-std=c11", "-O1", "-fPIC", "-shared", "-I",
-                           os.path.join(ROOT, "csrc"), str(src), "-o", str(lib)])
-    so = ctypes.CDLL(str(lib))
+    so = c_snippet.build(tmp_path_factory, "slots", '#include "core/staging_slots.h"\n'
+                         "static mk_staging_slots s;\n"
+                         "int count(void) { return MK_STAGING_SLOTS; }\n"
+                         "void reset(void) { mk_staging_slots_reset(&s); s.next = 0; }\n"
+                         "void sync_reset(void) { mk_staging_slots_reset(&s); }\n"
+                         "int peek(void) { return mk_staging_slots_peek(&s); }\n"
+                         "void take(int *out) { mk_staging_slot_plan p = mk_staging_slots_take(&s);"
+                         " out[0] = p.slot; out[1] = p.wait_done; out[2] = p.sync_first; }\n"
+                         "void finish(int slot) { mk_staging_slots_finish(&s, slot); }\n",
+                         "the batch slots' test library")
     so.take.argtypes = [ctypes.POINTER(ctypes.c_int)]
     so.finish.argtypes = [ctypes.c_int]
     assert so.count() == SLOTS
