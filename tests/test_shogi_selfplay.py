@@ -10,6 +10,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -196,9 +197,47 @@ def test_workers_give_the_same_files(tmp_path):
     assert files_of(tmp_path / "w1" / "x.hcpe") == files_of(tmp_path / "w3" / "x.hcpe")
 
 
+def test_fresh_engine_makes_games_independent_of_the_process(tmp_path):
+    # an engine whose answers depend on the games it played before: the files depend on
+    # which process played which game, unless every game gets a fresh process
+    def files(workers, fresh):
+        out = tmp_path / f"w{workers}-{fresh}" / "x.hcpe"
+        out.parent.mkdir(exist_ok=True)
+        run(out, 5, settings(engine=fake("--stateful"), fresh_engine=fresh), workers=workers)
+        return files_of(out)
+
+    fresh = files(1, True)
+    assert files(2, True) == fresh
+    assert files(1, False) != fresh
+
+
 def cli(*args, timeout=120):
     return subprocess.run([sys.executable, "-m", "manaka.shogi", "selfplay", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_killed_run_resumes_to_the_same_files(tmp_path):
+    args = ["--engine", fake(), "--nodes", 5, "--games", 6, "--seed", 3, "--random-plies", "2-6",
+            "--max-plies", 120, "--held-out-games", 1]
+    clean = tmp_path / "clean" / "x.hcpe"
+    clean.parent.mkdir()
+    assert cli(*args, "--out", clean).returncode == 0
+    out = tmp_path / "killed" / "x.hcpe"
+    out.parent.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "manaka.shogi", "selfplay", *map(str, args), "--out", str(out)],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    index = Path(str(out) + ".games")
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        if index.exists() and len(index.read_text().split()) >= 2:
+            break
+        time.sleep(0.01)
+    proc.kill()  # SIGKILL: no clean-up runs
+    proc.wait()
+    assert len(index.read_text().split()) < 5, "the run ended before it could be killed"
+    r = cli(*args, "--out", out)
+    assert r.returncode == 0, r.stderr
+    assert files_of(out) == files_of(clean)
 
 
 def test_illegal_move_is_reported_and_not_written(tmp_path):
@@ -343,3 +382,9 @@ def test_fairy_stockfish(tmp_path):
     assert read(out).tobytes() == b"".join(g.records.tobytes() for g in played)
     *_, status = shogi.decode(read(out).view(np.uint8).reshape(-1, 38), shogi.HCPE)
     assert not status.any()
+    # a fresh engine per game: the same files for one and two workers
+    for workers in (1, 2):
+        path = tmp_path / f"fresh{workers}" / "f.hcpe"
+        path.parent.mkdir()
+        run(path, 3, sp.Settings(**{**st.__dict__, "fresh_engine": True}), workers=workers)
+    assert files_of(tmp_path / "fresh1" / "f.hcpe") == files_of(tmp_path / "fresh2" / "f.hcpe")
