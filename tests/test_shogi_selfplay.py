@@ -7,7 +7,6 @@ workers, illegal moves, resignations, dying and silent engines each have a test.
 Fairy-Stockfish itself only where it is installed."""
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -142,8 +141,8 @@ def test_resume_continues_to_the_same_games(tmp_path):
     assert [g.index for g in played] == [5] and any("cutting" in l for l in lines)
     assert files_of(parts) == files_of(whole)
     # nothing more to do
-    stats, played, _ = run(parts, 6, st)
-    assert played == [] and files_of(parts) == files_of(whole)
+    stats, played, lines = run(parts, 6, st)
+    assert played == [] and files_of(parts) == files_of(whole) and any("nothing to play" in l for l in lines)
     # other settings are refused, the files untouched
     with pytest.raises(ValueError, match="nodes: 10 before, 11 now"):
         run(parts, 8, settings(nodes=11))
@@ -203,7 +202,7 @@ def test_fresh_engine_makes_games_independent_of_the_process(tmp_path):
     def files(workers, fresh):
         out = tmp_path / f"w{workers}-{fresh}" / "x.hcpe"
         out.parent.mkdir(exist_ok=True)
-        run(out, 5, settings(engine=fake("--stateful"), fresh_engine=fresh), workers=workers)
+        run(out, 4, settings(engine=fake("--stateful"), fresh_engine=fresh), workers=workers)
         return files_of(out)
 
     fresh = files(1, True)
@@ -320,6 +319,8 @@ def test_bad_arguments(tmp_path):
                       (dict(held_out_games=1, held_out_fraction=0.1), "not both")]:
         with pytest.raises(ValueError, match=match):
             sp.selfplay(out, 1, settings(**kw), log=lambda line: None)
+    with pytest.raises(ValueError, match="held-out file needs"):
+        sp.selfplay(out, 1, settings(), held_out_out=out + ".held", log=lambda line: None)
     assert not os.path.exists(out)
     r = cli("--engine", fake(), "--nodes", 5, "--games", 1, "--out", out, "--random-plies", "9-3")
     assert r.returncode == 2 and "LO-HI" in r.stderr

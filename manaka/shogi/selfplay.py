@@ -279,6 +279,8 @@ def selfplay(out: str, games: int, settings: Settings, workers: int = 1, held_ou
     if settings.max_plies < 1 or settings.resign_score < 0 or settings.seed < 0:
         raise ValueError("selfplay: max plies must be >= 1, the resign score >= 0 and the seed >= 0")
     splitting = settings.held_out_games is not None or settings.held_out_fraction is not None
+    if held_out_out and not splitting:
+        raise ValueError("selfplay: a held-out file needs --held-out-games or --held-out-fraction")
     held = (held_out_out or held_out_path(out)) if splitting else None
     if held and os.path.abspath(held) == os.path.abspath(out):
         raise ValueError(f"selfplay: the held-out file must differ from --out ({out})")
@@ -291,7 +293,9 @@ def selfplay(out: str, games: int, settings: Settings, workers: int = 1, held_ou
             raise ValueError(f"selfplay: {out} and {held} hold {len(train.counts)} and "
                              f"{len(heldout.counts) if heldout else 0} games, which is not the split of "
                              f"the first {done} games: the files do not belong together")
-        if done:
+        if done >= games:
+            log(f"selfplay: {out}" + (f" and {held}" if held else "") + f" already hold {done} games: nothing to play")
+        elif done:
             log(f"selfplay: resuming after {done} games already in {out}" + (f" and {held}" if held else ""))
         return _run(train, heldout, done, games, settings, workers, log, on_game, progress_seconds)
     finally:
