@@ -23,7 +23,7 @@ import fake_usi_engine  # noqa: E402
 from manaka import shogi  # noqa: E402
 from manaka.shogi import selfplay as sp  # noqa: E402
 from manaka.shogi.game import Game, declaration_wins  # noqa: E402
-from manaka.shogi.usi_client import EngineError, score_to_eval  # noqa: E402
+from manaka.shogi.usi_client import EngineError, parse_score, score_to_eval  # noqa: E402
 
 FAKE = [sys.executable, str(Path(__file__).parent / "fake_usi_engine.py")]
 ROOT = Path(__file__).resolve().parents[1]
@@ -332,6 +332,11 @@ def test_scores():
     assert score_to_eval("mate", "-4") == -31996 and score_to_eval("mate", "0") == -32000
     assert score_to_eval("mate", "-0") == -32000
     assert score_to_eval("mate", "+") == 32000 and score_to_eval("mate", "-") == -32000
+    assert parse_score("info depth 8 seldepth 9 multipv 1 score cp -47 upperbound nodes 5002 pv 8b9b") == -47
+    assert parse_score("info depth 3 score mate -2 pv 5a4b") == -31998
+    assert parse_score("info depth 3 multipv 2 score cp 80 pv 7g7f") is None  # not the best line
+    assert parse_score("info string score cp 12") is None
+    assert parse_score("info depth 1 nodes 5") is None and parse_score("info score") is None
 
 
 def test_repetition_and_perpetual_check():
