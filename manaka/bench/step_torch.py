@@ -3,7 +3,9 @@ configuration, four ways, on the same parameters and batch:
 
 * ``mk.Trainer`` (manaka's C step: forward, loss, backward and AdamW fused in C);
 * ``manaka.torch.Network`` + ``torch.optim.AdamW(fused=True)``, eager and under
-  ``torch.compile(fullgraph=True)`` (the fused ops as PyTorch custom operators);
+  ``torch.compile(fullgraph=True)`` (the fused ops as PyTorch custom operators), and eager
+  under ``torch.autocast(device, torch.bfloat16)`` (the trunk in bfloat16; the fused ops
+  run in float32 there, see manaka/torch/ops.py);
 * plain PyTorch without manaka (manaka/bench/torch_baseline.py, DenseTorchNet: policy
   logits as one dense GEMM over all M moves then gathered, PowerSums and PairSums as
   ``embedding_bag``), with the same fused AdamW, eager and compiled.
@@ -78,18 +80,23 @@ def main(argv: List[str]) -> int:
     opt = torch.optim.AdamW(mkt.param_groups(net, 0.01), lr=1e-3, fused=True)
     with torch.no_grad():
         losses["manaka.torch"] = float(net.loss(**tensors))
+    with torch.no_grad(), torch.autocast(dev, torch.bfloat16):
+        autocast_loss = float(net.loss(**tensors))
     dense = torch_baseline.TorchStep(cfg, state, batch, lr=1e-3, device=dev, dense=True, fused=True)
     losses["plain torch"] = dense.loss()
     bad = {k: v for k, v in losses.items() if abs(v - losses["mk.Trainer"]) > 1e-4 * abs(losses["mk.Trainer"])}
-    results["loss_check"] = losses
+    results["loss_check"] = {**losses, "manaka.torch autocast bf16": autocast_loss}
+    if abs(autocast_loss - losses["mk.Trainer"]) > 2e-2 * abs(losses["mk.Trainer"]):
+        bad["manaka.torch autocast bf16"] = autocast_loss  # bfloat16's rounding: a looser bound
     if bad:
         print(f"error: first losses disagree: {losses}", file=sys.stderr)
         return 1
 
-    def network_step(loss_fn):
+    def network_step(loss_fn, autocast=False):
         def step():
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(**tensors)
+            with torch.autocast(dev, torch.bfloat16, enabled=autocast):
+                loss = loss_fn(**tensors)
             loss.backward()
             opt.step()
             return loss.detach()
@@ -101,6 +108,7 @@ def main(argv: List[str]) -> int:
     variants = {
         "mk.Trainer step": trainer_step,
         "manaka.torch.Network + AdamW eager": network_step(net.loss),
+        "manaka.torch.Network + AdamW eager, autocast bf16": network_step(net.loss, autocast=True),
         "plain torch (dense) + AdamW eager": dense.step,
     }
     compile_s = {}
@@ -121,7 +129,8 @@ def main(argv: List[str]) -> int:
     base = timings["mk.Trainer step"]
     lines = [f"seed configuration: {cfg}",
              f"B={B} L={args.max_legal} device={dev} threads={mk.get_num_threads()} torch {torch.__version__}",
-             "first losses at the same parameters: " + ", ".join(f"{k} {v:.6f}" for k, v in losses.items()),
+             "first losses at the same parameters: " + ", ".join(f"{k} {v:.6f}" for k, v in losses.items())
+             + f" (autocast bf16: {autocast_loss:.6f})",
              "", HEADER]
     for name, t in timings.items():
         t.count_positions(B)

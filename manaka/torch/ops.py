@@ -20,6 +20,15 @@ Where the work runs (see docs/torch.md):
 
 The arguments are checked by the same code as :mod:`manaka.ops` (the C entry points), so
 a bad call raises the same exception with the same message, naming the argument.
+
+Reduced precision: float inputs may also be bfloat16 or float16 (every float input of one
+call of the same dtype). They are widened to float32, the kernels compute and accumulate
+in float32, and the results (forward outputs and gradients) are narrowed back to that
+dtype. Under ``torch.autocast`` (CPU and CUDA) the ops are registered to run in float32:
+autocast widens their float inputs to float32 (a no-op for float32 parameters) and the
+outputs are float32. manaka's kernels compute in float32 whatever the input dtype, so
+narrowing the parameters first would cost a pass over them (the pair table is the largest
+tensor of the network) and lose precision for no gain in speed.
 """
 from __future__ import annotations
 
@@ -86,6 +95,35 @@ def _contiguous(t: Optional[Tensor]) -> Optional[Tensor]:
     return None if t is None else t.detach().contiguous()
 
 
+_REDUCED = (torch.bfloat16, torch.float16)  # widened to float32 for the kernels, results narrowed back
+
+
+def _precision(op: str, **floats: Optional[Tensor]) -> Optional[torch.dtype]:
+    """The reduced float dtype of the call's float inputs (bfloat16 or float16), or None
+    when none is reduced (float32, or a dtype manaka's own checks reject). One call's
+    float inputs share their dtype: mixing a reduced dtype with another is a TypeError."""
+    present = {n: t for n, t in floats.items() if isinstance(t, Tensor)}
+    reduced = {n: t.dtype for n, t in present.items() if t.dtype in _REDUCED}
+    if not reduced:
+        return None
+    dtypes = {t.dtype for t in present.values()}
+    if len(dtypes) > 1:
+        names = ", ".join(f"{n} is {t.dtype}" for n, t in present.items())
+        raise TypeError(f"{op}: the float inputs must share one dtype ({names}); "
+                        "cast them, or run the op under torch.autocast")
+    return next(iter(reduced.values()))
+
+
+def _wide(t: Optional[Tensor], dtype: Optional[torch.dtype]) -> Optional[Tensor]:
+    """`t` widened to float32 when the call is in reduced precision (a copy), else `t`."""
+    return t if t is None or dtype is None else t.detach().float()
+
+
+def _narrow(t: Tensor, dtype: Optional[torch.dtype]) -> Tensor:
+    """A float32 result rounded back to the call's reduced dtype (unchanged when None)."""
+    return t if dtype is None else t.to(dtype)
+
+
 # ---------------------------------------------------------------- GatherDot
 
 @torch.library.custom_op("manaka::gather_dot", mutates_args=())
@@ -97,15 +135,18 @@ def gather_dot(hidden: Tensor, table: Tensor, legal: Tensor,
     slots may hold anything), counts integer ``[B]`` in ``[0, L]`` or None (all L).
     Returns float32 ``[B, L]``; differentiable in hidden and table."""
     op = "gather_dot"
-    if _device(op, hidden=hidden, table=table, indices=legal, counts=counts) == "cpu":
-        return torch.from_numpy(_mk_ops.gather_dot(_numpy(hidden), _numpy(table), _numpy(legal),
-                                                   _numpy(counts)))
+    device = _device(op, hidden=hidden, table=table, indices=legal, counts=counts)
+    low = _precision(op, hidden=hidden, table=table)
+    hidden, table = _wide(hidden, low), _wide(table, low)
+    if device == "cpu":
+        return _narrow(torch.from_numpy(_mk_ops.gather_dot(_numpy(hidden), _numpy(table), _numpy(legal),
+                                                           _numpy(counts))), low)
     out = torch.empty(legal.shape[:2] if legal.dim() == 2 else (0, 0), dtype=torch.float32,
                       device=hidden.device)
     _on_cuda(op, hidden.device, lambda ops: ops.gather_dot(
         hidden.detach(), table.detach(), legal.detach(), None if counts is None else counts.detach(),
         out=out))
-    return out
+    return _narrow(out, low)
 
 
 @gather_dot.register_fake
@@ -119,16 +160,19 @@ def gather_dot_backward(grad: Tensor, hidden: Tensor, table: Tensor, legal: Tens
     """(grad_hidden [B, W], grad_table [M, W]) of :func:`gather_dot` for ``grad`` [B, L];
     grad_table is summed in a fixed order (bitwise reproducible)."""
     op = "gather_dot_backward"
-    if _device(op, grad=grad, hidden=hidden, table=table, indices=legal, counts=counts) == "cpu":
+    device = _device(op, grad=grad, hidden=hidden, table=table, indices=legal, counts=counts)
+    low = _precision(op, grad=grad, hidden=hidden, table=table)
+    grad, hidden, table = _wide(grad, low), _wide(hidden, low), _wide(table, low)
+    if device == "cpu":
         gh, gt = _mk_ops.gather_dot_backward(_numpy(grad), _numpy(hidden), _numpy(table),
                                              _numpy(legal), _numpy(counts))
-        return torch.from_numpy(gh), torch.from_numpy(gt)
+        return _narrow(torch.from_numpy(gh), low), _narrow(torch.from_numpy(gt), low)
     gh = torch.empty(hidden.shape, dtype=torch.float32, device=hidden.device)
     gt = torch.empty(table.shape, dtype=torch.float32, device=hidden.device)
     _on_cuda(op, hidden.device, lambda ops: ops.gather_dot_backward(
         _contiguous(grad), hidden.detach(), table.detach(), legal.detach(),
         None if counts is None else counts.detach(), out=(gh, gt)))
-    return gh, gt
+    return _narrow(gh, low), _narrow(gt, low)
 
 
 @gather_dot_backward.register_fake
@@ -159,12 +203,15 @@ def power_sums(emb: Tensor, tokens: Tensor, orders: int) -> Tensor:
     emb float32 ``[V, D]``, tokens integer ``[B, S, T]`` in ``[-1, V)`` (-1: empty slot),
     orders K >= 1. Returns float32 ``[B, S, K, D]``; differentiable in emb."""
     op = "power_sums"
-    if _device(op, emb=emb, tokens=tokens) == "cpu":
-        return torch.from_numpy(_mk_ops.power_sums(_numpy(emb), _numpy(tokens), orders))
+    device = _device(op, emb=emb, tokens=tokens)
+    low = _precision(op, emb=emb)
+    emb = _wide(emb, low)
+    if device == "cpu":
+        return _narrow(torch.from_numpy(_mk_ops.power_sums(_numpy(emb), _numpy(tokens), orders)), low)
     shape = (*tokens.shape[:2], max(orders, 0), emb.shape[-1]) if tokens.dim() == 3 else (0,)
     out = torch.empty(shape, dtype=torch.float32, device=emb.device)
     _on_cuda(op, emb.device, lambda ops: ops.power_sums(emb.detach(), tokens.detach(), orders, out=out))
-    return out
+    return _narrow(out, low)
 
 
 @power_sums.register_fake
@@ -176,12 +223,16 @@ def _(emb, tokens, orders):
 def power_sums_backward(grad: Tensor, emb: Tensor, tokens: Tensor) -> Tensor:
     """grad_emb [V, D] of :func:`power_sums` for ``grad`` [B, S, K, D]."""
     op = "power_sums_backward"
-    if _device(op, grad=grad, emb=emb, tokens=tokens) == "cpu":
-        return torch.from_numpy(_mk_ops.power_sums_backward(_numpy(grad), _numpy(emb), _numpy(tokens)))
+    device = _device(op, grad=grad, emb=emb, tokens=tokens)
+    low = _precision(op, grad=grad, emb=emb)
+    grad, emb = _wide(grad, low), _wide(emb, low)
+    if device == "cpu":
+        return _narrow(torch.from_numpy(_mk_ops.power_sums_backward(_numpy(grad), _numpy(emb),
+                                                                    _numpy(tokens))), low)
     out = torch.empty(emb.shape, dtype=torch.float32, device=emb.device)
     _on_cuda(op, emb.device, lambda ops: ops.power_sums_backward(
         _contiguous(grad), emb.detach(), tokens.detach(), out=out))
-    return out
+    return _narrow(out, low)
 
 
 @power_sums_backward.register_fake
@@ -212,12 +263,15 @@ def pair_sums(pair_table: Tensor, tokens: Tensor) -> Tensor:
     integer ``[B, S, T]`` in ``[-1, V)``. Returns float32 ``[B, S, P]``; differentiable in
     pair_table."""
     op = "pair_sums"
-    if _device(op, pair_table=pair_table, tokens=tokens) == "cpu":
-        return torch.from_numpy(_mk_ops.pair_sums(_numpy(pair_table), _numpy(tokens)))
+    device = _device(op, pair_table=pair_table, tokens=tokens)
+    low = _precision(op, pair_table=pair_table)
+    pair_table = _wide(pair_table, low)
+    if device == "cpu":
+        return _narrow(torch.from_numpy(_mk_ops.pair_sums(_numpy(pair_table), _numpy(tokens))), low)
     shape = (*tokens.shape[:2], pair_table.shape[-1]) if tokens.dim() == 3 else (0,)
     out = torch.empty(shape, dtype=torch.float32, device=pair_table.device)
     _on_cuda(op, pair_table.device, lambda ops: ops.pair_sums(pair_table.detach(), tokens.detach(), out=out))
-    return out
+    return _narrow(out, low)
 
 
 @pair_sums.register_fake
@@ -230,12 +284,16 @@ def pair_sums_backward(grad: Tensor, tokens: Tensor, num_pairs: int) -> Tensor:
     """The dense [num_pairs, P] gradient of :func:`pair_sums` for ``grad`` [B, S, P],
     summed in a fixed order (bitwise reproducible)."""
     op = "pair_sums_backward"
-    if _device(op, grad=grad, tokens=tokens) == "cpu":
-        return torch.from_numpy(_mk_ops.pair_sums_backward(_numpy(grad), _numpy(tokens), num_pairs))
+    device = _device(op, grad=grad, tokens=tokens)
+    low = _precision(op, grad=grad)
+    grad = _wide(grad, low)
+    if device == "cpu":
+        return _narrow(torch.from_numpy(_mk_ops.pair_sums_backward(_numpy(grad), _numpy(tokens),
+                                                                   num_pairs)), low)
     out = torch.empty((num_pairs, grad.shape[-1]), dtype=torch.float32, device=grad.device)
     _on_cuda(op, grad.device, lambda ops: ops.pair_sums_backward(
         _contiguous(grad), tokens.detach(), num_pairs, out=out))
-    return out
+    return _narrow(out, low)
 
 
 @pair_sums_backward.register_fake
@@ -255,3 +313,15 @@ def _pair_sums_grad(ctx, grad):
 
 
 pair_sums.register_autograd(_pair_sums_grad, setup_context=_pair_sums_setup)
+
+
+# ---------------------------------------------------------------- autocast
+
+# Under torch.autocast the ops run in float32 (see the module docstring): their float inputs
+# are widened to float32 and autocast is off inside them. The backward ops are registered too,
+# for a backward() called inside the autocast region.
+for _op in (gather_dot, power_sums, pair_sums,
+            gather_dot_backward, power_sums_backward, pair_sums_backward):
+    for _device_type in ("cpu", "cuda"):
+        torch.library.register_autocast(_op, _device_type, torch.float32)
+del _op, _device_type
