@@ -213,9 +213,12 @@ def held_out_every(args, total: int):
 
 def open_data(path: str):
     """A dataset folder, or shogi records chosen by suffix (a file, glob or folder): *.hcpe
-    (dlshogi HCPE) or *.bin / *.psv (YaneuraOu PackedSfenValue), see docs/shogi.md."""
+    (dlshogi HCPE), *.hcpe3 (dlshogi's games with visit counts: soft policy targets) or
+    *.bin / *.psv (YaneuraOu PackedSfenValue), see docs/shogi.md."""
     from . import shogi
 
+    if path.endswith(".hcpe3") or (os.path.isdir(path) and _holds(path, (".hcpe3",))):
+        return shogi.open_hcpe3(path)
     if path.endswith(".hcpe") or (os.path.isdir(path) and _holds(path, (".hcpe",))):
         return shogi.open_hcpe(path)
     if path.endswith((".bin", ".psv")) or (os.path.isdir(path) and _holds(path, (".bin", ".psv"))):

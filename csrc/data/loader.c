@@ -100,13 +100,18 @@ static mk_status slot_size(int64_t B, int64_t T, int64_t L, int policy, slot_siz
     return MK_OK;
 }
 
+/* Batches carry soft targets: the arrays have them, or the row source makes them. */
+static int has_policy(const mk_loader *ld) {
+    return ld->data.source ? ld->data.source->soft : ld->data.policy_target != NULL;
+}
+
 /* Carves one slot's arrays out of one allocation. */
 static mk_status alloc_slot(mk_loader *ld, slot *s) {
     slot_sizes z = {0};
     MK_TRY(slot_size(ld->config.batch_size, ld->data.tokens_per_side, ld->max_count,
-                     ld->data.policy_target != NULL, &z));
+                     has_policy(ld), &z));
     size_t tokens = z.tokens, legal = z.legal, row = z.row;
-    size_t policy = ld->data.policy_target ? legal : 0;
+    size_t policy = has_policy(ld) ? legal : 0;
     size_t total = z.total;
     void *memory = NULL;
     if (posix_memalign(&memory, 64, total) != 0)
@@ -316,7 +321,8 @@ static int64_t pack_from_source(const mk_loader *ld, int64_t n, slot *s) {
         if (src->prefetch && i + AHEAD < want) src->prefetch(src->ctx, pos[i + AHEAD]);
         /* used <= size * Lmax, so fill's at most Lmax ids stay within the slot's B * Lmax */
         int c = src->fill(src->ctx, pos[i], b->tokens + size * T2, b->legal + used,
-                          b->target + size, b->value + size, s->error);
+                          b->target + size, b->value + size,
+                          b->policy_target ? b->policy_target + used : NULL, s->error);
         if (c < 0 || c > Lmax) { /* more than max_legal: a broken source, refused like an error */
             if (c > Lmax)
                 snprintf(s->error, sizeof s->error,
@@ -341,6 +347,11 @@ static int64_t pack_from_source(const mk_loader *ld, int64_t n, slot *s) {
         used -= b->counts[i];
         memmove(row, b->legal + used, (size_t)b->counts[i] * 4);
         for (int64_t l = b->counts[i]; l < L; l++) row[l] = -1;
+        if (b->policy_target) { /* the soft targets, packed and spread alike (0 padding) */
+            float *prow = b->policy_target + i * L;
+            memmove(prow, b->policy_target + used, (size_t)b->counts[i] * 4);
+            for (int64_t l = b->counts[i]; l < L; l++) prow[l] = 0.0f;
+        }
     }
     publish(ld, n, s, size, L);
     return skipped;

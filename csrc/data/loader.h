@@ -32,13 +32,14 @@ extern "C" {
 
 /* Rows made by the producers themselves (decoded shogi records, csrc/shogi/): fill writes
  * row `index`'s tokens [2 * T] and legal ids [at most max_legal], the target and the value,
- * and returns the legal count (>= 1); 0 leaves the row out of its batch (a bad record that
+ * and, for a source with soft targets (`soft`), the policy target of each legal id in
+ * `policy` (NULL otherwise; finite, >= 0, summing to 1), and returns the legal count (>= 1); 0 leaves the row out of its batch (a bad record that
  * is to be skipped); -1 is an error, described in `error` (MK_ROW_ERROR_BYTES), which the
  * consumer receives from mk_loader_next when it reaches that batch. fill runs on several
  * producer threads at once and must be safe to. */
 #define MK_ROW_ERROR_BYTES 512
 typedef int (*mk_row_fill)(const void *ctx, int64_t index, int32_t *tokens, int32_t *legal,
-                           int32_t *target, float *value, char *error);
+                           int32_t *target, float *value, float *policy, char *error);
 /* Optional: starts loading what fill will read for row `index` (a producer calls it a few
  * rows ahead: a shuffled epoch reads records at random places of the files, and a cache
  * miss per record cost a fifth of a shogi producer's time). */
@@ -49,6 +50,7 @@ typedef struct {
     const void *ctx;
     mk_row_fill fill;
     mk_row_prefetch prefetch; /* NULL: none */
+    int soft;                 /* 1: fill writes policy targets (batches carry policy_target) */
 } mk_row_source;
 
 /* A dataset in the on-disk layout of docs/design.md §4, as pointers; or, when `source` is

@@ -1,4 +1,4 @@
-"""manaka.shogi: shogi positions, dlshogi HCPE and YaneuraOu PSV records (docs/shogi.md).
+"""manaka.shogi: shogi positions, dlshogi HCPE / hcpe3 and YaneuraOu PSV records (docs/shogi.md).
 
 Legal moves, dlshogi policy labels, manaka's tokens and record decoding are C
 (csrc/shogi/); cshogi is only the tests' oracle and is not needed here.
@@ -9,6 +9,7 @@ from .position import (NUM_LABELS, NUM_TOKENS, STARTING_SFEN, TOKENS_PER_SIDE, P
 
 from .inference import policy
 from .records import HCPE, PSV, RecordFiles, decode, open_hcpe, open_psv, open_records, read_records
+from .hcpe3 import Hcpe3Files, open_hcpe3
 
-__all__ = ["policy", "RecordFiles", "open_hcpe", "open_psv", "open_records", "read_records", "decode", "HCPE", "PSV", "Position", "parse_sfen", "legal_moves", "legal_labels", "encode", "label_to_usi",
+__all__ = ["policy", "RecordFiles", "Hcpe3Files", "open_hcpe3", "open_hcpe", "open_psv", "open_records", "read_records", "decode", "HCPE", "PSV", "Position", "parse_sfen", "legal_moves", "legal_labels", "encode", "label_to_usi",
            "usi_to_label", "move_to_usi", "usi_to_move", "apply_move", "in_check", "STARTING_SFEN", "NUM_TOKENS", "NUM_LABELS", "TOKENS_PER_SIDE"]

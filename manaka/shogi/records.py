@@ -21,8 +21,8 @@ __all__ = ["HCPE", "PSV", "RECORD_BYTES", "expand_paths", "read_records", "decod
 
 HCPE, PSV = 0, 1
 RECORD_BYTES = {HCPE: 38, PSV: 40}
-_NAMES = {HCPE: "HCPE", PSV: "PSV"}
-_SUFFIX = {HCPE: (".hcpe",), PSV: (".bin", ".psv")}
+_NAMES = {HCPE: "HCPE", PSV: "PSV", "hcpe3": "hcpe3"}  # "hcpe3": games (hcpe3.py), not records
+_SUFFIX = {HCPE: (".hcpe",), PSV: (".bin", ".psv"), "hcpe3": (".hcpe3",)}
 
 
 def expand_paths(paths, fmt: int) -> List[str]:

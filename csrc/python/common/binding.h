@@ -55,5 +55,6 @@ int mk_init_ops(PyObject *module);
 int mk_init_model(PyObject *module);
 int mk_init_loader(PyObject *module);
 int mk_init_shogi(PyObject *module);
+int mk_init_hcpe3(PyObject *module);
 
 #endif

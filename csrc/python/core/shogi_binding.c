@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "data/loader.h"
+#include "shogi/hcpe3.h"
 #include "shogi/move_apply.h"
 #include "shogi/records.h"
 
@@ -298,11 +299,14 @@ static PyMethodDef shogi_methods[] = {
 
 /* ---------------------------------------------------------------- a row source */
 
-/* _core.ShogiRecords(format, files, names, eval_weight, skip): record files (each a uint8
- * [n, record bytes] array, usually memory-mapped) as one row source for the Loader: its
- * producers decode each record, generate its legal moves and encode it into the batch
+/* _core.ShogiRecords(format, files, names, eval_weight, skip, soft=None): record files (each
+ * a uint8 [n, record bytes] array, usually memory-mapped) as one row source for the Loader:
+ * its producers decode each record, generate its legal moves and encode it into the batch
  * (csrc/data/loader.h, mk_row_source). A bad record is an error naming its file and index, or
- * with skip is left out of its batch and counted in the loader's stats. */
+ * with skip is left out of its batch and counted in the loader's stats.
+ * soft: for HCPE records indexed from hcpe3 files (manaka/shogi/hcpe3.py), a list of
+ * (raw uint8 [bytes], info int64 [n]) per file: the hcpe3 file's bytes and each record's
+ * MoveInfo offset there, from which the producers make the soft policy target. */
 typedef struct {
     PyObject_HEAD
     mk_row_source source;
@@ -313,6 +317,10 @@ typedef struct {
     int64_t *start; /* [nfiles + 1] first row of each file */
     char **names;
     PyObject *files; /* the arrays, kept alive */
+    const uint8_t **raw; /* soft targets: each file's hcpe3 bytes (NULL without) */
+    const int64_t **info;
+    int64_t *raw_size;
+    PyObject *soft; /* the (raw, info) arrays, kept alive */
 } RecordsObject;
 
 /* The file holding row `index`. */
@@ -340,16 +348,23 @@ static void records_prefetch(const void *ctx, int64_t index) {
 }
 
 static int records_fill(const void *ctx, int64_t index, int32_t *tokens, int32_t *legal,
-                        int32_t *target, float *value, char *error) {
+                        int32_t *target, float *value, float *policy, char *error) {
     const RecordsObject *r = ctx;
     int lo = records_file(r, index);
     int64_t i = index - r->start[lo];
-    int n = mk_shogi_row(r->format, r->data[lo] + i * record_width(r), r->eval_weight, tokens, legal,
-                         target, value);
+    const uint8_t *rec = r->data[lo] + i * record_width(r);
+    int n = mk_shogi_row(r->format, rec, r->eval_weight, tokens, legal, target, value);
+    if (n > 0 && r->raw && policy) { /* bit 0 of the Huffman code: the side to move */
+        int64_t at = r->info[lo][i];
+        int code = at >= 0 && at < r->raw_size[lo]
+                       ? mk_hcpe3_policy(r->raw[lo] + at, r->raw_size[lo] - at, rec[0] & 1, legal, n, policy)
+                       : MK_HCPE3_CUT_SHORT;
+        if (code != MK_SHOGI_OK) n = -code;
+    }
     if (n > 0) return n;
     if (r->skip) return 0;
     snprintf(error, MK_ROW_ERROR_BYTES, "shogi: %s: record %lld: %s (on_bad='skip' leaves such records out)",
-             r->names[lo], (long long)i, mk_shogi_record_reason(-n));
+             r->names[lo], (long long)i, r->raw ? mk_hcpe3_reason(-n) : mk_shogi_record_reason(-n));
     return -1;
 }
 
@@ -358,20 +373,24 @@ static void Records_dealloc(RecordsObject *self) {
     free(self->names);
     free(self->data);
     free(self->start);
+    free(self->raw);
+    free(self->info);
+    free(self->raw_size);
     Py_XDECREF(self->files);
+    Py_XDECREF(self->soft);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int Records_init(RecordsObject *self, PyObject *args, PyObject *kwds) {
-    PyObject *files, *names;
+    PyObject *files, *names, *soft = Py_None;
     int format, skip;
     double eval_weight;
     if (self->files) {
         PyErr_SetString(PyExc_RuntimeError, "ShogiRecords: already initialised");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "iO!O!dp", &format, &PyList_Type, &files, &PyList_Type, &names,
-                          &eval_weight, &skip) ||
+    if (!PyArg_ParseTuple(args, "iO!O!dp|O", &format, &PyList_Type, &files, &PyList_Type, &names,
+                          &eval_weight, &skip, &soft) ||
         format_arg(format) < 0)
         return -1;
     Py_ssize_t n = PyList_GET_SIZE(files);
@@ -409,6 +428,43 @@ static int Records_init(RecordsObject *self, PyObject *args, PyObject *kwds) {
         self->names[i] = strdup(s);
         self->data[i] = PyArray_DATA((PyArrayObject *)a);
         self->start[i + 1] = self->start[i] + PyArray_DIM((PyArrayObject *)a, 0);
+    }
+    if (soft != Py_None) {
+        if (format != MK_SHOGI_FORMAT_HCPE || !PyList_Check(soft) || PyList_GET_SIZE(soft) != n) {
+            PyErr_SetString(PyExc_ValueError, "ShogiRecords: soft must be a list of (raw, info) per HCPE file");
+            return -1;
+        }
+        self->raw = calloc((size_t)n, sizeof *self->raw);
+        self->info = calloc((size_t)n, sizeof *self->info);
+        self->raw_size = calloc((size_t)n, sizeof *self->raw_size);
+        if (!self->raw || !self->info || !self->raw_size) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *pair = PyList_GET_ITEM(soft, i), *raw, *info;
+            if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+                PyErr_Format(PyExc_ValueError, "ShogiRecords: soft[%zd] must be a (raw, info) tuple", i);
+                return -1;
+            }
+            raw = PyTuple_GET_ITEM(pair, 0), info = PyTuple_GET_ITEM(pair, 1);
+            /* read in place by the producers: exactly these types, C-contiguous */
+            if (!PyArray_Check(raw) || PyArray_TYPE((PyArrayObject *)raw) != NPY_UINT8 ||
+                PyArray_NDIM((PyArrayObject *)raw) != 1 || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)raw) ||
+                !PyArray_Check(info) || PyArray_TYPE((PyArrayObject *)info) != NPY_INT64 ||
+                PyArray_NDIM((PyArrayObject *)info) != 1 || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)info) ||
+                PyArray_DIM((PyArrayObject *)info, 0) != self->start[i + 1] - self->start[i]) {
+                PyErr_Format(PyExc_ValueError, "ShogiRecords: soft[%zd] must be (uint8 [bytes], int64 [records]) "
+                             "C-contiguous arrays", i);
+                return -1;
+            }
+            self->raw[i] = PyArray_DATA((PyArrayObject *)raw);
+            self->raw_size[i] = PyArray_DIM((PyArrayObject *)raw, 0);
+            self->info[i] = PyArray_DATA((PyArrayObject *)info);
+        }
+        Py_INCREF(soft);
+        self->soft = soft;
+        self->source.soft = 1;
     }
     self->format = format, self->skip = skip, self->eval_weight = eval_weight;
     self->source.num_rows = self->start[n];
