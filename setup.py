@@ -24,6 +24,13 @@ Environment:
   MANAKA_OPENMP=0        compile the C core without OpenMP pragmas (every CPU loop on the calling
                          thread; for tools/sanitize.sh tsan: TSan cannot see libgomp's synchronisation)
   MANAKA_WERROR=1        treat warnings in the CUDA backend (nvcc and its C binding) as errors
+  MANAKA_LIBOMP=PREFIX   OpenMP from LLVM's libomp under PREFIX (include/omp.h, lib/libomp.*),
+                         compiled with -Xpreprocessor -fopenmp and linked with -lomp: what
+                         Apple clang needs (found by itself there: Homebrew's `brew --prefix
+                         libomp`, else a conda environment's llvm-openmp); any clang accepts it
+
+macOS (Apple clang, or any build on darwin): OpenMP as MANAKA_LIBOMP says, no -march=native
+on arm64 (-mcpu=native instead), and never the CUDA backend.
 """
 import concurrent.futures
 import ctypes
@@ -32,6 +39,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 
 import numpy
 from setuptools import Extension, setup
@@ -49,14 +57,89 @@ def sources(*patterns):
     return found
 
 
-def c_flags():
+# --------------------------------------------------------------------------- compiler and OpenMP
+
+
+def compiler_command(env=os.environ):
+    """The C compiler setuptools will call (CC, else Python's own), as an argv prefix."""
+    return (env.get("CC") or sysconfig.get_config_var("CC") or "cc").split()
+
+
+def is_apple_clang(version_text, platform=sys.platform):
+    """Apple's clang (which takes OpenMP only as -Xpreprocessor -fopenmp, with libomp
+    supplied): `cc --version` says "Apple clang", or the build is on macOS."""
+    return platform == "darwin" or "apple clang" in version_text.lower()
+
+
+def compiler_version(command):
+    try:
+        return subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def libomp_at(prefix):
+    """(include dir, lib dir) of a libomp installed under prefix, or None."""
+    if not prefix:
+        return None
+    include, lib = os.path.join(prefix, "include"), os.path.join(prefix, "lib")
+    libs = [n for n in os.listdir(lib) if n.startswith("libomp.")] if os.path.isdir(lib) else []
+    return (include, lib) if os.path.exists(os.path.join(include, "omp.h")) and libs else None
+
+
+def brew_prefix(formula="libomp"):
+    try:
+        done = subprocess.run(["brew", "--prefix", formula], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def find_libomp(env=os.environ, brew_prefix=brew_prefix):
+    """(include dir, lib dir) of LLVM's libomp for Apple clang: MANAKA_LIBOMP, Homebrew's
+    libomp, or a conda environment's llvm-openmp (CONDA_PREFIX); None when none is found."""
+    if env.get("MANAKA_LIBOMP"):
+        return libomp_at(env["MANAKA_LIBOMP"])
+    return libomp_at(brew_prefix()) or libomp_at(env.get("CONDA_PREFIX"))
+
+
+def openmp_flags(apple, env=os.environ, find_libomp=find_libomp):
+    """(compile flags, link flags) for OpenMP: -fopenmp (GCC, LLVM clang), or with Apple
+    clang or MANAKA_LIBOMP, -Xpreprocessor -fopenmp and libomp's headers, linked with -lomp
+    (and an rpath to it, for an in-place build; a wheel for macOS bundles it with delocate)."""
+    if not apple and not env.get("MANAKA_LIBOMP"):
+        return ["-fopenmp"], ["-fopenmp"]
+    found = find_libomp(env)
+    if found is None:
+        sys.exit("setup.py: Apple clang needs LLVM's OpenMP runtime: brew install libomp (or conda install "
+                 "llvm-openmp), or set MANAKA_LIBOMP to a prefix holding include/omp.h and lib/libomp.*"
+                 if apple else f"setup.py: MANAKA_LIBOMP={env['MANAKA_LIBOMP']!r} holds no include/omp.h "
+                 "and lib/libomp.*")
+    include, lib = found
+    return ["-Xpreprocessor", "-fopenmp", f"-I{include}"], [f"-L{lib}", "-lomp", f"-Wl,-rpath,{lib}"]
+
+
+def arch_flags(apple, machine=None):
+    """-march=native, except -mcpu=native on Apple arm64 (Apple clang refuses -march=native
+    there); none with MANAKA_PORTABLE=1."""
+    if os.environ.get("MANAKA_PORTABLE", "0") == "1":
+        return []
+    machine = machine or os.uname().machine
+    return ["-mcpu=native"] if apple and machine in ("arm64", "aarch64") else ["-march=native"]
+
+
+APPLE = is_apple_clang(compiler_version(compiler_command())) if __name__ == "__main__" else False
+
+
+def c_flags(apple=None):
     # -fno-math-errno: nothing reads errno, and with it sqrtf/expf in a loop keep a scalar
     # error path that stops vectorisation (AdamW ran scalar); results are unchanged.
-    flags = ["-std=c11", "-O3", "-fopenmp", "-fno-math-errno", "-pthread", "-Wall", "-Wno-unused-function"]
-    if os.environ.get("MANAKA_PORTABLE", "0") != "1":
-        flags.append("-march=native")
-    if os.environ.get("MANAKA_OPENMP", "1") == "0":  # libgomp is still linked: omp_* calls stay valid
-        flags = [f for f in flags if f != "-fopenmp"] + ["-Wno-unknown-pragmas"]
+    apple = APPLE if apple is None else apple
+    omp = openmp_flags(apple)[0] if os.environ.get("MANAKA_OPENMP", "1") != "0" else []
+    flags = ["-std=c11", "-O3", *omp, "-fno-math-errno", "-pthread", "-Wall", "-Wno-unused-function"]
+    flags += arch_flags(apple)
+    if not omp:  # the OpenMP runtime is still linked: omp_* calls stay valid
+        flags += ["-Wno-unknown-pragmas"]
     return flags
 
 
@@ -155,6 +238,10 @@ def cuda_config(env=os.environ, find_cuda=find_cuda, find_cudart=find_cudart, vi
 
     if want == "0":
         return skipped("MANAKA_CUDA=0")
+    if sys.platform == "darwin":  # no CUDA on macOS
+        if want == "1" or arch_env:
+            sys.exit("setup.py: MANAKA_CUDA=1 / MANAKA_CUDA_ARCH: there is no CUDA on macOS")
+        return skipped("macOS has no CUDA")
     root = find_cuda()
     if root is None:
         if want == "1":
@@ -194,6 +281,11 @@ def nvcc_flags(archs):
     return flags
 
 
+def without_rpath(argv):
+    """A link command without its -Wl,-rpath options (ours are added per extension)."""
+    return [a for a in argv if not a.startswith(("-Wl,-rpath,", "-Wl,-rpath=", "-Wl,-R"))]
+
+
 class BuildExt(build_ext):
     """Compiles the .cu files of manaka._cuda with nvcc (only those out of date), then lets
     setuptools compile the C files and link everything with the static CUDA runtime."""
@@ -204,6 +296,9 @@ class BuildExt(build_ext):
         super().run()
 
     def build_extensions(self):
+        # The Python build's link command may carry an rpath into its own prefix (pyenv's
+        # -Wl,-rpath,<prefix>/lib): a stray RUNPATH in every .so, naming the build machine.
+        self.compiler.linker_so = without_rpath(self.compiler.linker_so)
         # distutils compiles an extension's C files one after another; the core has ~40, and
         # a first install waits for them, so they are compiled side by side here.
         compile_one = self.compiler._compile
@@ -279,7 +374,7 @@ def extensions(cuda):
         library_dirs=[blas_libdir],
         libraries=[blas_lib],
         extra_compile_args=c_flags(),
-        extra_link_args=["-fopenmp", "-pthread"],
+        extra_link_args=[*openmp_flags(APPLE)[1], "-pthread"],
         depends=sources("core/*.h", "data/*.h", "cpu/*.h", "shogi/*.h", "python/common/*.h", "python/core/*.h"),
     )
     # The hooks link only the argument conversion (binding.c): the engine, its error buffer
@@ -308,7 +403,7 @@ def extensions(cuda):
         + sources("python/cuda/*.c"),
         include_dirs=[numpy.get_include(), "csrc"],
         define_macros=[("MK_CUDA_ARCHS", f'"{archs}"')],
-        extra_compile_args=[f for f in c_flags() if f != "-fopenmp"] + (["-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-Werror"] if WERROR else []),
+        extra_compile_args=[f for f in c_flags() if f not in openmp_flags(APPLE)[0]] + (["-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-Werror"] if WERROR else []),
         # The static runtime: the module needs only the driver (libcuda.so, opened at run
         # time by cudart), so it imports on a machine with no GPU or driver at all.
         extra_link_args=[cuda["cudart"], "-ldl", "-lrt", "-lpthread", "-lstdc++"],

@@ -164,3 +164,57 @@ def test_the_test_hooks_are_their_own_extension_and_link_no_engine(setup_py, mon
         assert sorted(set(testing) - set(s for s in testing if s.startswith("csrc/python/testing/"))) == \
             ["csrc/python/common/binding.c"]
         assert "manaka._cuda" in exts if config else len(exts) == 2
+
+
+# ---------------------------------------------------------------- compilers and platforms
+
+
+def test_apple_clang_is_detected_by_version_or_platform(setup_py):
+    apple = "Apple clang version 15.0.0 (clang-1500.3.9.4)\nTarget: arm64-apple-darwin23.4.0\n"
+    assert setup_py.is_apple_clang(apple, platform="linux")
+    assert setup_py.is_apple_clang("", platform="darwin")
+    assert not setup_py.is_apple_clang("cc (Debian 12.2.0-14) 12.2.0\n", platform="linux")
+    assert not setup_py.is_apple_clang("Debian clang version 14.0.6\n", platform="linux")
+
+
+def test_openmp_flags_gcc_and_apple(setup_py, tmp_path, monkeypatch):
+    assert setup_py.openmp_flags(False, env={}) == (["-fopenmp"], ["-fopenmp"])
+    # Apple clang: -Xpreprocessor -fopenmp with libomp's headers, -lomp from its lib
+    prefix = tmp_path / "libomp"
+    (prefix / "include").mkdir(parents=True)
+    (prefix / "lib").mkdir()
+    (prefix / "include" / "omp.h").write_text("")
+    (prefix / "lib" / "libomp.dylib").write_text("")
+    compile_, link = setup_py.openmp_flags(True, env={"MANAKA_LIBOMP": str(prefix)})
+    assert compile_ == ["-Xpreprocessor", "-fopenmp", f"-I{prefix}/include"]
+    assert link == [f"-L{prefix}/lib", "-lomp", f"-Wl,-rpath,{prefix}/lib"]
+    # found through Homebrew when MANAKA_LIBOMP is unset, else a conda environment's
+    assert setup_py.find_libomp({}, brew_prefix=lambda: str(prefix)) == (f"{prefix}/include", f"{prefix}/lib")
+    assert setup_py.find_libomp({"CONDA_PREFIX": str(prefix)}, brew_prefix=lambda: None)[1] == f"{prefix}/lib"
+    # none found: a clear exit saying what to install
+    with pytest.raises(SystemExit, match="brew install libomp"):
+        setup_py.openmp_flags(True, env={}, find_libomp=lambda env: None)
+    with pytest.raises(SystemExit, match="MANAKA_LIBOMP"):
+        setup_py.openmp_flags(False, env={"MANAKA_LIBOMP": str(tmp_path / "nothing")})
+
+
+def test_arch_flags(setup_py, monkeypatch):
+    monkeypatch.delenv("MANAKA_PORTABLE", raising=False)
+    assert setup_py.arch_flags(False, "x86_64") == ["-march=native"]
+    assert setup_py.arch_flags(True, "arm64") == ["-mcpu=native"]
+    assert setup_py.arch_flags(True, "x86_64") == ["-march=native"]
+    monkeypatch.setenv("MANAKA_PORTABLE", "1")
+    assert setup_py.arch_flags(False, "x86_64") == [] and setup_py.arch_flags(True, "arm64") == []
+
+
+def test_no_cuda_on_macos(setup_py, monkeypatch):
+    monkeypatch.setattr(setup_py.sys, "platform", "darwin")
+    config, line = setup_py.cuda_config(env={}, find_cuda=lambda: "/usr/local/cuda")
+    assert config is None and "macOS has no CUDA" in line
+    with pytest.raises(SystemExit, match="no CUDA on macOS"):
+        setup_py.cuda_config(env={"MANAKA_CUDA": "1"}, find_cuda=lambda: "/usr/local/cuda")
+
+
+def test_the_python_builds_rpath_is_dropped_from_the_link(setup_py):
+    link = ["gcc", "-shared", "-L/opt/py/lib", "-Wl,-rpath,/opt/py/lib", "-Wl,-rpath=/x", "-Wl,-R/y", "-O2"]
+    assert setup_py.without_rpath(link) == ["gcc", "-shared", "-L/opt/py/lib", "-O2"]

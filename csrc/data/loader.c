@@ -29,6 +29,15 @@
 #include <string.h>
 #include <time.h>
 
+/* The clock of batch_ready's timed waits (mk_loader_next's deadline): the monotonic clock,
+ * which the condition variable is told to use; macOS has no pthread_condattr_setclock and
+ * its timed waits read the real-time clock. */
+#ifdef __APPLE__
+#define WAIT_CLOCK CLOCK_REALTIME
+#else
+#define WAIT_CLOCK CLOCK_MONOTONIC
+#endif
+
 enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD };
 
 /* A slot's arrays, writable by the producer that fills it; the consumer sees them through
@@ -503,7 +512,9 @@ checked:;
     pthread_cond_init(&ld->slot_free, NULL);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+#ifndef __APPLE__
+    pthread_condattr_setclock(&attr, WAIT_CLOCK);
+#endif
     pthread_cond_init(&ld->batch_ready, &attr);
     pthread_condattr_destroy(&attr);
     ld->slots = calloc((size_t)ld->num_slots, sizeof *ld->slots);
@@ -592,7 +603,7 @@ mk_status mk_loader_start(mk_loader *ld, int64_t epoch, int64_t first_batch) {
 
 static double now_seconds(void) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(WAIT_CLOCK, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
