@@ -207,3 +207,21 @@ def test_autocast_registration_covers_cpu_and_cuda():
         op = getattr(torch.ops.manaka, name).default
         for key in ("AutocastCPU", "AutocastCUDA"):
             assert torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), key), (name, key)
+
+
+def test_compiled_network_under_autocast_matches_eager(rng):
+    """torch.compile(fullgraph=True) traces through the ops' autocast registration: the
+    compiled loss under autocast bf16 agrees with the eager one within bfloat16's rounding
+    (inductor keeps some fused intermediates in float32: measured 5e-5 relative), and has
+    gradients."""
+    cfg = small_config()
+    batch = network_batch(rng, cfg)
+    net = mkt.Network(cfg, seed=4)
+    compiled = torch.compile(net.loss, fullgraph=True)
+    with torch.autocast("cpu", torch.bfloat16):
+        got = compiled(**batch)
+        want = net.loss(**batch)
+    assert got.dtype == torch.float32
+    assert abs(got.item() - want.item()) <= 4e-3 * abs(want.item())  # 2^-8: one bf16 rounding
+    got.backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in net.parameters())
