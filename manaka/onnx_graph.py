@@ -5,13 +5,13 @@ masks and sums, so any ONNX runtime runs the file and manaka is not needed to re
 
 * PowerSums: ``Gather`` of the embedding rows of the tokens (-1 read as row 0, then
   zeroed by the mask of present tokens, so it adds nothing), the powers by repeated
-  ``Mul`` (as the C kernels compute them: e, e·e, e·e·e, ...), ``ReduceSum`` over the
-  token slots.
+  ``Mul`` (as csrc/cpu/power_sums.c computes them: e, e·e, e·e·e, ...), ``ReduceSum``
+  over the token slots.
 * PairSums: the slot pairs i < j of a perspective are fixed by T, so their two index
   lists (T (T - 1) / 2 pairs: 780 at T = 40) are constants; ``Gather`` takes both tokens
-  of every pair, the row ``hi (hi + 1) / 2 + lo`` is computed in int64 (as the C code
-  does: hi (hi + 1) passes 2**31 from hi = 46341 on), pairs with an empty slot are masked out, and the
-  gathered rows are summed.
+  of every pair, the row ``hi (hi + 1) / 2 + lo`` is computed in int64 (as
+  csrc/core/manaka.h's mk_pair_index: hi (hi + 1) passes 2**31 from hi = 46341 on),
+  pairs with an empty slot are masked out, and the gathered rows are summed.
 * GatherDot: the policy vector times the whole move table (``Gemm``, [B, M]), then
   ``GatherElements`` picks each position's legal moves and the slots at
   ``l >= counts[b]`` are set to 0. The same sums as gathering the L rows of the table
@@ -23,9 +23,9 @@ empty), ``legal`` int32 [B, L] (padded slots may hold anything), ``counts`` int3
 -> ``logits`` float32 [B, L] (0 at padded slots), ``value`` float32 [B] (the sigmoid of
 the value head). B and L are dynamic ("batch", "legal_moves"); T is the model's.
 
-The graph does not check its inputs as ``mk.Model`` does: an id beyond the vocabulary
-in a used slot is onnxruntime's Gather error, and a token below -1 reads as an empty
-slot, a count above L as L, a count below 0 as 0.
+The graph does not check its inputs as ``mk.Model`` does, but an id it cannot read is
+an error of onnxruntime's Gather / GatherElements: a token outside [-1, V), a move id
+outside [0, M) in a used slot. A count above L reads as L, below 0 as 0.
 """
 from __future__ import annotations
 
@@ -39,8 +39,6 @@ __all__ = ["MIN_OPSET", "DEFAULT_OPSET", "build", "pair_slots"]
 MIN_OPSET = 13     # ReduceSum, Squeeze and Unsqueeze take their axes as an input from 13 on
 DEFAULT_OPSET = 17
 SIDES = 2
-INPUTS = ("tokens", "legal", "counts")
-OUTPUTS = ("logits", "value")
 
 
 def import_onnx():
@@ -102,11 +100,14 @@ class _Graph:
         return self.op("ReduceSum", [rows, self.small([2])], out, keepdims=0)
 
 
-def _power_sums(g: _Graph, tokens: str, embedding: str, orders: int) -> str:
+def _power_sums(g: _Graph, tokens: str, embedding: str, V: int, orders: int) -> str:
     """[B, 2, K D]: per perspective, the sums over present tokens of their embedding rows
     to the powers 1..K, order after order (as PowerSums' [B, 2, K, D] reshaped)."""
     present = g.op("GreaterOrEqual", [tokens, g.small(0)], "token_present")
-    rows = g.op("Max", [tokens, g.small(0)], "token_row")  # -1 reads row 0, masked next
+    # -1 reads row 0, masked next; an id below -1 reads row V, which is Gather's error
+    empty_or_bad = g.op("Where", [g.op("Equal", [tokens, g.small(-1)], "token_empty"), g.small(0), g.small(V)],
+                        "token_empty_or_bad_row")
+    rows = g.op("Where", [present, tokens, empty_or_bad], "token_row")
     gathered = g.op("Gather", [embedding, rows], "embedded", axis=0)  # [B, 2, T, D]
     e = g.op("Mul", [gathered, g.weight(present)], "embedded_present")  # 0 at empty slots, as are its powers
     power, sums = e, []
@@ -136,7 +137,7 @@ def _pair_sums(g: _Graph, tokens: str, w: "_Parameters", T: int, P: int) -> str:
     return g.sum_slots(g.op("Mul", [rows, g.weight(both)], "pair_rows_present"), "pair_sums")
 
 
-def _gather_dot(g: _Graph, q: str, move_table: str) -> str:
+def _gather_dot(g: _Graph, q: str, move_table: str, M: int) -> str:
     """logits [B, L]: q [B, W] · move_table[legal[b, l]] for l < counts[b], else 0, as the
     product with the whole table followed by a gather of the legal columns."""
     scores = g.op("Gemm", [q, move_table], "move_scores", transB=1)  # [B, M]
@@ -144,7 +145,12 @@ def _gather_dot(g: _Graph, q: str, move_table: str) -> str:
     slot = g.op("Unsqueeze", [g.op("Range", [g.small(0), width, g.small(1)], "slot"), g.small([0])], "slot_row")
     count = g.op("Unsqueeze", [g.op("Cast", ["counts"], "counts_int64", to=g.INT64), g.small([1])], "count_column")
     used = g.op("Less", [slot, count], "slot_used")  # [B, L]
-    legal = g.op("Where", [used, g.op("Cast", ["legal"], "legal_int64", to=g.INT64), g.small(0)], "legal_used")
+    legal = g.op("Cast", ["legal"], "legal_int64", to=g.INT64)
+    # a negative id in a used slot reads column M, which is GatherElements' error (a negative
+    # index would read the table from its end); padded slots read column 0, masked next
+    legal = g.op("Where", [g.op("GreaterOrEqual", [legal, g.small(0)], "legal_nonnegative"), legal, g.small(M)],
+                 "legal_checked")
+    legal = g.op("Where", [used, legal, g.small(0)], "legal_used")
     picked = g.op("GatherElements", [scores, legal], "legal_scores", axis=1)
     return g.op("Where", [used, picked, g.small(0, np.float32)], "logits")
 
@@ -173,7 +179,7 @@ def build(config, parameters: Mapping[str, np.ndarray], opset: int = DEFAULT_OPS
     w = _Parameters(g, parameters)
 
     tokens = g.op("Cast", ["tokens"], "tokens_int64", to=g.INT64)
-    sides = g.op("Concat", [_power_sums(g, tokens, w["embedding"], c.orders),
+    sides = g.op("Concat", [_power_sums(g, tokens, w["embedding"], c.num_tokens, c.orders),
                             _pair_sums(g, tokens, w, c.tokens_per_side, c.pair_dim)],
                  "side_features", axis=2)  # [B, 2, K D + P]
     x = g.op("Reshape", [sides, g.small([0, c.num_features])], "x0")  # 0: keep B
@@ -181,7 +187,7 @@ def build(config, parameters: Mapping[str, np.ndarray], opset: int = DEFAULT_OPS
         linear = g.op("Gemm", [x, w[f"trunk.{i}.weight"], w[f"trunk.{i}.bias"]], f"trunk_{i}", transB=1)
         x = g.op("Relu", [linear], f"x{i + 1}")
     q = g.op("Gemm", [x, w["policy.weight"], w["policy.bias"]], "policy_vector", transB=1)
-    _gather_dot(g, q, w["move_table"])
+    _gather_dot(g, q, w["move_table"], c.num_moves)
     z = g.op("Gemm", [x, w["value.weight"], w["value.bias"]], "value_logit", transB=1)  # [B, 1]
     g.op("Sigmoid", [g.op("Squeeze", [z, g.small([1])], "value_logit_row")], "value")
 

@@ -126,6 +126,25 @@ def test_onnxruntime_equals_model_forward(tmp_path, rng, name):
     assert json.loads({p.key: p.value for p in proto.metadata_props}["manaka_config"]) == cfg.to_dict()
 
 
+def test_ids_the_graph_cannot_read_are_errors(tmp_path, rng):
+    cfg = mk.ModelConfig(**CONFIGS["small"])
+    path = export_onnx(mk.Model(cfg), tmp_path / "m.onnx")
+    sess = session(path)
+    feed = inputs(rng, cfg, 4, 6, zero_counts=False)
+    feed["counts"][1] = 3
+    sess.run(None, feed)
+    for field, where, bad, op in [("tokens", (1, 0, 2), cfg.num_tokens, "Gather"), ("tokens", (2, 1, 0), -2, "Gather"),
+                                  ("legal", (1, 2), cfg.num_moves, "GatherElements"),
+                                  ("legal", (1, 0), -1, "GatherElements")]:
+        wrong = {k: v.copy() for k, v in feed.items()}
+        wrong[field][where] = bad
+        with pytest.raises(Exception, match=op):  # onnxruntime's own exception types
+            sess.run(None, wrong)
+    wrong = {k: v.copy() for k, v in feed.items()}
+    wrong["legal"][1, 3:] = -1  # padding may hold anything
+    sess.run(None, wrong)
+
+
 @pytest.mark.parametrize("opset", [13, 17, 21])
 def test_every_supported_opset_runs(tmp_path, rng, opset):
     cfg = mk.ModelConfig(**CONFIGS["small"])
