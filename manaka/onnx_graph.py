@@ -128,8 +128,8 @@ def _pair_sums(g: _Graph, tokens: str, w: "_Parameters", T: int, P: int) -> str:
     a = g.op("Gather", [tokens, g.const("pair_first_slot", first)], "pair_first", axis=2)     # [B, 2, T(T-1)/2]
     b = g.op("Gather", [tokens, g.const("pair_second_slot", second)], "pair_second", axis=2)
     lo, hi = g.op("Min", [a, b], "pair_lo"), g.op("Max", [a, b], "pair_hi")
-    triangle = g.op("Div", [g.op("Mul", [hi, g.op("Add", [hi, g.small(1)], "pair_hi_plus_1")], "pair_hi_times_hi_plus_1"),
-                            g.small(2)], "pair_triangle")
+    hi_plus_1 = g.op("Add", [hi, g.small(1)], "pair_hi_plus_1")
+    triangle = g.op("Div", [g.op("Mul", [hi, hi_plus_1], "pair_hi_times_hi_plus_1"), g.small(2)], "pair_triangle")
     row = g.op("Add", [triangle, lo], "pair_row")
     both = g.op("GreaterOrEqual", [lo, g.small(0)], "pair_present")  # lo >= 0: both slots hold a token
     used = g.op("Where", [both, row, g.small(0)], "pair_row_used")  # row 0 for the others, masked next

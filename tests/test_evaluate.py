@@ -201,7 +201,8 @@ def test_data_that_does_not_fit_the_model(rng):
     ds = random_dataset(rng, V=13, M=40, T=5)
     for change in ({"num_tokens": 12}, {"num_moves": 39}, {"tokens_per_side": 6}):
         cfg = mk.ModelConfig(**{**tiny_config(ds).to_dict(), "hidden": (9,), **change})
-        with pytest.raises(ValueError, match=r"the data .* \(num_tokens=13, num_moves=40, T=5\) does not fit the model"):
+        message = r"the data .* \(num_tokens=13, num_moves=40, T=5\) does not fit the model"
+        with pytest.raises(ValueError, match=message):
             mk.evaluate(mk.Model(cfg), ds)
     bigger = mk.ModelConfig(**{**tiny_config(ds).to_dict(), "hidden": (9,), "num_tokens": 20, "num_moves": 50})
     assert mk.evaluate(mk.Model(bigger), ds)["positions"] == len(ds)  # larger vocabularies read it

@@ -17,7 +17,8 @@ from .metrics import TOP_K, Totals, log_softmax, policy_rows, target_rank, value
 __all__ = ["evaluate", "baselines", "label_frequencies", "Frequencies", "TOP_K"]
 
 
-def evaluate(model, data: Union[Dataset, Loader], batch_size: int = 1024, value_weight: float = 1.0) -> Dict[str, float]:
+def evaluate(model, data: Union[Dataset, Loader], batch_size: int = 1024,
+             value_weight: float = 1.0) -> Dict[str, float]:
     """Figures of `model` over every position of `data` (a Dataset or shogi records, read
     in order, or a Loader: one epoch from its position):
 

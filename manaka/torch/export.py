@@ -3,7 +3,7 @@
 The file is the one :func:`manaka.export.export_onnx` writes (standard operators only,
 runnable by onnxruntime without manaka; that module says why the graph is written with
 the ``onnx`` API rather than traced by ``torch.onnx.export``). A Network is exported
-through the ``mk.Model`` holding its parameters (:meth:`Network.to_model`), so both
+through an ``mk.Model`` holding its parameters (rounded to float32), so both
 export the same graph; a subclass that changes the computation is refused, since the
 graph is the network of docs/design.md §1.
 """
@@ -48,7 +48,8 @@ def export_onnx(model_or_network: Union[Model, Network], path, *, opset: int = D
 def _as_model(net: Network) -> Model:
     cls = type(net)
     if not isinstance(net.config, ModelConfig):
-        raise TypeError(f"export_onnx: the network's config must be a manaka.ModelConfig, got {type(net.config).__name__}")
+        raise TypeError("export_onnx: the network's config must be a manaka.ModelConfig, "
+                        f"got {type(net.config).__name__}")
     overridden = [name for name in _COMPUTATION if getattr(cls, name) is not getattr(Network, name)]
     if overridden:
         raise TypeError(f"export_onnx: {cls.__name__} overrides {', '.join(overridden)}: the ONNX graph is "
