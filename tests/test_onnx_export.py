@@ -126,6 +126,17 @@ def test_onnxruntime_equals_model_forward(tmp_path, rng, name):
     assert json.loads({p.key: p.value for p in proto.metadata_props}["manaka_config"]) == cfg.to_dict()
 
 
+@pytest.mark.parametrize("draw", range(4))
+def test_random_small_configs(tmp_path, rng, draw):
+    n = lambda lo, hi: int(rng.integers(lo, hi + 1))  # noqa: E731
+    cfg = mk.ModelConfig(num_tokens=n(1, 40), num_moves=n(1, 60), tokens_per_side=n(1, 12), embed_dim=n(1, 8),
+                         orders=n(1, 5), pair_dim=n(1, 5), hidden=tuple(n(1, 16) for _ in range(n(0, 2))),
+                         head_width=n(1, 8))
+    model = trained_looking(mk.Model(cfg, seed=draw), rng)
+    path = export_onnx(model, tmp_path / "m.onnx")
+    check_runs(session(path), model, [inputs(rng, cfg, n(1, 9), n(1, 2 * cfg.num_moves)) for _ in range(3)])
+
+
 def test_ids_the_graph_cannot_read_are_errors(tmp_path, rng):
     cfg = mk.ModelConfig(**CONFIGS["small"])
     path = export_onnx(mk.Model(cfg), tmp_path / "m.onnx")
