@@ -17,6 +17,6 @@ except ImportError as error:  # pragma: no cover - exercised only where torch is
     ) from error
 
 from .ops import gather_dot, pair_sums, power_sums  # noqa: E402
-from .network import Network, batch_tensors, param_groups  # noqa: E402
+from .network import Network, batch_tensors, check_batch, param_groups  # noqa: E402
 
-__all__ = ["gather_dot", "power_sums", "pair_sums", "Network", "batch_tensors", "param_groups"]
+__all__ = ["gather_dot", "power_sums", "pair_sums", "Network", "batch_tensors", "check_batch", "param_groups"]
