@@ -152,12 +152,20 @@ gather_dot.register_autograd(_gather_dot_grad, setup_context=_gather_dot_setup)
 
 # ---------------------------------------------------------------- PowerSums
 
-@torch.library.custom_op("manaka::power_sums", mutates_args=())
 def power_sums(emb: Tensor, tokens: Tensor, orders: int) -> Tensor:
     """``out[b, s, k] = sum over tokens t >= 0 of emb[tokens[b, s, t]] ** (k + 1)``.
 
     emb float32 ``[V, D]``, tokens integer ``[B, S, T]`` in ``[-1, V)`` (-1: empty slot),
-    orders K >= 1. Returns float32 ``[B, S, K, D]``; differentiable in emb."""
+    orders K >= 1 (an int: a bool is a TypeError, as in :mod:`manaka.ops`). Returns float32
+    ``[B, S, K, D]``; differentiable in emb."""
+    # checked before the operator: its schema reads an int argument with int(), so True would
+    # arrive as 1
+    return _power_sums(emb, tokens, _mk_ops._as_int("power_sums", "orders", orders))
+
+
+@torch.library.custom_op("manaka::power_sums", mutates_args=())
+def _power_sums(emb: Tensor, tokens: Tensor, orders: int) -> Tensor:
+    """The operator behind :func:`power_sums`."""
     op = "power_sums"
     if _device(op, emb=emb, tokens=tokens) == "cpu":
         return torch.from_numpy(_mk_ops.power_sums(_numpy(emb), _numpy(tokens), orders))
@@ -167,7 +175,7 @@ def power_sums(emb: Tensor, tokens: Tensor, orders: int) -> Tensor:
     return out
 
 
-@power_sums.register_fake
+@_power_sums.register_fake
 def _(emb, tokens, orders):
     return emb.new_empty((tokens.shape[0], tokens.shape[1], orders, emb.shape[1]))
 
@@ -199,7 +207,7 @@ def _power_sums_grad(ctx, grad):
     return power_sums_backward(grad.contiguous(), emb, tokens), None, None
 
 
-power_sums.register_autograd(_power_sums_grad, setup_context=_power_sums_setup)
+_power_sums.register_autograd(_power_sums_grad, setup_context=_power_sums_setup)
 
 
 # ---------------------------------------------------------------- PairSums
