@@ -1,7 +1,7 @@
 """Game records to HCPE: ``python -m manaka.shogi convert OUT.hcpe RECORDS... [--force]``.
 
 CSA (``.csa``, one or more games per file) and KIF (``.kif``, ``.kifu``) files are parsed
-by cshogi (``pip install cshogi``, the ``manaka[shogi]`` extra); every position of every
+by cshogi (``pip install cshogi``; the clone's ``pip install -e '.[shogi]'``); every position of every
 game becomes one HCPE record: the position, the move played, the game's result (an
 unfinished game or a draw: 0), eval 0. cshogi's parsers are known to crash the process on
 some valid files, so they run in child processes, a batch of files each; a batch whose
@@ -209,7 +209,7 @@ def main(argv=None) -> int:
     try:
         import cshogi  # noqa: F401
     except ImportError:
-        print("python -m manaka.shogi convert: needs cshogi (pip install 'manaka[shogi]')", file=sys.stderr)
+        print("python -m manaka.shogi convert: needs cshogi (pip install cshogi)", file=sys.stderr)
         return 2
     try:
         counts = convert(args.out, args.records, log=lambda line: print(line, file=sys.stderr), force=args.force)
