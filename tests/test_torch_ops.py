@@ -233,6 +233,9 @@ def test_orders_must_be_an_int_not_a_bool(rng):
         with pytest.raises(TypeError, match="power_sums: orders must be an int"):
             mkt.power_sums(emb, tok, orders)
     assert mkt.power_sums(emb, tok, np.int64(2)).shape == (2, 2, 2, 3)
+    grad = t(rng.standard_normal((2, 2, 3), dtype=np.float32))
+    with pytest.raises(TypeError, match="pair_sums_backward: num_pairs must be an int"):
+        mkt.ops.pair_sums_backward(grad, tok, True)
     # the check is traced, not a graph break
     compiled = torch.compile(lambda e, k: mkt.power_sums(e, k, 2), fullgraph=True, backend="eager")
     torch.testing.assert_close(compiled(emb, tok), mkt.power_sums(emb, tok, 2))

@@ -233,10 +233,15 @@ def _(pair_table, tokens):
     return pair_table.new_empty((tokens.shape[0], tokens.shape[1], pair_table.shape[1]))
 
 
-@torch.library.custom_op("manaka::pair_sums_backward", mutates_args=())
 def pair_sums_backward(grad: Tensor, tokens: Tensor, num_pairs: int) -> Tensor:
     """The dense [num_pairs, P] gradient of :func:`pair_sums` for ``grad`` [B, S, P],
     summed in a fixed order (bitwise reproducible)."""
+    return _pair_sums_backward(grad, tokens, _mk_ops._as_int("pair_sums_backward", "num_pairs", num_pairs))
+
+
+@torch.library.custom_op("manaka::pair_sums_backward", mutates_args=())
+def _pair_sums_backward(grad: Tensor, tokens: Tensor, num_pairs: int) -> Tensor:
+    """The operator behind :func:`pair_sums_backward` (which refuses a bool `num_pairs`)."""
     op = "pair_sums_backward"
     if _device(op, grad=grad, tokens=tokens) == "cpu":
         return torch.from_numpy(_mk_ops.pair_sums_backward(_numpy(grad), _numpy(tokens), num_pairs))
@@ -246,7 +251,7 @@ def pair_sums_backward(grad: Tensor, tokens: Tensor, num_pairs: int) -> Tensor:
     return out
 
 
-@pair_sums_backward.register_fake
+@_pair_sums_backward.register_fake
 def _(grad, tokens, num_pairs):
     return grad.new_empty((num_pairs, grad.shape[-1]))
 
@@ -259,7 +264,8 @@ def _pair_sums_setup(ctx, inputs, output):
 
 def _pair_sums_grad(ctx, grad):
     (tokens,) = ctx.saved_tensors
-    return pair_sums_backward(grad.contiguous(), tokens, ctx.num_pairs), None
+    # the operator itself: num_pairs is the table's size, a SymInt when torch.compile traces
+    return _pair_sums_backward(grad.contiguous(), tokens, ctx.num_pairs), None
 
 
 pair_sums.register_autograd(_pair_sums_grad, setup_context=_pair_sums_setup)
