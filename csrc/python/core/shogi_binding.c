@@ -140,6 +140,22 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
     return Py_BuildValue("NNNNNNN", out[0], out[1], out[2], out[3], out[4], out[5], out[6]);
 }
 
+/* The label buffer of shogi_rows: room for `need` labels, doubling from *cap (or taking
+ * `need` itself when doubling is not enough: one record may bring up to
+ * MK_SHOGI_MAX_MOVES labels, more than a small buffer's doubling). Every size is checked
+ * before it is multiplied. 0, or -1 when the size overflows or realloc fails (the old
+ * buffer is then still owned by the caller). */
+static int reserve_labels(int16_t **labels, size_t *cap, size_t need) {
+    if (need <= *cap) return 0;
+    size_t want = *cap <= SIZE_MAX / 2 ? *cap * 2 : SIZE_MAX;
+    if (want < need) want = need;
+    if (want > SIZE_MAX / sizeof **labels) return -1;
+    int16_t *grown = realloc(*labels, want * sizeof **labels);
+    if (!grown) return -1;
+    *labels = grown, *cap = want;
+    return 0;
+}
+
 /* shogi_rows(format, records, eval_weight) -> (tokens int16 [N, 2, 40], offsets int64
  * [N + 1], labels int16 [offsets[N]], target int32 [N], value float32 [N], status int32
  * [N]): every record as a training row (sorted legal labels, the played move's index); a
@@ -160,7 +176,9 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
     PyObject *tok = new_array(3, dt, NPY_INT16), *off = new_array(1, &N1, NPY_INT64);
     PyObject *tgt = new_array(1, &N, NPY_INT32), *val = new_array(1, &N, NPY_FLOAT32);
     PyObject *sta = new_array(1, &N, NPY_INT32);
-    size_t cap = (size_t)(N > 0 ? N : 1) * 128, used = 0;
+    /* A first guess of 128 labels per record (real games average fewer), grown as needed. */
+    size_t cap = (size_t)(N > 0 ? N : 1), used = 0;
+    cap = cap <= SIZE_MAX / (128 * sizeof(int16_t)) ? cap * 128 : MK_SHOGI_MAX_MOVES;
     int16_t *labels = malloc(cap * sizeof *labels);
     if (!tok || !off || !tgt || !val || !sta || !labels) {
         Py_XDECREF(tok), Py_XDECREF(off), Py_XDECREF(tgt), Py_XDECREF(val), Py_XDECREF(sta);
@@ -186,14 +204,9 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
             for (int k = 0; k < 2 * MK_SHOGI_TOKENS; k++) t32[k] = -1;
             target = -1, value = 0;
         }
-        if (used + (size_t)n > cap) {
-            size_t want = cap * 2;
-            int16_t *grown = realloc(labels, want * sizeof *labels);
-            if (!grown) {
-                nomem = 1;
-                break;
-            }
-            labels = grown, cap = want;
+        if (reserve_labels(&labels, &cap, used + (size_t)n) < 0) {
+            nomem = 1;
+            break;
         }
         for (int k = 0; k < n; k++) labels[used + k] = (int16_t)lab[k];
         used += (size_t)n;
