@@ -6,8 +6,13 @@
  * [N, 40] (PSV) uint8, decoded with the GIL released. */
 #include "python/common/binding.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "data/loader.h"
 #include "shogi/records.h"
@@ -228,6 +233,92 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
     return Py_BuildValue("NNNNNN", tok, off, lab, tgt, val, sta);
 }
 
+/* A read-only file mapping, unmapped when the capsule (the base of the array over it)
+ * goes. */
+typedef struct {
+    void *addr;
+    size_t len;
+} file_mapping;
+
+#define MAPPING_NAME "manaka.shogi.file_mapping"
+
+static void mapping_free(PyObject *capsule) {
+    file_mapping *m = PyCapsule_GetPointer(capsule, MAPPING_NAME);
+    if (!m) return;
+    munmap(m->addr, m->len);
+    free(m);
+}
+
+/* shogi_map_records(path, record_bytes) -> (records uint8 [n, record_bytes], read-only,
+ * file size in bytes): the file's whole records memory-mapped, n = size // record_bytes.
+ * The descriptor is closed as soon as the mapping exists (a mapping needs none), so any
+ * number of files can be mapped at once: np.memmap kept one descriptor per file (Python's
+ * mmap holds a duplicate), and a folder of more files than the open-file limit failed. */
+static PyObject *py_map_records(PyObject *self, PyObject *args) {
+    PyObject *path;
+    int width;
+    if (!PyArg_ParseTuple(args, "O&i", PyUnicode_FSConverter, &path, &width)) return NULL;
+    if (width != MK_HCPE_BYTES && width != MK_PSV_BYTES) {
+        Py_DECREF(path);
+        PyErr_Format(PyExc_ValueError, "shogi: record_bytes must be %d or %d, got %d", MK_HCPE_BYTES, MK_PSV_BYTES, width);
+        return NULL;
+    }
+    const char *name = PyBytes_AS_STRING(path);
+    int fd, err = 0, regular = 1;
+    struct stat st;
+    void *addr = MAP_FAILED;
+    size_t len = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    fd = open(name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        err = errno;
+    } else if (!S_ISREG(st.st_mode)) {
+        regular = 0;
+    } else {
+        len = (size_t)(st.st_size / width) * (size_t)width;
+        if (len) {
+            addr = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+            if (addr == MAP_FAILED) err = errno;
+        }
+    }
+    if (fd >= 0) close(fd);
+    Py_END_ALLOW_THREADS;
+    if (err || !regular) {
+        if (err) {
+            errno = err;
+            PyErr_SetFromErrnoWithFilename(PyExc_OSError, name);
+        } else {
+            PyErr_Format(PyExc_ValueError, "shogi: %s is not a regular file", name);
+        }
+        Py_DECREF(path);
+        return NULL;
+    }
+    Py_DECREF(path);
+    npy_intp dims[2] = {(npy_intp)(len / (size_t)width), width};
+    PyObject *owner = NULL, *arr;
+    if (len) {
+        file_mapping *m = malloc(sizeof *m);
+        if (!m) {
+            munmap(addr, len);
+            return PyErr_NoMemory();
+        }
+        m->addr = addr, m->len = len;
+        owner = PyCapsule_New(m, MAPPING_NAME, mapping_free);
+        if (!owner) {
+            munmap(addr, len);
+            free(m);
+            return NULL;
+        }
+        arr = mk_array_view(2, dims, NPY_UINT8, addr, owner);
+        Py_DECREF(owner);
+    } else {
+        arr = new_array(2, dims, NPY_UINT8);
+    }
+    if (!arr) return NULL;
+    PyArray_CLEARFLAGS((PyArrayObject *)arr, NPY_ARRAY_WRITEABLE); /* PROT_READ: a write would fault */
+    return Py_BuildValue("NL", arr, (long long)st.st_size);
+}
+
 static PyObject *py_reason(PyObject *self, PyObject *args) {
     int code;
     if (!PyArg_ParseTuple(args, "i", &code)) return NULL;
@@ -242,6 +333,9 @@ static PyMethodDef shogi_methods[] = {
     {"shogi_rows", py_rows, METH_VARARGS,
      "shogi_rows(format, records, eval_weight) -> (tokens, offsets, labels, target, value, status)"},
     {"shogi_reason", py_reason, METH_VARARGS, "shogi_reason(code) -> str"},
+    {"shogi_map_records", py_map_records, METH_VARARGS,
+     "shogi_map_records(path, record_bytes) -> (records uint8 [n, record_bytes] read-only, size): "
+     "memory-mapped, no file descriptor kept"},
     {NULL, NULL, 0, NULL},
 };
 
