@@ -196,3 +196,21 @@ def random_endgames(n: int, seed: int, absent: float = 0.25):
 
 def pieces_in_hand(board) -> int:
     return int(sum(map(sum, board.pieces_in_hand)))
+
+
+# One cycle of ten positions of mixed_positions, by source.
+MIXED_CYCLE = ["random"] * 6 + ["hand_heavy"] * 2 + ["endgame", "handicap"]
+
+
+def mixed_positions(n: int, seed: int, most_moves_every: int = 1000):
+    """Yields n (source, cshogi.Board): random-game positions, hand-heavy ones, random
+    endgames (a quarter with pieces left out) and handicap games' positions interleaved
+    6 : 2 : 1 : 1, and the 593-move position every `most_moves_every` positions."""
+    sources = {"random": random_positions(n, seed), "hand_heavy": hand_heavy_positions(n, seed + 1),
+               "endgame": random_endgames(n, seed + 2), "handicap": handicap_positions(n, seed + 3)}
+    for k in range(n):
+        if k % most_moves_every == most_moves_every - 1:
+            yield "most_moves", cshogi.Board(MOST_MOVES)
+        else:
+            source = MIXED_CYCLE[k % len(MIXED_CYCLE)]
+            yield source, next(sources[source])
