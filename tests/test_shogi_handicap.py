@@ -112,10 +112,50 @@ def test_left_out_codes_cshogi_never_writes_are_refused(fmt):
     assert "".join(map(str, bits_of(raw)[-7:])) == rook  # how cshogi writes a left-out rook
     status = lambda rec: int(shogi.decode(rec[None], fmt)[-1][0])  # noqa: E731
     assert status(raw) == 0
-    # a "left-out" piece with the colour bit set: not a code
+    # a "left-out" piece with the colour bit set: not a code, for cshogi either
     assert _core.shogi_reason(status(with_last_bits(raw, white_rook))) == "the position's Huffman code is invalid"
+    with pytest.raises(RuntimeError, match="incorrect Huffman code"):
+        set_position(cshogi.Board(), with_last_bits(raw, white_rook), fmt)
     # a third bishop: two on the board and one left out
     assert _core.shogi_reason(status(with_last_bits(raw, bishop))) == "more pieces of a kind than a set holds"
+
+
+def set_position(board, record, fmt):
+    (board.set_hcp if fmt == shogi.HCPE else board.set_psfen)(np.frombuffer(record[:32].tobytes(), np.uint8))
+
+
+@pytest.mark.parametrize("fmt", [shogi.HCPE, shogi.PSV])
+def test_mutated_hand_codes_against_cshogi(fmt):
+    """Records of positions with pieces in hand or left out, one to three of the last 64
+    bits flipped (the hand and left-out codes, and the last board codes): what manaka
+    accepts, cshogi reads as the same position; what cshogi refuses, manaka refuses. (cshogi
+    accepts more: a code that runs past bit 256, more pieces than a set holds.)"""
+    seed = int(np.random.SeedSequence().entropy % 100_000)
+    rng = np.random.default_rng(seed)
+    boards = [cshogi.Board(sfen) for sfen in HANDICAPS.values()]
+    boards += [b.copy() for b in random_endgames(100, seed, absent=0.5)]
+    boards += [b.copy() for b in handicap_positions(100, seed)]
+    arr, _ = records(boards, fmt, rng)
+    raw = arr.view(np.uint8).reshape(len(arr), -1)
+    mutated = raw[rng.integers(len(raw), size=4000)].copy()
+    for r in mutated:
+        for bit in rng.integers(192, 256, size=int(rng.integers(1, 4))):
+            r[bit // 8] ^= np.uint8(1 << (bit % 8))
+    cells, hands, sides, _, _, _, status = shogi.decode(mutated, fmt)
+    accepted = 0
+    for i, r in enumerate(mutated):
+        b = cshogi.Board()
+        try:
+            set_position(b, r, fmt)
+        except RuntimeError:
+            assert status[i] != 0, f"cshogi refuses what manaka reads (seed {seed}, record {i})"
+            continue
+        if status[i] == 0:
+            accepted += 1
+            want_cells, want_hand, turn = c_position(b)
+            assert (bytes(cells[i]), bytes(hands[i].reshape(-1)), sides[i]) == (want_cells, want_hand, turn), (
+                f"seed {seed}, record {i}: {b.sfen()}")
+    assert accepted > 200, (seed, accepted)
 
 
 CSA_ROOK_HANDICAP = """V2.2
