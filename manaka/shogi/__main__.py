@@ -1,7 +1,7 @@
 """``python -m manaka.shogi convert|selfplay ...``: manaka/shogi/convert.py, manaka/shogi/selfplay.py."""
 import sys
 
-USAGE = """usage: python -m manaka.shogi convert OUT.hcpe RECORDS...
+USAGE = """usage: python -m manaka.shogi convert OUT.hcpe RECORDS... [--force]
        python -m manaka.shogi selfplay --engine CMD --nodes N --games G --out OUT.hcpe [options]
 (python -m manaka.shogi COMMAND --help for a command's options)"""
 
