@@ -142,8 +142,9 @@ def test_bad_arguments(data):
     assert loader.epoch == 0 and loader.batch_index == 0  # refused before any step
 
 
-def test_cli_evaluates_while_training(capsys):
+def test_cli_evaluates_while_training(capsys, monkeypatch, tmp_path):
     from manaka import train
+    monkeypatch.chdir(tmp_path)  # the model is saved here (model.manaka, model-1.manaka, ...)
     from test_train import TINY
 
     base = ["--synthetic", "1500", "--eval-positions", "200", "--no-progress", "--batch-size", "64",
@@ -168,5 +169,6 @@ def test_cli_evaluates_while_training(capsys):
     out = capsys.readouterr().out
     assert "evaluated at the end" in out
     assert [m.group(1) for m in map(EVAL_LOG.match, out.splitlines()) if m] == ["4"]
-    assert train.main(["--steps", "4", "--eval-every", "-1", *base]) == 2
-    assert "--eval-every must be >= 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        train.main(["--steps", "4", "--eval-every", "-1", *base])
+    assert e.value.code == 2 and "--eval-every: must be >= 0" in capsys.readouterr().err

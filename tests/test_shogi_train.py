@@ -8,7 +8,8 @@ from test_train import TINY
 from manaka import train
 
 
-def test_cli_trains_on_hcpe_and_psv_files(tmp_path, capsys):
+def test_cli_trains_on_hcpe_and_psv_files(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the model is saved here
     _, hcpe, psv = make_records(300, 31)
     hcpe[:240].tofile(tmp_path / "train.hcpe")
     hcpe[240:].tofile(tmp_path / "held.hcpe")
