@@ -293,8 +293,9 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         raise ValueError(f"fit: eval_every must be an int >= 1 (or None: only at the end), got {eval_every!r}")
     if eval_every_seconds is not None and not (isinstance(eval_every_seconds, (int, float)) and eval_every_seconds > 0):
         raise ValueError(f"fit: eval_every_seconds must be a number > 0 (or None), got {eval_every_seconds!r}")
-    if (eval_every is not None or eval_every_seconds is not None) and eval_data is None:
-        raise ValueError("fit: eval_every and eval_every_seconds need eval_data")
+    for name, value in (("eval_every", eval_every), ("eval_every_seconds", eval_every_seconds)):
+        if value is not None and eval_data is None:
+            raise ValueError(f"fit: {name} needs eval_data")
     per_epoch = len(loader)
     if per_epoch < 1:
         raise ValueError("fit: the loader yields no batch (dataset smaller than a batch with drop_last?)")
