@@ -200,7 +200,7 @@ class Loader:
         epoch, index = int(state["epoch"]), int(state["batch_index"])
         if not 0 <= epoch <= self.MAX_EPOCH or not 0 <= index <= self.num_batches:
             raise ValueError(f"Loader.load_state_dict: position (epoch {epoch}, batch {index}) is out of range "
-                             f"({self.num_batches} batches per epoch)")
+                             f"(epochs 0..2**62, {self.num_batches} batches per epoch)")
         self.epoch, self.batch_index = epoch, index
 
     def set_epoch(self, epoch: int) -> None:

@@ -235,6 +235,9 @@ def main(argv=None) -> int:
         return fail("--resume needs --checkpoint")
     if args.save and args.no_save:
         return fail("--save and --no-save contradict each other")
+    for option, path in (("--checkpoint", args.checkpoint), ("--save", args.save)):
+        if path and os.path.isdir(path):  # found now, not when the run's end writes it
+            return fail(f"{option} {path} is a folder; give a file path")
     if args.checkpoint and os.path.exists(args.checkpoint) and not (args.resume or args.force):
         # a finished run must not be lost to a new one that happens to use the same name
         return fail(f"the checkpoint {args.checkpoint} exists: continue it with --resume, or replace it with --force")
