@@ -84,10 +84,11 @@ class History:
 
     def training_time(self) -> float:
         """Seconds of training up to the last logged step, resumed parts included: the
-        elapsed wall time less the time spent evaluating held-out data."""
+        elapsed wall time less the time spent evaluating held-out data (a record's elapsed
+        is taken before its own evaluation, so that one is not in it)."""
         if not self.records:
             return 0.0
-        return self.last["elapsed"] - sum(r.get("eval_seconds", 0.0) for r in self.records)
+        return self.last["elapsed"] - sum(r.get("eval_seconds", 0.0) for r in self.records[:-1])
 
     def positions_per_second(self) -> float:
         """Positions trained over :meth:`training_time`: the run's real mean rate (the mean
@@ -266,7 +267,8 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
             time spent evaluating is left out of the log line's pos/s and wait share.
         eval_every: evaluate every this many steps; None: only at the end.
         eval_every_seconds: or evaluate at the first step after each this many seconds of
-            this call (for a run bounded by `time_limit` alone, whose step count is unknown).
+            this call's training (evaluations excluded; for a run bounded by `time_limit`
+            alone, whose step count is unknown).
         eval_batch_size: positions per evaluation batch (the values do not depend on it
             beyond float rounding).
 
@@ -345,7 +347,8 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
 
     start = time.perf_counter()
     before = history.last if history.records else {}
-    elapsed_before = before.get("elapsed", 0.0)
+    # elapsed: the run's wall time; a record's is taken before its own evaluation
+    elapsed_before = before.get("elapsed", 0.0) + before.get("eval_seconds", 0.0)
     # cumulative over the run, resumed parts included (the summary's rates are totals over time)
     positions_before, wait_before = before.get("positions", 0), before.get("wait_seconds", 0.0)
     mark_time, mark_step, mark_positions, mark_wait = start, step, 0, 0.0
@@ -355,7 +358,10 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     batches_this_epoch, from_epoch_start = 0, False
     stats = None
     first_step, shown = step, ""  # shown: the last log line's loss and accuracy, for the bar
-    next_eval_at = None if eval_every_seconds is None else start + eval_every_seconds
+    # eval_every_seconds counts training time (this call's, evaluations excluded): however
+    # long an evaluation takes, a time budget holds at most about budget / interval of them
+    next_eval_at = eval_every_seconds
+    evaluating = 0.0  # seconds this call spent evaluating
 
     def eta(now: float) -> float:
         """Seconds left: the steps left at this call's mean rate, capped by the time limit.
@@ -432,13 +438,17 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
                 now = time.perf_counter()
                 out_of_time = time_limit is not None and now - start >= time_limit
                 last = step == total or out_of_time
-                due = (eval_every is not None and step % eval_every == 0) or (next_eval_at is not None and now >= next_eval_at)
+                trained = now - start - evaluating
+                due = ((eval_every is not None and step % eval_every == 0)
+                       or (next_eval_at is not None and trained >= next_eval_at))
                 evaluate_now = held_loader is not None and (last or due)
                 if evaluate_now and next_eval_at is not None:
-                    while next_eval_at <= now:
+                    while next_eval_at <= trained:
                         next_eval_at += eval_every_seconds
                 if step % log_every == 0 or last or evaluate_now:
-                    emit(now, evaluate_held_out() if evaluate_now else None)
+                    held = evaluate_held_out() if evaluate_now else None
+                    evaluating += (held or {}).get("eval_seconds", 0.0)
+                    emit(now, held)
                 if out_of_time:
                     bar.total = step  # the run ends here: the bar ends at 100%, not at the epoch's share
                 if progress:

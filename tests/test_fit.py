@@ -263,3 +263,41 @@ def test_bar_ends_at_100_percent_with_the_log_lines_eta_when_time_runs_out(ds, c
     assert "100%" in final_bar and f" {n}/{n} " in final_bar, final_bar
     assert final_bar.count("ETA") == 1 and "ETA 0.0s" in final_bar, final_bar
     assert not re.search(r"\d\d:\d\d<", out.err)  # tqdm's "elapsed<remaining" never shown
+
+
+def test_evaluation_time_is_left_out_of_the_rate_and_of_the_evaluation_cadence(ds, monkeypatch, tmp_path):
+    """Each step takes 0.1 s and each evaluation 5 s (fake clock): evaluations come every
+    2 s of training, not of wall time, and positions/s counts training time only, over a
+    resumed run too."""
+    clock = FakeClock()
+    monkeypatch.setattr(sys.modules["manaka.fit"], "time", clock)
+    evaluate = sys.modules["manaka.evaluate"].evaluate
+
+    def slow_evaluate(*args, **kw):
+        r = evaluate(*args, **kw)
+        clock.now += 5.0
+        return r
+    monkeypatch.setattr(sys.modules["manaka.evaluate"], "evaluate", slow_evaluate)
+
+    class TimedTrainer(mk.Trainer):
+        def step(self, batch):
+            clock.now += 0.1
+            return super().step(batch)
+
+    def run(path, resume=False, time_limit=20.0):
+        model = mk.Model(mk.ModelConfig(num_tokens=300, num_moves=500, tokens_per_side=8, embed_dim=8, orders=2,
+                                        pair_dim=2, hidden=(16,), head_width=8), seed=0)
+        return mk.fit(model, mk.Loader(ds, batch_size=32), trainer=TimedTrainer(model), time_limit=time_limit,
+                      eval_data=mk.Dataset.synthetic(64, SMALL, seed=4), eval_every_seconds=2.0, log_every=1000,
+                      checkpoint=path, resume=resume, progress=False, log=lambda s: None)
+
+    path = str(tmp_path / "run.ckpt")
+    history = run(path)
+    # wall time at step k: 0.1 k + 5 per evaluation before it; the step that passes 20 s ends the run
+    assert list(history.series("eval_accuracy")[0]) == [20, 40, 60, 61]
+    assert history.last["elapsed"] == pytest.approx(6.1 + 3 * 5.0)
+    assert history.training_time() == pytest.approx(6.1)
+    assert history.positions_per_second() == pytest.approx(history.last["positions"] / 6.1)
+    resumed = run(path, resume=True, time_limit=0.95)  # 10 more steps, evaluated at the end
+    assert resumed.last["step"] == 71 and resumed.training_time() == pytest.approx(7.1)
+    assert resumed.last["elapsed"] == pytest.approx(7.1 + 4 * 5.0)  # its own evaluation comes after
