@@ -247,7 +247,8 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         trainer: a :class:`manaka.Trainer`; default ``Trainer(model, total_steps=...)``.
         log_every: read back the loss and print a log line every this many steps (and at the end).
         checkpoint: path of the checkpoint file; written at the end, every `checkpoint_every`
-            steps and on Ctrl-C (not when the call ran no step).
+            steps and on Ctrl-C (not when the call ran no step). An existing file is replaced
+            unless `resume` continues it (``python -m manaka.train`` refuses that without --force).
         resume: continue from `checkpoint` if it exists (model, optimizer, schedule and loader
             position restored): a resumed CPU run ends bitwise equal to an uninterrupted one.
             A checkpoint of another model config, another dataset (``Dataset.fingerprint``,
