@@ -3,8 +3,9 @@
 With no arguments it trains on built-in synthetic data (positions at the seed shapes,
 labelled by a fixed random teacher network, see manaka.synthetic) for one epoch of at most
 a minute, on the GPU if one is usable and the CPU otherwise, and ends with a summary:
-throughput, the data-wait share, and held-out loss and accuracy against the teacher's own
-ceiling.
+throughput (positions over training time, evaluations excluded), the data-wait share, and
+held-out loss and accuracy against the teacher's own ceiling; with --data and --eval-data,
+against the chance and frequency baselines (manaka/baselines.py).
 
 The trained model is saved to --save, or next to --checkpoint (run.ckpt -> run.manaka), or
 to model.manaka here; an existing file is never replaced unless named by --save (a free name
