@@ -13,6 +13,7 @@ from typing import Dict, List, Sequence, Tuple, Union
 import numpy as np
 
 from .. import _core
+from . import fingerprint as _fingerprint
 from ..dataset import Dataset, Position
 from .position import NUM_LABELS, NUM_TOKENS, TOKENS_PER_SIDE
 
@@ -125,6 +126,24 @@ class RecordFiles:
 
     def __len__(self) -> int:
         return int(self._starts[-1])
+
+    @property
+    def identity(self) -> dict:
+        """What identifies these records in a checkpoint: file names and sizes, a CRC-32 of
+        sampled records, value and on_bad (manaka/shogi/fingerprint.py). Computed once."""
+        if "_identity" not in self.__dict__:
+            self._identity = _fingerprint.identity(self)
+        return self._identity
+
+    @property
+    def fingerprint(self) -> str:
+        """A short string of :attr:`identity`: mk.fit refuses to resume a checkpoint of
+        records with another fingerprint (as Dataset.fingerprint for dataset folders)."""
+        return _fingerprint.fingerprint(self.identity)
+
+    def identity_differences(self, saved: dict):
+        """What differs between an identity `saved` by a checkpoint and these records."""
+        return _fingerprint.differences(saved, self.identity)
 
     def locate(self, i: int) -> Tuple[str, int]:
         """(file, record index in it) of dataset index i."""
