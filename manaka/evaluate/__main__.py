@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 
@@ -73,29 +72,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def open_data(path: str, option: str, value, on_bad: str):
-    """A dataset folder, or shogi records chosen by suffix (a file, glob or folder): *.hcpe
-    (dlshogi HCPE) or *.bin / *.psv (YaneuraOu PSV), as ``python -m manaka.train --data``
-    reads them; `value` and `on_bad` apply to records."""
-    from .. import shogi
-    from ..dataset import Dataset
+    """What ``python -m manaka.train --data`` reads (its data_kind and open_data: a dataset
+    folder, or shogi records chosen by suffix, a file, glob or folder); `value` and
+    `on_bad` apply to records."""
+    from ..train import data_kind, open_data as open_train_data
 
-    records = {".hcpe": shogi.open_hcpe, ".bin": shogi.open_psv, ".psv": shogi.open_psv}
-    if os.path.isdir(path):
-        names = os.listdir(path)
-        if "meta.json" not in names:
-            for suffix, opener in records.items():
-                if any(n.endswith(suffix) for n in names):
-                    return opener(path, value=value, on_bad=on_bad)
-    else:
-        for suffix, opener in records.items():
-            if path.endswith(suffix):
-                return opener(path, value=value, on_bad=on_bad)
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"{option} {path}: no such file or folder")
-        raise ValueError(f"{option} {path}: not a dataset folder nor shogi records (.hcpe, .bin, .psv)")
-    if value != "result":
+    kind = data_kind(path, option)
+    if kind == "data" and value != "result":
         raise ValueError(f"--value {value} applies to shogi records; the dataset folder {path} holds its own values")
-    return Dataset.open(path)
+    return open_train_data(path, kind, value=value, on_bad=on_bad)
 
 
 ROWS = (("model", "model"), ("chance", "chance (uniform)"), ("frequency", "frequency"))
