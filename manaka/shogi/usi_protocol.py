@@ -128,6 +128,7 @@ class UsiEngine:
         self._thread: Optional[threading.Thread] = None
         self._budget: Optional[Budget] = None
         self._hold = threading.Event()     # set while bestmove must wait (infinite / ponder)
+        self._answered = threading.Event()  # set when the search thread has sent bestmove
         self._limits: Optional[GoLimits] = None
         self._started = 0.0
 
@@ -198,6 +199,7 @@ class UsiEngine:
         self._stop_search()
 
     def _on_position(self, args) -> None:
+        self.game = None  # a refused position must not leave the previous one to be played
         if self._searching():
             raise ValueError("a search is running (send stop first)")
         start, moves = parse_position_command(args)
@@ -225,6 +227,7 @@ class UsiEngine:
             self._hold.set()
         else:
             self._hold.clear()
+        self._answered.clear()
         self._thread = threading.Thread(target=self._search, args=(self.game, self._budget), daemon=True)
         self._thread.start()
 
@@ -243,6 +246,11 @@ class UsiEngine:
 
     # ------------------------------------------------------------------ search
     def _searching(self) -> bool:
+        """Whether a search has not answered yet. Once bestmove is sent the thread only
+        returns, so it is joined here: the caller may already have sent the next command."""
+        if self._thread is not None and self._answered.is_set():
+            self._thread.join()
+            self._thread = None
         return self._thread is not None and self._thread.is_alive()
 
     def _stop_search(self) -> None:
@@ -279,4 +287,7 @@ class UsiEngine:
         # after ``go infinite`` / ``go ponder`` bestmove waits for stop or ponderhit
         while self._hold.is_set() and not budget.stop.is_set():
             budget.stop.wait(0.01)
+        # set before the line is written: once the caller can read bestmove, _searching
+        # must see the search as answered (and joins this thread, which only returns)
+        self._answered.set()
         self.send("bestmove " + ("resign" if result.move is None else move_to_usi(result.move)))
