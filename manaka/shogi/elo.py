@@ -42,7 +42,9 @@ def score_interval(wins: int, draws: int, losses: int, z: float = Z95) -> Tuple[
     s, d, k = (wins + draws / 2) / n, draws / n, z * z / n
     a, b, c = 1 + k, 2 * s + k, s * s + k * d / 4
     root = math.sqrt(max(0.0, b * b - 4 * a * c))
-    return max(0.0, (b - root) / (2 * a)), min(1.0, (b + root) / (2 * a))
+    low, high = max(0.0, (b - root) / (2 * a)), min(1.0, (b + root) / (2 * a))
+    # at s = 0 or 1 one root is exactly 0 or 1 (rounding would make it 1 - 1e-16, Elo 6000)
+    return (0.0 if s == 0.0 else low), (1.0 if s == 1.0 else high)
 
 
 def elo_interval(wins: int, draws: int, losses: int, z: float = Z95) -> Tuple[float, float, float]:

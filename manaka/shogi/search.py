@@ -106,21 +106,22 @@ def policy_search(evaluate: Evaluator, pos: Position, **_) -> SearchResult:
 def value_search(evaluate: Evaluator, pos: Position, history: frozenset = frozenset(),
                  prior_weight: float = 0.5, **_) -> SearchResult:
     """One ply: every legal move's child evaluated in ONE forward, the move maximising
-    (1 - child's value) + prior_weight * prior. A move that mates scores 1 + its prior
-    weight (the child has no legal move) and one that repeats a position of the game
-    0.5 (a draw), without asking the network."""
+    (1 - child's value) + prior_weight * prior. A move that mates (the child has no legal
+    move) is played outright; one that repeats a position of the game is valued 0.5 (a
+    draw) without asking the network."""
     analysis = _root(pos)
     moves = analysis[1]
     if len(moves) == 0:
         return SearchResult(None, 0.0, 0)
     children = [_make(pos, int(m)) for m in moves]
     analyses = [_core.shogi_analyse(c.board, c.hand, c.side) for c in children]
+    for c, a, m in zip(children, analyses, moves):
+        if len(a[1]) == 0:
+            return SearchResult(int(m), 1.0, 0, [int(m)])
     win = np.empty(len(moves))
     ask = []
-    for i, (c, a) in enumerate(zip(children, analyses)):
-        if len(a[1]) == 0:
-            win[i] = 1.0
-        elif key(c) in history:
+    for i, c in enumerate(children):
+        if key(c) in history:
             win[i] = 0.5
         else:
             ask.append(i)
