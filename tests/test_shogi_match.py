@@ -185,5 +185,5 @@ def test_match_command_line(tmp_path):
     assert "R vs Q: 2 games, +2 =0 -0 (score 1.000), Elo inf [-113, inf]" in done.stdout
     data = json.loads(out.read_text())
     assert data["summary"]["wins"] == 2 and data["summary"]["elo"] == "inf" and len(data["games"]) == 2
-    bad = subprocess.run(cmd[:5] + ["--games", "0"], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+    bad = subprocess.run(cmd[:6] + ["--games", "0"], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
     assert bad.returncode == 2 and "--games must be >= 1" in bad.stderr
