@@ -21,7 +21,7 @@ from ..batch import Batch
 from .game import _make, key
 from .position import Position, move_to_usi
 
-__all__ = ["Evaluator", "Budget", "SearchResult", "policy_search", "value_search", "PuctSearch", "SEARCHES",
+__all__ = ["Evaluator", "Budget", "SearchResult", "mate_in_one", "policy_search", "value_search", "PuctSearch", "SEARCHES",
            "value_to_cp"]
 
 SEARCHES = ("policy", "value", "puct")
@@ -93,6 +93,15 @@ def _root(pos: Position):
     return analysis
 
 
+def mate_in_one(pos: Position, moves) -> Optional[int]:
+    """A legal move (of `moves`, the position's) after which the opponent has no legal move."""
+    for m in moves:
+        child = _make(pos, int(m))
+        if len(_core.shogi_analyse(child.board, child.hand, child.side)[1]) == 0:
+            return int(m)
+    return None
+
+
 def policy_search(evaluate: Evaluator, pos: Position, **_) -> SearchResult:
     """The legal move the policy gives the highest probability (one forward)."""
     analysis = _root(pos)
@@ -115,7 +124,7 @@ def value_search(evaluate: Evaluator, pos: Position, history: frozenset = frozen
         return SearchResult(None, 0.0, 0)
     children = [_make(pos, int(m)) for m in moves]
     analyses = [_core.shogi_analyse(c.board, c.hand, c.side) for c in children]
-    for c, a, m in zip(children, analyses, moves):
+    for a, m in zip(analyses, moves):
         if len(a[1]) == 0:
             return SearchResult(int(m), 1.0, 0, [int(m)])
     win = np.empty(len(moves))
@@ -157,7 +166,8 @@ class PuctSearch:
     visited. Selection maximises Q + c(N) P sqrt(N) / (1 + n) with AlphaZero's
     c(N) = c_init + ln((N + c_base + 1) / c_base); an unvisited move's Q is the node's value
     minus `fpu_reduction`. A position with no legal move is a loss for its side to move,
-    and one that occurred earlier in the game or on the path a draw (0.5)."""
+    and one that occurred earlier in the game or on the path a draw (0.5). A mate in one at
+    the root is played without a search."""
 
     def __init__(self, evaluate: Evaluator, batch_size: int = 32, c_init: float = 1.0, c_base: float = 19652.0,
                  fpu_reduction: float = 0.2):
@@ -169,6 +179,9 @@ class PuctSearch:
         analysis = _root(pos)
         if len(analysis[1]) == 0:
             return SearchResult(None, 0.0, 0)
+        mate = mate_in_one(pos, analysis[1])
+        if mate is not None:  # found before any visit: PUCT may not visit every root move
+            return SearchResult(mate, 1.0, 0, [mate])
         root = _Node(pos, key(pos))
         priors, value = self.evaluate([analysis])
         root.expand(analysis[1].astype(np.int64), priors[0], float(value[0]))
