@@ -106,7 +106,7 @@ def think_time(limits: GoLimits, side: int, margin_ms: int) -> Optional[float]:
     inc = (limits.binc if side == 0 else limits.winc) or 0
     byoyomi = limits.byoyomi or 0
     if left is None and limits.byoyomi is None and inc == 0:
-        return None if limits.nodes is not None else DEFAULT_MOVETIME_MS / 1000
+        return None if limits.nodes is not None else max(0.0, (DEFAULT_MOVETIME_MS - margin_ms) / 1000)
     left = left or 0
     target = min(left / 40 + inc + byoyomi, left + byoyomi)
     return max(0.0, (target - margin_ms) / 1000)
