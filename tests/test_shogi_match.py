@@ -114,6 +114,9 @@ def test_elo_point_and_interval_formulas():
     # all wins: Elo +inf, a finite lower bound n / (n + z^2)
     e, lo, hi = elo.elo_interval(20, 0, 0)
     assert e == math.inf and hi == math.inf and lo == pytest.approx(elo.elo_from_score(20 / (20 + z * z)))
+    # only draws: Elo 0 with an interval of nonzero width (the draw ratio is shrunk)
+    e, lo, hi = elo.elo_interval(0, 20, 0)
+    assert e == 0.0 and lo == pytest.approx(-hi) and 20 < hi < 200
     with pytest.raises(ValueError):
         elo.score_interval(-1, 0, 3)
 
