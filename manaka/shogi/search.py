@@ -56,12 +56,10 @@ class Evaluator:
         with self.lock:
             logits, value = self.model.forward(batch)
         self.positions += n
-        priors = []
-        for i in range(n):
-            z = np.asarray(logits[i, :counts[i]], np.float64)
-            p = np.exp(z - z.max())
-            priors.append(p / p.sum())
-        return priors, np.asarray(value, np.float64)
+        z = np.where(np.arange(width) < counts[:, None], np.asarray(logits, np.float64), -np.inf)
+        p = np.exp(z - z.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        return [p[i, :counts[i]] for i in range(n)], np.asarray(value, np.float64)
 
 
 @dataclass
@@ -142,32 +140,47 @@ def value_search(evaluate: Evaluator, pos: Position, history: frozenset = frozen
 
 
 class _Node:
-    """A position in the tree: its legal moves, their priors, and per move the visits and
-    the summed values from this node's side to move's point of view."""
-    __slots__ = ("pos", "key", "moves", "prior", "value", "n", "w", "children", "terminal", "pending")
+    """A position in the tree: its legal moves, their priors, and per move the visits `n`,
+    the summed values `w` from this node's side to move's point of view and their mean `q`
+    (kept up to date with n and w, so that a selection is a handful of array operations;
+    `fpu` for a move not visited yet); `total` is n's sum."""
+    __slots__ = ("pos", "key", "moves", "prior", "value", "n", "w", "q", "fpu", "total", "children", "terminal",
+                 "pending")
 
     def __init__(self, pos: Position, k: bytes):
         self.pos, self.key = pos, k
-        self.moves = self.prior = self.n = self.w = self.children = None
-        self.value = 0.5
+        self.moves = self.prior = self.n = self.w = self.q = self.children = None
+        self.value, self.fpu, self.total = 0.5, 0.0, 0
         self.terminal = None  # the value for the side to move when the game ends here
         self.pending = False  # waiting for the network in the current batch
 
-    def expand(self, moves: np.ndarray, prior: np.ndarray, value: float) -> None:
+    def expand(self, moves: np.ndarray, prior: np.ndarray, value: float, fpu_reduction: float) -> None:
         self.moves, self.prior, self.value = moves, prior, value
+        self.fpu = value - fpu_reduction
         self.n = np.zeros(len(moves), np.int64)
         self.w = np.zeros(len(moves), np.float64)
+        self.q = np.full(len(moves), self.fpu)
         self.children = [None] * len(moves)
+
+    def visit(self, i: int, delta: int) -> None:
+        """A visit added (virtual loss: a visit that has not won yet) or undone."""
+        self.n[i] += delta
+        self.total += delta
+        self.q[i] = self.w[i] / self.n[i] if self.n[i] else self.fpu
+
+    def add(self, i: int, value: float) -> None:
+        self.w[i] += value
+        self.q[i] = self.w[i] / self.n[i]
 
 
 class PuctSearch:
     """dlshogi-style PUCT: leaves are selected with virtual loss, evaluated `batch_size` at a
     time in one forward, and their values backed up; the move played is the root's most
     visited. Selection maximises Q + c(N) P sqrt(N) / (1 + n) with AlphaZero's
-    c(N) = c_init + ln((N + c_base + 1) / c_base); an unvisited move's Q is the node's value
-    minus `fpu_reduction`. A position with no legal move is a loss for its side to move,
-    and one that occurred earlier in the game or on the path a draw (0.5). A mate in one at
-    the root is played without a search."""
+    c(N) = c_init + ln((N + c_base + 1) / c_base); an unvisited move's Q is the node's own
+    network value minus `fpu_reduction`. A position with no legal move is a loss for its
+    side to move, and one that occurred earlier in the game or on the path a draw (0.5). A
+    mate in one at the root is played without a search."""
 
     def __init__(self, evaluate: Evaluator, batch_size: int = 32, c_init: float = 1.0, c_base: float = 19652.0,
                  fpu_reduction: float = 0.2):
@@ -184,7 +197,7 @@ class PuctSearch:
             return SearchResult(mate, 1.0, 0, [mate])
         root = _Node(pos, key(pos))
         priors, value = self.evaluate([analysis])
-        root.expand(analysis[1].astype(np.int64), priors[0], float(value[0]))
+        root.expand(analysis[1].astype(np.int64), priors[0], float(value[0]), self.fpu_reduction)
         nodes, last_report = 1, time.monotonic()
         self.max_depth = 1
         while len(root.moves) > 1 and not budget.spent(nodes):
@@ -192,7 +205,7 @@ class PuctSearch:
             nodes += self._batch(root, max(1, want), history)
             if report is not None and time.monotonic() - last_report >= 1.0:
                 last_report = time.monotonic()
-                report(self._result(root, nodes), int(time.monotonic() * 1000))
+                report(self._result(root, nodes))
         return self._result(root, nodes)
 
     # -- one batch: select with virtual loss, evaluate together, back up; returns the
@@ -204,7 +217,7 @@ class PuctSearch:
             while True:
                 i = self._select(node)
                 path.append((node, i))
-                node.n[i] += 1  # virtual loss: a visit that has not won yet
+                node.visit(i, 1)
                 child = node.children[i]
                 if child is None:
                     child = node.children[i] = self._child(node, i, history, keys)
@@ -215,7 +228,7 @@ class PuctSearch:
                 node = child
             if child.pending:  # selected twice in this batch: undo and try another path
                 for nd, j in path:
-                    nd.n[j] -= 1
+                    nd.visit(j, -1)
                 collisions += 1
                 continue
             self.max_depth = max(self.max_depth, len(path))
@@ -230,7 +243,7 @@ class PuctSearch:
             analyses = [_core.shogi_analyse(c.pos.board, c.pos.hand, c.pos.side) for c in leaves]
             priors, values = self.evaluate(analyses)
             for leaf, path, a, p, v in zip(leaves, paths, analyses, priors, values):
-                leaf.expand(a[1].astype(np.int64), p, float(v))
+                leaf.expand(a[1].astype(np.int64), p, float(v), self.fpu_reduction)
                 leaf.pending = False
                 self._backup(path, float(v))
         return playouts
@@ -245,25 +258,22 @@ class PuctSearch:
         return child
 
     def _select(self, node: _Node) -> int:
-        total = int(node.n.sum())
-        visited = node.n > 0
-        parent_q = (node.value + node.w.sum()) / (1 + total)
-        q = np.where(visited, node.w / np.maximum(node.n, 1), parent_q - self.fpu_reduction)
-        c = self.c_init + math.log((total + self.c_base + 1) / self.c_base)
-        return int(np.argmax(q + c * node.prior * math.sqrt(max(total, 1)) / (1 + node.n)))
+        total = node.total
+        c = (self.c_init + math.log((total + self.c_base + 1) / self.c_base)) * math.sqrt(max(total, 1))
+        return int((node.q + c * node.prior / (1 + node.n)).argmax())
 
     @staticmethod
     def _backup(path, value: float) -> None:
         """`value` is for the side to move at the leaf; each parent sees 1 - its child's."""
         for node, i in reversed(path):
             value = 1.0 - value
-            node.w[i] += value
+            node.add(i, value)
 
     def _result(self, root: _Node, nodes: int) -> SearchResult:
         best = self._best(root)
         q = root.w[best] / root.n[best] if root.n[best] else root.value
         pv, node = [int(root.moves[best])], root.children[best]
-        while node is not None and node.moves is not None and node.n.sum() > 0 and len(pv) < 32:
+        while node is not None and node.moves is not None and node.total > 0 and len(pv) < 32:
             i = self._best(node)
             pv.append(int(node.moves[i]))
             node = node.children[i]
