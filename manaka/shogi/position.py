@@ -12,7 +12,7 @@ import numpy as np
 from .. import _core
 
 __all__ = ["Position", "parse_sfen", "legal_moves", "legal_labels", "encode", "label_to_usi",
-           "usi_to_label", "move_to_usi", "STARTING_SFEN", "NUM_TOKENS", "NUM_LABELS", "TOKENS_PER_SIDE"]
+           "usi_to_label", "move_to_usi", "usi_to_move", "apply_move", "in_check", "STARTING_SFEN", "NUM_TOKENS", "NUM_LABELS", "TOKENS_PER_SIDE"]
 
 STARTING_SFEN = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1"
 NUM_TOKENS, NUM_LABELS, TOKENS_PER_SIDE = 2344, 2187, 40
@@ -60,6 +60,24 @@ class Position:
                 if n:
                     hand += (str(n) if n > 1 else "") + (letter if color == 0 else letter.lower())
         return f"{'/'.join(rows)} {'bw'[self.side]} {hand or '-'} 1"
+
+    def play(self, move) -> Tuple["Position", bool]:
+        """(the position after `move`, whether its side to move is in check). `move` is a
+        USI string or a cshogi move16; ValueError when it is not legal here (checked by
+        the C move generator) or the position is not valid."""
+        m = usi_to_move(move) if isinstance(move, str) else int(move)
+        board, hand, side, check = _core.shogi_apply_move(self.board, self.hand, self.side, m)
+        return Position(board, hand, side), check
+
+    def key(self) -> bytes:
+        """The cells, hands and side to move as one bytes value (repetition counting)."""
+        return self.board + self.hand + bytes((self.side,))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Position) and self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
 
     def __repr__(self) -> str:
         return f"shogi.Position({self.sfen()!r})"
@@ -134,6 +152,46 @@ def move_to_usi(move: int) -> str:
     if frm >= 81:
         return f"{_HAND_LETTERS[frm - 81]}*{_square(to)}"
     return _square(frm) + _square(to) + ("+" if promote else "")
+
+
+_FILE_RANK = {f"{s // 9 + 1}{'abcdefghi'[s % 9]}": s for s in range(81)}
+
+
+def usi_to_move(usi: str) -> int:
+    """The cshogi move16 of a USI move's text ("7g7f", "8h2b+", "P*5e"), without asking
+    whether it is legal anywhere (ValueError when the text is not a move)."""
+    if not isinstance(usi, str):
+        raise TypeError(f"shogi: a USI move must be a str, got {type(usi).__name__}")
+    if len(usi) == 4 and usi[1] == "*" and usi[0] in _HAND_LETTERS and usi[2:] in _FILE_RANK:
+        return _FILE_RANK[usi[2:]] | (81 + _HAND_LETTERS.index(usi[0])) << 7
+    if len(usi) in (4, 5) and usi[:2] in _FILE_RANK and usi[2:4] in _FILE_RANK and usi[4:] in ("", "+"):
+        frm, to = _FILE_RANK[usi[:2]], _FILE_RANK[usi[2:4]]
+        if frm != to:
+            return to | frm << 7 | (len(usi) == 5) << 14
+    raise ValueError(f"shogi: {usi!r} is not a USI move (like 7g7f, 8h2b+ or P*5e)")
+
+
+def apply_move(sfen: str, usi: str) -> str:
+    """The SFEN after the legal move `usi` (its move number one more than the given one,
+    1 when none is given). ValueError when the move is not legal there."""
+    parts = sfen.split() if isinstance(sfen, str) else []
+    parts = parts[1:] if parts[:1] == ["sfen"] else parts
+    number = parts[3] if len(parts) >= 4 else "1"
+    if not number.isdigit():
+        raise ValueError(f"shogi: {sfen!r}: the move number must be a positive integer, got {number!r}")
+    position, _ = _checked(sfen)
+    move = usi_to_move(usi)
+    try:
+        after, _ = position.play(move)
+    except ValueError as e:
+        raise ValueError(f"shogi: {usi!r} is not a legal move of {position.sfen()!r}") from e
+    return after.sfen()[:-1] + str(int(number) + 1)
+
+
+def in_check(position) -> bool:
+    """Whether the side to move of a valid position (SFEN or Position) is in check."""
+    pos, _ = _checked(position)
+    return bool(_core.shogi_in_check(pos.board, pos.hand, pos.side))
 
 
 def legal_moves(position) -> List[str]:
