@@ -222,6 +222,23 @@ static PyObject *py_reason(PyObject *self, PyObject *args) {
     return PyUnicode_FromString(mk_shogi_record_reason(code));
 }
 
+/* shogi_encode_hcp(board, hand, side) -> bytes [32]: the position's HCPE Huffman code
+ * (ValueError when it is not valid or not a full set of pieces). */
+static PyObject *py_encode_hcp(PyObject *self, PyObject *args) {
+    PyObject *board, *hand;
+    int side;
+    if (!PyArg_ParseTuple(args, "OOi", &board, &hand, &side)) return NULL;
+    mk_shogi_pos pos;
+    if (position_arg(board, hand, side, &pos) < 0) return NULL;
+    uint8_t hcp[32];
+    int status = mk_shogi_encode_hcp(&pos, hcp);
+    if (status != MK_SHOGI_OK) {
+        PyErr_Format(PyExc_ValueError, "shogi: cannot encode the position: %s", mk_shogi_record_reason(status));
+        return NULL;
+    }
+    return PyBytes_FromStringAndSize((const char *)hcp, 32);
+}
+
 /* shogi_in_check(board, hand, side) -> bool for a valid position (ValueError if not). */
 static PyObject *py_in_check(PyObject *self, PyObject *args) {
     PyObject *board, *hand;
@@ -271,6 +288,7 @@ static PyMethodDef shogi_methods[] = {
     {"shogi_rows", py_rows, METH_VARARGS,
      "shogi_rows(format, records, eval_weight) -> (tokens, offsets, labels, target, value, status)"},
     {"shogi_reason", py_reason, METH_VARARGS, "shogi_reason(code) -> str"},
+    {"shogi_encode_hcp", py_encode_hcp, METH_VARARGS, "shogi_encode_hcp(board, hand, side) -> bytes"},
     {"shogi_in_check", py_in_check, METH_VARARGS, "shogi_in_check(board, hand, side) -> bool"},
     {"shogi_apply_move", py_apply_move, METH_VARARGS,
      "shogi_apply_move(board, hand, side, move) -> (board, hand, side, in_check)"},
