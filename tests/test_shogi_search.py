@@ -9,8 +9,8 @@ cshogi = pytest.importorskip("cshogi")
 import manaka as mk  # noqa: E402
 from manaka import shogi  # noqa: E402
 from manaka.shogi import search  # noqa: E402
-from manaka.shogi.game import Game, key, play  # noqa: E402
-from manaka.shogi.position import move_to_usi, parse_sfen  # noqa: E402
+from manaka.shogi.game import Game  # noqa: E402
+from manaka.shogi.position import move_to_usi, parse_sfen, usi_to_move  # noqa: E402
 from manaka.shogi.usi_protocol import GoLimits, think_time  # noqa: E402
 
 from shogi_reference import random_positions  # noqa: E402
@@ -46,13 +46,13 @@ def test_value_search_scores_every_child_in_one_forward(model):
     result = search.value_search(evaluate, pos, prior_weight=0.5)
     moves = analyse(pos)[1]
     priors, _ = evaluate([analyse(pos)])
-    children = [play(pos, int(m)) for m in moves]
+    children = [pos.play(int(m))[0] for m in moves]
     _, child_values = evaluate([analyse(c) for c in children])
     score = (1 - child_values) + 0.5 * priors[0]
     assert result.move == int(moves[int(np.argmax(score))])
     assert result.nodes == 1 + len(moves)
     # a child that repeats a position of the game is a draw, not asked of the network
-    history = frozenset([key(children[0])])
+    history = frozenset([children[0].key()])
     again = search.value_search(evaluate, pos, history=history, prior_weight=0.0)
     assert again.nodes == len(moves)
 
@@ -110,10 +110,10 @@ def test_puct_tree_values_are_consistent(model):
 
 def test_puct_sees_repetition_as_a_draw(model):
     # kings only: every line repeats soon; the search must end and return a legal move
-    game = Game(parse_sfen("4k4/9/9/9/9/9/9/9/4K4 b - 1"))
+    game = Game("4k4/9/9/9/9/9/9/9/4K4 b - 1")
     for m in ["5i5h", "5a5b", "5h5i", "5b5a"]:
-        game.push(m)
-    history = frozenset(key(p) for p in game.positions[:-1])
+        game.play(usi_to_move(m))
+    history = game.positions_seen()
     result = search.PuctSearch(search.Evaluator(model), batch_size=8)(game.position, search.Budget(nodes=200),
                                                                       history=history)
     assert result.nodes == 200 and result.move in game.legal_moves()

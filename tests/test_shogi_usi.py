@@ -1,7 +1,10 @@
 """python -m manaka.shogi usi / heuristic: the USI engines driven through a real subprocess
 (a tiny model saved to a temporary file); every bestmove checked legal with cshogi."""
 import os
+import queue
+import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -10,7 +13,6 @@ cshogi = pytest.importorskip("cshogi")
 
 import manaka as mk  # noqa: E402
 from manaka import shogi  # noqa: E402
-from manaka.shogi.usi_client import EngineProcess  # noqa: E402
 
 from shogi_reference import random_positions  # noqa: E402
 
@@ -19,6 +21,62 @@ MANY_MOVES = "R8/2K1S1SSk/4B4/9/9/9/9/9/1L1L1L3 b RBGSNLP3g3n17p 1"   # 593 lega
 MATED = "4k4/9/9/9/9/9/4p4/4g4/4K4 b - 1"                              # Black is mated
 ONE_MOVE = "k8/9/9/9/9/9/9/1r7/K1r6 b - 1"                          # in check: only 9i8h
 MATE_IN_ONE = "4k4/9/4P4/9/9/9/9/9/4K4 b G 1"                        # G*5b mates
+
+
+class EngineProcess:
+    """The test's client: the engine's raw lines, each read with a deadline."""
+
+    def __init__(self, argv):
+        env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+                                     env=env, cwd=ROOT)
+        self.lines = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def send(self, line):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def wait_for(self, first_word, timeout):
+        """The lines up to and including the first that starts with `first_word`."""
+        deadline, got = time.monotonic() + timeout, []
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise TimeoutError(f"no answer in time (waiting for {first_word}; got {got})") from None
+            assert line is not None, f"the engine exited (waiting for {first_word}; got {got})"
+            got.append(line)
+            if line.split()[:1] == [first_word]:
+                return got
+
+    def start(self):
+        self.send("usi")
+        self.wait_for("usiok", 60)
+        self.ready()
+
+    def ready(self):
+        self.send("isready")
+        self.wait_for("readyok", 60)
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                self.send("quit")
+            except OSError:
+                pass
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdin.close()
+        self.proc.stdout.close()
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +89,6 @@ def model_file(tmp_path_factory):
 
 
 def engine(model_file, *args):
-    os.environ["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
     e = EngineProcess([sys.executable, "-m", "manaka.shogi", "usi", "--model", model_file, "--threads", "1", *args])
     return e
 
@@ -118,7 +175,7 @@ def test_stop_during_infinite_and_quit(model_file):
         e.start()
         e.send("position startpos")
         e.send("go infinite")
-        with pytest.raises(Exception, match="no answer in time"):
+        with pytest.raises(TimeoutError):
             e.wait_for("bestmove", 1.0)  # infinite: no bestmove before stop
         sent = time.monotonic()
         e.send("stop")
@@ -128,7 +185,7 @@ def test_stop_during_infinite_and_quit(model_file):
         # ponder, then ponderhit: answered within the clock given with go ponder
         e.send("position startpos moves 7g7f")
         e.send("go ponder btime 0 wtime 0 byoyomi 300")
-        with pytest.raises(Exception, match="no answer in time"):
+        with pytest.raises(TimeoutError):
             e.wait_for("bestmove", 0.5)
         sent = time.monotonic()
         e.send("ponderhit")
@@ -185,7 +242,6 @@ def test_malformed_commands_are_ignored_with_an_info_string(model_file):
 
 
 def test_heuristic_engine_mates_captures_and_is_legal():
-    os.environ["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
     e = EngineProcess([sys.executable, "-m", "manaka.shogi", "heuristic", "--seed", "4"])
     try:
         e.start()

@@ -1,7 +1,8 @@
 """A tiny USI engine for the match runner's tests, independent of manaka (moves from cshogi):
 ``python usi_fake_engine.py MODE [SEED]``. MODE: random (a uniformly random legal move),
 first (the first legal move), resign (always resigns), illegal (a move that is never legal
-at the start: 5e5d), hang (never answers go), crash (exits on go), slow (answers after 2 s)."""
+at the start: 5e5d), hang (never answers go), crash (exits on go), slow (answers after 2 s),
+win (declares a win by entering king at once)."""
 import random
 import sys
 import time
@@ -31,6 +32,8 @@ for line in sys.stdin:
             time.sleep(2)
         if mode == "resign" or not moves:
             answer = "resign"
+        elif mode == "win":
+            answer = "win"
         elif mode == "illegal":
             answer = "5e5d"
         elif mode == "first":

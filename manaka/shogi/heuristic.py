@@ -11,7 +11,6 @@ import random
 import sys
 
 from .. import _core
-from .game import _make
 from .search import SearchResult
 from .usi_protocol import UsiEngine
 
@@ -24,7 +23,7 @@ _KING = 7
 
 def _score(pos, move: int) -> float:
     to, frm, promote = move & 127, (move >> 7) & 127, (move >> 14) & 1
-    after = _make(pos, move)
+    after = pos.play(move)[0]
     if len(_core.shogi_analyse(after.board, after.hand, after.side)[1]) == 0:
         return 1e6  # mate in one
     if frm >= 81:

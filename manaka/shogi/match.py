@@ -5,8 +5,9 @@ each other; W/D/L and A's Elo difference over B with a 95 % interval (docs/shogi
 Games come in pairs: each pair starts from the same random opening (a number of uniformly
 random legal plies, seeded) with the colours swapped. The runner adjudicates with manaka's
 own rules (manaka/shogi/game.py): mate, fourfold repetition (a draw, or a loss for
-perpetual check), the ply limit (a draw), and a loss for an illegal move, a resignation, a
-declaration (``bestmove win`` is not checked, so it loses), a crash and a timeout. With a
+perpetual check), the ply limit (a draw), a declaration (``bestmove win``: a win when the
+27-point rule allows it, else a loss), and a loss for an illegal move, a resignation, a
+crash and a timeout. With a
 clock (--time, --byoyomi, --inc) the runner keeps both clocks and sends them with each
 ``go``; a move that took longer than the time left plus the byoyomi plus --grace loses.
 """
@@ -22,11 +23,13 @@ from typing import List, Optional, Sequence, Tuple
 
 from ..atomic_file import atomic_write
 from .elo import elo_interval
-from .game import DRAW, LOSS, WIN, Game, usi_to_move
-from .position import STARTING_SFEN, move_to_usi, parse_sfen
-from .usi_client import EngineError, EngineProcess, EngineTimeout
+from .game import Game, declaration_wins
+from .position import usi_to_move
+from .usi_client import EngineError, UsiEngine
 
-__all__ = ["Player", "Clock", "GameRecord", "run_match", "random_opening", "main"]
+WIN, DRAW, LOSS = 1.0, 0.5, 0.0
+
+__all__ = ["Player", "Clock", "GameRecord", "run_match", "random_opening", "adjudicate", "main"]
 
 
 @dataclass
@@ -62,52 +65,63 @@ class GameRecord:
     moves: List[str] = field(default_factory=list)
 
 
+def adjudicate(game: Game) -> Optional[Tuple[float, str]]:
+    """None while the game goes on, else (result for Black, reason): a side with no legal
+    move loses (mate; shogi has no stalemate), and Game.repetition's sennichite."""
+    if not game.legal_moves():
+        return (LOSS if game.position.side == 0 else WIN), "mate"
+    repeated = game.repetition()
+    if repeated is None:
+        return None
+    winner, reason = repeated
+    return (DRAW if winner is None else WIN if winner == 0 else LOSS), reason
+
+
 def random_opening(rng: random.Random, plies: int, max_tries: int = 100) -> List[int]:
-    """`plies` uniformly random legal moves from the start that do not end the game."""
+    """`plies` uniformly random legal moves (move16) from the start that do not end the game."""
     for _ in range(max_tries):
-        game = Game()
+        game, moves = Game(), []
         for _ in range(plies):
-            game.push(rng.choice(game.legal_moves()))
-            if game.result() is not None:
+            move = rng.choice(game.legal_moves())
+            game.play(move)
+            moves.append(move)
+            if adjudicate(game) is not None:
                 break
         else:
-            return game.moves
+            return moves
     raise RuntimeError(f"match: no {plies}-ply opening that does not end the game in {max_tries} tries")
 
 
 class _Seat:
     """An engine process for one player, restarted after it died or hung."""
 
-    def __init__(self, player: Player):
-        self.player, self.engine = player, None
+    def __init__(self, player: Player, move_timeout: float):
+        self.player, self.engine, self.move_timeout = player, None, move_timeout
 
-    def ensure(self) -> EngineProcess:
+    def ensure(self) -> UsiEngine:
         if self.engine is None or self.engine.proc.poll() is not None:
-            if self.engine is not None:
-                self.engine.close()
-            self.engine = EngineProcess(self.player.command, self.player.name)
-            self.engine.start(self.player.options)
+            self.discard()
+            options = dict(o.partition("=")[::2] for o in self.player.options)
+            self.engine = UsiEngine(self.player.command, options, timeout=self.move_timeout)
         return self.engine
 
     def discard(self) -> None:
         if self.engine is not None:
-            self.engine.close(timeout=1.0)
+            self.engine.close()
             self.engine = None
 
     def settle(self) -> None:
         """After a timeout: stop it and swallow its late bestmove, else restart it."""
         try:
-            self.engine.send("stop")
-            self.engine.wait_for("bestmove", 2.0)
-            self.engine.ready(5.0)
+            self.engine.stop(2.0)
         except EngineError:
             self.discard()
 
 
-def _go_command(player: Player, clock: Clock, left: List[int]) -> Tuple[str, float]:
-    """(the go command, seconds to wait for bestmove) for a move with `left` ms on the clocks."""
+def _go_args(player: Player, clock: Clock, left: List[int]) -> str:
+    """The go arguments for a move with `left` ms on the clocks."""
     if player.go is not None:
-        return "go " + player.go, clock.move_timeout
+        return player.go
     words = []
     if clock.timed:
         words += [f"btime {left[0]}", f"wtime {left[1]}"]
@@ -117,46 +131,36 @@ def _go_command(player: Player, clock: Clock, left: List[int]) -> Tuple[str, flo
             words += [f"byoyomi {clock.byoyomi or 0}"]
     if clock.nodes is not None:
         words.append(f"nodes {clock.nodes}")
-    return "go " + " ".join(words), clock.move_timeout
+    return " ".join(words)
 
 
 def play_game(seats: Sequence[_Seat], opening: List[int], clock: Clock, max_plies: int) -> Tuple[float, str, Game]:
     """One game, seats[0] Black; (result for Black, reason, the game)."""
     game = Game()
     for m in opening:
-        game.push(m)
+        game.play(m)
     engines = []
     for seat in seats:
         engine = seat.ensure()
-        engine.send("usinewgame")
+        engine.new_game()
         engines.append(engine)
     left = [clock.time or 0, clock.time or 0]
-    start_sfen = STARTING_SFEN.rsplit(" ", 1)[0]
     while True:
-        ended = game.result()
+        ended = adjudicate(game)
         if ended is not None:
-            side = game.position.side
-            return (ended[0] if side == 0 else 1.0 - ended[0]), ended[1], game
-        if len(game.moves) >= max_plies:
+            return ended[0], ended[1], game
+        if game.ply >= max_plies:
             return DRAW, "max plies", game
         side = game.position.side
         seat, engine = seats[side], engines[side]
         lose = WIN if side == 1 else LOSS  # Black's result when the side to move loses
-        go, timeout = _go_command(seat.player, clock, left)
-        moves = " ".join(move_to_usi(m) for m in game.moves)
         timed = clock.timed and seat.player.go is None
-        limit = (left[side] + (clock.byoyomi or 0) + clock.grace) / 1000 if timed else timeout
+        limit = (left[side] + (clock.byoyomi or 0) + clock.grace) / 1000 if timed else clock.move_timeout
+        sent = time.monotonic()
         try:
-            engine.send(f"position sfen {start_sfen} 1" + (f" moves {moves}" if moves else ""))
-            sent = time.monotonic()
-            engine.send(go)
-            while True:
-                line = engine.read_line(sent + limit)
-                words = line.split()
-                if words[:1] == ["bestmove"] and len(words) >= 2:
-                    break
-        except EngineError as e:
-            if isinstance(e, EngineTimeout):
+            answer, _ = engine.go(game.moves, _go_args(seat.player, clock, left), limit)
+        except EngineError:
+            if engine.proc.poll() is None:  # still running: it did not answer in time
                 seat.settle()
                 return lose, "timeout", game
             seat.discard()
@@ -166,13 +170,14 @@ def play_game(seats: Sequence[_Seat], opening: List[int], clock: Clock, max_plie
             if used > left[side] + (clock.byoyomi or 0) + clock.grace:
                 return lose, "timeout", game
             left[side] = max(0, left[side] - used) + (clock.inc or 0)
-        answer = words[1]
         if answer == "resign":
             return lose, "resign", game
         if answer == "win":
-            return lose, "declaration (not checked)", game
+            if declaration_wins(game.position):
+                return 1.0 - lose, "declaration", game
+            return lose, "false declaration", game
         try:
-            game.push(usi_to_move(answer))
+            game.play(usi_to_move(answer))
         except ValueError:
             return lose, f"illegal move {answer}", game
 
@@ -181,7 +186,7 @@ def run_match(a: Player, b: Player, games: int, clock: Clock, openings: Tuple[in
               max_plies: int = 320, seed: int = 0, report=print) -> List[GameRecord]:
     """`games` games, A Black in the even ones; openings drawn per pair of games."""
     rng = random.Random(seed)
-    seats = {"A": _Seat(a), "B": _Seat(b)}
+    seats = {"A": _Seat(a, clock.move_timeout), "B": _Seat(b, clock.move_timeout)}
     records: List[GameRecord] = []
     try:
         opening: List[int] = []
@@ -193,11 +198,11 @@ def run_match(a: Player, b: Player, games: int, clock: Clock, openings: Tuple[in
             for seat, res in ((seats[black], result), (seats[white], 1.0 - result)):
                 if seat.engine is not None:
                     try:
-                        seat.engine.send("gameover " + {WIN: "win", LOSS: "lose", DRAW: "draw"}[res])
+                        seat.engine.gameover({WIN: "win", LOSS: "lose", DRAW: "draw"}[res])
                     except EngineError:
                         seat.discard()
-            record = GameRecord(black, result if black == "A" else 1.0 - result, reason, len(game.moves),
-                                len(opening), [move_to_usi(m) for m in game.moves])
+            record = GameRecord(black, result if black == "A" else 1.0 - result, reason, game.ply,
+                                len(opening), list(game.moves))
             records.append(record)
             if report:
                 w, d, l = tally(records)

@@ -18,7 +18,6 @@ import numpy as np
 
 from .. import _core
 from ..batch import Batch
-from .game import _make, key
 from .position import Position, move_to_usi
 
 __all__ = ["Evaluator", "Budget", "SearchResult", "mate_in_one", "policy_search", "value_search", "PuctSearch", "SEARCHES",
@@ -94,7 +93,7 @@ def _root(pos: Position):
 def mate_in_one(pos: Position, moves) -> Optional[int]:
     """A legal move (of `moves`, the position's) after which the opponent has no legal move."""
     for m in moves:
-        child = _make(pos, int(m))
+        child = pos.play(int(m))[0]
         if len(_core.shogi_analyse(child.board, child.hand, child.side)[1]) == 0:
             return int(m)
     return None
@@ -120,7 +119,7 @@ def value_search(evaluate: Evaluator, pos: Position, history: frozenset = frozen
     moves = analysis[1]
     if len(moves) == 0:
         return SearchResult(None, 0.0, 0)
-    children = [_make(pos, int(m)) for m in moves]
+    children = [pos.play(int(m))[0] for m in moves]
     analyses = [_core.shogi_analyse(c.board, c.hand, c.side) for c in children]
     for a, m in zip(analyses, moves):
         if len(a[1]) == 0:
@@ -128,7 +127,7 @@ def value_search(evaluate: Evaluator, pos: Position, history: frozenset = frozen
     win = np.empty(len(moves))
     ask = []
     for i, c in enumerate(children):
-        if key(c) in history:
+        if c.key() in history:
             win[i] = 0.5
         else:
             ask.append(i)
@@ -195,7 +194,7 @@ class PuctSearch:
         mate = mate_in_one(pos, analysis[1])
         if mate is not None:  # found before any visit: PUCT may not visit every root move
             return SearchResult(mate, 1.0, 0, [mate])
-        root = _Node(pos, key(pos))
+        root = _Node(pos, pos.key())
         priors, value = self.evaluate([analysis])
         root.expand(analysis[1].astype(np.int64), priors[0], float(value[0]), self.fpu_reduction)
         nodes, last_report = 1, time.monotonic()
@@ -249,8 +248,8 @@ class PuctSearch:
         return playouts
 
     def _child(self, node: _Node, i: int, history: frozenset, path_keys: set) -> _Node:
-        pos = _make(node.pos, int(node.moves[i]))
-        child = _Node(pos, key(pos))
+        pos = node.pos.play(int(node.moves[i]))[0]
+        child = _Node(pos, pos.key())
         if child.key in history or child.key in path_keys:
             child.terminal = 0.5
         elif len(_core.shogi_analyse(pos.board, pos.hand, pos.side)[1]) == 0:

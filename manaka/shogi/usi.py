@@ -6,7 +6,6 @@ import argparse
 import sys
 
 from ..model import Model
-from .game import key
 from .search import SEARCHES, Budget, Evaluator, PuctSearch, policy_search, value_search
 from .usi_protocol import Option, UsiEngine
 
@@ -22,7 +21,7 @@ class ModelPlayer:
 
     def __call__(self, game, budget: Budget, report):
         # the game's earlier positions: reaching one again is scored a draw
-        history = frozenset(key(p) for p in game.positions[:-1])
+        history = game.positions_seen()
         if self.search == "policy":
             return policy_search(self.evaluate, game.position)
         if self.search == "value":

@@ -14,11 +14,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, TextIO
 
-from .game import Game, parse_position_command
-from .position import move_to_usi
+from .game import Game
+from .position import STARTING_SFEN, move_to_usi, usi_to_move
 from .search import Budget, SearchResult, pv_usi, value_to_cp
 
-__all__ = ["Option", "UsiEngine", "GoLimits", "think_time"]
+__all__ = ["Option", "UsiEngine", "GoLimits", "think_time", "parse_position"]
 
 # A bare ``go`` (no limits at all) thinks this long, so that it cannot hang a caller.
 DEFAULT_MOVETIME_MS = 1000
@@ -112,6 +112,29 @@ def think_time(limits: GoLimits, side: int, margin_ms: int) -> Optional[float]:
     return max(0.0, (target - margin_ms) / 1000)
 
 
+def parse_position(args: List[str]) -> Game:
+    """The game of a ``position`` command's arguments (``startpos [moves ...]`` or
+    ``sfen BOARD SIDE HAND [N] [moves ...]``), every move checked legal; ValueError naming
+    the problem."""
+    if not args:
+        raise ValueError("expected 'startpos' or 'sfen ...'")
+    i = args.index("moves") if "moves" in args else len(args)
+    head, moves = args[:i], args[i + 1:]
+    if head == ["startpos"]:
+        start = STARTING_SFEN
+    elif head[0] == "sfen" and len(head) in (4, 5):
+        start = " ".join(head[1:])
+    else:
+        raise ValueError(f"expected 'startpos' or 'sfen BOARD SIDE HAND [N]', got {' '.join(head)!r}")
+    game = Game(start)
+    for n, m in enumerate(moves):
+        try:
+            game.play(usi_to_move(m))
+        except ValueError as e:
+            raise ValueError(f"move {n + 1}: {e}") from None
+    return game
+
+
 class UsiEngine:
     """The protocol loop. `player(game, budget, report)` returns a SearchResult; `options`
     are the engine's own USI options (MarginMs is added)."""
@@ -202,14 +225,7 @@ class UsiEngine:
         self.game = None  # a refused position must not leave the previous one to be played
         if self._searching():
             raise ValueError("a search is running (send stop first)")
-        start, moves = parse_position_command(args)
-        game = Game(start)
-        for i, m in enumerate(moves):
-            try:
-                game.push(m)
-            except ValueError as e:
-                raise ValueError(f"move {i + 1}: {e}") from None
-        self.game = game
+        self.game = parse_position(args)
 
     def _on_go(self, args) -> None:
         if self._searching():
