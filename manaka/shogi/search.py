@@ -144,7 +144,7 @@ class _Node:
     (kept up to date with n and w, so that a selection is a handful of array operations;
     `fpu` for a move not visited yet); `total` is n's sum."""
     __slots__ = ("pos", "key", "moves", "prior", "value", "n", "w", "q", "fpu", "total", "children", "terminal",
-                 "pending")
+                 "pending", "analysis")
 
     def __init__(self, pos: Position, k: bytes):
         self.pos, self.key = pos, k
@@ -152,6 +152,7 @@ class _Node:
         self.value, self.fpu, self.total = 0.5, 0.0, 0
         self.terminal = None  # the value for the side to move when the game ends here
         self.pending = False  # waiting for the network in the current batch
+        self.analysis = None  # the C core's (status, moves, labels, tokens) until expanded
 
     def expand(self, moves: np.ndarray, prior: np.ndarray, value: float, fpu_reduction: float) -> None:
         self.moves, self.prior, self.value = moves, prior, value
@@ -239,11 +240,11 @@ class PuctSearch:
                 leaves.append(child)
                 paths.append(path)
         if leaves:
-            analyses = [_core.shogi_analyse(c.pos.board, c.pos.hand, c.pos.side) for c in leaves]
+            analyses = [c.analysis for c in leaves]
             priors, values = self.evaluate(analyses)
             for leaf, path, a, p, v in zip(leaves, paths, analyses, priors, values):
                 leaf.expand(a[1].astype(np.int64), p, float(v), self.fpu_reduction)
-                leaf.pending = False
+                leaf.pending, leaf.analysis = False, None
                 self._backup(path, float(v))
         return playouts
 
@@ -252,7 +253,9 @@ class PuctSearch:
         child = _Node(pos, pos.key())
         if child.key in history or child.key in path_keys:
             child.terminal = 0.5
-        elif len(_core.shogi_analyse(pos.board, pos.hand, pos.side)[1]) == 0:
+            return child
+        child.analysis = _core.shogi_analyse(pos.board, pos.hand, pos.side)
+        if len(child.analysis[1]) == 0:
             child.terminal = 0.0
         return child
 
