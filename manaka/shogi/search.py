@@ -188,7 +188,7 @@ class PuctSearch:
         self.c_init, self.c_base, self.fpu_reduction = c_init, c_base, fpu_reduction
 
     def __call__(self, pos: Position, budget: Budget, history: frozenset = frozenset(),
-                 report: Optional[Callable[[SearchResult, int], None]] = None, **_) -> SearchResult:
+                 report: Optional[Callable[[SearchResult], None]] = None, **_) -> SearchResult:
         analysis = _root(pos)
         if len(analysis[1]) == 0:
             return SearchResult(None, 0.0, 0)

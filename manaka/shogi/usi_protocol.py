@@ -277,7 +277,7 @@ class UsiEngine:
         self._thread.join()
         self._thread = None
 
-    def _report(self, result: SearchResult, now_ms: int = None) -> None:
+    def _report(self, result: SearchResult) -> None:
         ms = int((time.monotonic() - self._started) * 1000)
         nps = int(result.nodes * 1000 / ms) if ms > 0 else 0
         line = (f"info depth {result.depth} nodes {result.nodes} nps {nps} time {ms} "
