@@ -7,7 +7,9 @@ function of the position (``choose``), so a test can say what it must have playe
 a mate in one when there is one (score ``mate 1``), else a seeded choice that favours
 captures (score ``cp`` from the same seed). It offers a ``UCI_Variant`` option like
 Fairy-Stockfish does and refuses to think until it is set to shogi; with
-``--no-variant-option`` it offers none and exits if it is set anyway.
+``--no-variant-option`` it offers none and exits if it is set anyway. ``--stateful`` adds
+the number of games the process has begun to its centipawn scores, as an engine that
+keeps state across ``usinewgame`` would differ.
 """
 import argparse
 import sys
@@ -36,9 +38,10 @@ def main():
     for name in ("illegal", "resign", "crash", "hang", "win", "lose-score"):
         p.add_argument(f"--{name}-at", type=int, default=0)
     p.add_argument("--no-variant-option", action="store_true")
+    p.add_argument("--stateful", action="store_true", help="add the games this process began to each cp score")
     args = p.parse_args()
     out = sys.stdout
-    board, gos, variant = cshogi.Board(), 0, None
+    board, gos, variant, new_games = cshogi.Board(), 0, None, 0
 
     def say(line):
         out.write(line + "\n")
@@ -65,7 +68,7 @@ def main():
         elif cmd == "isready":
             say("readyok")
         elif cmd == "usinewgame":
-            pass
+            new_games += 1
         elif cmd == "position":
             board = cshogi.Board()
             if "moves" in words:
@@ -89,6 +92,8 @@ def main():
                 say("bestmove win")
                 continue
             move, score = choose(board)
+            if args.stateful and score.startswith("cp"):
+                score = f"cp {int(score.split()[1]) + new_games}"
             if gos == args.lose_score_at:
                 score = "cp -5000"
             if gos == args.illegal_at:

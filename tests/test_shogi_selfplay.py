@@ -7,9 +7,9 @@ workers, illegal moves, resignations, dying and silent engines each have a test.
 Fairy-Stockfish itself only where it is installed."""
 import os
 import shlex
-import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +23,7 @@ import fake_usi_engine  # noqa: E402
 from manaka import shogi  # noqa: E402
 from manaka.shogi import selfplay as sp  # noqa: E402
 from manaka.shogi.game import Game, declaration_wins  # noqa: E402
-from manaka.shogi.usi_client import EngineError, score_to_eval  # noqa: E402
+from manaka.shogi.usi_client import EngineError, parse_score, score_to_eval  # noqa: E402
 
 FAKE = [sys.executable, str(Path(__file__).parent / "fake_usi_engine.py")]
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,8 +141,8 @@ def test_resume_continues_to_the_same_games(tmp_path):
     assert [g.index for g in played] == [5] and any("cutting" in l for l in lines)
     assert files_of(parts) == files_of(whole)
     # nothing more to do
-    stats, played, _ = run(parts, 6, st)
-    assert played == [] and files_of(parts) == files_of(whole)
+    stats, played, lines = run(parts, 6, st)
+    assert played == [] and files_of(parts) == files_of(whole) and any("nothing to play" in l for l in lines)
     # other settings are refused, the files untouched
     with pytest.raises(ValueError, match="nodes: 10 before, 11 now"):
         run(parts, 8, settings(nodes=11))
@@ -196,9 +196,47 @@ def test_workers_give_the_same_files(tmp_path):
     assert files_of(tmp_path / "w1" / "x.hcpe") == files_of(tmp_path / "w3" / "x.hcpe")
 
 
+def test_fresh_engine_makes_games_independent_of_the_process(tmp_path):
+    # an engine whose answers depend on the games it played before: the files depend on
+    # which process played which game, unless every game gets a fresh process
+    def files(workers, fresh):
+        out = tmp_path / f"w{workers}-{fresh}" / "x.hcpe"
+        out.parent.mkdir(exist_ok=True)
+        run(out, 4, settings(engine=fake("--stateful"), fresh_engine=fresh), workers=workers)
+        return files_of(out)
+
+    fresh = files(1, True)
+    assert files(2, True) == fresh
+    assert files(1, False) != fresh
+
+
 def cli(*args, timeout=120):
     return subprocess.run([sys.executable, "-m", "manaka.shogi", "selfplay", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_killed_run_resumes_to_the_same_files(tmp_path):
+    args = ["--engine", fake(), "--nodes", 5, "--games", 6, "--seed", 3, "--random-plies", "2-6",
+            "--max-plies", 120, "--held-out-games", 1]
+    clean = tmp_path / "clean" / "x.hcpe"
+    clean.parent.mkdir()
+    assert cli(*args, "--out", clean).returncode == 0
+    out = tmp_path / "killed" / "x.hcpe"
+    out.parent.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "manaka.shogi", "selfplay", *map(str, args), "--out", str(out)],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    index = Path(str(out) + ".games")
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        if index.exists() and len(index.read_text().split()) >= 2:
+            break
+        time.sleep(0.01)
+    proc.kill()  # SIGKILL: no clean-up runs
+    proc.wait()
+    assert len(index.read_text().split()) < 5, "the run ended before it could be killed"
+    r = cli(*args, "--out", out)
+    assert r.returncode == 0, r.stderr
+    assert files_of(out) == files_of(clean)
 
 
 def test_illegal_move_is_reported_and_not_written(tmp_path):
@@ -281,6 +319,8 @@ def test_bad_arguments(tmp_path):
                       (dict(held_out_games=1, held_out_fraction=0.1), "not both")]:
         with pytest.raises(ValueError, match=match):
             sp.selfplay(out, 1, settings(**kw), log=lambda line: None)
+    with pytest.raises(ValueError, match="held-out file needs"):
+        sp.selfplay(out, 1, settings(), held_out_out=out + ".held", log=lambda line: None)
     assert not os.path.exists(out)
     r = cli("--engine", fake(), "--nodes", 5, "--games", 1, "--out", out, "--random-plies", "9-3")
     assert r.returncode == 2 and "LO-HI" in r.stderr
@@ -292,6 +332,11 @@ def test_scores():
     assert score_to_eval("mate", "-4") == -31996 and score_to_eval("mate", "0") == -32000
     assert score_to_eval("mate", "-0") == -32000
     assert score_to_eval("mate", "+") == 32000 and score_to_eval("mate", "-") == -32000
+    assert parse_score("info depth 8 seldepth 9 multipv 1 score cp -47 upperbound nodes 5002 pv 8b9b") == -47
+    assert parse_score("info depth 3 score mate -2 pv 5a4b") == -31998
+    assert parse_score("info depth 3 multipv 2 score cp 80 pv 7g7f") is None  # not the best line
+    assert parse_score("info string score cp 12") is None
+    assert parse_score("info depth 1 nodes 5") is None and parse_score("info score") is None
 
 
 def test_repetition_and_perpetual_check():
@@ -343,3 +388,9 @@ def test_fairy_stockfish(tmp_path):
     assert read(out).tobytes() == b"".join(g.records.tobytes() for g in played)
     *_, status = shogi.decode(read(out).view(np.uint8).reshape(-1, 38), shogi.HCPE)
     assert not status.any()
+    # a fresh engine per game: the same files for one and two workers
+    for workers in (1, 2):
+        path = tmp_path / f"fresh{workers}" / "f.hcpe"
+        path.parent.mkdir()
+        run(path, 3, sp.Settings(**{**st.__dict__, "fresh_engine": True}), workers=workers)
+    assert files_of(tmp_path / "fresh1" / "f.hcpe") == files_of(tmp_path / "fresh2" / "f.hcpe")

@@ -5,16 +5,18 @@ HCPE record (the position, the engine's move, its eval for the side to move, the
 result), written by manaka's own encoder. docs/shogi.md describes the command; here is
 what a reader of the code needs:
 
-- Game i is a pure function of (seed, i, the settings, the engine): its random opening
-  (a count in --random-plies, then uniform choices among the legal moves) comes from a
-  generator seeded by (seed, i), and the engine gets ``usinewgame`` before each game, so
-  a deterministic engine (Fairy-Stockfish with one thread at fixed nodes) plays the same
-  game whichever worker plays it and whenever.
+- Game i's random opening (a count in --random-plies, then uniform choices among the
+  legal moves) comes from a generator seeded by (seed, i), and the engine gets
+  ``usinewgame`` before each game; with --fresh-engine (a new process per game) a
+  deterministic engine (Fairy-Stockfish with one thread at fixed nodes) then plays the
+  same game whichever worker plays it and whenever. Without it, state an engine keeps
+  across ``usinewgame`` can change a game slightly (Fairy-Stockfish 11.1 does).
 - Games are written in index order, each whole or not at all: its records are appended to
   its file and fsynced, then one line (its number of positions) is appended to the file's
   ``.games`` index and fsynced. That line is the commit: on a rerun, records past the
   positions the index counts (a game cut short by a crash) are cut off, and play resumes
-  at the first game not in either index. Output therefore does not depend on --workers.
+  at the first game not in either index. Output therefore does not depend on --workers
+  beyond what the engine itself carries from game to game (see above).
 - The held-out split is by game (game i held out iff i < --held-out-games, or a draw from
   generator (seed, i) falls below --held-out-fraction), so no game has positions in both.
 - Every engine move is checked against the C move generator. An illegal move ends its
@@ -65,11 +67,13 @@ class Settings:
     held_out_fraction: Optional[float] = None
     # how the run is done: free to change between reruns
     timeout: float = 60.0
+    fresh_engine: bool = False  # a new engine process for every game
 
     def identity(self) -> dict:
         """The settings a rerun must repeat to continue the same games."""
         d = asdict(self)
         d.pop("timeout")
+        d.pop("fresh_engine")
         d["random_plies"] = list(self.random_plies)
         return d
 
@@ -275,6 +279,8 @@ def selfplay(out: str, games: int, settings: Settings, workers: int = 1, held_ou
     if settings.max_plies < 1 or settings.resign_score < 0 or settings.seed < 0:
         raise ValueError("selfplay: max plies must be >= 1, the resign score >= 0 and the seed >= 0")
     splitting = settings.held_out_games is not None or settings.held_out_fraction is not None
+    if held_out_out and not splitting:
+        raise ValueError("selfplay: a held-out file needs --held-out-games or --held-out-fraction")
     held = (held_out_out or held_out_path(out)) if splitting else None
     if held and os.path.abspath(held) == os.path.abspath(out):
         raise ValueError(f"selfplay: the held-out file must differ from --out ({out})")
@@ -287,7 +293,9 @@ def selfplay(out: str, games: int, settings: Settings, workers: int = 1, held_ou
             raise ValueError(f"selfplay: {out} and {held} hold {len(train.counts)} and "
                              f"{len(heldout.counts) if heldout else 0} games, which is not the split of "
                              f"the first {done} games: the files do not belong together")
-        if done:
+        if done >= games:
+            log(f"selfplay: {out}" + (f" and {held}" if held else "") + f" already hold {done} games: nothing to play")
+        elif done:
             log(f"selfplay: resuming after {done} games already in {out}" + (f" and {held}" if held else ""))
         return _run(train, heldout, done, games, settings, workers, log, on_game, progress_seconds)
     finally:
@@ -338,6 +346,9 @@ def _run(train, heldout, first, games, settings, workers, log, on_game, progress
                         if engine is None:
                             engine = start_engine()
                         outcome = play_game(engine, index, settings)
+                        if settings.fresh_engine:
+                            stop_engine(engine)
+                            engine = None
                         break
                     except EngineError as e:
                         stop_engine(engine, failed=True)
@@ -419,11 +430,11 @@ def _run(train, heldout, first, games, settings, workers, log, on_game, progress
             lock.notify_all()
     finally:
         with lock:
-            interrupted = isinstance(state["stop"], KeyboardInterrupt)
+            failed = state["stop"] is not None  # an interrupt or an error: the games in play are not needed
             if state["stop"] is None:
                 state["stop"] = StopIteration()
             lock.notify_all()
-            if interrupted:
+            if failed:
                 for engine in list(engines):
                     engine.kill()
         for t in threads:
@@ -480,12 +491,15 @@ def main(argv=None) -> int:
     parser.add_argument("--variant", default="auto",
                         help="UCI_Variant to set: auto (shogi when the engine offers it), none, or a value")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for any engine answer (default 60)")
+    parser.add_argument("--fresh-engine", action="store_true",
+                        help="a new engine process for every game: the games then do not depend on which "
+                             "process played what before (Fairy-Stockfish keeps a little state across usinewgame)")
     args = parser.parse_args(argv)
     settings = Settings(engine=args.engine, nodes=args.nodes, seed=args.seed, random_plies=args.random_plies,
                         max_plies=args.max_plies, resign_score=args.resign_score, options=dict(args.option),
                         variant=None if args.variant == "none" else args.variant,
                         held_out_games=args.held_out_games, held_out_fraction=args.held_out_fraction,
-                        timeout=args.timeout)
+                        timeout=args.timeout, fresh_engine=args.fresh_engine)
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

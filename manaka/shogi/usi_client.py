@@ -52,6 +52,8 @@ def parse_score(line: str) -> Optional[int]:
     """The eval of an ``info`` line with a score (None without one, or for a MultiPV line
     other than the first)."""
     words = line.split()
+    if words[1:2] == ["string"]:  # free text, whatever words it holds
+        return None
     if "multipv" in words:
         i = words.index("multipv")
         if i + 1 < len(words) and words[i + 1] != "1":
