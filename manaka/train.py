@@ -47,9 +47,8 @@ RECIPES = {
     "shogi": dict(weight_decay=0.01, warmup=20, schedule="constant", value="result", on_bad="raise"),
 }
 # What --data and --eval-data accept, for the messages that refuse anything else.
-ACCEPTED = ("a dataset folder with meta.json (docs/design.md §4), dlshogi HCPE files (.hcpe) or hcpe3 games "
-            "(.hcpe3), YaneuraOu PSV "
-            "files (.bin, .psv), or a folder or glob of those")
+ACCEPTED = ("a dataset folder with meta.json (docs/design.md §4), dlshogi HCPE files (.hcpe), YaneuraOu PSV "
+            "files (.bin, .psv), dlshogi hcpe3 games (.hcpe3), or a folder or glob of those")
 CONVERT = "python -m manaka.shogi convert games.hcpe"  # CSA / KIF game records -> HCPE
 GAME_RECORDS = (".csa", ".kif", ".kifu")
 

@@ -334,8 +334,8 @@ pair_sums.register_autograd(_pair_sums_grad, setup_context=_pair_sums_setup)
 # Under torch.autocast the ops run in float32 (see the module docstring): their float inputs
 # are widened to float32 and autocast is off inside them. The backward ops are registered too,
 # for a backward() called inside the autocast region.
-for _op in (gather_dot, power_sums, pair_sums,
-            gather_dot_backward, power_sums_backward, pair_sums_backward):
+for _op in ("gather_dot", "power_sums", "pair_sums", "gather_dot_backward", "power_sums_backward",
+            "pair_sums_backward"):
     for _device_type in ("cpu", "cuda"):
-        torch.library.register_autocast(_op, _device_type, torch.float32)
+        torch.library.register_autocast(f"manaka::{_op}", _device_type, torch.float32)
 del _op, _device_type
