@@ -1,0 +1,56 @@
+"""The default training recipe for shogi records (dlshogi HCPE, YaneuraOu PSV): the model
+shapes, optimizer settings and value target that ``python -m manaka.train`` and
+``manaka.fit`` use for record data, measured on held-out engine games
+(bench/results/strength-*.md, docs/shogi.md "The default recipe").
+"""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+# One place for the numbers; the reasons are in docs/shogi.md "The default recipe".
+RECIPE: Dict[str, Any] = {
+    # model shapes (the vocabularies come from the data)
+    "embed_dim": 32, "orders": 4, "pair_dim": 4, "hidden": (128,), "head_width": 64,
+    # optimizer
+    "batch_size": 512, "lr": 5e-3, "weight_decay": 0.01, "eps": 1e-8, "warmup": 20, "schedule": "constant",
+    # value target: (1 - value) * result + value * sigmoid(eval / 756)
+    "value": 0.0,
+    # keep the parameters of the best held-out evaluation (by held-out loss)
+    "keep_best": True,
+}
+
+MODEL_KEYS = ("embed_dim", "orders", "pair_dim", "hidden", "head_width")
+
+
+def recipe(**overrides) -> Dict[str, Any]:
+    """The recipe with `overrides` (names of RECIPE; an unknown name is a KeyError naming it)."""
+    unknown = sorted(set(overrides) - set(RECIPE))
+    if unknown:
+        raise KeyError(f"shogi recipe: unknown setting(s) {unknown}; known: {sorted(RECIPE)}")
+    out = dict(RECIPE)
+    out.update(overrides)
+    out["hidden"] = tuple(out["hidden"])
+    return out
+
+
+def parse_setting(text: str):
+    """'name=value' -> (name, value) with the value typed as RECIPE's (hidden: '256,256')."""
+    name, sep, raw = text.partition("=")
+    name = name.strip().replace("-", "_")
+    if not sep or name not in RECIPE:
+        raise ValueError(f"shogi recipe: expected NAME=VALUE with NAME one of {sorted(RECIPE)}, got {text!r}")
+    old = RECIPE[name]
+    raw = raw.strip()
+    if name == "hidden":
+        return name, tuple(int(h) for h in raw.split(",") if h.strip())
+    if name == "value" and raw in ("result", "eval"):
+        return name, raw
+    if isinstance(old, bool):
+        if raw.lower() not in ("0", "1", "true", "false"):
+            raise ValueError(f"shogi recipe: {name} must be true or false, got {raw!r}")
+        return name, raw.lower() in ("1", "true")
+    if isinstance(old, int):
+        return name, int(raw)
+    if isinstance(old, float):
+        return name, float(raw)
+    return name, raw
