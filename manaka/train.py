@@ -32,6 +32,18 @@ PRESETS = {
 }
 
 
+def _shogi_preset() -> dict:
+    """"shogi": the shogi recipe (manaka/shogi/recipe.py), the default for record data:
+    shapes, optimizer settings, value target and keep-best, measured on held-out games."""
+    from .shogi.recipe import RECIPE
+
+    return {k: RECIPE[k] for k in ("embed_dim", "orders", "pair_dim", "hidden", "head_width", "batch_size", "lr",
+                                   "weight_decay", "eps", "warmup", "schedule", "value", "keep_best")}
+
+
+PRESETS["shogi"] = _shogi_preset()
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m manaka.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -60,17 +72,18 @@ def parser() -> argparse.ArgumentParser:
                    help="auto: the GPU when the CUDA backend is built and usable, else the CPU")
     g.add_argument("--batch-size", type=int, help="positions per step (default: the preset's: 512 small, 1024 seed)")
     g.add_argument("--lr", type=float, help="peak learning rate (default: the preset's: 5e-3 small, 1e-3 seed)")
-    g.add_argument("--warmup", type=int, default=20, metavar="STEPS", help="linear warm-up steps (default 20)")
-    g.add_argument("--schedule", choices=["constant", "cosine"], default="constant",
-                   help="after warm-up: constant, or cosine to 0 at the last step")
-    g.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay (default 0.01)")
+    g.add_argument("--warmup", type=int, metavar="STEPS", help="linear warm-up steps (default: the preset's, else 20)")
+    g.add_argument("--schedule", choices=["constant", "cosine"],
+                   help="after warm-up: constant, or cosine to 0 at the last step (default: the preset's, else constant)")
+    g.add_argument("--weight-decay", type=float, help="AdamW weight decay (default: the preset's, else 0.01)")
     g.add_argument("--producers", type=int, default=4, help="C threads packing batches (default 4)")
     g.add_argument("--prefetch", type=int, default=8, help="batches packed ahead of the trainer (default 8)")
     g.add_argument("--threads", type=int, help="CPU threads of the model's ops (default: all cores)")
     g.add_argument("--seed", type=int, default=0, help="model initialisation, data order and synthetic data (default 0)")
-    g = p.add_argument_group("model (default: --preset small on the CPU, seed on the GPU)")
+    g = p.add_argument_group("model (default: --preset shogi for shogi records, else small on the CPU, seed on the GPU)")
     g.add_argument("--preset", choices=sorted(PRESETS), help="small: learns within a minute on a CPU; "
-                   "seed: the seed configuration of docs/design.md §5")
+                   "seed: the seed configuration of docs/design.md §5; shogi: the recipe measured on held-out "
+                   "engine games (docs/shogi.md)")
     g.add_argument("--embed-dim", type=int, help="D, the embedding width")
     g.add_argument("--orders", type=int, help="K, power orders")
     g.add_argument("--pair-dim", type=int, help="P, the pair-table width")
@@ -140,7 +153,8 @@ def main(argv=None) -> int:
         print(f"python -m manaka.train: --eval-every must be >= 0, got {args.eval_every}", file=sys.stderr)
         return 2
     device = choose_device(args.device)
-    preset = PRESETS[args.preset or ("seed" if device == "cuda" else "small")]
+    records = bool(args.data) and _is_record_path(args.data)
+    preset = PRESETS[args.preset or ("shogi" if records else "seed" if device == "cuda" else "small")]
     if args.threads:
         mk.set_num_threads(args.threads)
     time_limit, epochs = args.time_limit, args.epochs
@@ -153,9 +167,9 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         held_out = None
         if args.data:
-            data = open_data(args.data)
+            data = open_data(args.data, preset.get("value", "result"))
             if args.eval_data:
-                held_out = open_data(args.eval_data)
+                held_out = open_data(args.eval_data, preset.get("value", "result"))
         else:
             # Vocabularies and shapes of the seed configuration; orders as the model's.
             shape = mk.ModelConfig(**{**SEED_SHAPES, "orders": args.orders or preset["orders"]})
@@ -171,8 +185,12 @@ def main(argv=None) -> int:
         loader = mk.Loader(data, batch_size=batch_size, producers=args.producers, prefetch=args.prefetch,
                            shuffle=True, seed=args.seed)
         total = args.steps if args.steps is not None else int(round(epochs * len(loader)))
-        trainer = mk.Trainer(model, lr=args.lr or preset["lr"], weight_decay=args.weight_decay,
-                             warmup_steps=args.warmup, schedule=args.schedule, total_steps=total)
+        weight_decay = args.weight_decay if args.weight_decay is not None else preset.get("weight_decay", 0.01)
+        trainer = mk.Trainer(model, lr=args.lr or preset["lr"], weight_decay=weight_decay,
+                             eps=preset.get("eps", 1e-8),
+                             warmup_steps=args.warmup if args.warmup is not None else preset.get("warmup", 20),
+                             schedule=args.schedule or preset.get("schedule", "constant"),
+                             total_steps=total)
         print(f"training: batch {batch_size}, {loader.producers} producers, {trainer!r}")
         eval_every = None if held_out is None else held_out_every(args, total)
         if held_out is not None:
@@ -187,7 +205,8 @@ def main(argv=None) -> int:
                          log_every=args.log_every, checkpoint=args.checkpoint,
                          checkpoint_every=args.checkpoint_every, resume=args.resume,
                          progress=not args.no_progress, time_limit=time_limit,
-                         eval_data=held_out, eval_every=eval_every, eval_batch_size=batch_size)
+                         eval_data=held_out, eval_every=eval_every, eval_batch_size=batch_size,
+                         keep_best=held_out is not None and preset.get("keep_best", False))
         summary(history, loader, data, held_out, model, batch_size)
         if args.save:
             model.save(args.save)
@@ -211,16 +230,23 @@ def held_out_every(args, total: int):
     return args.log_every * max(1, -(-total // (10 * args.log_every)))
 
 
-def open_data(path: str):
+def open_data(path: str, value="result"):
     """A dataset folder, or shogi records chosen by suffix (a file, glob or folder): *.hcpe
-    (dlshogi HCPE) or *.bin / *.psv (YaneuraOu PackedSfenValue), see docs/shogi.md."""
+    (dlshogi HCPE) or *.bin / *.psv (YaneuraOu PackedSfenValue), see docs/shogi.md;
+    `value` is the records' value target (shogi.open_hcpe's value=)."""
     from . import shogi
 
     if path.endswith(".hcpe") or (os.path.isdir(path) and _holds(path, (".hcpe",))):
-        return shogi.open_hcpe(path)
+        return shogi.open_hcpe(path, value=value)
     if path.endswith((".bin", ".psv")) or (os.path.isdir(path) and _holds(path, (".bin", ".psv"))):
-        return shogi.open_psv(path)
+        return shogi.open_psv(path, value=value)
     return mk.Dataset.open(path)
+
+
+def _is_record_path(path: str) -> bool:
+    """--data names shogi records (by suffix), not a dataset folder."""
+    return path.endswith((".hcpe", ".bin", ".psv")) or (
+        os.path.isdir(path) and _holds(path, (".hcpe", ".bin", ".psv")))
 
 
 def _holds(folder: str, suffixes) -> bool:

@@ -47,7 +47,8 @@ RECORD = 38
 def metrics(logits: np.ndarray, counts: np.ndarray, target: np.ndarray, value: np.ndarray,
             result: np.ndarray) -> Dict[str, float]:
     """Sums over positions: top1, top5 (the target among the 5 largest logits of its legal
-    slots, ties broken by slot order as a stable descending sort does), value_bce (the value
+    slots, ties broken by slot order as a stable descending sort does), policy_nll (minus
+    the log-softmax over the legal slots at the target), value_bce (the value
     probability clipped to [1e-7, 1 - 1e-7] against the result), decisive (positions whose
     result is not 0.5), value_correct (among those, value > 0.5 iff result > 0.5), n."""
     logits = np.asarray(logits, np.float64)
@@ -58,11 +59,15 @@ def metrics(logits: np.ndarray, counts: np.ndarray, target: np.ndarray, value: n
     zt = z[rows, target][:, None]
     before = (z > zt) | ((z == zt) & (np.arange(L)[None, :] < target[:, None]))
     rank = before.sum(axis=1)
+    m = z.max(axis=1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)  # baselines' scores may be huge; logsumexp stays finite
+    lse = m[:, 0] + np.log(np.exp(z - m).sum(axis=1))
+    nll = lse - zt[:, 0]
     p = np.clip(np.asarray(value, np.float64), 1e-7, 1 - 1e-7)
     r = np.asarray(result, np.float64)
     bce = -(r * np.log(p) + (1 - r) * np.log(1 - p))
     decisive = r != 0.5
-    return {"n": n, "top1": float((rank == 0).sum()), "top5": float((rank < 5).sum()),
+    return {"n": n, "top1": float((rank == 0).sum()), "top5": float((rank < 5).sum()), "policy_nll": float(nll.sum()),
             "value_bce": float(bce.sum()), "decisive": float(decisive.sum()),
             "value_correct": float(((p > 0.5) == (r > 0.5))[decisive].sum())}
 
@@ -71,6 +76,7 @@ def finish(sums: Dict[str, float]) -> Dict[str, float]:
     """Means from :func:`metrics` sums (added over batches)."""
     n = max(sums["n"], 1)
     return {"positions": int(sums["n"]), "top1": sums["top1"] / n, "top5": sums["top5"] / n,
+            "policy_nll": sums["policy_nll"] / n,
             "value_bce": sums["value_bce"] / n,
             "value_accuracy": sums["value_correct"] / sums["decisive"] if sums["decisive"] else float("nan")}
 
@@ -134,6 +140,7 @@ def chance(held: Table) -> Dict[str, float]:
     c = held.counts.astype(np.float64)
     r = held.result.astype(np.float64)
     return {"positions": len(held), "top1": float((1 / c).mean()), "top5": float((np.minimum(5, c) / c).mean()),
+            "policy_nll": float(np.log(c).mean()),
             "value_bce": math.log(2.0), "value_accuracy": 0.5 if (r != 0.5).any() else float("nan")}
 
 
@@ -150,7 +157,8 @@ def baselines(train: Table, held: Table, limit: int = 0) -> Dict[str, Dict[str, 
     for idx in held.batches(1024, limit):
         legal = held.legal(idx)
         counts, target, result = held.counts[idx], held.target[idx], held.result[idx]
-        f_logits = np.where(legal >= 0, freq[np.maximum(legal, 0)], 0.0)
+        # log(count + 1): the ranking of the counts, and a policy NLL of add-one smoothing
+        f_logits = np.where(legal >= 0, np.log1p(freq[np.maximum(legal, 0)]), 0.0)
         f_sums = add(f_sums, metrics(f_logits, counts, target, np.full(len(idx), mean_result), result))
         h_logits = np.zeros(legal.shape)
         h_value = np.zeros(len(idx))
@@ -163,6 +171,7 @@ def baselines(train: Table, held: Table, limit: int = 0) -> Dict[str, Dict[str, 
     out["frequency"] = finish(f_sums)
     out["heuristic"] = finish(h_sums)
     out["heuristic"]["material_slope"] = slope
+    out["heuristic"]["policy_nll"] = float("nan")  # its scores rank moves; they are no probabilities
     return out
 
 
@@ -198,14 +207,20 @@ class Budget:
     """Training wall time (evaluations excluded) and positions; a curve point every
     `every` seconds of training."""
 
-    def __init__(self, seconds: float, positions: int, every: float):
-        self.seconds, self.positions, self.every = seconds, positions, every
-        self.trained, self.seen, self.next_eval = 0.0, 0, every
+    def __init__(self, seconds: float, positions: int, every: float, every_positions: int = 0):
+        self.seconds, self.positions, self.every, self.every_positions = seconds, positions, every, every_positions
+        self.trained, self.seen, self.next_eval, self.next_seen = 0.0, 0, every, every_positions
 
     def spent(self) -> bool:
         return (self.seconds and self.trained >= self.seconds) or (self.positions and self.seen >= self.positions)
 
     def due(self) -> bool:
+        if self.every_positions:
+            if self.seen < self.next_seen:
+                return False
+            while self.next_seen <= self.seen:
+                self.next_seen += self.every_positions
+            return True
         if self.every and self.trained >= self.next_eval:
             while self.next_eval <= self.trained:
                 self.next_eval += self.every
@@ -234,7 +249,7 @@ def train_manaka(cfg: dict) -> dict:
     total = estimate_steps(cfg, r["batch_size"], len(loader))
     trainer = mk.Trainer(model, lr=r["lr"], weight_decay=r["weight_decay"], eps=r["eps"],
                          warmup_steps=r["warmup"], schedule=r["schedule"], total_steps=total)
-    budget = Budget(cfg["seconds"], cfg["positions"], cfg["every"])
+    budget = Budget(cfg["seconds"], cfg["positions"], cfg["every"], cfg["every_positions"])
     curve, best, best_state, steps = [], None, None, 0
     t = time.perf_counter()
     try:
@@ -263,13 +278,15 @@ def train_manaka(cfg: dict) -> dict:
         model.load_state_dict(best_state)
         out["kept"] = {"seconds": best["seconds"], "steps": best["steps"]}
     out["final"] = evaluate_manaka(model, held) if "kept" in out else out["final_of_last"]
+    if cfg["save"]:
+        model.save(os.path.join(cfg["save"], "manaka.model"))
     return out
 
 
 def _better(a: Dict[str, float], b: Dict[str, float]) -> bool:
-    """Held-out policy and value together: top-1 gained minus value BCE lost (a point of
-    top-1 weighs as 0.01 of BCE)."""
-    return a["top1"] - a["value_bce"] > b["top1"] - b["value_bce"]
+    """The lower held-out loss (policy NLL + value BCE against the result), as mk.fit's
+    keep_best judges by its held-out loss."""
+    return a["policy_nll"] + a["value_bce"] < b["policy_nll"] + b["value_bce"]
 
 
 def estimate_steps(cfg: dict, batch_size: int, per_epoch: int) -> Optional[int]:
@@ -290,7 +307,7 @@ def train_resnet(cfg: dict) -> dict:
     train = Table(cfg["train"], eval_weight=cfg["eval_weight"])
     run = ResNetRun(cfg["blocks"], cfg["channels"], lr=cfg["resnet_lr"], seed=cfg["seed"])
     rng = np.random.default_rng(cfg["seed"])
-    budget = Budget(cfg["seconds"], cfg["positions"], cfg["every"])
+    budget = Budget(cfg["seconds"], cfg["positions"], cfg["every"], cfg["every_positions"])
     curve, steps, B = [], 0, cfg["resnet_batch"]
     order, at = rng.permutation(len(train)), 0
     t = time.perf_counter()
@@ -308,6 +325,8 @@ def train_resnet(cfg: dict) -> dict:
         if budget.due() or budget.spent():
             curve.append(_curve_point(budget, steps, evaluate_resnet(run, held, cfg["eval_positions"])))
         t = time.perf_counter()
+    if cfg["save"]:
+        torch.save(run.net.state_dict(), os.path.join(cfg["save"], "resnet.pt"))
     return {"curve": curve, "parameters": run.num_parameters(), "steps": steps, "positions_seen": budget.seen,
             "seconds": budget.trained, "final": evaluate_resnet(run, held),
             "settings": {"blocks": cfg["blocks"], "channels": cfg["channels"], "lr": cfg["resnet_lr"],
@@ -326,6 +345,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--time", type=float, default=300.0, help="training seconds of each model (default 300; 0: none)")
     p.add_argument("--positions", type=int, default=0, help="or a budget of positions seen (0: none)")
     p.add_argument("--eval-every", type=float, default=30.0, help="a curve point every this many training seconds")
+    p.add_argument("--eval-every-positions", type=int, default=0,
+                   help="or a curve point every this many positions seen (for runs compared at equal positions)")
     p.add_argument("--eval-positions", type=int, default=4096, help="held-out positions of each curve point "
                    "(the final row uses all; 0: all)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
@@ -340,6 +361,7 @@ def parser() -> argparse.ArgumentParser:
                    help="manaka positions/s assumed to size a cosine schedule under --time (default 4000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="a few seconds each, for a test")
+    p.add_argument("--save", metavar="DIR", help="also save the trained models there (manaka.model, resnet.pt)")
     p.add_argument("--tag", default="cpu", help="results name: strength-<tag>.json/.md")
     p.add_argument("--out", help=OUT_HELP)
     return p
@@ -352,10 +374,12 @@ def run(a) -> dict:
     settings = dict(parse_setting(s) for s in a.set)
     r = recipe(**settings)
     only = set(a.only or ["manaka", "resnet", "baselines"])
-    cfg = {"train": a.train, "held": a.held, "seconds": a.time, "positions": a.positions, "every": a.eval_every,
+    cfg = {"train": a.train, "held": a.held, "seconds": a.time, "positions": a.positions, "every": a.eval_every, "every_positions": a.eval_every_positions,
            "eval_positions": a.eval_positions, "settings": settings, "seed": a.seed, "rate_guess": a.rate_guess,
            "blocks": a.blocks, "channels": a.channels, "resnet_lr": a.resnet_lr, "resnet_batch": a.resnet_batch,
-           "eval_weight": value_weight(r["value"])}
+           "eval_weight": value_weight(r["value"]), "save": a.save}
+    if a.save:
+        os.makedirs(a.save, exist_ok=True)
     if not a.time and not a.positions:
         raise ValueError("strength: give --time or --positions")
     out = {"config": {k: v for k, v in cfg.items() if k != "settings"}, "recipe": {
@@ -385,22 +409,23 @@ def report(out: dict) -> List[str]:
              f"budget per model: {c['seconds']:g} s of training" + (f", {c['positions']:,} positions" if c['positions'] else "")
              + "; 1 model thread each (manaka: + 1 producer thread), both trained at the same time",
              f"manaka recipe: {out['recipe']}", ""]
-    lines.append(f"{'row':<12} {'top-1':>7} {'top-5':>7} {'value BCE':>10} {'value acc':>10} {'seen':>10} {'params':>12}")
+    lines.append(f"{'row':<12} {'top-1':>7} {'top-5':>7} {'policy NLL':>10} {'value BCE':>10} {'value acc':>10} "
+                 f"{'seen':>10} {'params':>12}")
     for name, r in out["rows"].items():
         extra = out.get(name, {})
         seen = f"{extra['positions_seen']:,}" if "positions_seen" in extra else ""
         params = f"{extra['parameters']:,}" if "parameters" in extra else ""
-        lines.append(f"{name:<12} {100 * r['top1']:6.1f}% {100 * r['top5']:6.1f}% {r['value_bce']:10.4f} "
+        lines.append(f"{name:<12} {100 * r['top1']:6.1f}% {100 * r['top5']:6.1f}% {r['policy_nll']:10.4f} {r['value_bce']:10.4f} "
                      f"{100 * r['value_accuracy']:9.1f}% {seen:>10} {params:>12}")
     for name in ("manaka", "resnet"):
         if name not in out:
             continue
         res = out[name]
         lines += ["", f"{name} curve (first {c['eval_positions'] or 'all'} held-out positions):",
-                  f"{'seconds':>8} {'seen':>10} {'steps':>7} {'top-1':>7} {'top-5':>7} {'value BCE':>10} {'value acc':>10}"]
+                  f"{'seconds':>8} {'seen':>10} {'steps':>7} {'top-1':>7} {'top-5':>7} {'policy NLL':>10} {'value BCE':>10} {'value acc':>10}"]
         for p in res["curve"]:
             lines.append(f"{p['seconds']:8.1f} {p['positions_seen']:10,} {p['steps']:7,} {100 * p['top1']:6.1f}% "
-                         f"{100 * p['top5']:6.1f}% {p['value_bce']:10.4f} {100 * p['value_accuracy']:9.1f}%")
+                         f"{100 * p['top5']:6.1f}% {p['policy_nll']:10.4f} {p['value_bce']:10.4f} {100 * p['value_accuracy']:9.1f}%")
         if "kept" in res:
             f = res["final_of_last"]
             lines.append(f"kept the best curve point ({res['kept']['seconds']:.1f} s, step {res['kept']['steps']}); "

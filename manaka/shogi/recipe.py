@@ -54,3 +54,27 @@ def parse_setting(text: str):
     if isinstance(old, float):
         return name, float(raw)
     return name, raw
+
+
+def trainer_settings(r: Dict[str, Any] = None) -> Dict[str, Any]:
+    """The recipe's mk.Trainer keyword arguments (lr, weight_decay, eps, warmup_steps, schedule)."""
+    r = RECIPE if r is None else r
+    return {"lr": r["lr"], "weight_decay": r["weight_decay"], "eps": r["eps"], "warmup_steps": r["warmup"],
+            "schedule": r["schedule"]}
+
+
+def model_config(r: Dict[str, Any] = None):
+    """The recipe's mk.ModelConfig for shogi records (manaka's shogi vocabularies)."""
+    from ..model import ModelConfig
+    from .position import NUM_LABELS, NUM_TOKENS, TOKENS_PER_SIDE
+
+    r = RECIPE if r is None else r
+    return ModelConfig(num_tokens=NUM_TOKENS, num_moves=NUM_LABELS, tokens_per_side=TOKENS_PER_SIDE,
+                       **{k: r[k] for k in MODEL_KEYS})
+
+
+def is_records(data) -> bool:
+    """Shogi record files (open_hcpe / open_psv), or a Loader over them."""
+    from .records import RecordFiles
+
+    return isinstance(getattr(data, "dataset", data), RecordFiles)
