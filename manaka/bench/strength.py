@@ -382,7 +382,9 @@ def run(a) -> dict:
         os.makedirs(a.save, exist_ok=True)
     if not a.time and not a.positions:
         raise ValueError("strength: give --time or --positions")
-    out = {"config": {k: v for k, v in cfg.items() if k != "settings"}, "recipe": {
+    out = {"config": {**{k: v for k, v in cfg.items() if k != "settings"}, "set": list(a.set)},
+           "data": {"train_positions": os.path.getsize(a.train) // RECORD,
+                    "held_positions": os.path.getsize(a.held) // RECORD}, "recipe": {
         k: (list(v) if isinstance(v, tuple) else v) for k, v in r.items()}, "rows": {}}
     jobs = {}
     ctx = multiprocessing.get_context("spawn")
@@ -393,7 +395,6 @@ def run(a) -> dict:
             jobs["resnet"] = pool.submit(train_resnet, cfg)
         if "baselines" in only:  # in this process, while the two train
             held, train = Table(a.held), Table(a.train)
-            out["data"] = {"train_positions": len(train), "held_positions": len(held)}
             out["rows"].update(baselines(train, held))
         for name, job in jobs.items():
             res = job.result()
