@@ -38,7 +38,7 @@ def _shogi_preset() -> dict:
     from .shogi.recipe import RECIPE
 
     return {k: RECIPE[k] for k in ("embed_dim", "orders", "pair_dim", "hidden", "head_width", "batch_size", "lr",
-                                   "weight_decay", "eps", "warmup", "schedule", "value", "keep_best")}
+                                   "weight_decay", "eps", "warmup", "schedule", "value", "mirror", "keep_best")}
 
 
 PRESETS["shogi"] = _shogi_preset()
@@ -167,7 +167,7 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         held_out = None
         if args.data:
-            data = open_data(args.data, preset.get("value", "result"))
+            data = open_data(args.data, preset.get("value", "result"), mirror=preset.get("mirror", False))
             if args.eval_data:
                 held_out = open_data(args.eval_data, preset.get("value", "result"))
         else:
@@ -230,16 +230,17 @@ def held_out_every(args, total: int):
     return args.log_every * max(1, -(-total // (10 * args.log_every)))
 
 
-def open_data(path: str, value="result"):
+def open_data(path: str, value="result", mirror: bool = False):
     """A dataset folder, or shogi records chosen by suffix (a file, glob or folder): *.hcpe
     (dlshogi HCPE) or *.bin / *.psv (YaneuraOu PackedSfenValue), see docs/shogi.md;
-    `value` is the records' value target (shogi.open_hcpe's value=)."""
+    `value` is the records' value target (shogi.open_hcpe's value=), `mirror` adds their
+    left-right mirrors (training data only: held-out data is scored as recorded)."""
     from . import shogi
 
     if path.endswith(".hcpe") or (os.path.isdir(path) and _holds(path, (".hcpe",))):
-        return shogi.open_hcpe(path, value=value)
+        return shogi.open_hcpe(path, value=value, mirror=mirror)
     if path.endswith((".bin", ".psv")) or (os.path.isdir(path) and _holds(path, (".bin", ".psv"))):
-        return shogi.open_psv(path, value=value)
+        return shogi.open_psv(path, value=value, mirror=mirror)
     return mk.Dataset.open(path)
 
 

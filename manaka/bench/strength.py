@@ -241,7 +241,7 @@ def train_manaka(cfg: dict) -> dict:
     mk.set_num_threads(1)
     r = recipe(**cfg["settings"])
     held = Table(cfg["held"])
-    data = open_hcpe(cfg["train"], value=r["value"])
+    data = open_hcpe(cfg["train"], value=r["value"], mirror=r["mirror"])
     model = mk.Model(mk.ModelConfig(num_tokens=data.num_tokens, num_moves=data.num_moves,
                                     tokens_per_side=data.tokens_per_side,
                                     **{k: r[k] for k in MODEL_KEYS}), seed=cfg["seed"])

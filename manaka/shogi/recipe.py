@@ -15,6 +15,8 @@ RECIPE: Dict[str, Any] = {
     "batch_size": 512, "lr": 5e-3, "weight_decay": 0.01, "eps": 1e-8, "warmup": 20, "schedule": "constant",
     # value target: (1 - value) * result + value * sigmoid(eval / 756)
     "value": 0.0,
+    # train on every record and its left-right mirror (open_hcpe / open_psv(mirror=True))
+    "mirror": False,
     # keep the parameters of the best held-out evaluation (by held-out loss)
     "keep_best": True,
 }

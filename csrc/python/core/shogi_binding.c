@@ -140,7 +140,7 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
     return Py_BuildValue("NNNNNNN", out[0], out[1], out[2], out[3], out[4], out[5], out[6]);
 }
 
-/* shogi_rows(format, records, eval_weight) -> (tokens int16 [N, 2, 40], offsets int64
+/* shogi_rows(format, records, eval_weight[, mirror]) -> (tokens int16 [N, 2, 40], offsets int64
  * [N + 1], labels int16 [offsets[N]], target int32 [N], value float32 [N], status int32
  * [N]): every record as a training row (sorted legal labels, the played move's index); a
  * bad record has status = its fault's code (records.h) and no labels. */
@@ -148,7 +148,8 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
     int format;
     PyObject *obj;
     double eval_weight;
-    if (!PyArg_ParseTuple(args, "iOd", &format, &obj, &eval_weight) || format_arg(format) < 0)
+    int mirror = 0;
+    if (!PyArg_ParseTuple(args, "iOd|p", &format, &obj, &eval_weight, &mirror) || format_arg(format) < 0)
         return NULL;
     if (!(eval_weight >= 0.0 && eval_weight <= 1.0)) {
         PyErr_Format(PyExc_ValueError, "shogi: eval_weight must be in [0, 1], got %g", eval_weight);
@@ -179,7 +180,7 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
     for (npy_intp i = 0; i < N; i++) {
         int32_t t32[2 * MK_SHOGI_TOKENS], lab[MK_SHOGI_MAX_MOVES], target = -1;
         float value = 0;
-        int n = mk_shogi_row(format, r + i * width, eval_weight, t32, lab, &target, &value);
+        int n = mk_shogi_row(format, r + i * width, eval_weight, mirror, t32, lab, &target, &value);
         st[i] = n < 0 ? -n : 0;
         if (n < 0) {
             n = 0;
@@ -227,7 +228,7 @@ static PyMethodDef shogi_methods[] = {
     {"shogi_decode", py_decode, METH_VARARGS,
      "shogi_decode(format, records) -> (board, hand, side, move, eval, result, status)"},
     {"shogi_rows", py_rows, METH_VARARGS,
-     "shogi_rows(format, records, eval_weight) -> (tokens, offsets, labels, target, value, status)"},
+     "shogi_rows(format, records, eval_weight, mirror=False) -> (tokens, offsets, labels, target, value, status)"},
     {"shogi_reason", py_reason, METH_VARARGS, "shogi_reason(code) -> str"},
     {NULL, NULL, 0, NULL},
 };
@@ -243,7 +244,7 @@ static PyMethodDef shogi_methods[] = {
 typedef struct {
     PyObject_HEAD
     mk_row_source source;
-    int format, skip;
+    int format, skip, mirror;
     double eval_weight;
     int nfiles;
     const uint8_t **data;
@@ -270,6 +271,7 @@ static int record_width(const RecordsObject *r) {
 /* Asks for row `index`'s record (38 or 40 bytes: at most two cache lines) ahead of its fill. */
 static void records_prefetch(const void *ctx, int64_t index) {
     const RecordsObject *r = ctx;
+    if (index >= r->start[r->nfiles]) index -= r->start[r->nfiles]; /* a mirrored row */
     int f = records_file(r, index);
     const uint8_t *rec = r->data[f] + (index - r->start[f]) * record_width(r);
     __builtin_prefetch(rec);
@@ -279,14 +281,16 @@ static void records_prefetch(const void *ctx, int64_t index) {
 static int records_fill(const void *ctx, int64_t index, int32_t *tokens, int32_t *legal,
                         int32_t *target, float *value, char *error) {
     const RecordsObject *r = ctx;
+    int mirror = index >= r->start[r->nfiles]; /* rows [N, 2N) mirror records [0, N) */
+    if (mirror) index -= r->start[r->nfiles];
     int lo = records_file(r, index);
     int64_t i = index - r->start[lo];
-    int n = mk_shogi_row(r->format, r->data[lo] + i * record_width(r), r->eval_weight, tokens, legal,
+    int n = mk_shogi_row(r->format, r->data[lo] + i * record_width(r), r->eval_weight, mirror, tokens, legal,
                          target, value);
     if (n > 0) return n;
     if (r->skip) return 0;
-    snprintf(error, MK_ROW_ERROR_BYTES, "shogi: %s: record %lld: %s (on_bad='skip' leaves such records out)",
-             r->names[lo], (long long)i, mk_shogi_record_reason(-n));
+    snprintf(error, MK_ROW_ERROR_BYTES, "shogi: %s: record %lld%s: %s (on_bad='skip' leaves such records out)",
+             r->names[lo], (long long)i, mirror ? " (mirrored)" : "", mk_shogi_record_reason(-n));
     return -1;
 }
 
@@ -301,14 +305,14 @@ static void Records_dealloc(RecordsObject *self) {
 
 static int Records_init(RecordsObject *self, PyObject *args, PyObject *kwds) {
     PyObject *files, *names;
-    int format, skip;
+    int format, skip, mirror = 0;
     double eval_weight;
     if (self->files) {
         PyErr_SetString(PyExc_RuntimeError, "ShogiRecords: already initialised");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "iO!O!dp", &format, &PyList_Type, &files, &PyList_Type, &names,
-                          &eval_weight, &skip) ||
+    if (!PyArg_ParseTuple(args, "iO!O!dp|p", &format, &PyList_Type, &files, &PyList_Type, &names,
+                          &eval_weight, &skip, &mirror) ||
         format_arg(format) < 0)
         return -1;
     Py_ssize_t n = PyList_GET_SIZE(files);
@@ -347,8 +351,8 @@ static int Records_init(RecordsObject *self, PyObject *args, PyObject *kwds) {
         self->data[i] = PyArray_DATA((PyArrayObject *)a);
         self->start[i + 1] = self->start[i] + PyArray_DIM((PyArrayObject *)a, 0);
     }
-    self->format = format, self->skip = skip, self->eval_weight = eval_weight;
-    self->source.num_rows = self->start[n];
+    self->format = format, self->skip = skip, self->eval_weight = eval_weight, self->mirror = mirror;
+    self->source.num_rows = self->start[n] * (mirror ? 2 : 1);
     self->source.tokens_per_side = MK_SHOGI_TOKENS;
     self->source.max_legal = MK_SHOGI_MAX_MOVES;
     /* the encoder's ids: a batch the producers pack from records is checked against them */
