@@ -277,6 +277,11 @@ def summary(history, loader, data, held_out, model, batch_size) -> None:
             r = mk.evaluate(model, held_out, batch_size=batch_size)
         print(f"held-out ({int(r['positions']):,} positions): loss {r['loss']:.4f} (policy {r['policy_loss']:.4f}, "
               f"value {r['value_loss']:.4f}), accuracy {r['accuracy']:.3f}")
+        kept = getattr(history, "kept", None)
+        if kept is not None and kept is not last:
+            print(f"kept the best held-out step {kept['step']} (--save saves it): loss {kept['eval_loss']:.4f} "
+                  f"(policy {kept['eval_policy_loss']:.4f}, value {kept['eval_value_loss']:.4f}), "
+                  f"accuracy {kept['eval_accuracy']:.3f}")
     if "teacher_accuracy_ceiling" in meta:
         print(f"teacher's ceiling: accuracy {meta['teacher_accuracy_ceiling']:.3f}, policy loss floor "
               f"{meta['teacher_policy_loss_floor']:.4f}, value loss floor {meta['teacher_value_loss_floor']:.4f}; "
