@@ -10,13 +10,13 @@ from typing import Any, Dict
 # One place for the numbers; the reasons are in docs/shogi.md "The default recipe".
 RECIPE: Dict[str, Any] = {
     # model shapes (the vocabularies come from the data)
-    "embed_dim": 32, "orders": 4, "pair_dim": 4, "hidden": (128,), "head_width": 64,
+    "embed_dim": 32, "orders": 4, "pair_dim": 1, "hidden": (128,), "head_width": 64,
     # optimizer
-    "batch_size": 512, "lr": 5e-3, "weight_decay": 0.01, "eps": 1e-8, "warmup": 20, "schedule": "constant",
+    "batch_size": 512, "lr": 5e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "constant",
     # value target: (1 - value) * result + value * sigmoid(eval / 756)
-    "value": 0.0,
+    "value": "eval",
     # train on every record and its left-right mirror (open_hcpe / open_psv(mirror=True))
-    "mirror": False,
+    "mirror": True,
     # keep the parameters of the best held-out evaluation (by held-out loss)
     "keep_best": True,
 }
@@ -45,8 +45,8 @@ def parse_setting(text: str):
     raw = raw.strip()
     if name == "hidden":
         return name, tuple(int(h) for h in raw.split(",") if h.strip())
-    if name == "value" and raw in ("result", "eval"):
-        return name, raw
+    if name == "value":  # "result", "eval" or a mixing weight
+        return name, raw if raw in ("result", "eval") else float(raw)
     if isinstance(old, bool):
         if raw.lower() not in ("0", "1", "true", "false"):
             raise ValueError(f"shogi recipe: {name} must be true or false, got {raw!r}")
