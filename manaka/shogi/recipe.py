@@ -10,7 +10,7 @@ from typing import Any, Dict
 # One place for the numbers; the reasons are in docs/shogi.md "The default recipe".
 RECIPE: Dict[str, Any] = {
     # model shapes (the vocabularies come from the data)
-    "embed_dim": 32, "orders": 4, "pair_dim": 1, "hidden": (128,), "head_width": 64,
+    "embed_dim": 32, "orders": 4, "pair_dim": 1, "hidden": (512,), "head_width": 256,
     # optimizer
     "batch_size": 512, "lr": 5e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "constant",
     # value target: (1 - value) * result + value * sigmoid(eval / 756)
