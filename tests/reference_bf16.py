@@ -76,10 +76,16 @@ def adamw_f32(p, g, m, v, args):
     decay, c1, c2 = one - lr * wd, one - b1, one - b2
     step_size, inv_bc2_sqrt = lr / bc1, one / np.sqrt(bc2)
     p, g, m, v = (np.asarray(a, np.float32) for a in (p, g, m, v))
-    m = b1 * m + c1 * g
-    v = b2 * v + c2 * g * g
+    m = flush_denormal(b1 * m + c1 * g)
+    v = flush_denormal(b2 * v + c2 * g * g)
     p = p * decay - step_size * m / (np.sqrt(v) * inv_bc2_sqrt + eps)
     return p, m, v
+
+
+def flush_denormal(x):
+    """Moments below FLT_MIN in magnitude are stored as 0 (core/pair_gap.h)."""
+    x = np.asarray(x, np.float32)
+    return np.where(np.abs(x) < np.finfo(np.float32).tiny, np.float32(0), x)
 
 
 def adamw_bf16(p, g, m16, v16, args, seed):
