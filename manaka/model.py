@@ -157,6 +157,7 @@ class Model:
     """
 
     POLICY_HEADS = ("fused", "split")
+    _pair_owner = None  # weakref to the sparse Trainer whose pair-table rows may lag (_sync)
 
     def __init__(self, config: ModelConfig, device: str = "cpu", seed: int = 0,
                  policy_head: str = "fused"):
@@ -174,7 +175,6 @@ class Model:
                                  fused_head=policy_head == "fused")
         self.seed = int(seed)  # checked by the core: an int in [0, 2**64)
         self._shapes = {name: shape for name, shape, _ in self._core.tensors()}
-        self._pair_owner = None  # weakref to the sparse Trainer whose rows may lag (see _sync)
 
     # ------------------------------------------------------------ sparse pair-table updates
     def _own_pair_table(self, trainer) -> None:
