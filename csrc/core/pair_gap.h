@@ -41,8 +41,9 @@ enum { MK_GAP_DECAY, MK_GAP_DRIFT, MK_GAP_DRIFT_C, MK_GAP_M1, MK_GAP_R2, MK_GAP_
 #define MK_GAP_WINDOW 8192
 
 /* Arithmetic that nvcc must not contract into FMAs (the CPU compiles with contraction off),
- * so that both backends round every operation the same way. */
-#ifdef __CUDACC__
+ * so that both backends round every operation the same way (the intrinsics exist in device
+ * code only: the host pass of nvcc and the CPU use plain operators). */
+#ifdef __CUDA_ARCH__
 #define MK_DMUL(a, b) __dmul_rn((a), (b))
 #define MK_DADD(a, b) __dadd_rn((a), (b))
 #define MK_DDIV(a, b) __ddiv_rn((a), (b))
