@@ -255,12 +255,12 @@ def float32_decay_without_flush(x, factor, steps):
 
 @pytest.mark.parametrize("mode", ["dense", "sparse", "lazy"])
 def test_moments_of_a_row_without_gradient_end_as_exact_zeros(mode):
-    """A row named once, then never again for 1000 steps: its moments pass below FLT_MIN and
-    are stored as 0. Without the flush, float32 would stall a few ulps above 0 (x * 0.9
+    """A row named once, then never again for 350 steps: its moments pass below FLT_MIN and
+    are stored as 0. Without the flush, float32 would stall a few ulps above 0 (x * 0.75
     rounds back to x there: checked below), a denormal forever."""
     cfg = sparse_config()
     model = mk.Model(cfg, seed=1)
-    trainer = mk.Trainer(model, lr=1e-2, betas=(0.9, 0.9), pair_update=mode)
+    trainer = mk.Trainer(model, lr=1e-2, betas=(0.75, 0.75), pair_update=mode)
     first = cases.batch(cfg, B=1, seed=3, empty_fraction=0.0)
     rows = refm.named_pair_rows(first.tokens)
     trainer.step(first)
@@ -270,10 +270,10 @@ def test_moments_of_a_row_without_gradient_end_as_exact_zeros(mode):
     tokens[..., :2] = [0, 1]  # every later step names row 1 only
     later = mk.Batch(tokens, first.legal, first.counts, first.target, first.value)
     assert 1 not in rows
-    for _ in range(1000):
+    for _ in range(350):
         trainer.step(later)
     state = trainer.state_dict()
     for kind in ("exp_avg", "exp_avg_sq"):
         np.testing.assert_array_equal(state[kind]["pair_table"][rows], 0.0)
-    # the test can fail: a float32 moment decaying by 0.9 without the flush stalls
-    assert float32_decay_without_flush(1e-30, 0.9, 1000) != 0
+    # the test can fail: a float32 moment decaying by 0.75 without the flush stalls
+    assert float32_decay_without_flush(1e-30, 0.75, 350) != 0
