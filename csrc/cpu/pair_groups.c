@@ -51,11 +51,11 @@ mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int6
     int failed = 0; /* shared: no thread updates anything unless every buffer was allocated */
 #pragma omp parallel num_threads(mk_get_num_threads())
     {
-        float *acc = malloc((size_t)(V * P) * sizeof(float)); /* a group has <= V rows */
+        float *acc = grad ? malloc((size_t)(V * P) * sizeof(float)) : NULL; /* <= V rows a group */
         /* touched-only mode: which rows of the group some pair names, as a list and a mask */
         int32_t *list = touched_only ? malloc((size_t)V * sizeof(int32_t)) : NULL;
         unsigned char *seen = touched_only ? calloc((size_t)V, 1) : NULL;
-        if (!acc || (touched_only && (!list || !seen))) {
+        if ((grad && !acc) || (touched_only && (!list || !seen))) {
 #pragma omp atomic write
             failed = 1;
         }
@@ -76,21 +76,29 @@ mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int6
             for (int32_t e = start[h]; e < start[h + 1]; e++) {
                 int64_t r = slots[e] / T, j = slots[e] % T;
                 const int32_t *s = sorted + r * T;
+                if (!grad) { /* the rows only */
+                    for (int64_t i = 0; i < j; i++) seen[s[i]] = 1;
+                    continue;
+                }
                 const float *g = grad + r * P;
                 for (int64_t i = 0; i < j; i++) {
                     float *a = acc + (int64_t)s[i] * P;
                     if (touched_only && !seen[s[i]]) { /* a row's first pair: its sum starts at 0 */
                         seen[s[i]] = 1;
-                        list[touched++] = s[i];
                         memset(a, 0, (size_t)P * sizeof(float));
                     }
 #pragma omp simd
                     for (int64_t c = 0; c < P; c++) a[c] += g[c];
                 }
             }
+            if (touched_only) /* the rows in table order (and the mask cleared) */
+                for (int32_t lo = 0; lo <= h; lo++)
+                    if (seen[lo]) {
+                        seen[lo] = 0;
+                        list[touched++] = lo;
+                    }
             if (touched_only && touched == 0) continue; /* h only ever first in its rows */
-            fn(ctx, h, acc, touched_only ? list : NULL, touched);
-            for (int32_t x = 0; x < touched; x++) seen[list[x]] = 0;
+            fn(ctx, h, grad ? acc : NULL, touched_only ? list : NULL, touched);
         }
         free(acc);
         free(list);

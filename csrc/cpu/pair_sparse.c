@@ -7,11 +7,16 @@
  * the named rows: once to catch them up over their gap (before the forward pass reads
  * them), once to apply the step's AdamW.
  *
- * Determinism: a row is caught up by whichever thread first claims its stamp (an atomic
- * compare-and-swap from the old stamp to `now`), but the result is a pure function of the
- * row's values and its gap entry, so it does not depend on who claims it; the update takes
- * the gradient groups of pair_groups.c, whose sums are bitwise those of the dense path. */
+ * Both passes visit the named rows group by group (pair_groups.c: rows sharing their larger
+ * token are contiguous), ascending within a group and with the next rows prefetched: the
+ * rows are scattered, so each pass is bound by memory latency, not bandwidth.
+ *
+ * Determinism: every row has one owner (its group's thread) and its result is a pure
+ * function of its values, its gap entry and (for the update) its gradient sum, which is
+ * bitwise the dense path's. */
 #include <stdlib.h>
+
+#include "core/manaka.h"
 
 #include "adamw_run.h"
 #include "backend_cpu.h"
@@ -28,6 +33,8 @@ typedef struct {
     float eps;
     uint64_t seed;
     const double *gaps;
+    int32_t *stamps;
+    int32_t now;
 } catch_up;
 
 /* Row q (stamp s) over its gap. */
@@ -52,13 +59,39 @@ static void catch_up_row(const catch_up *c, int64_t q, int32_t s) {
 
 #define ROW_CHUNK ((int64_t)1 << 14)
 
+/* How far ahead the row loops prefetch: rows are 64 bytes apart at best, scattered at
+ * worst, so the next few rows' lines are asked for while this one is computed. */
+#define AHEAD 4
+static inline void prefetch_row(const catch_up *c, int64_t q) {
+    int64_t o = q * c->P;
+    size_t w = c->bf16 ? 2 : 4;
+    __builtin_prefetch(c->p + o, 1);
+    __builtin_prefetch((char *)c->m + o * w, 1);
+    __builtin_prefetch((char *)c->v + o * w, 1);
+}
+
+static void catch_up_group(void *ctx, int64_t h, const float *acc, const int32_t *touched,
+                           int32_t n_touched) {
+    (void)acc;
+    const catch_up *c = ctx;
+    const int64_t first = mk_num_pairs(h);
+    for (int32_t x = 0; x < n_touched; x++) {
+        const int64_t q = first + touched[x];
+        if (x + AHEAD < n_touched) prefetch_row(c, first + touched[x + AHEAD]);
+        if (c->stamps[q] != c->now) {
+            catch_up_row(c, q, c->stamps[q]);
+            c->stamps[q] = c->now;
+        }
+    }
+}
+
 mk_status mk_pair_catch_up_cpu(void *stream, const int32_t *tokens, int64_t rows, int64_t T,
                                int64_t P, int64_t V, float *p, void *m, void *v, int bf16,
                                int32_t *stamps, const double *gaps, int64_t now, int drift,
                                float eps, uint64_t seed) {
     (void)stream;
-    const catch_up c = {P, p, m, v, bf16, drift, eps, seed, gaps};
     const int32_t stamp = (int32_t)now;
+    const catch_up c = {P, p, m, v, bf16, drift, eps, seed, gaps, stamps, stamp};
     if (!tokens) { /* every row: a flush */
         const int64_t n = mk_num_pairs(V), chunks = (n + ROW_CHUNK - 1) / ROW_CHUNK;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(mk_get_num_threads()) \
@@ -71,24 +104,15 @@ mk_status mk_pair_catch_up_cpu(void *stream, const int32_t *tokens, int64_t rows
                 }
         return MK_OK;
     }
-#pragma omp parallel for schedule(dynamic, 16) num_threads(mk_get_num_threads()) \
-    if (rows * T * T >= MK_PARALLEL_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        const int32_t *tok = tokens + r * T;
-        for (int64_t j = 1; j < T; j++) {
-            if (tok[j] < 0) continue;
-            for (int64_t i = 0; i < j; i++) {
-                if (tok[i] < 0) continue;
-                const int64_t q = mk_pair_index(tok[i], tok[j]);
-                int32_t s = __atomic_load_n(stamps + q, __ATOMIC_RELAXED);
-                /* the one thread whose swap succeeds owns the row's catch-up */
-                if (s != stamp && __atomic_compare_exchange_n(stamps + q, &s, stamp, 0,
-                                                              __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-                    catch_up_row(&c, q, s);
-            }
-        }
-    }
-    return MK_OK;
+    /* The rows the batch names, group by group in table order (pair_groups.c): each row has
+     * one owner and the rows are visited ascending, not in the batch's random order. */
+    MK_TRY(mk_pair_groups_check("pair_catch_up", rows, T));
+    int32_t *work = malloc((size_t)mk_pair_adamw_work_ints(rows, T, V) * sizeof(int32_t));
+    if (!work) return mk_fail(MK_ERR_NOMEM, "pair_catch_up: out of memory for its scratch");
+    mk_status st = mk_pair_grad_groups_cpu(NULL, tokens, rows, T, P, V, work, 1, catch_up_group,
+                                           (void *)&c);
+    free(work);
+    return st;
 }
 
 /* ------------------------------------------------------------ the touched rows' AdamW */
@@ -108,9 +132,16 @@ static void update_touched(void *ctx, int64_t h, const float *acc, const int32_t
                            int32_t n_touched) {
     const sparse_update *u = ctx;
     const int64_t first = mk_num_pairs(h);
+    const size_t w = u->bf16 ? 2 : 4;
     for (int32_t x = 0; x < n_touched; x++) {
         const int64_t q = first + touched[x], o = q * u->P;
         const float *g = acc + (int64_t)touched[x] * u->P;
+        if (x + AHEAD < n_touched) {
+            const int64_t oa = (first + touched[x + AHEAD]) * u->P;
+            __builtin_prefetch(u->p + oa, 1);
+            __builtin_prefetch((char *)u->m + oa * w, 1);
+            __builtin_prefetch((char *)u->v + oa * w, 1);
+        }
         if (u->bf16)
             adamw_run_bf16(&u->k, u->p + o, g, (uint16_t *)u->m + o, (uint16_t *)u->v + o, u->P,
                            u->seed, o);

@@ -80,6 +80,14 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--torch", action="store_true",
                     help="the step_torch suite instead: mk.Trainer vs manaka.torch.Network vs plain PyTorch "
                          "(python -m manaka.bench step_torch --help)")
+    ap.add_argument("--pair-update", default=None, metavar="MODES",
+                    help="compare pair-table updates, e.g. dense,sparse,lazy (manaka/bench/pair_update.py): "
+                         "timed interleaved, instead of the default suite")
+    ap.add_argument("--pair-batches", type=int, default=8,
+                    help="distinct batches the --pair-update steps cycle through (default 8)")
+    ap.add_argument("--records", default=None, metavar="FILES",
+                    help="with --pair-update: batches of real positions from shogi records "
+                         "(HCPE / PSV file, glob or folder) instead of the uniform seed batch")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                     help="cuda: the GPU suite (python -m manaka.bench step --device cuda --help)")
     args, rest = ap.parse_known_args(argv)
@@ -97,6 +105,8 @@ def main(argv: List[str]) -> int:
     mk.set_num_threads(args.threads)
     load = os.getloadavg()
     cfg = mk.ModelConfig(**SEED)
+    if args.pair_update is not None:
+        return main_pair_update(args, cfg, load)
     batch = seed_batch(cfg, args.batch, args.max_legal)
     B = args.batch
     model = mk.Model(cfg, seed=0)
@@ -156,6 +166,31 @@ def main(argv: List[str]) -> int:
     print("\n".join(lines))
     if not args.no_write:
         print("wrote", write_results("step", args.tag, results, lines, args.out))
+    return 0
+
+
+def main_pair_update(args, cfg: mk.ModelConfig, load) -> int:
+    """--pair-update: the step with each pair-table update, interleaved (pair_update.py)."""
+    from . import pair_update
+
+    modes = pair_update.parse_modes(args.pair_update)
+    if args.records:
+        batches = pair_update.record_batches(args.records, args.batch, args.pair_batches)
+        source = f"records {args.records}"
+    else:
+        batches = [seed_batch(cfg, args.batch, args.max_legal, seed=i) for i in range(args.pair_batches)]
+        source = "seed batches (uniform random tokens)"
+    state = mk.Model(cfg, seed=0).state_dict()
+    lines = [f"seed configuration: {cfg}", f"B={args.batch} threads={mk.get_num_threads()} batches: {source}",
+             f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", ""]
+    more, results = pair_update.compare(cfg, state, batches, modes, args.runs, args.warmup)
+    lines += more
+    results.update({"config": cfg.to_dict(), "batch": args.batch, "threads": mk.get_num_threads(),
+                    "source": source, "load_average_at_start": load})
+    note_resources(lines, results, "other processes inflate every time above")
+    print("\n".join(lines))
+    if not args.no_write:
+        print("wrote", write_results("step-pair-update", args.tag, results, lines, args.out))
     return 0
 
 
