@@ -64,6 +64,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--schedule", choices=["constant", "cosine"], default="constant",
                    help="after warm-up: constant, or cosine to 0 at the last step")
     g.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay (default 0.01)")
+    g.add_argument("--pair-update", choices=["dense", "sparse", "lazy"], default="dense",
+                   help="which pair-table rows a step updates: every row (dense, default), or only the rows "
+                        "the batch names (sparse, lazy; see manaka.Trainer)")
     g.add_argument("--producers", type=int, default=4, help="C threads packing batches (default 4)")
     g.add_argument("--prefetch", type=int, default=8, help="batches packed ahead of the trainer (default 8)")
     g.add_argument("--threads", type=int, help="CPU threads of the model's ops (default: all cores)")
@@ -172,7 +175,8 @@ def main(argv=None) -> int:
                            shuffle=True, seed=args.seed)
         total = args.steps if args.steps is not None else int(round(epochs * len(loader)))
         trainer = mk.Trainer(model, lr=args.lr or preset["lr"], weight_decay=args.weight_decay,
-                             warmup_steps=args.warmup, schedule=args.schedule, total_steps=total)
+                             warmup_steps=args.warmup, schedule=args.schedule, total_steps=total,
+                             pair_update=args.pair_update)
         print(f"training: batch {batch_size}, {loader.producers} producers, {trainer!r}")
         eval_every = None if held_out is None else held_out_every(args, total)
         if held_out is not None:

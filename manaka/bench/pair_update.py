@@ -28,10 +28,11 @@ def named_rows(batch: mk.Batch) -> int:
 
 
 def record_batches(path: str, B: int, count: int, seed: int = 0) -> List[mk.Batch]:
-    """`count` shuffled batches of B positions from shogi records (copies: safe to keep)."""
-    from manaka import shogi
+    """`count` shuffled batches of B positions from shogi records or a dataset folder, as
+    ``python -m manaka.train`` opens them (copies: safe to keep)."""
+    from manaka.train import open_data
 
-    data = shogi.open_records(path)
+    data = open_data(path)
     with mk.Loader(data, batch_size=B, producers=1, shuffle=True, seed=seed, drop_last=True,
                    copy=True) as loader:
         out = []
@@ -53,11 +54,12 @@ def parse_modes(text: str) -> List[str]:
 
 
 def compare(cfg: mk.ModelConfig, state: Dict[str, np.ndarray], batches: Sequence[mk.Batch],
-            modes: Sequence[str], rounds: int, warmup: int):
-    """(lines, results): per mode the median / min / max ms of `rounds` interleaved steps."""
+            modes: Sequence[str], rounds: int, warmup: int, device: str = "cpu"):
+    """(lines, results): per mode the median / min / max ms of `rounds` interleaved steps.
+    On a GPU each timed step ends by reading its loss, which waits for the step."""
     trainers = {}
     for mode in modes:
-        model = mk.Model(cfg, seed=0)
+        model = mk.Model(cfg, device=device, seed=0)
         model.load_state_dict(state)
         trainers[mode] = mk.Trainer(model, lr=1e-3, pair_update=mode)
     times = {m: [] for m in modes}
@@ -68,7 +70,9 @@ def compare(cfg: mk.ModelConfig, state: Dict[str, np.ndarray], batches: Sequence
         k += 1
         for mode in order:
             t0 = time.perf_counter()
-            trainers[mode].step(batch)
+            stats = trainers[mode].step(batch)
+            if device != "cpu":
+                stats.loss  # noqa: B018 (the read waits for the device)
             dt = time.perf_counter() - t0
             if r >= warmup:
                 times[mode].append(dt * 1e3)
