@@ -43,8 +43,10 @@ static void catch_up_row(const catch_up *c, int64_t q, int32_t s) {
     const int64_t o = q * c->P;
     float *p = c->p + o;
     if (!c->bf16) {
-        float *m = (float *)c->m + o, *v = (float *)c->v + o;
-        for (int64_t i = 0; i < c->P; i++) mk_gap_apply(&r, c->eps, p + i, m + i, v + i);
+        float *restrict m = (float *)c->m + o, *restrict v = (float *)c->v + o;
+        float *restrict pp = p;
+#pragma omp simd
+        for (int64_t i = 0; i < c->P; i++) mk_gap_apply(&r, c->eps, pp + i, m + i, v + i);
         return;
     }
     uint16_t *m = (uint16_t *)c->m + o, *v = (uint16_t *)c->v + o;
