@@ -5,7 +5,13 @@ in :class:`Trainer`; see docs/design.md for the math they compute.
 """
 from __future__ import annotations
 
-from . import _openblas
+import os as _os
+
+from ._source_tree import check_built as _check_built
+
+_check_built(_os.path.dirname(__file__))  # a source tree without its C core: say so, first
+
+from . import _openblas  # noqa: E402
 
 _openblas.load()  # before _core: it resolves its BLAS symbols against this copy
 

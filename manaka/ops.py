@@ -13,7 +13,10 @@ Argument rules (the same for every op):
 * non-contiguous NumPy arrays are accepted and copied; GPU arrays must be C-contiguous
   (the error says how to make them so); inputs are never modified;
 * every index is range-checked before any work; a bad one is a ``ValueError`` that gives
-  its position.
+  its position;
+* a torch tensor that requires grad is a ``TypeError`` saying to pass ``.detach()`` (these
+  functions record no gradient; :mod:`manaka.torch` has the same ops for autograd), as
+  torch's own ``.numpy()`` refuses one.
 """
 from __future__ import annotations
 
@@ -53,6 +56,12 @@ def _backend(op: str, **arrays: Any):
 
     Returns the backend and the arguments, with CPU objects that speak DLPack (a torch CPU
     tensor, say) viewed as NumPy arrays without a copy."""
+    for name, x in arrays.items():
+        # torch refuses to export such a tensor (a BufferError from DLPack, a RuntimeError from
+        # .numpy()): say which argument and what to do, as torch's own .numpy() does
+        if getattr(x, "requires_grad", False) is True:
+            raise TypeError(f"{op}: {name} is a tensor that requires grad; manaka.ops computes no gradients: "
+                            f"pass {name}.detach(), or use manaka.torch.{op}, which records them for autograd")
     gpu = {name: _on_gpu(x) for name, x in arrays.items() if x is not None}
     if any(gpu.values()):
         cpu_names = [name for name, on in gpu.items() if not on]

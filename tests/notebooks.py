@@ -5,6 +5,8 @@ import os
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# What a notebook may print when run by the tests (the quick settings).
+MAX_OUTPUTS, MAX_LINES = 60, 200
 
 
 def execute(name, env, monkeypatch, timeout=600):
@@ -21,4 +23,9 @@ def execute(name, env, monkeypatch, timeout=600):
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     errors = [o for o in outputs if o.get("output_type") == "error"]
     assert not errors, errors[0].get("evalue")
-    return "".join(o.get("text", "") for o in outputs)
+    text = "".join(o.get("text", "") for o in outputs)
+    # A saved notebook stays readable: no text progress bar (each refresh is kept, hundreds of
+    # lines), which a notebook shows as a widget (ipywidgets) or not at all.
+    assert "\r" not in text, f"{name}: a text progress bar in the outputs: {text[text.index(chr(13)) - 80:][:200]!r}"
+    assert len(outputs) <= MAX_OUTPUTS and text.count("\n") <= MAX_LINES, (len(outputs), text.count("\n"))
+    return text

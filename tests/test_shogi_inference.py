@@ -38,3 +38,17 @@ def test_policy_equals_a_forward_pass_on_the_reference_encoding():
 def test_policy_refuses_a_bad_position():
     with pytest.raises(ValueError, match="exactly one king"):
         shogi.policy(small_model(0), "9/9/9/9/9/9/9/9/4K4 b - 1")
+
+
+def test_policy_on_a_mated_position_gives_no_moves_and_the_value():
+    model = small_model(int(np.random.SeedSequence().entropy % 1000))
+    for sfen in ("4k4/9/9/9/9/9/4p4/4g4/4K4 b 2r 1",             # gold mate, the gold defended
+                 "4k4/9/9/9/9/9/9/3+r1+r3/4K4 b - 1"):           # two dragons
+        board = cshogi.Board(sfen)
+        assert board.is_check() and not list(board.legal_moves)
+        ranked, value = shogi.policy(model, sfen)
+        assert ranked == []
+        # the value head reads only the tokens: any legal list gives the same value
+        batch = mk.Batch(tokens(board)[None], np.array([[5, 9]], np.int32), np.array([2], np.int32),
+                         np.zeros(1, np.int32), np.full(1, 0.5, np.float32))
+        assert value == pytest.approx(float(model.forward(batch)[1][0]), rel=1e-6) and 0 < value < 1

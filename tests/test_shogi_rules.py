@@ -93,3 +93,34 @@ def test_sfen_round_trip():
         pos = shogi.parse_sfen(board.sfen())
         assert (pos.board, pos.hand, pos.side) == c_position(board)
         assert cshogi.Board(pos.sfen()).sfen().split()[:3] == board.sfen().split()[:3]
+
+
+def test_sfen_keeps_the_move_number():
+    for board in random_positions(20, 9):
+        n = int(np.random.default_rng(board.move_number).integers(1, 400))
+        sfen = " ".join(board.sfen().split()[:3] + [str(n)])
+        assert shogi.parse_sfen(sfen).sfen() == sfen
+        assert shogi.parse_sfen("sfen " + sfen).move_number == n
+    start = shogi.STARTING_SFEN.rsplit(" ", 1)[0]
+    assert shogi.parse_sfen(start).sfen() == start + " 1"  # no move number: 1
+    for bad, part in ((start + " x", "move number"), (start + " -3", "move number"),
+                      (start + " 1 moves 7g7f", "'moves 7g7f'")):
+        with pytest.raises(ValueError, match=part):
+            shogi.parse_sfen(bad)
+
+
+@pytest.mark.parametrize("hand,part", [("0P", "bad count '0' before 'P'"), ("P2", "ends with the count '2'"),
+                                       ("2", "ends with the count '2'"), ("1P", "bad count '1'"),
+                                       ("02P", "bad count '02'"), ("19p", "bad count '19'"),
+                                       ("2X", "bad hand piece 'X'"), ("R2", "ends with the count '2'")])
+def test_malformed_hands_are_refused_naming_the_part(hand, part):
+    with pytest.raises(ValueError, match=part):
+        shogi.parse_sfen(f"4k4/9/9/9/9/9/9/9/4K4 b {hand} 1")
+
+
+def test_well_formed_hands_agree_with_cshogi():
+    for hand in ("-", "P", "2P", "18p", "RB2G3S4N4Lp", "r2b", "Pp"):
+        sfen = f"4k4/9/9/9/9/9/9/9/4K4 b {hand} 1"
+        pos = shogi.parse_sfen(sfen)
+        assert (pos.board, pos.hand, pos.side) == c_position(cshogi.Board(sfen)), hand
+        assert pos.sfen() == cshogi.Board(sfen).sfen(), hand

@@ -96,3 +96,74 @@ def test_twenty_adamw_steps_track_trainer(soft):
         assert trainer.step(b).loss == pytest.approx(float(loss), rel=1e-4), step
     for name, arr in trainer.model.state_dict().items():
         assert cases.rel_err(net.state_dict()[name].numpy(), arr) < 1e-4, name
+
+
+def _corrupt(cfg, kind, seed):
+    """A batch mk.Model refuses: one field spoiled at a random row (tensors, as batch_tensors gives)."""
+    rng = np.random.default_rng(seed)
+    b = cases.batch(cfg, B=6, L=9, seed=seed, soft=kind.startswith("soft"))
+    t = {k: (None if v is None else v.clone()) for k, v in mkt.batch_tensors(b).items()}
+    r = int(rng.integers(6))
+    if kind == "value":  # a result outside [0, 1]: the BCE still returns a finite number
+        t["value"][r] = float(rng.choice([3.0, -0.5, 1.5]))
+    elif kind == "value_nan":
+        t["value"][r] = float("nan")
+    elif kind == "target_in_padding":  # the padded slot's logit is -inf: loss inf
+        t["target"][r] = t["counts"][r]
+    elif kind == "count_zero":
+        t["counts"][r] = 0
+        t["target"][r] = 0
+    elif kind == "token":
+        t["tokens"][r, 1, int(rng.integers(cfg.tokens_per_side))] = cfg.num_tokens
+    elif kind == "tokens_per_side":
+        t["tokens"] = t["tokens"][:, :, :-1].contiguous()
+    elif kind == "soft_sum":
+        t["policy_target"][r] *= 2
+    elif kind == "soft_negative":
+        t["policy_target"][r, 0] = -0.25
+        t["policy_target"][r, 1] += 0.25
+    return t
+
+
+@pytest.mark.parametrize("kind", ["value", "value_nan", "target_in_padding", "count_zero", "token",
+                                  "tokens_per_side", "soft_sum", "soft_negative"])
+def test_loss_refuses_what_the_model_refuses_in_its_words(kind):
+    cfg = cases.config()
+    seed = int(np.random.SeedSequence().entropy % 10_000)
+    t = _corrupt(cfg, kind, seed)
+    batch = mk.Batch(*(None if v is None else v.numpy() for v in t.values()))
+    with pytest.raises(Exception) as want:
+        mk.Model(cfg).loss_and_grad(batch)
+    net = mkt.Network(cfg)
+    for call in (net.loss, net.losses):
+        with pytest.raises(type(want.value)) as got:
+            call(**t)
+        assert str(got.value) == str(want.value).replace("Model.loss_and_grad", "Network.loss"), kind
+    mkt.check_batch(cfg, **cases_tensors(cfg, seed))  # a good batch passes
+
+
+def cases_tensors(cfg, seed):
+    return mkt.batch_tensors(cases.batch(cfg, B=6, L=9, seed=seed))
+
+
+def test_loss_check_can_be_skipped_and_reads_values_of_any_float_dtype():
+    cfg = cases.config()
+    t = _corrupt(cfg, "target_in_padding", 3)
+    assert float(mkt.Network(cfg).loss(**t, check=False)) == float("inf")  # what the check prevents
+    good = cases_tensors(cfg, 4)
+    net = mkt.Network(cfg)
+    want = float(net.loss(**good))
+    as64 = dict(good, value=good["value"].double(), target=good["target"].long())
+    assert float(net.loss(**as64)) == want
+    with pytest.raises(TypeError, match="Network.loss: value must be a torch.Tensor"):
+        net.loss(**dict(good, value=good["value"].numpy()))
+
+
+def test_compiled_loss_keeps_the_check():
+    cfg = cases.config()
+    net = mkt.Network(cfg)
+    compiled = torch.compile(net.loss, fullgraph=True)
+    good = cases_tensors(cfg, 5)
+    assert float(compiled(**good)) == pytest.approx(float(net.loss(**good)), rel=1e-5)
+    with pytest.raises(ValueError, match=r"Network.loss: value\[\d\] = 3 must be finite and in \[0, 1\]"):
+        compiled(**dict(good, value=torch.where(torch.arange(6) == 2, 3.0, good["value"])))

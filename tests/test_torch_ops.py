@@ -173,7 +173,8 @@ def test_opcheck_registration(rng):
     cases = [
         (mkt.gather_dot, (t(hidden, True), t(table, True), t(indices), t(c))),
         (mkt.gather_dot, (t(hidden, True), t(table, True), t(np.maximum(indices, 0)), None)),
-        (mkt.power_sums, (t(rng.standard_normal((6, 4), dtype=np.float32), True), tok, 3)),
+        # mkt.power_sums is a Python function checking `orders` before this operator
+        (torch.ops.manaka.power_sums.default, (t(rng.standard_normal((6, 4), dtype=np.float32), True), tok, 3)),
         (mkt.pair_sums, (t(rng.standard_normal((21, 2), dtype=np.float32), True), tok)),
     ]
     for op, args in cases:
@@ -224,3 +225,32 @@ def test_errors_are_manaka_ops_errors(rng):
     same_error(lambda: mkt.pair_sums(t(pair_table[:20]), t(tok)), lambda: mk.ops.pair_sums(pair_table[:20], tok))
     same_error(lambda: mkt.power_sums(t(emb), t(tok.astype(np.float32)), 2),
                lambda: mk.ops.power_sums(emb, tok.astype(np.float32), 2))
+
+
+def test_orders_must_be_an_int_not_a_bool(rng):
+    emb, tok = t(rng.standard_normal((6, 3), dtype=np.float32)), t(make_tokens(rng, 2, 2, 4, 6))
+    for orders in (True, False, np.bool_(True), 2.0):
+        with pytest.raises(TypeError, match="power_sums: orders must be an int"):
+            mkt.power_sums(emb, tok, orders)
+    assert mkt.power_sums(emb, tok, np.int64(2)).shape == (2, 2, 2, 3)
+    grad = t(rng.standard_normal((2, 2, 3), dtype=np.float32))
+    with pytest.raises(TypeError, match="pair_sums_backward: num_pairs must be an int"):
+        mkt.ops.pair_sums_backward(grad, tok, True)
+    # the check is traced, not a graph break
+    compiled = torch.compile(lambda e, k: mkt.power_sums(e, k, 2), fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled(emb, tok), mkt.power_sums(emb, tok, 2))
+
+
+def test_manaka_ops_on_a_tensor_that_requires_grad_says_detach(rng):
+    hidden, table, indices, c = gather_inputs(rng, 4, 6, 3, 5, None)
+    for args, name in (((t(hidden, True), t(table), t(indices), t(c)), "hidden"),
+                       ((t(hidden), t(table, True), t(indices), t(c)), "table")):
+        with pytest.raises(TypeError, match=rf"gather_dot: {name} is a tensor that requires grad.*"
+                                            rf"pass {name}\.detach\(\).*manaka\.torch\.gather_dot"):
+            mk.ops.gather_dot(*args)
+    emb = t(rng.standard_normal((6, 3), dtype=np.float32), True)
+    with pytest.raises(TypeError, match=r"power_sums: emb is a tensor that requires grad"):
+        mk.ops.power_sums(emb, t(make_tokens(rng, 2, 2, 4, 6)), 2)
+    # detached, the same call is fine and equals the NumPy one
+    got = mk.ops.gather_dot(t(hidden, True).detach(), t(table), t(indices), t(c))
+    np.testing.assert_array_equal(got, mk.ops.gather_dot(hidden, table, indices, c))

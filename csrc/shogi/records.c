@@ -190,6 +190,68 @@ static int decode_position(int format, const uint8_t *data, mk_shogi_pos *pos, m
     return mk_shogi_validate_boards(pos, B);
 }
 
+/* ---------------------------------------------------------------- encoding (HCPE) */
+
+/* Appends the `len` low bits of `code` at bit *at, least significant first. */
+static void put_bits(uint8_t *out, int *at, unsigned code, int len) {
+    for (int i = 0; i < len; i++, (*at)++)
+        if (code >> i & 1) out[*at >> 3] |= (uint8_t)(1u << (*at & 7));
+}
+
+/* The codes build_tables reads for HCPE, written out: a board piece is the occupancy bit,
+ * the kind's code, then (except gold) the colour and the promotion bit; a piece in hand
+ * is the kind's code, a 0 and the colour (gold: no 0), and a bishop or rook in hand is
+ * 11111, then 0 (bishop) or 1 (rook), then the colour. */
+static void put_board_piece(uint8_t *out, int *at, uint8_t cell) {
+    int kind = MK_SHOGI_KIND(cell), color = MK_SHOGI_COLOR(cell);
+    int promo = kind >= MK_PRO_PAWN, h = promo ? kind - MK_PRO_PAWN : kind, tl = kind_bits[h];
+    unsigned code = 1u | (unsigned)apery_code[h] << 1;
+    if (h == MK_GOLD) put_bits(out, at, code | (unsigned)color << (1 + tl), tl + 2);
+    else put_bits(out, at, code | ((unsigned)color | (unsigned)promo << 1) << (1 + tl), tl + 3);
+}
+
+static void put_hand_piece(uint8_t *out, int *at, int h, int color) {
+    int tl = kind_bits[h];
+    if (h == MK_GOLD) put_bits(out, at, apery_code[h] | (unsigned)color << tl, tl + 1);
+    else if (h == MK_BISHOP || h == MK_ROOK) put_bits(out, at, 31u | (unsigned)(h == MK_ROOK) << 5 | (unsigned)color << 6, 7);
+    else put_bits(out, at, apery_code[h] | (unsigned)color << (tl + 1), tl + 2);
+}
+
+int mk_shogi_encode_hcp(const mk_shogi_pos *pos, uint8_t *hcp) {
+    int status = mk_shogi_validate(pos);
+    if (status != MK_SHOGI_OK) return status;
+    /* a full set: every kind's count (board, promoted or not, and both hands) at its
+     * maximum; validation has checked none is above it */
+    static const int full[7] = {18, 4, 4, 4, 2, 2, 4}; /* P L N S B R G */
+    int count[7] = {0}, king[2] = {-1, -1};
+    for (int s = 0; s < MK_SHOGI_SQUARES; s++) {
+        uint8_t p = pos->board[s];
+        if (!p) continue;
+        int kind = MK_SHOGI_KIND(p);
+        if (kind == MK_KING) king[MK_SHOGI_COLOR(p)] = s;
+        else count[kind >= MK_PRO_PAWN ? kind - MK_PRO_PAWN : kind]++;
+    }
+    for (int h = 0; h < MK_SHOGI_HAND_KINDS; h++)
+        if (count[h] + pos->hand[0][h] + pos->hand[1][h] != full[h]) return MK_SHOGI_NOT_FULL_SET;
+    memset(hcp, 0, 32);
+    int at = 0;
+    put_bits(hcp, &at, pos->side, 1);
+    put_bits(hcp, &at, (unsigned)king[0], 7);
+    put_bits(hcp, &at, (unsigned)king[1], 7);
+    for (int s = 0; s < MK_SHOGI_SQUARES; s++) {
+        uint8_t p = pos->board[s];
+        if (s == king[0] || s == king[1]) continue;
+        if (p) put_board_piece(hcp, &at, p);
+        else put_bits(hcp, &at, 0, 1);
+    }
+    /* Apery's hand order: Black's then White's, each P L N S G B R */
+    static const int hand_order[7] = {MK_PAWN, MK_LANCE, MK_KNIGHT, MK_SILVER, MK_GOLD, MK_BISHOP, MK_ROOK};
+    for (int c = 0; c < 2; c++)
+        for (int i = 0; i < 7; i++)
+            for (int n = 0; n < pos->hand[c][hand_order[i]]; n++) put_hand_piece(hcp, &at, hand_order[i], c);
+    return at == 256 ? MK_SHOGI_OK : MK_SHOGI_BAD_CODE; /* a full set always fills 256 bits */
+}
+
 static uint16_t read_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
 int mk_shogi_decode_boards(int format, const uint8_t *rec, mk_shogi_record *out, mk_shogi_boards *B) {
@@ -247,6 +309,7 @@ const char *mk_shogi_record_reason(int code) {
     case MK_SHOGI_BAD_CODE: return "the position's Huffman code is invalid";
     case MK_SHOGI_BAD_RESULT: return "the game result is out of range";
     case MK_SHOGI_ILLEGAL_MOVE: return "the recorded move is not legal in the position";
+    case MK_SHOGI_NOT_FULL_SET: return "the position does not hold all 40 pieces (on the board or in hand)";
     default: return mk_shogi_reason(code);
     }
 }

@@ -18,7 +18,7 @@
 enum { MK_SHOGI_FORMAT_HCPE = 0, MK_SHOGI_FORMAT_PSV = 1 };
 
 /* Record faults beyond mk_shogi_validate's codes. */
-enum { MK_SHOGI_BAD_CODE = 100, MK_SHOGI_BAD_RESULT, MK_SHOGI_ILLEGAL_MOVE };
+enum { MK_SHOGI_BAD_CODE = 100, MK_SHOGI_BAD_RESULT, MK_SHOGI_ILLEGAL_MOVE, MK_SHOGI_NOT_FULL_SET };
 
 typedef struct {
     mk_shogi_pos pos;
@@ -39,6 +39,12 @@ int mk_shogi_decode_boards(int format, const uint8_t *record, mk_shogi_record *o
  * value (1 - eval_weight) * result + eval_weight * sigmoid(eval / 756). */
 int mk_shogi_row(int format, const uint8_t *record, double eval_weight, int32_t *tokens,
                  int32_t *labels, int32_t *target, float *value);
+
+/* The 32-byte Huffman code of a valid position (HCPE's first field), bit for bit what
+ * cshogi's Board.to_hcp writes: the code has room for exactly the 40 pieces of a set, so a
+ * position missing any (a problem position) is refused with MK_SHOGI_NOT_FULL_SET; a
+ * position that fails mk_shogi_validate gets its code. Returns MK_SHOGI_OK or the code. */
+int mk_shogi_encode_hcp(const mk_shogi_pos *pos, uint8_t *hcp);
 
 const char *mk_shogi_record_reason(int code);
 

@@ -1,11 +1,17 @@
-"""``python -m manaka.shogi convert OUT.hcpe RECORDS...``: see manaka/shogi/convert.py."""
+"""``python -m manaka.shogi convert|selfplay ...``: manaka/shogi/convert.py, manaka/shogi/selfplay.py."""
 import sys
 
-from .convert import main
+USAGE = """usage: python -m manaka.shogi convert OUT.hcpe RECORDS... [--force]
+       python -m manaka.shogi selfplay --engine CMD --nodes N --games G --out OUT.hcpe [options]
+(python -m manaka.shogi COMMAND --help for a command's options)"""
 
 if __name__ == "__main__":
     argv = sys.argv[1:]
-    if argv[:1] != ["convert"]:
-        print("usage: python -m manaka.shogi convert OUT.hcpe RECORDS...", file=sys.stderr)
+    if argv[:1] == ["convert"]:
+        from .convert import main
+    elif argv[:1] == ["selfplay"]:
+        from .selfplay import main
+    else:
+        print(USAGE, file=sys.stderr)
         sys.exit(2)
     sys.exit(main(argv[1:]))

@@ -1,16 +1,24 @@
-"""Game records to HCPE: ``python -m manaka.shogi convert OUT.hcpe RECORDS...``.
+"""Game records to HCPE: ``python -m manaka.shogi convert OUT.hcpe RECORDS... [--force]``.
 
 CSA (``.csa``, one or more games per file) and KIF (``.kif``, ``.kifu``) files are parsed
-by cshogi (``pip install cshogi``, the ``manaka[shogi]`` extra); every position of every
+by cshogi (``pip install cshogi``; the clone's ``pip install -e '.[shogi]'``); every position of every
 game becomes one HCPE record: the position, the move played, the game's result (an
 unfinished game or a draw: 0), eval 0. cshogi's parsers are known to crash the process on
 some valid files, so they run in child processes, a batch of files each; a batch whose
 child dies is redone one file per child, and the file that kills its child is reported and
 skipped instead of ending the conversion.
+
+The output is written through manaka's atomic writer: it appears only once the conversion
+has succeeded, whole. It is refused, before anything is read, when it is one of the inputs
+or looks like a game record (a .csa / .kif / .kifu name, or existing content that is not
+HCPE), and an existing output is replaced only with ``--force``. A missing input is an
+error; a conversion that yields no position writes nothing and fails. A game holding a move
+that is not legal where it is played is left out whole, and reported (file, game, move).
 """
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import subprocess
@@ -18,6 +26,9 @@ import sys
 from typing import Dict, List, Tuple
 
 import numpy as np
+
+from ..atomic_file import atomic_write
+from .position import move_to_usi
 
 __all__ = ["convert", "main"]
 
@@ -60,22 +71,100 @@ def _parse_isolated(paths: List[str]) -> Tuple[List[Dict], List[str]]:
     return results, crashed
 
 
-def convert(out: str, inputs: List[str], log=print) -> Dict[str, int]:
-    """Writes every position of the games in `inputs` to the HCPE file `out`; returns counts."""
-    import cshogi
+RECORD_SUFFIXES = (".csa", ".kif", ".kifu")
+HCPE_SIZE = 38
+USAGE = "the first argument is the HCPE file to write: convert OUT.hcpe RECORDS..."
 
+
+def _record_files(inputs: List[str]) -> List[str]:
+    """The record files named by `inputs` (files, or folders listed one level deep)."""
     files = []
     for p in inputs:
         if os.path.isdir(p):
-            files += sorted(os.path.join(p, f) for f in os.listdir(p)
-                            if f.lower().endswith((".csa", ".kif", ".kifu")))
+            files += sorted(os.path.join(p, f) for f in os.listdir(p) if f.lower().endswith(RECORD_SUFFIXES))
+        elif not os.path.exists(p):
+            raise FileNotFoundError(errno.ENOENT, f"the record file {p!r} does not exist; nothing was written")
+        elif not p.lower().endswith(RECORD_SUFFIXES):
+            raise ValueError(f"{p!r} is not a .csa, .kif or .kifu file; nothing was written")
         else:
             files.append(p)
-    bad = [f for f in files if not f.lower().endswith((".csa", ".kif", ".kifu"))]
-    if bad:
-        raise ValueError(f"shogi convert: {bad[0]!r} is not a .csa, .kif or .kifu file")
-    counts = {"files": len(files), "games": 0, "positions": 0, "failed_files": 0, "crashed_files": 0}
-    with open(out, "wb") as f:
+    if not files:
+        raise ValueError(f"no .csa, .kif or .kifu file in {', '.join(map(repr, inputs))}; nothing was written")
+    return files
+
+
+def _not_hcpe(path: str) -> str:
+    """Why the existing file `path` is not an HCPE file ('' when it may be one). HCPE records
+    are 38 bytes and binary: their padding byte (and any eval of 0) is a zero byte, which a
+    game record (text) never holds."""
+    size = os.path.getsize(path)
+    if size % HCPE_SIZE:
+        return f"{size:,} bytes, not a multiple of the {HCPE_SIZE}-byte HCPE record"
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    if head and b"\0" not in head:
+        return "it holds text"
+    return ""
+
+
+def _check_output(out: str, inputs: List[str], files: List[str], force: bool) -> None:
+    """Refuses an output that would destroy an input, a game record or, without `force`,
+    an existing file: before anything is read or written."""
+    real = os.path.realpath(out)
+    if any(os.path.realpath(p) == real for p in list(inputs) + files):
+        raise ValueError(f"the output {out!r} is also an input; {USAGE}; nothing was written")
+    if out.lower().endswith(RECORD_SUFFIXES):
+        raise ValueError(f"the output {out!r} is named as a game record, not an HCPE file; {USAGE}; "
+                         "nothing was written")
+    if os.path.isdir(out):
+        raise IsADirectoryError(errno.EISDIR, f"the output {out!r} is a folder; {USAGE}")
+    if not os.path.exists(out):
+        return
+    why = _not_hcpe(out)
+    if why:
+        raise ValueError(f"the output {out!r} exists and is not an HCPE file ({why}); {USAGE}; "
+                         "it was left untouched")
+    if not force:
+        raise FileExistsError(errno.EEXIST, f"the output {out!r} exists ({os.path.getsize(out) // HCPE_SIZE:,} "
+                              "HCPE records); pass --force to replace it; it was left untouched")
+
+
+def _game_records(cshogi, game: Dict, where: str, log):
+    """The HCPE records of one parsed game, or None when a recorded move is not legal: the
+    whole game is then left out. Its result belongs to the game as it was really played,
+    which the record no longer shows from that move on (a corrupted or mis-parsed record,
+    or an illegal move that ended the game), and HCPE has no code for an unknown result:
+    a draw (0) would be a false label too."""
+    board = cshogi.Board(game["sfen"])
+    records = np.zeros(len(game["moves"]), cshogi.HuffmanCodedPosAndEval)
+    result = game["win"] if game["win"] in (1, 2) else 0
+    for n, move in enumerate(game["moves"]):
+        if not board.is_legal(move):
+            # cshogi's parsers record a move they cannot read on that board as 0
+            text = f"{move_to_usi(cshogi.move16(move))} " if cshogi.move16(move) else ""
+            log(f"shogi convert: {where}: move {n + 1} {text}is not legal there; "
+                f"the game ({len(game['moves'])} moves) is left out")
+            return None
+        board.to_hcp(records["hcp"][n])
+        records["bestMove16"][n] = cshogi.move16(move)
+        records["gameResult"][n] = result
+        board.push(move)
+    return records
+
+
+def convert(out: str, inputs: List[str], log=print, force: bool = False) -> Dict[str, int]:
+    """Writes every position of the games in `inputs` to the HCPE file `out`; returns counts.
+
+    Raises FileNotFoundError for a missing input, ValueError (FileExistsError for an existing
+    output without `force`) for an output it refuses, before reading any record, and
+    ValueError when no position was converted; `out` is then unchanged."""
+    import cshogi
+
+    files = _record_files(list(inputs))
+    _check_output(out, inputs, files, force)
+    counts = {"files": len(files), "games": 0, "positions": 0, "failed_files": 0, "crashed_files": 0,
+              "left_out_games": 0}
+    with atomic_write(out) as f:
         for start in range(0, len(files), BATCH):
             results, crashed = _parse_isolated(files[start:start + BATCH])
             for path in crashed:
@@ -86,23 +175,24 @@ def convert(out: str, inputs: List[str], log=print) -> Dict[str, int]:
                     log(f"shogi convert: {r['file']}: {r['error']}; skipped")
                     counts["failed_files"] += 1
                     continue
-                for game in r["games"]:
-                    board = cshogi.Board(game["sfen"])
-                    records = np.zeros(len(game["moves"]), cshogi.HuffmanCodedPosAndEval)
-                    n = 0
-                    for move in game["moves"]:
-                        if not board.is_legal(move):
-                            log(f"shogi convert: {r['file']}: move {n + 1} is not legal; the game is cut there")
-                            break
-                        board.to_hcp(records["hcp"][n])
-                        records["bestMove16"][n] = cshogi.move16(move)
-                        records["gameResult"][n] = game["win"] if game["win"] in (1, 2) else 0
-                        board.push(move)
-                        n += 1
-                    records[:n].tofile(f)
+                for k, game in enumerate(r["games"]):
+                    where = f"{r['file']}: game {k + 1} of {len(r['games'])}"
+                    records = _game_records(cshogi, game, where, log)
+                    if records is None:
+                        counts["left_out_games"] += 1
+                        continue
+                    records.tofile(f)
                     counts["games"] += 1
-                    counts["positions"] += n
+                    counts["positions"] += len(records)
+        if counts["positions"] == 0:  # raised inside the writer: no file, an old one kept
+            raise ValueError(f"no position was converted from {counts['files']:,} files ({_summary(counts)}); "
+                             f"{out!r} was not written")
     return counts
+
+
+def _summary(counts: Dict[str, int]) -> str:
+    return (f"{counts['failed_files']} unreadable, {counts['crashed_files']} crashed the parser, "
+            f"{counts['left_out_games']} games left out for an illegal move")
 
 
 def main(argv=None) -> int:
@@ -112,21 +202,24 @@ def main(argv=None) -> int:
         return 0
     parser = argparse.ArgumentParser(prog="python -m manaka.shogi convert", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out", help="the HCPE file to write")
+    parser.add_argument("out", help="the HCPE file to write (never one of the records)")
     parser.add_argument("records", nargs="+", help=".csa / .kif / .kifu files or folders of them")
+    parser.add_argument("--force", action="store_true", help="replace OUT when it exists (an HCPE file)")
     args = parser.parse_args(argv)
     try:
         import cshogi  # noqa: F401
     except ImportError:
-        print("python -m manaka.shogi convert: needs cshogi (pip install 'manaka[shogi]')", file=sys.stderr)
+        print("python -m manaka.shogi convert: needs cshogi (pip install cshogi)", file=sys.stderr)
         return 2
     try:
-        counts = convert(args.out, args.records, log=lambda line: print(line, file=sys.stderr))
+        counts = convert(args.out, args.records, log=lambda line: print(line, file=sys.stderr), force=args.force)
     except (ValueError, OSError) as e:
-        print(f"python -m manaka.shogi convert: {e}", file=sys.stderr)
+        # our own OSErrors carry their whole sentence in strerror; the system's name their file
+        own = isinstance(e, OSError) and e.filename is None and e.strerror
+        print(f"python -m manaka.shogi convert: {e.strerror if own else e}", file=sys.stderr)
         return 2
     print(f"wrote {counts['positions']:,} positions of {counts['games']:,} games from {counts['files']:,} files "
-          f"to {args.out} ({counts['failed_files']} unreadable, {counts['crashed_files']} crashed the parser)")
+          f"to {args.out} ({_summary(counts)})")
     return 0
 
 

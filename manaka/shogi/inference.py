@@ -14,10 +14,17 @@ __all__ = ["policy"]
 def policy(model, position) -> Tuple[List[Tuple[str, float]], float]:
     """([(usi, probability), ...] best first, value) of `model` on a position (SFEN or
     shogi.Position): the softmax of the logits over the legal moves, and the value head's
-    win probability for the side to move."""
+    win probability for the side to move. A position without a legal move (the side to
+    move is mated) gives no moves and the value head's value."""
     _, (_, moves, labels, tokens) = _checked(position)
     order = np.argsort(labels)  # the loader's order: ascending labels
     legal = labels[order].astype(np.int32)[None]
+    if legal.shape[1] == 0:
+        # the model takes no empty legal list; the value head does not read the legal moves,
+        # so any one label stands in and its logit is dropped
+        _, value = model.forward(Batch(tokens[None].astype(np.int32), np.zeros((1, 1), np.int32),
+                                       np.ones(1, np.int32), np.zeros(1, np.int32), np.full(1, 0.5, np.float32)))
+        return [], float(value[0])
     batch = Batch(tokens[None].astype(np.int32), legal, np.array([legal.shape[1]], np.int32),
                   np.zeros(1, np.int32), np.full(1, 0.5, np.float32))  # targets unused by forward
     logits, value = model.forward(batch)

@@ -12,7 +12,7 @@ import numpy as np
 from .. import _core
 
 __all__ = ["Position", "parse_sfen", "legal_moves", "legal_labels", "encode", "label_to_usi",
-           "usi_to_label", "move_to_usi", "STARTING_SFEN", "NUM_TOKENS", "NUM_LABELS", "TOKENS_PER_SIDE"]
+           "usi_to_label", "move_to_usi", "usi_to_move", "apply_move", "in_check", "STARTING_SFEN", "NUM_TOKENS", "NUM_LABELS", "TOKENS_PER_SIDE"]
 
 STARTING_SFEN = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1"
 NUM_TOKENS, NUM_LABELS, TOKENS_PER_SIDE = 2344, 2187, 40
@@ -27,12 +27,14 @@ _HAND_LETTERS = "PLNSBRG"
 
 class Position:
     """A shogi position in the C layout: `board` (81 cells, 0 empty or 1 + kind + 16 *
-    colour), `hand` ([2, 7] counts, kinds P L N S B R G) and `side` (0 Black, 1 White)."""
+    colour), `hand` ([2, 7] counts, kinds P L N S B R G) and `side` (0 Black, 1 White),
+    with the SFEN's `move_number` (1 when the SFEN gave none; the rules do not read it)."""
 
-    __slots__ = ("board", "hand", "side")
+    __slots__ = ("board", "hand", "side", "move_number")
 
-    def __init__(self, board: bytes, hand: bytes, side: int):
+    def __init__(self, board: bytes, hand: bytes, side: int, move_number: int = 1):
         self.board, self.hand, self.side = bytes(board), bytes(hand), int(side)
+        self.move_number = int(move_number)
 
     def analyse(self):
         """(status, moves, labels, tokens) from the C core; status 0 means valid."""
@@ -59,15 +61,34 @@ class Position:
                 n = self.hand[color * 7 + _HAND_LETTERS.index(letter)]
                 if n:
                     hand += (str(n) if n > 1 else "") + (letter if color == 0 else letter.lower())
-        return f"{'/'.join(rows)} {'bw'[self.side]} {hand or '-'} 1"
+        return f"{'/'.join(rows)} {'bw'[self.side]} {hand or '-'} {self.move_number}"
+
+    def play(self, move) -> Tuple["Position", bool]:
+        """(the position after `move`, its move number one more, whether its side to move
+        is in check). `move` is a USI string or a cshogi move16; ValueError when it is not
+        legal here (checked by the C move generator) or the position is not valid."""
+        m = usi_to_move(move) if isinstance(move, str) else int(move)
+        board, hand, side, check = _core.shogi_apply_move(self.board, self.hand, self.side, m)
+        return Position(board, hand, side, self.move_number + 1), check
+
+    def key(self) -> bytes:
+        """The cells, hands and side to move as one bytes value (repetition counting)."""
+        return self.board + self.hand + bytes((self.side,))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Position) and self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
 
     def __repr__(self) -> str:
         return f"shogi.Position({self.sfen()!r})"
 
 
 def parse_sfen(sfen: str) -> Position:
-    """A Position from an SFEN string (a leading ``sfen `` and a trailing move number are
-    optional). Raises ValueError naming the problem."""
+    """A Position from an SFEN string: ``board side hand [move number]``, after an optional
+    leading ``sfen``; the move number (digits, 1 when absent) is kept, so
+    ``parse_sfen(s).sfen() == s``. Raises ValueError naming the part that is malformed."""
     if not isinstance(sfen, str):
         raise TypeError(f"shogi: sfen must be a str, got {type(sfen).__name__}")
     parts = sfen.split()
@@ -75,6 +96,9 @@ def parse_sfen(sfen: str) -> Position:
         parts = parts[1:]
     if len(parts) < 3:
         raise ValueError(f"shogi: {sfen!r} is not an SFEN (board side hand [move])")
+    if len(parts) > 4:  # "... 1 moves 7g7f" would silently be the position before the moves
+        raise ValueError(f"shogi: {sfen!r}: unexpected {' '.join(parts[4:])!r} after the move number "
+                         "(an SFEN is board side hand [move number])")
     rows = parts[0].split("/")
     if len(rows) != 9:
         raise ValueError(f"shogi: {sfen!r}: the board needs 9 ranks, got {len(rows)}")
@@ -98,22 +122,39 @@ def parse_sfen(sfen: str) -> Position:
             raise ValueError(f"shogi: {sfen!r}: rank {rank + 1} ({row!r}) does not have 9 files")
     if parts[1] not in ("b", "w"):
         raise ValueError(f"shogi: {sfen!r}: side to move must be 'b' or 'w', got {parts[1]!r}")
+    hand = _parse_hand(sfen, parts[2])
+    move_number = 1
+    if len(parts) == 4:
+        if not (parts[3].isascii() and parts[3].isdigit()):
+            raise ValueError(f"shogi: {sfen!r}: the move number must be an integer, got {parts[3]!r}")
+        move_number = int(parts[3])
+    return Position(bytes(board), bytes(hand), 0 if parts[1] == "b" else 1, move_number)
+
+
+def _parse_hand(sfen: str, text: str) -> bytearray:
+    """The [2, 7] hand counts of an SFEN hand: ``-``, or pieces each preceded by an optional
+    count of 2 to 18 (``2P``; a count alone, a count after its piece, or a count of 0 or 1
+    is malformed)."""
     hand = bytearray(14)
-    if parts[2] != "-":
+    if text == "-":
+        return hand
+    count = ""
+    for ch in text:
+        if ch.isascii() and ch.isdigit():
+            count += ch
+            continue
+        up = ch.upper()
+        if up not in _HAND_LETTERS:
+            raise ValueError(f"shogi: {sfen!r}: bad hand piece {ch!r} in the hand {text!r}")
+        if count and not (count[0] != "0" and 2 <= int(count) <= 18):
+            raise ValueError(f"shogi: {sfen!r}: bad count {count!r} before {ch!r} in the hand {text!r} "
+                             "(a count is 2 to 18; one piece has none)")
+        hand[(7 if ch.islower() else 0) + _HAND_LETTERS.index(up)] += int(count) if count else 1
         count = ""
-        for ch in parts[2]:
-            if ch.isdigit():
-                count += ch
-                continue
-            up = ch.upper()
-            if up not in _HAND_LETTERS:
-                raise ValueError(f"shogi: {sfen!r}: bad hand piece {ch!r}")
-            n = int(count) if count else 1
-            if n > 18:
-                raise ValueError(f"shogi: {sfen!r}: {n} pieces of one kind in hand")
-            hand[(7 if ch.islower() else 0) + _HAND_LETTERS.index(up)] += n
-            count = ""
-    return Position(bytes(board), bytes(hand), 0 if parts[1] == "b" else 1)
+    if count:
+        raise ValueError(f"shogi: {sfen!r}: the hand {text!r} ends with the count {count!r} and no piece "
+                         "(a count comes before its piece: 2P)")
+    return hand
 
 
 def _checked(position) -> Tuple[Position, tuple]:
@@ -134,6 +175,41 @@ def move_to_usi(move: int) -> str:
     if frm >= 81:
         return f"{_HAND_LETTERS[frm - 81]}*{_square(to)}"
     return _square(frm) + _square(to) + ("+" if promote else "")
+
+
+_FILE_RANK = {f"{s // 9 + 1}{'abcdefghi'[s % 9]}": s for s in range(81)}
+
+
+def usi_to_move(usi: str) -> int:
+    """The cshogi move16 of a USI move's text ("7g7f", "8h2b+", "P*5e"), without asking
+    whether it is legal anywhere (ValueError when the text is not a move)."""
+    if not isinstance(usi, str):
+        raise TypeError(f"shogi: a USI move must be a str, got {type(usi).__name__}")
+    if len(usi) == 4 and usi[1] == "*" and usi[0] in _HAND_LETTERS and usi[2:] in _FILE_RANK:
+        return _FILE_RANK[usi[2:]] | (81 + _HAND_LETTERS.index(usi[0])) << 7
+    if len(usi) in (4, 5) and usi[:2] in _FILE_RANK and usi[2:4] in _FILE_RANK and usi[4:] in ("", "+"):
+        frm, to = _FILE_RANK[usi[:2]], _FILE_RANK[usi[2:4]]
+        if frm != to:
+            return to | frm << 7 | (len(usi) == 5) << 14
+    raise ValueError(f"shogi: {usi!r} is not a USI move (like 7g7f, 8h2b+ or P*5e)")
+
+
+def apply_move(sfen: str, usi: str) -> str:
+    """The SFEN after the legal move `usi` (its move number one more than the given one,
+    1 when none is given). ValueError when the move is not legal there."""
+    position, _ = _checked(sfen)  # parse_sfen keeps the move number (and refuses a malformed one)
+    move = usi_to_move(usi)
+    try:
+        after, _ = position.play(move)
+    except ValueError as e:
+        raise ValueError(f"shogi: {usi!r} is not a legal move of {position.sfen()!r}") from e
+    return after.sfen()
+
+
+def in_check(position) -> bool:
+    """Whether the side to move of a valid position (SFEN or Position) is in check."""
+    pos, _ = _checked(position)
+    return bool(_core.shogi_in_check(pos.board, pos.hand, pos.side))
 
 
 def legal_moves(position) -> List[str]:

@@ -10,11 +10,12 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from .. import _core
 from ..batch import Batch
 from ..model import Model, ModelConfig
 from . import ops, targets
 
-__all__ = ["Network", "batch_tensors", "param_groups"]
+__all__ = ["Network", "batch_tensors", "check_batch", "param_groups"]
 
 SIDES = 2  # perspectives per position: tokens are [B, 2, T]
 
@@ -86,16 +87,27 @@ class Network(nn.Module):
         return logits, torch.sigmoid(z)
 
     def losses(self, tokens: Tensor, legal: Tensor, counts: Tensor, target: Tensor, value: Tensor,
-               policy_target: Optional[Tensor] = None, value_weight: float = 1.0) -> targets.Losses:
+               policy_target: Optional[Tensor] = None, value_weight: float = 1.0,
+               check: bool = True) -> targets.Losses:
         """(loss, policy_loss, value_loss, accuracy) as ``mk.Model.loss_and_grad``'s stats,
-        as 0-dim tensors; ``loss`` carries the graph for ``backward()``."""
+        as 0-dim tensors; ``loss`` carries the graph for ``backward()``.
+
+        The batch is first checked as ``mk.Model.loss_and_grad`` checks it (:func:`check_batch`:
+        the same rules and messages, naming ``Network.loss``): a value outside [0, 1], a
+        target beyond its position's legal moves, a count of 0, bad soft targets are a
+        ValueError instead of a wrong or infinite loss. The check is a custom op, so it also
+        runs inside ``torch.compile(fullgraph=True)``. It reads the whole batch (CUDA
+        tensors: one synchronising copy to the host); ``check=False`` skips it for a batch
+        known good, such as a :class:`manaka.Loader`'s, which its producer checked."""
+        if check:
+            value = _checked(self.config, tokens, legal, counts, target, value, policy_target, "Network.loss")
         logits, z = self.logits(tokens, legal, counts)
         return targets.losses(logits, z, counts, target, value, policy_target, value_weight)
 
     def loss(self, tokens: Tensor, legal: Tensor, counts: Tensor, target: Tensor, value: Tensor,
-             policy_target: Optional[Tensor] = None, value_weight: float = 1.0) -> Tensor:
+             policy_target: Optional[Tensor] = None, value_weight: float = 1.0, check: bool = True) -> Tensor:
         """The scalar training loss, policy_loss + value_weight * value_loss (see :meth:`losses`)."""
-        return self.losses(tokens, legal, counts, target, value, policy_target, value_weight).loss
+        return self.losses(tokens, legal, counts, target, value, policy_target, value_weight, check).loss
 
     # ------------------------------------------------------------ manaka models
     @classmethod
@@ -132,13 +144,61 @@ class Network(nn.Module):
                 own[name].copy_(torch.from_numpy(np.asarray(arr, np.float32)))
 
 
+_BATCH_FIELDS = ("tokens", "legal", "counts", "target", "value", "policy_target")
+
+
+def check_batch(config: ModelConfig, tokens: Tensor, legal: Tensor, counts: Tensor, target: Tensor,
+                value: Tensor, policy_target: Optional[Tensor] = None, op: str = "Network.loss") -> None:
+    """Refuses what ``mk.Model.loss_and_grad`` refuses, with its exception and words
+    (naming `op`): it runs the model's own conversion and checks (``manaka._core.check_batch``,
+    csrc/core/batch.c) on the tensors' values: shapes that disagree, tokens_per_side other
+    than the config's, a token or legal move out of range, a count outside [1, L], a target
+    outside [0, counts[b]), a value not finite or outside [0, 1], soft targets that are
+    negative or do not sum to 1. Float fields are read as float32 (as the loss reads them).
+    CPU tensors are read in place; CUDA tensors are copied to the host first (one
+    synchronising read of the batch per call)."""
+    _checked(config, tokens, legal, counts, target, value, policy_target, op)
+
+
+def _checked(config: ModelConfig, tokens, legal, counts, target, value, policy_target, op: str) -> Tensor:
+    """:func:`check_batch`, returning `value` as float32 for the loss to read."""
+    for name, t in zip(_BATCH_FIELDS, (tokens, legal, counts, target, value, policy_target)):
+        if t is not None and not isinstance(t, Tensor):
+            raise TypeError(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    c = config
+    return _checked_value(*(None if t is None else t.detach() for t in (tokens, legal, counts, target, value,
+                                                                      policy_target)),
+                          c.num_tokens, c.num_moves, c.tokens_per_side, op)
+
+
+@torch.library.custom_op("manaka::checked_value", mutates_args=())
+def _checked_value(tokens: Tensor, legal: Tensor, counts: Tensor, target: Tensor, value: Tensor,
+                   policy_target: Optional[Tensor], num_tokens: int, num_moves: int, tokens_per_side: int,
+                   op: str) -> Tensor:
+    """`value` as float32, once the batch passed :func:`check_batch`'s checks. A custom op
+    whose result the loss reads, so that ``torch.compile`` keeps the check in its graph
+    and runs it on every call (an op without an output would be dropped as dead code)."""
+    arrays = []
+    for t in (tokens, legal, counts, target, value, policy_target):
+        if t is not None and t.is_floating_point():
+            t = t.to(torch.float32)
+        arrays.append(None if t is None else t.cpu().numpy())
+    _core.check_batch(op, num_tokens, num_moves, tokens_per_side, *arrays)
+    return value.to(torch.float32, copy=True)
+
+
+@_checked_value.register_fake
+def _(tokens, legal, counts, target, value, policy_target, num_tokens, num_moves, tokens_per_side, op):
+    return torch.empty_like(value, dtype=torch.float32)
+
+
 def batch_tensors(batch: Batch, device=None) -> Dict[str, Optional[Tensor]]:
     """The fields of a :class:`manaka.Batch` as torch tensors (on `device`, default the CPU;
     CPU tensors share the batch's memory, except a read-only array's, such as a
     :class:`manaka.Loader` batch's, which is copied), keyed as :meth:`Network.loss`'s
     arguments: ``net.loss(**batch_tensors(batch))``."""
     out = {}
-    for name in ("tokens", "legal", "counts", "target", "value", "policy_target"):
+    for name in _BATCH_FIELDS:
         arr = getattr(batch, name)
         if arr is None:
             out[name] = None

@@ -152,12 +152,20 @@ gather_dot.register_autograd(_gather_dot_grad, setup_context=_gather_dot_setup)
 
 # ---------------------------------------------------------------- PowerSums
 
-@torch.library.custom_op("manaka::power_sums", mutates_args=())
 def power_sums(emb: Tensor, tokens: Tensor, orders: int) -> Tensor:
     """``out[b, s, k] = sum over tokens t >= 0 of emb[tokens[b, s, t]] ** (k + 1)``.
 
     emb float32 ``[V, D]``, tokens integer ``[B, S, T]`` in ``[-1, V)`` (-1: empty slot),
-    orders K >= 1. Returns float32 ``[B, S, K, D]``; differentiable in emb."""
+    orders K >= 1 (an int: a bool is a TypeError, as in :mod:`manaka.ops`). Returns float32
+    ``[B, S, K, D]``; differentiable in emb."""
+    # checked before the operator: its schema reads an int argument with int(), so True would
+    # arrive as 1
+    return _power_sums(emb, tokens, _mk_ops._as_int("power_sums", "orders", orders))
+
+
+@torch.library.custom_op("manaka::power_sums", mutates_args=())
+def _power_sums(emb: Tensor, tokens: Tensor, orders: int) -> Tensor:
+    """The operator behind :func:`power_sums`."""
     op = "power_sums"
     if _device(op, emb=emb, tokens=tokens) == "cpu":
         return torch.from_numpy(_mk_ops.power_sums(_numpy(emb), _numpy(tokens), orders))
@@ -167,7 +175,7 @@ def power_sums(emb: Tensor, tokens: Tensor, orders: int) -> Tensor:
     return out
 
 
-@power_sums.register_fake
+@_power_sums.register_fake
 def _(emb, tokens, orders):
     return emb.new_empty((tokens.shape[0], tokens.shape[1], orders, emb.shape[1]))
 
@@ -199,7 +207,7 @@ def _power_sums_grad(ctx, grad):
     return power_sums_backward(grad.contiguous(), emb, tokens), None, None
 
 
-power_sums.register_autograd(_power_sums_grad, setup_context=_power_sums_setup)
+_power_sums.register_autograd(_power_sums_grad, setup_context=_power_sums_setup)
 
 
 # ---------------------------------------------------------------- PairSums
@@ -225,10 +233,15 @@ def _(pair_table, tokens):
     return pair_table.new_empty((tokens.shape[0], tokens.shape[1], pair_table.shape[1]))
 
 
-@torch.library.custom_op("manaka::pair_sums_backward", mutates_args=())
 def pair_sums_backward(grad: Tensor, tokens: Tensor, num_pairs: int) -> Tensor:
     """The dense [num_pairs, P] gradient of :func:`pair_sums` for ``grad`` [B, S, P],
     summed in a fixed order (bitwise reproducible)."""
+    return _pair_sums_backward(grad, tokens, _mk_ops._as_int("pair_sums_backward", "num_pairs", num_pairs))
+
+
+@torch.library.custom_op("manaka::pair_sums_backward", mutates_args=())
+def _pair_sums_backward(grad: Tensor, tokens: Tensor, num_pairs: int) -> Tensor:
+    """The operator behind :func:`pair_sums_backward` (which refuses a bool `num_pairs`)."""
     op = "pair_sums_backward"
     if _device(op, grad=grad, tokens=tokens) == "cpu":
         return torch.from_numpy(_mk_ops.pair_sums_backward(_numpy(grad), _numpy(tokens), num_pairs))
@@ -238,7 +251,7 @@ def pair_sums_backward(grad: Tensor, tokens: Tensor, num_pairs: int) -> Tensor:
     return out
 
 
-@pair_sums_backward.register_fake
+@_pair_sums_backward.register_fake
 def _(grad, tokens, num_pairs):
     return grad.new_empty((num_pairs, grad.shape[-1]))
 
@@ -251,7 +264,8 @@ def _pair_sums_setup(ctx, inputs, output):
 
 def _pair_sums_grad(ctx, grad):
     (tokens,) = ctx.saved_tensors
-    return pair_sums_backward(grad.contiguous(), tokens, ctx.num_pairs), None
+    # the operator itself: num_pairs is the table's size, a SymInt when torch.compile traces
+    return _pair_sums_backward(grad.contiguous(), tokens, ctx.num_pairs), None
 
 
 pair_sums.register_autograd(_pair_sums_grad, setup_context=_pair_sums_setup)

@@ -83,3 +83,28 @@ int mk_batch_from_device(const char *op, PyObject *holder, mk_batch *batch) {
     batch->checked_V = batch->checked_M = 0;
     return 0;
 }
+
+/* check_batch(op, num_tokens, num_moves, tokens_per_side, tokens, legal, counts, target,
+ * value, policy_target) -> None: the conversion and every check Model.loss_and_grad makes
+ * of a host batch (mk_batch_from_args, then mk_batch_check), with its exception and words,
+ * naming `op`. For code that computes the loss elsewhere (manaka.torch.Network.loss) and
+ * must refuse exactly what the model refuses. */
+PyObject *mk_py_check_batch(PyObject *self, PyObject *args) {
+    const char *op;
+    long long V, M, T;
+    PyObject *tokens, *legal, *counts, *target, *value, *soft;
+    if (!PyArg_ParseTuple(args, "sLLLOOOOOO:check_batch", &op, &V, &M, &T, &tokens, &legal,
+                          &counts, &target, &value, &soft))
+        return NULL;
+    mk_batch_args held;
+    mk_batch batch;
+    if (mk_batch_from_args(op, tokens, legal, counts, target, value, soft, NULL, &held, &batch) < 0)
+        return NULL;
+    mk_status status;
+    Py_BEGIN_ALLOW_THREADS; /* the message is thread-local (error.c) */
+    status = mk_batch_check(op, &batch, V, M, T, 1);
+    Py_END_ALLOW_THREADS;
+    mk_batch_args_release(&held);
+    if (status != MK_OK) return mk_raise_status(status);
+    Py_RETURN_NONE;
+}

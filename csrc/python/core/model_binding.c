@@ -561,6 +561,9 @@ static PyMethodDef module_functions[] = {
     {"check_model_config", (PyCFunction)(void (*)(void))py_check_model_config,
      METH_VARARGS | METH_KEYWORDS,
      "check_model_config(num_tokens, ..., hidden, head_width) -> the fields as Python ints"},
+    {"check_batch", mk_py_check_batch, METH_VARARGS,
+     "check_batch(op, num_tokens, num_moves, tokens_per_side, tokens, legal, counts, target, "
+     "value, policy_target) -> None, or Model.loss_and_grad's error for this batch"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -46,6 +46,10 @@ int mk_batch_from_args(const char *op, PyObject *tokens, PyObject *legal, PyObje
                        PyObject *loaded, mk_batch_args *held, mk_batch *batch);
 void mk_batch_args_release(mk_batch_args *held);
 
+/* _core.check_batch (batch_binding.c): Model.loss_and_grad's conversion and checks of a
+ * host batch, for a loss computed elsewhere. */
+PyObject *mk_py_check_batch(PyObject *self, PyObject *args);
+
 /* loader_binding.c: 1 and *batch = the slot's mk_batch (only the fields given non-NULL),
  * with the loader pinned in *pin (no next() or start() until mk_loaded_batch_unpin), when
  * `handle` is a current _core.LoadedBatch and given[] (tokens, legal, counts, target, value,

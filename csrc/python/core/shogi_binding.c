@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "data/loader.h"
+#include "shogi/move_apply.h"
 #include "shogi/records.h"
 
 /* Reads (board, hand, side) into *pos; 0, or -1 with an exception. */
@@ -221,6 +222,64 @@ static PyObject *py_reason(PyObject *self, PyObject *args) {
     return PyUnicode_FromString(mk_shogi_record_reason(code));
 }
 
+/* shogi_encode_hcp(board, hand, side) -> bytes [32]: the position's HCPE Huffman code
+ * (ValueError when it is not valid or not a full set of pieces). */
+static PyObject *py_encode_hcp(PyObject *self, PyObject *args) {
+    PyObject *board, *hand;
+    int side;
+    if (!PyArg_ParseTuple(args, "OOi", &board, &hand, &side)) return NULL;
+    mk_shogi_pos pos;
+    if (position_arg(board, hand, side, &pos) < 0) return NULL;
+    uint8_t hcp[32];
+    int status = mk_shogi_encode_hcp(&pos, hcp);
+    if (status != MK_SHOGI_OK) {
+        PyErr_Format(PyExc_ValueError, "shogi: cannot encode the position: %s", mk_shogi_record_reason(status));
+        return NULL;
+    }
+    return PyBytes_FromStringAndSize((const char *)hcp, 32);
+}
+
+/* shogi_in_check(board, hand, side) -> bool for a valid position (ValueError if not). */
+static PyObject *py_in_check(PyObject *self, PyObject *args) {
+    PyObject *board, *hand;
+    int side;
+    if (!PyArg_ParseTuple(args, "OOi", &board, &hand, &side)) return NULL;
+    mk_shogi_pos pos;
+    if (position_arg(board, hand, side, &pos) < 0) return NULL;
+    int status = mk_shogi_validate(&pos);
+    if (status != MK_SHOGI_OK) {
+        PyErr_Format(PyExc_ValueError, "shogi: not a valid position: %s", mk_shogi_reason(status));
+        return NULL;
+    }
+    return PyBool_FromLong(mk_shogi_in_check(&pos));
+}
+
+/* shogi_apply_move(board, hand, side, move) -> (board bytes [81], hand bytes [14], side,
+ * in_check): the position after the legal move16 `move` and whether its side to move is
+ * in check. ValueError when the position is not valid or the move not legal there. */
+static PyObject *py_apply_move(PyObject *self, PyObject *args) {
+    PyObject *board, *hand;
+    int side, move;
+    if (!PyArg_ParseTuple(args, "OOii", &board, &hand, &side, &move)) return NULL;
+    mk_shogi_pos pos;
+    if (position_arg(board, hand, side, &pos) < 0) return NULL;
+    if (move < 0 || move > 0xFFFF) {
+        PyErr_Format(PyExc_ValueError, "shogi: move must be a 16-bit move, got %d", move);
+        return NULL;
+    }
+    int status = mk_shogi_apply_move(&pos, (uint16_t)move, &pos);
+    if (status == MK_SHOGI_MOVE_NOT_LEGAL) {
+        PyErr_Format(PyExc_ValueError, "shogi: move %d is not legal in this position", move);
+        return NULL;
+    }
+    if (status != MK_SHOGI_OK) {
+        PyErr_Format(PyExc_ValueError, "shogi: not a valid position: %s", mk_shogi_reason(status));
+        return NULL;
+    }
+    return Py_BuildValue("y#y#iO", (const char *)pos.board, (Py_ssize_t)81, (const char *)pos.hand,
+                         (Py_ssize_t)14, (int)pos.side, mk_shogi_in_check(&pos) ? Py_True : Py_False);
+}
+
 static PyMethodDef shogi_methods[] = {
     {"shogi_analyse", py_analyse, METH_VARARGS,
      "shogi_analyse(board, hand, side) -> (status, moves, labels, tokens)"},
@@ -229,6 +288,10 @@ static PyMethodDef shogi_methods[] = {
     {"shogi_rows", py_rows, METH_VARARGS,
      "shogi_rows(format, records, eval_weight) -> (tokens, offsets, labels, target, value, status)"},
     {"shogi_reason", py_reason, METH_VARARGS, "shogi_reason(code) -> str"},
+    {"shogi_encode_hcp", py_encode_hcp, METH_VARARGS, "shogi_encode_hcp(board, hand, side) -> bytes"},
+    {"shogi_in_check", py_in_check, METH_VARARGS, "shogi_in_check(board, hand, side) -> bool"},
+    {"shogi_apply_move", py_apply_move, METH_VARARGS,
+     "shogi_apply_move(board, hand, side, move) -> (board, hand, side, in_check)"},
     {NULL, NULL, 0, NULL},
 };
 

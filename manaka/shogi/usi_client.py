@@ -1,0 +1,250 @@
+"""Driving a USI engine in a child process (the client side of the USI protocol).
+
+``UsiEngine(command)`` starts the engine, does the handshake (``usi`` … ``usiok``, the
+options, ``isready`` … ``readyok``) and then answers ``think(moves, nodes)`` with the
+engine's ``bestmove`` and the score of its last ``info … score`` line. Every wait has a
+timeout: an engine that exits, closes its output or stays silent raises
+:class:`EngineError`, whose message names the engine, what it was asked, its exit code and
+the last lines it wrote to stderr, so a run never hangs and never dies without saying why.
+
+The engine's stdout and stderr are read by two daemon threads (a pipe nobody reads would
+block the engine once full); stdout lines go through a queue, so that waiting for a line
+can time out.
+"""
+from __future__ import annotations
+
+import collections
+import queue
+import shlex
+import subprocess
+import threading
+import time
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+__all__ = ["EngineError", "UsiEngine", "score_to_eval", "MATE_SCORE"]
+
+# A mate in n plies is scored MATE_SCORE - n for the side that mates, -(MATE_SCORE - n) for
+# the side that is mated (the usual ±32000-ply convention; it fits HCPE's int16 eval).
+MATE_SCORE = 32000
+
+
+class EngineError(RuntimeError):
+    """The engine died, closed its output, did not answer in time, or broke the protocol."""
+
+
+def score_to_eval(kind: str, value: str) -> int:
+    """An ``info`` line's score (``cp 35``, ``mate 7``, ``mate -4``, ``mate +``, ``mate -``)
+    as an int16 eval for the side to move: centipawns clipped to int16, mates as ±(32000 -
+    plies) (``mate +`` / ``mate -`` without a length: ±32000; ``mate 0`` or ``-0``: mated)."""
+    if kind == "cp":
+        return max(-32767, min(32767, int(value)))
+    if kind != "mate":
+        raise ValueError(f"usi: unknown score kind {kind!r}")
+    if value in ("+", "-"):
+        return MATE_SCORE if value == "+" else -MATE_SCORE
+    plies = int(value)
+    if plies > 0 and not value.startswith("-"):
+        return MATE_SCORE - min(plies, MATE_SCORE)
+    return -(MATE_SCORE - min(-plies, MATE_SCORE))
+
+
+def parse_score(line: str) -> Optional[int]:
+    """The eval of an ``info`` line with a score (None without one, or for a MultiPV line
+    other than the first)."""
+    words = line.split()
+    if words[1:2] == ["string"]:  # free text, whatever words it holds
+        return None
+    if "multipv" in words:
+        i = words.index("multipv")
+        if i + 1 < len(words) and words[i + 1] != "1":
+            return None
+    if "score" not in words:
+        return None
+    i = words.index("score")
+    if i + 2 >= len(words):
+        return None
+    try:
+        return score_to_eval(words[i + 1], words[i + 2])
+    except (ValueError, IndexError):
+        return None
+
+
+class UsiEngine:
+    """A USI engine in a child process.
+
+    command: a command line (split like a shell would) or an argument list. options:
+    ``setoption`` names and values, sent after ``usi``; a name the engine did not list
+    is an EngineError. variant: ``"auto"`` sends ``setoption name UCI_Variant value
+    shogi`` when the engine lists a ``UCI_Variant`` option offering ``shogi`` (as
+    Fairy-Stockfish does) and nothing otherwise; ``None`` never sends it; any other
+    string is sent as the value. timeout: seconds to wait for a ``bestmove``;
+    start_timeout: for ``usiok`` and ``readyok`` (engines may load large files there),
+    at least `timeout`.
+    """
+
+    def __init__(self, command: Union[str, Sequence[str]], options: Optional[Dict[str, str]] = None,
+                 variant: Optional[str] = "auto", timeout: float = 60.0, start_timeout: float = 60.0):
+        self.argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+        if not self.argv:
+            raise ValueError("usi: the engine command is empty")
+        self.name = " ".join(self.argv)
+        self.timeout = float(timeout)
+        self.start_timeout = max(float(start_timeout), self.timeout)
+        self.stderr_tail: collections.deque = collections.deque(maxlen=20)
+        self._lines: "queue.Queue[Optional[str]]" = queue.Queue()
+        try:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)
+        except OSError as e:
+            raise EngineError(f"usi: cannot start the engine {self.name!r}: {e}") from e
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+        self.options: Dict[str, str] = {}  # name -> the rest of its "option name" line
+        self.engine_name = ""
+        try:
+            self._send("usi")
+            for line in self._until("usiok", "waiting for usiok"):
+                words = line.split()
+                if words[:2] == ["option", "name"] and len(words) > 2:
+                    rest = line.split(None, 2)[2]
+                    name = rest.split(" type ")[0].strip()
+                    self.options[name] = rest
+                elif words[:2] == ["id", "name"]:
+                    self.engine_name = line.split(None, 2)[2] if len(words) > 2 else ""
+            self.variant = self._variant(variant)
+            if self.variant is not None:
+                self._send(f"setoption name UCI_Variant value {self.variant}")
+            for name, value in (options or {}).items():
+                if name not in self.options:
+                    raise EngineError(f"usi: the engine {self.name!r} has no option {name!r} "
+                                      f"(it offers: {', '.join(sorted(self.options)) or 'none'})")
+                self._send(f"setoption name {name} value {value}")
+            self.ready()
+        except BaseException:
+            self.close()
+            raise
+
+    def _variant(self, variant: Optional[str]) -> Optional[str]:
+        if variant != "auto":
+            return variant
+        words = self.options.get("UCI_Variant", "").split()
+        offered = any(a == "var" and b == "shogi" for a, b in zip(words, words[1:]))
+        return "shogi" if offered else None
+
+    def _read_stdout(self) -> None:
+        try:
+            for line in self.proc.stdout:
+                self._lines.put(line.rstrip("\r\n"))
+        except (OSError, ValueError):  # closed by close() or undecodable output
+            pass
+        self._lines.put(None)  # end of output
+
+    def _read_stderr(self) -> None:
+        try:
+            for line in self.proc.stderr:
+                self.stderr_tail.append(line.rstrip("\r\n"))
+        except (OSError, ValueError):
+            pass
+
+    def _failure(self, what: str, doing: str) -> EngineError:
+        """An EngineError saying what happened while `doing`, with the exit code and stderr."""
+        code = self.proc.poll()
+        if code is None and what == "closed its output":
+            try:
+                code = self.proc.wait(1.0)
+            except subprocess.TimeoutExpired:
+                code = None
+        exited = f", exit code {code}" if code is not None else ""
+        time.sleep(0.05)  # let the stderr reader catch the last lines
+        tail = " | ".join(list(self.stderr_tail)[-5:])
+        return EngineError(f"usi: the engine {self.name!r} {what} while {doing}{exited}"
+                           + (f"; its stderr ends: {tail}" if tail else ""))
+
+    def _send(self, line: str) -> None:
+        try:
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            raise self._failure("exited", f"being sent {line.split()[0]!r}") from None
+
+    def _line(self, doing: str, deadline: float, limit: float) -> str:
+        wait = deadline - time.monotonic()
+        try:
+            line = self._lines.get(timeout=max(wait, 0.0))
+        except queue.Empty:
+            raise self._failure(f"did not answer within {limit:g} s", doing) from None
+        if line is None:
+            self._lines.put(None)  # stay at the end for any later read
+            raise self._failure("closed its output", doing)
+        return line
+
+    def _until(self, token: str, doing: str):
+        """The lines before the first line that starts with `token` (that line is consumed)."""
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            line = self._line(doing, deadline, self.start_timeout)
+            if line.split()[:1] == [token]:
+                return
+            yield line
+
+    def ready(self) -> None:
+        self._send("isready")
+        for _ in self._until("readyok", "waiting for readyok"):
+            pass
+
+    def new_game(self) -> None:
+        """``usinewgame`` (engines clear their hash there), then ``isready``."""
+        self._send("usinewgame")
+        self.ready()
+
+    def think(self, moves: List[str], nodes: int, start: str = "startpos") -> Tuple[str, Optional[int]]:
+        """(the word after ``bestmove``: a USI move, ``resign`` or ``win``; the eval of the
+        last scored ``info`` line, None without one) after ``position {start} moves …`` and
+        ``go nodes {nodes}``."""
+        position = f"position {start}" + (" moves " + " ".join(moves) if moves else "")
+        self._send(position)
+        self._send(f"go nodes {int(nodes)}")
+        score = None
+        deadline = time.monotonic() + self.timeout
+        doing = f"thinking at ply {len(moves)} (go nodes {nodes})"
+        while True:
+            line = self._line(doing, deadline, self.timeout)
+            words = line.split()
+            if words[:1] == ["info"]:
+                s = parse_score(line)
+                if s is not None:
+                    score = s
+            elif words[:1] == ["bestmove"]:
+                if len(words) < 2:
+                    raise EngineError(f"usi: the engine {self.name!r} answered {line!r} while {doing}")
+                return words[1], score
+
+    def close(self) -> None:
+        """``quit``, then the process is killed if it has not exited within 2 s."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.flush()
+            except (OSError, ValueError):
+                pass
+            try:
+                self.proc.wait(2.0)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                f.close()
+            except (OSError, ValueError):
+                pass
+
+    def kill(self) -> None:
+        """Ends the process now (an interrupted run)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+    def __enter__(self) -> "UsiEngine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

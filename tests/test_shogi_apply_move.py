@@ -1,0 +1,78 @@
+"""Playing a move (csrc/shogi/move_apply.c) against cshogi, the oracle: the position after
+every legal move of random-game positions is cshogi's Board.push, and in_check is cshogi's
+is_check; moves that are not legal, or not moves, are refused with a ValueError."""
+import numpy as np
+import pytest
+
+from shogi_reference import c_position, cshogi, random_positions
+
+from manaka import shogi
+from manaka.shogi import position as shogi_position
+
+
+def c_pos(board):
+    cells, hand, side = c_position(board)
+    return shogi_position.Position(cells, hand, side)
+
+
+@pytest.mark.parametrize("seed", [21, 22])
+def test_every_legal_move_agrees_with_cshogi(seed):
+    seed = seed * 1000 + np.random.SeedSequence().entropy % 1000  # fresh games every run
+    played, captures, drops, promotions, checks = 0, 0, 0, 0, 0
+    for board in random_positions(300, seed):
+        pos = c_pos(board)
+        sfen = board.sfen()
+        for move in board.legal_moves:
+            usi = cshogi.move_to_usi(move)
+            assert shogi.usi_to_move(usi) == cshogi.move16(move), usi
+            captures += board.piece(cshogi.move_to(move)) != 0
+            drops += cshogi.move_is_drop(move)
+            promotions += cshogi.move_is_promotion(move)
+            after, check = pos.play(usi)
+            board.push(move)
+            try:
+                assert after == c_pos(board), (sfen, usi)
+                assert check == board.is_check(), (sfen, usi)
+                checks += check
+                # the SFEN text too, move number included
+                assert shogi.apply_move(sfen, usi) == board.sfen(), (sfen, usi)
+            finally:
+                board.pop()
+            played += 1
+    assert played > 10000 and captures > 300 and drops > 1000 and promotions > 100 and checks > 100, (
+        played, captures, drops, promotions, checks)
+
+
+def test_in_check_agrees_with_cshogi():
+    seen = 0
+    for board in random_positions(2000, 23 + np.random.SeedSequence().entropy % 1000):
+        assert shogi.in_check(board.sfen()) == board.is_check(), board.sfen()
+        seen += board.is_check()
+    assert seen > 20
+
+
+def test_illegal_and_malformed_moves_are_refused():
+    start = shogi.STARTING_SFEN
+    for usi in ["7g7e", "5i5g", "P*5e", "8h2b", "2h2a+", "7g7f+"]:  # well-formed, not legal here
+        with pytest.raises(ValueError, match="not a legal move"):
+            shogi.apply_move(start, usi)
+    for usi in ["", "7g", "7g7g", "0a1b", "7g7f++", "K*5e", "p*5e", "7j7f", "resign"]:
+        with pytest.raises(ValueError, match="not a USI move"):
+            shogi.apply_move(start, usi)
+    with pytest.raises(TypeError):
+        shogi.usi_to_move(7)
+    with pytest.raises(ValueError, match="not a valid position"):
+        shogi.apply_move("4k4/9/9/9/9/9/9/9/9 b - 1", "5a5b")  # one king only
+    with pytest.raises(ValueError, match="move number"):
+        shogi.apply_move("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - x", "7g7f")
+
+
+def test_move_number_and_side():
+    after = shogi.apply_move("sfen " + shogi.STARTING_SFEN.replace(" 1", " 41"), "7g7f")
+    assert after == "lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 42"
+    assert shogi.apply_move(shogi.STARTING_SFEN.rsplit(" ", 1)[0], "7g7f").endswith(" w - 2")
+    # a capture of a promoted piece goes to the hand unpromoted; a drop takes it from there
+    after = shogi.apply_move("4k4/4r4/9/9/4+R4/9/9/9/4K4 w - 1", "5b5e")
+    assert after == "4k4/9/9/9/4r4/9/9/9/4K4 b r 2"
+    assert shogi.in_check(after)
+    assert shogi.apply_move("4k4/9/9/9/9/9/9/9/4K4 w r 2", "R*5h") == "4k4/9/9/9/9/9/9/4r4/4K4 b - 3"
