@@ -108,7 +108,8 @@ mk_status mk_trainer_read_moment(mk_trainer *trainer, int kind, int tensor, floa
 mk_status mk_trainer_write_moment(mk_trainer *trainer, int kind, int tensor, const float *host);
 void mk_trainer_profile(mk_trainer *trainer, int enable); /* also resets the times */
 /* Whether the pair table's gradient is fused with its AdamW update (default 1; 0 runs
- * pair_sums_backward then adamw, for testing that both agree). With fusion the model's
+ * pair_sums_backward then adamw, for testing that both agree; "sparse" and "lazy" always
+ * run their fused update). With fusion the model's
  * gradient buffer does not hold the pair table's gradient after a step. */
 void mk_trainer_set_fused(mk_trainer *trainer, int fused);
 int mk_trainer_fused(const mk_trainer *trainer);
