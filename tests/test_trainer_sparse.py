@@ -349,3 +349,32 @@ def test_the_gap_window_restarts_after_8191_steps():
         mk.set_num_threads(before)
     d, s = (models[m].state_dict()["pair_table"] for m in ("dense", "sparse"))
     assert cases.rel_err(s, d) < 1e-4
+
+
+def test_device_memory_path_matches_and_skips_non_finite_steps_on_the_device():
+    """The "cpu_staged" backend runs the sparse update through the device path of trainer.c
+    (staged batch, the non-finite guard on the device flag, the gap window advanced or
+    skipped on the device): the same bits as the host path, and a skipped step leaves
+    parameters and moments exactly as they were."""
+    from test_trainer import snapshot, staged_twin
+
+    cfg = sparse_config()
+    host = mk.Model(cfg, seed=6)
+    staged = staged_twin(host)
+    t1 = mk.Trainer(host, pair_update="sparse", **HYPER, **SCHEDULE)
+    t2 = mk.Trainer(staged, pair_update="sparse", **HYPER, **SCHEDULE)
+    bs = batches(cfg, 6)
+    for b in bs:
+        assert t1.step(b).as_dict() == t2.step(b).as_dict()
+    assert snapshot(host, t1) == snapshot(staged, t2)
+    staged._core.write("value.bias", np.array([np.inf], np.float32))
+    weight = staged.state_dict()["value.weight"]
+    weight[0, 0] = -np.inf
+    staged._core.write("value.weight", weight)
+    before = snapshot(staged, t2)
+    stats = t2.step(bs[1])
+    with pytest.raises(FloatingPointError, match="its update was skipped on the device"):
+        stats.loss
+    after = snapshot(staged, t2)
+    assert after.pop("step_count") == 7 and before.pop("step_count") == 6
+    assert after == before
