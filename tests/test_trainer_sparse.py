@@ -314,7 +314,7 @@ def test_cli_takes_pair_update(capsys):
     from manaka import train
 
     args = ["--steps", "3", "--synthetic", "600", "--eval-positions", "100", "--log-every", "3",
-            "--no-progress", "--batch-size", "32", "--device", "cpu", "--pair-update", "lazy",
+            "--no-progress", "--no-save", "--batch-size", "32", "--device", "cpu", "--pair-update", "lazy",
             "--embed-dim", "8", "--pair-dim", "2", "--hidden", "16", "--head-width", "16"]
     assert train.main(args) == 0
     out = capsys.readouterr().out
