@@ -36,8 +36,9 @@ def test_cli_uses_the_recipe_for_records(tmp_path, capsys):
                        "--steps", "4", "--eval-every", "2", "--log-every", "2", "--no-progress", "--device", "cpu",
                        "--batch-size", "32", "--threads", "1"]) == 0
     out = capsys.readouterr().out
-    mirrors = ", and their mirrors" if R["mirror"] else ""
-    assert f"data: shogi.RecordFiles(160 HCPE records in 1 file(s){mirrors}, value={R['value']!r}" in out, out
+    mirrors = ", and their left-right mirrors" if R["mirror"] else ""
+    assert (f"data: shogi.RecordFiles(160 HCPE records in 1 file(s), value={R['value']!r}, on_bad='raise', "
+            f"38 bytes/position{mirrors})") in out, out
     assert (f"embed_dim={R['embed_dim']}, orders={R['orders']}, pair_dim={R['pair_dim']}, "
             f"hidden={tuple(R['hidden'])}, head_width={R['head_width']}") in out, out
     assert (f"lr={R['lr']:g}, betas=(0.9, 0.999), eps={R['eps']:g}, weight_decay={R['weight_decay']:g}, "
