@@ -34,7 +34,7 @@ def test_cli_uses_the_recipe_for_records(tmp_path, capsys):
     R = recipe.RECIPE
     assert train.main(["--data", str(tmp_path / "train.hcpe"), "--eval-data", str(tmp_path / "held.hcpe"),
                        "--steps", "4", "--eval-every", "2", "--log-every", "2", "--no-progress", "--device", "cpu",
-                       "--batch-size", "32", "--threads", "1"]) == 0
+                       "--batch-size", "32", "--threads", "1", "--no-save"]) == 0
     out = capsys.readouterr().out
     mirrors = ", and their left-right mirrors" if R["mirror"] else ""
     assert (f"data: shogi.RecordFiles(160 HCPE records in 1 file(s), value={R['value']!r}, on_bad='raise', "
