@@ -104,8 +104,8 @@ def all_reduce_pair_grad(net: Network, process_group=None, stats: Optional[Dict[
     ends with the same bits. A rank without a gradient (no backward) is an error.
 
     `stats`, when given, receives ``rows`` (this rank's touched rows), ``union`` (rows after
-    the sum) and ``bytes_sent`` / ``bytes_received`` by this rank's all-gathers (payloads:
-    the counts, the padded row ids and the padded rows)."""
+    the sum), ``bytes_sent`` (this rank's payload in the all-gathers: its count, its padded
+    row ids and rows) and ``bytes_received`` (the other ranks' payloads)."""
     if not net.sparse_pair_grad:
         raise ValueError("all_reduce_pair_grad: the network was built with sparse_pair_grad=False; "
                          "its pair table is reduced by DistributedDataParallel")
@@ -141,4 +141,4 @@ def all_reduce_pair_grad(net: Network, process_group=None, stats: Optional[Dict[
     if stats is not None:
         per_rank = 8 + most * (8 + width * values.element_size())
         stats.update(rows=int(rows.numel()), union=int(union.numel()), bytes_sent=per_rank,
-                     bytes_received=per_rank * world)
+                     bytes_received=per_rank * (world - 1))
