@@ -2,6 +2,7 @@
 that the child processes can import the function they run)."""
 import datetime
 import os
+import time
 import traceback
 
 import numpy as np
@@ -57,7 +58,8 @@ def one_process(world: int, sparse: bool, seed: int):
     return {n: p.detach().clone() for n, p in net.named_parameters()}
 
 
-def run(rank: int, world: int, rendezvous: str, out: str, sparse: bool, seed: int, kill: int = -1):
+def run(rank: int, world: int, rendezvous: str, out: str, sparse: bool, seed: int, kill: int = -1,
+        how: str = "exit"):
     torch.set_num_threads(1)
     try:
         dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world,
@@ -70,6 +72,8 @@ def run(rank: int, world: int, rendezvous: str, out: str, sparse: bool, seed: in
                        for n, t in global_batch(world, k, seed).items()}
             if k == 1 and rank == kill:
                 model(**tensors)
+                if how == "stall":  # alive but silent: the others must time out
+                    time.sleep(3600)
                 os._exit(3)  # dies mid-step, between its forward and its backward
             stats = {}
             step(model, net, opts, tensors, sparse, stats)
