@@ -31,12 +31,17 @@ VERSION = 2
 KIND = "checkpoint"
 _TENSOR = "__tensor__"
 CONVERT = "python -m manaka.checkpoint convert OLD NEW --trust-pickle"
+# A training state nests a few levels (trainer/exp_avg/pair_table); a header nested far
+# deeper is crafted, and must not reach Python's recursion limit.
+MAX_DEPTH = 64
 
 __all__ = ["save", "load", "convert", "FORMAT", "VERSION"]
 
 
-def _encode(value: Any, name: str, tensors: list):
+def _encode(value: Any, name: str, tensors: list, depth: int = 0):
     """The JSON form of `value`; its arrays are appended to `tensors` under their path."""
+    if depth > MAX_DEPTH:
+        raise ValueError(f"checkpoint.save: the state nests deeper than {MAX_DEPTH} levels at {name!r:.200}")
     if isinstance(value, np.ndarray):
         tensors.append((name, value))
         return {_TENSOR: name}
@@ -45,10 +50,10 @@ def _encode(value: Any, name: str, tensors: list):
         for k, v in value.items():
             if not isinstance(k, str) or k == _TENSOR:
                 raise TypeError(f"checkpoint.save: key {k!r} at {name or 'the top'} must be a string other than {_TENSOR!r}")
-            out[k] = _encode(v, f"{name}/{k}" if name else k, tensors)
+            out[k] = _encode(v, f"{name}/{k}" if name else k, tensors, depth + 1)
         return out
     if isinstance(value, (list, tuple)):
-        return [_encode(v, f"{name}/{i}", tensors) for i, v in enumerate(value)]
+        return [_encode(v, f"{name}/{i}", tensors, depth + 1) for i, v in enumerate(value)]
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     if isinstance(value, (int, np.integer)):
@@ -61,7 +66,9 @@ def _encode(value: Any, name: str, tensors: list):
                     "cannot hold (arrays, numbers, strings, lists and dictionaries only)")
 
 
-def _decode(value: Any, tensors: Dict[str, np.ndarray], used: set, path: str):
+def _decode(value: Any, tensors: Dict[str, np.ndarray], used: set, path: str, depth: int = 0):
+    if depth > MAX_DEPTH and isinstance(value, (dict, list)):
+        raise CheckpointError(path, f"has a corrupt header: its state nests deeper than {MAX_DEPTH} levels")
     if isinstance(value, dict):
         if set(value) == {_TENSOR}:
             name = value[_TENSOR]
@@ -70,9 +77,9 @@ def _decode(value: Any, tensors: Dict[str, np.ndarray], used: set, path: str):
                                             "which the file does not hold once")
             used.add(name)
             return tensors[name]
-        return {k: _decode(v, tensors, used, path) for k, v in value.items()}
+        return {k: _decode(v, tensors, used, path, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [_decode(v, tensors, used, path) for v in value]
+        return [_decode(v, tensors, used, path, depth + 1) for v in value]
     return value
 
 

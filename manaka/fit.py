@@ -23,6 +23,7 @@ import numpy as np
 
 from . import checkpoint as _ckpt
 from .errors import CheckpointError, CheckpointMismatch
+from .interrupt import StepGuard
 
 __all__ = ["fit", "History", "format_duration"]
 
@@ -51,7 +52,8 @@ class History:
     """Metrics of each logged step: ``history["loss"]`` is an array over logged steps.
 
     Each record holds step, epoch, elapsed (s), loss, policy_loss, value_loss, accuracy,
-    lr, positions_per_s, wait_share (0..1) and queue_depth. The records of the steps where
+    lr, positions_per_s and wait_share (0..1) since the previous line, positions and
+    wait_seconds since the run's start, and queue_depth. The records of the steps where
     fit evaluated ``eval_data`` also hold eval_loss, eval_policy_loss, eval_value_loss,
     eval_accuracy (mk.evaluate's mean over every held-out position), eval_positions and
     eval_seconds; elsewhere ``history["eval_loss"]`` is NaN, and :meth:`series` picks the
@@ -60,6 +62,7 @@ class History:
 
     def __init__(self, records: Optional[List[Dict[str, float]]] = None):
         self.records: List[Dict[str, float]] = list(records or [])
+        self.start_step = 0  # the step this call of fit started at (the checkpoint's, when resumed)
 
     def append(self, record: Dict[str, float]) -> None:
         self.records.append(record)
@@ -78,6 +81,30 @@ class History:
         for a held-out curve: two float arrays of equal length."""
         rows = [r for r in self.records if key in r]
         return (np.array([r["step"] for r in rows], dtype=float), np.array([r[key] for r in rows], dtype=float))
+
+    def training_time(self) -> float:
+        """Seconds of training up to the last logged step, resumed parts included: the
+        elapsed wall time less the time spent evaluating held-out data (a record's elapsed
+        is taken before its own evaluation, so that one is not in it)."""
+        if not self.records:
+            return 0.0
+        return self.last["elapsed"] - sum(r.get("eval_seconds", 0.0) for r in self.records[:-1])
+
+    def positions_per_second(self) -> float:
+        """Positions trained over :meth:`training_time`: the run's real mean rate (the mean
+        of the per-line rates would weigh a short fast interval like a long slow one).
+        NaN without the count (a history of an older manaka)."""
+        seconds = self.training_time()
+        if "positions" not in self.last or seconds <= 0:
+            return float("nan")
+        return self.last["positions"] / seconds
+
+    def wait_share(self) -> float:
+        """The share of :meth:`training_time` spent waiting for the loader (NaN as above)."""
+        seconds = self.training_time()
+        if "wait_seconds" not in self.last or seconds <= 0:
+            return float("nan")
+        return self.last["wait_seconds"] / seconds
 
     @property
     def last(self) -> Dict[str, float]:
@@ -112,11 +139,15 @@ def _config_of(model) -> Optional[dict]:
 
 
 def _dataset_of(loader) -> Optional[dict]:
-    """What identifies the training data in a checkpoint: its size, folder and fingerprint."""
+    """What identifies the training data in a checkpoint: its size, folder and fingerprint,
+    and for shogi records their identity (files, sizes, sampled records, options)."""
     ds = getattr(loader, "dataset", None)
     if ds is None or not hasattr(ds, "fingerprint"):
         return None
-    return {"positions": len(ds), "path": ds.path, "fingerprint": ds.fingerprint}
+    out = {"positions": len(ds), "path": getattr(ds, "path", None), "fingerprint": ds.fingerprint}
+    if hasattr(ds, "identity"):
+        out["identity"] = ds.identity
+    return out
 
 
 def _describe_config(d: dict) -> str:
@@ -138,8 +169,10 @@ def _check_resume(path: str, state: dict, model, loader, total: int, bounded: bo
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         raise CheckpointError(path, f"holds an invalid step {step!r:.50}")
     history = state.get("history")
-    if history is not None and not (isinstance(history, list) and all(isinstance(r, dict) for r in history)):
-        raise CheckpointError(path, "holds a history that is not a list of records")
+    if history is not None and not (isinstance(history, list) and all(
+            isinstance(r, dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in r.values())
+            for r in history)):
+        raise CheckpointError(path, "holds a history that is not a list of records of numbers")
     if bounded and step > total:
         raise CheckpointMismatch(path, f"is at step {step}, beyond the end of this run (step {total}); "
                                        f"ask for at least {step} steps to continue it")
@@ -149,6 +182,13 @@ def _check_resume(path: str, state: dict, model, loader, total: int, bounded: bo
                                        f"model has {_describe_config(mine)}")
     saved, mine = state.get("dataset"), _dataset_of(loader)
     if isinstance(saved, dict) and mine is not None and saved.get("fingerprint") != mine["fingerprint"]:
+        ds = loader.dataset
+        if isinstance(saved.get("identity"), dict) and hasattr(ds, "identity_differences"):
+            try:
+                differ = "; ".join(ds.identity_differences(saved["identity"]))
+            except (TypeError, ValueError, KeyError, IndexError):  # a damaged identity: say so plainly
+                differ = "its record identity does not match, or is damaged"
+            raise CheckpointMismatch(path, f"was trained on other records than this run's ({differ})")
         raise CheckpointMismatch(path, f"was trained on another dataset ({saved.get('positions')} positions at "
                                        f"{saved.get('path')!r}, fingerprint {saved.get('fingerprint')}) than this "
                                        f"run's ({mine['positions']} positions at {mine['path']!r}, fingerprint "
@@ -194,40 +234,58 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         log_every: int = 100, checkpoint: Optional[str] = None, checkpoint_every: Optional[int] = None,
         resume: bool = False, progress: bool = True, log: Optional[Callable[[str], None]] = None,
         time_limit: Optional[float] = None, eval_data=None, eval_every: Optional[int] = None,
-        eval_batch_size: int = 1024) -> History:
+        eval_batch_size: int = 1024, eval_every_seconds: Optional[float] = None) -> History:
     """Trains `model` on the batches of `loader`; returns the :class:`History` of logged steps.
 
     Args:
         model: a :class:`manaka.Model` (anything with state_dict / load_state_dict).
-        loader: a :class:`manaka.Loader` (its position is part of the checkpoint).
+        loader: a :class:`manaka.Loader` (its position is part of the checkpoint); a Dataset
+            is refused with a TypeError saying to wrap it in one.
         steps: total optimizer steps of the run (counted from the start, also when resuming).
         epochs: or a number of epochs (may be fractional); with neither, one epoch (or, with a
-            `time_limit`, as many steps as fit in it).
+            `time_limit`, as many steps and epochs as fit in it).
         trainer: a :class:`manaka.Trainer`; default ``Trainer(model, total_steps=...)``.
         log_every: read back the loss and print a log line every this many steps (and at the end).
-        checkpoint: path of the checkpoint file; written at the end and every `checkpoint_every` steps.
+        checkpoint: path of the checkpoint file; written at the end, every `checkpoint_every`
+            steps and on Ctrl-C (not when the call ran no step). An existing file is replaced
+            unless `resume` continues it (``python -m manaka.train`` refuses that without --force).
         resume: continue from `checkpoint` if it exists (model, optimizer, schedule and loader
             position restored): a resumed CPU run ends bitwise equal to an uninterrupted one.
-            A checkpoint of another model config, another dataset (``Dataset.fingerprint``)
-            or a step beyond `steps` is refused with :class:`manaka.CheckpointMismatch`
-            before anything changes; a damaged one with :class:`manaka.CheckpointError`.
+            A checkpoint of another model config, another dataset (``Dataset.fingerprint``,
+            or for shogi records ``RecordFiles.fingerprint``: the files, their sizes, sampled
+            records, value and on_bad) or a step beyond `steps` is refused with
+            :class:`manaka.CheckpointMismatch` before anything changes; a damaged one with
+            :class:`manaka.CheckpointError`. A missing one: the log says the run starts at step 0.
         progress: show a tqdm progress bar (a widget in notebooks).
         log: where log lines go (default: above the progress bar, or stdout).
         time_limit: stop after this many seconds of this call (the step in progress finishes;
             the last step is logged and checkpointed as at the end).
         eval_data: held-out data, anything :func:`manaka.evaluate` takes (a Dataset, shogi
-            records, a Loader): evaluated every `eval_every` steps and at the last step, its
-            loss and accuracy shown in the log line and kept in the History (eval_loss,
-            eval_accuracy, ...; the values mk.evaluate gives for the model at that step,
-            with the trainer's value_weight). Those steps are always logged. The time spent
-            evaluating is left out of the log line's pos/s and wait share.
+            records, a Loader): evaluated every `eval_every` steps (or `eval_every_seconds`)
+            and at the last step, its loss and accuracy shown in the log line and kept in the
+            History (eval_loss, eval_accuracy, ...; the values mk.evaluate gives for the model
+            at that step, with the trainer's value_weight). Those steps are always logged. The
+            time spent evaluating is left out of the log line's pos/s and wait share.
         eval_every: evaluate every this many steps; None: only at the end.
+        eval_every_seconds: or evaluate at the first step after each this many seconds of
+            this call's training (evaluations excluded; for a run bounded by `time_limit`
+            alone, whose step count is unknown).
         eval_batch_size: positions per evaluation batch (the values do not depend on it
             beyond float rounding).
 
-    Ctrl-C stops the loader's threads, keeps the last complete checkpoint and re-raises
-    KeyboardInterrupt; the model holds the parameters of the last finished step.
+    An epoch of the loader that yields no batch at all (every record skipped as bad by
+    ``on_bad="skip"``) is a ValueError naming the data, not an endless loop.
+
+    Ctrl-C is held back until the step in progress has finished (a second Ctrl-C does not
+    wait); the loader's threads are stopped, the checkpoint (if any) is saved at that step,
+    one log line says what was saved, and KeyboardInterrupt is re-raised. The model holds
+    the parameters of the last finished step.
     """
+    from .loader import Loader
+
+    if not isinstance(loader, Loader):
+        raise TypeError(f"fit: loader must be a manaka.Loader, got {type(loader).__name__}"
+                        + (" (wrap the data in one: mk.Loader(data, batch_size=1024))" if hasattr(loader, "__len__") else ""))
     if log_every < 1:
         raise ValueError(f"fit: log_every must be >= 1, got {log_every}")
     if checkpoint_every is not None and checkpoint_every < 1:
@@ -236,8 +294,11 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         raise ValueError("fit: resume and checkpoint_every need a checkpoint path")
     if eval_every is not None and (not isinstance(eval_every, int) or isinstance(eval_every, bool) or eval_every < 1):
         raise ValueError(f"fit: eval_every must be an int >= 1 (or None: only at the end), got {eval_every!r}")
-    if eval_every is not None and eval_data is None:
-        raise ValueError("fit: eval_every needs eval_data")
+    if eval_every_seconds is not None and not (isinstance(eval_every_seconds, (int, float)) and eval_every_seconds > 0):
+        raise ValueError(f"fit: eval_every_seconds must be a number > 0 (or None), got {eval_every_seconds!r}")
+    for name, value in (("eval_every", eval_every), ("eval_every_seconds", eval_every_seconds)):
+        if value is not None and eval_data is None:
+            raise ValueError(f"fit: {name} needs eval_data")
     per_epoch = len(loader)
     if per_epoch < 1:
         raise ValueError("fit: the loader yields no batch (dataset smaller than a batch with drop_last?)")
@@ -251,17 +312,19 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         total = int(round((1.0 if epochs is None else float(epochs)) * per_epoch))
     bounded = total != sys.maxsize
     if trainer is None:
-        trainer = _default_trainer(model, total)
+        trainer = _default_trainer(model, total if bounded else None)
     # The held-out loss weighs the value loss as the training loss does.
     value_weight = float(getattr(trainer, "hyperparameters", {}).get("value_weight", 1.0))
     held_loader = None if eval_data is None else _eval_loader(eval_data, eval_batch_size)
 
-    history, step = History(), 0
+    history, step, saved_step = History(), 0, None
     if resume and os.path.exists(checkpoint):
         state = _ckpt.load(checkpoint)
         step = _check_resume(checkpoint, state, model, loader, total, bounded)
         _restore(checkpoint, state, model, trainer, loader)
         history = History(state.get("history"))
+        saved_step = step
+    history.start_step = step
 
     from tqdm.auto import tqdm
 
@@ -273,20 +336,33 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     bar = Bar(total=total if bounded else None, initial=step, unit="step", disable=not progress, dynamic_ncols=True,
               leave=True, file=sys.stderr, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]")
     say = log or (bar.write if progress else print)
+    if resume and saved_step is None:
+        say(f"no checkpoint at {checkpoint} yet: this run starts at step 0 and will write it")
 
     def save() -> None:
+        nonlocal saved_step
         _ckpt.save(checkpoint, {"step": step, "model": model.state_dict(), "trainer": trainer.state_dict(),
                                 "loader": loader.state_dict(), "history": history.records,
                                 "model_config": _config_of(model), "dataset": _dataset_of(loader)})
+        saved_step = step
 
     start = time.perf_counter()
-    elapsed_before = history.last.get("elapsed", 0.0) if history.records else 0.0
+    before = history.last if history.records else {}
+    # elapsed: the run's wall time; a record's is taken before its own evaluation
+    elapsed_before = before.get("elapsed", 0.0) + before.get("eval_seconds", 0.0)
+    # cumulative over the run, resumed parts included (the summary's rates are totals over time)
+    positions_before, wait_before = before.get("positions", 0), before.get("wait_seconds", 0.0)
     mark_time, mark_step, mark_positions, mark_wait = start, step, 0, 0.0
     positions = 0
     wait = 0.0
     batches: Optional[Iterator] = None
+    batches_this_epoch, from_epoch_start = 0, False
     stats = None
     first_step, shown = step, ""  # shown: the last log line's loss and accuracy, for the bar
+    # eval_every_seconds counts training time (this call's, evaluations excluded): however
+    # long an evaluation takes, a time budget holds at most about budget / interval of them
+    next_eval_at = eval_every_seconds
+    evaluating = 0.0  # seconds this call spent evaluating
 
     def eta(now: float) -> float:
         """Seconds left: the steps left at this call's mean rate, capped by the time limit.
@@ -317,6 +393,8 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
             record[name] = _read(stats, name)
         record["positions_per_s"] = (positions - mark_positions) / interval
         record["wait_share"] = (wait - mark_wait) / interval
+        record["positions"] = positions_before + positions
+        record["wait_seconds"] = wait_before + wait
         ls = loader.stats
         record["queue_depth"] = ls["queue_depth"]
         record.update(held or {})
@@ -332,38 +410,62 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
             shown += f"eval_acc={record['eval_accuracy']:.3f}, "
         mark_time, mark_step, mark_positions, mark_wait = now + (held or {}).get("eval_seconds", 0.0), step, positions, wait
 
+    guard = StepGuard()
+    taking, position = False, None  # while taking a batch: the loader's position before it
     try:
-        while step < total:
-            t = time.perf_counter()
-            if batches is None:
-                batches = iter(loader)
-            batch = next(batches, None)
-            if batch is None:  # end of an epoch: the loader moves to the next one
-                batches = None
-                continue
-            wait += time.perf_counter() - t
-            stats = trainer.step(batch)
-            step += 1
-            positions += len(batch)
-            now = time.perf_counter()
-            out_of_time = time_limit is not None and now - start >= time_limit
-            last = step == total or out_of_time
-            evaluate_now = held_loader is not None and (last or (eval_every is not None and step % eval_every == 0))
-            if step % log_every == 0 or last or evaluate_now:
-                emit(now, evaluate_held_out() if evaluate_now else None)
-            if out_of_time:
-                bar.total = step  # the run ends here: the bar ends at 100%, not at the epoch's share
-            if progress:
-                bar.set_postfix_str(shown + f"ETA {format_duration(eta(now))}", refresh=False)
-            bar.update(1)
-            if checkpoint_every and step % checkpoint_every == 0:
+        with guard:
+            while step < total:
+                t = time.perf_counter()
+                if batches is None:
+                    from_epoch_start = loader.batch_index in (0, per_epoch)  # a whole epoch follows
+                    batches, batches_this_epoch = iter(loader), 0
+                position, taking = (loader.epoch, loader.batch_index), True
+                batch = next(batches, None)
+                if batch is None:  # end of an epoch: the loader moves to the next one
+                    taking, batches = False, None
+                    if batches_this_epoch == 0 and from_epoch_start:
+                        raise ValueError(f"fit: a whole epoch of {_describe_data(loader)} yielded no batch: "
+                                         f"every position was skipped as bad ({loader.stats.get('skipped', '?')} "
+                                         "skipped); check the data, or open it with on_bad='raise' to see why")
+                    continue
+                guard.stepping, taking = True, False  # from here until the step is counted
+                wait += time.perf_counter() - t
+                stats = trainer.step(batch)
+                step += 1
+                positions += len(batch)
+                batches_this_epoch += 1
+                guard.stepping = False
+                guard.check()  # a Ctrl-C during the step: raised now, between steps
+                now = time.perf_counter()
+                out_of_time = time_limit is not None and now - start >= time_limit
+                last = step == total or out_of_time
+                trained = now - start - evaluating
+                due = ((eval_every is not None and step % eval_every == 0)
+                       or (next_eval_at is not None and trained >= next_eval_at))
+                evaluate_now = held_loader is not None and (last or due)
+                if evaluate_now and next_eval_at is not None:
+                    while next_eval_at <= trained:
+                        next_eval_at += eval_every_seconds
+                if step % log_every == 0 or last or evaluate_now:
+                    held = evaluate_held_out() if evaluate_now else None
+                    evaluating += (held or {}).get("eval_seconds", 0.0)
+                    emit(now, held)
+                if out_of_time:
+                    bar.total = step  # the run ends here: the bar ends at 100%, not at the epoch's share
+                if progress:
+                    bar.set_postfix_str(shown + f"ETA {format_duration(eta(now))}", refresh=False)
+                bar.update(1)
+                if checkpoint_every and step % checkpoint_every == 0:
+                    save()
+                if out_of_time:
+                    break
+            if checkpoint and step != first_step:
                 save()
-            if out_of_time:
-                break
-        if checkpoint:
-            save()
     except KeyboardInterrupt:
-        say(f"interrupted at step {step}" + (f"; the checkpoint {checkpoint} holds the last one saved" if checkpoint else ""))
+        torn = guard.stepping
+        if taking:  # the batch taken (if it was) is not trained on: the loader gives it again
+            loader.load_state_dict({"epoch": position[0], "batch_index": position[1]})
+        say(_interrupted(step, first_step, checkpoint, saved_step, torn, save))
         raise
     finally:
         if batches is not None:
@@ -372,3 +474,33 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
             held_loader.close()
         bar.close()
     return history
+
+
+def _interrupted(step: int, first_step: int, checkpoint, saved_step, torn: bool, save) -> str:
+    """Saves the checkpoint of an interrupted run where the state is a finished step, and
+    says truthfully what the checkpoint file holds."""
+    what = f"interrupted at step {step}"
+    if torn:
+        reason = "the interrupt came inside a step, which may be half applied: not saved"
+    elif not checkpoint:
+        reason = "no checkpoint path was given"
+    elif step == saved_step:
+        return f"{what}; the checkpoint {checkpoint} holds step {step}"
+    elif step == first_step:
+        reason = "no step was run"
+    else:
+        try:
+            save()
+            return f"{what}; saved the checkpoint {checkpoint} at step {step}"
+        except KeyboardInterrupt:  # a second Ctrl-C: the atomic writer left the old file as it was
+            reason = "interrupted again while saving the checkpoint: not saved"
+        except Exception as e:  # a full disk, an unwritable folder: say so, keep the interrupt
+            reason = f"could not save the checkpoint {checkpoint}: {type(e).__name__}: {e}"
+    if checkpoint and saved_step is not None:
+        return f"{what}: {reason}; the checkpoint {checkpoint} holds step {saved_step}"
+    return f"{what}: {reason}; nothing was saved"
+
+
+def _describe_data(loader) -> str:
+    ds = getattr(loader, "dataset", None)
+    return repr(ds) if ds is not None else repr(loader)

@@ -90,6 +90,9 @@ class Loader:
     # Producers run this much below the caller's priority (Linux nice): they are background
     # work kept ahead by the queue, and must not take a core from the training step.
     NICE = 10
+    # The C core counts epochs in int64; a position beyond this (only a crafted checkpoint
+    # holds one) is refused here rather than overflowing when the next epoch starts.
+    MAX_EPOCH = 2**62
 
     def __init__(self, dataset: Dataset, batch_size: int = 1024, producers: int = 4, prefetch: int = 8,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False, copy: bool = False,
@@ -151,6 +154,8 @@ class Loader:
             raise RuntimeError("Loader: iterating a closed loader")
         if self.batch_index >= self.num_batches:
             self.epoch, self.batch_index = self.epoch + 1, 0
+        if not 0 <= self.epoch <= self.MAX_EPOCH:  # set by hand: the C core's int64 must not overflow
+            raise ValueError(f"Loader: epoch must be in 0..2**62, got {self.epoch}")
         return self._epoch(self.epoch, self.batch_index)
 
     def _epoch(self, epoch: int, first: int) -> Iterator[Batch]:
@@ -219,9 +224,9 @@ class Loader:
             if not isinstance(state[key], (int, np.integer)) or isinstance(state[key], bool):
                 raise TypeError(f"Loader.load_state_dict: {key} must be an int, got {type(state[key]).__name__}")
         epoch, index = int(state["epoch"]), int(state["batch_index"])
-        if epoch < 0 or not 0 <= index <= self.num_batches:
+        if not 0 <= epoch <= self.MAX_EPOCH or not 0 <= index <= self.num_batches:
             raise ValueError(f"Loader.load_state_dict: position (epoch {epoch}, batch {index}) is out of range "
-                             f"({self.num_batches} batches per epoch)")
+                             f"(epochs 0..2**62, {self.num_batches} batches per epoch)")
         self.epoch, self.batch_index = epoch, index
 
     def set_epoch(self, epoch: int) -> None:

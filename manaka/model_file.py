@@ -39,6 +39,9 @@ MAGIC_V1 = b"MANAKA\x00\x01"
 MAGIC = b"MANAKA\x00\x02"
 _ALIGN = 64
 _MAX_HEADER = 64 << 20  # a header is names and shapes: far below this for any real file
+# The largest product of a shape's non-zero dimensions (in bytes) any real tensor has, far
+# below what NumPy can describe (2**63): [0, 2**62] holds no byte but is not an array.
+_MAX_EXTENT = 1 << 48
 # dtypes a tensor may have: what models (float32) and checkpoints (also counters) hold
 DTYPES = ("<f4", "<f8", "<i4", "<i8", "|u1", "<u4", "<u8")
 
@@ -99,9 +102,12 @@ def _plan(header: dict, fail) -> list:
             fail(f"has a corrupt header: tensor {name!r} has dtype {dtype!r} (one of {', '.join(DTYPES)} expected)")
         if not isinstance(shape, list) or len(shape) > 8 or not all(_int(d) and d >= 0 for d in shape):
             fail(f"has a corrupt header: tensor {name!r} has shape {shape!r}")
-        nbytes = np.dtype(dtype).itemsize
+        nbytes, extent = np.dtype(dtype).itemsize, np.dtype(dtype).itemsize
         for d in shape:  # Python ints: no wrap-around, whatever the header claims
             nbytes *= d
+            extent *= max(d, 1)
+        if extent > _MAX_EXTENT:  # NumPy refuses such a shape even with a zero dimension
+            fail(f"has a corrupt header: tensor {name!r} has shape {shape} (beyond any array's size)")
         if e.get("nbytes") != nbytes or e.get("offset") != offset or offset + _pad(nbytes) > data_bytes:
             fail(f"has a corrupt header: tensor {name!r} (shape {shape}, {nbytes} bytes at offset "
                  f"{e.get('offset')!r}) does not fit the {data_bytes} data bytes it declares")

@@ -3,18 +3,26 @@
 With no arguments it trains on built-in synthetic data (positions at the seed shapes,
 labelled by a fixed random teacher network, see manaka.synthetic) for one epoch of at most
 a minute, on the GPU if one is usable and the CPU otherwise, and ends with a summary:
-throughput, the data-wait share, and held-out loss and accuracy against the teacher's own
-ceiling.
+throughput (positions over training time, evaluations excluded), the data-wait share, and
+held-out loss and accuracy against the teacher's own ceiling; with --data and --eval-data,
+against the chance and frequency baselines (manaka/baselines.py).
+
+The trained model is saved to --save, or next to --checkpoint (run.ckpt -> run.manaka), or
+to model.manaka here; an existing file is never replaced unless named by --save (a free name
+is picked instead: run-1.manaka). An existing checkpoint is continued with --resume, or
+replaced only with --force. Ctrl-C saves the checkpoint at the last finished step.
 
 Examples:
     python -m manaka.train                                   # a one-minute demonstration
     python -m manaka.train --steps 2000 --checkpoint run.ckpt
     python -m manaka.train --steps 4000 --checkpoint run.ckpt --resume    # continue exactly
     python -m manaka.train --data my_dataset/ --epochs 3 --preset seed --device cuda
+    python -m manaka.train --data 'games/*.hcpe' --eval-data held_out.hcpe --value 0.5 --time-limit 3600
 """
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import sys
 import time
@@ -31,43 +39,114 @@ PRESETS = {
     "seed": dict(embed_dim=256, orders=4, pair_dim=16, hidden=(512, 512), head_width=300, batch_size=1024, lr=1e-3),
 }
 
+# Training defaults by kind of data, stated once: shogi records (HCPE, PSV) have their own
+# recipe, which the options override one by one. value and on_bad are the records' own
+# (manaka.shogi.open_hcpe / open_psv).
+RECIPES = {
+    "data": dict(weight_decay=0.01, warmup=20, schedule="constant"),
+    "shogi": dict(weight_decay=0.01, warmup=20, schedule="constant", value="result", on_bad="raise"),
+}
+# What --data and --eval-data accept, for the messages that refuse anything else.
+ACCEPTED = ("a dataset folder with meta.json (docs/design.md §4), dlshogi HCPE files (.hcpe), YaneuraOu PSV "
+            "files (.bin, .psv), or a folder or glob of those")
+CONVERT = "python -m manaka.shogi convert games.hcpe"  # CSA / KIF game records -> HCPE
+GAME_RECORDS = (".csa", ".kif", ".kifu")
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            x = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
+        if not x > 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return x
+    return parse
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        x = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int, got {text!r}") from None
+    if x < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return x
+
+
+def _value(text: str):
+    """--value: result, eval, or a mixing weight in [0, 1]."""
+    if text in ("result", "eval"):
+        return text
+    try:
+        x = float(text)
+    except ValueError:
+        x = -1.0
+    if not 0.0 <= x <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected result, eval or a weight in [0, 1], got {text!r}")
+    return x
+
+
+def _default(name: str) -> str:
+    """The help text's default of a recipe option, per kind of data."""
+    s = RECIPES["shogi"][name]
+    if name not in RECIPES["data"]:
+        return f"default {s}"
+    d = RECIPES["data"][name]
+    return f"default {d}" if d == s else f"default {d}; shogi records: {s}"
+
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m manaka.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("data")
-    g.add_argument("--data", metavar="PATH", help="a dataset folder (docs/design.md §4), or shogi records by suffix: "
-                   "'games/*.hcpe' (dlshogi HCPE), '*.bin' / '*.psv' (YaneuraOu PSV), a file, glob or folder "
-                   "(docs/shogi.md); default: synthetic data")
+    g.add_argument("--data", metavar="PATH", help="a dataset folder with meta.json (docs/design.md §4), or shogi "
+                   "records by suffix: 'games/*.hcpe' (dlshogi HCPE), '*.bin' / '*.psv' (YaneuraOu PSV), a file, "
+                   "glob or folder (docs/shogi.md; CSA / KIF game records: convert them first with "
+                   f"'{CONVERT} kifu/'); default: synthetic data")
     g.add_argument("--eval-data", metavar="PATH", help="held-out data evaluated while training, every --eval-every "
                    "steps and at the end (the same kinds as --data)")
-    g.add_argument("--eval-every", type=int, metavar="STEPS",
+    g.add_argument("--value", type=_value, metavar="result|eval|λ",
+                   help="shogi records: the value target: the game result, the evaluation (sigmoid(eval/756)) or "
+                        f"the mix (1-λ)·result + λ·eval ({_default('value')})")
+    g.add_argument("--on-bad", choices=["raise", "skip"],
+                   help="shogi records: a bad record stops the run naming it (raise), or is left out (skip) "
+                        f"({_default('on_bad')})")
+    g.add_argument("--eval-every", type=_non_negative_int, metavar="STEPS",
                    help="evaluate the held-out data every this many steps (default: about 10 times per run, at a "
-                        "multiple of --log-every; 0: only at the end)")
-    g.add_argument("--synthetic", type=int, default=600_000, metavar="N",
+                        "multiple of --log-every, or with --time-limit alone about every tenth of it; 0: only "
+                        "at the end)")
+    g.add_argument("--synthetic", type=_positive(int), default=600_000, metavar="N",
                    help="positions of synthetic training data when --data is not given (default 600000)")
-    g.add_argument("--eval-positions", type=int, default=4096, metavar="N",
+    g.add_argument("--eval-positions", type=_non_negative_int, default=4096, metavar="N",
                    help="held-out synthetic positions (same teacher, other seed) evaluated at the end (default 4096)")
     g = p.add_argument_group("run length (default: one epoch, at most one minute)")
-    g.add_argument("--steps", type=int, help="optimizer steps in total (counted from the start when resuming)")
-    g.add_argument("--epochs", type=float, help="or epochs over the data (may be fractional)")
-    g.add_argument("--time-limit", type=float, metavar="SECONDS",
-                   help="stop after this many seconds (default 60 when neither --steps nor --epochs is given)")
+    g.add_argument("--steps", type=_non_negative_int, help="optimizer steps in total (counted from the start when "
+                   "resuming)")
+    g.add_argument("--epochs", type=_positive(float), help="or epochs over the data (may be fractional)")
+    g.add_argument("--time-limit", type=_positive(float), metavar="SECONDS",
+                   help="stop after this many seconds (default 60 when neither --steps nor --epochs is given); "
+                        "alone, the run lasts until then, over as many epochs as fit")
     # One pass: positions seen twice let the pair table memorise them, and the held-out
     # accuracy (what the summary reports) then falls while the training accuracy soars.
     g = p.add_argument_group("training")
     g.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                    help="auto: the GPU when the CUDA backend is built and usable, else the CPU")
-    g.add_argument("--batch-size", type=int, help="positions per step (default: the preset's: 512 small, 1024 seed)")
-    g.add_argument("--lr", type=float, help="peak learning rate (default: the preset's: 5e-3 small, 1e-3 seed)")
-    g.add_argument("--warmup", type=int, default=20, metavar="STEPS", help="linear warm-up steps (default 20)")
-    g.add_argument("--schedule", choices=["constant", "cosine"], default="constant",
-                   help="after warm-up: constant, or cosine to 0 at the last step")
-    g.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay (default 0.01)")
-    g.add_argument("--producers", type=int, default=4, help="C threads packing batches (default 4)")
-    g.add_argument("--prefetch", type=int, default=8, help="batches packed ahead of the trainer (default 8)")
-    g.add_argument("--threads", type=int, help="CPU threads of the model's ops (default: all cores)")
-    g.add_argument("--seed", type=int, default=0, help="model initialisation, data order and synthetic data (default 0)")
+    g.add_argument("--batch-size", type=_positive(int),
+                   help="positions per step (default: the preset's: 512 small, 1024 seed)")
+    g.add_argument("--lr", type=_positive(float), help="peak learning rate (default: the preset's: 5e-3 small, "
+                   "1e-3 seed)")
+    g.add_argument("--warmup", type=_non_negative_int, metavar="STEPS",
+                   help=f"linear warm-up steps ({_default('warmup')})")
+    g.add_argument("--schedule", choices=["constant", "cosine"],
+                   help=f"after warm-up: constant, or cosine to 0 at the last step ({_default('schedule')})")
+    g.add_argument("--weight-decay", type=float, help=f"AdamW weight decay ({_default('weight_decay')})")
+    g.add_argument("--producers", type=_positive(int), default=4, help="C threads packing batches (default 4)")
+    g.add_argument("--prefetch", type=_positive(int), default=8, help="batches packed ahead of the trainer (default 8)")
+    g.add_argument("--threads", type=_positive(int), help="CPU threads of the model's ops (default: all cores)")
+    g.add_argument("--seed", type=_non_negative_int, default=0,
+                   help="model initialisation, data order and synthetic data (default 0)")
     g = p.add_argument_group("model (default: --preset small on the CPU, seed on the GPU)")
     g.add_argument("--preset", choices=sorted(PRESETS), help="small: learns within a minute on a CPU; "
                    "seed: the seed configuration of docs/design.md §5")
@@ -76,17 +155,24 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--pair-dim", type=int, help="P, the pair-table width")
     g.add_argument("--hidden", help="trunk widths, comma-separated (e.g. 512,512)")
     g.add_argument("--head-width", type=int, help="W, the policy head width")
-    g = p.add_argument_group("logging and checkpoints")
-    g.add_argument("--log-every", type=int, default=25, help="log line every this many steps (default 25)")
-    g.add_argument("--checkpoint", metavar="PATH", help="checkpoint file (model, optimizer, schedule, data position)")
-    g.add_argument("--checkpoint-every", type=int, metavar="STEPS", help="also checkpoint every this many steps")
-    g.add_argument("--resume", action="store_true", help="continue from --checkpoint if it exists")
-    g.add_argument("--save", metavar="PATH", help="save the trained model (mk.Model.load reads it)")
+    g = p.add_argument_group("logging, checkpoints and the model file")
+    g.add_argument("--log-every", type=_positive(int), default=25, help="log line every this many steps (default 25)")
+    g.add_argument("--checkpoint", metavar="PATH", help="checkpoint file (model, optimizer, schedule, data position), "
+                   "written at the end, every --checkpoint-every steps and on Ctrl-C; an existing one is "
+                   "continued with --resume or replaced with --force, never silently")
+    g.add_argument("--checkpoint-every", type=_positive(int), metavar="STEPS", help="also checkpoint every this many "
+                   "steps")
+    g.add_argument("--resume", action="store_true", help="continue from --checkpoint (a missing one: start fresh)")
+    g.add_argument("--force", action="store_true", help="replace an existing --checkpoint instead of refusing")
+    g.add_argument("--save", metavar="PATH", help="save the trained model here, replacing the file (mk.Model.load "
+                   "reads it); default: next to --checkpoint (run.ckpt -> run.manaka), else model.manaka, under a "
+                   "free name (run-1.manaka) rather than replacing a file")
+    g.add_argument("--no-save", action="store_true", help="do not save the trained model")
     g.add_argument("--no-progress", action="store_true", help="no progress bar (log lines only)")
     return p
 
 
-def model_config(args, preset: dict, data: "mk.Dataset") -> "mk.ModelConfig":
+def model_config(args, preset: dict, data) -> "mk.ModelConfig":
     pick = lambda name: getattr(args, name) if getattr(args, name) is not None else preset[name]
     hidden = preset["hidden"] if args.hidden is None else tuple(int(h) for h in args.hidden.split(",") if h.strip())
     cfg = mk.ModelConfig(num_tokens=data.num_tokens, num_moves=data.num_moves, tokens_per_side=data.tokens_per_side,
@@ -96,9 +182,18 @@ def model_config(args, preset: dict, data: "mk.Dataset") -> "mk.ModelConfig":
     return cfg
 
 
-def check_fits_in_memory(cfg: "mk.ModelConfig", data: "mk.Dataset") -> None:
-    """Refuses, before allocating, a model sized (by the data's meta.json and the options)
-    beyond this machine's memory: parameters, gradients and two AdamW moments, float32."""
+def _sized_by(data) -> str:
+    """What fixed the vocabularies: a dataset folder's meta.json, or the shogi encoding."""
+    if getattr(data, "path", None):
+        return os.path.join(data.path, "meta.json")
+    if hasattr(data, "files"):
+        return "the shogi encoding (docs/shogi.md)"
+    return "the data"
+
+
+def check_fits_in_memory(cfg: "mk.ModelConfig", data) -> None:
+    """Refuses, before allocating, a model sized (by the data and the options) beyond this
+    machine's memory: parameters, gradients and two AdamW moments, float32."""
     from .model import expected_shapes
 
     params = 0
@@ -113,8 +208,7 @@ def check_fits_in_memory(cfg: "mk.ModelConfig", data: "mk.Dataset") -> None:
     except (ValueError, OSError, AttributeError):  # not POSIX: let the allocation decide
         return
     if need > have:
-        where = os.path.join(data.path, "meta.json") if data.path else "the data"
-        raise ValueError(f"the model sized by {where} (num_tokens={cfg.num_tokens}, num_moves={cfg.num_moves}, "
+        raise ValueError(f"the model sized by {_sized_by(data)} (num_tokens={cfg.num_tokens}, num_moves={cfg.num_moves}, "
                          f"T={cfg.tokens_per_side}) and the options has {params:,} parameters and needs about "
                          f"{need / 2**30:,.1f} GiB for training, more than this machine's {have / 2**30:,.1f} GiB")
 
@@ -131,31 +225,65 @@ def choose_device(requested: str) -> str:
     return "cuda"
 
 
+def fail(message: str) -> int:
+    print(f"python -m manaka.train: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if args.resume and not args.checkpoint:
-        print("python -m manaka.train: --resume needs --checkpoint", file=sys.stderr)
-        return 2
-    if args.eval_every is not None and args.eval_every < 0:
-        print(f"python -m manaka.train: --eval-every must be >= 0, got {args.eval_every}", file=sys.stderr)
-        return 2
+        return fail("--resume needs --checkpoint")
+    if args.save and args.no_save:
+        return fail("--save and --no-save contradict each other")
+    for option, path in (("--checkpoint", args.checkpoint), ("--save", args.save)):
+        if path and os.path.isdir(path):  # found now, not when the run's end writes it
+            return fail(f"{option} {path} is a folder; give a file path")
+    if args.checkpoint and os.path.exists(args.checkpoint) and not (args.resume or args.force):
+        # a finished run must not be lost to a new one that happens to use the same name
+        return fail(f"the checkpoint {args.checkpoint} exists: continue it with --resume, or replace it with --force")
+    args.stage = "before"  # before, in or after mk.fit: what an interrupt leaves saved
+    try:
+        return _train(args)
+    except KeyboardInterrupt:
+        if args.stage == "before":
+            print("python -m manaka.train: interrupted before training; nothing was saved", file=sys.stderr)
+        elif args.stage == "after":  # mk.fit wrote the checkpoint at its end
+            held = f"the checkpoint {args.checkpoint} holds the last step; " if args.checkpoint else ""
+            print(f"python -m manaka.train: interrupted after training; {held}the model was not saved", file=sys.stderr)
+        # in mk.fit: its line has said what it saved
+        return 130
+
+
+def _train(args) -> int:
     device = choose_device(args.device)
     preset = PRESETS[args.preset or ("seed" if device == "cuda" else "small")]
     if args.threads:
         mk.set_num_threads(args.threads)
     time_limit, epochs = args.time_limit, args.epochs
-    if args.steps is None and epochs is None:
-        epochs = 1.0
-        if time_limit is None:
-            time_limit = 60.0
+    if args.steps is None and epochs is None and time_limit is None:
+        epochs, time_limit = 1.0, 60.0
+    by_time = args.steps is None and epochs is None  # a wall budget alone: as many epochs as fit
 
     try:  # a bad dataset, device or option is a one-line error, not a traceback
         t0 = time.perf_counter()
         held_out = None
+        kind = "data"
         if args.data:
-            data = open_data(args.data)
+            kind = data_kind(args.data, "--data")
+            if args.eval_data and data_kind(args.eval_data, "--eval-data") != kind:
+                raise ValueError(f"--data {args.data} and --eval-data {args.eval_data} are different kinds of data")
+            if kind == "data" and (args.value is not None or args.on_bad is not None):
+                raise ValueError("--value and --on-bad apply to shogi records (.hcpe, .bin, .psv), not to a dataset folder")
+        elif args.value is not None or args.on_bad is not None:
+            raise ValueError("--value and --on-bad apply to shogi records (--data with .hcpe, .bin or .psv files)")
+        recipe = RECIPES["shogi" if kind in ("hcpe", "psv") else "data"]
+        option = lambda name: getattr(args, name) if getattr(args, name) is not None else recipe[name]
+        if args.data:
+            records = dict(value=option("value"), on_bad=option("on_bad")) if kind != "data" else {}
+            data = open_data(args.data, kind, **records)
             if args.eval_data:
-                held_out = open_data(args.eval_data)
+                held_out = open_data(args.eval_data, kind, **records)
         else:
             # Vocabularies and shapes of the seed configuration; orders as the model's.
             shape = mk.ModelConfig(**{**SEED_SHAPES, "orders": args.orders or preset["orders"]})
@@ -170,37 +298,72 @@ def main(argv=None) -> int:
         batch_size = args.batch_size or preset["batch_size"]
         loader = mk.Loader(data, batch_size=batch_size, producers=args.producers, prefetch=args.prefetch,
                            shuffle=True, seed=args.seed)
-        total = args.steps if args.steps is not None else int(round(epochs * len(loader)))
-        trainer = mk.Trainer(model, lr=args.lr or preset["lr"], weight_decay=args.weight_decay,
-                             warmup_steps=args.warmup, schedule=args.schedule, total_steps=total)
-        print(f"training: batch {batch_size}, {loader.producers} producers, {trainer!r}")
-        eval_every = None if held_out is None else held_out_every(args, total)
+        total = None if by_time else args.steps if args.steps is not None else int(round(epochs * len(loader)))
+        if total is None and option("schedule") == "cosine":
+            raise ValueError("--schedule cosine decays to the last step, which a --time-limit alone does not fix: "
+                             "give --steps or --epochs too")
+        trainer = mk.Trainer(model, lr=args.lr or preset["lr"], weight_decay=option("weight_decay"),
+                             warmup_steps=option("warmup"), schedule=option("schedule"), total_steps=total)
+        print(f"training: batch {batch_size}, {loader.producers} producers, {trainer!r}"
+              + (f", until {format_duration(time_limit)} have passed" if by_time else ""))
+        eval_every, eval_seconds = None, None
         if held_out is not None:
-            print(f"held-out: {len(held_out):,} positions, evaluated "
-                  + (f"every {eval_every} steps and " if eval_every else "") + "at the end")
+            if by_time and args.eval_every is None:
+                eval_seconds = time_limit / 10
+                print(f"held-out: {len(held_out):,} positions, evaluated about every "
+                      f"{format_duration(eval_seconds)} and at the end")
+            else:
+                eval_every = held_out_every(args, total)
+                print(f"held-out: {len(held_out):,} positions, evaluated "
+                      + (f"every {eval_every} steps and " if eval_every else "") + "at the end")
     except (ValueError, TypeError, RuntimeError, OSError, MemoryError, OverflowError) as e:
         # MemoryError: a size the machine cannot allocate (e.g. --batch-size 2**40)
-        print(f"python -m manaka.train: {e}", file=sys.stderr)
-        return 2
+        return fail(str(e))
     try:  # a checkpoint of another run, a damaged one, an unwritable path, a bad shogi record: one line
-        history = mk.fit(model, loader, steps=args.steps, epochs=epochs, trainer=trainer,
+        args.stage = "in"
+        history = mk.fit(model, loader, steps=args.steps, epochs=None if by_time else epochs, trainer=trainer,
                          log_every=args.log_every, checkpoint=args.checkpoint,
                          checkpoint_every=args.checkpoint_every, resume=args.resume,
                          progress=not args.no_progress, time_limit=time_limit,
-                         eval_data=held_out, eval_every=eval_every, eval_batch_size=batch_size)
-        summary(history, loader, data, held_out, model, batch_size)
-        if args.save:
-            model.save(args.save)
-            print(f"saved the model to {args.save}")
+                         eval_data=held_out, eval_every=eval_every, eval_every_seconds=eval_seconds,
+                         eval_batch_size=batch_size)
+        args.stage = "after"
+        baselines = None
+        if args.data and held_out is not None and history.records:
+            from .baselines import label_baselines
+            baselines = label_baselines(data, held_out, batch_size=max(batch_size, 1024))
+        summary(history, loader, data, held_out, model, batch_size, args.checkpoint, baselines)
+        save_model(args, model, history)
     except (mk.FileFormatError, OSError) as e:
-        print(f"python -m manaka.train: {e}", file=sys.stderr)
-        return 2
-    except ValueError as e:  # shogi records are decoded while training
-        if not str(e).startswith("shogi:"):
+        return fail(str(e))
+    except ValueError as e:  # shogi records are decoded while training; fit names data without a batch
+        if not str(e).startswith(("shogi:", "fit:")):
             raise
-        print(f"python -m manaka.train: {e}", file=sys.stderr)
-        return 2
+        return fail(str(e))
     return 0
+
+
+def save_model(args, model, history) -> None:
+    """Saves the model where the user said (--save, replacing that file), or next to the
+    checkpoint / in model.manaka under a name no file has (a file the user did not name is
+    never replaced); nothing when no step was run and no path was named, or with --no-save."""
+    step = int(history.last["step"]) if history.records else 0
+    ran = step > history.start_step
+    if args.no_save:
+        return
+    if args.save:
+        path = args.save
+    elif not ran:
+        print("the model was not saved: no step was run (--save PATH saves it anyway)")
+        return
+    else:
+        base = os.path.splitext(args.checkpoint)[0] if args.checkpoint else "model"
+        path, k = base + ".manaka", 0
+        while os.path.exists(path):
+            k += 1
+            path = f"{base}-{k}.manaka"
+    model.save(path)
+    print(f"saved the model (step {step}) to {path}")
 
 
 def held_out_every(args, total: int):
@@ -211,34 +374,75 @@ def held_out_every(args, total: int):
     return args.log_every * max(1, -(-total // (10 * args.log_every)))
 
 
-def open_data(path: str):
-    """A dataset folder, or shogi records chosen by suffix (a file, glob or folder): *.hcpe
-    (dlshogi HCPE) or *.bin / *.psv (YaneuraOu PackedSfenValue), see docs/shogi.md."""
+def _suffixes(names, suffixes) -> int:
+    return sum(1 for n in names if n.lower().endswith(suffixes))
+
+
+def data_kind(path: str, option: str = "--data") -> str:
+    """"data" (a dataset folder), "hcpe" or "psv" (shogi records) for `path`; anything else
+    is a ValueError saying what the path is and what is accepted."""
+    accepted = f"{option} takes {ACCEPTED}"
+    convert = f"convert CSA / KIF game records first: {CONVERT} {path}"
+    if os.path.isdir(path):
+        names = os.listdir(path)
+        if "meta.json" in names:
+            return "data"
+        hcpe, psv = _suffixes(names, (".hcpe",)), _suffixes(names, (".bin", ".psv"))
+        if hcpe and psv:
+            raise ValueError(f"{option} {path}: the folder holds both HCPE ({hcpe}) and PSV ({psv}) files: "
+                             f"name one kind with a glob ({os.path.join(path, '*.hcpe')})")
+        if hcpe or psv:
+            return "hcpe" if hcpe else "psv"
+        games = _suffixes(names, GAME_RECORDS)
+        if games:
+            raise ValueError(f"{option} {path}: a folder of {games} CSA / KIF game record(s), which training does "
+                             f"not read; {convert}")
+        if "tokens.npy" in names:
+            raise ValueError(f"{option} {path}: a dataset folder without its meta.json (written last by "
+                             "Dataset.save: an unfinished or damaged dataset?)")
+        raise ValueError(f"{option} {path}: a folder with no meta.json and no record file; {accepted}")
+    if os.path.isfile(path) or any(ch in path for ch in "*?[") and glob.glob(path):
+        lower = path.lower()
+        if lower.endswith(".hcpe"):
+            return "hcpe"
+        if lower.endswith((".bin", ".psv")):
+            return "psv"
+        if lower.endswith(GAME_RECORDS):
+            raise ValueError(f"{option} {path}: a CSA / KIF game record, which training does not read; {convert}")
+        if os.path.basename(path) == "meta.json":
+            raise ValueError(f"{option} {path}: give the dataset folder, {os.path.dirname(path) or '.'}, not its meta.json")
+        suffix = os.path.splitext(path)[1] or "no suffix"
+        raise ValueError(f"{option} {path}: a file of an unknown kind ({suffix}); {accepted}")
+    if any(ch in path for ch in "*?["):
+        raise ValueError(f"{option} {path}: no file matches this glob; {accepted}")
+    raise ValueError(f"{option} {path}: no such file or folder; {accepted}")
+
+
+def open_data(path: str, kind: str, value="result", on_bad="raise"):
+    """A dataset folder, or shogi records (a file, glob or folder) of `kind` (data_kind)."""
     from . import shogi
 
-    if path.endswith(".hcpe") or (os.path.isdir(path) and _holds(path, (".hcpe",))):
-        return shogi.open_hcpe(path)
-    if path.endswith((".bin", ".psv")) or (os.path.isdir(path) and _holds(path, (".bin", ".psv"))):
-        return shogi.open_psv(path)
+    if kind == "hcpe":
+        return shogi.open_hcpe(path, value=value, on_bad=on_bad)
+    if kind == "psv":
+        return shogi.open_psv(path, value=value, on_bad=on_bad)
     return mk.Dataset.open(path)
 
 
-def _holds(folder: str, suffixes) -> bool:
-    """A folder of records, and not a dataset folder (which has meta.json)."""
-    names = os.listdir(folder)
-    return "meta.json" not in names and any(n.endswith(suffixes) for n in names)
-
-
-def summary(history, loader, data, held_out, model, batch_size) -> None:
-    if not history.records:
-        print("no step was run (the checkpoint was already at the end)")
+def summary(history, loader, data, held_out, model, batch_size, checkpoint=None, baselines=None) -> None:
+    step = int(history.last["step"]) if history.records else 0
+    if step == history.start_step:
+        if step == 0:
+            print("no step was run (--steps 0): nothing was trained" + (", and no checkpoint written" if checkpoint else ""))
+        else:
+            print(f"no step was run: the checkpoint {checkpoint} is already at step {step}, the end of this run "
+                  "(ask for more --steps to continue it)")
         return
     last = history.last
-    rates = history["positions_per_s"]
-    waits = history["wait_share"]
-    steady = slice(1, None) if len(history) > 1 else slice(None)  # the first interval includes start-up
+    # totals over the run's training time (evaluations excluded), not a mean of per-line rates
     print(f"\ndone: step {last['step']}, epoch {last['epoch']:.2f}, {format_duration(last['elapsed'])} | "
-          f"{rates[steady].mean():,.0f} positions/s | data wait {100 * waits[steady].mean():.2f}% of wall time")
+          f"{history.positions_per_second():,.0f} positions/s | data wait {100 * history.wait_share():.2f}% "
+          f"of training time")
     print(f"last training batch: loss {last['loss']:.4f}, accuracy {last['accuracy']:.3f}")
     meta = (held_out or data).meta
     if held_out is not None:
@@ -248,12 +452,20 @@ def summary(history, loader, data, held_out, model, batch_size) -> None:
             r = {k: last[f"eval_{k}"] for k in ("loss", "policy_loss", "value_loss", "accuracy", "positions")}
         else:
             r = mk.evaluate(model, held_out, batch_size=batch_size)
+        against = ""
+        if baselines is not None:
+            against = f" (chance {baselines['chance']:.3f}, frequency {baselines['frequency']:.3f})"
         print(f"held-out ({int(r['positions']):,} positions): loss {r['loss']:.4f} (policy {r['policy_loss']:.4f}, "
-              f"value {r['value_loss']:.4f}), accuracy {r['accuracy']:.3f}")
+              f"value {r['value_loss']:.4f}), accuracy {r['accuracy']:.3f}{against}")
+        if baselines is not None:
+            print(f"  chance: a uniform pick among each position's legal moves; frequency: the legal move played "
+                  f"most often in {baselines['train_positions']:,} training positions")
     if "teacher_accuracy_ceiling" in meta:
         print(f"teacher's ceiling: accuracy {meta['teacher_accuracy_ceiling']:.3f}, policy loss floor "
               f"{meta['teacher_policy_loss_floor']:.4f}, value loss floor {meta['teacher_value_loss_floor']:.4f}; "
               f"chance accuracy {meta['chance_accuracy']:.3f}")
+    if checkpoint:
+        print(f"the checkpoint {checkpoint} holds step {step}")
 
 
 if __name__ == "__main__":

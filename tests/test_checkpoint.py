@@ -165,3 +165,92 @@ def test_a_checkpoint_with_the_wrong_structure_is_a_checkpoint_error(ds, tmp_pat
         with pytest.raises(mk.CheckpointError, match=message):
             mk.fit(FakeModel(), mk.Loader(ds, batch_size=32), steps=1, trainer=FakeTrainer(FakeModel()),
                    checkpoint=str(path), resume=True, progress=False, log=lambda s: None)
+
+
+def _rewrite_header(path, change):
+    """Applies `change` to the JSON header of a container file, keeping it well-formed
+    (length, header checksum, padding): what a crafted file looks like."""
+    import json
+    import struct
+    import zlib
+
+    raw = path.read_bytes()
+    length = struct.unpack("<Q", raw[8:16])[0]
+    header = json.loads(raw[24:24 + length])
+    data = raw[(24 + length + 63) // 64 * 64:]
+    change(header)
+    text = json.dumps(header).encode()
+    start = (24 + len(text) + 63) // 64 * 64
+    path.write_bytes(raw[:8] + struct.pack("<QI4x", len(text), zlib.crc32(text)) + text
+                     + bytes(start - 24 - len(text)) + data)
+
+
+def _nested(depth):
+    x = []
+    for _ in range(depth):
+        x = [x]
+    return x
+
+
+def _crafted(tmp_path, base):
+    """Three crafted checkpoints made from the sound checkpoint `base`."""
+    state = ckpt.load(base)
+    deep = tmp_path / "deep.ckpt"
+    ckpt.save(deep, {**state, "extra": "here"})
+    _rewrite_header(deep, lambda h: h["meta"]["state"].__setitem__("extra", _nested(600)))
+    zero = tmp_path / "zero.ckpt"
+    ckpt.save(zero, {**state, "extra": np.zeros((0, 3), np.float32)})
+
+    def huge(h):
+        for entry in h["tensors"]:
+            if entry["name"] == "extra":
+                entry["shape"] = [0, 2**62]
+    _rewrite_header(zero, huge)
+    epoch = tmp_path / "epoch.ckpt"
+    ckpt.save(epoch, {**state, "loader": {**state["loader"], "epoch": 2**63}})
+    return deep, zero, epoch
+
+
+def test_crafted_checkpoints_are_checkpoint_errors_naming_the_file(ds, tmp_path):
+    base = tmp_path / "base.ckpt"
+    _run(ds, base, 2)
+    deep, zero, epoch = _crafted(tmp_path, base)
+    with pytest.raises(mk.CheckpointError, match=r"deep.ckpt.*nests deeper than 64 levels"):
+        ckpt.load(deep)
+    with pytest.raises(mk.CheckpointError, match=r"zero.ckpt.*tensor 'extra' has shape \[0, 4611686018427387904\]"):
+        ckpt.load(zero)
+    with pytest.raises(mk.CheckpointError, match=r"epoch.ckpt.*cannot be restored.*\(loader\).*epoch"):
+        _run(ds, epoch, 4, resume=True)
+    with pytest.raises(ValueError, match="nests deeper"):  # and none is written
+        ckpt.save(tmp_path / "w.ckpt", {"step": 1, "x": _nested(100)})
+    # a model file's container is read by the same checks
+    path = tmp_path / "m.manaka"
+    mk.Model(mk.ModelConfig(embed_dim=8, **CFG), seed=0).save(path)
+    _rewrite_header(path, lambda h: h["tensors"].append({"name": "x", "dtype": "<f4", "shape": [0, 2**62],
+                                                         "offset": h["data_bytes"], "nbytes": 0}))
+    with pytest.raises(mk.ModelFileError, match=r"m.manaka.*tensor 'x' has shape"):
+        mk.Model.load(path)
+
+
+def test_a_loader_epoch_beyond_the_core_is_a_value_error(ds):
+    loader = mk.Loader(ds, batch_size=32)
+    loader.epoch = 2**63
+    with pytest.raises(ValueError, match=r"Loader: epoch must be in 0..2\*\*62, got 9223372036854775808"):
+        next(iter(loader))
+    with pytest.raises(ValueError, match="out of range"):
+        loader.load_state_dict({"epoch": 2**63, "batch_index": 0})
+
+
+def test_cli_resume_of_a_crafted_checkpoint_is_one_line(tmp_path):
+    base = [sys.executable, "-m", "manaka.train", "--steps", "3", "--synthetic", "600", "--eval-positions", "0",
+            "--batch-size", "64", "--device", "cpu", "--no-progress", "--no-save", "--embed-dim", "8",
+            "--pair-dim", "2", "--hidden", "16", "--head-width", "16"]
+    first = subprocess.run(base[:4] + ["2"] + base[5:] + ["--checkpoint", str(tmp_path / "base.ckpt")],
+                           capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    for path, words in zip(_crafted(tmp_path, tmp_path / "base.ckpt"), ("nests deeper", "has shape", "epoch")):
+        out = subprocess.run(base + ["--checkpoint", str(path), "--resume"], capture_output=True, text=True,
+                             timeout=300)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 2 and "Traceback" not in out.stderr and len(lines) == 1, out.stderr[-3000:]
+        assert str(path) in lines[0] and words in lines[0], lines[0]

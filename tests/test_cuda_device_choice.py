@@ -5,7 +5,7 @@ import pytest
 import manaka as mk
 from manaka import cuda, train
 
-TINY = ["--steps", "2", "--synthetic", "3000", "--eval-positions", "0", "--no-progress", "--preset", "small",
+TINY = ["--no-save", "--steps", "2", "--synthetic", "3000", "--eval-positions", "0", "--no-progress", "--preset", "small",
         "--producers", "1", "--prefetch", "2"]
 
 

@@ -114,7 +114,9 @@ def test_shogi_records_and_loaders_as_eval_data(tmp_path):
     loader = mk.Loader(held, batch_size=16, producers=1, shuffle=False)
     history = mk.fit(model, mk.Loader(train_files, batch_size=32, producers=2), steps=2, eval_data=loader,
                      progress=False, log=lambda s: None)
-    assert history.last["eval_positions"] == 50 and history.last["eval_loss"] == mk.evaluate(model, held)["loss"]
+    # the same batches of 16 as the loader's: the same sums, bit for bit
+    assert history.last["eval_positions"] == 50
+    assert history.last["eval_loss"] == mk.evaluate(model, held, batch_size=16)["loss"]
     assert history.last["eval_accuracy"] == mk.evaluate(model, loader)["accuracy"]
 
 
@@ -133,6 +135,10 @@ def test_bad_arguments(data):
         mk.fit(model, loader, steps=1, eval_data=held, eval_every=0, progress=False)
     with pytest.raises(ValueError, match="eval_every needs eval_data"):
         mk.fit(model, loader, steps=1, eval_every=5, progress=False)
+    with pytest.raises(ValueError, match="eval_every_seconds needs eval_data"):
+        mk.fit(model, loader, steps=1, eval_every_seconds=5, progress=False)
+    with pytest.raises(ValueError, match="eval_every_seconds must be a number > 0"):
+        mk.fit(model, loader, steps=1, eval_data=held, eval_every_seconds=0, progress=False)
     with pytest.raises(TypeError, match="fit: eval_data must be"):
         mk.fit(model, loader, steps=1, eval_data=object(), progress=False)
     with pytest.raises(TypeError, match="fit: eval_data: Loader: dataset must be"):
@@ -142,8 +148,9 @@ def test_bad_arguments(data):
     assert loader.epoch == 0 and loader.batch_index == 0  # refused before any step
 
 
-def test_cli_evaluates_while_training(capsys):
+def test_cli_evaluates_while_training(capsys, monkeypatch, tmp_path):
     from manaka import train
+    monkeypatch.chdir(tmp_path)  # the model is saved here (model.manaka, model-1.manaka, ...)
     from test_train import TINY
 
     base = ["--synthetic", "1500", "--eval-positions", "200", "--no-progress", "--batch-size", "64",
@@ -168,5 +175,6 @@ def test_cli_evaluates_while_training(capsys):
     out = capsys.readouterr().out
     assert "evaluated at the end" in out
     assert [m.group(1) for m in map(EVAL_LOG.match, out.splitlines()) if m] == ["4"]
-    assert train.main(["--steps", "4", "--eval-every", "-1", *base]) == 2
-    assert "--eval-every must be >= 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        train.main(["--steps", "4", "--eval-every", "-1", *base])
+    assert e.value.code == 2 and "--eval-every: must be >= 0" in capsys.readouterr().err

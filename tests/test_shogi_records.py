@@ -1,24 +1,27 @@
 """HCPE and PSV files written by cshogi, decoded by manaka (csrc/shogi/records.c): the
-same positions, moves, results and evaluations; training rows equal to the Python
-reference encoding; every kind of bad record, in the middle of a file and at its end."""
+same positions (hand-heavy and handicap ones among them), moves, results and
+evaluations; training rows equal to the Python reference encoding; every kind of bad
+record, in the middle of a file and at its end."""
 import math
 
 import numpy as np
 import pytest
 
-from shogi_reference import c_position, cshogi, labels, random_positions, tokens
+from shogi_reference import c_position, cshogi, labels, mixed_positions, tokens
 
 import manaka as mk
 from manaka import shogi
 
 
 def make_records(n, seed):
-    """cshogi boards with a random legal move, result and evaluation, as HCPE and PSV."""
+    """cshogi boards with a random legal move, result and evaluation, as HCPE and PSV: the
+    positions of random games, hand-heavy ones (hundreds of legal moves), endgames and
+    handicap games (pieces left out), and the 593-move position every 100."""
     rng = np.random.default_rng(seed)
     hcpe = np.zeros(n, cshogi.HuffmanCodedPosAndEval)
     psv = np.zeros(n, cshogi.PackedSfenValue)
     boards = []
-    for i, board in enumerate(random_positions(n, seed)):
+    for i, (_, board) in enumerate(mixed_positions(n, seed, most_moves_every=100)):
         move = list(board.legal_moves)[int(rng.integers(len(list(board.legal_moves))))]
         board.to_hcp(hcpe["hcp"][i])
         board.to_psfen(psv["sfen"][i])

@@ -4,7 +4,8 @@ positions for each rule. tools/shogi_oracle.py runs the same comparison at scale
 import numpy as np
 import pytest
 
-from shogi_reference import c_position, cshogi, labels, random_positions, tokens
+from shogi_reference import (c_position, cshogi, hand_heavy_positions, handicap_positions, labels,
+                             random_endgames, random_positions, tokens)
 
 from manaka import shogi
 from manaka import _core
@@ -33,6 +34,18 @@ def test_random_games_agree_with_cshogi(seed):
         checks += board.is_check()
     # The games must reach the rules the test is for.
     assert drops > 300 and promotions > 300 and checks > 50, (drops, promotions, checks)
+
+
+@pytest.mark.parametrize("source", ["hand_heavy", "endgames", "handicap"])
+def test_hand_heavy_and_handicap_positions_agree_with_cshogi(source):
+    """The positions with the most legal moves (many pieces in hand) and those with pieces
+    left out of the game, which random games from the start rarely or never reach."""
+    seed = 31_000 + np.random.SeedSequence().entropy % 1000
+    boards = {"hand_heavy": hand_heavy_positions, "endgames": random_endgames,
+              "handicap": handicap_positions}[source](400, seed)
+    counts = [assert_agrees(board) for board in boards]
+    if source != "handicap":
+        assert sum(c > 256 for c in counts) > 100, (seed, sorted(counts)[-5:])
 
 
 RULE_POSITIONS = {

@@ -14,6 +14,10 @@
 #                        which hides signed overflow from UBSan; the later flag wins.
 #  -fno-sanitize-recover UBSan aborts at the first report instead of printing and going on.
 #  LD_PRELOAD            python itself is not instrumented: the runtime must come first.
+#                        ASan also preloads libstdc++: its __cxa_throw interceptor finds
+#                        the real function only if libstdc++ is loaded when ASan starts,
+#                        and a C++ extension (cshogi, the shogi tests' oracle) that throws
+#                        would otherwise abort ("CHECK failed ... real___cxa_throw").
 #  detect_leaks=0        CPython keeps objects alive until exit by design (not our leaks).
 #  allocator_may_return_null=1  a huge request returns NULL, as malloc does, so the
 #                        fuzz's oversized sizes exercise manaka's MemoryError path
@@ -30,7 +34,7 @@ shift || true
 case "$MODE" in
 asan)
     SAN="-fsanitize=address,undefined -fno-sanitize-recover=all"
-    RUNTIME="$(gcc -print-file-name=libasan.so)"
+    RUNTIME="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)"
     # every test file of the C core: not those of CUDA, torch, notebooks, benchmarks, the
     # build and packaging, nor the loader's own sanitizer harness (it builds its own)
     mapfile -t DEFAULT_TESTS < <(cd "$ROOT" && ls tests/test_*.py \
@@ -49,7 +53,9 @@ tsan)
     exit 2
     ;;
 esac
-[ -f "$RUNTIME" ] || { echo "sanitize.sh: $RUNTIME not found (gcc's sanitizer runtime)" >&2; exit 2; }
+for lib in $RUNTIME; do
+    [ -f "$lib" ] || { echo "sanitize.sh: $lib not found (gcc's sanitizer runtime)" >&2; exit 2; }
+done
 
 DEST="$ROOT/build/sanitize-$MODE"
 mkdir -p "$DEST"

@@ -5,6 +5,9 @@
  * other square (a single 0 bit when empty), then one code per piece in hand until 256 bits
  * are read. A board code is an occupancy 1, the kind's code, then (except for gold) a
  * promotion bit and a colour bit; a hand code is the kind's code, a 0 and the colour.
+ * Every piece of the set is coded, on the board or after it: a piece left out of the game
+ * (a handicap) has a code of its own among the hand codes (build_tables), and a position
+ * with fewer than 40 pieces decodes with fewer than 40 tokens.
  * The two formats' codes differ in details that the code tables below hold: Apery (HCPE)
  * swaps the knight's and the silver's codes, puts the colour bit before the promotion bit
  * and codes a bishop or rook in hand differently. Both list the squares in square order
@@ -26,8 +29,11 @@ static const uint8_t yaneura_code[7] = {0, 1, 5, 3, 15, 31, 7};
 
 typedef struct {
     uint8_t len;   /* 0: no code starts with these bits */
-    uint8_t piece; /* board: cell value (0 empty); hand: 1 + hand kind + 16 * color */
+    uint8_t piece; /* board: cell value (0 empty); hand: 1 + hand kind + 16 * color, or
+                    * 1 + hand kind + ABSENT for a piece left out of the game */
 } code_entry;
+
+#define ABSENT 32
 
 /* [format][board/hand][next 8 bits] */
 static code_entry table[2][2][256];
@@ -68,6 +74,26 @@ static void build_tables(void) {
                 for (int color = 0; color < 2; color++)
                     add(hand, 31u | (unsigned)(h == MK_ROOK) << 5 | (unsigned)color << 6, 7,
                         (uint8_t)(1 + h + 16 * color));
+            /* A piece that is in neither hand nor on the board (a handicap game's: the
+             * code has 256 bits only with all 40 pieces) is written as a hand code with
+             * the promotion bit set and colour 0, which no piece in hand has; the gold,
+             * which has no promotion bit, as the silver's code with the promotion and
+             * colour bits set; Apery's bishop and rook as 1111 0, then 0 (bishop) or 1
+             * (rook), then 0. These are the codes cshogi writes for both formats
+             * (tests/test_shogi_handicap.py); any other code is refused. */
+            unsigned box;
+            int box_len = tl + 2;
+            if (h == MK_GOLD) {
+                int sl = kind_bits[MK_SILVER];
+                box = (f == MK_SHOGI_FORMAT_HCPE ? apery_code : yaneura_code)[MK_SILVER] | 1u << sl | 1u << (sl + 1);
+                box_len = sl + 2;
+            } else if (f == MK_SHOGI_FORMAT_HCPE && (h == MK_BISHOP || h == MK_ROOK)) {
+                box = 15u | (unsigned)(h == MK_ROOK) << 5;
+                box_len = 7;
+            } else {
+                box = type | 1u << tl;
+            }
+            add(hand, box, box_len, (uint8_t)(1 + h + ABSENT));
         }
     }
 }
@@ -176,18 +202,32 @@ static int decode_position(int format, const uint8_t *data, mk_shogi_pos *pos, m
                    : decode_board(&b, board_code, seg_start, seg_end, B, 0);
     if (bit < 0) return MK_SHOGI_BAD_CODE;
     const code_entry *hand_code = table[format][1];
+    int absent[MK_SHOGI_HAND_KINDS] = {0};
     while (bit < 256) {
         code_entry e = hand_code[peek(&b, bit) & 255];
         if (!e.len || bit + e.len > 256) return MK_SHOGI_BAD_CODE;
         bit += e.len;
-        int h = (e.piece & 15) - 1, color = e.piece >> 4;
+        int h = (e.piece & 15) - 1;
+        if (e.piece & ABSENT) {
+            absent[h]++;
+            continue;
+        }
+        int color = e.piece >> 4;
         if (pos->hand[color][h] == 255) return MK_SHOGI_TOO_MANY;
         pos->hand[color][h]++;
     }
     memcpy(B->hand[0], pos->hand[flip], MK_SHOGI_HAND_KINDS);
     memcpy(B->hand[1], pos->hand[1 - flip], MK_SHOGI_HAND_KINDS);
     mk_shogi_boards_finish(B);
-    return mk_shogi_validate_boards(pos, B);
+    /* The pieces left out count with those in hand towards a set's pieces of each kind
+     * (validation reads only the side and the hands of pos): a code that leaves out more
+     * than the set holds is refused like one with too many pieces. */
+    mk_shogi_pos counted = *pos;
+    for (int h = 0; h < MK_SHOGI_HAND_KINDS; h++) {
+        int n = counted.hand[0][h] + absent[h];
+        counted.hand[0][h] = (uint8_t)(n > 255 ? 255 : n);
+    }
+    return mk_shogi_validate_boards(&counted, B);
 }
 
 /* ---------------------------------------------------------------- encoding (HCPE) */

@@ -11,6 +11,7 @@ SUITES = {
     "step_torch": "the step as mk.Trainer, manaka.torch.Network (eager, compiled) and plain PyTorch",
     "gemm": "the CPU GEMMs of one step at the seed shapes (to compare builds of cpu/gemm.c)",
     "pipeline": "positions/s of the batch producers, and the data wait during training",
+    "play": "a model's USI engine against the heuristic player and Fairy-Stockfish at fixed nodes: W/D/L, Elo",
 }
 
 

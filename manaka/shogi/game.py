@@ -65,6 +65,11 @@ class Game:
                 return 1 - checker, "perpetual check"
         return None, "repetition"
 
+    def positions_seen(self) -> frozenset:
+        """The keys (Position.key) of every position of the game so far, the current one
+        included: a search scores reaching one again as a repetition."""
+        return frozenset(self._seen)
+
 
 # Points of a piece for the declaration: bishops and rooks (promoted or not) 5, others 1.
 _BIG = {4, 5, 12, 13}

@@ -13,6 +13,7 @@ from typing import Dict, List, Sequence, Tuple, Union
 import numpy as np
 
 from .. import _core
+from . import fingerprint as _fingerprint
 from ..dataset import Dataset, Position
 from .position import NUM_LABELS, NUM_TOKENS, TOKENS_PER_SIDE
 
@@ -26,7 +27,10 @@ _SUFFIX = {HCPE: (".hcpe",), PSV: (".bin", ".psv")}
 
 
 def expand_paths(paths, fmt: int) -> List[str]:
-    """A list, a glob or a folder (its files with the format's suffix) -> sorted file paths."""
+    """A list, a glob or a folder (its files with the format's suffix) -> sorted file paths.
+    A path that exists is that file or folder, whatever characters its name holds
+    (``run[1].hcpe`` is that file, not ``run1.hcpe``); only a path that does not exist is
+    read as a glob."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: List[str] = []
@@ -34,13 +38,13 @@ def expand_paths(paths, fmt: int) -> List[str]:
         p = os.fspath(p)
         if os.path.isdir(p):
             out += sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith(_SUFFIX[fmt]))
+        elif os.path.isfile(p):
+            out.append(p)
         elif any(ch in p for ch in "*?["):
             found = sorted(glob.glob(p))
             if not found:
                 raise ValueError(f"shogi: no file matches {p!r}")
             out += found
-        elif os.path.isfile(p):
-            out.append(p)
         else:
             raise ValueError(f"shogi: {p!r} is neither a file, a folder nor a glob that matches")
     if not out:
@@ -66,18 +70,18 @@ def _check_on_bad(on_bad: str) -> None:
 
 
 def read_records(path: str, fmt: int, on_bad: str = "raise") -> Tuple[np.ndarray, int]:
-    """(records uint8 [N, record bytes] memory-mapped, trailing bytes ignored). A size that
-    is not a multiple of the record size is an error unless on_bad="skip"."""
+    """(records uint8 [N, record bytes] memory-mapped and read-only, trailing bytes
+    ignored). A size that is not a multiple of the record size is an error unless
+    on_bad="skip". The mapping keeps no file descriptor (any number of files can be
+    open at once)."""
     _check_on_bad(on_bad)
-    size, width = os.path.getsize(path), RECORD_BYTES[fmt]
+    width = RECORD_BYTES[fmt]
+    records, size = _core.shogi_map_records(os.fspath(path), width)
     extra = size % width
     if extra and on_bad == "raise":
         raise ValueError(f"shogi: {path}: {size} bytes is not a whole number of {width}-byte {_NAMES[fmt]} "
                          f"records (record {size // width} is cut short; on_bad='skip' ignores it)")
-    n = size // width
-    if n == 0:
-        return np.zeros((0, width), np.uint8), extra
-    return np.memmap(path, np.uint8, "r", shape=(n, width)), extra
+    return records, extra
 
 
 def decode(records: np.ndarray, fmt: int):
@@ -122,6 +126,24 @@ class RecordFiles:
 
     def __len__(self) -> int:
         return int(self._starts[-1])
+
+    @property
+    def identity(self) -> dict:
+        """What identifies these records in a checkpoint: file names and sizes, a CRC-32 of
+        sampled records, value and on_bad (manaka/shogi/fingerprint.py). Computed once."""
+        if "_identity" not in self.__dict__:
+            self._identity = _fingerprint.identity(self)
+        return self._identity
+
+    @property
+    def fingerprint(self) -> str:
+        """A short string of :attr:`identity`: mk.fit refuses to resume a checkpoint of
+        records with another fingerprint (as Dataset.fingerprint for dataset folders)."""
+        return _fingerprint.fingerprint(self.identity)
+
+    def identity_differences(self, saved: dict):
+        """What differs between an identity `saved` by a checkpoint and these records."""
+        return _fingerprint.differences(saved, self.identity)
 
     def locate(self, i: int) -> Tuple[str, int]:
         """(file, record index in it) of dataset index i."""

@@ -201,14 +201,20 @@ class UsiEngine:
         """(the word after ``bestmove``: a USI move, ``resign`` or ``win``; the eval of the
         last scored ``info`` line, None without one) after ``position {start} moves …`` and
         ``go nodes {nodes}``."""
+        return self.go(moves, f"nodes {int(nodes)}", self.timeout, start)
+
+    def go(self, moves: List[str], limits: str, timeout: float, start: str = "startpos") -> Tuple[str, Optional[int]]:
+        """`think` with any ``go`` arguments (``btime 1000 wtime 1000 byoyomi 100``, ``nodes
+        100``), waiting at most `timeout` seconds for bestmove. An EngineError while the
+        process is still running (``self.proc.poll() is None``) is a timeout."""
         position = f"position {start}" + (" moves " + " ".join(moves) if moves else "")
         self._send(position)
-        self._send(f"go nodes {int(nodes)}")
+        self._send(f"go {limits}".rstrip())
         score = None
-        deadline = time.monotonic() + self.timeout
-        doing = f"thinking at ply {len(moves)} (go nodes {nodes})"
+        deadline = time.monotonic() + timeout
+        doing = f"thinking at ply {len(moves)} (go {limits})"
         while True:
-            line = self._line(doing, deadline, self.timeout)
+            line = self._line(doing, deadline, timeout)
             words = line.split()
             if words[:1] == ["info"]:
                 s = parse_score(line)
@@ -218,6 +224,20 @@ class UsiEngine:
                 if len(words) < 2:
                     raise EngineError(f"usi: the engine {self.name!r} answered {line!r} while {doing}")
                 return words[1], score
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """``stop`` and its late bestmove swallowed, then ``isready``: after a timeout, so
+        that the next ``go`` does not read the previous search's answer. EngineError if the
+        engine does not answer within `timeout` seconds."""
+        self._send("stop")
+        deadline = time.monotonic() + timeout
+        while self._line("waiting for bestmove after stop", deadline, timeout).split()[:1] != ["bestmove"]:
+            pass
+        self.ready()
+
+    def gameover(self, result: str) -> None:
+        """``gameover win``, ``lose`` or ``draw``."""
+        self._send(f"gameover {result}")
 
     def close(self) -> None:
         """``quit``, then the process is killed if it has not exited within 2 s."""

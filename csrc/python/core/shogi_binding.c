@@ -6,8 +6,13 @@
  * [N, 40] (PSV) uint8, decoded with the GIL released. */
 #include "python/common/binding.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "data/loader.h"
 #include "shogi/move_apply.h"
@@ -141,6 +146,22 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
     return Py_BuildValue("NNNNNNN", out[0], out[1], out[2], out[3], out[4], out[5], out[6]);
 }
 
+/* The label buffer of shogi_rows: room for `need` labels, doubling from *cap (or taking
+ * `need` itself when doubling is not enough: one record may bring up to
+ * MK_SHOGI_MAX_MOVES labels, more than a small buffer's doubling). Every size is checked
+ * before it is multiplied. 0, or -1 when the size overflows or realloc fails (the old
+ * buffer is then still owned by the caller). */
+static int reserve_labels(int16_t **labels, size_t *cap, size_t need) {
+    if (need <= *cap) return 0;
+    size_t want = *cap <= SIZE_MAX / 2 ? *cap * 2 : SIZE_MAX;
+    if (want < need) want = need;
+    if (want > SIZE_MAX / sizeof **labels) return -1;
+    int16_t *grown = realloc(*labels, want * sizeof **labels);
+    if (!grown) return -1;
+    *labels = grown, *cap = want;
+    return 0;
+}
+
 /* shogi_rows(format, records, eval_weight) -> (tokens int16 [N, 2, 40], offsets int64
  * [N + 1], labels int16 [offsets[N]], target int32 [N], value float32 [N], status int32
  * [N]): every record as a training row (sorted legal labels, the played move's index); a
@@ -161,7 +182,9 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
     PyObject *tok = new_array(3, dt, NPY_INT16), *off = new_array(1, &N1, NPY_INT64);
     PyObject *tgt = new_array(1, &N, NPY_INT32), *val = new_array(1, &N, NPY_FLOAT32);
     PyObject *sta = new_array(1, &N, NPY_INT32);
-    size_t cap = (size_t)(N > 0 ? N : 1) * 128, used = 0;
+    /* A first guess of 128 labels per record (real games average fewer), grown as needed. */
+    size_t cap = (size_t)(N > 0 ? N : 1), used = 0;
+    cap = cap <= SIZE_MAX / (128 * sizeof(int16_t)) ? cap * 128 : MK_SHOGI_MAX_MOVES;
     int16_t *labels = malloc(cap * sizeof *labels);
     if (!tok || !off || !tgt || !val || !sta || !labels) {
         Py_XDECREF(tok), Py_XDECREF(off), Py_XDECREF(tgt), Py_XDECREF(val), Py_XDECREF(sta);
@@ -187,14 +210,9 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
             for (int k = 0; k < 2 * MK_SHOGI_TOKENS; k++) t32[k] = -1;
             target = -1, value = 0;
         }
-        if (used + (size_t)n > cap) {
-            size_t want = cap * 2;
-            int16_t *grown = realloc(labels, want * sizeof *labels);
-            if (!grown) {
-                nomem = 1;
-                break;
-            }
-            labels = grown, cap = want;
+        if (reserve_labels(&labels, &cap, used + (size_t)n) < 0) {
+            nomem = 1;
+            break;
         }
         for (int k = 0; k < n; k++) labels[used + k] = (int16_t)lab[k];
         used += (size_t)n;
@@ -214,6 +232,92 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
         return nomem ? PyErr_NoMemory() : NULL;
     }
     return Py_BuildValue("NNNNNN", tok, off, lab, tgt, val, sta);
+}
+
+/* A read-only file mapping, unmapped when the capsule (the base of the array over it)
+ * goes. */
+typedef struct {
+    void *addr;
+    size_t len;
+} file_mapping;
+
+#define MAPPING_NAME "manaka.shogi.file_mapping"
+
+static void mapping_free(PyObject *capsule) {
+    file_mapping *m = PyCapsule_GetPointer(capsule, MAPPING_NAME);
+    if (!m) return;
+    munmap(m->addr, m->len);
+    free(m);
+}
+
+/* shogi_map_records(path, record_bytes) -> (records uint8 [n, record_bytes], read-only,
+ * file size in bytes): the file's whole records memory-mapped, n = size // record_bytes.
+ * The descriptor is closed as soon as the mapping exists (a mapping needs none), so any
+ * number of files can be mapped at once: np.memmap kept one descriptor per file (Python's
+ * mmap holds a duplicate), and a folder of more files than the open-file limit failed. */
+static PyObject *py_map_records(PyObject *self, PyObject *args) {
+    PyObject *path;
+    int width;
+    if (!PyArg_ParseTuple(args, "O&i", PyUnicode_FSConverter, &path, &width)) return NULL;
+    if (width != MK_HCPE_BYTES && width != MK_PSV_BYTES) {
+        Py_DECREF(path);
+        PyErr_Format(PyExc_ValueError, "shogi: record_bytes must be %d or %d, got %d", MK_HCPE_BYTES, MK_PSV_BYTES, width);
+        return NULL;
+    }
+    const char *name = PyBytes_AS_STRING(path);
+    int fd, err = 0, regular = 1;
+    struct stat st;
+    void *addr = MAP_FAILED;
+    size_t len = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    fd = open(name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        err = errno;
+    } else if (!S_ISREG(st.st_mode)) {
+        regular = 0;
+    } else {
+        len = (size_t)(st.st_size / width) * (size_t)width;
+        if (len) {
+            addr = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+            if (addr == MAP_FAILED) err = errno;
+        }
+    }
+    if (fd >= 0) close(fd);
+    Py_END_ALLOW_THREADS;
+    if (err || !regular) {
+        if (err) {
+            errno = err;
+            PyErr_SetFromErrnoWithFilename(PyExc_OSError, name);
+        } else {
+            PyErr_Format(PyExc_ValueError, "shogi: %s is not a regular file", name);
+        }
+        Py_DECREF(path);
+        return NULL;
+    }
+    Py_DECREF(path);
+    npy_intp dims[2] = {(npy_intp)(len / (size_t)width), width};
+    PyObject *owner = NULL, *arr;
+    if (len) {
+        file_mapping *m = malloc(sizeof *m);
+        if (!m) {
+            munmap(addr, len);
+            return PyErr_NoMemory();
+        }
+        m->addr = addr, m->len = len;
+        owner = PyCapsule_New(m, MAPPING_NAME, mapping_free);
+        if (!owner) {
+            munmap(addr, len);
+            free(m);
+            return NULL;
+        }
+        arr = mk_array_view(2, dims, NPY_UINT8, addr, owner);
+        Py_DECREF(owner);
+    } else {
+        arr = new_array(2, dims, NPY_UINT8);
+    }
+    if (!arr) return NULL;
+    PyArray_CLEARFLAGS((PyArrayObject *)arr, NPY_ARRAY_WRITEABLE); /* PROT_READ: a write would fault */
+    return Py_BuildValue("NL", arr, (long long)st.st_size);
 }
 
 static PyObject *py_reason(PyObject *self, PyObject *args) {
@@ -288,6 +392,9 @@ static PyMethodDef shogi_methods[] = {
     {"shogi_rows", py_rows, METH_VARARGS,
      "shogi_rows(format, records, eval_weight) -> (tokens, offsets, labels, target, value, status)"},
     {"shogi_reason", py_reason, METH_VARARGS, "shogi_reason(code) -> str"},
+    {"shogi_map_records", py_map_records, METH_VARARGS,
+     "shogi_map_records(path, record_bytes) -> (records uint8 [n, record_bytes] read-only, size): "
+     "memory-mapped, no file descriptor kept"},
     {"shogi_encode_hcp", py_encode_hcp, METH_VARARGS, "shogi_encode_hcp(board, hand, side) -> bytes"},
     {"shogi_in_check", py_in_check, METH_VARARGS, "shogi_in_check(board, hand, side) -> bool"},
     {"shogi_apply_move", py_apply_move, METH_VARARGS,

@@ -1,0 +1,137 @@
+"""``python -m manaka.evaluate MODEL DATA``: a model's figures on a dataset, beside the chance
+and frequency baselines.
+
+Prints loss, policy loss, top-1 and top-5 accuracy, value BCE and value accuracy (on the
+decisive positions: value target not 0.5) of MODEL over every position of DATA, and the
+same figures for a uniformly random legal move (value: the constant 0.5, BCE 0.693) and
+for the most frequent move among the legal ones (value: the mean value target), see
+manaka/evaluate/baseline_figures.py. The move frequencies are counted on DATA itself unless
+--train gives the training data (counted on DATA, the frequency baseline has seen the
+answers: an optimistic bound).
+
+Examples:
+    python -m manaka.evaluate model.manaka held_out.hcpe
+    python -m manaka.evaluate model.manaka 'games/*.hcpe' --train train.hcpe --value eval
+    python -m manaka.evaluate model.manaka my_dataset/ --json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+
+from ..errors import FileFormatError
+from ..model import Model
+from . import baselines, evaluate, label_frequencies
+
+PROG = "python -m manaka.evaluate"
+
+
+def value_option(text: str):
+    """--value: "result", "eval" or a mixing weight in [0, 1] (manaka.shogi.open_hcpe's value=)."""
+    if text in ("result", "eval"):
+        return text
+    try:
+        weight = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected result, eval or a number in [0, 1], got {text!r}") from None
+    if not 0.0 <= weight <= 1.0:
+        raise argparse.ArgumentTypeError(f"a mixing weight must be in [0, 1], got {text}")
+    return weight
+
+
+def positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", metavar="MODEL", help="a model file (mk.Model.save, python -m manaka.train --save)")
+    p.add_argument("data", metavar="DATA", help="a dataset folder (docs/design.md §4), or shogi records: "
+                   "'games/*.hcpe' (dlshogi HCPE), '*.bin' / '*.psv' (YaneuraOu PSV), a file, glob or folder")
+    p.add_argument("--train", metavar="DATA", help="count the frequency baseline's moves on this data (the "
+                   "training data) instead of on DATA itself")
+    p.add_argument("--value", type=value_option, default="result", metavar="result|eval|λ",
+                   help="value target of shogi records: the game result (default), the engine eval "
+                        "(sigmoid(eval / 756)), or the mix (1 - λ) result + λ eval")
+    p.add_argument("--on-bad", choices=["raise", "skip"], default="raise",
+                   help="a bad shogi record: stop with an error naming it (default), or leave it out")
+    p.add_argument("--batch-size", type=positive, default=1024, help="positions per forward pass (default 1024)")
+    p.add_argument("--value-weight", type=float, default=1.0,
+                   help="weight of the value loss in the loss column, as in training (default 1)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the model runs (default cpu)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table: model, chance, "
+                   "frequency (each mk.evaluate's keys; null for a value accuracy without decisive positions), "
+                   "model_file, data_path, frequencies_from, frequency_positions")
+    return p
+
+
+def open_data(path: str, option: str, value, on_bad: str):
+    """What ``python -m manaka.train --data`` reads (its data_kind and open_data: a dataset
+    folder, or shogi records chosen by suffix, a file, glob or folder); `value` and
+    `on_bad` apply to records."""
+    from ..train import data_kind, open_data as open_train_data
+
+    kind = data_kind(path, option)
+    if kind == "data" and value != "result":
+        raise ValueError(f"--value {value} applies to shogi records; the dataset folder {path} holds its own values")
+    return open_train_data(path, kind, value=value, on_bad=on_bad)
+
+
+ROWS = (("model", "model"), ("chance", "chance (uniform)"), ("frequency", "frequency"))
+COLUMNS = (("loss", "loss", "{:.4f}"), ("policy_loss", "policy", "{:.4f}"), ("accuracy", "top-1", "{:.2%}"),
+           ("top5_accuracy", "top-5", "{:.2%}"), ("value_loss", "value BCE", "{:.4f}"),
+           ("value_accuracy", "value acc", "{:.2%}"))
+
+
+def table(figures) -> str:
+    head = f"{'':18}" + "".join(f"{title:>11}" for _, title, _ in COLUMNS)
+    lines = [head]
+    for key, name in ROWS:
+        cells = []
+        for column, _, fmt in COLUMNS:
+            x = figures[key][column]
+            cells.append(f"{'-' if x != x else fmt.format(x):>11}")
+        lines.append(f"{name:18}" + "".join(cells))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        start = time.perf_counter()
+        model = Model.load(args.model, device=args.device)
+        data = open_data(args.data, "DATA", args.value, args.on_bad)
+        train = open_data(args.train, "--train", args.value, args.on_bad) if args.train else None
+        result = evaluate(model, data, batch_size=args.batch_size, value_weight=args.value_weight)
+        counted = label_frequencies(train if train is not None else data, batch_size=args.batch_size)
+        figures = {"model": result, **baselines(data, counted, batch_size=args.batch_size,
+                                                value_weight=args.value_weight)}
+    except (FileFormatError, ValueError, TypeError, OSError, RuntimeError, MemoryError) as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
+    where = "DATA itself (it has seen the answers: an optimistic bound)" if train is None else f"--train {args.train}"
+    if args.json:
+        clean = {k: {m: (None if isinstance(x, float) and math.isnan(x) else x) for m, x in v.items()}
+                 for k, v in figures.items()}
+        print(json.dumps({"model_file": args.model, "data_path": args.data, "frequencies_from": "data" if train is None
+                          else args.train, "frequency_positions": counted.positions, **clean}))
+        return 0
+    print(f"model: {args.model} ({model.num_parameters():,} parameters)")
+    print(f"data: {data!r}")
+    print(f"{result['positions']:,} positions, {result['decisive']:,} decisive (value target not 0.5; value "
+          f"accuracy is over these), {time.perf_counter() - start:.1f}s\n")
+    print(table(figures))
+    print(f"\nchance: a uniform pick among the legal moves; value: the constant 0.5 (BCE ln 2), a random side")
+    print(f"frequency: the legal move played most often in {counted.positions:,} positions of {where}; "
+          f"value: their mean target, {counted.value_mean:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

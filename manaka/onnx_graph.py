@@ -1,0 +1,207 @@
+"""The network of docs/design.md §1 as an ONNX graph of standard operators only.
+
+The three fused ops are written out as the formulas of docs/design.md §1 over gathers,
+masks and sums, so any ONNX runtime runs the file and manaka is not needed to read it:
+
+* PowerSums: ``Gather`` of the embedding rows of the tokens (-1 read as row 0, then
+  zeroed by the mask of present tokens, so it adds nothing), the powers by repeated
+  ``Mul`` (as csrc/cpu/power_sums.c computes them: e, e·e, e·e·e, ...), ``ReduceSum``
+  over the token slots.
+* PairSums: the slot pairs i < j of a perspective are fixed by T, so their two index
+  lists (T (T - 1) / 2 pairs: 780 at T = 40) are constants; ``Gather`` takes both tokens
+  of every pair, the row ``hi (hi + 1) / 2 + lo`` is computed in int64 (as
+  csrc/core/manaka.h's mk_pair_index: hi (hi + 1) passes 2**31 from hi = 46341 on),
+  pairs with an empty slot are masked out, and the gathered rows are summed.
+* GatherDot: the policy vector times the whole move table (``Gemm``, [B, M]), then
+  ``GatherElements`` picks each position's legal moves and the slots at
+  ``l >= counts[b]`` are set to 0. The same sums as gathering the L rows of the table
+  first, but a dense product and a [B, M] array instead of a [B, L, W] one (at the seed
+  shapes M = 2,187 against L W = 180,000 floats per position).
+
+Inputs and outputs are those of ``mk.Model.forward``: ``tokens`` int32 [B, 2, T] (-1
+empty), ``legal`` int32 [B, L] (padded slots may hold anything), ``counts`` int32 [B]
+-> ``logits`` float32 [B, L] (0 at padded slots), ``value`` float32 [B] (the sigmoid of
+the value head). B and L are dynamic ("batch", "legal_moves"); T is the model's.
+
+The graph does not check its inputs as ``mk.Model`` does, but an id it cannot read is
+an error of onnxruntime's Gather / GatherElements: a token outside [-1, V), a move id
+outside [0, M) in a used slot. A count above L reads as L, below 0 as 0.
+"""
+from __future__ import annotations
+
+import json
+from typing import Dict, List, Mapping
+
+import numpy as np
+
+__all__ = ["MIN_OPSET", "DEFAULT_OPSET", "build", "pair_slots"]
+
+MIN_OPSET = 13     # ReduceSum, Squeeze and Unsqueeze take their axes as an input from 13 on
+DEFAULT_OPSET = 17
+SIDES = 2
+
+
+def import_onnx():
+    """The onnx package, or an ImportError saying how to install it."""
+    try:
+        import onnx
+    except ImportError as error:
+        raise ImportError("ONNX export needs the onnx package, which is not installed: pip install onnx "
+                          "(running the exported file needs only onnxruntime)") from error
+    return onnx
+
+
+def pair_slots(T: int):
+    """(i, j) int64 arrays of every slot pair i < j of a perspective of T slots, in
+    row-major order: T (T - 1) / 2 pairs."""
+    i, j = np.triu_indices(T, k=1)
+    return i.astype(np.int64), j.astype(np.int64)
+
+
+class _Graph:
+    """Nodes and constants of one graph, each value named after what it holds."""
+
+    def __init__(self, onnx):
+        self.onnx, self.nodes, self.constants = onnx, [], []
+        self.FLOAT, self.INT64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+        self._names: Dict[str, int] = {}
+
+    def _fresh(self, hint: str) -> str:
+        k = self._names.get(hint, 0)
+        self._names[hint] = k + 1
+        return hint if k == 0 else f"{hint}_{k}"
+
+    def const(self, hint: str, array: np.ndarray) -> str:
+        name = self._fresh(hint)
+        self.constants.append(self.onnx.numpy_helper.from_array(np.ascontiguousarray(array), name))
+        return name
+
+    def small(self, value, dtype=np.int64) -> str:
+        """A small constant, shared by every node that uses it and made on first use (so
+        the file holds no unused one)."""
+        name = f"const_{np.dtype(dtype).name}_{'_'.join(str(v).replace('-', 'm') for v in np.ravel(value))}"
+        if name not in self._names:
+            self.const(name, np.array(value, dtype))
+        return name
+
+    def op(self, op_type: str, inputs: List[str], out: str, **attributes) -> str:
+        """Adds one node; its output is named `out` (made unique)."""
+        out = self._fresh(out)
+        self.nodes.append(self.onnx.helper.make_node(op_type, inputs, [out], name=f"{op_type}:{out}", **attributes))
+        return out
+
+    def weight(self, mask: str) -> str:
+        """A bool mask [..., n] as float32 [..., n, 1], to multiply rows [..., n, X] by."""
+        return self.op("Unsqueeze", [self.op("Cast", [mask], f"{mask}_float", to=self.FLOAT), self.small([-1])],
+                       f"{mask}_weight")
+
+    def sum_slots(self, rows: str, out: str) -> str:
+        """Σ over axis 2 (a perspective's slots or slot pairs) of [B, 2, n, X] -> [B, 2, X]."""
+        return self.op("ReduceSum", [rows, self.small([2])], out, keepdims=0)
+
+
+def _power_sums(g: _Graph, tokens: str, embedding: str, V: int, orders: int) -> str:
+    """[B, 2, K D]: per perspective, the sums over present tokens of their embedding rows
+    to the powers 1..K, order after order (as PowerSums' [B, 2, K, D] reshaped)."""
+    present = g.op("GreaterOrEqual", [tokens, g.small(0)], "token_present")
+    # -1 reads row 0, masked next; an id below -1 reads row V, which is Gather's error
+    empty_or_bad = g.op("Where", [g.op("Equal", [tokens, g.small(-1)], "token_empty"), g.small(0), g.small(V)],
+                        "token_empty_or_bad_row")
+    rows = g.op("Where", [present, tokens, empty_or_bad], "token_row")
+    gathered = g.op("Gather", [embedding, rows], "embedded", axis=0)  # [B, 2, T, D]
+    e = g.op("Mul", [gathered, g.weight(present)], "embedded_present")  # 0 at empty slots, as are its powers
+    power, sums = e, []
+    for k in range(1, orders + 1):
+        if k > 1:
+            power = g.op("Mul", [power, e], f"power_{k}")
+        sums.append(g.sum_slots(power, f"power_sum_{k}"))
+    return sums[0] if orders == 1 else g.op("Concat", sums, "power_sums", axis=2)
+
+
+def _pair_sums(g: _Graph, tokens: str, w: "_Parameters", T: int, P: int) -> str:
+    """[B, 2, P]: per perspective, the sum over slot pairs i < j holding two tokens of
+    pair_table[hi (hi + 1) / 2 + lo] (lo, hi the smaller and larger token)."""
+    first, second = pair_slots(T)
+    if T == 1:  # no pair: 0, from the tokens [B, 2, 1] times 0 broadcast to [B, 2, P]
+        nothing = g.op("Mul", [g.op("Cast", [tokens], "tokens_float", to=g.FLOAT), g.small(0, np.float32)], "no_pair")
+        return g.op("Expand", [nothing, g.small([1, 1, P])], "pair_sums")
+    a = g.op("Gather", [tokens, g.const("pair_first_slot", first)], "pair_first", axis=2)     # [B, 2, T(T-1)/2]
+    b = g.op("Gather", [tokens, g.const("pair_second_slot", second)], "pair_second", axis=2)
+    lo, hi = g.op("Min", [a, b], "pair_lo"), g.op("Max", [a, b], "pair_hi")
+    hi_plus_1 = g.op("Add", [hi, g.small(1)], "pair_hi_plus_1")
+    triangle = g.op("Div", [g.op("Mul", [hi, hi_plus_1], "pair_hi_times_hi_plus_1"), g.small(2)], "pair_triangle")
+    row = g.op("Add", [triangle, lo], "pair_row")
+    both = g.op("GreaterOrEqual", [lo, g.small(0)], "pair_present")  # lo >= 0: both slots hold a token
+    used = g.op("Where", [both, row, g.small(0)], "pair_row_used")  # row 0 for the others, masked next
+    rows = g.op("Gather", [w["pair_table"], used], "pair_rows", axis=0)  # [B, 2, T(T-1)/2, P]
+    return g.sum_slots(g.op("Mul", [rows, g.weight(both)], "pair_rows_present"), "pair_sums")
+
+
+def _gather_dot(g: _Graph, q: str, move_table: str, M: int) -> str:
+    """logits [B, L]: q [B, W] · move_table[legal[b, l]] for l < counts[b], else 0, as the
+    product with the whole table followed by a gather of the legal columns."""
+    scores = g.op("Gemm", [q, move_table], "move_scores", transB=1)  # [B, M]
+    width = g.op("Gather", [g.op("Shape", ["legal"], "legal_shape"), g.small(1)], "legal_width", axis=0)
+    slot = g.op("Unsqueeze", [g.op("Range", [g.small(0), width, g.small(1)], "slot"), g.small([0])], "slot_row")
+    count = g.op("Unsqueeze", [g.op("Cast", ["counts"], "counts_int64", to=g.INT64), g.small([1])], "count_column")
+    used = g.op("Less", [slot, count], "slot_used")  # [B, L]
+    legal = g.op("Cast", ["legal"], "legal_int64", to=g.INT64)
+    # a negative id in a used slot reads column M, which is GatherElements' error (a negative
+    # index would read the table from its end); padded slots read column 0, masked next
+    legal = g.op("Where", [g.op("GreaterOrEqual", [legal, g.small(0)], "legal_nonnegative"), legal, g.small(M)],
+                 "legal_checked")
+    legal = g.op("Where", [used, legal, g.small(0)], "legal_used")
+    picked = g.op("GatherElements", [scores, legal], "legal_scores", axis=1)
+    return g.op("Where", [used, picked, g.small(0, np.float32)], "logits")
+
+
+class _Parameters(dict):
+    """name -> the constant holding parameter `name`, made on first use."""
+
+    def __init__(self, g: _Graph, arrays: Mapping[str, np.ndarray]):
+        super().__init__()
+        self.g, self.arrays = g, arrays
+
+    def __missing__(self, name: str) -> str:
+        self[name] = self.g.const(name, np.ascontiguousarray(self.arrays[name], dtype=np.float32))
+        return self[name]
+
+
+def build(config, parameters: Mapping[str, np.ndarray], opset: int = DEFAULT_OPSET, metadata=None):
+    """An ``onnx.ModelProto`` of the network with `config` (a :class:`manaka.ModelConfig`)
+    and `parameters` (``mk.Model.state_dict()``: name -> float32 array), at `opset`.
+    `metadata` (str -> str) goes to the file's metadata_props. The graph is checked
+    with ``onnx.checker`` (including shape inference) before it is returned."""
+    onnx = import_onnx()
+    helper, TensorProto = onnx.helper, onnx.TensorProto
+    c, g = config, _Graph(onnx)
+    # parameters become constants when a node first reads them: at T = 1 the pair table is not read
+    w = _Parameters(g, parameters)
+
+    tokens = g.op("Cast", ["tokens"], "tokens_int64", to=g.INT64)
+    sides = g.op("Concat", [_power_sums(g, tokens, w["embedding"], c.num_tokens, c.orders),
+                            _pair_sums(g, tokens, w, c.tokens_per_side, c.pair_dim)],
+                 "side_features", axis=2)  # [B, 2, K D + P]
+    x = g.op("Reshape", [sides, g.small([0, c.num_features])], "x0")  # 0: keep B
+    for i in range(len(c.hidden)):
+        linear = g.op("Gemm", [x, w[f"trunk.{i}.weight"], w[f"trunk.{i}.bias"]], f"trunk_{i}", transB=1)
+        x = g.op("Relu", [linear], f"x{i + 1}")
+    q = g.op("Gemm", [x, w["policy.weight"], w["policy.bias"]], "policy_vector", transB=1)
+    _gather_dot(g, q, w["move_table"], c.num_moves)
+    z = g.op("Gemm", [x, w["value.weight"], w["value.bias"]], "value_logit", transB=1)  # [B, 1]
+    g.op("Sigmoid", [g.op("Squeeze", [z, g.small([1])], "value_logit_row")], "value")
+
+    T = c.tokens_per_side
+    inputs = [helper.make_tensor_value_info("tokens", TensorProto.INT32, ["batch", SIDES, T]),
+              helper.make_tensor_value_info("legal", TensorProto.INT32, ["batch", "legal_moves"]),
+              helper.make_tensor_value_info("counts", TensorProto.INT32, ["batch"])]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "legal_moves"]),
+               helper.make_tensor_value_info("value", TensorProto.FLOAT, ["batch"])]
+    graph = helper.make_graph(g.nodes, "manaka", inputs, outputs, initializer=g.constants,
+                              doc_string="manaka's policy/value network (docs/design.md §1), standard operators only")
+    opsets = [helper.make_opsetid("", opset)]
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="manaka",
+                              ir_version=helper.find_min_ir_version_for(opsets))
+    helper.set_model_props(model, {"manaka_config": json.dumps(c.to_dict()), **(metadata or {})})
+    onnx.checker.check_model(model, full_check=True)
+    return model

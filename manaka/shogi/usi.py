@@ -1,0 +1,67 @@
+"""``python -m manaka.shogi usi --model m.manaka [--search policy|value|puct] [--threads N]``:
+a trained model as a USI engine (docs/shogi.md, "Playing")."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..model import Model
+from .search import SEARCHES, Budget, Evaluator, PuctSearch, policy_search, value_search
+from .usi_protocol import Option, UsiEngine
+
+__all__ = ["main", "model_player"]
+
+
+class ModelPlayer:
+    """The network's move in a game, by one of the searches (settable while the engine runs)."""
+
+    def __init__(self, model: Model, search: str = "puct", batch_size: int = 32):
+        self.evaluate = Evaluator(model)
+        self.search, self.batch_size = search, batch_size
+
+    def __call__(self, game, budget: Budget, report):
+        # the game's earlier positions: reaching one again is scored a draw
+        history = game.positions_seen()
+        if self.search == "policy":
+            return policy_search(self.evaluate, game.position)
+        if self.search == "value":
+            return value_search(self.evaluate, game.position, history=history)
+        return PuctSearch(self.evaluate, batch_size=self.batch_size)(game.position, budget, history=history,
+                                                                    report=report)
+
+
+def model_player(model: Model, search: str = "puct", batch_size: int = 32) -> ModelPlayer:
+    if search not in SEARCHES:
+        raise ValueError(f"search must be one of {', '.join(SEARCHES)}, got {search!r}")
+    return ModelPlayer(model, search, batch_size)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m manaka.shogi usi", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="a model file written by mk.Model.save / manaka.train --save")
+    p.add_argument("--search", choices=SEARCHES, default="puct",
+                   help="policy: the policy's best move; value: one ply, every child valued in one forward; "
+                        "puct: a PUCT tree search with batched leaves (default)")
+    p.add_argument("--threads", type=int, help="CPU threads of the model's ops (default: all cores)")
+    p.add_argument("--batch-size", type=int, default=32, help="leaves per forward in the PUCT search (default 32)")
+    args = p.parse_args(argv)
+    if args.batch_size < 1:
+        p.error("--batch-size must be >= 1")
+    from .. import set_num_threads
+    if args.threads is not None:
+        if args.threads < 1:
+            p.error("--threads must be >= 1")
+        set_num_threads(args.threads)
+    model = Model.load(args.model)
+    player = model_player(model, args.search, args.batch_size)
+    options = {
+        "Search": Option("combo", args.search, lambda v: setattr(player, "search", v), choices=SEARCHES),
+        "BatchSize": Option("spin", args.batch_size, lambda v: setattr(player, "batch_size", v), 1, 4096),
+        "Threads": Option("spin", args.threads or 0, set_num_threads, 0, 1024),
+    }
+    return UsiEngine(f"manaka ({args.search})", player, options).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
