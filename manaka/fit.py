@@ -62,6 +62,9 @@ class History:
 
     def __init__(self, records: Optional[List[Dict[str, float]]] = None):
         self.records: List[Dict[str, float]] = list(records or [])
+        # With fit(keep_best=True): the record of the evaluation whose parameters the model
+        # holds at the end (the lowest held-out loss), else None.
+        self.kept: Optional[Dict[str, float]] = None
         self.start_step = 0  # the step this call of fit started at (the checkpoint's, when resumed)
 
     def append(self, record: Dict[str, float]) -> None:
@@ -128,8 +131,17 @@ def _read(stats: Any, name: str) -> float:
     return float("nan") if value is None else float(value)
 
 
-def _default_trainer(model, total_steps: int):
+def _default_trainer(model, total_steps: Optional[int], loader=None):
+    """Trainer(model) with its defaults, or for shogi records the shogi recipe's settings
+    (manaka/shogi/recipe.py: measured on held-out engine games)."""
     from . import Trainer  # the model engineer's class (docs/design.md §2)
+    from .shogi.recipe import is_records, trainer_settings
+
+    if loader is not None and is_records(loader):
+        settings = trainer_settings()
+        if settings["schedule"] == "cosine" and (total_steps is None or total_steps <= settings["warmup_steps"]):
+            settings["schedule"] = "constant"  # a run too short (or bounded by time only) for the schedule
+        return Trainer(model, total_steps=total_steps, **settings)
     return Trainer(model, total_steps=total_steps)
 
 
@@ -234,7 +246,8 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         log_every: int = 100, checkpoint: Optional[str] = None, checkpoint_every: Optional[int] = None,
         resume: bool = False, progress: bool = True, log: Optional[Callable[[str], None]] = None,
         time_limit: Optional[float] = None, eval_data=None, eval_every: Optional[int] = None,
-        eval_batch_size: int = 1024, eval_every_seconds: Optional[float] = None) -> History:
+        eval_batch_size: int = 1024, eval_every_seconds: Optional[float] = None,
+        keep_best: Optional[bool] = None) -> History:
     """Trains `model` on the batches of `loader`; returns the :class:`History` of logged steps.
 
     Args:
@@ -244,7 +257,9 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         steps: total optimizer steps of the run (counted from the start, also when resuming).
         epochs: or a number of epochs (may be fractional); with neither, one epoch (or, with a
             `time_limit`, as many steps and epochs as fit in it).
-        trainer: a :class:`manaka.Trainer`; default ``Trainer(model, total_steps=...)``.
+        trainer: a :class:`manaka.Trainer`; default ``Trainer(model, total_steps=...)``, or
+            for shogi records (``shogi.open_hcpe`` / ``open_psv``) the shogi recipe's
+            optimizer settings (``manaka.shogi.recipe``, docs/shogi.md "The default recipe").
         log_every: read back the loss and print a log line every this many steps (and at the end).
         checkpoint: path of the checkpoint file; written at the end, every `checkpoint_every`
             steps and on Ctrl-C (not when the call ran no step). An existing file is replaced
@@ -272,6 +287,13 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
             alone, whose step count is unknown).
         eval_batch_size: positions per evaluation batch (the values do not depend on it
             beyond float rounding).
+        keep_best: (default: True for shogi records with `eval_data`, else False) with
+            `eval_data`, the model ends with the parameters of the evaluation
+            with the lowest held-out loss instead of the last step's (a longer run then
+            never ends worse on held-out data than its best point); the log says which
+            step it kept, ``history.kept`` is that step's record. The checkpoint still
+            holds the last step's state, so that a resumed run continues exactly (the
+            best point of the resumed part is kept from then on).
 
     An epoch of the loader that yields no batch at all (every record skipped as bad by
     ``on_bad="skip"``) is a ValueError naming the data, not an endless loop.
@@ -299,6 +321,11 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     for name, value in (("eval_every", eval_every), ("eval_every_seconds", eval_every_seconds)):
         if value is not None and eval_data is None:
             raise ValueError(f"fit: {name} needs eval_data")
+    if keep_best and eval_data is None:
+        raise ValueError("fit: keep_best needs eval_data")
+    if keep_best is None:
+        from .shogi.recipe import RECIPE, is_records
+        keep_best = eval_data is not None and is_records(loader) and bool(RECIPE["keep_best"])
     per_epoch = len(loader)
     if per_epoch < 1:
         raise ValueError("fit: the loader yields no batch (dataset smaller than a batch with drop_last?)")
@@ -312,7 +339,7 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         total = int(round((1.0 if epochs is None else float(epochs)) * per_epoch))
     bounded = total != sys.maxsize
     if trainer is None:
-        trainer = _default_trainer(model, total if bounded else None)
+        trainer = _default_trainer(model, total if bounded else None, loader)
     # The held-out loss weighs the value loss as the training loss does.
     value_weight = float(getattr(trainer, "hyperparameters", {}).get("value_weight", 1.0))
     held_loader = None if eval_data is None else _eval_loader(eval_data, eval_batch_size)
@@ -359,6 +386,7 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     batches_this_epoch, from_epoch_start = 0, False
     stats = None
     first_step, shown = step, ""  # shown: the last log line's loss and accuracy, for the bar
+    best_record, best_state = None, None  # keep_best: the lowest held-out loss so far
     # eval_every_seconds counts training time (this call's, evaluations excluded): however
     # long an evaluation takes, a time budget holds at most about budget / interval of them
     next_eval_at = eval_every_seconds
@@ -450,6 +478,9 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
                     held = evaluate_held_out() if evaluate_now else None
                     evaluating += (held or {}).get("eval_seconds", 0.0)
                     emit(now, held)
+                    if keep_best and evaluate_now and (best_record is None
+                                                       or history.last["eval_loss"] < best_record["eval_loss"]):
+                        best_record, best_state = history.last, None if last else model.state_dict()
                 if out_of_time:
                     bar.total = step  # the run ends here: the bar ends at 100%, not at the epoch's share
                 if progress:
@@ -461,6 +492,15 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
                     break
             if checkpoint and step != first_step:
                 save()
+            if best_state is not None:  # the best evaluation was not the last: its parameters
+                model.load_state_dict(best_state)
+            if best_record is not None:
+                history.kept = best_record
+                if best_record is not history.last:
+                    say(f"keep_best: the model holds step {best_record['step']}'s parameters (held-out loss "
+                        f"{best_record['eval_loss']:.4f}, accuracy {best_record['eval_accuracy']:.3f}), not the last "
+                        f"step {history.last['step']}'s ({history.last['eval_loss']:.4f}, "
+                        f"{history.last['eval_accuracy']:.3f})")
     except KeyboardInterrupt:
         torn = guard.stepping
         if taking:  # the batch taken (if it was) is not trained on: the loader gives it again

@@ -54,6 +54,22 @@ class Loader:
     loader safely, write the new files under temporary names and rename them over the old
     ones: the loader keeps reading the old contents until it is opened again.
 
+    Shards (data-parallel training): ``rank=r, world_size=n`` gives this process a disjoint
+    share of every epoch, the n shares together holding every position exactly once. Every
+    rank computes the same seeded permutation of the whole dataset (it does not depend on
+    n); global step k covers its positions ``[k*n*batch_size, (k+1)*n*batch_size)`` and rank
+    r's batch k is the r-th run of ``batch_size`` positions of it. So concatenating the
+    ranks' batch k in rank order, then the steps in order, gives the unsharded order back,
+    and one process on the concatenated batches sees what the n ranks saw together. The
+    last, short global step (R = N mod n*batch_size positions) is split in rank order, the
+    first R mod n ranks taking ceil(R/n) positions and the others floor(R/n); with
+    ``drop_last`` it is dropped whole. Every rank has the same number of batches (DDP needs
+    equal step counts), so 0 < R < n without ``drop_last`` is refused with a ValueError.
+    ``set_epoch``, ``state_dict`` and resuming work per rank as unsharded (``world_size``
+    is saved and must match; ``rank`` is not, so rank 0's state resumes every rank). Shogi
+    record files: a batch whose records were all bad is skipped on its rank only, so keep
+    such files out of a data-parallel run.
+
     Threads stop at the end of each epoch, on ``close()``, when a ``with`` block ends,
     when the consuming loop raises, and on Ctrl-C (waits wake every 50 ms to let Python
     raise KeyboardInterrupt).
@@ -67,6 +83,8 @@ class Loader:
         seed: the shuffle's seed (>= 0).
         drop_last: skip the last, short batch of each epoch.
         copy: yield batches that own their memory (safe to keep).
+        rank: this process's shard, in ``[0, world_size)``.
+        world_size: processes sharing each epoch (1: unsharded).
     """
 
     # Producers run this much below the caller's priority (Linux nice): they are background
@@ -77,7 +95,8 @@ class Loader:
     MAX_EPOCH = 2**62
 
     def __init__(self, dataset: Dataset, batch_size: int = 1024, producers: int = 4, prefetch: int = 8,
-                 shuffle: bool = True, seed: int = 0, drop_last: bool = False, copy: bool = False):
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False, copy: bool = False,
+                 rank: int = 0, world_size: int = 1):
         # Shogi record files (manaka.shogi.RecordFiles) hand the producers a row source instead
         # of arrays: they decode records and generate legal moves themselves.
         source = getattr(dataset, "_row_source", None)
@@ -87,13 +106,19 @@ class Loader:
         # batch buffer's size, issue 11 item 4); beyond it the conversion's OverflowError
         # would not name the argument.
         for name, value, low, high in (("batch_size", batch_size, 1, 2**63 - 1), ("producers", producers, 1, 256),
-                                       ("prefetch", prefetch, 1, 1024), ("seed", seed, 0, 2**63 - 1)):
+                                       ("prefetch", prefetch, 1, 1024), ("seed", seed, 0, 2**63 - 1),
+                                       ("world_size", world_size, 1, 2**63 - 1)):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
                 raise TypeError(f"Loader: {name} must be an int, got {type(value).__name__}")
             if value < low:
                 raise ValueError(f"Loader: {name} must be >= {low}, got {value}")
             if value > high:
                 raise ValueError(f"Loader: {name} must be <= {high}, got {value}")
+        if not isinstance(rank, (int, np.integer)) or isinstance(rank, bool):
+            raise TypeError(f"Loader: rank must be an int, got {type(rank).__name__}")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"Loader: rank must be in [0, world_size - 1 = {world_size - 1}], got {rank}")
+        self.rank, self.world_size = int(rank), int(world_size)
         self.dataset = dataset
         self.batch_size, self.producers, self.prefetch = int(batch_size), int(producers), int(prefetch)
         self.shuffle, self.seed, self.drop_last, self.copy = bool(shuffle), int(seed), bool(drop_last), bool(copy)
@@ -107,7 +132,7 @@ class Loader:
         vocab = (0, 0) if source is not None else (dataset.num_tokens, dataset.num_moves)
         self._core = _core.Loader(
             *arrays, self.batch_size, self.producers, self.prefetch, self.shuffle,
-            self.seed, self.drop_last, self.NICE, *vocab)
+            self.seed, self.drop_last, self.NICE, *vocab, rank=self.rank, world_size=self.world_size)
         self.epoch, self.batch_index = 0, 0
         # Dataset indices of the last batch's rows (recycled with its buffers unless copy=True).
         self.last_indices: Optional[np.ndarray] = None
@@ -185,11 +210,12 @@ class Loader:
     def state_dict(self) -> Dict[str, int]:
         """Where the next iteration starts, plus the settings that fix the order."""
         return {"epoch": self.epoch, "batch_index": self.batch_index, "seed": self.seed,
-                "batch_size": self.batch_size, "shuffle": int(self.shuffle), "drop_last": int(self.drop_last)}
+                "batch_size": self.batch_size, "shuffle": int(self.shuffle), "drop_last": int(self.drop_last),
+                "world_size": self.world_size}
 
     def load_state_dict(self, state: Dict[str, int]) -> None:
         """Restores a position saved by :meth:`state_dict` (the order settings must match)."""
-        for key in ("seed", "batch_size", "shuffle", "drop_last"):
+        for key in ("seed", "batch_size", "shuffle", "drop_last", "world_size"):
             if key in state and int(state[key]) != int(getattr(self, key)):
                 raise ValueError(f"Loader.load_state_dict: {key} = {state[key]} was saved, but this loader has "
                                  f"{key} = {getattr(self, key)}: the batch order would differ")
@@ -240,6 +266,7 @@ class Loader:
             core.stop()
 
     def __repr__(self) -> str:
-        return (f"Loader({len(self.dataset):,} positions, batch_size={self.batch_size}, producers={self.producers}, "
+        shard = f", rank={self.rank}, world_size={self.world_size}" if self.world_size > 1 else ""
+        return (f"Loader({len(self.dataset):,} positions{shard}, batch_size={self.batch_size}, producers={self.producers}, "
                 f"prefetch={self.prefetch}, shuffle={self.shuffle}, seed={self.seed}, epoch={self.epoch}, "
                 f"batch {self.batch_index}/{self.num_batches})")

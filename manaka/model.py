@@ -157,6 +157,7 @@ class Model:
     """
 
     POLICY_HEADS = ("fused", "split")
+    _pair_owner = None  # weakref to the sparse Trainer whose pair-table rows may lag (_sync)
 
     def __init__(self, config: ModelConfig, device: str = "cpu", seed: int = 0,
                  policy_head: str = "fused"):
@@ -175,6 +176,26 @@ class Model:
         self.seed = int(seed)  # checked by the core: an int in [0, 2**64)
         self._shapes = {name: shape for name, shape, _ in self._core.tensors()}
 
+    # ------------------------------------------------------------ sparse pair-table updates
+    def _own_pair_table(self, trainer) -> None:
+        """A sparse trainer is about to step: any other one's lagging rows are caught up
+        first, so each trainer's catch-up only ever covers its own steps."""
+        owner = self._pair_owner() if self._pair_owner is not None else None
+        if owner is trainer:
+            return
+        if owner is not None:
+            owner.flush()
+        import weakref
+
+        self._pair_owner = weakref.ref(trainer)
+
+    def _sync(self) -> None:
+        """Catches the pair table's rows up (Trainer.flush) before the parameters are read
+        or written, when a sparse trainer has left rows behind."""
+        owner = self._pair_owner() if self._pair_owner is not None else None
+        if owner is not None:
+            owner.flush()
+
     # ------------------------------------------------------------ parameters
     @property
     def shapes(self) -> Dict[str, Tuple[int, ...]]:
@@ -189,6 +210,7 @@ class Model:
         """{name: array}: views of the live parameters (writing to them changes the model):
         NumPy arrays on the CPU, :class:`manaka.DeviceArray` on the GPU (zero-copy into
         PyTorch or CuPy through DLPack / ``__cuda_array_interface__``)."""
+        self._sync()
         if self.device != "cuda":
             return {name: self._core.view(name) for name in self._shapes}
         from .cuda import DeviceArray
@@ -201,6 +223,7 @@ class Model:
 
     def state_dict(self) -> Dict[str, np.ndarray]:
         """{name: array}: copies of the parameters."""
+        self._sync()
         return {name: self._core.read(name) for name in self._shapes}
 
     def load_state_dict(self, state: Mapping[str, np.ndarray]) -> None:
@@ -208,6 +231,7 @@ class Model:
 
         Every name must be present with its exact shape, a float dtype and finite values;
         everything is checked before anything is written, so a bad state changes nothing."""
+        self._sync()
         missing = [n for n in self._shapes if n not in state]
         extra = [n for n in state if n not in self._shapes]
         if missing or extra:
@@ -229,6 +253,7 @@ class Model:
     # ------------------------------------------------------------ files
     def save(self, path) -> None:
         """Writes config, seed and parameters to one file, atomically (see model_file)."""
+        self._sync()
         meta = {"config": self.config.to_dict(), "seed": self.seed}
         # on the CPU the live views are written directly (no 180 MB copy at the seed shapes)
         tensors = self.parameters() if self.device == "cpu" else self.state_dict()
@@ -266,6 +291,7 @@ class Model:
         the sigmoid of the value head. Only tokens, legal and counts are read.
 
         On a CUDA model the batch may hold GPU arrays (see :meth:`_device_batch`)."""
+        self._sync()
         op = "Model.forward"
         device = self._device_batch(op, _check_batch(op, batch), targets=False)
         if device is not None:
@@ -278,6 +304,7 @@ class Model:
 
         stats: {"loss", "policy_loss", "value_loss", "accuracy"} (floats);
         grads: {name: array}, d loss / d parameter, copies in parameter order."""
+        self._sync()
         op = "Model.loss_and_grad"
         device = self._device_batch(op, _check_batch(op, batch), targets=True)
         if device is not None:

@@ -40,11 +40,20 @@ PRESETS = {
 }
 
 # Training defaults by kind of data, stated once: shogi records (HCPE, PSV) have their own
-# recipe, which the options override one by one. value and on_bad are the records' own
-# (manaka.shogi.open_hcpe / open_psv).
+# recipe (manaka/shogi/recipe.py, measured on held-out engine games), which the options
+# override one by one. value, on_bad and mirror are the records' own (manaka.shogi.open_hcpe
+# / open_psv; the mirror only for the training data).
+def _shogi_recipe() -> dict:
+    from .shogi.recipe import RECIPE
+
+    return dict(weight_decay=RECIPE["weight_decay"], warmup=RECIPE["warmup"], schedule=RECIPE["schedule"],
+                eps=RECIPE["eps"], value=RECIPE["value"], on_bad="raise", mirror=RECIPE["mirror"],
+                keep_best=RECIPE["keep_best"])
+
+
 RECIPES = {
-    "data": dict(weight_decay=0.01, warmup=20, schedule="constant"),
-    "shogi": dict(weight_decay=0.01, warmup=20, schedule="constant", value="result", on_bad="raise"),
+    "data": dict(weight_decay=0.01, warmup=20, schedule="constant", eps=1e-8, keep_best=False),
+    "shogi": _shogi_recipe(),
 }
 # What --data and --eval-data accept, for the messages that refuse anything else.
 ACCEPTED = ("a dataset folder with meta.json (docs/design.md §4), dlshogi HCPE files (.hcpe), YaneuraOu PSV "
@@ -97,6 +106,17 @@ def _default(name: str) -> str:
     return f"default {d}" if d == s else f"default {d}; shogi records: {s}"
 
 
+def _shogi_preset() -> dict:
+    """"shogi": the shogi recipe's shapes, batch size and learning rate (its other settings
+    are RECIPES["shogi"]), the default preset for record data."""
+    from .shogi.recipe import RECIPE
+
+    return {k: RECIPE[k] for k in ("embed_dim", "orders", "pair_dim", "hidden", "head_width", "batch_size", "lr")}
+
+
+PRESETS["shogi"] = _shogi_preset()
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m manaka.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -142,14 +162,18 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--schedule", choices=["constant", "cosine"],
                    help=f"after warm-up: constant, or cosine to 0 at the last step ({_default('schedule')})")
     g.add_argument("--weight-decay", type=float, help=f"AdamW weight decay ({_default('weight_decay')})")
+    g.add_argument("--pair-update", choices=["dense", "sparse", "lazy"], default="dense",
+                   help="which pair-table rows a step updates: every row (dense, default), or only the rows "
+                        "the batch names (sparse, lazy; see manaka.Trainer)")
     g.add_argument("--producers", type=_positive(int), default=4, help="C threads packing batches (default 4)")
     g.add_argument("--prefetch", type=_positive(int), default=8, help="batches packed ahead of the trainer (default 8)")
     g.add_argument("--threads", type=_positive(int), help="CPU threads of the model's ops (default: all cores)")
     g.add_argument("--seed", type=_non_negative_int, default=0,
                    help="model initialisation, data order and synthetic data (default 0)")
-    g = p.add_argument_group("model (default: --preset small on the CPU, seed on the GPU)")
+    g = p.add_argument_group("model (default: --preset shogi for shogi records, else small on the CPU, seed on the GPU)")
     g.add_argument("--preset", choices=sorted(PRESETS), help="small: learns within a minute on a CPU; "
-                   "seed: the seed configuration of docs/design.md §5")
+                   "seed: the seed configuration of docs/design.md §5; shogi: the recipe measured on held-out "
+                   "engine games (docs/shogi.md)")
     g.add_argument("--embed-dim", type=int, help="D, the embedding width")
     g.add_argument("--orders", type=int, help="K, power orders")
     g.add_argument("--pair-dim", type=int, help="P, the pair-table width")
@@ -257,7 +281,8 @@ def main(argv=None) -> int:
 
 def _train(args) -> int:
     device = choose_device(args.device)
-    preset = PRESETS[args.preset or ("seed" if device == "cuda" else "small")]
+    preset = PRESETS[args.preset or ("shogi" if args.data and _is_records(args.data)
+                                     else "seed" if device == "cuda" else "small")]
     if args.threads:
         mk.set_num_threads(args.threads)
     time_limit, epochs = args.time_limit, args.epochs
@@ -281,7 +306,8 @@ def _train(args) -> int:
         option = lambda name: getattr(args, name) if getattr(args, name) is not None else recipe[name]
         if args.data:
             records = dict(value=option("value"), on_bad=option("on_bad")) if kind != "data" else {}
-            data = open_data(args.data, kind, **records)
+            # the recipe's mirror doubles the training records only: held-out data is scored as recorded
+            data = open_data(args.data, kind, **records, mirror=kind != "data" and recipe["mirror"])
             if args.eval_data:
                 held_out = open_data(args.eval_data, kind, **records)
         else:
@@ -303,7 +329,8 @@ def _train(args) -> int:
             raise ValueError("--schedule cosine decays to the last step, which a --time-limit alone does not fix: "
                              "give --steps or --epochs too")
         trainer = mk.Trainer(model, lr=args.lr or preset["lr"], weight_decay=option("weight_decay"),
-                             warmup_steps=option("warmup"), schedule=option("schedule"), total_steps=total)
+                             eps=recipe["eps"], warmup_steps=option("warmup"), schedule=option("schedule"), total_steps=total,
+                             pair_update=args.pair_update)
         print(f"training: batch {batch_size}, {loader.producers} producers, {trainer!r}"
               + (f", until {format_duration(time_limit)} have passed" if by_time else ""))
         eval_every, eval_seconds = None, None
@@ -326,12 +353,14 @@ def _train(args) -> int:
                          checkpoint_every=args.checkpoint_every, resume=args.resume,
                          progress=not args.no_progress, time_limit=time_limit,
                          eval_data=held_out, eval_every=eval_every, eval_every_seconds=eval_seconds,
-                         eval_batch_size=batch_size)
+                         eval_batch_size=batch_size, keep_best=held_out is not None and recipe["keep_best"])
         args.stage = "after"
         baselines = None
         if args.data and held_out is not None and history.records:
             from .baselines import label_baselines
-            baselines = label_baselines(data, held_out, batch_size=max(batch_size, 1024))
+            # counted on the training records as recorded (without the recipe's mirrors)
+            counted = open_data(args.data, kind, **records) if getattr(data, "mirror", False) else data
+            baselines = label_baselines(counted, held_out, batch_size=max(batch_size, 1024))
         summary(history, loader, data, held_out, model, batch_size, args.checkpoint, baselines)
         save_model(args, model, history)
     except (mk.FileFormatError, OSError) as e:
@@ -426,16 +455,26 @@ def data_kind(path: str, option: str = "--data") -> str:
     raise ValueError(f"{option} {path}: no such file or folder; {accepted}")
 
 
-def open_data(path: str, kind: str, value="result", on_bad="raise"):
-    """A dataset folder, or shogi records (a file, glob or folder) of `kind` (data_kind)."""
+def _is_records(path: str) -> bool:
+    """--data names shogi records (the shogi preset's data); a bad path is reported with its
+    reason when the data is opened."""
+    try:
+        return data_kind(path) in ("hcpe", "psv")
+    except ValueError:
+        return False
+
+
+def open_data(path: str, kind: str, value="result", on_bad="raise", mirror: bool = False):
+    """A dataset folder, or shogi records (a file, glob or folder) of `kind` (data_kind);
+    `mirror` adds the records' left-right mirrors (shogi.open_hcpe's mirror=)."""
     from . import shogi
 
     if kind == "hcpe3":  # dlshogi's games with visit counts: soft policy targets
         return shogi.open_hcpe3(path, value=value, on_bad=on_bad)
     if kind == "hcpe":
-        return shogi.open_hcpe(path, value=value, on_bad=on_bad)
+        return shogi.open_hcpe(path, value=value, on_bad=on_bad, mirror=mirror)
     if kind == "psv":
-        return shogi.open_psv(path, value=value, on_bad=on_bad)
+        return shogi.open_psv(path, value=value, on_bad=on_bad, mirror=mirror)
     return mk.Dataset.open(path)
 
 
@@ -470,6 +509,11 @@ def summary(history, loader, data, held_out, model, batch_size, checkpoint=None,
         if baselines is not None:
             print(f"  chance: a uniform pick among each position's legal moves; frequency: the legal move played "
                   f"most often in {baselines['train_positions']:,} training positions")
+        kept = getattr(history, "kept", None)
+        if kept is not None and kept is not history.last:
+            print(f"kept the best held-out step {kept['step']} (the saved model): loss {kept['eval_loss']:.4f} "
+                  f"(policy {kept['eval_policy_loss']:.4f}, value {kept['eval_value_loss']:.4f}), "
+                  f"accuracy {kept['eval_accuracy']:.3f}")
     if "teacher_accuracy_ceiling" in meta:
         print(f"teacher's ceiling: accuracy {meta['teacher_accuracy_ceiling']:.3f}, policy loss floor "
               f"{meta['teacher_policy_loss_floor']:.4f}, value loss floor {meta['teacher_value_loss_floor']:.4f}; "

@@ -84,16 +84,37 @@ class Trainer:
     either way, so a state saved with one setting loads into a trainer with the other:
     bf16 -> float32 is exact, float32 -> bf16 rounds each moment to the nearest bf16. The
     setting belongs to the trainer and is not changed by :meth:`load_state_dict`.
+
+    ``pair_update`` chooses which pair-table rows a step updates (docs/design.md, "Sparse
+    pair-table update"). ``"dense"`` (default): every row, every step, exactly AdamW.
+    ``"sparse"`` and ``"lazy"``: only the rows some pair of the batch names (a few percent
+    of the table on real games), so the step's cost no longer grows with the table. Each
+    row carries the step it was last brought up to date; when a batch names it again,
+    before the forward pass reads it, it is caught up over the steps it missed exactly as
+    the dense update would have treated it with zero gradient: moments times
+    ``beta1**k``, ``beta2**k``, the weight decay of every missed step (schedule included).
+    ``"sparse"`` also applies the drift the decaying moments would have moved the
+    parameter by, in closed form (exact for the schedule, the bias corrections and the
+    decay; the one approximation is where ``eps`` sits, within a documented bound of the
+    dense result); ``"lazy"`` leaves that drift out, as ``torch.optim.SparseAdam`` does
+    (which, unlike ``"lazy"``, also freezes the moments of rows it does not touch and has no
+    weight decay). Every read of the model's parameters (``parameters()``,
+    ``state_dict()``, ``save``, ``forward``, ``loss_and_grad``) and of this trainer's state
+    first catches every row up (:meth:`flush`), so what is read is what the semantics say;
+    a flush changes later steps by float rounding only, and two runs that flush at the same
+    steps (a checkpointed run and its resumption) give the same bits.
     """
 
     def __init__(self, model: Model, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.01, warmup_steps: int = 0,
                  schedule: str = "constant", total_steps: Optional[int] = None,
-                 min_lr: float = 0.0, value_weight: float = 1.0, pair_state_dtype: str = "float32"):
+                 min_lr: float = 0.0, value_weight: float = 1.0, pair_state_dtype: str = "float32",
+                 pair_update: str = "dense"):
         if not isinstance(model, Model):
             raise TypeError(f"Trainer: model must be a manaka.Model, got {type(model).__name__}")
         self.model = model
         self._core = _core.Trainer(model._core, pair_state_dtype=pair_state_dtype,
+                                   pair_update=pair_update,
                                    **self._hyper(lr, betas, eps, weight_decay, warmup_steps,
                                                  schedule, total_steps, min_lr, value_weight))
 
@@ -118,6 +139,8 @@ class Trainer:
         device (one small device -> host read; see :meth:`Model._device_batch`)."""
         op = "Trainer.step"
         device = self.model._device_batch(op, _check_batch(op, batch), targets=True)
+        if self._core.pair_update != "dense":
+            self.model._own_pair_table(self)
         # The core returns the step's own number, read while it still held the model: reading
         # step_count here instead could see another thread's later step (or a loaded state),
         # and a device Stats would then fetch that step's stats.
@@ -149,6 +172,16 @@ class Trainer:
         return self._core.pair_state_dtype
 
     @property
+    def pair_update(self) -> str:
+        """Which pair-table rows a step updates: "dense", "sparse" or "lazy"."""
+        return self._core.pair_update
+
+    def flush(self) -> None:
+        """Catches every pair-table row up to the current step ("sparse" / "lazy"; a no-op
+        for "dense"). Reads of the model and of :meth:`state_dict` do it themselves."""
+        self._core.flush()
+
+    @property
     def hyperparameters(self) -> dict:
         """lr, betas, eps, weight_decay, warmup_steps, schedule, total_steps, min_lr, value_weight."""
         return self._core.config()
@@ -158,6 +191,7 @@ class Trainer:
         (schedule included), pair_state_dtype, and both AdamW moments of every parameter
         (float32 copies, whatever the storage)."""
         names = list(self.model.shapes)
+        self.flush()  # reading the pair table's moments flushes too; the parameters as well
         return {
             "step_count": self.step_count,
             "hyperparameters": self.hyperparameters,
@@ -215,4 +249,5 @@ class Trainer:
         return (f"manaka.Trainer(step_count={self.step_count}, lr={h['lr']:g}, betas={h['betas']}, "
                 f"eps={h['eps']:g}, weight_decay={h['weight_decay']:g}, warmup_steps={h['warmup_steps']}, "
                 f"schedule={h['schedule']!r}, total_steps={h['total_steps']}, min_lr={h['min_lr']:g}, "
-                f"value_weight={h['value_weight']:g}, pair_state_dtype={self.pair_state_dtype!r})")
+                f"value_weight={h['value_weight']:g}, pair_state_dtype={self.pair_state_dtype!r}, "
+                f"pair_update={self.pair_update!r})")

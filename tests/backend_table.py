@@ -20,8 +20,8 @@ import numpy as np
 import manaka
 from manaka import _testing  # the test hooks (csrc/python/testing/)
 
-P, I32, I64, F32, U64, SIZE = (ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float,
-                               ctypes.c_uint64, ctypes.c_size_t)
+P, I32, I64, F32, U64, SIZE, F64 = (ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float,
+                                    ctypes.c_uint64, ctypes.c_size_t, ctypes.c_double)
 CAPSULE = b"manaka.mk_backend"
 MK_OK, MK_ERR_VALUE = 0, 1
 MK_STAT_LOSS, MK_STAT_POLICY_LOSS, MK_STAT_VALUE_LOSS, MK_STAT_ACCURACY = 0, 1, 2, 3
@@ -82,6 +82,10 @@ PROTOTYPES = {
     "adamw_bf16": (ST, [P, P, P, P, P, I64, ARGS, P, U64]),
     "pair_sums_backward_adamw_bf16": (ST, [P, P, P, I64, I64, I64, I64, P, P, P, ARGS, P, U64, P,
                                            SIZE]),
+    "pair_catch_up": (ST, [P, P, I64, I64, I64, I64, P, P, P, I32, P, P, I64, I32, F32, U64]),
+    "pair_sums_backward_adamw_sparse": (ST, [P, P, P, I64, I64, I64, I64, P, P, P, I32, P, I64, ARGS,
+                                             P, U64, P, SIZE]),
+    "pair_gap_advance": (ST, [P, P, I64, F64, F64, F64, F64, F64, P]),
     "policy_head": (ST, [P, P, P, P, P, P, P, I64, I64, I64, F32, P, P, P, P]),
     "stream_create": (ST, [OUT_PTR]),
     "stream_destroy": (None, [P]),
@@ -95,7 +99,7 @@ PROTOTYPES = {
 }
 
 
-SCALARS = {"int64_t": I64, "size_t": SIZE, "int": I32, "float": F32, "uint64_t": U64}
+SCALARS = {"int64_t": I64, "size_t": SIZE, "int": I32, "float": F32, "uint64_t": U64, "double": F64}
 
 
 def c_argtypes(params, pointers):

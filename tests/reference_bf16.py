@@ -76,10 +76,16 @@ def adamw_f32(p, g, m, v, args):
     decay, c1, c2 = one - lr * wd, one - b1, one - b2
     step_size, inv_bc2_sqrt = lr / bc1, one / np.sqrt(bc2)
     p, g, m, v = (np.asarray(a, np.float32) for a in (p, g, m, v))
-    m = b1 * m + c1 * g
-    v = b2 * v + c2 * g * g
+    m = flush_denormal(b1 * m + c1 * g)
+    v = flush_denormal(b2 * v + c2 * g * g)
     p = p * decay - step_size * m / (np.sqrt(v) * inv_bc2_sqrt + eps)
     return p, m, v
+
+
+def flush_denormal(x):
+    """Moments below FLT_MIN in magnitude are stored as 0 (core/pair_gap.h)."""
+    x = np.asarray(x, np.float32)
+    return np.where(np.abs(x) < np.finfo(np.float32).tiny, np.float32(0), x)
 
 
 def adamw_bf16(p, g, m16, v16, args, seed):
@@ -88,3 +94,44 @@ def adamw_bf16(p, g, m16, v16, args, seed):
     p, m, v = adamw_f32(p, g, to_float(m16), to_float(v16), args)
     noise = rounding_noise(seed, np.arange(p.size, dtype=np.uint64)).reshape(p.shape)
     return p, stochastic(m, noise), stochastic(v, noise >> np.uint32(16))
+
+
+# ------------------------------------------------------------------ the sparse pair-table update
+# Twins of core/pair_gap.h with its operation order (float64 window, float32 rows), for the
+# backend entries pair_gap_advance / pair_catch_up (tests/test_backend_ops.py).
+
+GAP_DECAY, GAP_DRIFT, GAP_DRIFT_C, GAP_M1, GAP_R2 = range(5)
+
+
+def gap_reset():
+    return np.array([1.0, 0.0, 0.0, 1.0, 1.0])
+
+
+def gap_advance(e, decay, step_size, inv_bc2_sqrt, beta1, sqrt_beta2):
+    """mk_gap_advance on entries e [n, 5] (float64, a new array)."""
+    e = np.array(e, np.float64)
+    m1, r2 = e[:, GAP_M1] * beta1, e[:, GAP_R2] * sqrt_beta2
+    q, c = step_size * m1, r2 * inv_bc2_sqrt
+    e[:, GAP_M1], e[:, GAP_R2] = m1, r2
+    e[:, GAP_DECAY] *= decay
+    e[:, GAP_DRIFT] = e[:, GAP_DRIFT] * decay + q
+    with np.errstate(divide="ignore"):
+        e[:, GAP_DRIFT_C] = np.where(q != 0, e[:, GAP_DRIFT_C] * decay + q / c, e[:, GAP_DRIFT_C] * decay)
+    return e
+
+
+def gap_apply(e, drift, eps, p, m, v):
+    """mk_gap_row_of + mk_gap_apply: rows p, m, v [n, P] float32 caught up by their entries
+    e [n, 5]; returns new (p, m, v)."""
+    f32 = np.float32
+    decay, m_scale = e[:, GAP_DECAY].astype(f32)[:, None], e[:, GAP_M1].astype(f32)[:, None]
+    v_scale = (e[:, GAP_R2] * e[:, GAP_R2]).astype(f32)[:, None]
+    W = e[:, GAP_DRIFT] if drift else np.zeros(len(e))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = np.where(drift & (e[:, GAP_DRIFT] > 0) & (e[:, GAP_DRIFT_C] > 0),
+                     e[:, GAP_DRIFT] / e[:, GAP_DRIFT_C], 0.0)
+    W, c = W.astype(f32)[:, None], c.astype(f32)[:, None]
+    p, m, v = (np.asarray(a, f32) for a in (p, m, v))
+    out = p * decay
+    out = np.where(W != 0, out - (W * m) / (np.sqrt(v) * c + f32(eps)), out)
+    return out, flush_denormal(m * m_scale), flush_denormal(v * v_scale)

@@ -120,18 +120,128 @@ def lr_at(step, lr, warmup_steps=0, schedule="constant", total_steps=None, min_l
     return min_lr + (lr - min_lr) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+FLT_MIN = float(np.finfo(np.float32).tiny)
+
+
+def flush_denormal(x):
+    """Moments whose magnitude is below FLT_MIN are stored as 0 (denormals cost 10-20x)."""
+    return np.where(np.abs(x) < FLT_MIN, 0.0, x)
+
+
 def adamw(params, grads, m, v, t, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
-    """One AdamW step (torch.optim.AdamW semantics), t = 1-based step; returns new
-    (params, m, v) as float64 dicts. No decay for names ending in 'bias'."""
+    """One AdamW step (torch.optim.AdamW semantics, with moments below FLT_MIN stored as 0),
+    t = 1-based step; returns new (params, m, v) as float64 dicts. No decay for names
+    ending in 'bias'."""
     b1, b2 = betas
     out_p, out_m, out_v = {}, {}, {}
     for name in params:
         p, g = np.float64(params[name]), np.float64(grads[name])
         wd = 0.0 if name.endswith("bias") else weight_decay
         p = p * (1 - lr * wd)
-        mm = b1 * np.float64(m[name]) + (1 - b1) * g
-        vv = b2 * np.float64(v[name]) + (1 - b2) * g * g
+        mm = flush_denormal(b1 * np.float64(m[name]) + (1 - b1) * g)
+        vv = flush_denormal(b2 * np.float64(v[name]) + (1 - b2) * g * g)
         denom = np.sqrt(vv) / math.sqrt(1 - b2 ** t) + eps
         out_p[name] = p - lr / (1 - b1 ** t) * mm / denom
         out_m[name], out_v[name] = mm, vv
     return out_p, out_m, out_v
+
+
+# ------------------------------------------------------------------ sparse pair-table update
+
+def named_pair_rows(tokens):
+    """The pair-table rows some pair (i < j, both tokens >= 0) of tokens [..., T] names."""
+    named = set()
+    for row in np.asarray(tokens).reshape(-1, np.shape(tokens)[-1]):
+        t = [int(x) for x in row if x >= 0]
+        for j in range(len(t)):
+            for i in range(j):
+                lo, hi = min(t[i], t[j]), max(t[i], t[j])
+                named.add(hi * (hi + 1) // 2 + lo)
+    return np.array(sorted(named), np.int64)
+
+
+def gap_terms(s, u, lr_of, betas, weight_decay):
+    """The documented catch-up of a pair-table row over the applied steps w = s+1 .. u with
+    zero gradient (csrc/core/pair_gap.h), from its definitions by direct sums (float64):
+    (decay, m_scale, v_scale, drift, drift_c) with, for d_w = 1 - lr_w wd,
+    a_w = lr_w / (1 - b1^w), c'_w = b2^((w - s) / 2) / sqrt(1 - b2^w):
+      decay = prod d_w, m_scale = b1^k, v_scale = b2^k (k = u - s),
+      drift = sum_w [prod_{x > w} d_x] a_w b1^(w - s),  drift_c = sum_w (same) / c'_w."""
+    b1, b2 = betas
+    d = {w: 1 - lr_of(w - 1) * weight_decay for w in range(s + 1, u + 1)}
+    decay = math.prod(d.values())
+    drift = drift_c = 0.0
+    for w in range(s + 1, u + 1):
+        later = math.prod(d[x] for x in range(w + 1, u + 1))
+        q = later * lr_of(w - 1) / (1 - b1 ** w) * b1 ** (w - s)
+        drift += q
+        drift_c += q * math.sqrt(1 - b2 ** w) / b2 ** ((w - s) / 2)
+    return decay, b1 ** (u - s), b2 ** (u - s), drift, drift_c
+
+
+def catch_up_row(p, m, v, terms, mode, eps):
+    """A row (float64 arrays) caught up by gap_terms: p decay - drift m / (c~ sqrt(v) + eps)
+    with c~ = drift / drift_c ("sparse"; "lazy" has no drift term), moments scaled and
+    flushed below FLT_MIN."""
+    decay, m_scale, v_scale, drift, drift_c = terms
+    out = p * decay
+    if mode == "sparse" and drift > 0:
+        out = out - drift * m / (drift / drift_c * np.sqrt(v) + eps)
+    return out, flush_denormal(m * m_scale), flush_denormal(v * v_scale)
+
+
+def dense_gap(p, m, v, s, u, lr_of, betas, eps, weight_decay):
+    """What the dense AdamW does to a row over steps s+1 .. u with zero gradient, step by step
+    (float64): the exact result the "sparse" catch-up approximates."""
+    b1, b2 = betas
+    for w in range(s + 1, u + 1):
+        lr = lr_of(w - 1)
+        p = p * (1 - lr * weight_decay)
+        m, v = b1 * m, b2 * v
+        p = p - lr / (1 - b1 ** w) * m / (np.sqrt(v) / math.sqrt(1 - b2 ** w) + eps)
+    return p, m, v
+
+
+class SparseAdamW:
+    """Trainer(pair_update="sparse" | "lazy") in float64: every tensor but the pair table gets
+    AdamW each step; a pair-table row named by the batch is caught up over its gap
+    (gap_terms, catch_up_row) before the forward pass, then gets AdamW; flush() catches every
+    row up. `lr_of(s)` is the learning rate of the step with 0-based index s."""
+
+    def __init__(self, params, mode, lr_of, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        self.params = {n: np.float64(a) for n, a in params.items()}
+        self.m = {n: np.zeros_like(a) for n, a in self.params.items()}
+        self.v = {n: np.zeros_like(a) for n, a in self.params.items()}
+        self.stamp = np.zeros(len(self.params["pair_table"]), np.int64)
+        self.mode, self.lr_of, self.betas, self.eps, self.wd = mode, lr_of, betas, eps, weight_decay
+        self.t = 0
+
+    def catch_up(self, rows):
+        p, m, v = self.params["pair_table"], self.m["pair_table"], self.v["pair_table"]
+        for q in rows:
+            if self.stamp[q] < self.t:
+                terms = gap_terms(int(self.stamp[q]), self.t, self.lr_of, self.betas, self.wd)
+                p[q], m[q], v[q] = catch_up_row(p[q], m[q], v[q], terms, self.mode, self.eps)
+                self.stamp[q] = self.t
+
+    def flush(self):
+        self.catch_up(range(len(self.stamp)))
+
+    def step(self, cfg, batch, value_weight=1.0):
+        rows = named_pair_rows(batch.tokens)
+        self.catch_up(rows)
+        stats, grads = loss_and_grad(self.params, cfg, batch, value_weight)
+        t, lr = self.t + 1, self.lr_of(self.t)
+        names = [n for n in self.params if n != "pair_table"]
+        new = adamw({n: self.params[n] for n in names}, grads, self.m, self.v, t, lr, self.betas,
+                    self.eps, self.wd)
+        for n in names:
+            self.params[n], self.m[n], self.v[n] = new[0][n], new[1][n], new[2][n]
+        sub = {k: {"pair_table": d["pair_table"][rows]} for k, d in
+               (("p", self.params), ("g", grads), ("m", self.m), ("v", self.v))}
+        p, m, v = adamw(sub["p"], sub["g"], sub["m"], sub["v"], t, lr, self.betas, self.eps, self.wd)
+        self.params["pair_table"][rows] = p["pair_table"]
+        self.m["pair_table"][rows], self.v["pair_table"][rows] = m["pair_table"], v["pair_table"]
+        self.stamp[rows] = t
+        self.t = t
+        return stats

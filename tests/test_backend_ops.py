@@ -480,6 +480,137 @@ def _(r):
     _pair_update(r, bf16=True)
 
 
+# ------------------------------------------------------------------ sparse pair-table update
+
+def _gap_window(r, n):
+    """n gap entries after a few random steps each (core/pair_gap.h), as the trainer keeps
+    them: entry i has seen the steps since i."""
+    e = np.zeros((0, 5))
+    for i in range(n):
+        if len(e):
+            e = rbf.gap_advance(e, 1 - 0.01 * r.rng.random(), 0.01 * r.rng.random(), 1 + r.rng.random(),
+                                0.9, np.sqrt(0.999))
+        e = np.concatenate([e, rbf.gap_reset()[None]])
+    return e
+
+
+@case("pair_gap_advance", tol=0)
+def _(r):
+    n = 7
+    e0 = _gap_window(r, n + 1)
+    e0[n] = np.nan  # entry n is reset whatever it held
+    consts = (0.999, 3e-3, 1.7, 0.9, np.sqrt(0.999))
+    for finite in (False, True):
+        buf = r.be.put(e0)
+        r.op("pair_gap_advance", None, buf, n, *consts, _stats(r, finite))
+        want = e0.copy()
+        if finite:
+            want[:n] = rbf.gap_advance(e0[:n], *consts)
+        want[n] = rbf.gap_reset()
+        r.close(r.be.get(buf), want, f"finite: {finite}")
+    buf = r.be.put(e0)  # betas[1] = 0: c is 0, DRIFT_C infinite (the row's drift is then m / eps)
+    r.op("pair_gap_advance", None, buf, n, 0.999, 3e-3, 1.7, 0.9, 0.0, None)
+    got = r.be.get(buf)
+    assert np.isinf(got[:n, rbf.GAP_DRIFT_C]).all() and (got[:n, rbf.GAP_R2] == 0).all()
+
+
+def _named_rows(tokens, V):
+    """The pair-table rows some pair (i < j, both >= 0) of tokens [rows, T] names."""
+    named = set()
+    for row in tokens.reshape(-1, tokens.shape[-1]):
+        t = row[row >= 0]
+        for j in range(len(t)):
+            for i in range(j):
+                lo, hi = min(t[i], t[j]), max(t[i], t[j])
+                named.add(hi * (hi + 1) // 2 + lo)
+    return np.array(sorted(named), np.int64)
+
+
+def _sparse_table(r, npairs, Pd, bf16):
+    p0, (m0, v0) = r.randn(npairs, Pd), _moments(r, npairs * Pd, bf16)
+    m0[:Pd] = 0  # row 0: moments that decay to nothing
+    return p0, m0.reshape(npairs, Pd), v0.reshape(npairs, Pd)
+
+
+def _catch_up_case(r, bf16):
+    B, S, T, V, Pd, now, seed, eps = 3, 2, 5, 6, 3, 5, 91, 1e-3
+    npairs = V * (V + 1) // 2
+    tokens = _tokens(r, B, S, T, V)
+    gaps = _gap_window(r, now + 1)
+    p0, m0, v0 = _sparse_table(r, npairs, Pd, bf16)
+    stamps0 = r.rng.integers(0, now + 1, npairs).astype(np.int32)
+    for drift in (1, 0):
+        for every in (False, True):
+            p, m, v, st = r.be.put(p0), r.be.put(m0), r.be.put(v0), r.be.put(stamps0)
+            r.op("pair_catch_up", None, None if every else r.be.put(tokens), B * S, T, Pd, V, p, m, v,
+                 int(bf16), st, r.be.put(gaps), now, drift, eps, seed)
+            rows = np.arange(npairs) if every else _named_rows(tokens, V)
+            rows = rows[stamps0[rows] != now]
+            want_p, want_m, want_v, want_st = p0.copy(), m0.copy(), v0.copy(), stamps0.copy()
+            mf, vf = (rbf.to_float(m0[rows]), rbf.to_float(v0[rows])) if bf16 else (m0[rows], v0[rows])
+            a, b, c = rbf.gap_apply(gaps[stamps0[rows]], drift, eps, p0[rows], mf, vf)
+            if bf16:
+                noise = rbf.rounding_noise(seed, (rows[:, None] * Pd + np.arange(Pd)).astype(np.uint64))
+                b, c = rbf.stochastic(b, noise), rbf.stochastic(c, noise >> np.uint32(16))
+            want_p[rows], want_m[rows], want_v[rows], want_st[rows] = a, b, c, now
+            what = f"drift={drift} every={every}"
+            r.close(r.be.get(p), want_p, "p " + what)
+            for name, buf, w in (("m", m, want_m), ("v", v, want_v), ("stamps", st, want_st)):
+                np.testing.assert_array_equal(r.be.get(buf), w, err_msg=f"{name} {what}")
+            assert len(rows) and (want_p[rows] != p0[rows]).any()  # the case caught something up
+
+
+@case("pair_catch_up", tol=0)
+def _(r):
+    _catch_up_case(r, bf16=False)
+    _catch_up_case(r, bf16=True)
+
+
+def _sparse_update_case(r, bf16):
+    """The rows the batch names get exactly the dense fused entry's bits and the stamp; no
+    other row, moment or stamp is touched; a non-finite step changes nothing."""
+    B, S, T, V, Pd, seed, now = 4, 2, 6, 7, 3, 77, 9
+    npairs = V * (V + 1) // 2
+    tokens, grad = _tokens(r, B, S, T, V), r.randn(B * S, Pd)
+    p0, m0, v0 = _sparse_table(r, npairs, Pd, bf16)
+    stamps0 = r.rng.integers(0, now, npairs).astype(np.int32)
+    args = bt.AdamwArgs(*HYPER)
+    work, nbytes = r.be.scratch(rows=B * S, T=T, V=V)
+    dgrad, dtok = r.be.put(grad), r.be.put(tokens)
+    tail = (seed, work, nbytes)
+    for finite in (False, True):
+        p, m, v, st = r.be.put(p0), r.be.put(m0), r.be.put(v0), r.be.put(stamps0)
+        r.op("pair_sums_backward_adamw_sparse", None, dgrad, dtok, B * S, T, Pd, V, p, m, v, int(bf16),
+             st, now, ctypes.byref(args), _stats(r, finite), *tail)
+        got = [r.be.get(b) for b in (p, m, v, st)]
+        if not finite:
+            for name, a, w in zip("pmvs", got, (p0, m0, v0, stamps0)):
+                np.testing.assert_array_equal(a, w, err_msg=f"{name} changed on a non-finite step")
+    dense = [r.be.put(x) for x in (p0, m0, v0)]
+    entry = "pair_sums_backward_adamw" + ("_bf16" if bf16 else "")
+    r.be.call(entry, None, dgrad, dtok, B * S, T, Pd, V, *dense, ctypes.byref(args), _stats(r, True),
+              *((seed,) if bf16 else ()), work, nbytes)
+    dense = [r.be.get(x) for x in dense]
+    rows = _named_rows(tokens, V)
+    other = np.setdiff1d(np.arange(npairs), rows)
+    for name, a, d, old in zip("pmv", got, dense, (p0, m0, v0)):
+        np.testing.assert_array_equal(a[rows], d[rows], err_msg=f"{name}: named rows != the dense update")
+        np.testing.assert_array_equal(a[other], old[other], err_msg=f"{name}: a row no pair names changed")
+    want_st = stamps0.copy()
+    want_st[rows] = now
+    np.testing.assert_array_equal(got[3], want_st)
+    p = r.be.put(p0)
+    _too_little(r, p, "pair_sums_backward_adamw_sparse", None, dgrad, dtok, B * S, T, Pd, V, p,
+                r.be.put(m0), r.be.put(v0), int(bf16), r.be.put(stamps0), now, ctypes.byref(args),
+                _stats(r, True), seed, work, nbytes - 1, before=p0)
+
+
+@case("pair_sums_backward_adamw_sparse", tol=0)
+def _(r):
+    _sparse_update_case(r, bf16=False)
+    _sparse_update_case(r, bf16=True)
+
+
 # ------------------------------------------------------------------ fused policy head
 
 @case("policy_head", tol=1e-5)

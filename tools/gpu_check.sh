@@ -25,7 +25,8 @@
 #   preflight 20, wheels 10, install 60, build 240 (this GPU's arch only, nvcc in parallel),
 #   probe 30, gpu-tests 120 (the GPU test files alone, -x; a failure is recorded and the
 #   benchmarks run anyway), step-fp32 90, step-tf32 60 (bench step --device cuda, no torch;
-#   bf16 moments and a batch already on the GPU are rows of each), kernel-profile 60,
+#   bf16 moments and a batch already on the GPU are rows of each), pair-update 60 (bench step
+#   --pair-update dense,sparse,lazy: the step with each pair-table update), kernel-profile 60,
 #   ops 90 (bench ops --device cuda, no torch.compile), torch-baselines 150 (bench step with
 #   PyTorch eager and torch.compile beside manaka), step-torch-module 120 (bench step_torch
 #   --device cuda: manaka.torch), full-suite (whatever is left).
@@ -286,6 +287,8 @@ fi
 BENCH=(--out "$W/bench" ${SIZE[@]+"${SIZE[@]}"} ${DRY[@]+"${DRY[@]}"})
 step step-fp32 90 "${RUN[@]}" -m manaka.bench step --device cuda --no-torch --tag cuda "${BENCH[@]}"
 step step-tf32 60 "${RUN[@]}" -m manaka.bench step --device cuda --no-torch --tf32 --head-runs 0 --tag cuda-tf32 "${BENCH[@]}"
+# The pair-table update: every row (dense) against the rows the batch names (sparse, lazy).
+step pair-update 60 "${RUN[@]}" -m manaka.bench step --device cuda --pair-update dense,sparse,lazy --tag cuda "${BENCH[@]}"
 KSIZE=()
 [ $MODE = rehearse ] && KSIZE=(--small --batch 16 --max-legal 20 --steps 2 --warmup 1)
 step kernel-profile 60 "${RUN[@]}" tools/kernel_profile.py --out "$W/bench" ${KSIZE[@]+"${KSIZE[@]}"} ${DRY[@]+"${DRY[@]}"}

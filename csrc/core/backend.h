@@ -198,6 +198,40 @@ typedef struct mk_backend {
                                                const float *stats, uint64_t seed,
                                                void *work, size_t work_bytes);
 
+    /* ------------------------------------------------------------ sparse pair-table update */
+    /* pair_update "sparse" / "lazy" (core/pair_gap.h holds the math): the pair table
+     * [V (V + 1) / 2, P] with fp32 moments m, v (float *), or bf16 ones (uint16_t *) when
+     * `bf16`; stamps [V (V + 1) / 2] int32, each row's step relative to the trainer's
+     * window; gaps [MK_GAP_WINDOW][MK_GAP_FIELDS] double, the entry of every stamp.
+     *
+     * pair_catch_up: every row named by a pair (i < j, both tokens >= 0) of tokens
+     * [rows, T] -- every row of the table when tokens is NULL -- whose stamp is not `now`
+     * is caught up over its gap with mk_gap_apply (`drift` 0 leaves the drift out) and
+     * stamped `now`. bf16 moments are read as float and rounded back stochastically with
+     * mk_rounding_noise(seed, element index). A row's result depends only on its own
+     * values and its entry: the same for any thread count or order. */
+    mk_status (*pair_catch_up)(void *stream, const int32_t *tokens, int64_t rows, int64_t T,
+                               int64_t P, int64_t V, float *p, void *m, void *v, int bf16,
+                               int32_t *stamps, const double *gaps, int64_t now, int drift,
+                               float eps, uint64_t seed);
+    /* PairSums backward fused with AdamW (as pair_sums_backward_adamw / _bf16, the same
+     * bits per row) on the rows some pair of tokens names only, each stamped `now`; the
+     * other rows, their moments and stamps are not read or written. Skipped entirely when
+     * stats[MK_STAT_FINITE] == 0. The caller has caught those rows up (pair_catch_up). */
+    mk_status (*pair_sums_backward_adamw_sparse)(void *stream, const float *grad,
+                                                 const int32_t *tokens, int64_t rows, int64_t T,
+                                                 int64_t P, int64_t V, float *p, void *m,
+                                                 void *v, int bf16, int32_t *stamps,
+                                                 int64_t now, const mk_adamw_args *args,
+                                                 const float *stats, uint64_t seed, void *work,
+                                                 size_t work_bytes);
+    /* After a step: gaps entries 0 .. n - 1 advanced by it (mk_gap_advance with these
+     * constants), unless stats[MK_STAT_FINITE] == 0 (its update was skipped); entry n reset
+     * (mk_gap_reset) either way. n < MK_GAP_WINDOW. */
+    mk_status (*pair_gap_advance)(void *stream, double *gaps, int64_t n, double decay,
+                                  double step_size, double inv_bc2_sqrt, double beta1,
+                                  double sqrt_beta2, const float *stats);
+
     /* ------------------------------------------------------------ fused policy head */
     /* The fused policy head: GatherDot, softmax_xent and GatherDot's grad_hidden in one
      * pass per position, so the logits never go to device memory. Per position b with
@@ -257,7 +291,8 @@ typedef struct mk_backend {
     X(gemm) X(bias_act) X(bias_act_backward) X(sigmoid) X(gather_dot) X(gather_dot_backward)  \
     X(power_sums) X(power_sums_backward) X(pair_sums) X(pair_sums_backward) X(softmax_xent)   \
     X(value_bce) X(loss_stats) X(adamw) X(pair_sums_backward_adamw) X(adamw_bf16)            \
-    X(pair_sums_backward_adamw_bf16) X(policy_head) X(stream_create) X(stream_destroy)        \
+    X(pair_sums_backward_adamw_bf16) X(pair_catch_up)                            \
+    X(pair_sums_backward_adamw_sparse) X(pair_gap_advance) X(policy_head) X(stream_create) X(stream_destroy)        \
     X(event_create) X(event_destroy) X(event_record) X(stream_wait_event)                  \
     X(event_synchronize) X(batch_check)                                                      \
     X(scratch_bytes)

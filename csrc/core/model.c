@@ -296,6 +296,7 @@ void mk_model_destroy(mk_model *m) {
     free(m);
 }
 
+const mk_config *mk_model_config(const mk_model *m) { return &m->cfg; }
 const mk_backend *mk_model_backend(const mk_model *m) { return m->be; }
 void *mk_model_stream(const mk_model *m) { return m->stream; }
 int mk_model_num_tensors(const mk_model *m) { return m->num_tensors; }
@@ -533,11 +534,17 @@ mk_status mk_model_forward(mk_model *m, const mk_batch *batch, float *logits, fl
 }
 
 mk_status mk_model_forward_loss(mk_model *m, const mk_batch *batch, float value_weight) {
+    return mk_model_forward_loss_prepared(m, batch, value_weight, NULL, NULL);
+}
+
+mk_status mk_model_forward_loss_prepared(mk_model *m, const mk_batch *batch, float value_weight,
+                                         mk_batch_prepare_fn prepare, void *ctx) {
     const mk_backend *be = m->be;
     acts *a = &m->a;
     int64_t B = batch->B;
     MK_TRY(reserve(m, B, batch->L));
     MK_TRY(stage(m, batch));
+    if (prepare) MK_TRY(prepare(ctx, m->batch.tokens, B * S));
     MK_TRY(forward_net(m, !m->fused_head));
     const mk_batch *bt = &m->batch;
     float inv_B = 1.0f / (float)B;
@@ -613,6 +620,17 @@ mk_status mk_model_pair_table_adamw_bf16(mk_model *m, uint16_t *exp_avg, uint16_
         m->stream, m->a.dpair, m->batch.tokens, m->batch.B * S, c->tokens_per_side, c->pair_dim,
         c->num_tokens, P(m, T_PAIR_TABLE), exp_avg, exp_avg_sq, args,
         stats, seed, m->a.work, m->a.work_bytes);
+}
+
+mk_status mk_model_pair_table_adamw_sparse(mk_model *m, void *exp_avg, void *exp_avg_sq,
+                                           int bf16, int32_t *stamps, int64_t now,
+                                           const mk_adamw_args *args, const float *stats,
+                                           uint64_t seed) {
+    const mk_config *c = &m->cfg;
+    return m->be->pair_sums_backward_adamw_sparse(
+        m->stream, m->a.dpair, m->batch.tokens, m->batch.B * S, c->tokens_per_side, c->pair_dim,
+        c->num_tokens, P(m, T_PAIR_TABLE), exp_avg, exp_avg_sq, bf16, stamps, now, args, stats,
+        seed, m->a.work, m->a.work_bytes);
 }
 
 static mk_status loss_and_grad_staged(mk_model *m, const mk_batch *batch, float value_weight) {

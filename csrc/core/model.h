@@ -116,6 +116,7 @@ mk_status mk_model_arena_bytes_for(const mk_model *model, int64_t B, int64_t L, 
                                    size_t *work);
 
 const mk_backend *mk_model_backend(const mk_model *model);
+const mk_config *mk_model_config(const mk_model *model);
 void *mk_model_stream(const mk_model *model);
 int mk_model_num_tensors(const mk_model *model);
 const mk_tensor *mk_model_tensor(const mk_model *model, int i);
@@ -162,6 +163,13 @@ int64_t mk_model_batch_scans(const mk_model *model);
  * After forward_loss (even a failed one), mk_model_end_batch must follow the last work
  * that reads the batch: it marks the end of the batch's slot use (staging.h). */
 mk_status mk_model_forward_loss(mk_model *model, const mk_batch *batch, float value_weight);
+/* The same, calling prepare(ctx, tokens [rows, T] as the backend reads them, rows) once the
+ * batch is staged and before the network reads any parameter: the sparse pair-table update
+ * catches the rows the batch names up there (trainer.c). */
+typedef mk_status (*mk_batch_prepare_fn)(void *ctx, const int32_t *tokens, int64_t rows);
+mk_status mk_model_forward_loss_prepared(mk_model *model, const mk_batch *batch,
+                                         float value_weight, mk_batch_prepare_fn prepare,
+                                         void *ctx);
 mk_status mk_model_backward(mk_model *model, int pair_table);
 mk_status mk_model_end_batch(mk_model *model);
 
@@ -182,6 +190,14 @@ mk_status mk_model_pair_table_adamw(mk_model *model, float *exp_avg, float *exp_
 mk_status mk_model_pair_table_adamw_bf16(mk_model *model, uint16_t *exp_avg, uint16_t *exp_avg_sq,
                                          const mk_adamw_args *args, const float *stats,
                                          uint64_t seed);
+
+/* The sparse pair-table update of the staged batch (backend pair_sums_backward_adamw_sparse):
+ * exp_avg / exp_avg_sq are the pair table's moments (float, or uint16_t when `bf16`),
+ * stamps its rows' stamps; the rows the batch names get AdamW and the stamp `now`. */
+mk_status mk_model_pair_table_adamw_sparse(mk_model *model, void *exp_avg, void *exp_avg_sq,
+                                           int bf16, int32_t *stamps, int64_t now,
+                                           const mk_adamw_args *args, const float *stats,
+                                           uint64_t seed);
 
 /* The rule of value_weight, the loss's weight of the value term (Trainer's hyperparameter,
  * Model.loss_and_grad's argument): finite and >= 0. MK_OK, or MK_ERR_VALUE

@@ -22,7 +22,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "adamw_consts.h"
 #include "bf16.h"
+#include "pair_gap.h"
 #include "trainer.h"
 
 struct mk_trainer {
@@ -42,6 +44,14 @@ struct mk_trainer {
     const mk_tensor *pair; /* the one tensor of the MK_GROUP_PAIR_TABLE group */
     int pair_state;
     uint16_t *pair_m16, *pair_v16;
+    /* pair_update "sparse" / "lazy" (pair_gap.h): each pair-table row's stamp (the step it is
+     * caught up to, relative to `base`), and the gap entry of every stamp; rows are caught
+     * up when a batch names them and all of them by mk_trainer_flush, which restarts the
+     * window at base = steps. */
+    int pair_update;
+    int32_t *stamps;
+    double *gaps;
+    int64_t base;
     int profile;
     int fuse_pair_table; /* 1: pair-table gradient and AdamW in one pass (same result) */
     mk_phase_times times;
@@ -98,6 +108,16 @@ mk_status mk_trainer_schedule_code(const char *op, const char *name, int *schedu
 mk_status mk_trainer_pair_state_code(const char *op, const char *name, int *pair_state) {
     return code_of(op, "pair_state_dtype", pair_state_names, name, pair_state);
 }
+static const char *const pair_update_names[] = {"dense", "sparse", "lazy"};
+mk_status mk_trainer_pair_update_code(const char *op, const char *name, int *pair_update) {
+    for (int i = 0; i < 3; i++)
+        if (strcmp(name, pair_update_names[i]) == 0) return *pair_update = i, MK_OK;
+    return mk_fail(MK_ERR_VALUE, "%s: pair_update must be 'dense', 'sparse' or 'lazy', got '%s'",
+                   op, name);
+}
+const char *mk_trainer_pair_update_name(int u) {
+    return u >= 0 && u < 3 ? pair_update_names[u] : NULL;
+}
 const char *mk_trainer_schedule_name(int s) { return s == 0 || s == 1 ? schedule_names[s] : NULL; }
 const char *mk_trainer_pair_state_name(int p) {
     return p == 0 || p == 1 ? pair_state_names[p] : NULL;
@@ -109,6 +129,19 @@ double mk_trainer_lr_at(const mk_trainer_config *c, int64_t s) {
     double p = (double)(s - c->warmup_steps) / (double)(c->total_steps - c->warmup_steps);
     if (p > 1.0) p = 1.0;
     return c->min_lr + (c->lr - c->min_lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * p));
+}
+
+/* The sparse update multiplies the decay factors 1 - lr_t wd of a gap together; a factor
+ * <= 0 (a decay that flips or zeroes every weight) has no meaning there. */
+static mk_status check_sparse_config(int pair_update, const mk_trainer_config *c) {
+    if (pair_update == MK_PAIR_UPDATE_DENSE) return MK_OK;
+    double top = c->lr > c->min_lr ? c->lr : c->min_lr;
+    if (top * c->weight_decay >= 1.0)
+        return mk_fail(MK_ERR_VALUE,
+                       "Trainer: pair_update='%s' needs lr * weight_decay < 1 at every step, got "
+                       "lr = %g (min_lr = %g) and weight_decay = %g",
+                       mk_trainer_pair_update_name(pair_update), c->lr, c->min_lr, c->weight_decay);
+    return MK_OK;
 }
 
 /* Where a tensor's moments start in the fp32 moment buffers m, v (floats): its place in its
@@ -153,22 +186,51 @@ static mk_status alloc_pair_bf16(mk_trainer *t, const mk_backend *be, void *stre
     return MK_OK;
 }
 
+/* The stamps (all 0) and the gap window (entry 0 reset) of a sparse trainer. */
+static mk_status alloc_sparse(mk_trainer *t, const mk_backend *be, void *stream) {
+    int64_t n = t->pair->shape[0];
+    void *stamps = NULL, *gaps = NULL;
+    mk_status st = be->alloc(stream, (size_t)(n ? n : 1) * sizeof(int32_t), &stamps);
+    if (st == MK_OK)
+        st = be->alloc(stream, (size_t)MK_GAP_WINDOW * MK_GAP_FIELDS * sizeof(double), &gaps);
+    if (st == MK_OK) st = be->fill(stream, stamps, 0.0f, n); /* int32 0 has float 0's bits */
+    if (st == MK_OK) st = be->pair_gap_advance(stream, gaps, 0, 1.0, 0.0, 1.0, 1.0, 1.0, NULL);
+    if (st != MK_OK) {
+        be->free(stream, stamps);
+        be->free(stream, gaps);
+        return st;
+    }
+    t->stamps = stamps;
+    t->gaps = gaps;
+    t->base = 0;
+    return MK_OK;
+}
+
 mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, int pair_state,
-                            mk_trainer **out) {
+                            int pair_update, mk_trainer **out) {
     *out = NULL;
     mk_status st = mk_trainer_config_check(cfg);
     if (st != MK_OK) return st;
     if (!mk_trainer_pair_state_name(pair_state))
         return mk_fail(MK_ERR_VALUE, "Trainer: unknown pair_state_dtype %d", pair_state);
+    if (!mk_trainer_pair_update_name(pair_update))
+        return mk_fail(MK_ERR_VALUE, "Trainer: unknown pair_update %d", pair_update);
+    if ((st = check_sparse_config(pair_update, cfg)) != MK_OK) return st;
     mk_trainer *t = calloc(1, sizeof *t);
     if (!t) return mk_fail(MK_ERR_NOMEM, "Trainer: out of memory");
     t->model = model;
     t->cfg = *cfg;
     t->pair_state = pair_state;
+    t->pair_update = pair_update;
     const mk_backend *be = mk_model_backend(model);
     void *stream = mk_model_stream(model);
     if ((st = plan_moments(t)) != MK_OK ||
         (pair_state == MK_PAIR_STATE_BF16 && (st = alloc_pair_bf16(t, be, stream)) != MK_OK)) {
+        free(t);
+        return st;
+    }
+    if (pair_update != MK_PAIR_UPDATE_DENSE && (st = alloc_sparse(t, be, stream)) != MK_OK) {
+        be->free(stream, t->pair_m16);
         free(t);
         return st;
     }
@@ -182,6 +244,8 @@ mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, int p
         be->free(stream, m);
         be->free(stream, v);
         be->free(stream, t->pair_m16);
+        be->free(stream, t->stamps);
+        be->free(stream, t->gaps);
         free(t);
         return st;
     }
@@ -199,12 +263,15 @@ void mk_trainer_destroy(mk_trainer *t) {
     be->free(mk_model_stream(t->model), t->v);
     be->free(mk_model_stream(t->model), t->ring);
     be->free(mk_model_stream(t->model), t->pair_m16);
+    be->free(mk_model_stream(t->model), t->stamps);
+    be->free(mk_model_stream(t->model), t->gaps);
     free(t);
 }
 
 const mk_trainer_config *mk_trainer_get_config(const mk_trainer *t) { return &t->cfg; }
 mk_status mk_trainer_set_config(mk_trainer *t, const mk_trainer_config *cfg) {
     mk_status st = mk_trainer_config_check(cfg);
+    if (st == MK_OK) st = check_sparse_config(t->pair_update, cfg);
     if (st == MK_OK) t->cfg = *cfg;
     return st;
 }
@@ -220,8 +287,62 @@ mk_status mk_trainer_check_step_count(const char *op, int64_t steps) {
 }
 mk_status mk_trainer_set_step_count(mk_trainer *t, int64_t steps) {
     mk_status st = mk_trainer_check_step_count("Trainer", steps);
-    if (st == MK_OK) __atomic_store_n(&t->steps, steps, __ATOMIC_RELAXED);
+    if (st == MK_OK) st = mk_trainer_flush(t); /* every row caught up under the old count */
+    if (st == MK_OK) {
+        __atomic_store_n(&t->steps, steps, __ATOMIC_RELAXED);
+        t->base = steps; /* the flush left every stamp 0 and entry 0 reset */
+    }
     return st;
+}
+int mk_trainer_pair_update(const mk_trainer *t) { return t->pair_update; }
+
+/* The pair table's moments as the backend entries take them, and its parameters. */
+static void pair_moments(mk_trainer *t, void **m, void **v) {
+    if (t->pair_state == MK_PAIR_STATE_BF16) {
+        *m = t->pair_m16;
+        *v = t->pair_v16;
+    } else {
+        *m = t->m + moment_offset(t, t->pair);
+        *v = t->v + moment_offset(t, t->pair);
+    }
+}
+static int64_t pair_rows(const mk_trainer *t) { return t->pair->shape[0]; }
+
+mk_status mk_trainer_flush(mk_trainer *t) {
+    if (t->pair_update == MK_PAIR_UPDATE_DENSE) return MK_OK;
+    const mk_backend *be = mk_model_backend(t->model);
+    void *stream = mk_model_stream(t->model);
+    void *m, *v;
+    pair_moments(t, &m, &v);
+    int64_t now = t->steps - t->base, P = mk_model_config(t->model)->pair_dim;
+    MK_TRY(be->pair_catch_up(stream, NULL, 0, 0, P, mk_model_config(t->model)->num_tokens,
+                             mk_model_params(t->model) + t->pair->offset, m, v,
+                             t->pair_state == MK_PAIR_STATE_BF16, t->stamps, t->gaps, now,
+                             t->pair_update == MK_PAIR_UPDATE_SPARSE, (float)t->cfg.eps,
+                             mk_gap_seed(mk_bf16_step_seed(t->steps))));
+    /* the window restarts here: every stamp 0, entry 0 the identity */
+    MK_TRY(be->fill(stream, (float *)t->stamps, 0.0f, pair_rows(t)));
+    MK_TRY(be->pair_gap_advance(stream, t->gaps, 0, 1.0, 0.0, 1.0, 1.0, 1.0, NULL));
+    t->base = t->steps;
+    return MK_OK;
+}
+
+/* Before the forward pass reads the pair table: the rows the batch names caught up to the
+ * last step (and every row first, when the window is full). */
+static mk_status catch_up_batch(void *ctx, const int32_t *tokens, int64_t rows) {
+    mk_trainer *t = ctx;
+    if (t->steps - t->base >= MK_GAP_WINDOW - 1) MK_TRY(mk_trainer_flush(t));
+    const mk_backend *be = mk_model_backend(t->model);
+    void *m, *v;
+    pair_moments(t, &m, &v);
+    return be->pair_catch_up(mk_model_stream(t->model), tokens, rows,
+                             mk_model_config(t->model)->tokens_per_side,
+                             mk_model_config(t->model)->pair_dim,
+                             mk_model_config(t->model)->num_tokens,
+                             mk_model_params(t->model) + t->pair->offset, m, v,
+                             t->pair_state == MK_PAIR_STATE_BF16, t->stamps, t->gaps,
+                             t->steps - t->base, t->pair_update == MK_PAIR_UPDATE_SPARSE,
+                             (float)t->cfg.eps, mk_gap_seed(mk_bf16_step_seed(t->steps)));
 }
 int mk_trainer_pair_state(const mk_trainer *t) { return t->pair_state; }
 size_t mk_trainer_state_bytes(const mk_trainer *t) {
@@ -276,7 +397,9 @@ static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats)
     float *dstats = mk_model_stats(model);
     double mark = t->profile ? now() : 0.0, t_fwd = 0, t_bwd = 0, t_opt = 0, t_pair = 0;
 
-    MK_TRY(mk_model_forward_loss(model, batch, (float)t->cfg.value_weight));
+    const int sparse = t->pair_update != MK_PAIR_UPDATE_DENSE;
+    MK_TRY(mk_model_forward_loss_prepared(model, batch, (float)t->cfg.value_weight,
+                                          sparse ? catch_up_batch : NULL, t));
     float lr = (float)mk_trainer_lr_at(&t->cfg, t->steps);
     MK_TRY(be->fill(stream, dstats + MK_STAT_LR, lr, 1));
     if (be->host_memory) {
@@ -284,7 +407,7 @@ static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats)
         if (stats[MK_STAT_FINITE] == 0.0f) return not_finite(t, stats);
     }
     if (t->profile) t_fwd = lap(t, &mark);
-    MK_TRY(mk_model_backward(model, !t->fuse_pair_table));
+    MK_TRY(mk_model_backward(model, !t->fuse_pair_table && !sparse));
     if (t->profile) t_bwd = lap(t, &mark);
 
     int64_t step = t->steps + 1;
@@ -307,7 +430,11 @@ static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats)
         pv = t->v + moment_offset(t, t->pair);
     }
     args.weight_decay = t->groups[t->pair->group].decay ? (float)t->cfg.weight_decay : 0.0f;
-    if (t->pair_state == MK_PAIR_STATE_BF16)
+    if (sparse)
+        MK_TRY(mk_model_pair_table_adamw_sparse(
+            model, pm ? (void *)pm : t->pair_m16, pm ? (void *)pv : t->pair_v16, pm == NULL,
+            t->stamps, step - t->base, &args, dstats, mk_bf16_step_seed(step)));
+    else if (t->pair_state == MK_PAIR_STATE_BF16)
         MK_TRY(t->fuse_pair_table
                    ? mk_model_pair_table_adamw_bf16(model, t->pair_m16, t->pair_v16, &args, dstats,
                                                     mk_bf16_step_seed(step))
@@ -317,6 +444,12 @@ static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats)
         MK_TRY(mk_model_pair_table_adamw(model, pm, pv, &args, dstats));
     else
         MK_TRY(be->adamw(stream, p + po, g + po, pm, pv, pn, &args, dstats));
+    if (sparse) { /* every stamp's gap entry takes this step (the device skips it, too) */
+        const mk_adamw_consts k = mk_adamw_prepare(&args);
+        MK_TRY(be->pair_gap_advance(stream, t->gaps, step - t->base, (double)k.decay,
+                                    (double)k.step_size, (double)k.inv_bc2_sqrt, (double)k.b1,
+                                    sqrt((double)k.b2), dstats));
+    }
     if (t->profile) t_pair = lap(t, &mark);
     /* Then every other group, one launch each over its whole range (the model keeps the
      * padding between its tensors at 0, which AdamW leaves at 0). */
@@ -393,6 +526,7 @@ static mk_status pair_moment_copy(mk_trainer *t, int kind, float *read, const fl
 
 mk_status mk_trainer_read_moment(mk_trainer *t, int kind, int tensor, float *host) {
     const mk_tensor *tn = mk_model_tensor(t->model, tensor);
+    if (tn == t->pair) MK_TRY(mk_trainer_flush(t)); /* what is read is the caught-up state */
     if (t->pair_state == MK_PAIR_STATE_BF16 && tn == t->pair)
         return pair_moment_copy(t, kind, host, NULL);
     const mk_backend *be = mk_model_backend(t->model);
@@ -402,6 +536,7 @@ mk_status mk_trainer_read_moment(mk_trainer *t, int kind, int tensor, float *hos
 
 mk_status mk_trainer_write_moment(mk_trainer *t, int kind, int tensor, const float *host) {
     const mk_tensor *tn = mk_model_tensor(t->model, tensor);
+    if (tn == t->pair) MK_TRY(mk_trainer_flush(t)); /* no row keeps a gap to apply to new moments */
     if (t->pair_state == MK_PAIR_STATE_BF16 && tn == t->pair)
         return pair_moment_copy(t, kind, NULL, host);
     const mk_backend *be = mk_model_backend(t->model);

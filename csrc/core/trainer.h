@@ -30,6 +30,8 @@ extern "C" {
 enum { MK_SCHEDULE_CONSTANT = 0, MK_SCHEDULE_COSINE = 1 };
 /* Storage of the pair table's AdamW moments (fixed for a trainer's life). */
 enum { MK_PAIR_STATE_F32 = 0, MK_PAIR_STATE_BF16 = 1 };
+/* Which pair-table rows a step updates (mk_trainer_create explains). */
+enum { MK_PAIR_UPDATE_DENSE = 0, MK_PAIR_UPDATE_SPARSE = 1, MK_PAIR_UPDATE_LAZY = 2 };
 
 typedef struct {
     double lr, beta1, beta2, eps, weight_decay, min_lr, value_weight;
@@ -70,9 +72,25 @@ const char *mk_trainer_pair_state_name(int pair_state);
 double mk_trainer_lr_at(const mk_trainer_config *cfg, int64_t step);
 
 /* The trainer borrows `model`, which must outlive it. Moments start at zero; `pair_state`
- * is MK_PAIR_STATE_* (MK_ERR_VALUE otherwise). */
+ * is MK_PAIR_STATE_*, `pair_update` MK_PAIR_UPDATE_* (pair_gap.h) (MK_ERR_VALUE otherwise;
+ * "sparse" and "lazy" also need max(lr, min_lr) * weight_decay < 1, here and in
+ * mk_trainer_set_config).
+ *
+ * pair_update: "dense" updates every pair-table row every step. "sparse" and "lazy" update
+ * only the rows a pair of the batch names: before the forward pass those rows are caught
+ * up over the steps they were not named (moments decayed by b1^k, b2^k, the weight decay
+ * of every skipped step; "sparse" also the drift the decaying moments would have moved the
+ * parameter by, in closed form: pair_gap.h), then their AdamW runs after the backward pass.
+ * mk_trainer_flush catches every row up; reading or writing the pair table's moments
+ * flushes first, as does setting the step count (so a read sees, and a write replaces,
+ * the caught-up state). A flush changes later results by rounding only. */
 mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, int pair_state,
-                            mk_trainer **out);
+                            int pair_update, mk_trainer **out);
+mk_status mk_trainer_pair_update_code(const char *op, const char *name, int *pair_update);
+const char *mk_trainer_pair_update_name(int pair_update);
+int mk_trainer_pair_update(const mk_trainer *trainer);
+/* Catches every pair-table row up to the current step (a no-op for "dense"). */
+mk_status mk_trainer_flush(mk_trainer *trainer);
 void mk_trainer_destroy(mk_trainer *trainer);
 const mk_trainer_config *mk_trainer_get_config(const mk_trainer *trainer);
 mk_status mk_trainer_set_config(mk_trainer *trainer, const mk_trainer_config *cfg);
@@ -90,7 +108,8 @@ mk_status mk_trainer_read_moment(mk_trainer *trainer, int kind, int tensor, floa
 mk_status mk_trainer_write_moment(mk_trainer *trainer, int kind, int tensor, const float *host);
 void mk_trainer_profile(mk_trainer *trainer, int enable); /* also resets the times */
 /* Whether the pair table's gradient is fused with its AdamW update (default 1; 0 runs
- * pair_sums_backward then adamw, for testing that both agree). With fusion the model's
+ * pair_sums_backward then adamw, for testing that both agree; "sparse" and "lazy" always
+ * run their fused update). With fusion the model's
  * gradient buffer does not hold the pair table's gradient after a step. */
 void mk_trainer_set_fused(mk_trainer *trainer, int fused);
 int mk_trainer_fused(const mk_trainer *trainer);

@@ -11,46 +11,9 @@
  * never stores its gradient. Floating-point contraction is off under -std=c11, so vector and
  * scalar iterations round identically. */
 #include "backend_cpu.h"
-#include "core/adamw_consts.h"
-#include "core/bf16.h"
+#include "adamw_run.h"
 #include "pair_groups.h"
 #include "threads.h"
-
-/* ------------------------------------------------------------ the update */
-
-/* One element: p *= decay; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
- * p -= step_size * m / (sqrt(v) / sqrt(bc2) + eps). */
-static inline void adamw_one(const mk_adamw_consts *k, float g, float *p, float *m, float *v) {
-    float mi = k->b1 * *m + k->c1 * g;
-    float vi = k->b2 * *v + k->c2 * g * g;
-    *m = mi;
-    *v = vi;
-    *p = *p * k->decay - k->step_size * mi / (sqrtf(vi) * k->inv_bc2_sqrt + k->eps);
-}
-
-/* adamw_one for i < n (single thread). */
-static inline void adamw_run(const mk_adamw_consts *k, float *restrict p,
-                             const float *restrict g, float *restrict m, float *restrict v,
-                             int64_t n) {
-#pragma omp simd
-    for (int64_t i = 0; i < n; i++) adamw_one(k, g[i], p + i, m + i, v + i);
-}
-
-/* The same with bf16 moments (backend.h, adamw_bf16): element i of the run is element
- * first + i of the tensor, whose rounding noise is mk_rounding_noise(seed, first + i). */
-static inline void adamw_run_bf16(const mk_adamw_consts *k, float *restrict p,
-                                  const float *restrict g, uint16_t *restrict m,
-                                  uint16_t *restrict v, int64_t n, uint64_t seed,
-                                  int64_t first) {
-#pragma omp simd
-    for (int64_t i = 0; i < n; i++) {
-        float mi = mk_bf16_to_float(m[i]), vi = mk_bf16_to_float(v[i]);
-        adamw_one(k, g[i], p + i, &mi, &vi);
-        uint32_t noise = mk_rounding_noise(seed, (uint64_t)(first + i));
-        m[i] = mk_float_to_bf16_stochastic(mi, noise);
-        v[i] = mk_float_to_bf16_stochastic(vi, noise >> 16);
-    }
-}
 
 /* ------------------------------------------------------------ adamw, adamw_bf16 */
 
@@ -105,13 +68,17 @@ typedef struct {
     uint64_t seed;
 } pair_update;
 
-static void update_f32(void *ctx, int64_t h, const float *acc) {
+static void update_f32(void *ctx, int64_t h, const float *acc, const int32_t *touched,
+                       int32_t n_touched) {
+    (void)touched, (void)n_touched;
     const pair_update *u = ctx;
     int64_t o = mk_num_pairs(h) * u->P;
     adamw_run(&u->k, u->p + o, acc, (float *)u->m + o, (float *)u->v + o, (h + 1) * u->P);
 }
 
-static void update_bf16(void *ctx, int64_t h, const float *acc) {
+static void update_bf16(void *ctx, int64_t h, const float *acc, const int32_t *touched,
+                        int32_t n_touched) {
+    (void)touched, (void)n_touched;
     const pair_update *u = ctx;
     int64_t o = mk_num_pairs(h) * u->P;
     adamw_run_bf16(&u->k, u->p + o, acc, (uint16_t *)u->m + o, (uint16_t *)u->v + o,
@@ -127,7 +94,7 @@ mk_status mk_scratch_bytes_cpu(const mk_step_shapes *shapes, size_t *bytes) {
 }
 
 /* The caller's scratch is checked before anything changes: too small is its bug, reported. */
-static mk_status check_work(const char *op, int64_t rows, int64_t T, int64_t V, void *work,
+mk_status mk_pair_check_work_cpu(const char *op, int64_t rows, int64_t T, int64_t V, void *work,
                             size_t work_bytes) {
     MK_TRY(mk_pair_groups_check(op, rows, T));
     size_t need = (size_t)mk_pair_adamw_work_ints(rows, T, V) * sizeof(int32_t);
@@ -143,10 +110,10 @@ mk_status mk_pair_sums_backward_adamw_cpu(void *stream, const float *grad, const
                                           const mk_adamw_args *args, const float *stats,
                                           void *work, size_t work_bytes) {
     (void)stream;
-    mk_status st = check_work("pair_sums_backward_adamw", rows, T, V, work, work_bytes);
+    mk_status st = mk_pair_check_work_cpu("pair_sums_backward_adamw", rows, T, V, work, work_bytes);
     if (st != MK_OK || (stats && stats[MK_STAT_FINITE] == 0.0f)) return st;
     pair_update u = {mk_adamw_prepare(args), P, p, m, v, 0};
-    return mk_pair_grad_groups_cpu(grad, tokens, rows, T, P, V, work, update_f32, &u);
+    return mk_pair_grad_groups_cpu(grad, tokens, rows, T, P, V, work, 0, update_f32, &u);
 }
 
 mk_status mk_pair_sums_backward_adamw_bf16_cpu(void *stream, const float *grad,
@@ -156,8 +123,8 @@ mk_status mk_pair_sums_backward_adamw_bf16_cpu(void *stream, const float *grad,
                                                const float *stats, uint64_t seed,
                                                void *work, size_t work_bytes) {
     (void)stream;
-    mk_status st = check_work("pair_sums_backward_adamw_bf16", rows, T, V, work, work_bytes);
+    mk_status st = mk_pair_check_work_cpu("pair_sums_backward_adamw_bf16", rows, T, V, work, work_bytes);
     if (st != MK_OK || (stats && stats[MK_STAT_FINITE] == 0.0f)) return st;
     pair_update u = {mk_adamw_prepare(args), P, p, m, v, seed};
-    return mk_pair_grad_groups_cpu(grad, tokens, rows, T, P, V, work, update_bf16, &u);
+    return mk_pair_grad_groups_cpu(grad, tokens, rows, T, P, V, work, 0, update_bf16, &u);
 }

@@ -141,6 +141,9 @@ static mk_status cpu_batch_check(void *stream, const mk_batch *batch, int64_t V,
     .pair_sums_backward_adamw = mk_pair_sums_backward_adamw_cpu, \
     .adamw_bf16 = mk_adamw_bf16_cpu, \
     .pair_sums_backward_adamw_bf16 = mk_pair_sums_backward_adamw_bf16_cpu, \
+    .pair_catch_up = mk_pair_catch_up_cpu, \
+    .pair_sums_backward_adamw_sparse = mk_pair_sums_backward_adamw_sparse_cpu, \
+    .pair_gap_advance = mk_pair_gap_advance_cpu, \
     .policy_head = mk_policy_head_cpu, \
     .stream_create = cpu_stream_create, \
     .stream_destroy = cpu_stream_destroy, \

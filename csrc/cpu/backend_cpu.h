@@ -50,6 +50,25 @@ mk_status mk_pair_sums_backward_adamw_bf16_cpu(void *stream, const float *grad,
                                                const float *stats, uint64_t seed,
                                                void *work, size_t work_bytes);
 
+/* adamw.c: the fused updates' check of their scratch (MK_OK, or MK_ERR_VALUE naming `op`) */
+mk_status mk_pair_check_work_cpu(const char *op, int64_t rows, int64_t T, int64_t V, void *work,
+                                 size_t work_bytes);
+/* pair_sparse.c: the sparse pair-table update (backend.h) */
+mk_status mk_pair_catch_up_cpu(void *stream, const int32_t *tokens, int64_t rows, int64_t T,
+                               int64_t P, int64_t V, float *p, void *m, void *v, int bf16,
+                               int32_t *stamps, const double *gaps, int64_t now, int drift,
+                               float eps, uint64_t seed);
+mk_status mk_pair_sums_backward_adamw_sparse_cpu(void *stream, const float *grad,
+                                                 const int32_t *tokens, int64_t rows, int64_t T,
+                                                 int64_t P, int64_t V, float *p, void *m,
+                                                 void *v, int bf16, int32_t *stamps,
+                                                 int64_t now, const mk_adamw_args *args,
+                                                 const float *stats, uint64_t seed, void *work,
+                                                 size_t work_bytes);
+mk_status mk_pair_gap_advance_cpu(void *stream, double *gaps, int64_t n, double decay,
+                                  double step_size, double inv_bc2_sqrt, double beta1,
+                                  double sqrt_beta2, const float *stats);
+
 /* policy_head.c */
 mk_status mk_policy_head_cpu(void *stream, const float *q, const float *table,
                              const int32_t *legal, const int32_t *counts, const int32_t *target,

@@ -18,7 +18,7 @@
 
 mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int64_t rows,
                                   int64_t T, int64_t P, int64_t V, int32_t *work,
-                                  mk_pair_group_fn fn, void *ctx) {
+                                  int touched_only, mk_pair_group_fn fn, void *ctx) {
     int32_t *sorted = work;             /* [rows, T]: present tokens, ascending */
     int32_t *count = sorted + rows * T; /* [rows] */
     int32_t *start = count + rows;      /* [V + 1]: bucket h is slots[start[h] : start[h + 1]] */
@@ -51,8 +51,11 @@ mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int6
     int failed = 0; /* shared: no thread updates anything unless every buffer was allocated */
 #pragma omp parallel num_threads(mk_get_num_threads())
     {
-        float *acc = malloc((size_t)(V * P) * sizeof(float)); /* a group has <= V rows */
-        if (!acc) {
+        float *acc = grad ? malloc((size_t)(V * P) * sizeof(float)) : NULL; /* <= V rows a group */
+        /* touched-only mode: which rows of the group some pair names, as a list and a mask */
+        int32_t *list = touched_only ? malloc((size_t)V * sizeof(int32_t)) : NULL;
+        unsigned char *seen = touched_only ? calloc((size_t)V, 1) : NULL;
+        if ((grad && !acc) || (touched_only && (!list || !seen))) {
 #pragma omp atomic write
             failed = 1;
         }
@@ -67,20 +70,39 @@ mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int6
         for (int64_t k_ = 0; k_ < V; k_++) {
             if (skip) continue;
             int64_t h = V - 1 - k_, n = (h + 1) * P;
-            memset(acc, 0, (size_t)n * sizeof(float));
+            int32_t touched = 0;
+            if (touched_only && start[h] == start[h + 1]) continue;
+            if (!touched_only) memset(acc, 0, (size_t)n * sizeof(float));
             for (int32_t e = start[h]; e < start[h + 1]; e++) {
                 int64_t r = slots[e] / T, j = slots[e] % T;
                 const int32_t *s = sorted + r * T;
+                if (!grad) { /* the rows only */
+                    for (int64_t i = 0; i < j; i++) seen[s[i]] = 1;
+                    continue;
+                }
                 const float *g = grad + r * P;
                 for (int64_t i = 0; i < j; i++) {
                     float *a = acc + (int64_t)s[i] * P;
+                    if (touched_only && !seen[s[i]]) { /* a row's first pair: its sum starts at 0 */
+                        seen[s[i]] = 1;
+                        memset(a, 0, (size_t)P * sizeof(float));
+                    }
 #pragma omp simd
                     for (int64_t c = 0; c < P; c++) a[c] += g[c];
                 }
             }
-            fn(ctx, h, acc);
+            if (touched_only) /* the rows in table order (and the mask cleared) */
+                for (int32_t lo = 0; lo <= h; lo++)
+                    if (seen[lo]) {
+                        seen[lo] = 0;
+                        list[touched++] = lo;
+                    }
+            if (touched_only && touched == 0) continue; /* h only ever first in its rows */
+            fn(ctx, h, grad ? acc : NULL, touched_only ? list : NULL, touched);
         }
         free(acc);
+        free(list);
+        free(seen);
     }
     return failed ? mk_fail(MK_ERR_NOMEM, "pair_sums_backward_adamw: out of memory") : MK_OK;
 }

@@ -24,13 +24,19 @@ static inline mk_status mk_pair_groups_check(const char *op, int64_t rows, int64
 
 /* Called once per group h (table rows h (h + 1) / 2 .. + h, the pairs whose larger token is
  * h), from any thread, with the group's gradient acc [(h + 1) P] (exactly
- * pair_sums_backward's rows, same bits). Group results must not depend on the thread. */
-typedef void (*mk_pair_group_fn)(void *ctx, int64_t h, const float *acc);
+ * pair_sums_backward's rows, same bits). Group results must not depend on the thread.
+ * `touched` is NULL when every row of acc is valid (rows no pair of the batch names are 0);
+ * in the touched-only mode it lists the n_touched smaller tokens lo whose row
+ * h (h + 1) / 2 + lo some pair of the batch names (each once, ascending), and only those
+ * rows of acc are valid (acc is NULL when grad was: the rows alone were asked for). */
+typedef void (*mk_pair_group_fn)(void *ctx, int64_t h, const float *acc, const int32_t *touched,
+                                 int32_t n_touched);
 
 /* Runs `fn` on every group of the pair table's gradient for grad [rows, P] and tokens
- * [rows, T]; `work` of mk_pair_adamw_work_ints(rows, T, V) int32. MK_ERR_NOMEM (no group
- * visited) if a thread's buffer cannot be allocated. */
+ * [rows, T]; `work` of mk_pair_adamw_work_ints(rows, T, V) int32. With `touched_only`, only
+ * the rows some pair names are summed (and listed to `fn`), and groups no pair names are
+ * skipped; grad may then be NULL (no sums: the rows named, for the catch-up). MK_ERR_NOMEM (no group visited) if a thread's buffer cannot be allocated. */
 mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int64_t rows,
                                   int64_t T, int64_t P, int64_t V, int32_t *work,
-                                  mk_pair_group_fn fn, void *ctx);
+                                  int touched_only, mk_pair_group_fn fn, void *ctx);
 #endif

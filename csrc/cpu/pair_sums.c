@@ -39,7 +39,9 @@ typedef struct {
     int64_t P;
 } group_writer;
 
-static void write_group(void *ctx, int64_t h, const float *acc) {
+static void write_group(void *ctx, int64_t h, const float *acc, const int32_t *touched,
+                        int32_t n_touched) {
+    (void)touched, (void)n_touched;
     const group_writer *w = ctx;
     memcpy(w->out + mk_num_pairs(h) * w->P, acc, (size_t)((h + 1) * w->P) * sizeof(float));
 }
@@ -55,7 +57,7 @@ mk_status mk_pair_sums_backward_cpu(const float *grad, const int32_t *tokens, in
     int32_t *work = malloc((size_t)mk_pair_adamw_work_ints(rows, T, V) * sizeof(int32_t));
     if (!work) return mk_fail(MK_ERR_NOMEM, "pair_sums_backward: out of memory for its scratch");
     group_writer w = {grad_pair_table, P};
-    mk_status status = mk_pair_grad_groups_cpu(grad, tokens, rows, T, P, V, work, write_group, &w);
+    mk_status status = mk_pair_grad_groups_cpu(grad, tokens, rows, T, P, V, work, 0, write_group, &w);
     free(work);
     return status;
 }

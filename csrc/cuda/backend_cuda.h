@@ -67,6 +67,22 @@ mk_status mk_pair_sums_backward_adamw_bf16_cuda(void *stream, const float *grad,
                                                 const float *stats, uint64_t seed, void *work,
                                                 size_t work_bytes);
 
+/* pair_sparse.cu: the sparse pair-table update (backend.h) */
+mk_status mk_pair_catch_up_cuda(void *stream, const int32_t *tokens, int64_t rows, int64_t T,
+                                int64_t P, int64_t V, float *p, void *m, void *v, int bf16,
+                                int32_t *stamps, const double *gaps, int64_t now, int drift,
+                                float eps, uint64_t seed);
+mk_status mk_pair_sums_backward_adamw_sparse_cuda(void *stream, const float *grad,
+                                                  const int32_t *tokens, int64_t rows, int64_t T,
+                                                  int64_t P, int64_t V, float *p, void *m,
+                                                  void *v, int bf16, int32_t *stamps,
+                                                  int64_t now, const mk_adamw_args *args,
+                                                  const float *stats, uint64_t seed, void *work,
+                                                  size_t work_bytes);
+mk_status mk_pair_gap_advance_cuda(void *stream, double *gaps, int64_t n, double decay,
+                                   double step_size, double inv_bc2_sqrt, double beta1,
+                                   double sqrt_beta2, const float *stats);
+
 /* backend_cuda.cu: the scratch a training step's ops need (the largest of the bucket
  * sorts of gather_dot_backward, power_sums_backward and the pair-table backward, which
  * run one after another on the step's stream and so share one region). */

@@ -7,6 +7,20 @@
 
 #include "bucket.cuh"
 
+/* The q-th pair (i < j) in the order j = 1.., i = 0..j-1: q = j (j - 1) / 2 + i. */
+__device__ __forceinline__ void pair_of(int64_t q, int64_t *i, int64_t *j) {
+    int64_t jj = (int64_t)((1.0 + sqrt(1.0 + 8.0 * (double)q)) / 2.0);
+    while (jj * (jj - 1) / 2 > q) jj--;
+    while ((jj + 1) * jj / 2 <= q) jj++;
+    *j = jj;
+    *i = q - jj * (jj - 1) / 2;
+}
+
+__device__ __forceinline__ int64_t pair_row(int32_t a, int32_t b) {
+    int64_t lo = a < b ? a : b, hi = a < b ? b : a;
+    return hi * (hi + 1) / 2 + lo;
+}
+
 /* Table element x = q P + c of the pair table's gradient: grad[row, c] summed over q's
  * entries in ascending row (the buckets' stable order). `pairs` is T (T - 1) / 2 (1 when
  * that is 0: no entry then). */

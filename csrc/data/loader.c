@@ -62,9 +62,10 @@ struct mk_loader {
     int64_t num_tokens, num_moves; /* what each packed batch is checked against (0: not) */
     mk_loader_config config;
     int64_t num_batches, max_count; /* max_count: the dataset's largest legal list */
+    int64_t local_positions;        /* this rank's positions per epoch (all of them unsharded) */
     int num_slots;
     slot *slots;
-    int64_t *perm; /* this epoch's order */
+    int64_t *perm; /* this epoch's order: this rank's share of it, [local_positions] first */
     int64_t epoch;
 
     pthread_mutex_t lock;
@@ -165,20 +166,38 @@ static uint64_t bounded(uint64_t *state, uint64_t n) {
     return (uint64_t)(m >> 64);
 }
 
-/* Epoch `epoch`'s order: a Fisher-Yates shuffle seeded by (seed, epoch) only. */
+/* Rank r's local position i -> its index in the global permutation (loader.h, "Shards"):
+ * full global steps give r the run [k * W * B + r * B, + B); the last, short global step
+ * (R positions) gives it run r of R split into floor/ceil shares in rank order. */
+static int64_t global_index(const mk_loader *ld, int64_t i) {
+    int64_t B = ld->config.batch_size, W = ld->config.world_size, r = ld->config.rank;
+    int64_t N = ld->data.num_positions, full = N / B / W; /* full global steps */
+    int64_t k = i / B;
+    if (k < full) return k * W * B + r * B + i % B;
+    int64_t start = full * W * B, R = N - start, q = R / W, extra = R % W;
+    return start + r * q + (r < extra ? r : extra) + (i - full * B);
+}
+
+/* Epoch `epoch`'s order: a Fisher-Yates shuffle seeded by (seed, epoch) only, the same on
+ * every rank; then this rank's share is moved to the front, in order. global_index(i) >= i
+ * and increases with i, so the forward in-place compaction never overwrites a position it
+ * still has to read. */
 static void build_permutation(mk_loader *ld, int64_t epoch) {
     int64_t N = ld->data.num_positions;
     for (int64_t i = 0; i < N; i++) ld->perm[i] = i;
-    if (!ld->config.shuffle) return;
-    uint64_t state = ld->config.seed * 0xD1B54A32D192ED03ull;
-    splitmix64(&state);
-    state ^= (uint64_t)epoch * 0x8CB92BA72F3D8DD7ull + 0x2545F4914F6CDD1Dull;
-    for (int64_t i = N - 1; i > 0; i--) {
-        int64_t j = (int64_t)bounded(&state, (uint64_t)i + 1);
-        int64_t t = ld->perm[i];
-        ld->perm[i] = ld->perm[j];
-        ld->perm[j] = t;
+    if (ld->config.shuffle) {
+        uint64_t state = ld->config.seed * 0xD1B54A32D192ED03ull;
+        splitmix64(&state);
+        state ^= (uint64_t)epoch * 0x8CB92BA72F3D8DD7ull + 0x2545F4914F6CDD1Dull;
+        for (int64_t i = N - 1; i > 0; i--) {
+            int64_t j = (int64_t)bounded(&state, (uint64_t)i + 1);
+            int64_t t = ld->perm[i];
+            ld->perm[i] = ld->perm[j];
+            ld->perm[j] = t;
+        }
     }
+    if (ld->config.world_size > 1)
+        for (int64_t i = 0; i < ld->local_positions; i++) ld->perm[i] = ld->perm[global_index(ld, i)];
 }
 
 /* ---------------------------------------------------------------- reading a live map */
@@ -260,7 +279,7 @@ static void publish(const mk_loader *ld, int64_t n, slot *s, int64_t size, int64
 static void pack(const mk_loader *ld, int64_t n, slot *s) {
     const mk_dataset_view *d = &ld->data;
     int64_t B = ld->config.batch_size, first = n * B, T2 = 2 * d->tokens_per_side;
-    int64_t size = d->num_positions - first < B ? d->num_positions - first : B;
+    int64_t size = ld->local_positions - first < B ? ld->local_positions - first : B;
     const int64_t *pos = ld->perm + first;
     const volatile int64_t *off = d->legal_offsets; /* volatile: one read per use, never re-read */
     slot_arrays *b = &s->w;
@@ -319,7 +338,7 @@ static void pack(const mk_loader *ld, int64_t n, slot *s) {
 static int64_t pack_from_source(const mk_loader *ld, int64_t n, slot *s) {
     const mk_row_source *src = ld->data.source;
     int64_t B = ld->config.batch_size, first = n * B, T2 = 2 * src->tokens_per_side;
-    int64_t want = src->num_rows - first < B ? src->num_rows - first : B;
+    int64_t want = ld->local_positions - first < B ? ld->local_positions - first : B;
     int64_t Lmax = ld->max_count, L = 0, size = 0, skipped = 0, used = 0;
     const int64_t *pos = ld->perm + first;
     slot_arrays *b = &s->w;
@@ -495,14 +514,34 @@ mk_status mk_loader_create(const mk_dataset_view *data, const mk_loader_config *
     mk_status scanned = guarded_scan(data, &max_count);
     if (scanned != MK_OK) return scanned;
 checked:;
+    /* Shards: checked before anything is allocated (world_size 0 = unsharded). */
+    int64_t N = data->num_positions, B = config->batch_size;
+    int64_t W = config->world_size ? config->world_size : 1, r = config->rank;
+    if (W < 1 || r < 0 || r >= W) {
+        if (W < 1) return mk_fail(MK_ERR_VALUE, "Loader: world_size must be >= 1, got %lld", (long long)W);
+        return mk_fail(MK_ERR_VALUE, "Loader: rank must be in [0, world_size - 1 = %lld], got %lld",
+                       (long long)(W - 1), (long long)r);
+    }
+    /* Global steps of W * B positions; written with divisions only (W * B may overflow). */
+    int64_t full = N / B / W, R = N - full * B * W; /* R: the last, short global step */
+    if (R > 0 && R < W && !config->drop_last) {
+        return mk_fail(MK_ERR_VALUE,
+                       "Loader: %lld positions in batches of batch_size = %lld on world_size = %lld "
+                       "ranks leave a last step of %lld positions, fewer than the ranks: some rank "
+                       "would have no last batch and the step counts would differ; pass "
+                       "drop_last=True or another batch_size",
+                       (long long)N, (long long)B, (long long)W, (long long)R);
+    }
     mk_loader *ld = calloc(1, sizeof *ld);
     if (!ld) return mk_fail(MK_ERR_NOMEM, "Loader: out of memory");
     ld->data = *data;
     ld->config = *config;
+    ld->config.world_size = W;
     ld->num_tokens = data->source ? data->source->num_tokens : data->num_tokens;
     ld->num_moves = data->source ? data->source->num_moves : data->num_moves;
-    int64_t N = data->num_positions, B = config->batch_size;
-    ld->num_batches = N / B + (!config->drop_last && N % B); /* N + B - 1 may overflow */
+    int64_t share = config->drop_last ? 0 : R / W + (r < R % W);
+    ld->local_positions = full * B + share;
+    ld->num_batches = full + (share > 0); /* the same on every rank: share > 0 on all when R >= W */
     ld->max_count = max_count;
     ld->num_slots = config->prefetch + 1;
     ld->held = -1;

@@ -5,7 +5,17 @@
  * - The dataset is given as raw pointers into C-contiguous arrays (memory-mapped .npy
  *   files, typically); the caller keeps them alive and unchanged while the loader exists.
  * - Batch n of an epoch always holds positions perm[n * B .. n * B + size) where perm is
- *   the epoch's permutation (seeded by (seed, epoch); the identity without shuffle).
+ *   the epoch's permutation (seeded by (seed, epoch); the identity without shuffle), or,
+ *   sharded, this rank's share of it (below).
+ * - Shards (rank r of world_size W): every rank computes the same permutation of all N
+ *   positions. Global step k covers perm[k * W * B .. (k + 1) * W * B); rank r's batch k is
+ *   the r-th run of B positions of it, so concatenating the ranks' batch k in rank order,
+ *   then the steps in order, gives perm back whatever W is. The last, short global batch
+ *   (R = N mod W * B positions) is split into W runs in rank order, the first R mod W ranks
+ *   taking ceil(R / W) positions and the others floor(R / W); drop_last drops all of it.
+ *   Every rank has the same number of batches (a DDP step count); with 0 < R < W some rank
+ *   would have an empty last batch, so create() refuses that configuration (unless
+ *   drop_last).
  *   Which producer packs a batch never changes its contents, and the consumer receives
  *   batches strictly in order: the queue is a ring of slots, batch n lives in slot
  *   n % num_slots, so the result is identical for 1 or 16 producers.
@@ -79,6 +89,7 @@ typedef struct {
     uint64_t seed;
     int drop_last;    /* 1: the last, short batch of an epoch is skipped */
     int nice;         /* producers' priority below the caller's (Linux nice increment; 0 = same) */
+    int64_t rank, world_size; /* this process's shard (see "Shards" above); world_size 0 = 1 */
 } mk_loader_config;
 
 /* One packed batch: the model's mk_batch (core/batch.h: B = its rows, S = 2, T, L = its own

@@ -326,12 +326,41 @@ int mk_shogi_decode(int format, const uint8_t *rec, mk_shogi_record *out) {
     return status;
 }
 
-int mk_shogi_row(int format, const uint8_t *rec, double eval_weight, int32_t *tokens,
+/* Square s = 9 (file - 1) + (rank - 1) with its file mirrored (file -> 10 - file). The same
+ * map in the rotated frame of White's boards (80 - s mirrors to 80 - mirror(s)). */
+static inline int mirror_square(int s) { return (8 - s / 9) * 9 + s % 9; }
+
+/* The boards of the mirrored position (cells moved, bitboards and unions rebuilt). */
+static void mirror_boards(mk_shogi_boards *B) {
+    uint8_t cell[MK_SHOGI_SQUARES];
+    memcpy(cell, B->cell, sizeof cell);
+    memset(B->piece, 0, sizeof B->piece);
+    for (int s = 0; s < MK_SHOGI_SQUARES; s++) {
+        int m = mirror_square(s);
+        B->cell[m] = cell[s];
+        if (cell[s]) B->piece[cell[s]] |= (mk_shogi_bb)1 << m;
+    }
+    mk_shogi_boards_finish(B);
+}
+
+/* cshogi's move16 (to | from << 7 | promotion << 14; a drop's from is 81 + its piece) mirrored. */
+static uint16_t mirror_move(uint16_t m) {
+    int to = m & 127, from = m >> 7 & 127;
+    if (to < MK_SHOGI_SQUARES) to = mirror_square(to);
+    if (from < MK_SHOGI_SQUARES) from = mirror_square(from);
+    return (uint16_t)((m & ~0x3fffu) | (unsigned)from << 7 | (unsigned)to);
+}
+
+int mk_shogi_row(int format, const uint8_t *rec, double eval_weight, int mirror, int32_t *tokens,
                  int32_t *labels, int32_t *target, float *value) {
     mk_shogi_record r;
     mk_shogi_boards B; /* built once, by the decoder, for validation, moves and tokens */
     int status = mk_shogi_decode_boards(format, rec, &r, &B);
     if (status != MK_SHOGI_OK) return -status;
+    if (mirror) {
+        mirror_boards(&B);
+        r.move = mirror_move(r.move);
+    }
     int n = mk_shogi_legal_labels_boards(&r.pos, &B, r.move, labels, target);
     if (*target < 0) return -MK_SHOGI_ILLEGAL_MOVE;
     mk_shogi_tokens_boards(&r.pos, &B, tokens);

@@ -80,9 +80,24 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--torch", action="store_true",
                     help="the step_torch suite instead: mk.Trainer vs manaka.torch.Network vs plain PyTorch "
                          "(python -m manaka.bench step_torch --help)")
+    ap.add_argument("--pair-update", default=None, metavar="MODES",
+                    help="compare pair-table updates, e.g. dense,sparse,lazy (manaka/bench/pair_update.py): "
+                         "timed interleaved, instead of the default suite")
+    ap.add_argument("--pair-batches", type=int, default=8,
+                    help="distinct batches the --pair-update steps cycle through (default 8)")
+    ap.add_argument("--records", default=None, metavar="FILES",
+                    help="with --pair-update: batches of real positions from shogi records "
+                         "(HCPE / PSV file, glob or folder) instead of the uniform seed batch")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                     help="cuda: the GPU suite (python -m manaka.bench step --device cuda --help)")
+    ap.add_argument("--small", action="store_true",
+                    help="with --pair-update: a small configuration, to test the benchmark itself")
+    ap.add_argument("--dry-run", action="store_true", help="with --pair-update: parse the arguments only")
     args, rest = ap.parse_known_args(argv)
+    if args.pair_update is not None:
+        if rest:
+            ap.error(f"unrecognized arguments: {' '.join(rest)}")
+        return main_pair_update(args)
     if args.torch:
         from . import step_torch
 
@@ -156,6 +171,52 @@ def main(argv: List[str]) -> int:
     print("\n".join(lines))
     if not args.no_write:
         print("wrote", write_results("step", args.tag, results, lines, args.out))
+    return 0
+
+
+def main_pair_update(args) -> int:
+    """--pair-update: the step with each pair-table update, interleaved (pair_update.py), on
+    the CPU or (--device cuda) the GPU."""
+    from . import pair_update
+
+    modes = pair_update.parse_modes(args.pair_update)
+    if args.dry_run:
+        print(f"dry run: {vars(args)}")
+        return 0
+    if args.device == "cuda":
+        from manaka import cuda
+
+        reason = cuda.why_cannot_train()
+        if reason:
+            print(f"error: --device cuda: {reason}", file=sys.stderr)
+            return 1
+    mk.set_num_threads(args.threads)
+    load = os.getloadavg()
+    if args.small:
+        from .step_cuda import SMALL
+
+        cfg = mk.ModelConfig(**SMALL)
+    else:
+        cfg = mk.ModelConfig(**SEED)
+    if args.records:
+        batches = pair_update.record_batches(args.records, args.batch, args.pair_batches)
+        source = f"records {args.records}"
+    else:
+        batches = [seed_batch(cfg, args.batch, args.max_legal, seed=i) for i in range(args.pair_batches)]
+        source = "seed batches (uniform random tokens)"
+    state = mk.Model(cfg, seed=0).state_dict()
+    lines = [f"{'small test' if args.small else 'seed'} configuration: {cfg}",
+             f"B={args.batch} device={args.device} threads={mk.get_num_threads()} batches: {source}",
+             f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", ""]
+    more, results = pair_update.compare(cfg, state, batches, modes, args.runs, args.warmup, args.device)
+    lines += more
+    results.update({"config": cfg.to_dict(), "batch": args.batch, "device": args.device,
+                    "threads": mk.get_num_threads(),
+                    "source": source, "load_average_at_start": load})
+    note_resources(lines, results, "other processes inflate every time above")
+    print("\n".join(lines))
+    if not args.no_write:
+        print("wrote", write_results("step-pair-update", args.tag, results, lines, args.out))
     return 0
 
 

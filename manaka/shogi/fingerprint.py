@@ -44,10 +44,13 @@ def identity(ds) -> dict:
     picks = _sample_indices([s // width for s in sizes])
     for i in picks:
         crc = zlib.crc32(np.ascontiguousarray(ds.record(int(i))).tobytes(), zlib.crc32(int(i).to_bytes(8, "little"), crc))
-    return {"format": ds.meta["shogi_format"], "records": len(ds),
-            "files": [[os.path.basename(f), s] for f, s in zip(ds.files, sizes)],
-            "sampled": len(picks), "sample_crc32": f"{crc:08x}",
-            "value": ds.meta["value"], "on_bad": ds.on_bad}
+    out = {"format": ds.meta["shogi_format"], "records": len(ds),
+           "files": [[os.path.basename(f), s] for f, s in zip(ds.files, sizes)],
+           "sampled": len(picks), "sample_crc32": f"{crc:08x}",
+           "value": ds.meta["value"], "on_bad": ds.on_bad}
+    if getattr(ds, "mirror", False):  # only when set: identities saved before mirror= stay valid
+        out["mirror"] = True
+    return out
 
 
 def fingerprint(ident: dict) -> str:
@@ -61,6 +64,8 @@ def differences(saved: dict, mine: dict) -> List[str]:
     for key, what in (("format", "format"), ("value", "value="), ("on_bad", "on_bad=")):
         if saved.get(key) != mine.get(key):
             out.append(f"{what} {saved.get(key)!r} then, {mine.get(key)!r} now")
+    if saved.get("mirror", False) != mine.get("mirror", False):
+        out.append(f"mirror= {saved.get('mirror', False)!r} then, {mine.get('mirror', False)!r} now")
     old, new = saved.get("files") or [], mine.get("files") or []
     if len(old) != len(new):
         out.append(f"{len(old)} file(s) then, {len(new)} now")

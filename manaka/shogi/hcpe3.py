@@ -59,6 +59,7 @@ class Hcpe3Files(RecordFiles):
     def __init__(self, paths, value: Union[str, float] = "result", on_bad: str = "raise"):
         _check_on_bad(on_bad)
         self.format, self.value, self.on_bad = HCPE, value, on_bad
+        self.mirror = False  # a mirrored row's candidates would need mirroring too: not offered
         self.eval_weight = value_weight(value)
         self.files = expand_paths(paths, "hcpe3")
         self._arrays, self._raw, self._info, self._game, self._ply = [], [], [], [], []
@@ -81,7 +82,7 @@ class Hcpe3Files(RecordFiles):
             raise ValueError(f"shogi: no usable hcpe3 record in {self.files!r}")
         keep = [i for i, a in enumerate(self._arrays) if len(a)]
         self._row_source = _core.ShogiRecords(HCPE, [self._arrays[i] for i in keep], [self.files[i] for i in keep],
-                                              self.eval_weight, on_bad == "skip",
+                                              self.eval_weight, on_bad == "skip", False,
                                               [(self._raw[i], self._info[i]) for i in keep])
         self.skipped = skipped
         self.meta = {"shogi_format": "hcpe3", "value": value if isinstance(value, str) else float(value),

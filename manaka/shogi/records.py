@@ -100,13 +100,21 @@ class RecordFiles:
     ValueError naming the file and the record when a batch reaches it, or with
     ``on_bad="skip"`` is left out of its batch and counted in ``loader.stats["skipped"]``.
     ``to_dataset()`` decodes everything into an in-memory :class:`manaka.Dataset`.
+
+    ``mirror=True`` adds the left-right mirror of every record (files 1..9 read as 9..1, on
+    the board and in the recorded move: a symmetry of shogi's rules, so the mirrored
+    position is as legal, its move as good, its evaluation and result the same): rows
+    ``[0, n)`` are the records, rows ``[n, 2n)`` their mirrors, made by the producers.
     """
 
     num_tokens, num_moves, tokens_per_side = NUM_TOKENS, NUM_LABELS, TOKENS_PER_SIDE
 
-    def __init__(self, paths, fmt: int, value: Union[str, float] = "result", on_bad: str = "raise"):
+    def __init__(self, paths, fmt: int, value: Union[str, float] = "result", on_bad: str = "raise",
+                 mirror: bool = False):
         _check_on_bad(on_bad)
-        self.format, self.value, self.on_bad = fmt, value, on_bad
+        if not isinstance(mirror, bool):
+            raise TypeError(f"shogi: mirror must be True or False, got {mirror!r}")
+        self.format, self.value, self.on_bad, self.mirror = fmt, value, on_bad, mirror
         self.eval_weight = value_weight(value)
         self.files = expand_paths(paths, fmt)
         self._arrays, self.cut_short = [], 0
@@ -119,13 +127,17 @@ class RecordFiles:
             raise ValueError(f"shogi: no record in {self.files!r}")
         keep = [(a, f) for a, f in zip(self._arrays, self.files) if len(a)]
         self._row_source = _core.ShogiRecords(fmt, [a for a, _ in keep], [f for _, f in keep],
-                                              self.eval_weight, on_bad == "skip")
+                                              self.eval_weight, on_bad == "skip", mirror)
         self.meta = {"shogi_format": _NAMES[fmt], "value": value if isinstance(value, str) else float(value),
                      "files": len(self.files), "cut_short_files": self.cut_short,
-                     "bytes_per_position": RECORD_BYTES[fmt]}
+                     "bytes_per_position": RECORD_BYTES[fmt], "mirror": mirror}
 
     def __len__(self) -> int:
-        return int(self._starts[-1])
+        return int(self._starts[-1]) * (2 if self.mirror else 1)
+
+    def _unmirrored(self, i: int) -> Tuple[int, bool]:
+        n = int(self._starts[-1])
+        return (i - n, True) if i >= n else (i, False)
 
     @property
     def identity(self) -> dict:
@@ -146,11 +158,14 @@ class RecordFiles:
         return _fingerprint.differences(saved, self.identity)
 
     def locate(self, i: int) -> Tuple[str, int]:
-        """(file, record index in it) of dataset index i."""
+        """(file, record index in it) of dataset index i (a mirrored row: its record's)."""
+        i, _ = self._unmirrored(i)
         f = int(np.searchsorted(self._starts, i, side="right")) - 1
         return self.files[f], int(i - self._starts[f])
 
     def record(self, i: int) -> np.ndarray:
+        """The record bytes of dataset index i (a mirrored row: its record's, unmirrored)."""
+        i, _ = self._unmirrored(i)
         f = int(np.searchsorted(self._starts, i, side="right")) - 1
         return np.asarray(self._arrays[f][i - self._starts[f]])
 
@@ -162,7 +177,7 @@ class RecordFiles:
             raise IndexError(f"record {i} is out of range for {n} records")
         i = int(i) % n
         tokens, offsets, labels, target, value, status = _core.shogi_rows(self.format, self.record(i)[None],
-                                                                           self.eval_weight)
+                                                                           self.eval_weight, self._unmirrored(i)[1])
         if status[0]:
             path, k = self.locate(i)
             raise ValueError(f"shogi: {path}: record {k}: {_core.shogi_reason(int(status[0]))}")
@@ -171,8 +186,10 @@ class RecordFiles:
     def to_dataset(self) -> Dataset:
         """Every record decoded now into an in-memory Dataset (bad records: per on_bad)."""
         parts, skipped = [], self.cut_short
-        for path, records in zip(self.files, self._arrays):
-            tokens, offsets, labels, target, val, status = _core.shogi_rows(self.format, records, self.eval_weight)
+        for mirrored, path, records in [(m, p, r) for m in ([False, True] if self.mirror else [False])
+                                        for p, r in zip(self.files, self._arrays)]:
+            tokens, offsets, labels, target, val, status = _core.shogi_rows(self.format, records, self.eval_weight,
+                                                                            mirrored)
             bad = np.nonzero(status)[0]
             if len(bad) and self.on_bad == "raise":
                 i = int(bad[0])
@@ -194,20 +211,23 @@ class RecordFiles:
                                    num_moves=NUM_LABELS, meta={**self.meta, "skipped": skipped})
 
     def __repr__(self) -> str:
-        return (f"shogi.RecordFiles({len(self):,} {_NAMES[self.format]} records in {len(self.files)} file(s), "
-                f"value={self.value!r}, on_bad={self.on_bad!r}, {RECORD_BYTES[self.format]} bytes/position)")
+        return (f"shogi.RecordFiles({int(self._starts[-1]):,} {_NAMES[self.format]} records in {len(self.files)} file(s), "
+                f"value={self.value!r}, on_bad={self.on_bad!r}, {RECORD_BYTES[self.format]} bytes/position"
+                f"{', and their left-right mirrors' if self.mirror else ''})")
 
 
-def open_records(paths, fmt: int, value: Union[str, float] = "result", on_bad: str = "raise") -> RecordFiles:
-    """Every record of `paths` (a list, a glob or a folder) as one dataset: see RecordFiles."""
-    return RecordFiles(paths, fmt, value, on_bad)
+def open_records(paths, fmt: int, value: Union[str, float] = "result", on_bad: str = "raise",
+                 mirror: bool = False) -> RecordFiles:
+    """Every record of `paths` (a list, a glob or a folder) as one dataset (with
+    mirror=True, followed by their left-right mirrors): see RecordFiles."""
+    return RecordFiles(paths, fmt, value, on_bad, mirror)
 
 
-def open_hcpe(paths, value: Union[str, float] = "result", on_bad: str = "raise") -> RecordFiles:
+def open_hcpe(paths, value: Union[str, float] = "result", on_bad: str = "raise", mirror: bool = False) -> RecordFiles:
     """dlshogi HCPE files (38-byte records) as one Dataset: see :func:`open_records`."""
-    return open_records(paths, HCPE, value, on_bad)
+    return open_records(paths, HCPE, value, on_bad, mirror)
 
 
-def open_psv(paths, value: Union[str, float] = "result", on_bad: str = "raise") -> RecordFiles:
+def open_psv(paths, value: Union[str, float] = "result", on_bad: str = "raise", mirror: bool = False) -> RecordFiles:
     """YaneuraOu PackedSfenValue files (40-byte records) as one Dataset."""
-    return open_records(paths, PSV, value, on_bad)
+    return open_records(paths, PSV, value, on_bad, mirror)

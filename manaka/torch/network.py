@@ -14,6 +14,7 @@ from .. import _core
 from ..batch import Batch
 from ..model import Model, ModelConfig
 from . import ops, targets
+from .sparse_pairs import pair_sums_sparse_grad
 
 __all__ = ["Network", "batch_tensors", "check_batch", "param_groups"]
 
@@ -36,13 +37,20 @@ class Network(nn.Module):
     Args:
         config: the shapes (:class:`manaka.ModelConfig`).
         seed: parameters are initialised as ``mk.Model(config, seed=seed)``'s.
+        sparse_pair_grad: the pair table's gradient is a coalesced ``torch.sparse_coo_tensor``
+            of the rows the batch touches (sorted, bitwise the dense gradient's rows), as
+            ``nn.Embedding(sparse=True)``'s: train it with ``torch.optim.SparseAdam`` and the
+            other parameters with AdamW (docs/torch.md, "A sparse pair-table gradient").
 
     Overriding :meth:`features`, :meth:`body` or :meth:`heads` in a subclass is the
     intended way to change the architecture (see examples/torch_interop.ipynb).
     """
 
-    def __init__(self, config: ModelConfig, seed: int = 0):
+    def __init__(self, config: ModelConfig, seed: int = 0, sparse_pair_grad: bool = False):
         super().__init__()
+        if not isinstance(sparse_pair_grad, bool):
+            raise TypeError(f"Network: sparse_pair_grad must be a bool, got {type(sparse_pair_grad).__name__}")
+        self.sparse_pair_grad = sparse_pair_grad
         if not isinstance(config, ModelConfig):
             raise TypeError(f"Network: config must be a manaka.ModelConfig, got {type(config).__name__}")
         self.config = config
@@ -63,7 +71,8 @@ class Network(nn.Module):
         B = tokens.shape[0]
         c = self.config
         powers = ops.power_sums(self.embedding, tokens, c.orders)  # [B, 2, K, D]
-        pairs = ops.pair_sums(self.pair_table, tokens)              # [B, 2, P]
+        pair_sums = pair_sums_sparse_grad if self.sparse_pair_grad else ops.pair_sums
+        pairs = pair_sums(self.pair_table, tokens)                  # [B, 2, P]
         return torch.cat([powers.reshape(B, SIDES, c.orders * c.embed_dim), pairs], 2).reshape(B, -1)
 
     def body(self, x: Tensor) -> Tensor:
@@ -111,12 +120,13 @@ class Network(nn.Module):
 
     # ------------------------------------------------------------ manaka models
     @classmethod
-    def from_model(cls, model: Model, device=None) -> "Network":
+    def from_model(cls, model: Model, device=None, **kwargs) -> "Network":
         """A Network with `model`'s config and a copy of its parameters (on `device`,
-        default the CPU). Works for models on any manaka device."""
+        default the CPU; `kwargs` go to the constructor, e.g. ``sparse_pair_grad=True``).
+        Works for models on any manaka device."""
         if not isinstance(model, Model):
             raise TypeError(f"Network.from_model: model must be a manaka.Model, got {type(model).__name__}")
-        net = cls(model.config, seed=model.seed)  # a subclass keeps its own added modules
+        net = cls(model.config, seed=model.seed, **kwargs)  # a subclass keeps its own added modules
         net._load_model_state(model.state_dict())
         return net if device is None else net.to(device)
 

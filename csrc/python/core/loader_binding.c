@@ -112,27 +112,32 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"tokens", "legal_offsets", "legal_moves", "target", "value",
                              "policy_target", "batch_size", "producers", "prefetch",
                              "shuffle", "seed", "drop_last", "nice", "num_tokens", "num_moves",
-                             NULL};
+                             "rank", "world_size", NULL};
     PyObject *obj[6];
-    long long batch_size, seed, num_tokens = 0, num_moves = 0;
+    long long batch_size, seed, num_tokens = 0, num_moves = 0, rank = 0, world_size = 1;
     int producers, prefetch, shuffle, drop_last, nice = 0;
     if (self->loader) {
         PyErr_SetString(PyExc_RuntimeError, "Loader: already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOLiipLp|iLL", kwlist, &obj[0], &obj[1],
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOLiipLp|iLLLL", kwlist, &obj[0], &obj[1],
                                      &obj[2], &obj[3], &obj[4], &obj[5], &batch_size,
                                      &producers, &prefetch, &shuffle, &seed, &drop_last, &nice,
-                                     &num_tokens, &num_moves))
+                                     &num_tokens, &num_moves, &rank, &world_size))
         return -1;
     if (seed < 0) {
         PyErr_Format(PyExc_ValueError, "%s: seed must be >= 0, got %lld", OP, seed);
+        return -1;
+    }
+    if (world_size < 1) { /* before C, where 0 means unsharded */
+        PyErr_Format(PyExc_ValueError, "%s: world_size must be >= 1, got %lld", OP, world_size);
         return -1;
     }
     mk_loader_config config = {
         .batch_size = batch_size, .producers = producers, .prefetch = prefetch,
         .shuffle = shuffle, .seed = (uint64_t)seed, .drop_last = drop_last,
         .nice = nice < 0 ? 0 : nice > 19 ? 19 : nice,
+        .rank = rank, .world_size = world_size,
     };
     const mk_row_source *source = mk_shogi_row_source(obj[0]);
     if (source) { /* rows made by the producers: no arrays */

@@ -163,7 +163,7 @@ static int reserve_labels(int16_t **labels, size_t *cap, size_t need) {
     return 0;
 }
 
-/* shogi_rows(format, records, eval_weight) -> (tokens int16 [N, 2, 40], offsets int64
+/* shogi_rows(format, records, eval_weight[, mirror]) -> (tokens int16 [N, 2, 40], offsets int64
  * [N + 1], labels int16 [offsets[N]], target int32 [N], value float32 [N], status int32
  * [N]): every record as a training row (sorted legal labels, the played move's index); a
  * bad record has status = its fault's code (records.h) and no labels. */
@@ -171,7 +171,8 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
     int format;
     PyObject *obj;
     double eval_weight;
-    if (!PyArg_ParseTuple(args, "iOd", &format, &obj, &eval_weight) || format_arg(format) < 0)
+    int mirror = 0;
+    if (!PyArg_ParseTuple(args, "iOd|p", &format, &obj, &eval_weight, &mirror) || format_arg(format) < 0)
         return NULL;
     if (!(eval_weight >= 0.0 && eval_weight <= 1.0)) {
         PyErr_Format(PyExc_ValueError, "shogi: eval_weight must be in [0, 1], got %g", eval_weight);
@@ -204,7 +205,7 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
     for (npy_intp i = 0; i < N; i++) {
         int32_t t32[2 * MK_SHOGI_TOKENS], lab[MK_SHOGI_MAX_MOVES], target = -1;
         float value = 0;
-        int n = mk_shogi_row(format, r + i * width, eval_weight, t32, lab, &target, &value);
+        int n = mk_shogi_row(format, r + i * width, eval_weight, mirror, t32, lab, &target, &value);
         st[i] = n < 0 ? -n : 0;
         if (n < 0) {
             n = 0;
@@ -391,7 +392,7 @@ static PyMethodDef shogi_methods[] = {
     {"shogi_decode", py_decode, METH_VARARGS,
      "shogi_decode(format, records) -> (board, hand, side, move, eval, result, status)"},
     {"shogi_rows", py_rows, METH_VARARGS,
-     "shogi_rows(format, records, eval_weight) -> (tokens, offsets, labels, target, value, status)"},
+     "shogi_rows(format, records, eval_weight, mirror=False) -> (tokens, offsets, labels, target, value, status)"},
     {"shogi_reason", py_reason, METH_VARARGS, "shogi_reason(code) -> str"},
     {"shogi_map_records", py_map_records, METH_VARARGS,
      "shogi_map_records(path, record_bytes) -> (records uint8 [n, record_bytes] read-only, size): "
@@ -417,7 +418,7 @@ static PyMethodDef shogi_methods[] = {
 typedef struct {
     PyObject_HEAD
     mk_row_source source;
-    int format, skip;
+    int format, skip, mirror;
     double eval_weight;
     int nfiles;
     const uint8_t **data;
@@ -448,6 +449,7 @@ static int record_width(const RecordsObject *r) {
 /* Asks for row `index`'s record (38 or 40 bytes: at most two cache lines) ahead of its fill. */
 static void records_prefetch(const void *ctx, int64_t index) {
     const RecordsObject *r = ctx;
+    if (index >= r->start[r->nfiles]) index -= r->start[r->nfiles]; /* a mirrored row */
     int f = records_file(r, index);
     const uint8_t *rec = r->data[f] + (index - r->start[f]) * record_width(r);
     __builtin_prefetch(rec);
@@ -457,11 +459,13 @@ static void records_prefetch(const void *ctx, int64_t index) {
 static int records_fill(const void *ctx, int64_t index, int32_t *tokens, int32_t *legal,
                         int32_t *target, float *value, float *policy, char *error) {
     const RecordsObject *r = ctx;
+    int mirror = index >= r->start[r->nfiles]; /* rows [N, 2N) mirror records [0, N) */
+    if (mirror) index -= r->start[r->nfiles];
     int lo = records_file(r, index);
     int64_t i = index - r->start[lo];
     const uint8_t *rec = r->data[lo] + i * record_width(r);
-    int n = mk_shogi_row(r->format, rec, r->eval_weight, tokens, legal, target, value);
-    if (n > 0 && r->raw && policy) { /* bit 0 of the Huffman code: the side to move */
+    int n = mk_shogi_row(r->format, rec, r->eval_weight, mirror, tokens, legal, target, value);
+    if (n > 0 && r->raw && policy) { /* bit 0 of the Huffman code: the side to move (never mirrored) */
         int64_t at = r->info[lo][i];
         int code = at >= 0 && at < r->raw_size[lo]
                        ? mk_hcpe3_policy(r->raw[lo] + at, r->raw_size[lo] - at, rec[0] & 1, legal, n, policy)
@@ -470,8 +474,9 @@ static int records_fill(const void *ctx, int64_t index, int32_t *tokens, int32_t
     }
     if (n > 0) return n;
     if (r->skip) return 0;
-    snprintf(error, MK_ROW_ERROR_BYTES, "shogi: %s: record %lld: %s (on_bad='skip' leaves such records out)",
-             r->names[lo], (long long)i, r->raw ? mk_hcpe3_reason(-n) : mk_shogi_record_reason(-n));
+    snprintf(error, MK_ROW_ERROR_BYTES, "shogi: %s: record %lld%s: %s (on_bad='skip' leaves such records out)",
+             r->names[lo], (long long)i, mirror ? " (mirrored)" : "",
+             r->raw ? mk_hcpe3_reason(-n) : mk_shogi_record_reason(-n));
     return -1;
 }
 
@@ -490,14 +495,14 @@ static void Records_dealloc(RecordsObject *self) {
 
 static int Records_init(RecordsObject *self, PyObject *args, PyObject *kwds) {
     PyObject *files, *names, *soft = Py_None;
-    int format, skip;
+    int format, skip, mirror = 0;
     double eval_weight;
     if (self->files) {
         PyErr_SetString(PyExc_RuntimeError, "ShogiRecords: already initialised");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "iO!O!dp|O", &format, &PyList_Type, &files, &PyList_Type, &names,
-                          &eval_weight, &skip, &soft) ||
+    if (!PyArg_ParseTuple(args, "iO!O!dp|pO", &format, &PyList_Type, &files, &PyList_Type, &names,
+                          &eval_weight, &skip, &mirror, &soft) ||
         format_arg(format) < 0)
         return -1;
     Py_ssize_t n = PyList_GET_SIZE(files);
@@ -541,6 +546,10 @@ static int Records_init(RecordsObject *self, PyObject *args, PyObject *kwds) {
             PyErr_SetString(PyExc_ValueError, "ShogiRecords: soft must be a list of (raw, info) per HCPE file");
             return -1;
         }
+        if (mirror) { /* the candidates' labels are the unmirrored position's */
+            PyErr_SetString(PyExc_ValueError, "ShogiRecords: mirror is not supported with soft targets (hcpe3)");
+            return -1;
+        }
         self->raw = calloc((size_t)n, sizeof *self->raw);
         self->info = calloc((size_t)n, sizeof *self->info);
         self->raw_size = calloc((size_t)n, sizeof *self->raw_size);
@@ -573,8 +582,8 @@ static int Records_init(RecordsObject *self, PyObject *args, PyObject *kwds) {
         self->soft = soft;
         self->source.soft = 1;
     }
-    self->format = format, self->skip = skip, self->eval_weight = eval_weight;
-    self->source.num_rows = self->start[n];
+    self->format = format, self->skip = skip, self->eval_weight = eval_weight, self->mirror = mirror;
+    self->source.num_rows = self->start[n] * (mirror ? 2 : 1);
     self->source.tokens_per_side = MK_SHOGI_TOKENS;
     self->source.max_legal = MK_SHOGI_MAX_MOVES;
     /* the encoder's ids: a batch the producers pack from records is checked against them */

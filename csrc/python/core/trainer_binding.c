@@ -49,15 +49,19 @@ static int steps_arg(PyObject *value, const char *op, const char *name, int64_t 
 /* Takes the keyword pair_state_dtype (default "float32") out of the keywords of __init__
  * or load (`op`), so the rest parse as configure's: *kwargs becomes a new reference (or
  * NULL). */
-static int pop_pair_state(PyObject **kwargs, const char *op, int *pair_state) {
-    *pair_state = MK_PAIR_STATE_F32;
+static int pop_enum(PyObject **kwargs, const char *op, const char *key,
+                    mk_status (*code_of)(const char *, const char *, int *), int *code) {
     if (!*kwargs) return 0;
     PyObject *rest = PyDict_Copy(*kwargs), *value;
     if (!rest) return -1;
     *kwargs = rest;
-    if (!(value = PyDict_GetItemString(rest, "pair_state_dtype"))) return 0; /* borrowed */
-    if (enum_arg(value, mk_trainer_pair_state_code, op, pair_state) < 0) return -1;
-    return PyDict_DelItemString(rest, "pair_state_dtype");
+    if (!(value = PyDict_GetItemString(rest, key))) return 0; /* borrowed */
+    if (enum_arg(value, code_of, op, code) < 0) return -1;
+    return PyDict_DelItemString(rest, key);
+}
+static int pop_pair_state(PyObject **kwargs, const char *op, int *pair_state) {
+    *pair_state = MK_PAIR_STATE_F32;
+    return pop_enum(kwargs, op, "pair_state_dtype", mk_trainer_pair_state_code, pair_state);
 }
 
 /* Parses the hyperparameters shared by __init__, configure and load into `cfg`, and
@@ -87,10 +91,17 @@ static int trainer_init(trainer_object *self, PyObject *args, PyObject *kwargs) 
         PyErr_SetString(PyExc_RuntimeError, "_core.Trainer: already initialised");
         return -1;
     }
-    PyObject *rest = kwargs;
-    int parsed = pop_pair_state(&rest, "Trainer", &pair_state) < 0
+    int pair_update = MK_PAIR_UPDATE_DENSE;
+    PyObject *rest = kwargs, *rest2 = NULL;
+    int parsed = pop_pair_state(&rest, "Trainer", &pair_state) < 0 ? -1 : 0;
+    if (parsed == 0) {
+        rest2 = rest;
+        parsed = pop_enum(&rest2, "Trainer", "pair_update", mk_trainer_pair_update_code,
+                          &pair_update) < 0
                      ? -1
-                     : parse_config(args, rest, &cfg, &model);
+                     : parse_config(args, rest2, &cfg, &model);
+    }
+    if (rest2 && rest2 != rest) Py_XDECREF(rest2);
     if (rest != kwargs) Py_XDECREF(rest);
     if (parsed < 0) return -1;
     if (!PyObject_TypeCheck(model, &mk_model_type) || !((mk_model_object *)model)->model) {
@@ -101,7 +112,8 @@ static int trainer_init(trainer_object *self, PyObject *args, PyObject *kwargs) 
     mk_trainer *trainer = NULL;
     mk_status status;
     Py_BEGIN_ALLOW_THREADS;
-    status = mk_trainer_create(((mk_model_object *)model)->model, &cfg, pair_state, &trainer);
+    status = mk_trainer_create(((mk_model_object *)model)->model, &cfg, pair_state, pair_update,
+                               &trainer);
     Py_END_ALLOW_THREADS;
     if (status != MK_OK) return mk_raise_status(status), -1;
     Py_INCREF(model);
@@ -118,6 +130,18 @@ static int trainer_init(trainer_object *self, PyObject *args, PyObject *kwargs) 
     }
 
 static void trainer_dealloc(trainer_object *self) {
+    /* A sparse trainer leaves rows behind their gaps: catch them up while the model is here
+     * (unless another thread holds the model: its step runs on, and the rows stay behind). */
+    if (self->trainer && mk_trainer_pair_update(self->trainer) != MK_PAIR_UPDATE_DENSE) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        if (mk_model_acquire(self->model, "Trainer") == 0) {
+            mk_trainer_flush(self->trainer);
+            mk_model_release(self->model);
+        }
+        PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+    }
     mk_trainer_destroy(self->trainer);
     Py_XDECREF(self->model);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -415,7 +439,23 @@ static int trainer_set_steps(trainer_object *self, PyObject *value, void *closur
     return st == MK_OK ? 0 : (mk_raise_status(st), -1);
 }
 
+/* flush(): every pair-table row caught up to the current step (pair_update "sparse" /
+ * "lazy"; a no-op for "dense"). */
+static PyObject *trainer_flush(trainer_object *self, PyObject *unused) {
+    REQUIRE_TRAINER(self, NULL);
+    if (mk_model_acquire(self->model, "Trainer.flush") < 0) return NULL;
+    mk_status st;
+    Py_BEGIN_ALLOW_THREADS;
+    st = mk_trainer_flush(self->trainer);
+    Py_END_ALLOW_THREADS;
+    mk_model_release(self->model);
+    if (st != MK_OK) return mk_raise_status(st);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef trainer_methods[] = {
+    {"flush", (PyCFunction)trainer_flush, METH_NOARGS,
+     "catches every pair-table row up to the current step (sparse / lazy updates)"},
     {"step", (PyCFunction)trainer_step, METH_VARARGS,
      "step(tokens, legal, counts, target, value, policy_target, loaded=None)."},
     {"step_device", (PyCFunction)trainer_step_device, METH_O,
@@ -457,7 +497,14 @@ static PyObject *trainer_get_pair_state(trainer_object *self, void *closure) {
     return PyUnicode_FromString(mk_trainer_pair_state_name(mk_trainer_pair_state(self->trainer)));
 }
 
+static PyObject *trainer_get_pair_update(trainer_object *self, void *closure) {
+    REQUIRE_TRAINER(self, NULL);
+    return PyUnicode_FromString(mk_trainer_pair_update_name(mk_trainer_pair_update(self->trainer)));
+}
+
 static PyGetSetDef trainer_getset[] = {
+    {"pair_update", (getter)trainer_get_pair_update, NULL,
+     "'dense', 'sparse' or 'lazy': which pair-table rows a step updates", NULL},
     {"step_count", (getter)trainer_get_steps, (setter)trainer_set_steps, NULL, NULL},
     {"fused", (getter)trainer_get_fused, (setter)trainer_set_fused,
      "pair-table gradient fused with its AdamW update (default True)", NULL},

@@ -64,6 +64,11 @@ inline float atomicAdd(float *p, float v) {
     *p = old + v;
     return old;
 }
+inline int atomicCAS(int *p, int compare, int value) {
+    int old = *p;
+    if (old == compare) *p = value;
+    return old;
+}
 inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v) {
     unsigned long long old = *p;
     if (v < old) *p = v;

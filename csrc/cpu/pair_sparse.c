@@ -1,0 +1,182 @@
+/* The sparse pair-table update on the CPU (pair_update "sparse" / "lazy"; backend.h's
+ * pair_catch_up, pair_sums_backward_adamw_sparse, pair_gap_advance; the math is in
+ * core/pair_gap.h, shared with CUDA).
+ *
+ * A batch names ~4-10 % of the pair table's rows on real data; the dense update streams all
+ * 44 M parameters and both moments (~1 GB) every step. Here a step reads and writes only
+ * the named rows: once to catch them up over their gap (before the forward pass reads
+ * them), once to apply the step's AdamW.
+ *
+ * Both passes visit the named rows group by group (pair_groups.c: rows sharing their larger
+ * token are contiguous), ascending within a group and with the next rows prefetched: the
+ * rows are scattered, so each pass is bound by memory latency, not bandwidth.
+ *
+ * Determinism: every row has one owner (its group's thread) and its result is a pure
+ * function of its values, its gap entry and (for the update) its gradient sum, which is
+ * bitwise the dense path's. */
+#include <stdlib.h>
+
+#include "core/manaka.h"
+
+#include "adamw_run.h"
+#include "backend_cpu.h"
+#include "pair_groups.h"
+#include "threads.h"
+
+/* ------------------------------------------------------------ catching rows up */
+
+typedef struct {
+    int64_t P;
+    float *p;
+    void *m, *v;
+    int bf16, drift;
+    float eps;
+    uint64_t seed;
+    const double *gaps;
+    int32_t *stamps;
+    int32_t now;
+} catch_up;
+
+/* Row q (stamp s) over its gap. */
+static void catch_up_row(const catch_up *c, int64_t q, int32_t s) {
+    const mk_gap_row r = mk_gap_row_of(c->gaps + (int64_t)s * MK_GAP_FIELDS, c->drift);
+    const int64_t o = q * c->P;
+    float *p = c->p + o;
+    if (!c->bf16) {
+        float *restrict m = (float *)c->m + o, *restrict v = (float *)c->v + o;
+        float *restrict pp = p;
+#pragma omp simd
+        for (int64_t i = 0; i < c->P; i++) mk_gap_apply(&r, c->eps, pp + i, m + i, v + i);
+        return;
+    }
+    uint16_t *m = (uint16_t *)c->m + o, *v = (uint16_t *)c->v + o;
+    for (int64_t i = 0; i < c->P; i++) {
+        float mi = mk_bf16_to_float(m[i]), vi = mk_bf16_to_float(v[i]);
+        mk_gap_apply(&r, c->eps, p + i, &mi, &vi);
+        uint32_t noise = mk_rounding_noise(c->seed, (uint64_t)(o + i));
+        m[i] = mk_float_to_bf16_stochastic(mi, noise);
+        v[i] = mk_float_to_bf16_stochastic(vi, noise >> 16);
+    }
+}
+
+#define ROW_CHUNK ((int64_t)1 << 14)
+
+/* How far ahead the row loops prefetch: rows are 64 bytes apart at best, scattered at
+ * worst, so the next few rows' lines are asked for while this one is computed. */
+#define AHEAD 4
+static inline void prefetch_row(const catch_up *c, int64_t q) {
+    int64_t o = q * c->P;
+    size_t w = c->bf16 ? 2 : 4;
+    __builtin_prefetch(c->p + o, 1);
+    __builtin_prefetch((char *)c->m + o * w, 1);
+    __builtin_prefetch((char *)c->v + o * w, 1);
+}
+
+static void catch_up_group(void *ctx, int64_t h, const float *acc, const int32_t *touched,
+                           int32_t n_touched) {
+    (void)acc;
+    const catch_up *c = ctx;
+    const int64_t first = mk_num_pairs(h);
+    for (int32_t x = 0; x < n_touched; x++) {
+        const int64_t q = first + touched[x];
+        if (x + AHEAD < n_touched) prefetch_row(c, first + touched[x + AHEAD]);
+        if (c->stamps[q] != c->now) {
+            catch_up_row(c, q, c->stamps[q]);
+            c->stamps[q] = c->now;
+        }
+    }
+}
+
+mk_status mk_pair_catch_up_cpu(void *stream, const int32_t *tokens, int64_t rows, int64_t T,
+                               int64_t P, int64_t V, float *p, void *m, void *v, int bf16,
+                               int32_t *stamps, const double *gaps, int64_t now, int drift,
+                               float eps, uint64_t seed) {
+    (void)stream;
+    const int32_t stamp = (int32_t)now;
+    const catch_up c = {P, p, m, v, bf16, drift, eps, seed, gaps, stamps, stamp};
+    if (!tokens) { /* every row: a flush */
+        const int64_t n = mk_num_pairs(V), chunks = (n + ROW_CHUNK - 1) / ROW_CHUNK;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(mk_get_num_threads()) \
+    if (n >= MK_PARALLEL_MIN)
+        for (int64_t k = 0; k < chunks; k++)
+            for (int64_t q = k * ROW_CHUNK; q < n && q < (k + 1) * ROW_CHUNK; q++)
+                if (stamps[q] != stamp) {
+                    catch_up_row(&c, q, stamps[q]);
+                    stamps[q] = stamp;
+                }
+        return MK_OK;
+    }
+    /* The rows the batch names, group by group in table order (pair_groups.c): each row has
+     * one owner and the rows are visited ascending, not in the batch's random order. */
+    MK_TRY(mk_pair_groups_check("pair_catch_up", rows, T));
+    int32_t *work = malloc((size_t)mk_pair_adamw_work_ints(rows, T, V) * sizeof(int32_t));
+    if (!work) return mk_fail(MK_ERR_NOMEM, "pair_catch_up: out of memory for its scratch");
+    mk_status st = mk_pair_grad_groups_cpu(NULL, tokens, rows, T, P, V, work, 1, catch_up_group,
+                                           (void *)&c);
+    free(work);
+    return st;
+}
+
+/* ------------------------------------------------------------ the touched rows' AdamW */
+
+typedef struct {
+    mk_adamw_consts k;
+    int64_t P;
+    float *p;
+    void *m, *v;
+    int bf16;
+    int32_t *stamps;
+    int32_t now;
+    uint64_t seed;
+} sparse_update;
+
+static void update_touched(void *ctx, int64_t h, const float *acc, const int32_t *touched,
+                           int32_t n_touched) {
+    const sparse_update *u = ctx;
+    const int64_t first = mk_num_pairs(h);
+    const size_t w = u->bf16 ? 2 : 4;
+    for (int32_t x = 0; x < n_touched; x++) {
+        const int64_t q = first + touched[x], o = q * u->P;
+        const float *g = acc + (int64_t)touched[x] * u->P;
+        if (x + AHEAD < n_touched) {
+            const int64_t oa = (first + touched[x + AHEAD]) * u->P;
+            __builtin_prefetch(u->p + oa, 1);
+            __builtin_prefetch((char *)u->m + oa * w, 1);
+            __builtin_prefetch((char *)u->v + oa * w, 1);
+        }
+        if (u->bf16)
+            adamw_run_bf16(&u->k, u->p + o, g, (uint16_t *)u->m + o, (uint16_t *)u->v + o, u->P,
+                           u->seed, o);
+        else
+            adamw_run(&u->k, u->p + o, g, (float *)u->m + o, (float *)u->v + o, u->P);
+        u->stamps[q] = u->now;
+    }
+}
+
+mk_status mk_pair_sums_backward_adamw_sparse_cpu(void *stream, const float *grad,
+                                                 const int32_t *tokens, int64_t rows, int64_t T,
+                                                 int64_t P, int64_t V, float *p, void *m,
+                                                 void *v, int bf16, int32_t *stamps,
+                                                 int64_t now, const mk_adamw_args *args,
+                                                 const float *stats, uint64_t seed, void *work,
+                                                 size_t work_bytes) {
+    (void)stream;
+    mk_status st = mk_pair_check_work_cpu("pair_sums_backward_adamw_sparse", rows, T, V, work,
+                                          work_bytes);
+    if (st != MK_OK || (stats && stats[MK_STAT_FINITE] == 0.0f)) return st;
+    sparse_update u = {mk_adamw_prepare(args), P, p, m, v, bf16 != 0, stamps, (int32_t)now, seed};
+    return mk_pair_grad_groups_cpu(grad, tokens, rows, T, P, V, work, 1, update_touched, &u);
+}
+
+/* ------------------------------------------------------------ the gap window */
+
+mk_status mk_pair_gap_advance_cpu(void *stream, double *gaps, int64_t n, double decay,
+                                  double step_size, double inv_bc2_sqrt, double beta1,
+                                  double sqrt_beta2, const float *stats) {
+    (void)stream;
+    const mk_gap_step s = {decay, step_size, inv_bc2_sqrt, beta1, sqrt_beta2};
+    if (!(stats && stats[MK_STAT_FINITE] == 0.0f))
+        for (int64_t i = 0; i < n; i++) mk_gap_advance(gaps + i * MK_GAP_FIELDS, &s);
+    mk_gap_reset(gaps + n * MK_GAP_FIELDS);
+    return MK_OK;
+}

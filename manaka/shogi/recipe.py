@@ -1,0 +1,82 @@
+"""The default training recipe for shogi records (dlshogi HCPE, YaneuraOu PSV): the model
+shapes, optimizer settings and value target that ``python -m manaka.train`` and
+``manaka.fit`` use for record data, measured on held-out engine games
+(bench/results/strength-*.md, docs/shogi.md "The default recipe").
+"""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+# One place for the numbers; the reasons are in docs/shogi.md "The default recipe".
+RECIPE: Dict[str, Any] = {
+    # model shapes (the vocabularies come from the data)
+    "embed_dim": 32, "orders": 4, "pair_dim": 1, "hidden": (512,), "head_width": 256,
+    # optimizer
+    "batch_size": 512, "lr": 5e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "constant",
+    # value target: (1 - value) * result + value * sigmoid(eval / 756)
+    "value": "eval",
+    # train on every record and its left-right mirror (open_hcpe / open_psv(mirror=True))
+    "mirror": True,
+    # keep the parameters of the best held-out evaluation (by held-out loss)
+    "keep_best": True,
+}
+
+MODEL_KEYS = ("embed_dim", "orders", "pair_dim", "hidden", "head_width")
+
+
+def recipe(**overrides) -> Dict[str, Any]:
+    """The recipe with `overrides` (names of RECIPE; an unknown name is a KeyError naming it)."""
+    unknown = sorted(set(overrides) - set(RECIPE))
+    if unknown:
+        raise KeyError(f"shogi recipe: unknown setting(s) {unknown}; known: {sorted(RECIPE)}")
+    out = dict(RECIPE)
+    out.update(overrides)
+    out["hidden"] = tuple(out["hidden"])
+    return out
+
+
+def parse_setting(text: str):
+    """'name=value' -> (name, value) with the value typed as RECIPE's (hidden: '256,256')."""
+    name, sep, raw = text.partition("=")
+    name = name.strip().replace("-", "_")
+    if not sep or name not in RECIPE:
+        raise ValueError(f"shogi recipe: expected NAME=VALUE with NAME one of {sorted(RECIPE)}, got {text!r}")
+    old = RECIPE[name]
+    raw = raw.strip()
+    if name == "hidden":
+        return name, tuple(int(h) for h in raw.split(",") if h.strip())
+    if name == "value":  # "result", "eval" or a mixing weight
+        return name, raw if raw in ("result", "eval") else float(raw)
+    if isinstance(old, bool):
+        if raw.lower() not in ("0", "1", "true", "false"):
+            raise ValueError(f"shogi recipe: {name} must be true or false, got {raw!r}")
+        return name, raw.lower() in ("1", "true")
+    if isinstance(old, int):
+        return name, int(raw)
+    if isinstance(old, float):
+        return name, float(raw)
+    return name, raw
+
+
+def trainer_settings(r: Dict[str, Any] = None) -> Dict[str, Any]:
+    """The recipe's mk.Trainer keyword arguments (lr, weight_decay, eps, warmup_steps, schedule)."""
+    r = RECIPE if r is None else r
+    return {"lr": r["lr"], "weight_decay": r["weight_decay"], "eps": r["eps"], "warmup_steps": r["warmup"],
+            "schedule": r["schedule"]}
+
+
+def model_config(r: Dict[str, Any] = None):
+    """The recipe's mk.ModelConfig for shogi records (manaka's shogi vocabularies)."""
+    from ..model import ModelConfig
+    from .position import NUM_LABELS, NUM_TOKENS, TOKENS_PER_SIDE
+
+    r = RECIPE if r is None else r
+    return ModelConfig(num_tokens=NUM_TOKENS, num_moves=NUM_LABELS, tokens_per_side=TOKENS_PER_SIDE,
+                       **{k: r[k] for k in MODEL_KEYS})
+
+
+def is_records(data) -> bool:
+    """Shogi record files (open_hcpe / open_psv), or a Loader over them."""
+    from .records import RecordFiles
+
+    return isinstance(getattr(data, "dataset", data), RecordFiles)
