@@ -160,20 +160,24 @@ def test_training_steps_on_soft_targets(tmp_path, games):
     assert np.isfinite(first) and last < first
 
 
-def test_cli_trains_on_hcpe3(tmp_path, games, capsys):
+def test_cli_trains_on_hcpe3(tmp_path, games, capsys, monkeypatch):
     from test_train import TINY
     from manaka import train
 
-    (tmp_path / "games.hcpe3").write_bytes(games[0])
-    assert train.main(["--data", str(tmp_path / "games.hcpe3"), "--steps", "3", "--no-progress", "--batch-size",
+    monkeypatch.chdir(tmp_path)  # the trained model is saved in the working folder
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "games.hcpe3").write_bytes(games[0])
+    assert train.main(["--data", str(data / "games.hcpe3"), "--steps", "3", "--no-progress", "--batch-size",
                        "16", "--device", "cpu", *TINY]) == 0
     assert f"Hcpe3Files({len(games[1]):,} records in 1 file(s)" in capsys.readouterr().out
     # a folder of hcpe3 files is one too; mixed with HCPE files it is refused in one line
-    assert train.main(["--data", str(tmp_path), "--steps", "1", "--no-progress", "--batch-size", "16",
+    assert train.main(["--data", str(data), "--steps", "1", "--no-progress", "--batch-size", "16",
                        "--device", "cpu", *TINY]) == 0
     assert "Hcpe3Files(" in capsys.readouterr().out
-    (tmp_path / "other.hcpe").write_bytes(b"")
-    assert train.main(["--data", str(tmp_path), "--steps", "1", "--no-progress", *TINY]) == 2
+    (data / "other.hcpe").write_bytes(b"")
+    assert train.main(["--data", str(data), "--steps", "1", "--no-progress", *TINY]) == 2
     assert "holds hcpe3 (1) and other record files" in capsys.readouterr().err
 
 
