@@ -214,3 +214,23 @@ def mixed_positions(n: int, seed: int, most_moves_every: int = 1000):
         else:
             source = MIXED_CYCLE[k % len(MIXED_CYCLE)]
             yield source, next(sources[source])
+
+
+def records(boards, fmt, rng):
+    """The boards as HCPE (fmt == manaka.shogi.HCPE) or PSV records, with a random legal move
+    and result each: (records, the cshogi moves)."""
+    from manaka.shogi import HCPE  # the format codes of manaka.shogi.open_records
+    arr = np.zeros(len(boards), cshogi.HuffmanCodedPosAndEval if fmt == HCPE else cshogi.PackedSfenValue)
+    moves = []
+    for i, board in enumerate(boards):
+        legal = list(board.legal_moves)
+        moves.append(legal[int(rng.integers(len(legal)))])
+        if fmt == HCPE:
+            board.to_hcp(arr["hcp"][i])
+            arr["bestMove16"][i] = cshogi.move16(moves[-1])
+            arr["gameResult"][i] = int(rng.integers(0, 3))
+        else:
+            board.to_psfen(arr["sfen"][i])
+            arr["move"][i] = cshogi.move16_to_psv(cshogi.move16(moves[-1]))
+            arr["game_result"][i] = int(rng.integers(-1, 2))
+    return arr, moves

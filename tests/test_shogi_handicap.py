@@ -15,24 +15,7 @@ import cshogi.CSA  # noqa: E402
 from manaka import shogi
 from manaka import _core
 from manaka.shogi import convert
-
-
-def records(boards, fmt, rng):
-    """The boards as HCPE or PSV records, with a random legal move and result each."""
-    arr = np.zeros(len(boards), cshogi.HuffmanCodedPosAndEval if fmt == shogi.HCPE else cshogi.PackedSfenValue)
-    moves = []
-    for i, board in enumerate(boards):
-        legal = list(board.legal_moves)
-        moves.append(legal[int(rng.integers(len(legal)))])
-        if fmt == shogi.HCPE:
-            board.to_hcp(arr["hcp"][i])
-            arr["bestMove16"][i] = cshogi.move16(moves[-1])
-            arr["gameResult"][i] = int(rng.integers(0, 3))
-        else:
-            board.to_psfen(arr["sfen"][i])
-            arr["move"][i] = cshogi.move16_to_psv(cshogi.move16(moves[-1]))
-            arr["game_result"][i] = int(rng.integers(-1, 2))
-    return arr, moves
+from shogi_reference import records
 
 
 def result_for_side(fmt, record, turn):

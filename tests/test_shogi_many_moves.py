@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from shogi_reference import MOST_MOVES, cshogi, hand_heavy_positions, labels, random_endgames, tokens
+from shogi_reference import MOST_MOVES, cshogi, hand_heavy_positions, labels, random_endgames, records, tokens
 
 from manaka import shogi
 
@@ -48,20 +48,8 @@ def child_env():
 
 
 def write(boards, fmt, path, rng):
-    """The boards as HCPE or PSV records with a random legal move each."""
-    arr = np.zeros(len(boards), cshogi.HuffmanCodedPosAndEval if fmt == shogi.HCPE else cshogi.PackedSfenValue)
-    moves = []
-    for i, board in enumerate(boards):
-        legal = list(board.legal_moves)
-        moves.append(legal[int(rng.integers(len(legal)))])
-        if fmt == shogi.HCPE:
-            board.to_hcp(arr["hcp"][i])
-            arr["bestMove16"][i] = cshogi.move16(moves[-1])
-            arr["gameResult"][i] = int(rng.integers(0, 3))
-        else:
-            board.to_psfen(arr["sfen"][i])
-            arr["move"][i] = cshogi.move16_to_psv(cshogi.move16(moves[-1]))
-            arr["game_result"][i] = int(rng.integers(-1, 2))
+    """The boards as HCPE or PSV records with a random legal move each, written to path."""
+    arr, moves = records(boards, fmt, rng)
     arr.tofile(path)
     return moves
 
