@@ -11,7 +11,7 @@ the file in ``.path`` and says in its message which file and what is wrong with 
     └── DatasetError      a dataset folder (``Dataset.open``)
 
 Nothing else escapes these readers for a damaged file: no KeyError, TypeError,
-OverflowError, MemoryError, UnpicklingError or tokenize.TokenError (issue 11).
+OverflowError, MemoryError, UnpicklingError or tokenize.TokenError.
 """
 from __future__ import annotations
 

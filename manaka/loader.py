@@ -103,7 +103,7 @@ class Loader:
         if not isinstance(dataset, Dataset) and source is None:
             raise TypeError(f"Loader: dataset must be a manaka.Dataset or shogi records, got {type(dataset).__name__}")
         # `high`: what the C core can receive (its own checks bound batch_size further by the
-        # batch buffer's size, issue 11 item 4); beyond it the conversion's OverflowError
+        # batch buffer's size); beyond it the conversion's OverflowError
         # would not name the argument.
         for name, value, low, high in (("batch_size", batch_size, 1, 2**63 - 1), ("producers", producers, 1, 256),
                                        ("prefetch", prefetch, 1, 1024), ("seed", seed, 0, 2**63 - 1),

@@ -1,4 +1,4 @@
-/* Checked arithmetic for sizes computed from user input (issue 11 item 4): a dimension, a
+/* Checked arithmetic for sizes computed from user input: a dimension, a
  * batch size or a count multiplied into an element or byte count must fail cleanly, never
  * wrap into a small allocation that the loops then overrun. C files only (the GCC / Clang
  * builtins; nvcc's host compiler has them too, but nothing under csrc/cuda needs them). */

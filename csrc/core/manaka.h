@@ -61,7 +61,7 @@ static inline int64_t mk_num_pairs(int64_t V) { return V * (V + 1) / 2; }
 #define MK_MAX_PAIR_VOCAB ((int64_t)1 << 31)
 /* The V with V (V + 1) / 2 = num_pairs, or -1 if there is none (also when num_pairs is
  * above mk_num_pairs(MK_MAX_PAIR_VOCAB)). A bisection over [0, MK_MAX_PAIR_VOCAB]: at most
- * 32 steps whatever num_pairs is. (Issue 11 item 6: a doubling search for the bracket
+ * 32 steps whatever num_pairs is. (A doubling search for the bracket
  * overflowed V (V + 1) for num_pairs near 2^62 and never ended, with the GIL held.) */
 static inline int64_t mk_vocab_of_pairs(int64_t num_pairs) {
     if (num_pairs < 0 || num_pairs > mk_num_pairs(MK_MAX_PAIR_VOCAB)) return -1;

@@ -98,7 +98,7 @@ mk_status mk_config_check(const mk_config *c) {
                        (long long)c->tokens_per_side);
     /* Every width is a GEMM dimension or leading dimension (32-bit in OpenBLAS's and
      * cuBLAS's interfaces) and every id an int32: bound them, then the products below,
-     * before any size is computed from them (issue 11 item 4: embed_dim = 2^62 with
+     * before any size is computed from them (unbounded, embed_dim = 2^62 with
      * orders = 2 wrapped numel, and forward overran the heap). */
 #define AT_MOST_INT32(field)                                                                \
     if (c->field > INT32_MAX)                                                               \

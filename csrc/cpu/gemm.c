@@ -11,7 +11,7 @@
  * Reproducibility: the tiles are a function of (M, N, K) only, never of the thread count;
  * threads merely take tiles. OpenBLAS picks its kernel (and so the order of the K sum)
  * by CPU and by the shape of each call, so splitting C by thread count changed the bits
- * of C with the team size on some CPUs (issue 10). With fixed tiles each element of C
+ * of C with the team size on some CPUs. With fixed tiles each element of C
  * comes from the same call on the same shape whatever the team size: same bits for any
  * thread count on one machine with one OpenBLAS build. */
 #include <limits.h>

@@ -88,7 +88,7 @@ static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 /* The byte sizes of one slot's arrays for batch_size B, T tokens per side and L legal
  * slots (the policy_target array, when there is one, is as large as legal's), or
  * MK_ERR_VALUE naming batch_size when the slot would be above MK_MAX_ELEMENTS bytes
- * (checked.h): B is the caller's, so the products are checked (issue 11 item 4:
+ * (checked.h): B is the caller's, so the products are checked (unchecked,
  * batch_size = 2^62 wrapped the slot to a 1-byte allocation that pack() overran). */
 typedef struct {
     size_t tokens, legal, row, positions, total;

@@ -1,6 +1,6 @@
-"""The fused policy head against the split one, inside the whole training step (issue 5:
-"keep it if it beats the two-kernel path; record the comparison either way"). Used by
-``python -m manaka.bench step`` on the CPU and with ``--device cuda``.
+"""The fused policy head against the split one, inside the whole training step: the fused
+head is kept only while it beats the two-kernel path, so the comparison is recorded either
+way. Used by ``python -m manaka.bench step`` on the CPU and with ``--device cuda``.
 
 fused: one pass per position computes the logits over its legal moves, the masked
 log-softmax, the cross-entropy, the logit gradient and dq (backend entry policy_head);

@@ -42,14 +42,13 @@ PyArrayObject *mk_float_arg(PyObject *obj, const char *op, const char *name, int
  * kernels, and the check may run long before the kernels read them (after the GIL is
  * released, in trainer.c and model.c; or with the GIL held, just before release, in the
  * ops). Used in place, another thread could write an out-of-range id into the caller's
- * array between the check and the read (issue 11 item 1: SEGVs in pair_sums.c,
+ * array between the check and the read (that raced write once caused SEGVs in pair_sums.c,
  * gather_dot_rows.h, and an out-of-bounds write in pair_groups.c). No other code holds a
  * reference to the copy, so what is checked is exactly what is read. The copy is made
  * with memcpy under the GIL, so no Python thread can free or resize the source while it
  * is read; a concurrent writer can only make it a mix of old and new values, which the
  * range checks then judge. Cost: the batch's index arrays, a few MB per step at most
- * (tokens [B, 2, T] and legal [B, L]; see the commit of issue 11 item 1 for the step
- * benchmark). Float arrays are still used in place: a racing write changes values only,
+ * (tokens [B, 2, T] and legal [B, L]; about 0.02 % of a seed step). Float arrays are still used in place: a racing write changes values only,
  * never an address. */
 static PyArrayObject *private_int32(PyArrayObject *arr, PyObject *obj) {
     if (!PyArray_ISCARRAY_RO(arr) || !PyArray_ISNOTSWAPPED(arr)) /* converting copies anyway */

@@ -59,7 +59,7 @@ int64_t mk_shape_size(int ndim, const int64_t *shape);
 /* 0 when the shape's element count is at most MK_MAX_ELEMENTS (../checked.h), else -1 with
  * a ValueError naming `where` and `name`: a shape from the caller (DeviceArray's shape,
  * a __cuda_array_interface__ or DLPack tensor) is checked once, so mk_shape_size and
- * the byte counts made from it cannot wrap (issue 11 item 4). */
+ * the byte counts made from it cannot wrap. */
 int mk_shape_check(int ndim, const int64_t *shape, const char *where, const char *name);
 /* A new, uninitialised array on the current device (NULL with an exception). */
 mk_device_array *mk_device_array_empty(int ndim, const int64_t *shape, const mk_dtype *dtype);
