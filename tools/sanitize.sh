@@ -38,7 +38,7 @@ asan)
     # every test file of the C core: not those of CUDA, torch, notebooks, benchmarks, the
     # build and packaging, nor the loader's own sanitizer harness (it builds its own)
     mapfile -t DEFAULT_TESTS < <(cd "$ROOT" && ls tests/test_*.py \
-        | grep -Ev 'cuda|cublas|device_array|torch|notebook|bench|gpu_check|setup|wheel|loader_sanitizers')
+        | grep -Ev 'cuda|cublas|device_array|torch|notebook|bench|gpu_check|setup|wheel|clang_build|loader_sanitizers')
     ;;
 tsan)
     SAN="-fsanitize=thread"
