@@ -190,6 +190,6 @@ def test_a_converted_handicap_game_trains(tmp_path, capsys):
             replay.push(m)
     capsys.readouterr()
     assert train.main(["--data", str(out), "--steps", "3", "--no-progress", "--batch-size", "4", "--device", "cpu",
-                       *TINY]) == 0
+                       "--no-save", *TINY]) == 0
     said = capsys.readouterr().out
     assert "data: shogi.RecordFiles(10 HCPE records in 1 file(s)" in said, said

@@ -170,11 +170,11 @@ def test_cli_trains_on_hcpe3(tmp_path, games, capsys, monkeypatch):
     data.mkdir()
     (data / "games.hcpe3").write_bytes(games[0])
     assert train.main(["--data", str(data / "games.hcpe3"), "--steps", "3", "--no-progress", "--batch-size",
-                       "16", "--device", "cpu", *TINY]) == 0
+                       "16", "--device", "cpu", "--no-save", *TINY]) == 0
     assert f"Hcpe3Files({len(games[1]):,} records in 1 file(s)" in capsys.readouterr().out
     # a folder of hcpe3 files is one too; mixed with HCPE files it is refused in one line
     assert train.main(["--data", str(data), "--steps", "1", "--no-progress", "--batch-size", "16",
-                       "--device", "cpu", *TINY]) == 0
+                       "--device", "cpu", "--no-save", *TINY]) == 0
     assert "Hcpe3Files(" in capsys.readouterr().out
     (data / "other.hcpe").write_bytes(b"")
     assert train.main(["--data", str(data), "--steps", "1", "--no-progress", *TINY]) == 2
