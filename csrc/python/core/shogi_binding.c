@@ -46,6 +46,14 @@ static int position_arg(PyObject *board, PyObject *hand, int side, mk_shogi_pos 
     return 0;
 }
 
+/* Reads the call's arguments (board, hand, side) into *pos; 0, or -1 with an exception. */
+static int position_args(PyObject *args, mk_shogi_pos *pos) {
+    PyObject *board, *hand;
+    int side;
+    if (!PyArg_ParseTuple(args, "OOi", &board, &hand, &side)) return -1;
+    return position_arg(board, hand, side, pos);
+}
+
 static PyObject *new_array(int ndim, npy_intp *dims, int type) {
     return PyArray_SimpleNew(ndim, dims, type);
 }
@@ -54,11 +62,8 @@ static PyObject *new_array(int ndim, npy_intp *dims, int type) {
  * tokens int32 [2, 40]); moves in generation order, labels the moves' own. A position
  * that fails validation has status != 0 and no moves. */
 static PyObject *py_analyse(PyObject *self, PyObject *args) {
-    PyObject *board, *hand;
-    int side;
-    if (!PyArg_ParseTuple(args, "OOi", &board, &hand, &side)) return NULL;
     mk_shogi_pos pos;
-    if (position_arg(board, hand, side, &pos) < 0) return NULL;
+    if (position_args(args, &pos) < 0) return NULL;
     int status = mk_shogi_validate(&pos);
     uint16_t moves[MK_SHOGI_MAX_MOVES];
     int32_t labels[MK_SHOGI_MAX_MOVES];
@@ -331,11 +336,8 @@ static PyObject *py_reason(PyObject *self, PyObject *args) {
 /* shogi_encode_hcp(board, hand, side) -> bytes [32]: the position's HCPE Huffman code
  * (ValueError when it is not valid or not a full set of pieces). */
 static PyObject *py_encode_hcp(PyObject *self, PyObject *args) {
-    PyObject *board, *hand;
-    int side;
-    if (!PyArg_ParseTuple(args, "OOi", &board, &hand, &side)) return NULL;
     mk_shogi_pos pos;
-    if (position_arg(board, hand, side, &pos) < 0) return NULL;
+    if (position_args(args, &pos) < 0) return NULL;
     uint8_t hcp[32];
     int status = mk_shogi_encode_hcp(&pos, hcp);
     if (status != MK_SHOGI_OK) {
@@ -347,11 +349,8 @@ static PyObject *py_encode_hcp(PyObject *self, PyObject *args) {
 
 /* shogi_in_check(board, hand, side) -> bool for a valid position (ValueError if not). */
 static PyObject *py_in_check(PyObject *self, PyObject *args) {
-    PyObject *board, *hand;
-    int side;
-    if (!PyArg_ParseTuple(args, "OOi", &board, &hand, &side)) return NULL;
     mk_shogi_pos pos;
-    if (position_arg(board, hand, side, &pos) < 0) return NULL;
+    if (position_args(args, &pos) < 0) return NULL;
     int status = mk_shogi_validate(&pos);
     if (status != MK_SHOGI_OK) {
         PyErr_Format(PyExc_ValueError, "shogi: not a valid position: %s", mk_shogi_reason(status));
