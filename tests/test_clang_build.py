@@ -13,8 +13,8 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCES = ["setup.py", "pyproject.toml", "README.md", "csrc", "manaka"]
-IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "*.o", "build", "*.egg-info")
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from wheel_check import copy_sources  # noqa: E402  (the sources as a clean clone holds them)
 
 
 def libomp():
@@ -41,13 +41,7 @@ def clang_build(tmp_path_factory):
     os.symlink(found[0], prefix / "include" / "omp.h")
     os.symlink(found[1], prefix / "lib" / "libomp.so")
     src = tmp / "src"
-    for name in SOURCES:
-        path = os.path.join(ROOT, name)
-        if os.path.isdir(path):
-            shutil.copytree(path, src / name, ignore=IGNORE)
-        else:
-            os.makedirs(src, exist_ok=True)
-            shutil.copy(path, src / name)
+    copy_sources(src)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CFLAGS", "LDFLAGS")}
     env.update(CC=clang, LDSHARED=f"{clang} -shared", MANAKA_LIBOMP=str(prefix), MANAKA_CUDA="0",
                MANAKA_PORTABLE="1")

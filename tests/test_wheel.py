@@ -8,7 +8,6 @@ or file left out of the wheel, an import of something only the checkout has.
 The CUDA backend is not built here (MANAKA_CUDA=0): its build is covered by .ci/run's
 MANAKA_CUDA=1 install, and nvcc would take minutes."""
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -16,10 +15,8 @@ import zipfile
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# What the wheel is built from: the files pip would see in a clean clone, without this
-# checkout's build outputs (build/ would be reused by an in-tree build).
-SOURCES = ["setup.py", "pyproject.toml", "README.md", "csrc", "manaka"]
-IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "*.o", "build", "*.egg-info")
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from wheel_check import copy_sources  # noqa: E402  (the sources as a clean clone holds them)
 
 
 def run(cmd, cwd, env, timeout=900):
@@ -32,13 +29,7 @@ def run(cmd, cwd, env, timeout=900):
 def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")
     src, dist, venv, neutral = tmp / "src", tmp / "dist", tmp / "venv", tmp / "neutral"
-    for name in SOURCES:
-        path = os.path.join(ROOT, name)
-        if os.path.isdir(path):
-            shutil.copytree(path, src / name, ignore=IGNORE)
-        else:
-            os.makedirs(src, exist_ok=True)
-            shutil.copy(path, src / name)
+    copy_sources(src)
     neutral.mkdir()
     # Nothing of this checkout or this interpreter's environment may leak into the venv.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}

@@ -39,6 +39,19 @@ IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "*.o", "build", 
 COMPILERS = ("cc", "gcc", "clang", "c++", "g++", "clang++", "nvcc", "ld")
 
 
+def copy_sources(dest) -> None:
+    """The files a build reads, as a clean clone holds them (no build outputs of this
+    checkout: build/ would be reused by an in-tree build), copied into the folder dest.
+    tests/test_wheel.py and tests/test_clang_build.py build from the same copy."""
+    for name in SOURCES:
+        path = os.path.join(ROOT, name)
+        if os.path.isdir(path):
+            shutil.copytree(path, os.path.join(dest, name), ignore=IGNORE)
+        else:
+            os.makedirs(dest, exist_ok=True)
+            shutil.copy(path, os.path.join(dest, name))
+
+
 class CheckFailed(Exception):
     pass
 
@@ -54,13 +67,7 @@ def run(cmd, cwd, env, timeout=1200) -> str:
 
 def build(tmp: str, env) -> str:
     src, dist = os.path.join(tmp, "src"), os.path.join(tmp, "dist")
-    for name in SOURCES:
-        path = os.path.join(ROOT, name)
-        if os.path.isdir(path):
-            shutil.copytree(path, os.path.join(src, name), ignore=IGNORE)
-        else:
-            os.makedirs(src, exist_ok=True)
-            shutil.copy(path, os.path.join(src, name))
+    copy_sources(src)
     log = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", dist, src], tmp,
               {**env, "MANAKA_PORTABLE": "1", "MANAKA_CUDA": "0"})
     if "-march=native" in log:
