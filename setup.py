@@ -375,7 +375,7 @@ def extensions(cuda):
         libraries=[blas_lib],
         extra_compile_args=c_flags(),
         extra_link_args=[*openmp_flags(APPLE)[1], "-pthread"],
-        depends=sources("core/*.h", "data/*.h", "cpu/*.h", "shogi/*.h", "python/common/*.h", "python/core/*.h"),
+        depends=sources("core/*.h", "core/*.def", "data/*.h", "cpu/*.h", "shogi/*.h", "python/common/*.h", "python/core/*.h"),
     )
     # The hooks link only the argument conversion (binding.c): the engine, its error buffer
     # and thread count are _core's, reached through the capsule manaka._core._api
@@ -387,7 +387,7 @@ def extensions(cuda):
         sources=sources("python/testing/*.c") + ["csrc/python/common/binding.c"],
         include_dirs=[numpy.get_include(), "csrc"],
         extra_compile_args=c_flags(),
-        depends=sources("core/*.h", "python/common/*.h", "python/common/core_api.h", "python/testing/*.h"),
+        depends=sources("core/*.h", "core/*.def", "python/common/*.h", "python/common/core_api.h", "python/testing/*.h"),
     )
     if not cuda:
         return [core, testing]
@@ -407,7 +407,7 @@ def extensions(cuda):
         # The static runtime: the module needs only the driver (libcuda.so, opened at run
         # time by cudart), so it imports on a machine with no GPU or driver at all.
         extra_link_args=[cuda["cudart"], "-ldl", "-lrt", "-lpthread", "-lstdc++"],
-        depends=sources("core/*.h", "python/common/*.h", "python/cuda/*.h", "cuda/*.h", "cuda/*.cuh"),
+        depends=sources("core/*.h", "core/*.def", "python/common/*.h", "python/cuda/*.h", "cuda/*.h", "cuda/*.cuh"),
     )]
 
 

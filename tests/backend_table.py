@@ -4,16 +4,18 @@ conformance suite (tests/test_backend_ops.py).
 A table arrives as a 'manaka.mk_backend' capsule (manaka._testing.backend_table("cpu")
 hands out _core's, manaka._cuda.backend_table() the CUDA one); each entry is read from it at
 the offset the compiler gave it (manaka._testing.backend_layout(), generated from
-MK_BACKEND_ENTRIES) and called through ctypes with the prototype below; a failing entry's
-message is read from the mk_error() of the library that holds the table. The structs the entries take are mirrored here and checked
-against the compiled layout (check_layout), so a field added in C fails the suite instead
-of shifting every argument after it. A prototype cannot be checked that way: a wrong one
-shows up as a result that disagrees with the NumPy reference, since every case passes
-every argument.
+csrc/core/backend_ops.def) and called through ctypes with the prototype parsed from that
+same file, the one declaration the C struct and every backend's prototypes are generated
+from; a failing entry's message is read from the mk_error() of the library that holds the
+table. The structs the entries take are mirrored here and checked against the compiled
+layout (check_layout), so a field added in C fails the suite instead of shifting every
+argument after it.
 
 Device memory is only ever touched through the table's own alloc / to_device / to_host,
 so the same case runs unchanged on the CPU, the staged CPU and a GPU (real or emulated)."""
 import ctypes
+import os
+import re
 
 import numpy as np
 
@@ -51,55 +53,11 @@ class AdamwArgs(ctypes.Structure):  # mk_adamw_args, backend.h
 MIRRORS = {"mk_batch": Batch, "mk_fault": Fault, "mk_step_shapes": StepShapes,
            "mk_adamw_args": AdamwArgs}
 
-# The prototype of every entry: (return type, argument types), as declared in backend.h.
-# mk_status is an int; None returns void.
-ST, ARGS = ctypes.c_int, ctypes.POINTER(AdamwArgs)
+ST, ARGS = ctypes.c_int, ctypes.POINTER(AdamwArgs)  # mk_status is an int
 OUT_PTR = ctypes.POINTER(ctypes.c_void_p)
-PROTOTYPES = {
-    "alloc": (ST, [P, SIZE, OUT_PTR]),
-    "free": (None, [P, P]),
-    "to_device": (ST, [P, P, P, SIZE]),
-    "to_host": (ST, [P, P, P, SIZE]),
-    "copy": (ST, [P, P, P, SIZE]),
-    "fill": (ST, [P, P, F32, I64]),
-    "fill_uniform": (ST, [P, P, I64, F32, U64]),
-    "synchronize": (ST, [P]),
-    "gemm": (ST, [P, I32, I32, I64, I64, I64, F32, P, I64, P, I64, F32, P, I64]),
-    "bias_act": (ST, [P, P, P, I64, I64, I32]),
-    "bias_act_backward": (ST, [P, P, P, I64, I64, I32, P]),
-    "sigmoid": (ST, [P, P, I64, P]),
-    "gather_dot": (ST, [P, P, P, P, P, I64, I64, I64, P]),
-    "gather_dot_backward": (ST, [P, P, P, P, P, P, I64, I64, I64, I64, P, P, P, SIZE]),
-    "power_sums": (ST, [P, P, P, I64, I64, I64, I64, P]),
-    "power_sums_backward": (ST, [P, P, P, P, I64, I64, I64, I64, I64, P, P, SIZE]),
-    "pair_sums": (ST, [P, P, P, I64, I64, I64, P]),
-    "pair_sums_backward": (ST, [P, P, P, I64, I64, I64, I64, P, P, SIZE]),
-    "softmax_xent": (ST, [P, P, P, P, P, I64, I64, F32, P, P, P]),
-    "value_bce": (ST, [P, P, P, I64, F32, P, P]),
-    "loss_stats": (ST, [P, P, P, P, I64, F32, P]),
-    "adamw": (ST, [P, P, P, P, P, I64, ARGS, P]),
-    "pair_sums_backward_adamw": (ST, [P, P, P, I64, I64, I64, I64, P, P, P, ARGS, P, P, SIZE]),
-    "adamw_bf16": (ST, [P, P, P, P, P, I64, ARGS, P, U64]),
-    "pair_sums_backward_adamw_bf16": (ST, [P, P, P, I64, I64, I64, I64, P, P, P, ARGS, P, U64, P,
-                                           SIZE]),
-    "pair_catch_up": (ST, [P, P, I64, I64, I64, I64, P, P, P, I32, P, P, I64, I32, F32, U64]),
-    "pair_sums_backward_adamw_sparse": (ST, [P, P, P, I64, I64, I64, I64, P, P, P, I32, P, I64, ARGS,
-                                             P, U64, P, SIZE]),
-    "pair_gap_advance": (ST, [P, P, I64, F64, F64, F64, F64, F64, P]),
-    "policy_head": (ST, [P, P, P, P, P, P, P, I64, I64, I64, F32, P, P, P, P]),
-    "stream_create": (ST, [OUT_PTR]),
-    "stream_destroy": (None, [P]),
-    "event_create": (ST, [OUT_PTR]),
-    "event_destroy": (None, [P]),
-    "event_record": (ST, [P, P]),
-    "stream_wait_event": (ST, [P, P]),
-    "event_synchronize": (ST, [P]),
-    "batch_check": (ST, [P, ctypes.POINTER(Batch), I64, I64, I32, ctypes.POINTER(Fault), P, SIZE]),
-    "scratch_bytes": (ST, [ctypes.POINTER(StepShapes), ctypes.POINTER(SIZE)]),
-}
-
-
 SCALARS = {"int64_t": I64, "size_t": SIZE, "int": I32, "float": F32, "uint64_t": U64, "double": F64}
+OPS_DEF = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "csrc", "core",
+                       "backend_ops.def")
 
 
 def c_argtypes(params, pointers):
@@ -120,23 +78,28 @@ def c_argtypes(params, pointers):
     return types
 
 
-def header_prototypes(path=None):
-    """{entry: (return type, argument types)} read from the declaration of mk_backend in
-    csrc/core/backend.h (comments stripped), to check PROTOTYPES against."""
-    import os
-    import re
-
-    path = path or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "csrc",
-                                "core", "backend.h")
+def declared_ops(path=OPS_DEF):
+    """[(return type, entry, parameter list)] of every MK_OP in csrc/core/backend_ops.def,
+    in its order (comments stripped): the one declaration of the table's entries."""
     with open(path) as f:
         text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", f.read(), flags=re.S)
-    struct = text[text.index("typedef struct mk_backend"):]
-    struct = struct[:struct.index("} mk_backend;")]
+    ops = re.findall(r"\bMK_OP\(\s*(\w+)\s*,\s*(\w+)\s*,\s*\(([^()]*)\)\s*\)", text)
+    if len(ops) != text.count("MK_OP("):
+        raise ValueError(f"{path}: an MK_OP this parser cannot read (parameters hold parentheses?)")
+    return ops
+
+
+def prototypes(path=OPS_DEF):
+    """{entry: (return type, argument types)}: mk_status is an int, void returns None."""
     pointers = {"mk_adamw_args": ARGS, "mk_batch": ctypes.POINTER(Batch),
                 "mk_fault": ctypes.POINTER(Fault), "mk_step_shapes": ctypes.POINTER(StepShapes),
                 "size_t": ctypes.POINTER(SIZE)}
     return {name: ({"mk_status": ST, "void": None}[ret], c_argtypes(params, pointers))
-            for ret, name, params in re.findall(r"\b(mk_status|void)\s*\(\*(\w+)\)\s*\(([^)]*)\)", struct)}
+            for ret, name, params in declared_ops(path)}
+
+
+# The prototype of every entry, from the declaration file.
+PROTOTYPES = prototypes()
 
 
 def layout():
@@ -172,10 +135,6 @@ def check_layout():
     missing, extra = set(names) - set(PROTOTYPES), set(PROTOTYPES) - set(names)
     if missing or extra:
         problems.append(f"prototypes missing for {sorted(missing)}, stale for {sorted(extra)}")
-    declared = header_prototypes()
-    for entry, proto in PROTOTYPES.items():
-        if declared.get(entry) != (proto[0], list(proto[1])):
-            problems.append(f"{entry}: PROTOTYPES has {proto}, backend.h declares {declared.get(entry)}")
     return problems
 
 

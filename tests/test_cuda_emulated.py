@@ -38,15 +38,17 @@ class Check(ctypes.Structure):  # mk_check in csrc/core/check.h
 FAULT_NONE, FAULT_TOKEN, FAULT_COUNT, FAULT_LEGAL, FAULT_NARROW = 0, 1, 2, 3, 8  # MK_FAULT_*
 
 
+# The op table's entries (stream first; the backward passes end with work, work_bytes) and
+# the benchmark's atomic variants of two of them, then the launchers with the stream last.
 SIGNATURES = {
-    "mk_gather_dot_cuda": [P, P, P, P, I64, I64, I64, P, P],
-    "mk_gather_dot_backward_cuda": [P, P, P, P, P, I64, I64, I64, I64, P, P, P],
-    "mk_gather_dot_backward_atomic_cuda": [P, P, P, P, P, I64, I64, I64, I64, P, P, P],
-    "mk_power_sums_cuda": [P, P, I64, I64, I64, I64, P, P],
-    "mk_power_sums_backward_cuda": [P, P, P, I64, I64, I64, I64, I64, P, P],
-    "mk_pair_sums_cuda": [P, P, I64, I64, I64, P, P],
-    "mk_pair_sums_backward_cuda": [P, P, I64, I64, I64, I64, P, P],
-    "mk_pair_sums_backward_atomic_cuda": [P, P, I64, I64, I64, I64, P, P],
+    "mk_gather_dot_cuda": [P, P, P, P, P, I64, I64, I64, P],
+    "mk_gather_dot_backward_cuda": [P, P, P, P, P, P, I64, I64, I64, I64, P, P, P, SIZE],
+    "mk_gather_dot_backward_atomic_cuda": [P, P, P, P, P, P, I64, I64, I64, I64, P, P, P, SIZE],
+    "mk_power_sums_cuda": [P, P, P, I64, I64, I64, I64, P],
+    "mk_power_sums_backward_cuda": [P, P, P, P, I64, I64, I64, I64, I64, P, P, SIZE],
+    "mk_pair_sums_cuda": [P, P, P, I64, I64, I64, P],
+    "mk_pair_sums_backward_cuda": [P, P, P, I64, I64, I64, I64, P, P, SIZE],
+    "mk_pair_sums_backward_atomic_cuda": [P, P, P, I64, I64, I64, I64, P, P, SIZE],
     "mk_gather_dot_backward_cuda_ws": [P, P, P, P, P, I64, I64, I64, I64, P, P, P, SIZE, P],
     "mk_power_sums_backward_cuda_ws": [P, P, P, I64, I64, I64, I64, I64, P, P, SIZE, P],
     "mk_pair_sums_backward_cuda_ws": [P, P, I64, I64, I64, I64, P, P, SIZE, P],
@@ -70,11 +72,12 @@ def emu():
 
 def header_prototypes():
     """{name: [ctypes argument types]} of every mk_status function declared in csrc/core/manaka.h
-    and csrc/cuda/*.h, read from the declarations (comments stripped)."""
+    and csrc/cuda/*.h, read from the declarations (comments stripped), and of every entry x of
+    the op table as mk_x_cuda (csrc/core/backend_ops.def, which backend_cuda.h expands)."""
     import glob
     import re
 
-    from backend_table import c_argtypes
+    from backend_table import c_argtypes, declared_ops
 
     text = ""
     for path in [os.path.join(ROOT, "csrc", "core", "manaka.h"), *glob.glob(os.path.join(ROOT, "csrc", "cuda", "*.h"))]:
@@ -82,8 +85,10 @@ def header_prototypes():
             text += re.sub(r"/\*.*?\*/|//[^\n]*", " ", f.read(), flags=re.S)
     pointers = {"mk_fault": ctypes.POINTER(Fault), "mk_check": ctypes.POINTER(Check),
                 "size_t": ctypes.POINTER(SIZE)}
-    return {name: c_argtypes(params, pointers)
-            for name, params in re.findall(r"\bmk_status\s+(\w+)\s*\(([^)]*)\)\s*;", text)}
+    found = {name: c_argtypes(params, pointers)
+             for name, params in re.findall(r"\bmk_status\s+(\w+)\s*\(([^)]*)\)\s*;", text)}
+    found.update({f"mk_{name}_cuda": c_argtypes(params, pointers) for _, name, params in declared_ops()})
+    return found
 
 
 def test_prototypes_and_struct_match_the_c_declarations():
@@ -109,7 +114,17 @@ def ptr(a):
 
 
 def call(lib, name, *args):
+    """A launcher that takes the stream last, on the legacy default stream."""
     status = getattr(lib, name)(*[ptr(a) if isinstance(a, np.ndarray) or a is None else a for a in args], None)
+    assert status == 0, lib.mk_error().decode()
+
+
+def entry(lib, name, *args):
+    """An op table entry (stream first) on the legacy default stream; a backward pass with
+    work = NULL, work_bytes = 0, so that it takes its scratch from the workspace pool."""
+    work = (None, 0) if "backward" in name else ()
+    status = getattr(lib, name)(None, *[ptr(a) if isinstance(a, np.ndarray) or a is None else a for a in args],
+                                *work)
     assert status == 0, lib.mk_error().decode()
 
 
@@ -141,7 +156,7 @@ def test_gather_dot(emu, W, aligned, with_counts):
     if not with_counts:
         indices, counts = np.abs(indices), None
     logits = unwritten((B, L))
-    call(emu, "mk_gather_dot_cuda", hidden, table, indices, counts, B, L, W, logits)
+    entry(emu, "mk_gather_dot_cuda", hidden, table, indices, counts, B, L, W, logits)
     assert_close(logits, ref.gather_dot(hidden, table, indices, counts))
 
 
@@ -155,13 +170,13 @@ def test_gather_dot_backward(emu, variant, W, collide):
     indices, counts = legal(rng, B, L, M, collide=collide)
     grad = rng.standard_normal((B, L)).astype(np.float32)
     gh, gt = unwritten((B, W)), unwritten((M, W))
-    call(emu, variant, grad, hidden, table, indices, counts, B, L, W, M, gh, gt)
+    entry(emu, variant, grad, hidden, table, indices, counts, B, L, W, M, gh, gt)
     want_h, want_t = ref.gather_dot_backward(grad, hidden, table, indices, counts)
     assert_close(gh, want_h)
     assert_close(gt, want_t)
     if variant == "mk_gather_dot_backward_cuda":
         gt2 = unwritten((M, W))
-        call(emu, variant, grad, hidden, table, indices, counts, B, L, W, M, None, gt2)
+        entry(emu, variant, grad, hidden, table, indices, counts, B, L, W, M, None, gt2)
         assert gt2.tobytes() == gt.tobytes()
 
 
@@ -169,7 +184,7 @@ def test_gather_dot_backward_empty_batch_zeroes_the_table(emu):
     W, M = 8, 4
     gt = unwritten((M, W))
     z = np.zeros((0, 5), np.float32)
-    call(emu, "mk_gather_dot_backward_cuda", z, np.zeros((0, W), np.float32), np.ones((M, W), np.float32),
+    entry(emu, "mk_gather_dot_backward_cuda", z, np.zeros((0, W), np.float32), np.ones((M, W), np.float32),
          np.zeros((0, 5), np.int32), None, 0, 5, W, M, None, gt)
     assert np.all(gt == 0)
 
@@ -183,7 +198,7 @@ def test_power_sums(emu, K, D):
     tokens = op_inputs.tokens(rng, B, S, T, V, empty=0.3)
     tokens[0, 0] = -1
     out = unwritten((B, S, K, D))
-    call(emu, "mk_power_sums_cuda", emb, tokens, B * S, T, D, K, out)
+    entry(emu, "mk_power_sums_cuda", emb, tokens, B * S, T, D, K, out)
     assert_close(out, ref.power_sums(emb, tokens, K))
 
 
@@ -196,7 +211,7 @@ def test_power_sums_backward(emu, K, D):
     tokens[..., 0] = 3  # one token in every row: a long bucket
     grad = rng.standard_normal((B, S, K, D)).astype(np.float32)
     out = unwritten((V, D))
-    call(emu, "mk_power_sums_backward_cuda", grad, emb, tokens, B * S, T, D, K, V, out)
+    entry(emu, "mk_power_sums_backward_cuda", grad, emb, tokens, B * S, T, D, K, V, out)
     assert_close(out, ref.power_sums_backward(grad, emb, tokens))
 
 
@@ -207,7 +222,7 @@ def test_pair_sums(emu, Pw, T, V):
     table = rng.standard_normal((V * (V + 1) // 2, Pw)).astype(np.float32)
     tokens = op_inputs.tokens(rng, B, S, T, V, empty=0.3)
     out = unwritten((B, S, Pw))
-    call(emu, "mk_pair_sums_cuda", table, tokens, B * S, T, Pw, out)
+    entry(emu, "mk_pair_sums_cuda", table, tokens, B * S, T, Pw, out)
     assert_close(out, ref.pair_sums(table, tokens))
 
 
@@ -220,7 +235,7 @@ def test_pair_sums_backward(emu, variant, Pw, T, V):
     tokens = op_inputs.tokens(rng, B, S, T, V, empty=0.3)
     grad = rng.standard_normal((B, S, Pw)).astype(np.float32)
     out = unwritten((num_pairs, Pw))
-    call(emu, variant, grad, tokens, B * S, T, Pw, num_pairs, out)
+    entry(emu, variant, grad, tokens, B * S, T, Pw, num_pairs, out)
     assert_close(out, ref.pair_sums_backward(grad, tokens, num_pairs))
 
 
@@ -259,13 +274,14 @@ CANARY = 0xCD
 @pytest.mark.parametrize("offset", [0, 3, 100])
 def test_backward_on_caller_scratch_equals_the_pool_path_and_stays_inside_it(emu, op, offset):
     """The _ws launcher on exactly ws_bytes of scratch, starting at any alignment, gives the
-    pool entry point's bits, and writes nothing outside [work, work + ws_bytes)."""
+    bits of the table entry on the pool's scratch, and writes nothing outside
+    [work, work + ws_bytes)."""
     inputs, shapes, size_args = backward_case(op, np.random.default_rng(offset))
     need = ws_bytes(emu, op, size_args)
     assert need > 0
     buf = np.full(offset + need + 512, CANARY, np.uint8)
     want = [unwritten(s) for s in shapes]
-    call(emu, f"mk_{op}_backward_cuda", *inputs, *want)
+    entry(emu, f"mk_{op}_backward_cuda", *inputs, *want)
     got = [unwritten(s) for s in shapes]
     status = getattr(emu, f"mk_{op}_backward_cuda_ws")(
         *[ptr(a) if isinstance(a, np.ndarray) or a is None else a for a in inputs + got],

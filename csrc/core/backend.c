@@ -4,19 +4,19 @@
 
 #include "backend.h"
 
-/* A table entry added to mk_backend but not to MK_BACKEND_ENTRIES would escape the check
- * below: the size of the struct catches it at compile time. */
+/* mk_backend is name, host_memory, then one function pointer per entry of backend_ops.def
+ * and nothing else: a field added to the struct by hand would escape the check below. */
 _Static_assert(sizeof(mk_backend) ==
                    offsetof(mk_backend, alloc) + MK_BACKEND_NUM_ENTRIES * sizeof(void (*)(void)),
-               "mk_backend has an entry missing from MK_BACKEND_ENTRIES");
+               "mk_backend has a field that is not an entry of backend_ops.def");
 
 mk_status mk_backend_check(const mk_backend *backend) {
     if (!backend) return mk_fail(MK_ERR_RUNTIME, "backend: no op table");
-#define MK_CHECK_ENTRY(entry)                                                            \
+#define MK_OP(ret, entry, params)                                                        \
     if (!backend->entry)                                                                 \
         return mk_fail(MK_ERR_RUNTIME, "backend '%s' does not implement '%s'",           \
                        backend->name ? backend->name : "?", #entry);
-    MK_BACKEND_ENTRIES(MK_CHECK_ENTRY)
-#undef MK_CHECK_ENTRY
+#include "backend_ops.def"
+#undef MK_OP
     return MK_OK;
 }

@@ -3,7 +3,7 @@
  * is parallel over table rows (see threads.h for why that is deterministic). */
 #include <string.h>
 
-#include "core/manaka.h"
+#include "backend_cpu.h"
 #include "gather_dot_rows.h"
 #include "threads.h"
 
@@ -11,9 +11,9 @@ static inline int64_t row_count(const int32_t *counts, int64_t b, int64_t L) {
     return counts ? counts[b] : L;
 }
 
-mk_status mk_gather_dot_cpu(const float *hidden, const float *table, const int32_t *indices,
-                            const int32_t *counts, int64_t B, int64_t L, int64_t W,
-                            float *logits) {
+mk_status mk_gather_dot_cpu(void *stream, const float *hidden, const float *table,
+                            const int32_t *indices, const int32_t *counts, int64_t B, int64_t L,
+                            int64_t W, float *logits) {
 #pragma omp parallel for schedule(static) num_threads(mk_get_num_threads())
     for (int64_t b = 0; b < B; b++) {
         float *out = logits + b * L;
@@ -24,10 +24,11 @@ mk_status mk_gather_dot_cpu(const float *hidden, const float *table, const int32
     return MK_OK;
 }
 
-mk_status mk_gather_dot_backward_cpu(const float *grad, const float *hidden, const float *table,
-                                     const int32_t *indices, const int32_t *counts, int64_t B,
-                                     int64_t L, int64_t W, int64_t M, float *grad_hidden,
-                                     float *grad_table) {
+mk_status mk_gather_dot_backward_cpu(void *stream, const float *grad, const float *hidden,
+                                     const float *table, const int32_t *indices,
+                                     const int32_t *counts, int64_t B, int64_t L, int64_t W,
+                                     int64_t M, float *grad_hidden, float *grad_table, void *work,
+                                     size_t work_bytes) { /* no scratch: none needed */
     if (grad_hidden) {
 #pragma omp parallel for schedule(static) num_threads(mk_get_num_threads())
         for (int64_t b = 0; b < B; b++)

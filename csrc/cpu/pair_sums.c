@@ -4,13 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/manaka.h"
-#include "core/backend.h"
+#include "backend_cpu.h"
 #include "pair_groups.h"
 #include "threads.h"
 
-mk_status mk_pair_sums_cpu(const float *pair_table, const int32_t *tokens, int64_t rows,
-                           int64_t T, int64_t P, float *out) {
+mk_status mk_pair_sums_cpu(void *stream, const float *pair_table, const int32_t *tokens,
+                           int64_t rows, int64_t T, int64_t P, float *out) {
 #pragma omp parallel for schedule(static) num_threads(mk_get_num_threads())
     for (int64_t r = 0; r < rows; r++) {
         const int32_t *tok = tokens + r * T;
@@ -46,9 +45,10 @@ static void write_group(void *ctx, int64_t h, const float *acc, const int32_t *t
     memcpy(w->out + mk_num_pairs(h) * w->P, acc, (size_t)((h + 1) * w->P) * sizeof(float));
 }
 
-mk_status mk_pair_sums_backward_cpu(const float *grad, const int32_t *tokens, int64_t rows,
-                                    int64_t T, int64_t P, int64_t num_pairs,
-                                    float *grad_pair_table) {
+mk_status mk_pair_sums_backward_cpu(void *stream, const float *grad, const int32_t *tokens,
+                                    int64_t rows, int64_t T, int64_t P, int64_t num_pairs,
+                                    float *grad_pair_table, void *scratch, size_t scratch_bytes) {
+    /* Allocates its own scratch: the table's scratch_bytes holds none for it. */
     int64_t V = mk_vocab_of_pairs(num_pairs);
     if (V < 0)
         return mk_fail(MK_ERR_VALUE, "pair_sums_backward: %lld rows is not V (V + 1) / 2",

@@ -3,11 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/manaka.h"
+#include "backend_cpu.h"
 #include "threads.h"
 
-mk_status mk_power_sums_cpu(const float *emb, const int32_t *tokens, int64_t rows, int64_t T,
-                            int64_t D, int64_t K, float *out) {
+mk_status mk_power_sums_cpu(void *stream, const float *emb, const int32_t *tokens, int64_t rows,
+                            int64_t T, int64_t D, int64_t K, float *out) {
     int failed = 0;
 #pragma omp parallel num_threads(mk_get_num_threads()) reduction(| : failed)
     {
@@ -40,9 +40,10 @@ mk_status mk_power_sums_cpu(const float *emb, const int32_t *tokens, int64_t row
                   : MK_OK;
 }
 
-mk_status mk_power_sums_backward_cpu(const float *grad, const float *emb, const int32_t *tokens,
-                                     int64_t rows, int64_t T, int64_t D, int64_t K, int64_t V,
-                                     float *grad_emb) {
+mk_status mk_power_sums_backward_cpu(void *stream, const float *grad, const float *emb,
+                                     const int32_t *tokens, int64_t rows, int64_t T, int64_t D,
+                                     int64_t K, int64_t V, float *grad_emb, void *work,
+                                     size_t work_bytes) { /* no scratch: sums in a stack block */
 #pragma omp parallel num_threads(mk_get_num_threads())
     {
         int64_t v0, v1;

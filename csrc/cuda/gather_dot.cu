@@ -1,4 +1,4 @@
-/* GatherDot on the GPU (math: manaka.h). Contract:
+/* GatherDot on the GPU (math: core/backend_ops.def). Contract:
  *   hidden [B, W] f32, table [M, W] f32, indices [B, L] i32, counts [B] i32 or NULL (= L),
  *   logits / grad [B, L] f32; padded slots (l >= counts[b]) are never read from indices.
  * Indices and counts are range-checked by the caller (check.cu) before any launch.
@@ -14,6 +14,7 @@
  * ascending (b, l): bitwise reproducible run to run, and every row (also unused ones) is
  * written exactly once, so no memset. The atomicAdd version is kept beside it for the
  * benchmark (mk_gather_dot_backward_atomic_cuda). */
+#include "backend_cuda.h"
 #include "bucket.cuh"
 #include "bench_variants.h"
 
@@ -113,10 +114,9 @@ static __global__ void gather_dot_grad_table_atomic_kernel(const float *__restri
     }
 }
 
-extern "C" mk_status mk_gather_dot_cuda(const float *hidden, const float *table,
+extern "C" mk_status mk_gather_dot_cuda(void *stream, const float *hidden, const float *table,
                                         const int32_t *indices, const int32_t *counts,
-                                        int64_t B, int64_t L, int64_t W, float *logits,
-                                        void *stream) {
+                                        int64_t B, int64_t L, int64_t W, float *logits) {
     mk_status status = MK_OK;
     cudaStream_t s = MK_STREAM(stream);
     const bool vec = W % 4 == 0 && mk_aligned16(hidden) && mk_aligned16(table);
@@ -198,14 +198,18 @@ done:
     return status;
 }
 
-/* The public op's path: scratch from the workspace pool around the launcher above. */
-extern "C" mk_status mk_gather_dot_backward_cuda(const float *grad, const float *hidden,
-                                                 const float *table, const int32_t *indices,
-                                                 const int32_t *counts, int64_t B, int64_t L,
-                                                 int64_t W, int64_t M, float *grad_hidden,
-                                                 float *grad_table, void *stream) {
+/* The table's entry: on the caller's scratch, or (work = NULL, work_bytes = 0: the public
+ * op, which has no arena) on scratch from the workspace pool. */
+extern "C" mk_status mk_gather_dot_backward_cuda(void *stream, const float *grad,
+                                                 const float *hidden, const float *table,
+                                                 const int32_t *indices, const int32_t *counts,
+                                                 int64_t B, int64_t L, int64_t W, int64_t M,
+                                                 float *grad_hidden, float *grad_table,
+                                                 void *work, size_t work_bytes) {
+    if (work || work_bytes)
+        return mk_gather_dot_backward_cuda_ws(grad, hidden, table, indices, counts, B, L, W, M,
+                                              grad_hidden, grad_table, work, work_bytes, stream);
     size_t bytes = 0;
-    void *work = NULL;
     mk_status status = wants_table_grad(grad_table, M, W)
                            ? mk_gather_dot_backward_cuda_ws_bytes(B, L, M, &bytes)
                            : MK_OK;
@@ -217,9 +221,9 @@ extern "C" mk_status mk_gather_dot_backward_cuda(const float *grad, const float 
 }
 
 extern "C" mk_status mk_gather_dot_backward_atomic_cuda(
-    const float *grad, const float *hidden, const float *table, const int32_t *indices,
-    const int32_t *counts, int64_t B, int64_t L, int64_t W, int64_t M, float *grad_hidden,
-    float *grad_table, void *stream) {
+    void *stream, const float *grad, const float *hidden, const float *table,
+    const int32_t *indices, const int32_t *counts, int64_t B, int64_t L, int64_t W, int64_t M,
+    float *grad_hidden, float *grad_table, void *work, size_t work_bytes) {
     mk_status status = check_sizes(B, W);
     cudaStream_t s = MK_STREAM(stream);
     if (status != MK_OK) return status;

@@ -1,4 +1,4 @@
-/* PairSums on the GPU (math: manaka.h). Contract:
+/* PairSums on the GPU (math: core/backend_ops.def). Contract:
  *   pair_table [num_pairs, P] f32 with num_pairs = V (V + 1) / 2, tokens [rows, T] i32 in
  *   [-1, V) (checked by the caller), out / grad [rows, P] f32, grad_pair_table dense
  *   [num_pairs, P] f32.
@@ -16,6 +16,7 @@
  * adamw.cu (pair_sums.cuh), which never stores the gradient. The atomic version (zero, then
  * atomicAdd per pair and column) is kept for the benchmark; its result depends on
  * scheduling when a pair repeats. */
+#include "backend_cuda.h"
 #include "bench_variants.h"
 #include "pair_sums.cuh"
 
@@ -127,9 +128,9 @@ static mk_status check_sizes(const char *op, int64_t rows, int64_t T, int64_t P,
     return MK_OK;
 }
 
-extern "C" mk_status mk_pair_sums_cuda(const float *pair_table, const int32_t *tokens,
-                                       int64_t rows, int64_t T, int64_t P, float *out,
-                                       void *stream) {
+extern "C" mk_status mk_pair_sums_cuda(void *stream, const float *pair_table,
+                                       const int32_t *tokens, int64_t rows, int64_t T, int64_t P,
+                                       float *out) {
     mk_status status = MK_OK;
     cudaStream_t s = MK_STREAM(stream);
     const size_t smem = forward_smem(T, P);
@@ -188,13 +189,17 @@ done:
     return status;
 }
 
-/* The public op's path: scratch from the workspace pool around the launcher above. */
-extern "C" mk_status mk_pair_sums_backward_cuda(const float *grad, const int32_t *tokens,
-                                                int64_t rows, int64_t T, int64_t P,
-                                                int64_t num_pairs, float *grad_pair_table,
-                                                void *stream) {
+/* The table's entry: on the caller's scratch, or (work = NULL, work_bytes = 0: the public
+ * op, which has no arena) on scratch from the workspace pool. */
+extern "C" mk_status mk_pair_sums_backward_cuda(void *stream, const float *grad,
+                                                const int32_t *tokens, int64_t rows, int64_t T,
+                                                int64_t P, int64_t num_pairs,
+                                                float *grad_pair_table, void *work,
+                                                size_t work_bytes) {
+    if (work || work_bytes)
+        return mk_pair_sums_backward_cuda_ws(grad, tokens, rows, T, P, num_pairs,
+                                             grad_pair_table, work, work_bytes, stream);
     size_t bytes = 0;
-    void *work = NULL;
     mk_status status = P > 0 ? mk_pair_sums_backward_cuda_ws_bytes(rows, T, num_pairs, &bytes)
                              : MK_OK;
     if (status == MK_OK) status = mk_work_alloc(&work, bytes, MK_STREAM(stream));
@@ -204,10 +209,11 @@ extern "C" mk_status mk_pair_sums_backward_cuda(const float *grad, const int32_t
     return mk_work_free(work, status, MK_STREAM(stream));
 }
 
-extern "C" mk_status mk_pair_sums_backward_atomic_cuda(const float *grad, const int32_t *tokens,
-                                                       int64_t rows, int64_t T, int64_t P,
-                                                       int64_t num_pairs,
-                                                       float *grad_pair_table, void *stream) {
+extern "C" mk_status mk_pair_sums_backward_atomic_cuda(void *stream, const float *grad,
+                                                       const int32_t *tokens, int64_t rows,
+                                                       int64_t T, int64_t P, int64_t num_pairs,
+                                                       float *grad_pair_table, void *work,
+                                                       size_t work_bytes) {
     mk_status status = MK_OK;
     cudaStream_t s = MK_STREAM(stream);
     const size_t smem = (size_t)T * sizeof(int32_t);

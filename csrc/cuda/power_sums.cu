@@ -1,4 +1,4 @@
-/* PowerSums on the GPU (math: manaka.h). Contract:
+/* PowerSums on the GPU (math: core/backend_ops.def). Contract:
  *   emb [V, D] f32, tokens [rows, T] i32 in [-1, V) (-1 = empty, checked by the caller),
  *   out / grad [rows, K, D] f32, grad_emb [V, D] f32.
  *
@@ -10,6 +10,7 @@
  * stable), then one block per row v sums, over its occurrences in ascending (row, t),
  * sum_k (k + 1) G[row, k, :] emb[v, :]^k by Horner's rule, the K terms fused per gathered
  * row. The CPU version gets the same determinism by giving each thread a range of rows. */
+#include "backend_cuda.h"
 #include "bucket.cuh"
 
 template <int K>
@@ -86,9 +87,9 @@ static __global__ void power_sums_grad_emb_kernel(const float *__restrict__ grad
     }
 }
 
-extern "C" mk_status mk_power_sums_cuda(const float *emb, const int32_t *tokens, int64_t rows,
-                                        int64_t T, int64_t D, int64_t K, float *out,
-                                        void *stream) {
+extern "C" mk_status mk_power_sums_cuda(void *stream, const float *emb, const int32_t *tokens,
+                                        int64_t rows, int64_t T, int64_t D, int64_t K,
+                                        float *out) {
     mk_status status = MK_OK;
     cudaStream_t s = MK_STREAM(stream);
     const int threads = mk_column_threads(D, 32, 256);
@@ -146,13 +147,17 @@ done:
     return status;
 }
 
-/* The public op's path: scratch from the workspace pool around the launcher above. */
-extern "C" mk_status mk_power_sums_backward_cuda(const float *grad, const float *emb,
-                                                 const int32_t *tokens, int64_t rows, int64_t T,
-                                                 int64_t D, int64_t K, int64_t V,
-                                                 float *grad_emb, void *stream) {
+/* The table's entry: on the caller's scratch, or (work = NULL, work_bytes = 0: the public
+ * op, which has no arena) on scratch from the workspace pool. */
+extern "C" mk_status mk_power_sums_backward_cuda(void *stream, const float *grad,
+                                                 const float *emb, const int32_t *tokens,
+                                                 int64_t rows, int64_t T, int64_t D, int64_t K,
+                                                 int64_t V, float *grad_emb, void *work,
+                                                 size_t work_bytes) {
+    if (work || work_bytes)
+        return mk_power_sums_backward_cuda_ws(grad, emb, tokens, rows, T, D, K, V, grad_emb,
+                                              work, work_bytes, stream);
     size_t bytes = 0;
-    void *work = NULL;
     mk_status status = D > 0 ? mk_power_sums_backward_cuda_ws_bytes(rows, T, V, &bytes) : MK_OK;
     if (status == MK_OK) status = mk_work_alloc(&work, bytes, MK_STREAM(stream));
     if (status != MK_OK) return status;

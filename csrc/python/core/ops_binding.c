@@ -5,8 +5,10 @@
  * check (core/check.h) reads the converted index arrays, and only then does the op run,
  * with the GIL released. So a bad call raises a Python exception naming the argument and
  * never reaches the C loops. What is this file's own: NumPy arrays as buffers (the index
- * arrays as private int32 copies, binding.h) and the CPU kernels. */
+ * arrays as private int32 copies, binding.h) and the CPU backend's table. */
 #include "python/common/op_args.h"
+
+#include "core/backend.h"
 
 /* The arrays one call converted, released together. */
 typedef struct {
@@ -66,32 +68,35 @@ done:
 #define IDX(i) ((const int32_t *)c->a[i].data)
 #define DIM(i, d) (c->a[i].shape[d])
 
-/* Arguments are in mk_op_spec.args order: hidden, table, indices, counts (, grad). */
+/* Through the CPU table, as the model calls it (no stream; the backward passes find their
+ * own scratch). Arguments are in mk_op_spec.args order: hidden, table, indices, counts (, grad). */
+static const mk_backend *const cpu = &mk_backend_cpu;
 static mk_status run_gather_dot(const mk_op_call *c, float *const *out) {
-    return mk_gather_dot_cpu(FLT(0), FLT(1), IDX(2), IDX(3), DIM(2, 0), DIM(2, 1), DIM(0, 1), out[0]);
+    return cpu->gather_dot(NULL, FLT(0), FLT(1), IDX(2), IDX(3), DIM(2, 0), DIM(2, 1), DIM(0, 1),
+                           out[0]);
 }
 static mk_status run_gather_dot_backward(const mk_op_call *c, float *const *out) {
-    return mk_gather_dot_backward_cpu(FLT(4), FLT(0), FLT(1), IDX(2), IDX(3), DIM(2, 0), DIM(2, 1),
-                                      DIM(0, 1), DIM(1, 0), out[0], out[1]);
+    return cpu->gather_dot_backward(NULL, FLT(4), FLT(0), FLT(1), IDX(2), IDX(3), DIM(2, 0),
+                                    DIM(2, 1), DIM(0, 1), DIM(1, 0), out[0], out[1], NULL, 0);
 }
 /* emb, tokens */
 static mk_status run_power_sums(const mk_op_call *c, float *const *out) {
-    return mk_power_sums_cpu(FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 1), c->scalar,
-                             out[0]);
+    return cpu->power_sums(NULL, FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 1),
+                           c->scalar, out[0]);
 }
 /* grad, emb, tokens */
 static mk_status run_power_sums_backward(const mk_op_call *c, float *const *out) {
-    return mk_power_sums_backward_cpu(FLT(0), FLT(1), IDX(2), DIM(2, 0) * DIM(2, 1), DIM(2, 2),
-                                      DIM(1, 1), DIM(0, 2), DIM(1, 0), out[0]);
+    return cpu->power_sums_backward(NULL, FLT(0), FLT(1), IDX(2), DIM(2, 0) * DIM(2, 1), DIM(2, 2),
+                                    DIM(1, 1), DIM(0, 2), DIM(1, 0), out[0], NULL, 0);
 }
 /* pair_table, tokens */
 static mk_status run_pair_sums(const mk_op_call *c, float *const *out) {
-    return mk_pair_sums_cpu(FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 1), out[0]);
+    return cpu->pair_sums(NULL, FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 1), out[0]);
 }
 /* grad, tokens */
 static mk_status run_pair_sums_backward(const mk_op_call *c, float *const *out) {
-    return mk_pair_sums_backward_cpu(FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 2),
-                                     c->scalar, out[0]);
+    return cpu->pair_sums_backward(NULL, FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2),
+                                   DIM(0, 2), c->scalar, out[0], NULL, 0);
 }
 
 static PyObject *py_gather_dot(PyObject *self, PyObject *args) {

@@ -6,7 +6,7 @@
  * producers' streams waited for, wider index arrays narrowed to int32), then the range
  * check by core/check.h's rules on the device (mk_find_fault_cuda), then the op, with the
  * GIL released. What is this file's own: GPU arrays as buffers (cuda_args.c), the `out=`
- * arrays, and the CUDA kernels. Results are new DeviceArrays; everything runs on the
+ * arrays, and the CUDA backend's table. Results are new DeviceArrays; everything runs on the
  * legacy default stream.
  *
  * Keyword-only extras, for the benchmark and the training step rather than for users:
@@ -17,6 +17,7 @@
  *   deterministic=  False selects the atomicAdd backward (gather_dot, pair_sums) */
 #include "cuda_binding.h"
 
+#include "cuda/backend_cuda.h"
 #include "cuda/bench_variants.h"
 #include "python/common/op_args.h"
 
@@ -145,37 +146,42 @@ done:
 #define IDX(i) ((const int32_t *)c->a[i].data)
 #define DIM(i, d) (c->a[i].shape[d])
 
-/* Arguments are in mk_op_spec.args order: hidden, table, indices, counts (, grad). */
+/* Through the CUDA table, as the model calls it, on the legacy default stream; the
+ * backward passes take their scratch from the workspace pool (work = NULL). Arguments are
+ * in mk_op_spec.args order: hidden, table, indices, counts (, grad). */
+static const mk_backend *const gpu = &mk_backend_cuda;
 static mk_status run_gather_dot(const mk_op_call *c, float *const *out, int deterministic) {
     (void)deterministic;
-    return mk_gather_dot_cuda(FLT(0), FLT(1), IDX(2), IDX(3), DIM(2, 0), DIM(2, 1), DIM(0, 1), out[0], NULL);
+    return gpu->gather_dot(NULL, FLT(0), FLT(1), IDX(2), IDX(3), DIM(2, 0), DIM(2, 1), DIM(0, 1),
+                           out[0]);
 }
 static mk_status run_gather_dot_backward(const mk_op_call *c, float *const *out, int deterministic) {
-    return (deterministic ? mk_gather_dot_backward_cuda : mk_gather_dot_backward_atomic_cuda)(
-        FLT(4), FLT(0), FLT(1), IDX(2), IDX(3), DIM(2, 0), DIM(2, 1), DIM(0, 1), DIM(1, 0), out[0], out[1],
-        NULL);
+    return (deterministic ? gpu->gather_dot_backward : mk_gather_dot_backward_atomic_cuda)(
+        NULL, FLT(4), FLT(0), FLT(1), IDX(2), IDX(3), DIM(2, 0), DIM(2, 1), DIM(0, 1), DIM(1, 0),
+        out[0], out[1], NULL, 0);
 }
 /* emb, tokens */
 static mk_status run_power_sums(const mk_op_call *c, float *const *out, int deterministic) {
     (void)deterministic;
-    return mk_power_sums_cuda(FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 1), c->scalar,
-                              out[0], NULL);
+    return gpu->power_sums(NULL, FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 1),
+                           c->scalar, out[0]);
 }
 /* grad, emb, tokens */
 static mk_status run_power_sums_backward(const mk_op_call *c, float *const *out, int deterministic) {
     (void)deterministic;
-    return mk_power_sums_backward_cuda(FLT(0), FLT(1), IDX(2), DIM(2, 0) * DIM(2, 1), DIM(2, 2),
-                                       DIM(1, 1), DIM(0, 2), DIM(1, 0), out[0], NULL);
+    return gpu->power_sums_backward(NULL, FLT(0), FLT(1), IDX(2), DIM(2, 0) * DIM(2, 1), DIM(2, 2),
+                                    DIM(1, 1), DIM(0, 2), DIM(1, 0), out[0], NULL, 0);
 }
 /* pair_table, tokens */
 static mk_status run_pair_sums(const mk_op_call *c, float *const *out, int deterministic) {
     (void)deterministic;
-    return mk_pair_sums_cuda(FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 1), out[0], NULL);
+    return gpu->pair_sums(NULL, FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 1), out[0]);
 }
 /* grad, tokens */
 static mk_status run_pair_sums_backward(const mk_op_call *c, float *const *out, int deterministic) {
-    return (deterministic ? mk_pair_sums_backward_cuda : mk_pair_sums_backward_atomic_cuda)(
-        FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 2), c->scalar, out[0], NULL);
+    return (deterministic ? gpu->pair_sums_backward : mk_pair_sums_backward_atomic_cuda)(
+        NULL, FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 2), c->scalar, out[0], NULL,
+        0);
 }
 
 static const char *const OUT[] = {"out"};

@@ -4,12 +4,12 @@
  * structs against the offsets below instead of trusting a hand copy.
  *
  *   _testing.backend_layout() -> {struct: (sizeof, {field: offsetof})}
- *       "mk_backend"'s fields are name, host_memory and every entry of MK_BACKEND_ENTRIES
+ *       "mk_backend"'s fields are name, host_memory and every entry of core/backend_ops.def
  *       (generated from that list, whose completeness backend.c asserts at compile time);
  *   _testing.backend_table(name) -> the named table ("cpu", "cpu_staged") of manaka._core
  *       as a MK_BACKEND_CAPSULE, like manaka._cuda.backend_table();
  *   _testing.backend_entries(name="cpu") -> [the table's entry names], in
- *       MK_BACKEND_ENTRIES's order, after checking the named table is complete: the
+ *       backend_ops.def's order, after checking the named table is complete: the
  *       conformance suite enumerates them, so that an entry without a case fails it.
  * The layouts are this extension's compile of the headers; PyInit__testing refused a _core
  * whose mk_backend or mk_batch has another size. */
@@ -40,10 +40,10 @@ static PyObject *py_backend_layout(PyObject *self, PyObject *unused) {
 
     if (!(fields = PyDict_New()) || FIELD(mk_backend, name) || FIELD(mk_backend, host_memory))
         goto fail;
-#define MK_LAYOUT_ENTRY(entry) \
+#define MK_OP(ret, entry, params) \
     if (FIELD(mk_backend, entry)) goto fail;
-    MK_BACKEND_ENTRIES(MK_LAYOUT_ENTRY)
-#undef MK_LAYOUT_ENTRY
+#include "core/backend_ops.def"
+#undef MK_OP
     if (add_struct(out, "mk_backend", sizeof(mk_backend), fields) < 0) goto fail_out;
 
     if (!(fields = PyDict_New()) || FIELD(mk_batch, B) || FIELD(mk_batch, S) ||
@@ -98,7 +98,7 @@ static PyObject *py_backend_entries(PyObject *self, PyObject *args) {
     if (!mk_core->backend_from_arg(name)) return NULL;
     PyObject *list = PyList_New(0);
     if (!list) return NULL;
-#define MK_APPEND_ENTRY(entry)                                             \
+#define MK_OP(ret, entry, params)                                          \
     {                                                                      \
         PyObject *s = PyUnicode_FromString(#entry);                        \
         if (!s || PyList_Append(list, s) < 0) {                            \
@@ -108,8 +108,8 @@ static PyObject *py_backend_entries(PyObject *self, PyObject *args) {
         }                                                                  \
         Py_DECREF(s);                                                      \
     }
-    MK_BACKEND_ENTRIES(MK_APPEND_ENTRY)
-#undef MK_APPEND_ENTRY
+#include "core/backend_ops.def"
+#undef MK_OP
     return list;
 }
 
