@@ -219,15 +219,6 @@ def _(r):
     r.close(r.be.get(out), 1 / (1 + np.exp(-np.float64(x0))))
 
 
-@case("scale", tol=0)
-def _(r):
-    x0, out = r.randn(1001), r.be.empty(1003)
-    r.op("scale", None, r.be.put(x0), 0.75, 1001, out)
-    got = r.be.get(out)
-    r.close(got[:1001], np.float32(0.75) * x0)
-    assert np.isnan(got[1001:]).all(), "scale wrote past n"
-
-
 # ------------------------------------------------------------------ the fused ops
 
 def _legal(r, B, L, M, counts=True):
