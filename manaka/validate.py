@@ -1,9 +1,11 @@
-"""The rules a dataset (docs/design.md §4) must obey, checked in chunks before training starts.
+"""The rules a dataset (docs/design.md §4) must obey, checked before training starts.
 
-Every check is vectorised NumPy over chunks of positions, so a memory-mapped dataset of
-millions of positions is validated in seconds without ever being loaded whole. The first
-violation raises ``ValueError`` naming the source, the file (or argument), the first bad
-position and the rule broken.
+Here: meta.json, and the arrays' dtypes and shapes. The value rules (every token, legal
+move, target, value and soft target) are the C core's (`_core.check_dataset`, the rules of
+csrc/core/check.h), run over the arrays in place, so a memory-mapped dataset of millions of
+positions is validated without ever being loaded whole. The first violation raises
+``ValueError`` naming the source, the file (or argument), the first bad position and the
+rule broken.
 """
 from __future__ import annotations
 
@@ -11,11 +13,10 @@ from typing import Dict, Mapping, Optional
 
 import numpy as np
 
+from . import _core
+
 FORMAT_VERSION = 1
 FILES = ("tokens", "legal_offsets", "legal_moves", "target", "value", "policy_target")
-# Soft targets are float32 sums over up to ~600 slots: allow rounding, catch real mistakes.
-SOFT_SUM_TOLERANCE = 1e-3
-CHUNK = 1 << 18  # positions per vectorised step: ~30 MB of temporaries at T = 40
 
 
 class Rule:
@@ -91,69 +92,48 @@ def check_shapes(arrays: Mapping[str, Optional[np.ndarray]], meta: Mapping[str, 
     return N
 
 
-def _first(mask: np.ndarray) -> int:
-    return int(np.flatnonzero(mask.reshape(-1))[0])
-
-
-def check_values(arrays: Mapping[str, Optional[np.ndarray]], meta: Mapping[str, int], rule: Rule,
-                 chunk: int = CHUNK) -> Dict[str, float]:
-    """Every value rule, chunk by chunk. Returns summary statistics of the legal counts."""
+def check_values(arrays: Mapping[str, Optional[np.ndarray]], meta: Mapping[str, int], rule: Rule) -> Dict[str, float]:
+    """Every value rule, by the C core's dataset check (csrc/core/check.h, the rules a batch
+    is held to, and the format's own: the offsets and each legal move listed once), over
+    the arrays in place. Returns summary statistics of the legal counts."""
     tokens, offsets, moves = arrays["tokens"], arrays["legal_offsets"], arrays["legal_moves"]
-    target, value, policy = arrays["target"], arrays["value"], arrays.get("policy_target")
     V, M, N = meta["num_tokens"], meta["num_moves"], tokens.shape[0]
-    if int(offsets[0]) != 0:
-        rule.fail("legal_offsets", f"must start at 0, got legal_offsets[0] = {int(offsets[0])}")
-    if int(offsets[N]) != len(moves):
-        rule.fail("legal_offsets", f"ends at {int(offsets[N])} but legal_moves has {len(moves)} entries (they must agree)")
-    max_count = 0
-    for a in range(0, N, chunk):
-        b = min(N, a + chunk)
-        off = np.asarray(offsets[a:b + 1])
-        counts = np.diff(off)
-        if (counts < 1).any():
-            i = a + _first(counts < 1)
-            rule.fail("legal_offsets", f"position {i}: offsets must increase strictly (every position needs >= 1 legal move), got legal_offsets[{i}] = {int(offsets[i])}, legal_offsets[{i + 1}] = {int(offsets[i + 1])}")
-        max_count = max(max_count, int(counts.max()))
-        tok = np.asarray(tokens[a:b])
-        bad = (tok < -1) | (tok >= V)
-        if bad.any():
-            i, s, t = np.unravel_index(_first(bad), tok.shape)
-            rule.fail("tokens", f"position {a + i}: tokens[{a + i}, {s}, {t}] = {tok[i, s, t]} is out of range: must be -1 (empty) or in [0, num_tokens = {V})")
-        mv = np.asarray(moves[off[0]:off[-1]])
-        bad = (mv < 0) | (mv >= M)
-        if bad.any():
-            k = _first(bad)
-            i = int(np.searchsorted(off, off[0] + k, side="right")) - 1
-            rule.fail("legal_moves", f"position {a + i}: legal move {mv[k]} at slot {off[0] + k - off[i]} is out of range [0, num_moves = {M})")
-        # a move listed twice would get two logits and split its probability
-        pos = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
-        key = np.sort(pos * M + mv.astype(np.int64))
-        dup = key[1:] == key[:-1]
-        if dup.any():
-            k = int(key[1:][dup][0])
-            i, m = k // M, k % M
-            rule.fail("legal_moves", f"position {a + i}: move {m} appears twice in its legal list (each legal "
-                                     "move must be listed once)")
-        tg = np.asarray(target[a:b])
-        bad = (tg < 0) | (tg >= counts)
-        if bad.any():
-            i = _first(bad)
-            rule.fail("target", f"position {a + i}: target {tg[i]} is beyond its legal list of {counts[i]} moves (must be in [0, {counts[i]}))")
-        val = np.asarray(value[a:b])
-        bad = ~np.isfinite(val) | (val < 0) | (val > 1)
-        if bad.any():
-            i = _first(bad)
-            rule.fail("value", f"position {a + i}: value {val[i]} must be finite and in [0, 1] (win 1, draw 0.5, loss 0)")
-        if policy is not None:
-            pol = np.asarray(policy[off[0]:off[-1]])
-            bad = ~np.isfinite(pol) | (pol < 0)
-            if bad.any():
-                k = _first(bad)
-                i = int(np.searchsorted(off, off[0] + k, side="right")) - 1
-                rule.fail("policy_target", f"position {a + i}: soft target {pol[k]} at slot {off[0] + k - off[i]} must be finite and >= 0")
-            sums = np.add.reduceat(pol.astype(np.float64), off[:-1] - off[0])
-            bad = np.abs(sums - 1.0) > SOFT_SUM_TOLERANCE
-            if bad.any():
-                i = _first(bad)
-                rule.fail("policy_target", f"position {a + i}: soft targets sum to {sums[i]:.6f}, not 1 (tolerance {SOFT_SUM_TOLERANCE})")
+    max_count, fault = _core.check_dataset(tokens, offsets, moves, arrays["target"], arrays["value"],
+                                           arrays.get("policy_target"), V, M)
+    if fault is not None:
+        _fail(rule, arrays, meta, *fault)
     return {"max_legal": max_count, "mean_legal": len(moves) / N}
+
+
+def _fail(rule: Rule, arrays, meta, kind: str, i: int, slot: int, count: int, value: int, real: float):
+    """Words the C check's first fault (which array, where, what) as the format's rule."""
+    offsets, V, M = arrays["legal_offsets"], meta["num_tokens"], meta["num_moves"]
+    if kind == "offset_start":
+        rule.fail("legal_offsets", f"must start at 0, got legal_offsets[0] = {value}")
+    if kind == "offset_end":
+        rule.fail("legal_offsets", f"ends at {value} but legal_moves has {len(arrays['legal_moves'])} entries "
+                                   "(they must agree)")
+    if kind == "count":
+        rule.fail("legal_offsets", f"position {i}: offsets must increase strictly (every position needs >= 1 legal "
+                                   f"move), got legal_offsets[{i}] = {int(offsets[i])}, legal_offsets[{i + 1}] = "
+                                   f"{int(offsets[i + 1])}")
+    if kind == "token":
+        p, s, t = np.unravel_index(i, arrays["tokens"].shape)
+        rule.fail("tokens", f"position {p}: tokens[{p}, {s}, {t}] = {value} is out of range: must be -1 (empty) or "
+                            f"in [0, num_tokens = {V})")
+    if kind == "legal":
+        rule.fail("legal_moves", f"position {i}: legal move {value} at slot {slot} is out of range [0, num_moves = {M})")
+    if kind == "duplicate":  # a move listed twice would get two logits and split its probability
+        rule.fail("legal_moves", f"position {i}: move {value} appears twice in its legal list (each legal move must "
+                                 "be listed once)")
+    if kind == "target":
+        rule.fail("target", f"position {i}: target {value} is beyond its legal list of {count} moves (must be in "
+                            f"[0, {count}))")
+    if kind == "value":
+        rule.fail("value", f"position {i}: value {arrays['value'][i]} must be finite and in [0, 1] (win 1, draw 0.5, "
+                           "loss 0)")
+    if kind == "soft_entry":
+        rule.fail("policy_target", f"position {i}: soft target {arrays['policy_target'][int(offsets[i]) + slot]} at "
+                                   f"slot {slot} must be finite and >= 0")
+    rule.fail("policy_target", f"position {i}: soft targets sum to {real:.6f}, not 1 (tolerance "
+                               f"{_core.SOFT_TARGET_TOLERANCE})")

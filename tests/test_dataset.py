@@ -153,20 +153,20 @@ def test_wrong_dtype_on_disk_and_wide_values_in_memory(tmp_path):
         mk.Dataset.from_arrays(**a)
 
 
-def test_validation_is_chunked():
-    """Rules hold across chunk boundaries: the first bad position is still exact."""
+def test_validation_names_the_first_bad_position():
+    """The check names the exact first bad position wherever it lies (37 and 15 of 50)."""
     from manaka import validate
     ds = mk.Dataset.from_arrays(**arrays(N=50))
     arrs = {k: getattr(ds, k) for k in validate.FILES}
     arrs["value"] = arrs["value"].copy()
     arrs["value"][37] = -0.5
     with pytest.raises(ValueError, match="position 37"):
-        validate.check_values(arrs, ds.meta, validate.Rule("x", {}), chunk=8)
+        validate.check_values(arrs, ds.meta, validate.Rule("x", {}))
     arrs = {k: getattr(ds, k) for k in validate.FILES}
     arrs["legal_offsets"] = arrs["legal_offsets"].copy()
-    arrs["legal_offsets"][16] = arrs["legal_offsets"][15]  # offsets[16] is the chunk seam
+    arrs["legal_offsets"][16] = arrs["legal_offsets"][15]
     with pytest.raises(ValueError, match="position 15: offsets must increase"):
-        validate.check_values(arrs, ds.meta, validate.Rule("x", {}), chunk=8)
+        validate.check_values(arrs, ds.meta, validate.Rule("x", {}))
 
 
 def test_synthetic_shapes_and_labels(small):

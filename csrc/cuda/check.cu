@@ -26,7 +26,7 @@ enum { K_TOKEN = 0, K_COUNT, K_LEGAL, K_TARGET, K_VALUE, K_SOFT, K_KEYS };
 static __global__ void tokens_kernel(const int32_t *__restrict__ tokens, int64_t n, int64_t V,
                                      unsigned long long *key) {
     MK_GRID_STRIDE(x, n)
-        if (tokens[x] < -1 || tokens[x] >= V) atomicMin(key, (unsigned long long)x);
+        if (mk_bad_token(tokens[x], V)) atomicMin(key, (unsigned long long)x);
 }
 
 /* x = r (L + 1) + j: j = 0 judges counts[r], j = l + 1 legal[r, l], the latter only in a
@@ -39,7 +39,7 @@ static __global__ void legal_kernel(const int32_t *__restrict__ legal,
         const bool count_ok = n >= min_count && n <= L;
         if (l < 0) {
             if (!count_ok) atomicMin(&keys[K_COUNT], (unsigned long long)r);
-        } else if (count_ok && l < n && (legal[r * L + l] < 0 || legal[r * L + l] >= M)) {
+        } else if (count_ok && l < n && mk_bad_index(legal[r * L + l], M)) {
             atomicMin(&keys[K_LEGAL], (unsigned long long)(r * L + l));
         }
     }
@@ -55,20 +55,20 @@ static __global__ void targets_kernel(const int32_t *__restrict__ counts,
                                       unsigned long long *keys) {
     MK_GRID_STRIDE(r, B) {
         const int64_t n = counts[r];
-        if (target && (target[r] < 0 || target[r] >= n))
+        if (target && mk_bad_index(target[r], n))
             atomicMin(&keys[K_TARGET], (unsigned long long)r);
-        if (value && !(value[r] >= 0.0f && value[r] <= 1.0f))
+        if (value && mk_bad_value(value[r]))
             atomicMin(&keys[K_VALUE], (unsigned long long)r);
         if (!soft || n < 1 || n > L) continue;
         double sum = 0.0;
         int64_t l = 0;
         for (; l < n; l++) {
             const float p = soft[r * L + l];
-            if (!isfinite(p) || p < 0.0f) break;
+            if (mk_bad_soft_entry(p)) break;
             sum += p;
         }
         if (l < n) atomicMin(&keys[K_SOFT], (unsigned long long)(r * (L + 1) + l));
-        else if (fabs(sum - 1.0) > MK_SOFT_TARGET_TOLERANCE)
+        else if (mk_bad_soft_sum(sum))
             atomicMin(&keys[K_SOFT], (unsigned long long)(r * (L + 1) + L));
     }
 }

@@ -56,5 +56,6 @@ int mk_init_model(PyObject *module);
 int mk_init_loader(PyObject *module);
 int mk_init_shogi(PyObject *module);
 int mk_init_hcpe3(PyObject *module);
+int mk_init_dataset(PyObject *module);
 
 #endif
