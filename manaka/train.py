@@ -5,7 +5,7 @@ labelled by a fixed random teacher network, see manaka.synthetic) for one epoch 
 a minute, on the GPU if one is usable and the CPU otherwise, and ends with a summary:
 throughput (positions over training time, evaluations excluded), the data-wait share, and
 held-out loss and accuracy against the teacher's own ceiling; with --data and --eval-data,
-against the chance and frequency baselines (manaka/baselines.py).
+against the chance and frequency baselines (manaka/evaluate/baseline_figures.py).
 
 The trained model is saved to --save, or next to --checkpoint (run.ckpt -> run.manaka), or
 to model.manaka here; an existing file is never replaced unless named by --save (a free name
@@ -357,7 +357,6 @@ def _train(args) -> int:
         args.stage = "after"
         baselines = None
         if args.data and held_out is not None and history.records:
-            from .baselines import label_baselines
             # counted on the training records as recorded (without the recipe's mirrors)
             counted = open_data(args.data, kind, **records) if getattr(data, "mirror", False) else data
             baselines = label_baselines(counted, held_out, batch_size=max(batch_size, 1024))
@@ -476,6 +475,19 @@ def open_data(path: str, kind: str, value="result", on_bad="raise", mirror: bool
     if kind == "psv":
         return shogi.open_psv(path, value=value, on_bad=on_bad, mirror=mirror)
     return mk.Dataset.open(path)
+
+
+def label_baselines(train, held_out, batch_size: int, max_train: int = 1_000_000) -> dict:
+    """The held-out top-1 accuracies of the chance and frequency baselines (mk.evaluate's),
+    with the moves counted on at most `max_train` training positions (beyond it, the first
+    of a shuffled epoch), through mk.Loader: records on_bad="skip" leaves out stay out."""
+    from .evaluate import baselines, label_frequencies
+
+    with mk.Loader(train, batch_size=batch_size, producers=2, shuffle=len(train) > max_train, seed=0) as loader:
+        counted = label_frequencies(loader, max_positions=max_train)
+    figures = baselines(held_out, counted, batch_size=batch_size)
+    return {"chance": figures["chance"]["accuracy"], "frequency": figures["frequency"]["accuracy"],
+            "train_positions": counted.positions}
 
 
 def summary(history, loader, data, held_out, model, batch_size, checkpoint=None, baselines=None) -> None:

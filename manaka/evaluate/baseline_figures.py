@@ -40,19 +40,23 @@ class Frequencies:
     source: str
 
 
-def label_frequencies(data, batch_size: int = 1024) -> Frequencies:
+def label_frequencies(data, batch_size: int = 1024, max_positions: Optional[int] = None) -> Frequencies:
     """The move and value frequencies of `data` (a Dataset, shogi records or a Loader), in
-    one pass. A ValueError naming the data when it has no position."""
+    one pass over its first `max_positions` positions (None: all of them; a shuffled Loader
+    makes them a sample). A ValueError naming the data when it has no position."""
     moves = np.zeros(0, np.int64)
     value_sum, n = 0.0, 0
     with batches(data, batch_size) as loader:
         for batch in loader:
-            played = batch.legal[np.arange(len(batch)), batch.target]
+            take = len(batch) if max_positions is None else min(len(batch), max_positions - n)
+            played = batch.legal[np.arange(take), batch.target[:take]]
             found = np.bincount(played, minlength=len(moves))
             found[:len(moves)] += moves
             moves = found
-            value_sum += float(np.sum(batch.value, dtype=np.float64))
-            n += len(batch)
+            value_sum += float(np.sum(batch.value[:take], dtype=np.float64))
+            n += take
+            if n == max_positions:
+                break
     loader.check_not_empty(n)
     return Frequencies(moves, value_sum / n, n, describe(data))
 
