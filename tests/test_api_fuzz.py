@@ -1,4 +1,4 @@
-"""Seeded random arguments for manaka's API (issue 11, "Tests and CI"): manaka.ops (all six
+"""Seeded random arguments for manaka's API: manaka.ops (all six
 ops), mk.Batch with Model.forward / Model.loss_and_grad / Trainer.step, Loader (its
 arguments, iteration, load_state_dict) and Dataset.open (folders of mutated arrays and
 meta.json, then a Loader over them). Cases and their validity predicates are in
@@ -40,12 +40,11 @@ import fuzz_runner  # noqa: E402
 KINDS = ["ops", "model", "loader", "dataset"]
 FAILURES = ("harness error", "silent acceptance", "refused valid input", "wrong result", "escaped", "state changed", "crash", "hang")
 
-# Defects of issue 11 that other changes fix, as fixed cases (not left to the random draw):
-# each must end in a clean error. Names listed in UNFIXED are strict xfails until their fix
-# lands on main (item 4's two landed with 112b872).
+# Known defects, as fixed cases (not left to the random draw): each must end in a clean
+# error. Names listed in UNFIXED are strict xfails until their fix lands on main.
 PENDING = {
-    "item 4: Loader batch_size=2**62": "loader_batch_size",
-    "item 4: ModelConfig(embed_dim=2**62, orders=2)": "config_embed_dim",
+    "huge size: Loader batch_size=2**62": "loader_batch_size",
+    "huge size: ModelConfig(embed_dim=2**62, orders=2)": "config_embed_dim",
 }
 UNFIXED = set()
 
@@ -157,7 +156,7 @@ def test_api_fuzz_short_run(kind):
 
 
 def test_findings_of_the_fuzz():
-    """What the fuzz found outside issue 11's items, fixed with it; each line failed before."""
+    """What the fuzz found beyond the known defects, each fixed; each line failed before its fix."""
     import numpy as np
     import manaka as mk
     import api_fuzz_cases as cases
@@ -181,7 +180,7 @@ def test_findings_of_the_fuzz():
         mk.Batch(huge, np.zeros((2**20, 1)), np.ones(2**20), np.zeros(2**20), np.zeros(2**20))
 
 
-@pytest.mark.parametrize("item", [pytest.param(name, marks=[pytest.mark.xfail(strict=True, reason=f"issue 11 {name}")]
+@pytest.mark.parametrize("item", [pytest.param(name, marks=[pytest.mark.xfail(strict=True, reason=f"known defect {name}")]
                                                if name in UNFIXED else []) for name in PENDING])
 def test_pending_defect_is_a_clean_error(item):
     """Each case in a child process with a time limit: a crash or a hang fails it."""

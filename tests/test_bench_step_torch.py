@@ -1,4 +1,4 @@
-"""python -m manaka.bench step_torch (issue 15's benchmark) runs end to end on the small
+"""python -m manaka.bench step_torch runs end to end on the small
 configuration: the three variants start from the same first loss (the suite refuses to time
 them otherwise), every variant is timed, and the results land where --out says."""
 import json

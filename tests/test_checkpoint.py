@@ -1,5 +1,5 @@
 """Checkpoints (manaka/checkpoint.py): no pickle, checked reads, the converter, and the
-resume checks of mk.fit and python -m manaka.train (issue 10)."""
+resume checks of mk.fit and python -m manaka.train."""
 import os
 import pickle
 import subprocess

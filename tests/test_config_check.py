@@ -1,4 +1,4 @@
-"""Issue 12, "validate once, in C": every rule of the model configuration and of the
+"""Validated once, in C: every rule of the model configuration and of the
 trainer's hyperparameters is C's (csrc/core/model.c: mk_config_check_dim,
 mk_config_check; csrc/core/trainer.c: mk_trainer_config_check, mk_trainer_*_code). The
 bindings convert types and Python converts Python values, nothing more.

@@ -131,7 +131,7 @@ def test_parse_cai_contiguous_strides_and_unit_dims():
     ({"shape": (1,), "typestr": "<f4", "data": (16, False), "version": 3, "stream": 0}, ValueError, "'stream' is 0"),
     ({"shape": (1,), "typestr": "<f4", "data": (16, False), "version": 3, "stream": "s"}, TypeError, "'stream' must be an int"),
     ({"shape": (1,) * 9, "typestr": "<f4", "data": (16, False), "version": 3}, ValueError, "at most 8"),
-    # issue 11 item 4: the element count is a checked product (2^80 wrapped to 0 before)
+    # the element count is a checked product (2^80 must not wrap to 0)
     ({"shape": (2**40, 2**40), "typestr": "<f4", "data": (16, False), "version": 3}, ValueError,
      r"more than 2\^56 elements"),
 ])
@@ -281,7 +281,7 @@ def test_from_ptr_argument_errors(args, error, match):
 
 @needs_build
 def test_a_device_array_shape_past_the_element_limit_is_refused_before_the_device():
-    # (2^62, 4) float32 is 2^66 bytes: wrapped to a 0-byte allocation before issue 11 item 4
+    # (2^62, 4) float32 is 2^66 bytes: unchecked, it would wrap to a 0-byte allocation
     for shape in ((2**62, 4), (2**30, 2**30, 2**30)):
         with pytest.raises(ValueError, match=r"DeviceArray.empty: the shape has more than 2\^56 elements"):
             manaka.DeviceArray.empty(shape)

@@ -1,4 +1,4 @@
-"""Dataset errors of issue 10 and issue 11 item 10: one exception type (DatasetError, a
+"""Dataset errors: one exception type (DatasetError, a
 ValueError naming the folder) for every damaged folder, a repeated legal move refused with
 its position, the tokens message naming the axis it read, and a meta.json that would size
 a model beyond memory refused by the CLI before anything is allocated."""

@@ -1,4 +1,4 @@
-"""Issue 11 item 1: index arrays changed by another thread while a call runs.
+"""Index arrays changed by another thread while a call runs.
 
 A thread flips entries of the caller's tokens / legal / counts / target (or an op's
 indices, counts, tokens) between their valid value and 10**8 while the main thread calls

@@ -1,6 +1,6 @@
-"""Integer arrays a user hands in are narrowed to int32 with a range check, never wrapped
-(issue 11 item 5): NumPy's cast turns 2**32 into 0, 2**32 + 1 into 1, -2**40 into 0 and
-uint64 2**64 - 1 into the empty-slot sentinel -1, which the model's checks then accept."""
+"""Integer arrays a user hands in are narrowed to int32 with a range check, never wrapped:
+NumPy's cast turns 2**32 into 0, 2**32 + 1 into 1, -2**40 into 0 and uint64 2**64 - 1
+into the empty-slot sentinel -1, which the model's checks would then accept."""
 import numpy as np
 import pytest
 

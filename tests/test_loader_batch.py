@@ -1,5 +1,5 @@
-"""A loader's batch reaches the model as its producer packed and checked it (issue 12, "one
-batch type and one crossing"): no conversion, no copy, no second scan of its indices; and
+"""A loader's batch reaches the model as its producer packed and checked it (one batch type
+and one crossing): no conversion, no copy, no second scan of its indices; and
 every way a user can change such a batch makes it an ordinary batch again, converted and
 checked in full. Model.batch_scans (the model's count of batches whose every entry it
 checked) tells the two paths apart; the results must be identical either way."""

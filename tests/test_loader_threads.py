@@ -1,5 +1,5 @@
-"""The Loader under other threads and other processes (issue 11): close() / stop() from any
-thread never hangs (item 2). Each scenario runs in a child process with a time limit, so a
+"""The Loader under other threads and other processes: close() / stop() from any
+thread never hangs. Each scenario runs in a child process with a time limit, so a
 deadlock fails the test instead of hanging the suite."""
 import os
 import subprocess
@@ -138,10 +138,10 @@ REWRITE = """
 
 
 def test_rewriting_the_files_under_a_running_loader_is_an_error_not_a_crash(tmp_path):
-    """Another process rewrites a memory-mapped dataset while loaders read it (issue 11
-    item 3): every batch is well formed or the iteration ends with a DatasetError; before
-    the fix pack() trusted offsets re-read from the live map (a heap-buffer-overflow write)
-    and a truncated file killed the process with SIGBUS."""
+    """Another process rewrites a memory-mapped dataset while loaders read it: every batch
+    is well formed or the iteration ends with a DatasetError. pack() must not trust offsets
+    re-read from the live map (that was a heap-buffer-overflow write), and a truncated file
+    must not kill the process with SIGBUS."""
     out = run_child(REWRITE, str(tmp_path), "60")
     assert out.startswith("ok"), out
 

@@ -1,6 +1,5 @@
 """The file container of models and checkpoints (manaka/model_file.py), atomic writes
-(manaka/atomic_file.py) and Model.load's checks before it allocates (issue 10, issue 11
-items 8-10)."""
+(manaka/atomic_file.py) and Model.load's checks before it allocates."""
 import json
 import os
 import struct
@@ -84,7 +83,7 @@ def _craft(path, header: dict, data: bytes = b"", version=2):
 
 
 def test_a_small_crafted_file_is_refused_before_anything_is_allocated(tmp_path, monkeypatch):
-    """Issue 11 item 8: a 256-byte file claiming a huge model must not build it."""
+    """A 256-byte file claiming a huge model must not build it."""
     built = []
     monkeypatch.setattr(mk.Model, "__init__", lambda self, *a, **k: built.append(a))
     huge = cases.config(num_tokens=30000, D=1 << 20).to_dict()

@@ -1,5 +1,5 @@
-"""Seeded random corruption of model files, checkpoints and dataset folders (issue 11
-item 10): every damaged file is either refused with its one documented exception type
+"""Seeded random corruption of model files, checkpoints and dataset folders: every damaged
+file is either refused with its one documented exception type
 (ModelFileError, CheckpointError, DatasetError) or loads to exactly the original content.
 No other exception, no crash, no silent change.
 

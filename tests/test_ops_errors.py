@@ -161,7 +161,7 @@ def test_a_bad_count_is_reported_before_any_index(rng):
 
 
 # A hang holds the GIL (Ctrl-C cannot stop it), so the call runs in a child process with
-# a time limit: before issue 11 item 6, num_pairs near 2^62 overflowed the search for V.
+# a time limit: num_pairs near 2^62 must not overflow the search for V (a doubling search did).
 _HUGE_NUM_PAIRS = r"""
 import numpy as np, manaka as mk
 tok, grad = np.zeros((1, 2, 3), np.int32), np.zeros((1, 2, 2), np.float32)

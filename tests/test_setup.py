@@ -149,7 +149,7 @@ def test_the_line_is_one_line(setup_py):
 
 def test_the_test_hooks_are_their_own_extension_and_link_no_engine(setup_py, monkeypatch):
     """manaka._testing is built from csrc/python/testing/ and the argument conversion only;
-    the shipped manaka._core from neither the hooks nor their folder (issue 12). The engine
+    the shipped manaka._core from neither the hooks nor their folder. The engine
     folders belong to _core alone: _testing reaches the engine through _core's capsule."""
     monkeypatch.chdir(ROOT)  # setup.py globs csrc/ relative to the folder it runs in
     cuda = {"root": "/nowhere", "archs": ["90"], "cudart": "/nowhere/libcudart_static.a"}

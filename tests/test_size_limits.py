@@ -1,4 +1,4 @@
-"""Issue 11 item 4: every size computed from a user's number is bounded and computed with
+"""Every size computed from a user's number is bounded and computed with
 checked multiplies, so a huge dimension is a clear exception naming it, never a wrapped
 size and a heap overrun.
 

@@ -1,4 +1,4 @@
-"""Trainer state under other threads (issue 11 item 7): a failed load_state_dict changes
+"""Trainer state under other threads: a failed load_state_dict changes
 nothing, the step_count and fused setters and the load take the model like a step does, and
 each Stats belongs to its own step."""
 import threading

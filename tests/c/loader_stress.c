@@ -1,6 +1,6 @@
 /* Stress harness for csrc/data/loader.c under ThreadSanitizer / AddressSanitizer (tests/test_loader_sanitizers.py):
  * 6 producers, a queue of 2, 30 epochs, some stopped early; then 4 threads stopping the
- * loader while the consumer restarts and reads it (issue 11 item 2: stop from any thread,
+ * loader while the consumer restarts and reads it (stop works from any thread, and
  * concurrent stops join each producer once). Every batch must come checked by its producer
  * (the data is valid for num_tokens 300, num_moves 1000). Prints "ok <sum of positions>". */
 #include <pthread.h>
