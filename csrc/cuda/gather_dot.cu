@@ -223,7 +223,7 @@ extern "C" mk_status mk_gather_dot_backward_cuda(void *stream, const float *grad
 extern "C" mk_status mk_gather_dot_backward_atomic_cuda(
     void *stream, const float *grad, const float *hidden, const float *table,
     const int32_t *indices, const int32_t *counts, int64_t B, int64_t L, int64_t W, int64_t M,
-    float *grad_hidden, float *grad_table, void *work, size_t work_bytes) {
+    float *grad_hidden, float *grad_table, void * /* work: none needed */, size_t) {
     mk_status status = check_sizes(B, W);
     cudaStream_t s = MK_STREAM(stream);
     if (status != MK_OK) return status;
