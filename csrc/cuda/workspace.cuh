@@ -11,7 +11,8 @@
  *
  * The training step never comes here: its ops take their scratch from the model's arena
  * (backend.h: scratch_bytes), and each op's launcher takes explicit scratch (pointer and
- * bytes); the pool entry points only allocate, call that launcher, and free. */
+ * bytes); an entry given no scratch (the public op) only allocates here, calls that
+ * launcher, and frees. */
 #ifndef MANAKA_CUDA_WORKSPACE_CUH
 #define MANAKA_CUDA_WORKSPACE_CUH
 
