@@ -1,7 +1,7 @@
-"""Dataset errors: one exception type (DatasetError, a
-ValueError naming the folder) for every damaged folder, a repeated legal move refused with
-its position, the tokens message naming the axis it read, and a meta.json that would size
-a model beyond memory refused by the CLI before anything is allocated."""
+"""Dataset errors: one exception type (DatasetError, a ValueError naming the folder) for
+every damaged folder, a repeated legal move refused with its position, the tokens message
+naming the axis it read, and a meta.json that would size a model beyond memory refused by
+the CLI before anything is allocated."""
 import json
 import os
 
@@ -44,6 +44,20 @@ def test_a_repeated_legal_move_is_refused_with_its_position():
     moves = np.array(a["legal_moves"])
     moves[offsets[i] + 1] = moves[offsets[i]]
     with pytest.raises(ValueError, match=f"position {i}: move {moves[offsets[i]]} appears twice"):
+        mk.Dataset.from_arrays(**{**a, "legal_moves": moves})
+
+
+@pytest.mark.parametrize("num_moves", [40, 40000])  # legal_moves stored as int16, as int32
+def test_a_legal_list_may_come_in_any_order_but_not_repeat_a_move(num_moves):
+    a = arrays(N=6, M=num_moves, seed=4)
+    offsets, moves = a["legal_offsets"], np.array(a["legal_moves"])
+    i = int(np.flatnonzero(np.diff(offsets) >= 3)[0])
+    lo, hi = offsets[i], offsets[i + 1]
+    moves[lo:hi] = np.sort(moves[lo:hi])[::-1]  # descending, distinct: accepted
+    assert mk.Dataset.from_arrays(**{**a, "legal_moves": moves}).legal_moves.dtype == (
+        np.int16 if num_moves <= 32768 else np.int32)
+    moves[hi - 1] = moves[lo + 1]  # the second and the last now repeat, out of order
+    with pytest.raises(ValueError, match=f"position {i}: move {moves[lo + 1]} appears twice"):
         mk.Dataset.from_arrays(**{**a, "legal_moves": moves})
 
 
