@@ -40,7 +40,8 @@ typedef struct {
 #define MK_SOFT_TARGET_TOLERANCE 1e-3
 
 /* The rules themselves, one predicate each (true: the entry breaks it), for every check:
- * mk_find_fault and mk_check_dataset here, the device kernels of csrc/cuda/check.cu. */
+ * mk_find_fault here, the dataset check (csrc/data/dataset_check.c) and the device kernels
+ * of csrc/cuda/check.cu. */
 MK_HOST_DEVICE static inline int mk_bad_token(int64_t t, int64_t V) { return t < -1 || t >= V; }
 /* a legal move id against M, or a target against its row's count */
 MK_HOST_DEVICE static inline int mk_bad_index(int64_t x, int64_t n) { return x < 0 || x >= n; }
@@ -67,7 +68,7 @@ enum {
     MK_FAULT_SOFT_SUM,   /* index: row; real: the row's sum (double); count: counts[row] */
     MK_FAULT_NARROW,     /* index: flat position; value: the element (its bit pattern as
                             int64 for a uint64 above INT64_MAX) */
-    /* a dataset's own (mk_check_dataset) */
+    /* a dataset's own (mk_check_dataset, data/loader.h) */
     MK_FAULT_OFFSET_START, /* value: offsets[0], not 0 */
     MK_FAULT_OFFSET_END,   /* value: offsets[N], not the number of legal moves */
     MK_FAULT_DUPLICATE,    /* index: position; value: the move listed twice in its list */
@@ -85,27 +86,6 @@ typedef struct {
 
 /* Host arrays: *fault = the first fault of `check` (kind MK_FAULT_NONE when none). */
 void mk_find_fault(const mk_check *check, mk_fault *fault);
-
-/* A dataset as its folder holds it (docs/design.md §4): N positions, ragged legal lists. */
-typedef struct {
-    const int16_t *tokens;      /* [N, 2, T]: -1 (empty slot) or in [0, V) */
-    int64_t N, T, V;
-    const int64_t *offsets;     /* [N + 1]: 0, strictly increasing, ending at E */
-    const void *moves;          /* [E] int16 (moves_int16) or int32: in [0, M), each listed
-                                   once per position */
-    int moves_int16;
-    int64_t E, M;
-    const int32_t *target;      /* [N] in [0, count) */
-    const float *value;         /* [N] finite, in [0, 1] */
-    const float *policy_target; /* [E] or NULL: each position's entries as mk_check's rows */
-} mk_dataset;
-
-/* *fault = the first fault of `d`: the offsets (start, end, then every count >= 1, kind
- * MK_FAULT_COUNT with index the position and value its count), then as mk_find_fault
- * (tokens, legal moves; then duplicates, index the position; targets, values, soft
- * targets), each rule over every position before the next. *max_count = the longest legal
- * list (when no offset fault). MK_OK, or MK_ERR_NOMEM (the duplicate check's buffer). */
-mk_status mk_check_dataset(const mk_dataset *d, mk_fault *fault, int64_t *max_count);
 
 #ifdef __cplusplus
 }

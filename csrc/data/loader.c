@@ -457,22 +457,20 @@ static void *producer_main(void *arg) {
  * checks each offset again when it reads it: the file may change after this scan). */
 static mk_status scan_offsets(const mk_dataset_view *data, int64_t *max_count) {
     const int64_t *off = data->legal_offsets;
-    if (off[0] != 0)
+    mk_fault f;
+    mk_find_offsets_fault(off, data->num_positions, data->total_moves, &f, max_count);
+    if (f.kind == MK_FAULT_OFFSET_START)
         return mk_fail(MK_ERR_VALUE, "Loader: legal_offsets[0] must be 0, got %lld",
-                       (long long)off[0]);
-    for (int64_t i = 0; i < data->num_positions; i++) {
-        int64_t c = off[i + 1] - off[i];
-        if (c < 1)
-            return mk_fail(MK_ERR_VALUE,
-                           "Loader: position %lld has %lld legal moves (legal_offsets must "
-                           "increase strictly)",
-                           (long long)i, (long long)c);
-        if (c > *max_count) *max_count = c;
-    }
-    if (off[data->num_positions] != data->total_moves)
+                       (long long)f.value);
+    if (f.kind == MK_FAULT_COUNT)
+        return mk_fail(MK_ERR_VALUE,
+                       "Loader: position %lld has %lld legal moves (legal_offsets must "
+                       "increase strictly)",
+                       (long long)f.index, (long long)f.value);
+    if (f.kind == MK_FAULT_OFFSET_END)
         return mk_fail(MK_ERR_VALUE,
                        "Loader: legal_offsets[-1] = %lld but legal_moves has %lld entries",
-                       (long long)off[data->num_positions], (long long)data->total_moves);
+                       (long long)f.value, (long long)data->total_moves);
     return MK_OK;
 }
 

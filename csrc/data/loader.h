@@ -81,6 +81,23 @@ typedef struct {
     const mk_row_source *source;  /* NULL: the arrays above */
 } mk_dataset_view;
 
+/* The offsets' rules: offsets[0] = 0, offsets[N] = E (the number of legal moves), and
+ * every count offsets[i + 1] - offsets[i] >= 1, in that order: *fault = the first broken
+ * (MK_FAULT_OFFSET_START, _OFFSET_END with value the offset; MK_FAULT_COUNT with index the
+ * position and value its count), else kind MK_FAULT_NONE and *max_count the longest list.
+ * Whatever reads a list by its offsets checks them here first. */
+void mk_find_offsets_fault(const int64_t *offsets, int64_t N, int64_t E, mk_fault *fault,
+                           int64_t *max_count);
+
+/* Every rule of a dataset's arrays (not a row source), against V = num_tokens and
+ * M = num_moves: the offsets (above), then as mk_find_fault (core/check.h) every token,
+ * every legal move, each legal move listed once per position (MK_FAULT_DUPLICATE, index the
+ * position, value the smallest repeated move), every target, value and soft target (a
+ * position's entries before its sum), each rule over every position before the next.
+ * *fault = the first fault (kind MK_FAULT_NONE when none), *max_count the longest list.
+ * MK_OK, or MK_ERR_NOMEM (the duplicate check's buffer). dataset_check.c. */
+mk_status mk_check_dataset(const mk_dataset_view *data, mk_fault *fault, int64_t *max_count);
+
 typedef struct {
     int64_t batch_size;
     int producers;    /* threads, >= 1 */

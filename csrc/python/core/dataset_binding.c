@@ -1,9 +1,11 @@
-/* _core.check_dataset: the dataset rules (core/check.h, mk_check_dataset) over a dataset's
+/* _core.check_dataset: the dataset rules (mk_check_dataset, data/loader.h) over a dataset's
  * arrays in place (memory-mapped files are not copied). manaka/validate.py checks dtypes and
  * shapes first and words the answer; this entry checks them again only as far as reading
  * the arrays safely needs. The GIL stays held, so no Python thread writes an offset between
  * its check and its use. */
 #include "python/common/binding.h"
+
+#include "data/loader.h"
 
 /* `obj` as an aligned C-contiguous array of one of `types` (a copy only where it is not one),
  * with `ndim` dimensions: a new reference, or NULL with a TypeError naming it. */
@@ -57,9 +59,13 @@ static PyObject *py_check_dataset(PyObject *self, PyObject *args) {
                         "policy_target as legal_moves)");
         goto done;
     }
-    mk_dataset d = {PyArray_DATA(a[0]), N, tok[2], V, PyArray_DATA(a[1]), PyArray_DATA(a[2]),
-                    PyArray_TYPE(a[2]) == NPY_INT16, E, M, PyArray_DATA(a[3]), PyArray_DATA(a[4]),
-                    a[5] ? PyArray_DATA(a[5]) : NULL};
+    mk_dataset_view d = {.num_positions = N, .tokens_per_side = tok[2],
+                         .tokens = PyArray_DATA(a[0]), .legal_offsets = PyArray_DATA(a[1]),
+                         .legal_moves = PyArray_DATA(a[2]), .total_moves = E,
+                         .moves_itemsize = (int)PyArray_ITEMSIZE(a[2]),
+                         .target = PyArray_DATA(a[3]), .value = PyArray_DATA(a[4]),
+                         .policy_target = a[5] ? PyArray_DATA(a[5]) : NULL, .num_tokens = V,
+                         .num_moves = M};
     mk_fault f;
     int64_t max_count;
     mk_status status = mk_check_dataset(&d, &f, &max_count);
