@@ -1,6 +1,46 @@
 /* The fused ops' argument descriptions and the checks that read them (op_args.h). */
 #include "op_args.h"
 
+/* The six ops through a table, arguments in mk_op_spec.args order. */
+#define IN_F(i) ((const float *)c->a[i].data)
+#define IN_I(i) ((const int32_t *)c->a[i].data)
+#define DIM(i, d) (c->a[i].shape[d])
+/* hidden, table, indices, counts (, grad) */
+static mk_status run_gather_dot(const mk_backend *be, const mk_op_call *c, float *const *out) {
+    return be->gather_dot(NULL, IN_F(0), IN_F(1), IN_I(2), IN_I(3), DIM(2, 0), DIM(2, 1), DIM(0, 1),
+                          out[0]);
+}
+static mk_status run_gather_dot_backward(const mk_backend *be, const mk_op_call *c,
+                                         float *const *out) {
+    return be->gather_dot_backward(NULL, IN_F(4), IN_F(0), IN_F(1), IN_I(2), IN_I(3), DIM(2, 0),
+                                   DIM(2, 1), DIM(0, 1), DIM(1, 0), out[0], out[1], NULL, 0);
+}
+/* emb, tokens */
+static mk_status run_power_sums(const mk_backend *be, const mk_op_call *c, float *const *out) {
+    return be->power_sums(NULL, IN_F(0), IN_I(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 1),
+                          c->scalar, out[0]);
+}
+/* grad, emb, tokens */
+static mk_status run_power_sums_backward(const mk_backend *be, const mk_op_call *c,
+                                         float *const *out) {
+    return be->power_sums_backward(NULL, IN_F(0), IN_F(1), IN_I(2), DIM(2, 0) * DIM(2, 1),
+                                   DIM(2, 2), DIM(1, 1), DIM(0, 2), DIM(1, 0), out[0], NULL, 0);
+}
+/* pair_table, tokens */
+static mk_status run_pair_sums(const mk_backend *be, const mk_op_call *c, float *const *out) {
+    return be->pair_sums(NULL, IN_F(0), IN_I(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 1),
+                         out[0]);
+}
+/* grad, tokens */
+static mk_status run_pair_sums_backward(const mk_backend *be, const mk_op_call *c,
+                                        float *const *out) {
+    return be->pair_sums_backward(NULL, IN_F(0), IN_I(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2),
+                                  DIM(0, 2), c->scalar, out[0], NULL, 0);
+}
+#undef IN_F
+#undef IN_I
+#undef DIM
+
 #define ARG(n, idx, nd) {.name = n, .index = idx, .ndim = nd
 #define F32(n, nd, pos) ARG(n, 0, nd), .position = pos}
 #define IDX(n, nd, pos) ARG(n, 1, nd), .position = pos}
@@ -18,6 +58,7 @@
 #define G 0
 const mk_op_spec mk_op_gather_dot = {
     .name = "gather_dot",
+    .run = run_gather_dot,
     .n_args = 4, .args = {GATHER_DOT_ARGS},
     .n_same = 3, .same = {GATHER_DOT_SAME},
     GATHER_DOT_RANGE,
@@ -29,6 +70,7 @@ const mk_op_spec mk_op_gather_dot = {
 #define G 1
 const mk_op_spec mk_op_gather_dot_backward = {
     .name = "gather_dot_backward",
+    .run = run_gather_dot_backward,
     .n_args = 5, .args = {GATHER_DOT_ARGS, F32("grad", 2, 0)},
     .n_same = 5, .same = {GATHER_DOT_SAME, {D(4, 0), D(2, 0), 5, "B"}, {D(4, 1), D(2, 1), 5, "L"}},
     GATHER_DOT_RANGE,
@@ -39,6 +81,7 @@ const mk_op_spec mk_op_gather_dot_backward = {
 /* emb [V, D], tokens [B, S, T], orders K; out [B, S, K, D] */
 const mk_op_spec mk_op_power_sums = {
     .name = "power_sums",
+    .run = run_power_sums,
     .n_args = 2, .args = {F32("emb", 2, 0), IDX("tokens", 3, 1)},
     .scalar = MK_OP_ORDERS,
     .tokens = 1, .legal = -1, .counts = -1,
@@ -49,6 +92,7 @@ const mk_op_spec mk_op_power_sums = {
 /* grad [B, S, K, D], emb [V, D], tokens [B, S, T]; grad_emb [V, D] */
 const mk_op_spec mk_op_power_sums_backward = {
     .name = "power_sums_backward",
+    .run = run_power_sums_backward,
     .n_args = 3, .args = {F32("grad", 4, 0), F32("emb", 2, 1), IDX("tokens", 3, 2)},
     .n_same = 3, .same = {{D(0, 0), D(2, 0), 3, "B"}, {D(0, 1), D(2, 1), 3, "S"},
                           {D(0, 3), D(1, 1), 3, "D"}},
@@ -63,6 +107,7 @@ const mk_op_spec mk_op_power_sums_backward = {
 /* pair_table [V (V + 1) / 2, P], tokens [B, S, T]; out [B, S, P] */
 const mk_op_spec mk_op_pair_sums = {
     .name = "pair_sums",
+    .run = run_pair_sums,
     .n_args = 2, .args = {F32("pair_table", 2, 0), IDX("tokens", 3, 1)},
     .tokens = 1, .legal = -1, .counts = -1,
     .vocab_kind = MK_VOCAB_PAIRS, .vocab = D(0, 0), .vocab_what = "pair_table.shape[0]",
@@ -73,6 +118,7 @@ const mk_op_spec mk_op_pair_sums = {
 /* grad [B, S, P], tokens [B, S, T], num_pairs; grad_pair_table [num_pairs, P] */
 const mk_op_spec mk_op_pair_sums_backward = {
     .name = "pair_sums_backward",
+    .run = run_pair_sums_backward,
     .n_args = 2, .args = {F32("grad", 3, 0), IDX("tokens", 3, 1)},
     .scalar = MK_OP_NUM_PAIRS,
     .n_same = 2, .same = {{D(0, 0), D(1, 0), 2, "B"}, {D(0, 1), D(1, 1), 2, "S"}},

@@ -7,12 +7,13 @@
  * the arrays an entry point obtained, in one order, so a bad call raises the same
  * exception, worded the same, on either path; an entry point keeps only what truly
  * differs: how it turns a Python object into a buffer (mk_op_obtain), where the range
- * check runs (mk_find_fault or mk_find_fault_cuda over mk_op_rules), and which backend
- * runs the op. */
+ * check runs (mk_find_fault or mk_find_fault_cuda over mk_op_rules), and which backend's
+ * table runs the op (mk_op_spec.run). */
 #ifndef MANAKA_OP_ARGS_H
 #define MANAKA_OP_ARGS_H
 
 #include "binding.h"
+#include "core/backend.h"
 
 #define MK_OP_ARRAYS 5 /* most arrays an op takes */
 #define MK_OP_DIMS 4   /* most dimensions of an op's array */
@@ -43,8 +44,15 @@ typedef struct {
 enum { MK_OP_NO_SCALAR = 0, MK_OP_ORDERS, MK_OP_NUM_PAIRS };
 enum { MK_VOCAB_NONE = 0, MK_VOCAB_ROWS, MK_VOCAB_PAIRS };
 
+typedef struct mk_op_call mk_op_call;
+
 typedef struct {
     const char *name;
+    /* Runs the op on a prepared, checked call through `backend`'s table entry, into the
+     * results' buffers, on the legacy default stream (the backward passes given no scratch:
+     * the backend finds its own). The one mapping from a call's arrays to an entry's
+     * arguments, for every backend. */
+    mk_status (*run)(const mk_backend *backend, const mk_op_call *call, float *const *out);
     int8_t n_args;
     mk_op_arg args[MK_OP_ARRAYS]; /* in the order they are converted */
     int8_t scalar;                /* MK_OP_ORDERS: an int >= 1, checked before any array;
@@ -80,12 +88,12 @@ typedef struct {
     int present;      /* 0: an optional array given as None */
 } mk_op_view;
 
-typedef struct {
+struct mk_op_call {
     mk_op_view a[MK_OP_ARRAYS]; /* indexed like mk_op_spec.args */
     int64_t scalar;             /* orders or num_pairs */
     int64_t V;                  /* the tokens' vocabulary, when the op has tokens */
     int64_t out[2][MK_OP_DIMS]; /* the results' shapes */
-} mk_op_call;
+};
 
 /* An entry point's conversion of `obj` (never None) into spec->args[i]: fills view->shape
  * (and view->data, or later), keeps what it must release in ctx. 0, or -1 with an

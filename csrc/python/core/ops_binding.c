@@ -8,8 +8,6 @@
  * arrays as private int32 copies, binding.h) and the CPU backend's table. */
 #include "python/common/op_args.h"
 
-#include "core/backend.h"
-
 /* The arrays one call converted, released together. */
 typedef struct {
     PyArrayObject *a[MK_OP_ARRAYS];
@@ -26,12 +24,10 @@ static int obtain(void *ctx, const mk_op_spec *s, int i, PyObject *obj, mk_op_vi
     return 0;
 }
 
-/* Runs the op on a prepared, checked call into its new outputs. */
-typedef mk_status (*run_fn)(const mk_op_call *c, float *const *out);
-
-/* The whole call: arguments, range check, outputs, the op with the GIL released. */
+/* The whole call: arguments, range check, outputs, the op through the CPU table (as the
+ * model calls it) with the GIL released. */
 static PyObject *call(const mk_op_spec *s, PyObject *const *positional, PyObject *scalar,
-                      int64_t scalar_value, run_fn run) {
+                      int64_t scalar_value) {
     held h = {{NULL}};
     mk_op_call c; /* mk_op_prepare fills what is read (not zeroed: this is every call's path) */
     c.scalar = scalar_value;
@@ -50,7 +46,7 @@ static PyObject *call(const mk_op_spec *s, PyObject *const *positional, PyObject
         data[o] = PyArray_DATA((PyArrayObject *)out[o]);
     }
     Py_BEGIN_ALLOW_THREADS;
-    status = run(&c, data);
+    status = s->run(&mk_backend_cpu, &c, data);
     Py_END_ALLOW_THREADS;
     if (status != MK_OK) {
         mk_raise_status(status);
@@ -64,76 +60,41 @@ done:
     return result;
 }
 
-#define FLT(i) ((const float *)c->a[i].data)
-#define IDX(i) ((const int32_t *)c->a[i].data)
-#define DIM(i, d) (c->a[i].shape[d])
-
-/* Through the CPU table, as the model calls it (no stream; the backward passes find their
- * own scratch). Arguments are in mk_op_spec.args order: hidden, table, indices, counts (, grad). */
-static const mk_backend *const cpu = &mk_backend_cpu;
-static mk_status run_gather_dot(const mk_op_call *c, float *const *out) {
-    return cpu->gather_dot(NULL, FLT(0), FLT(1), IDX(2), IDX(3), DIM(2, 0), DIM(2, 1), DIM(0, 1),
-                           out[0]);
-}
-static mk_status run_gather_dot_backward(const mk_op_call *c, float *const *out) {
-    return cpu->gather_dot_backward(NULL, FLT(4), FLT(0), FLT(1), IDX(2), IDX(3), DIM(2, 0),
-                                    DIM(2, 1), DIM(0, 1), DIM(1, 0), out[0], out[1], NULL, 0);
-}
-/* emb, tokens */
-static mk_status run_power_sums(const mk_op_call *c, float *const *out) {
-    return cpu->power_sums(NULL, FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 1),
-                           c->scalar, out[0]);
-}
-/* grad, emb, tokens */
-static mk_status run_power_sums_backward(const mk_op_call *c, float *const *out) {
-    return cpu->power_sums_backward(NULL, FLT(0), FLT(1), IDX(2), DIM(2, 0) * DIM(2, 1), DIM(2, 2),
-                                    DIM(1, 1), DIM(0, 2), DIM(1, 0), out[0], NULL, 0);
-}
-/* pair_table, tokens */
-static mk_status run_pair_sums(const mk_op_call *c, float *const *out) {
-    return cpu->pair_sums(NULL, FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 1), out[0]);
-}
-/* grad, tokens */
-static mk_status run_pair_sums_backward(const mk_op_call *c, float *const *out) {
-    return cpu->pair_sums_backward(NULL, FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2),
-                                   DIM(0, 2), c->scalar, out[0], NULL, 0);
-}
-
 static PyObject *py_gather_dot(PyObject *self, PyObject *args) {
     PyObject *o[4] = {NULL, NULL, NULL, Py_None};
     if (!PyArg_ParseTuple(args, "OOO|O", &o[0], &o[1], &o[2], &o[3])) return NULL;
-    return call(&mk_op_gather_dot, o, NULL, 0, run_gather_dot);
+    return call(&mk_op_gather_dot, o, NULL, 0);
 }
 
 static PyObject *py_gather_dot_backward(PyObject *self, PyObject *args) {
     PyObject *o[5] = {NULL, NULL, NULL, NULL, Py_None};
     if (!PyArg_ParseTuple(args, "OOOO|O", &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
-    return call(&mk_op_gather_dot_backward, o, NULL, 0, run_gather_dot_backward);
+    return call(&mk_op_gather_dot_backward, o, NULL, 0);
 }
 
 static PyObject *py_power_sums(PyObject *self, PyObject *args) {
     PyObject *o[3];
     if (!PyArg_ParseTuple(args, "OOO", &o[0], &o[1], &o[2])) return NULL;
-    return call(&mk_op_power_sums, o, o[2], 0, run_power_sums);
+    return call(&mk_op_power_sums, o, o[2], 0);
 }
 
 static PyObject *py_power_sums_backward(PyObject *self, PyObject *args) {
     PyObject *o[3];
     if (!PyArg_ParseTuple(args, "OOO", &o[0], &o[1], &o[2])) return NULL;
-    return call(&mk_op_power_sums_backward, o, NULL, 0, run_power_sums_backward);
+    return call(&mk_op_power_sums_backward, o, NULL, 0);
 }
 
 static PyObject *py_pair_sums(PyObject *self, PyObject *args) {
     PyObject *o[2];
     if (!PyArg_ParseTuple(args, "OO", &o[0], &o[1])) return NULL;
-    return call(&mk_op_pair_sums, o, NULL, 0, run_pair_sums);
+    return call(&mk_op_pair_sums, o, NULL, 0);
 }
 
 static PyObject *py_pair_sums_backward(PyObject *self, PyObject *args) {
     PyObject *o[2];
     long long num_pairs;
     if (!PyArg_ParseTuple(args, "OOL", &o[0], &o[1], &num_pairs)) return NULL;
-    return call(&mk_op_pair_sums_backward, o, NULL, num_pairs, run_pair_sums_backward);
+    return call(&mk_op_pair_sums_backward, o, NULL, num_pairs);
 }
 
 /* ---------------------------------------------------------------- threads */

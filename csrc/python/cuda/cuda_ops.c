@@ -88,14 +88,23 @@ static PyObject *result(PyObject *out_o, mk_gpu_array *out, const char *op, int 
     return (PyObject *)arr;
 }
 
-/* Runs the op on a prepared, checked call into its outputs, on the legacy stream. */
-typedef mk_status (*run_fn)(const mk_op_call *c, float *const *out, int deterministic);
+/* The CUDA table (as the model calls it), or with deterministic=False the same table with
+ * the benchmark's atomicAdd backward passes (bench_variants.h) in its two scatters. */
+static const mk_backend *table(int deterministic) {
+    static mk_backend atomic; /* filled on first use, under the GIL */
+    if (!atomic.name) {
+        atomic = mk_backend_cuda;
+        atomic.gather_dot_backward = mk_gather_dot_backward_atomic_cuda;
+        atomic.pair_sums_backward = mk_pair_sums_backward_atomic_cuda;
+    }
+    return deterministic ? &mk_backend_cuda : &atomic;
+}
 
 /* The whole call: arguments, out= arrays, the device, the range check (unless check=False),
  * results, the op with the GIL released. `outs`: the out= objects (Py_None: allocate). */
 static PyObject *call(const mk_op_spec *s, PyObject *const *positional, PyObject *scalar,
                       int64_t scalar_value, PyObject *const *outs, const char *const *out_names,
-                      int check, int deterministic, run_fn run) {
+                      int check, int deterministic) {
     const char *op = s->name;
     held h = {0};
     mk_op_call c = {.scalar = scalar_value};
@@ -127,8 +136,9 @@ static PyObject *call(const mk_op_spec *s, PyObject *const *positional, PyObject
     }
     for (int o = 0; o < s->n_outs; o++)
         if (!(res[o] = result(outs[o], out[o], op, s->out_ndim[o], c.out[o], &data[o]))) goto done;
+    const mk_backend *backend = table(deterministic);
     Py_BEGIN_ALLOW_THREADS;
-    status = run(&c, data, deterministic);
+    status = s->run(backend, &c, data);
     Py_END_ALLOW_THREADS;
     if (status != MK_OK) {
         mk_raise_where(op, status);
@@ -142,48 +152,6 @@ done:
     return result_o;
 }
 
-#define FLT(i) ((const float *)c->a[i].data)
-#define IDX(i) ((const int32_t *)c->a[i].data)
-#define DIM(i, d) (c->a[i].shape[d])
-
-/* Through the CUDA table, as the model calls it, on the legacy default stream; the
- * backward passes take their scratch from the workspace pool (work = NULL). Arguments are
- * in mk_op_spec.args order: hidden, table, indices, counts (, grad). */
-static const mk_backend *const gpu = &mk_backend_cuda;
-static mk_status run_gather_dot(const mk_op_call *c, float *const *out, int deterministic) {
-    (void)deterministic;
-    return gpu->gather_dot(NULL, FLT(0), FLT(1), IDX(2), IDX(3), DIM(2, 0), DIM(2, 1), DIM(0, 1),
-                           out[0]);
-}
-static mk_status run_gather_dot_backward(const mk_op_call *c, float *const *out, int deterministic) {
-    return (deterministic ? gpu->gather_dot_backward : mk_gather_dot_backward_atomic_cuda)(
-        NULL, FLT(4), FLT(0), FLT(1), IDX(2), IDX(3), DIM(2, 0), DIM(2, 1), DIM(0, 1), DIM(1, 0),
-        out[0], out[1], NULL, 0);
-}
-/* emb, tokens */
-static mk_status run_power_sums(const mk_op_call *c, float *const *out, int deterministic) {
-    (void)deterministic;
-    return gpu->power_sums(NULL, FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 1),
-                           c->scalar, out[0]);
-}
-/* grad, emb, tokens */
-static mk_status run_power_sums_backward(const mk_op_call *c, float *const *out, int deterministic) {
-    (void)deterministic;
-    return gpu->power_sums_backward(NULL, FLT(0), FLT(1), IDX(2), DIM(2, 0) * DIM(2, 1), DIM(2, 2),
-                                    DIM(1, 1), DIM(0, 2), DIM(1, 0), out[0], NULL, 0);
-}
-/* pair_table, tokens */
-static mk_status run_pair_sums(const mk_op_call *c, float *const *out, int deterministic) {
-    (void)deterministic;
-    return gpu->pair_sums(NULL, FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 1), out[0]);
-}
-/* grad, tokens */
-static mk_status run_pair_sums_backward(const mk_op_call *c, float *const *out, int deterministic) {
-    return (deterministic ? gpu->pair_sums_backward : mk_pair_sums_backward_atomic_cuda)(
-        NULL, FLT(0), IDX(1), DIM(1, 0) * DIM(1, 1), DIM(1, 2), DIM(0, 2), c->scalar, out[0], NULL,
-        0);
-}
-
 static const char *const OUT[] = {"out"};
 
 static PyObject *py_gather_dot(PyObject *self, PyObject *args, PyObject *kw) {
@@ -193,7 +161,7 @@ static PyObject *py_gather_dot(PyObject *self, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O$Op:gather_dot", kwlist, &o[0], &o[1], &o[2],
                                      &o[3], &out, &check))
         return NULL;
-    return call(&mk_op_gather_dot, o, NULL, 0, &out, OUT, check, 1, run_gather_dot);
+    return call(&mk_op_gather_dot, o, NULL, 0, &out, OUT, check, 1);
 }
 
 static PyObject *py_gather_dot_backward(PyObject *self, PyObject *args, PyObject *kw) {
@@ -210,8 +178,7 @@ static PyObject *py_gather_dot_backward(PyObject *self, PyObject *args, PyObject
         PyErr_Format(PyExc_TypeError, "gather_dot_backward: out must be a (grad_hidden, grad_table) tuple");
         return NULL;
     }
-    return call(&mk_op_gather_dot_backward, o, NULL, 0, outs, names, check, deterministic,
-                run_gather_dot_backward);
+    return call(&mk_op_gather_dot_backward, o, NULL, 0, outs, names, check, deterministic);
 }
 
 static PyObject *py_power_sums(PyObject *self, PyObject *args, PyObject *kw) {
@@ -221,7 +188,7 @@ static PyObject *py_power_sums(PyObject *self, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|$Op:power_sums", kwlist, &o[0], &o[1], &o[2],
                                      &out, &check))
         return NULL;
-    return call(&mk_op_power_sums, o, o[2], 0, &out, OUT, check, 1, run_power_sums);
+    return call(&mk_op_power_sums, o, o[2], 0, &out, OUT, check, 1);
 }
 
 static PyObject *py_power_sums_backward(PyObject *self, PyObject *args, PyObject *kw) {
@@ -231,8 +198,7 @@ static PyObject *py_power_sums_backward(PyObject *self, PyObject *args, PyObject
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|$Op:power_sums_backward", kwlist, &o[0],
                                      &o[1], &o[2], &out, &check))
         return NULL;
-    return call(&mk_op_power_sums_backward, o, NULL, 0, &out, OUT, check, 1,
-                run_power_sums_backward);
+    return call(&mk_op_power_sums_backward, o, NULL, 0, &out, OUT, check, 1);
 }
 
 static PyObject *py_pair_sums(PyObject *self, PyObject *args, PyObject *kw) {
@@ -242,7 +208,7 @@ static PyObject *py_pair_sums(PyObject *self, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$Op:pair_sums", kwlist, &o[0], &o[1], &out,
                                      &check))
         return NULL;
-    return call(&mk_op_pair_sums, o, NULL, 0, &out, OUT, check, 1, run_pair_sums);
+    return call(&mk_op_pair_sums, o, NULL, 0, &out, OUT, check, 1);
 }
 
 static PyObject *py_pair_sums_backward(PyObject *self, PyObject *args, PyObject *kw) {
@@ -253,8 +219,7 @@ static PyObject *py_pair_sums_backward(PyObject *self, PyObject *args, PyObject 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOL|$Opp:pair_sums_backward", kwlist, &o[0],
                                      &o[1], &num_pairs, &out, &check, &deterministic))
         return NULL;
-    return call(&mk_op_pair_sums_backward, o, NULL, num_pairs, &out, OUT, check, deterministic,
-                run_pair_sums_backward);
+    return call(&mk_op_pair_sums_backward, o, NULL, num_pairs, &out, OUT, check, deterministic);
 }
 
 /* ---------------------------------------------------------------- test hook */
