@@ -119,4 +119,22 @@ int mk_shogi_legal_labels_boards(const mk_shogi_pos *pos, const mk_shogi_boards 
                                  int32_t *labels, int32_t *target);
 void mk_shogi_tokens_boards(const mk_shogi_pos *pos, const mk_shogi_boards *boards, int32_t *tokens);
 
+/* Move label encodings. A policy label is the move's dlshogi label plus
+ * MK_SHOGI_NUM_LABELS times a class of the move in its position, so that the policy head's
+ * per-label embedding sees what a position-independent label cannot:
+ *   DLSHOGI           class 0 (the plain dlshogi label; 2187 labels);
+ *   CAPTURE           class = 0 for no capture, else 1 + the captured piece's kind (0..13): 15 classes;
+ *   CAPTURE_DEFENDED  CAPTURE's class + 15 if the opponent attacks the destination once the
+ *                     move is made (the mover lifted from its square, so x-rays count): 30.
+ * The dlshogi label is label % MK_SHOGI_NUM_LABELS. A position's moves keep distinct labels
+ * and the producers' slot order (ascending dlshogi label). */
+enum { MK_SHOGI_MOVES_DLSHOGI = 0, MK_SHOGI_MOVES_CAPTURE = 1, MK_SHOGI_MOVES_CAPTURE_DEFENDED = 2,
+       MK_SHOGI_MOVES_CHECK = 3, MK_SHOGI_MOVES_ESCAPE = 4, MK_SHOGI_MOVE_ENCODINGS = 5 };
+/* Labels of an encoding (0 for an unknown encoding). */
+int mk_shogi_num_labels(int encoding);
+/* Rewrites n dlshogi labels of the boards' legal moves into `encoding`'s labels, in place. */
+void mk_shogi_encode_labels_boards(const mk_shogi_boards *boards, int encoding, int32_t *labels, int n);
+/* mk_shogi_legal_moves_labels with labels in `encoding` (pos must be valid). */
+int mk_shogi_legal_moves_encoded(const mk_shogi_pos *pos, int encoding, uint16_t *moves, int32_t *labels);
+
 #endif

@@ -91,18 +91,20 @@ def add(total: Optional[Dict[str, float]], part: Dict[str, float]) -> Dict[str, 
 
 class Table:
     """The records of one HCPE file decoded by manaka's producers' code (_core.shogi_rows):
-    tokens, the sorted legal labels, the played move's index, the result (value with eval
+    tokens, the legal labels (in encoding `moves`, ascending dlshogi label), the played move's index, the result (value with eval
     weight 0) and the training value target (with the recipe's eval weight)."""
 
-    def __init__(self, path: str, eval_weight: float = 0.0, limit: int = 0):
+    def __init__(self, path: str, eval_weight: float = 0.0, limit: int = 0, moves: str = "dlshogi"):
         from .. import _core
+        from ..shogi.position import MOVE_ENCODINGS
         from ..shogi.records import HCPE, read_records
 
         records, _ = read_records(path, HCPE)
         if limit:
             records = records[:limit]
         self.records = np.ascontiguousarray(records)
-        tokens, offsets, labels, target, result, status = _core.shogi_rows(HCPE, self.records, 0.0)
+        tokens, offsets, labels, target, result, status = _core.shogi_rows(HCPE, self.records, 0.0, False,
+                                                                           MOVE_ENCODINGS[moves])
         if status.any():
             i = int(np.nonzero(status)[0][0])
             raise ValueError(f"{path}: record {i}: {_core.shogi_reason(int(status[i]))}")
@@ -240,8 +242,8 @@ def train_manaka(cfg: dict) -> dict:
 
     mk.set_num_threads(1)
     r = recipe(**cfg["settings"])
-    held = Table(cfg["held"])
-    data = open_hcpe(cfg["train"], value=r["value"], mirror=r["mirror"])
+    held = Table(cfg["held"], moves=r["moves"])
+    data = open_hcpe(cfg["train"], value=r["value"], mirror=r["mirror"], moves=r["moves"])
     model = mk.Model(mk.ModelConfig(num_tokens=data.num_tokens, num_moves=data.num_moves,
                                     tokens_per_side=data.tokens_per_side,
                                     **{k: r[k] for k in MODEL_KEYS}), seed=cfg["seed"])

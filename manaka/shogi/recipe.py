@@ -9,7 +9,10 @@ from typing import Any, Dict
 
 # One place for the numbers; the reasons are in docs/shogi.md "The default recipe".
 RECIPE: Dict[str, Any] = {
-    # model shapes (the vocabularies come from the data)
+    # the move label encoding (manaka.shogi.MOVE_ENCODINGS): what the policy head's label
+    # embedding can see of a move besides its dlshogi label
+    "moves": "capture-defended",
+    # model shapes (the token vocabulary is the encoding's; the move vocabulary the move encoding's)
     "embed_dim": 32, "orders": 4, "pair_dim": 1, "hidden": (512,), "head_width": 256,
     # optimizer
     "batch_size": 512, "lr": 5e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "constant",
@@ -68,10 +71,10 @@ def trainer_settings(r: Dict[str, Any] = None) -> Dict[str, Any]:
 def model_config(r: Dict[str, Any] = None):
     """The recipe's mk.ModelConfig for shogi records (manaka's shogi vocabularies)."""
     from ..model import ModelConfig
-    from .position import NUM_LABELS, NUM_TOKENS, TOKENS_PER_SIDE
+    from .position import NUM_TOKENS, TOKENS_PER_SIDE, num_labels
 
     r = RECIPE if r is None else r
-    return ModelConfig(num_tokens=NUM_TOKENS, num_moves=NUM_LABELS, tokens_per_side=TOKENS_PER_SIDE,
+    return ModelConfig(num_tokens=NUM_TOKENS, num_moves=num_labels(r["moves"]), tokens_per_side=TOKENS_PER_SIDE,
                        **{k: r[k] for k in MODEL_KEYS})
 
 
