@@ -49,11 +49,11 @@ def _shogi_recipe() -> dict:
 
     return dict(weight_decay=RECIPE["weight_decay"], warmup=RECIPE["warmup"], schedule=RECIPE["schedule"],
                 eps=RECIPE["eps"], value=RECIPE["value"], on_bad="raise", mirror=RECIPE["mirror"],
-                keep_best=RECIPE["keep_best"], moves=RECIPE["moves"])
+                keep_best=RECIPE["keep_best"], moves=RECIPE["moves"], pair_update=RECIPE["pair_update"])
 
 
 RECIPES = {
-    "data": dict(weight_decay=0.01, warmup=20, schedule="constant", eps=1e-8, keep_best=False),
+    "data": dict(weight_decay=0.01, warmup=20, schedule="constant", eps=1e-8, keep_best=False, pair_update="dense"),
     "shogi": _shogi_recipe(),
 }
 # What --data and --eval-data accept, for the messages that refuse anything else.
@@ -133,9 +133,9 @@ def parser() -> argparse.ArgumentParser:
                         f"the mix (1-λ)·result + λ·eval ({_default('value')})")
     g.add_argument("--moves", choices=sorted(MOVE_ENCODINGS), metavar="ENCODING",
                    help="shogi records: the move label encoding: dlshogi, or one whose labels also say what a move "
-                        "captures (capture), whether its destination is defended (capture-defended), whether it "
-                        f"checks (check), whether it moves an attacked piece (escape) ({_default('moves')}; "
-                        "docs/shogi.md)")
+                        "captures (capture), and whether its destination is defended (capture-defended), whether "
+                        "it checks (capture-defended-check), whether it moves an attacked piece "
+                        f"(capture-defended-check-escape) ({_default('moves')}; docs/shogi.md)")
     g.add_argument("--on-bad", choices=["raise", "skip"],
                    help="shogi records: a bad record stops the run naming it (raise), or is left out (skip) "
                         f"({_default('on_bad')})")
@@ -168,9 +168,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--schedule", choices=["constant", "cosine"],
                    help=f"after warm-up: constant, or cosine to 0 at the last step ({_default('schedule')})")
     g.add_argument("--weight-decay", type=float, help=f"AdamW weight decay ({_default('weight_decay')})")
-    g.add_argument("--pair-update", choices=["dense", "sparse", "lazy"], default="dense",
-                   help="which pair-table rows a step updates: every row (dense, default), or only the rows "
-                        "the batch names (sparse, lazy; see manaka.Trainer)")
+    g.add_argument("--pair-update", choices=["dense", "sparse", "lazy"],
+                   help="which pair-table rows a step updates: every row (dense), or only the rows the batch "
+                        f"names (sparse, lazy; see manaka.Trainer) ({_default('pair_update')})")
     g.add_argument("--producers", type=_positive(int), default=4, help="C threads packing batches (default 4)")
     g.add_argument("--prefetch", type=_positive(int), default=8, help="batches packed ahead of the trainer (default 8)")
     g.add_argument("--threads", type=_positive(int), help="CPU threads of the model's ops (default: all cores)")
@@ -338,7 +338,7 @@ def _train(args) -> int:
                              "give --steps or --epochs too")
         trainer = mk.Trainer(model, lr=args.lr or preset["lr"], weight_decay=option("weight_decay"),
                              eps=recipe["eps"], warmup_steps=option("warmup"), schedule=option("schedule"), total_steps=total,
-                             pair_update=args.pair_update)
+                             pair_update=option("pair_update"))
         print(f"training: batch {batch_size}, {loader.producers} producers, {trainer!r}"
               + (f", until {format_duration(time_limit)} have passed" if by_time else ""))
         eval_every, eval_seconds = None, None

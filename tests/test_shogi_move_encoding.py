@@ -19,9 +19,10 @@ def _attacked_by_mover(board, square) -> bool:
 
 
 def oracle_class(board, m):
-    """(class of the "escape" encoding, whether its "defended" bit is known): the captured
-    kind + 15 defended + 30 check + 60 the mover was attacked. After a move that checks, the
-    opponent's pseudo-legal moves are evasions only, so "defended" is not read there."""
+    """(the move's class in the full encoding, whether its "defended" bit is known): the
+    captured kind + 15 defended + 30 check + 60 the mover was attacked. After a move that
+    checks, the opponent's pseudo-legal moves are evasions only, so "defended" is not read
+    there."""
     cap = cshogi.move_cap(m)
     cls = 0 if cap == 0 else cshogi.piece_to_piece_type(cap)  # cshogi's types are 1 + manaka's kinds
     to, drop = cshogi.move_to(m), cshogi.move_is_drop(m)
@@ -59,17 +60,18 @@ def test_classes_agree_with_cshogi(seed):
             assert lab.max(initial=0) < num_labels(name)
         got = {name: {int(mv): int(l) // NUM_LABELS for mv, l in zip(moves, by_encoding[name][2])}
                for name in MOVE_ENCODINGS}
+        got["full"] = got["capture-defended-check-escape"]
         for m in board.legal_moves:
             want, defended_known = oracle_class(board, m)
             key = cshogi.move16(m)
-            full = got["escape"][key]
+            full = got["full"][key]
             if not defended_known:  # compare every bit but "defended"
                 want, full = want - (want // 15 % 2) * 15, full - (full // 15 % 2) * 15
             assert full == want, (board.sfen(), cshogi.move_to_usi(m), full, want)
             # each encoding is the first bits of the next one
-            assert got["capture"][key] == got["escape"][key] % 15
-            assert got["capture-defended"][key] == got["escape"][key] % 30
-            assert got["check"][key] == got["escape"][key] % 60
+            assert got["capture"][key] == got["full"][key] % 15
+            assert got["capture-defended"][key] == got["full"][key] % 30
+            assert got["capture-defended-check"][key] == got["full"][key] % 60
             assert got["dlshogi"][key] == 0
             seen["capture"] += want % 15 > 0
             seen["defended"] += want // 15 % 2
@@ -84,7 +86,7 @@ def test_escape_bit_in_check():
     the undefended checker is a capture of a rook that is not defended."""
     board = cshogi.Board("4k4/9/9/9/9/9/9/4r4/4K4 b G 1")  # a rook checks the king from 5h
     cells, hand, side = c_position(board)
-    _, moves, lab, _ = _core.shogi_analyse(cells, hand, side, MOVE_ENCODINGS["escape"])
+    _, moves, lab, _ = _core.shogi_analyse(cells, hand, side, MOVE_ENCODINGS["capture-defended-check-escape"])
     cls = {shogi.move_to_usi(int(m)): int(l) // NUM_LABELS for m, l in zip(moves, lab)}
     assert cls["5i4i"] // 60 == 1 and cls["5i6i"] // 60 == 1  # the king was attacked on 5i
     assert cls["5i5h"] % 15 == 1 + 5  # king takes the rook (kind 5), undefended: no 15
@@ -92,7 +94,8 @@ def test_escape_bit_in_check():
 
 
 def test_num_labels_and_names():
-    assert [num_labels(n) for n in ("dlshogi", "capture", "capture-defended", "check", "escape")] == \
+    assert [num_labels(n) for n in ("dlshogi", "capture", "capture-defended", "capture-defended-check",
+                                    "capture-defended-check-escape")] == \
         [2187, 2187 * 15, 2187 * 30, 2187 * 60, 2187 * 120]
     for name in MOVE_ENCODINGS:
         assert moves_of(num_labels(name)) == name
@@ -114,7 +117,7 @@ def hcpe_file(tmp_path):
     return str(path)
 
 
-@pytest.mark.parametrize("moves", ["capture", "capture-defended", "escape"])
+@pytest.mark.parametrize("moves", ["capture", "capture-defended", "capture-defended-check-escape"])
 def test_records_in_an_encoding_are_the_dlshogi_rows_with_classes(hcpe_file, moves):
     plain = shogi.open_hcpe(hcpe_file, mirror=True).to_dataset()
     rich_files = shogi.open_hcpe(hcpe_file, mirror=True, moves=moves)

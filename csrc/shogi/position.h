@@ -121,11 +121,15 @@ void mk_shogi_tokens_boards(const mk_shogi_pos *pos, const mk_shogi_boards *boar
 
 /* Move label encodings. A policy label is the move's dlshogi label plus
  * MK_SHOGI_NUM_LABELS times a class of the move in its position, so that the policy head's
- * per-label embedding sees what a position-independent label cannot:
- *   DLSHOGI           class 0 (the plain dlshogi label; 2187 labels);
- *   CAPTURE           class = 0 for no capture, else 1 + the captured piece's kind (0..13): 15 classes;
- *   CAPTURE_DEFENDED  CAPTURE's class + 15 if the opponent attacks the destination once the
- *                     move is made (the mover lifted from its square, so x-rays count): 30.
+ * per-label embedding sees what a position-independent label cannot. Each encoding adds a
+ * feature to the one before (Python names in manaka/shogi/position.py):
+ *   DLSHOGI   class 0: the plain dlshogi label (2187 labels)                   "dlshogi"
+ *   CAPTURE   0 for no capture, else 1 + the captured piece's kind (0..13): 15  "capture"
+ *   CAPTURE_DEFENDED  + 15 if the opponent attacks the destination once the move is made
+ *             (the mover lifted from its square, so x-rays count): 30 classes  "capture-defended"
+ *   CHECK     + 30 if the move gives check (direct or discovered): 60          "capture-defended-check"
+ *   ESCAPE    + 60 if the opponent attacks the mover's square before the move
+ *             (drops: never): 120 classes                                      "capture-defended-check-escape"
  * The dlshogi label is label % MK_SHOGI_NUM_LABELS. A position's moves keep distinct labels
  * and the producers' slot order (ascending dlshogi label). */
 enum { MK_SHOGI_MOVES_DLSHOGI = 0, MK_SHOGI_MOVES_CAPTURE = 1, MK_SHOGI_MOVES_CAPTURE_DEFENDED = 2,

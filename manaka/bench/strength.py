@@ -250,7 +250,8 @@ def train_manaka(cfg: dict) -> dict:
     loader = mk.Loader(data, batch_size=r["batch_size"], producers=1, prefetch=4, shuffle=True, seed=cfg["seed"])
     total = estimate_steps(cfg, r["batch_size"], len(loader))
     trainer = mk.Trainer(model, lr=r["lr"], weight_decay=r["weight_decay"], eps=r["eps"],
-                         warmup_steps=r["warmup"], schedule=r["schedule"], total_steps=total)
+                         warmup_steps=r["warmup"], schedule=r["schedule"], total_steps=total,
+                         pair_update=r["pair_update"])
     budget = Budget(cfg["seconds"], cfg["positions"], cfg["every"], cfg["every_positions"])
     curve, best, best_state, steps = [], None, None, 0
     t = time.perf_counter()

@@ -19,14 +19,20 @@ NUM_TOKENS, NUM_LABELS, TOKENS_PER_SIDE = 2344, 2187, 40
 
 # Move label encodings (csrc/shogi/position.h): a label is the move's dlshogi label plus
 # NUM_LABELS times a class of the move in its position, so that the policy head's label
-# embedding can tell a capture (and of what) and a move onto a defended square apart:
-#   "dlshogi"           the plain dlshogi label (NUM_LABELS = 2187 labels);
-#   "capture"           x 15: no capture, or the captured piece's kind;
-#   "capture-defended"  x 30: "capture"'s class, and whether the opponent attacks the
-#                       destination once the move is made.
+# embedding can tell captures, defended destinations, checks and escapes apart. Each
+# encoding adds one feature to the one before:
+#   "dlshogi"                        the plain dlshogi label (NUM_LABELS = 2187 labels);
+#   "capture"                        x 15: no capture, or the captured piece's kind;
+#   "capture-defended"               x 30: and whether the opponent attacks the destination
+#                                    once the move is made;
+#   "capture-defended-check"         x 60: and whether the move gives check;
+#   "capture-defended-check-escape"  x 120: and whether the opponent attacked the moving
+#                                    piece on its square (drops: no).
 # The model's move vocabulary (ModelConfig.num_moves) names its encoding.
-MOVE_ENCODINGS = {"dlshogi": 0, "capture": 1, "capture-defended": 2, "check": 3, "escape": 4}
-_CLASSES = {"dlshogi": 1, "capture": 15, "capture-defended": 30, "check": 60, "escape": 120}
+MOVE_ENCODINGS = {"dlshogi": 0, "capture": 1, "capture-defended": 2, "capture-defended-check": 3,
+                  "capture-defended-check-escape": 4}
+_CLASSES = {"dlshogi": 1, "capture": 15, "capture-defended": 30, "capture-defended-check": 60,
+            "capture-defended-check-escape": 120}
 
 
 def num_labels(moves: str = "dlshogi") -> int:

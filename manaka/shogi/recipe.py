@@ -11,11 +11,13 @@ from typing import Any, Dict
 RECIPE: Dict[str, Any] = {
     # the move label encoding (manaka.shogi.MOVE_ENCODINGS): what the policy head's label
     # embedding can see of a move besides its dlshogi label
-    "moves": "capture-defended",
+    "moves": "capture-defended-check-escape",
     # model shapes (the token vocabulary is the encoding's; the move vocabulary the move encoding's)
-    "embed_dim": 32, "orders": 4, "pair_dim": 1, "hidden": (512,), "head_width": 256,
+    "embed_dim": 32, "orders": 4, "pair_dim": 1, "hidden": (512,), "head_width": 64,
     # optimizer
     "batch_size": 512, "lr": 5e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "constant",
+    # which pair-table rows a step updates (manaka.Trainer's pair_update)
+    "pair_update": "dense",
     # value target: (1 - value) * result + value * sigmoid(eval / 756)
     "value": "eval",
     # train on every record and its left-right mirror (open_hcpe / open_psv(mirror=True))
@@ -62,10 +64,11 @@ def parse_setting(text: str):
 
 
 def trainer_settings(r: Dict[str, Any] = None) -> Dict[str, Any]:
-    """The recipe's mk.Trainer keyword arguments (lr, weight_decay, eps, warmup_steps, schedule)."""
+    """The recipe's mk.Trainer keyword arguments (lr, weight_decay, eps, warmup_steps, schedule,
+    pair_update)."""
     r = RECIPE if r is None else r
     return {"lr": r["lr"], "weight_decay": r["weight_decay"], "eps": r["eps"], "warmup_steps": r["warmup"],
-            "schedule": r["schedule"]}
+            "schedule": r["schedule"], "pair_update": r["pair_update"]}
 
 
 def model_config(r: Dict[str, Any] = None):
