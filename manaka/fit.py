@@ -310,6 +310,10 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
                         + (" (wrap the data in one: mk.Loader(data, batch_size=1024))" if hasattr(loader, "__len__") else ""))
     if log_every < 1:
         raise ValueError(f"fit: log_every must be >= 1, got {log_every}")
+    from .shogi.position import check_encoding
+    check_encoding(model, loader, "fit")
+    if eval_data is not None:
+        check_encoding(model, eval_data, "fit: eval_data")
     if checkpoint_every is not None and checkpoint_every < 1:
         raise ValueError(f"fit: checkpoint_every must be >= 1, got {checkpoint_every}")
     if (resume or checkpoint_every) and not checkpoint:

@@ -30,6 +30,7 @@ import time
 import manaka as mk
 
 from .fit import format_duration
+from .shogi.position import MOVE_ENCODINGS
 from .synthetic import SEED_SHAPES
 
 # Model shapes besides the vocabularies (which come from the data). "small" learns visibly
@@ -48,11 +49,11 @@ def _shogi_recipe() -> dict:
 
     return dict(weight_decay=RECIPE["weight_decay"], warmup=RECIPE["warmup"], schedule=RECIPE["schedule"],
                 eps=RECIPE["eps"], value=RECIPE["value"], on_bad="raise", mirror=RECIPE["mirror"],
-                keep_best=RECIPE["keep_best"])
+                keep_best=RECIPE["keep_best"], moves=RECIPE["moves"], pair_update=RECIPE["pair_update"])
 
 
 RECIPES = {
-    "data": dict(weight_decay=0.01, warmup=20, schedule="constant", eps=1e-8, keep_best=False),
+    "data": dict(weight_decay=0.01, warmup=20, schedule="constant", eps=1e-8, keep_best=False, pair_update="dense"),
     "shogi": _shogi_recipe(),
 }
 # What --data and --eval-data accept, for the messages that refuse anything else.
@@ -130,6 +131,11 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--value", type=_value, metavar="result|eval|λ",
                    help="shogi records: the value target: the game result, the evaluation (sigmoid(eval/756)) or "
                         f"the mix (1-λ)·result + λ·eval ({_default('value')})")
+    g.add_argument("--moves", choices=sorted(MOVE_ENCODINGS), metavar="ENCODING",
+                   help="shogi records: the move label encoding: dlshogi, or one whose labels also say what a move "
+                        "captures (capture), and whether its destination is defended (capture-defended), whether "
+                        "it checks (capture-defended-check), whether it moves an attacked piece "
+                        f"(capture-defended-check-escape) ({_default('moves')}; docs/shogi.md)")
     g.add_argument("--on-bad", choices=["raise", "skip"],
                    help="shogi records: a bad record stops the run naming it (raise), or is left out (skip) "
                         f"({_default('on_bad')})")
@@ -162,9 +168,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--schedule", choices=["constant", "cosine"],
                    help=f"after warm-up: constant, or cosine to 0 at the last step ({_default('schedule')})")
     g.add_argument("--weight-decay", type=float, help=f"AdamW weight decay ({_default('weight_decay')})")
-    g.add_argument("--pair-update", choices=["dense", "sparse", "lazy"], default="dense",
-                   help="which pair-table rows a step updates: every row (dense, default), or only the rows "
-                        "the batch names (sparse, lazy; see manaka.Trainer)")
+    g.add_argument("--pair-update", choices=["dense", "sparse", "lazy"],
+                   help="which pair-table rows a step updates: every row (dense), or only the rows the batch "
+                        f"names (sparse, lazy; see manaka.Trainer) ({_default('pair_update')})")
     g.add_argument("--producers", type=_positive(int), default=4, help="C threads packing batches (default 4)")
     g.add_argument("--prefetch", type=_positive(int), default=8, help="batches packed ahead of the trainer (default 8)")
     g.add_argument("--threads", type=_positive(int), help="CPU threads of the model's ops (default: all cores)")
@@ -298,14 +304,16 @@ def _train(args) -> int:
             kind = data_kind(args.data, "--data")
             if args.eval_data and data_kind(args.eval_data, "--eval-data") != kind:
                 raise ValueError(f"--data {args.data} and --eval-data {args.eval_data} are different kinds of data")
-            if kind == "data" and (args.value is not None or args.on_bad is not None):
-                raise ValueError("--value and --on-bad apply to shogi records (.hcpe, .bin, .psv), not to a dataset folder")
-        elif args.value is not None or args.on_bad is not None:
-            raise ValueError("--value and --on-bad apply to shogi records (--data with .hcpe, .bin or .psv files)")
+            if kind == "data" and (args.value is not None or args.on_bad is not None or args.moves is not None):
+                raise ValueError("--value, --on-bad and --moves apply to shogi records (.hcpe, .bin, .psv), not to a "
+                                 "dataset folder")
+        elif args.value is not None or args.on_bad is not None or args.moves is not None:
+            raise ValueError("--value, --on-bad and --moves apply to shogi records (--data with .hcpe, .bin or .psv "
+                             "files)")
         recipe = RECIPES["shogi" if kind in ("hcpe", "hcpe3", "psv") else "data"]
         option = lambda name: getattr(args, name) if getattr(args, name) is not None else recipe[name]
         if args.data:
-            records = dict(value=option("value"), on_bad=option("on_bad")) if kind != "data" else {}
+            records = dict(value=option("value"), on_bad=option("on_bad"), moves=option("moves")) if kind != "data" else {}
             # the recipe's mirror doubles the training records only: held-out data is scored as recorded
             data = open_data(args.data, kind, **records, mirror=kind != "data" and recipe["mirror"])
             if args.eval_data:
@@ -330,7 +338,7 @@ def _train(args) -> int:
                              "give --steps or --epochs too")
         trainer = mk.Trainer(model, lr=args.lr or preset["lr"], weight_decay=option("weight_decay"),
                              eps=recipe["eps"], warmup_steps=option("warmup"), schedule=option("schedule"), total_steps=total,
-                             pair_update=args.pair_update)
+                             pair_update=option("pair_update"))
         print(f"training: batch {batch_size}, {loader.producers} producers, {trainer!r}"
               + (f", until {format_duration(time_limit)} have passed" if by_time else ""))
         eval_every, eval_seconds = None, None
@@ -463,17 +471,18 @@ def _is_records(path: str) -> bool:
         return False
 
 
-def open_data(path: str, kind: str, value="result", on_bad="raise", mirror: bool = False):
+def open_data(path: str, kind: str, value="result", on_bad="raise", mirror: bool = False, moves: str = "dlshogi"):
     """A dataset folder, or shogi records (a file, glob or folder) of `kind` (data_kind);
-    `mirror` adds the records' left-right mirrors (shogi.open_hcpe's mirror=)."""
+    `mirror` adds the records' left-right mirrors (shogi.open_hcpe's mirror=), `moves` is
+    their move label encoding."""
     from . import shogi
 
     if kind == "hcpe3":  # dlshogi's games with visit counts: soft policy targets
-        return shogi.open_hcpe3(path, value=value, on_bad=on_bad)
+        return shogi.open_hcpe3(path, value=value, on_bad=on_bad, moves=moves)
     if kind == "hcpe":
-        return shogi.open_hcpe(path, value=value, on_bad=on_bad, mirror=mirror)
+        return shogi.open_hcpe(path, value=value, on_bad=on_bad, mirror=mirror, moves=moves)
     if kind == "psv":
-        return shogi.open_psv(path, value=value, on_bad=on_bad, mirror=mirror)
+        return shogi.open_psv(path, value=value, on_bad=on_bad, mirror=mirror, moves=moves)
     return mk.Dataset.open(path)
 
 

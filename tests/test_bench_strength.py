@@ -174,7 +174,7 @@ def held_records(d):
 def test_manaka_row_recomputed_from_its_outputs(quick_run):
     d, out = quick_run
     model = mk.Model.load(str(d / "models" / "manaka.model"))
-    data = shogi.open_hcpe(str(d / "held.hcpe"), value="result")
+    data = shogi.open_hcpe(str(d / "held.hcpe"), value="result", moves=shogi.moves_of(model.config.num_moves))
     parts = []
     for batch in mk.Loader(data, batch_size=64, producers=1, shuffle=False):
         logits, value = model.forward(batch)

@@ -53,7 +53,7 @@ def test_value_and_on_bad_reach_the_records_and_baselines_are_printed(tmp_path, 
     hcpe[:240].tofile(tmp_path / "train.hcpe")
     hcpe[240:].tofile(tmp_path / "held.hcpe")
     args = ["--data", str(tmp_path / "train.hcpe"), "--eval-data", str(tmp_path / "held.hcpe"), "--steps", "3",
-            "--value", "0.25", "--on-bad", "skip", *QUICK]
+            "--value", "0.25", "--on-bad", "skip", "--moves", "dlshogi", *QUICK]
     assert train.main(args) == 0
     out = capsys.readouterr().out
     assert "data: shogi.RecordFiles(240 HCPE records in 1 file(s), value=0.25, on_bad='skip'" in out, out
@@ -80,7 +80,9 @@ def test_value_and_on_bad_are_refused_for_a_dataset_folder(tmp_path, capsys):
     from test_train import SMALL
     mk.Dataset.synthetic(100, SMALL, seed=0).save(tmp_path / "ds")
     assert train.main(["--data", str(tmp_path / "ds"), "--value", "eval", *QUICK]) == 2
-    assert "--value and --on-bad apply to shogi records" in capsys.readouterr().err
+    assert "--value, --on-bad and --moves apply to shogi records" in capsys.readouterr().err
+    assert train.main(["--data", str(tmp_path / "ds"), "--moves", "capture", *QUICK]) == 2
+    assert "--value, --on-bad and --moves apply to shogi records" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         train.main(["--data", str(tmp_path / "ds"), "--value", "1.5", *QUICK])
     assert "expected result, eval or a weight in [0, 1], got '1.5'" in capsys.readouterr().err

@@ -140,12 +140,12 @@ int mk_hcpe3_policy(const uint8_t *info, int64_t available, int side, const int3
     for (int c = 0; c < candidates; c++) {
         const uint8_t *v = info + MK_HCPE3_INFO_BYTES + MK_HCPE3_VISIT_BYTES * c;
         int label = mk_shogi_label(u16(v), side), lo = 0, hi = n - 1;
-        while (lo < hi) { /* the first label >= label (labels ascend) */
+        while (lo < hi) { /* the first label >= label (dlshogi labels ascend) */
             int mid = (lo + hi) / 2;
-            if (labels[mid] < label) lo = mid + 1;
+            if (labels[mid] % MK_SHOGI_NUM_LABELS < label) lo = mid + 1;
             else hi = mid;
         }
-        if (n == 0 || labels[lo] != label) return MK_HCPE3_CANDIDATE_NOT_LEGAL;
+        if (n == 0 || labels[lo] % MK_SHOGI_NUM_LABELS != label) return MK_HCPE3_CANDIDATE_NOT_LEGAL;
         visits[lo] += u16(v + 2); /* a move listed twice: its visits add up */
         total += u16(v + 2);
     }

@@ -54,8 +54,8 @@ int64_t mk_hcpe3_scan(const uint8_t *data, int64_t size, int skip, int64_t capac
 int64_t mk_hcpe3_count(const uint8_t *data, int64_t size);
 
 /* The soft policy target of one record: its MoveInfo at `info` (with `available` bytes
- * from there), the side to move, and its sorted legal labels [n] (mk_shogi_row's): policy[l]
- * = the visits of the candidate whose label is labels[l] over all the candidates' visits,
+ * from there), the side to move, and its legal labels [n] (mk_shogi_row's, in any encoding:
+ * their dlshogi labels ascend): policy[l] = the visits of the candidate whose label is labels[l] over all the candidates' visits,
  * 0 for a legal move with none. Returns MK_SHOGI_OK or the fault's code. */
 int mk_hcpe3_policy(const uint8_t *info, int64_t available, int side, const int32_t *labels, int n,
                     float *policy);

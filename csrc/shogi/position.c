@@ -666,6 +666,70 @@ int mk_shogi_legal_labels(const mk_shogi_pos *pos, uint16_t move, int32_t *label
     return mk_shogi_legal_labels_boards(pos, &B, move, labels, target);
 }
 
+int mk_shogi_num_labels(int encoding) {
+    static const int classes[MK_SHOGI_MOVE_ENCODINGS] = {1, 15, 30, 60, 120};
+    return encoding >= 0 && encoding < MK_SHOGI_MOVE_ENCODINGS ? classes[encoding] * MK_SHOGI_NUM_LABELS : 0;
+}
+
+/* The squares a piece of colour 0 and kind k on s attacks through occupancy occ. */
+static bb piece_attacks(int k, int s, bb occ) {
+    switch (k) {
+    case MK_PAWN: return step[0][ST_PAWN][s];
+    case MK_LANCE: return slide(0, s, occ);
+    case MK_KNIGHT: return step[0][ST_KNIGHT][s];
+    case MK_SILVER: return step[0][ST_SILVER][s];
+    case MK_BISHOP: return bishop_attack(s, occ);
+    case MK_ROOK: return rook_attack(s, occ);
+    case MK_KING: return step[0][ST_KING][s];
+    case MK_HORSE: return bishop_attack(s, occ) | step[0][ST_KING][s];
+    case MK_DRAGON: return rook_attack(s, occ) | step[0][ST_KING][s];
+    default: return step[0][ST_GOLD][s]; /* gold and the promoted minor pieces */
+    }
+}
+
+/* The class of the legal move with dlshogi label `label` (position.h). */
+static int move_class(const boards *B, int encoding, int label) {
+    int d = label / 81, t = label % 81, cell = B->cell[t];
+    int cls = cell && MK_SHOGI_COLOR(cell) == 1 ? 1 + MK_SHOGI_KIND(cell) : 0;
+    if (encoding == MK_SHOGI_MOVES_CAPTURE) return cls;
+    bb occ = B->all | square_bb[t];
+    int from = -1, kind;
+    if (d < 20) {
+        from = source_square(B, d % 10, t);
+        occ &= ~square_bb[from];
+        kind = MK_SHOGI_KIND(B->cell[from]);
+        if (d >= 10) kind += MK_PRO_PAWN - MK_PAWN; /* P L N S B R promote to kind + 8 */
+    } else {
+        kind = d - 20; /* hand kinds P L N S B R G are board kinds 0..6 */
+    }
+    /* the captured piece is on t and attacks no square of its own: attackers_to is exact */
+    cls += attackers_to(B, t, 1, occ) ? 15 : 0;
+    if (encoding == MK_SHOGI_MOVES_CAPTURE_DEFENDED) return cls;
+    /* check: the mover from t, or one of our sliders it uncovers (the mover's old square
+     * left out: occ no longer has it, but the piece boards still do) */
+    int king = B->king[1];
+    bb mover = from >= 0 ? square_bb[from] : 0;
+    cls += king >= 0 && ((piece_attacks(kind, t, occ) & square_bb[king]) ||
+                         (slider_attackers(B, king, 0, occ) & ~mover))
+               ? 30 : 0;
+    if (encoding == MK_SHOGI_MOVES_CHECK) return cls;
+    return cls + (from >= 0 && attackers_to(B, from, 1, B->all) ? 60 : 0);
+}
+
+void mk_shogi_encode_labels_boards(const boards *B, int encoding, int32_t *labels, int n) {
+    if (encoding == MK_SHOGI_MOVES_DLSHOGI) return;
+    for (int i = 0; i < n; i++) labels[i] += MK_SHOGI_NUM_LABELS * move_class(B, encoding, labels[i]);
+}
+
+int mk_shogi_legal_moves_encoded(const mk_shogi_pos *pos, int encoding, uint16_t *moves, int32_t *labels) {
+    init();
+    boards B;
+    make_boards(pos, &B);
+    int n = mk_shogi_legal_moves_labels(pos, moves, labels);
+    mk_shogi_encode_labels_boards(&B, encoding, labels, n);
+    return n;
+}
+
 const char *mk_shogi_reason(int code) {
     switch (code) {
     case MK_SHOGI_OK: return "valid";

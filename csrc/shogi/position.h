@@ -119,4 +119,26 @@ int mk_shogi_legal_labels_boards(const mk_shogi_pos *pos, const mk_shogi_boards 
                                  int32_t *labels, int32_t *target);
 void mk_shogi_tokens_boards(const mk_shogi_pos *pos, const mk_shogi_boards *boards, int32_t *tokens);
 
+/* Move label encodings. A policy label is the move's dlshogi label plus
+ * MK_SHOGI_NUM_LABELS times a class of the move in its position, so that the policy head's
+ * per-label embedding sees what a position-independent label cannot. Each encoding adds a
+ * feature to the one before (Python names in manaka/shogi/position.py):
+ *   DLSHOGI   class 0: the plain dlshogi label (2187 labels)                   "dlshogi"
+ *   CAPTURE   0 for no capture, else 1 + the captured piece's kind (0..13): 15  "capture"
+ *   CAPTURE_DEFENDED  + 15 if the opponent attacks the destination once the move is made
+ *             (the mover lifted from its square, so x-rays count): 30 classes  "capture-defended"
+ *   CHECK     + 30 if the move gives check (direct or discovered): 60          "capture-defended-check"
+ *   ESCAPE    + 60 if the opponent attacks the mover's square before the move
+ *             (drops: never): 120 classes                                      "capture-defended-check-escape"
+ * The dlshogi label is label % MK_SHOGI_NUM_LABELS. A position's moves keep distinct labels
+ * and the producers' slot order (ascending dlshogi label). */
+enum { MK_SHOGI_MOVES_DLSHOGI = 0, MK_SHOGI_MOVES_CAPTURE = 1, MK_SHOGI_MOVES_CAPTURE_DEFENDED = 2,
+       MK_SHOGI_MOVES_CHECK = 3, MK_SHOGI_MOVES_ESCAPE = 4, MK_SHOGI_MOVE_ENCODINGS = 5 };
+/* Labels of an encoding (0 for an unknown encoding). */
+int mk_shogi_num_labels(int encoding);
+/* Rewrites n dlshogi labels of the boards' legal moves into `encoding`'s labels, in place. */
+void mk_shogi_encode_labels_boards(const mk_shogi_boards *boards, int encoding, int32_t *labels, int n);
+/* mk_shogi_legal_moves_labels with labels in `encoding` (pos must be valid). */
+int mk_shogi_legal_moves_encoded(const mk_shogi_pos *pos, int encoding, uint16_t *moves, int32_t *labels);
+
 #endif

@@ -351,8 +351,8 @@ static uint16_t mirror_move(uint16_t m) {
     return (uint16_t)((m & ~0x3fffu) | (unsigned)from << 7 | (unsigned)to);
 }
 
-int mk_shogi_row(int format, const uint8_t *rec, double eval_weight, int mirror, int32_t *tokens,
-                 int32_t *labels, int32_t *target, float *value) {
+int mk_shogi_row(int format, const uint8_t *rec, double eval_weight, int mirror, int moves,
+                 int32_t *tokens, int32_t *labels, int32_t *target, float *value) {
     mk_shogi_record r;
     mk_shogi_boards B; /* built once, by the decoder, for validation, moves and tokens */
     int status = mk_shogi_decode_boards(format, rec, &r, &B);
@@ -363,6 +363,7 @@ int mk_shogi_row(int format, const uint8_t *rec, double eval_weight, int mirror,
     }
     int n = mk_shogi_legal_labels_boards(&r.pos, &B, r.move, labels, target);
     if (*target < 0) return -MK_SHOGI_ILLEGAL_MOVE;
+    mk_shogi_encode_labels_boards(&B, moves, labels, n);
     mk_shogi_tokens_boards(&r.pos, &B, tokens);
     if (eval_weight == 0.0) {
         *value = r.result; /* what the formula below gives, without the exp */

@@ -34,13 +34,14 @@ int mk_shogi_decode(int format, const uint8_t *record, mk_shogi_record *out);
  * side to move and hands into out->pos, whose cells are left alone. */
 int mk_shogi_decode_boards(int format, const uint8_t *record, mk_shogi_record *out, mk_shogi_boards *boards);
 
-/* One training row: tokens [2, 40], sorted legal labels (returns their count, or -code
- * on a fault, the recorded move not legal included), the played move's index and the
+/* One training row: tokens [2, 40], the legal moves' labels in encoding `moves`
+ * (MK_SHOGI_MOVES_*, position.h; in ascending dlshogi label) (returns their count, or
+ * -code on a fault, the recorded move not legal included), the played move's index and the
  * value (1 - eval_weight) * result + eval_weight * sigmoid(eval / 756). With `mirror`,
  * the row of the left-right mirrored record: files 1..9 become 9..1 on the board and in
  * the move (a symmetry of the rules: the same legality, evaluation and result). */
-int mk_shogi_row(int format, const uint8_t *record, double eval_weight, int mirror, int32_t *tokens,
-                 int32_t *labels, int32_t *target, float *value);
+int mk_shogi_row(int format, const uint8_t *record, double eval_weight, int mirror, int moves,
+                 int32_t *tokens, int32_t *labels, int32_t *target, float *value);
 
 /* The 32-byte Huffman code of a valid position (HCPE's first field), bit for bit what
  * cshogi's Board.to_hcp writes: the code has room for exactly the 40 pieces of a set, so a

@@ -91,18 +91,20 @@ def add(total: Optional[Dict[str, float]], part: Dict[str, float]) -> Dict[str, 
 
 class Table:
     """The records of one HCPE file decoded by manaka's producers' code (_core.shogi_rows):
-    tokens, the sorted legal labels, the played move's index, the result (value with eval
+    tokens, the legal labels (in encoding `moves`, ascending dlshogi label), the played move's index, the result (value with eval
     weight 0) and the training value target (with the recipe's eval weight)."""
 
-    def __init__(self, path: str, eval_weight: float = 0.0, limit: int = 0):
+    def __init__(self, path: str, eval_weight: float = 0.0, limit: int = 0, moves: str = "dlshogi"):
         from .. import _core
+        from ..shogi.position import MOVE_ENCODINGS
         from ..shogi.records import HCPE, read_records
 
         records, _ = read_records(path, HCPE)
         if limit:
             records = records[:limit]
         self.records = np.ascontiguousarray(records)
-        tokens, offsets, labels, target, result, status = _core.shogi_rows(HCPE, self.records, 0.0)
+        tokens, offsets, labels, target, result, status = _core.shogi_rows(HCPE, self.records, 0.0, False,
+                                                                           MOVE_ENCODINGS[moves])
         if status.any():
             i = int(np.nonzero(status)[0][0])
             raise ValueError(f"{path}: record {i}: {_core.shogi_reason(int(status[i]))}")
@@ -240,15 +242,16 @@ def train_manaka(cfg: dict) -> dict:
 
     mk.set_num_threads(1)
     r = recipe(**cfg["settings"])
-    held = Table(cfg["held"])
-    data = open_hcpe(cfg["train"], value=r["value"], mirror=r["mirror"])
+    held = Table(cfg["held"], moves=r["moves"])
+    data = open_hcpe(cfg["train"], value=r["value"], mirror=r["mirror"], moves=r["moves"])
     model = mk.Model(mk.ModelConfig(num_tokens=data.num_tokens, num_moves=data.num_moves,
                                     tokens_per_side=data.tokens_per_side,
                                     **{k: r[k] for k in MODEL_KEYS}), seed=cfg["seed"])
     loader = mk.Loader(data, batch_size=r["batch_size"], producers=1, prefetch=4, shuffle=True, seed=cfg["seed"])
     total = estimate_steps(cfg, r["batch_size"], len(loader))
     trainer = mk.Trainer(model, lr=r["lr"], weight_decay=r["weight_decay"], eps=r["eps"],
-                         warmup_steps=r["warmup"], schedule=r["schedule"], total_steps=total)
+                         warmup_steps=r["warmup"], schedule=r["schedule"], total_steps=total,
+                         pair_update=r["pair_update"])
     budget = Budget(cfg["seconds"], cfg["positions"], cfg["every"], cfg["every_positions"])
     curve, best, best_state, steps = [], None, None, 0
     t = time.perf_counter()

@@ -25,6 +25,9 @@ def describe(data) -> str:
 def check_fits(model, data) -> None:
     """A ValueError when `data`'s tokens or moves do not fit `model` (a manaka.Model, or
     anything with a ModelConfig as ``.config``; other models are not checked here)."""
+    from ..shogi.position import check_encoding
+
+    check_encoding(model, data, "evaluate")
     cfg = getattr(model, "config", None)
     src = _source(data)
     if not isinstance(cfg, ModelConfig) or not hasattr(src, "num_tokens"):

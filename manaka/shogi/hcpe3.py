@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import _core
 from ..dataset import Dataset, Position
+from .position import MOVE_ENCODINGS, check_moves, num_labels
 from .records import HCPE, RecordFiles, _check_on_bad, expand_paths, value_weight
 
 __all__ = ["open_hcpe3", "Hcpe3Files", "GAME_DTYPE", "MOVE_INFO_DTYPE", "MOVE_VISITS_DTYPE"]
@@ -56,8 +57,11 @@ class Hcpe3Files(RecordFiles):
     files themselves are memory-mapped.
     """
 
-    def __init__(self, paths, value: Union[str, float] = "result", on_bad: str = "raise"):
+    def __init__(self, paths, value: Union[str, float] = "result", on_bad: str = "raise", moves: str = "dlshogi"):
         _check_on_bad(on_bad)
+        self.moves = check_moves(moves)
+        self.num_moves = num_labels(moves)
+        self._encoding = MOVE_ENCODINGS[moves]
         self.format, self.value, self.on_bad = HCPE, value, on_bad
         self.mirror = False  # a mirrored row's candidates would need mirroring too: not offered
         self.eval_weight = value_weight(value)
@@ -83,10 +87,10 @@ class Hcpe3Files(RecordFiles):
         keep = [i for i, a in enumerate(self._arrays) if len(a)]
         self._row_source = _core.ShogiRecords(HCPE, [self._arrays[i] for i in keep], [self.files[i] for i in keep],
                                               self.eval_weight, on_bad == "skip", False,
-                                              [(self._raw[i], self._info[i]) for i in keep])
+                                              [(self._raw[i], self._info[i]) for i in keep], self._encoding)
         self.skipped = skipped
         self.meta = {"shogi_format": "hcpe3", "value": value if isinstance(value, str) else float(value),
-                     "files": len(self.files), "skipped": skipped}
+                     "files": len(self.files), "skipped": skipped, "moves": self.moves}
 
     def where(self, i: int):
         """(file, game, ply) of dataset index i."""
@@ -116,7 +120,8 @@ class Hcpe3Files(RecordFiles):
         for f, (path, records) in enumerate(zip(self.files, self._arrays)):
             if not len(records):
                 continue
-            tokens, offsets, labels, target, val, status = _core.shogi_rows(HCPE, records, self.eval_weight)
+            tokens, offsets, labels, target, val, status = _core.shogi_rows(HCPE, records, self.eval_weight, False,
+                                                                            self._encoding)
             policy, pstatus = self._policy(f, np.arange(len(records)), labels, offsets)
             status = np.where(status != 0, status, pstatus)
             bad = np.nonzero(status)[0]
@@ -140,7 +145,9 @@ class Hcpe3Files(RecordFiles):
                 f"on_bad={self.on_bad!r}, skipped={self.skipped})")
 
 
-def open_hcpe3(paths, value: Union[str, float] = "result", on_bad: str = "raise") -> Hcpe3Files:
+def open_hcpe3(paths, value: Union[str, float] = "result", on_bad: str = "raise",
+               moves: str = "dlshogi") -> Hcpe3Files:
     """dlshogi hcpe3 files (a list, a glob or a folder of ``*.hcpe3``) as one dataset with
-    soft policy targets (visit counts): see :class:`Hcpe3Files`."""
-    return Hcpe3Files(paths, value, on_bad)
+    soft policy targets (visit counts), labels in encoding `moves` (RecordFiles): see
+    :class:`Hcpe3Files`."""
+    return Hcpe3Files(paths, value, on_bad, moves)

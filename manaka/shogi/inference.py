@@ -6,7 +6,7 @@ from typing import List, Tuple
 import numpy as np
 
 from ..batch import Batch
-from .position import _checked, move_to_usi
+from .position import NUM_LABELS, _checked, move_to_usi, moves_of
 
 __all__ = ["policy"]
 
@@ -16,8 +16,9 @@ def policy(model, position) -> Tuple[List[Tuple[str, float]], float]:
     shogi.Position): the softmax of the logits over the legal moves, and the value head's
     win probability for the side to move. A position without a legal move (the side to
     move is mated) gives no moves and the value head's value."""
-    _, (_, moves, labels, tokens) = _checked(position)
-    order = np.argsort(labels)  # the loader's order: ascending labels
+    pos, _ = _checked(position)
+    _, moves, labels, tokens = pos.analyse(moves_of(model.config.num_moves))
+    order = np.argsort(labels % NUM_LABELS)  # the loader's order: ascending dlshogi labels
     legal = labels[order].astype(np.int32)[None]
     if legal.shape[1] == 0:
         # the model takes no empty legal list; the value head does not read the legal moves,

@@ -17,6 +17,65 @@ __all__ = ["Position", "parse_sfen", "legal_moves", "legal_labels", "encode", "l
 STARTING_SFEN = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1"
 NUM_TOKENS, NUM_LABELS, TOKENS_PER_SIDE = 2344, 2187, 40
 
+# Move label encodings (csrc/shogi/position.h): a label is the move's dlshogi label plus
+# NUM_LABELS times a class of the move in its position, so that the policy head's label
+# embedding can tell captures, defended destinations, checks and escapes apart. Each
+# encoding adds one feature to the one before:
+#   "dlshogi"                        the plain dlshogi label (NUM_LABELS = 2187 labels);
+#   "capture"                        x 15: no capture, or the captured piece's kind;
+#   "capture-defended"               x 30: and whether the opponent attacks the destination
+#                                    once the move is made;
+#   "capture-defended-check"         x 60: and whether the move gives check;
+#   "capture-defended-check-escape"  x 120: and whether the opponent attacked the moving
+#                                    piece on its square (drops: no).
+# The model's move vocabulary (ModelConfig.num_moves) names its encoding.
+MOVE_ENCODINGS = {"dlshogi": 0, "capture": 1, "capture-defended": 2, "capture-defended-check": 3,
+                  "capture-defended-check-escape": 4}
+_CLASSES = {"dlshogi": 1, "capture": 15, "capture-defended": 30, "capture-defended-check": 60,
+            "capture-defended-check-escape": 120}
+
+
+def num_labels(moves: str = "dlshogi") -> int:
+    """The number of labels of a move encoding (MOVE_ENCODINGS)."""
+    return NUM_LABELS * _CLASSES[check_moves(moves)]
+
+
+def check_moves(moves) -> str:
+    """`moves` if it names an encoding, else a ValueError listing them."""
+    if not isinstance(moves, str) or moves not in MOVE_ENCODINGS:
+        raise ValueError(f"shogi: moves must be one of {sorted(MOVE_ENCODINGS)}, got {moves!r}")
+    return moves
+
+
+def check_encoding(model, data, op: str) -> None:
+    """A ValueError when `data` (shogi records, a Loader over them or a Dataset made from
+    them) labels moves in another encoding than `model` (anything with a ModelConfig as
+    ``.config``) reads: every label would still be in range, and silently mean another move
+    class. Other data and models are not checked here."""
+    src = getattr(data, "dataset", data)
+    meta = getattr(src, "meta", None)
+    moves = meta.get("moves") if isinstance(meta, dict) else None
+    cfg = getattr(model, "config", None)
+    if moves not in MOVE_ENCODINGS or cfg is None or not hasattr(cfg, "num_moves") or num_labels(moves) == cfg.num_moves:
+        return
+    try:
+        reads = f"encoding {moves_of(cfg.num_moves)!r}"
+    except ValueError:
+        reads = "no shogi encoding"
+    raise ValueError(f"{op}: the data's move labels are in encoding {moves!r} ({num_labels(moves):,} labels) but the "
+                     f"model reads {reads} (num_moves={cfg.num_moves:,}): open the records with "
+                     f"moves=... matching the model (manaka.shogi.moves_of(model.config.num_moves))")
+
+
+def moves_of(num_moves: int) -> str:
+    """The encoding whose labels a model with `num_moves` move rows reads (a ValueError for a
+    vocabulary that is no shogi encoding's)."""
+    for name, k in _CLASSES.items():
+        if NUM_LABELS * k == num_moves:
+            return name
+    raise ValueError(f"shogi: a model with num_moves={num_moves} reads no shogi move encoding "
+                     f"(one of {sorted(NUM_LABELS * k for k in _CLASSES.values())})")
+
 # Piece kinds 0..13 (csrc/shogi/position.h): P L N S B R G K +P +L +N +S +B +R.
 _LETTERS = "PLNSBRGK"
 _KIND = {c: i for i, c in enumerate(_LETTERS)}
@@ -36,9 +95,10 @@ class Position:
         self.board, self.hand, self.side = bytes(board), bytes(hand), int(side)
         self.move_number = int(move_number)
 
-    def analyse(self):
-        """(status, moves, labels, tokens) from the C core; status 0 means valid."""
-        return _core.shogi_analyse(self.board, self.hand, self.side)
+    def analyse(self, moves: str = "dlshogi"):
+        """(status, moves, labels, tokens) from the C core, labels in the encoding `moves`;
+        status 0 means valid."""
+        return _core.shogi_analyse(self.board, self.hand, self.side, MOVE_ENCODINGS[check_moves(moves)])
 
     def sfen(self) -> str:
         rows = []

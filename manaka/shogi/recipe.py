@@ -9,10 +9,15 @@ from typing import Any, Dict
 
 # One place for the numbers; the reasons are in docs/shogi.md "The default recipe".
 RECIPE: Dict[str, Any] = {
-    # model shapes (the vocabularies come from the data)
-    "embed_dim": 32, "orders": 4, "pair_dim": 1, "hidden": (512,), "head_width": 256,
+    # the move label encoding (manaka.shogi.MOVE_ENCODINGS): what the policy head's label
+    # embedding can see of a move besides its dlshogi label
+    "moves": "capture-defended-check-escape",
+    # model shapes (the token vocabulary is the encoding's; the move vocabulary the move encoding's)
+    "embed_dim": 32, "orders": 4, "pair_dim": 1, "hidden": (512,), "head_width": 64,
     # optimizer
     "batch_size": 512, "lr": 5e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "constant",
+    # which pair-table rows a step updates (manaka.Trainer's pair_update)
+    "pair_update": "dense",
     # value target: (1 - value) * result + value * sigmoid(eval / 756)
     "value": "eval",
     # train on every record and its left-right mirror (open_hcpe / open_psv(mirror=True))
@@ -59,19 +64,20 @@ def parse_setting(text: str):
 
 
 def trainer_settings(r: Dict[str, Any] = None) -> Dict[str, Any]:
-    """The recipe's mk.Trainer keyword arguments (lr, weight_decay, eps, warmup_steps, schedule)."""
+    """The recipe's mk.Trainer keyword arguments (lr, weight_decay, eps, warmup_steps, schedule,
+    pair_update)."""
     r = RECIPE if r is None else r
     return {"lr": r["lr"], "weight_decay": r["weight_decay"], "eps": r["eps"], "warmup_steps": r["warmup"],
-            "schedule": r["schedule"]}
+            "schedule": r["schedule"], "pair_update": r["pair_update"]}
 
 
 def model_config(r: Dict[str, Any] = None):
     """The recipe's mk.ModelConfig for shogi records (manaka's shogi vocabularies)."""
     from ..model import ModelConfig
-    from .position import NUM_LABELS, NUM_TOKENS, TOKENS_PER_SIDE
+    from .position import NUM_TOKENS, TOKENS_PER_SIDE, num_labels
 
     r = RECIPE if r is None else r
-    return ModelConfig(num_tokens=NUM_TOKENS, num_moves=NUM_LABELS, tokens_per_side=TOKENS_PER_SIDE,
+    return ModelConfig(num_tokens=NUM_TOKENS, num_moves=num_labels(r["moves"]), tokens_per_side=TOKENS_PER_SIDE,
                        **{k: r[k] for k in MODEL_KEYS})
 
 

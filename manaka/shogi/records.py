@@ -15,7 +15,7 @@ import numpy as np
 from .. import _core
 from . import fingerprint as _fingerprint
 from ..dataset import Dataset, Position
-from .position import NUM_LABELS, NUM_TOKENS, TOKENS_PER_SIDE
+from .position import MOVE_ENCODINGS, NUM_TOKENS, TOKENS_PER_SIDE, check_moves, num_labels
 
 __all__ = ["HCPE", "PSV", "RECORD_BYTES", "expand_paths", "read_records", "decode", "value_weight",
            "open_hcpe", "open_psv", "open_records", "RecordFiles"]
@@ -105,13 +105,20 @@ class RecordFiles:
     the board and in the recorded move: a symmetry of shogi's rules, so the mirrored
     position is as legal, its move as good, its evaluation and result the same): rows
     ``[0, n)`` are the records, rows ``[n, 2n)`` their mirrors, made by the producers.
+
+    ``moves`` is the move label encoding (manaka.shogi.MOVE_ENCODINGS): "dlshogi" (2,187
+    labels) or the richer "capture" and "capture-defended", whose labels also say what a
+    move captures and whether its destination is defended; ``num_moves`` follows it.
     """
 
-    num_tokens, num_moves, tokens_per_side = NUM_TOKENS, NUM_LABELS, TOKENS_PER_SIDE
+    num_tokens, tokens_per_side = NUM_TOKENS, TOKENS_PER_SIDE
 
     def __init__(self, paths, fmt: int, value: Union[str, float] = "result", on_bad: str = "raise",
-                 mirror: bool = False):
+                 mirror: bool = False, moves: str = "dlshogi"):
         _check_on_bad(on_bad)
+        self.moves = check_moves(moves)
+        self.num_moves = num_labels(moves)
+        self._encoding = MOVE_ENCODINGS[moves]
         if not isinstance(mirror, bool):
             raise TypeError(f"shogi: mirror must be True or False, got {mirror!r}")
         self.format, self.value, self.on_bad, self.mirror = fmt, value, on_bad, mirror
@@ -127,10 +134,10 @@ class RecordFiles:
             raise ValueError(f"shogi: no record in {self.files!r}")
         keep = [(a, f) for a, f in zip(self._arrays, self.files) if len(a)]
         self._row_source = _core.ShogiRecords(fmt, [a for a, _ in keep], [f for _, f in keep],
-                                              self.eval_weight, on_bad == "skip", mirror)
+                                              self.eval_weight, on_bad == "skip", mirror, None, self._encoding)
         self.meta = {"shogi_format": _NAMES[fmt], "value": value if isinstance(value, str) else float(value),
                      "files": len(self.files), "cut_short_files": self.cut_short,
-                     "bytes_per_position": RECORD_BYTES[fmt], "mirror": mirror}
+                     "bytes_per_position": RECORD_BYTES[fmt], "mirror": mirror, "moves": self.moves}
 
     def __len__(self) -> int:
         return int(self._starts[-1]) * (2 if self.mirror else 1)
@@ -177,7 +184,8 @@ class RecordFiles:
             raise IndexError(f"record {i} is out of range for {n} records")
         i = int(i) % n
         tokens, offsets, labels, target, value, status = _core.shogi_rows(self.format, self.record(i)[None],
-                                                                           self.eval_weight, self._unmirrored(i)[1])
+                                                                           self.eval_weight, self._unmirrored(i)[1],
+                                                                           self._encoding)
         if status[0]:
             path, k = self.locate(i)
             raise ValueError(f"shogi: {path}: record {k}: {_core.shogi_reason(int(status[0]))}")
@@ -189,7 +197,7 @@ class RecordFiles:
         for mirrored, path, records in [(m, p, r) for m in ([False, True] if self.mirror else [False])
                                         for p, r in zip(self.files, self._arrays)]:
             tokens, offsets, labels, target, val, status = _core.shogi_rows(self.format, records, self.eval_weight,
-                                                                            mirrored)
+                                                                            mirrored, self._encoding)
             bad = np.nonzero(status)[0]
             if len(bad) and self.on_bad == "raise":
                 i = int(bad[0])
@@ -208,7 +216,7 @@ class RecordFiles:
                                    legal_moves=np.concatenate([p[2] for p in parts]),
                                    target=np.concatenate([p[3] for p in parts]),
                                    value=np.concatenate([p[4] for p in parts]), num_tokens=NUM_TOKENS,
-                                   num_moves=NUM_LABELS, meta={**self.meta, "skipped": skipped})
+                                   num_moves=self.num_moves, meta={**self.meta, "skipped": skipped})
 
     def __repr__(self) -> str:
         return (f"shogi.RecordFiles({int(self._starts[-1]):,} {_NAMES[self.format]} records in {len(self.files)} file(s), "
@@ -217,17 +225,20 @@ class RecordFiles:
 
 
 def open_records(paths, fmt: int, value: Union[str, float] = "result", on_bad: str = "raise",
-                 mirror: bool = False) -> RecordFiles:
+                 mirror: bool = False, moves: str = "dlshogi") -> RecordFiles:
     """Every record of `paths` (a list, a glob or a folder) as one dataset (with
-    mirror=True, followed by their left-right mirrors): see RecordFiles."""
-    return RecordFiles(paths, fmt, value, on_bad, mirror)
+    mirror=True, followed by their left-right mirrors), labels in encoding `moves`: see
+    RecordFiles."""
+    return RecordFiles(paths, fmt, value, on_bad, mirror, moves)
 
 
-def open_hcpe(paths, value: Union[str, float] = "result", on_bad: str = "raise", mirror: bool = False) -> RecordFiles:
+def open_hcpe(paths, value: Union[str, float] = "result", on_bad: str = "raise", mirror: bool = False,
+              moves: str = "dlshogi") -> RecordFiles:
     """dlshogi HCPE files (38-byte records) as one Dataset: see :func:`open_records`."""
-    return open_records(paths, HCPE, value, on_bad, mirror)
+    return open_records(paths, HCPE, value, on_bad, mirror, moves)
 
 
-def open_psv(paths, value: Union[str, float] = "result", on_bad: str = "raise", mirror: bool = False) -> RecordFiles:
+def open_psv(paths, value: Union[str, float] = "result", on_bad: str = "raise", mirror: bool = False,
+             moves: str = "dlshogi") -> RecordFiles:
     """YaneuraOu PackedSfenValue files (40-byte records) as one Dataset."""
-    return open_records(paths, PSV, value, on_bad, mirror)
+    return open_records(paths, PSV, value, on_bad, mirror, moves)

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import _core
 from ..batch import Batch
-from .position import Position, move_to_usi
+from .position import MOVE_ENCODINGS, Position, move_to_usi, moves_of
 
 __all__ = ["Evaluator", "Budget", "SearchResult", "mate_in_one", "policy_search", "value_search", "PuctSearch", "SEARCHES",
            "value_to_cp"]
@@ -35,12 +35,18 @@ def value_to_cp(value: float) -> int:
 
 class Evaluator:
     """Priors and values of positions in one forward per call. `positions` are the C core's
-    analyses (status, moves, labels, tokens) of valid positions with at least one move."""
+    analyses (status, moves, labels, tokens) of valid positions with at least one move, made
+    by :meth:`analyse` (labels in the move encoding the model reads)."""
 
     def __init__(self, model):
         self.model = model
+        self.encoding = MOVE_ENCODINGS[moves_of(model.config.num_moves)]
         self.positions = 0  # evaluated so far
         self.lock = threading.Lock()  # a Model runs one call at a time
+
+    def analyse(self, pos: Position) -> tuple:
+        """The C core's (status, moves, labels, tokens) of `pos`, labels in the model's encoding."""
+        return _core.shogi_analyse(pos.board, pos.hand, pos.side, self.encoding)
 
     def __call__(self, analyses: Sequence[tuple]) -> Tuple[List[np.ndarray], np.ndarray]:
         n = len(analyses)
@@ -83,8 +89,8 @@ class SearchResult:
     depth: int = 1
 
 
-def _root(pos: Position):
-    analysis = _core.shogi_analyse(pos.board, pos.hand, pos.side)
+def _root(evaluate: Evaluator, pos: Position):
+    analysis = evaluate.analyse(pos)
     if analysis[0] != 0:
         raise ValueError(f"shogi: {pos.sfen()!r} is not a valid position: {_core.shogi_reason(analysis[0])}")
     return analysis
@@ -101,7 +107,7 @@ def mate_in_one(pos: Position, moves) -> Optional[int]:
 
 def policy_search(evaluate: Evaluator, pos: Position, **_) -> SearchResult:
     """The legal move the policy gives the highest probability (one forward)."""
-    analysis = _root(pos)
+    analysis = _root(evaluate, pos)
     if len(analysis[1]) == 0:
         return SearchResult(None, 0.0, 0)
     priors, value = evaluate([analysis])
@@ -115,12 +121,12 @@ def value_search(evaluate: Evaluator, pos: Position, history: frozenset = frozen
     (1 - child's value) + prior_weight * prior. A move that mates (the child has no legal
     move) is played outright; one that repeats a position of the game is valued 0.5 (a
     draw) without asking the network."""
-    analysis = _root(pos)
+    analysis = _root(evaluate, pos)
     moves = analysis[1]
     if len(moves) == 0:
         return SearchResult(None, 0.0, 0)
     children = [pos.play(int(m))[0] for m in moves]
-    analyses = [_core.shogi_analyse(c.board, c.hand, c.side) for c in children]
+    analyses = [evaluate.analyse(c) for c in children]
     for a, m in zip(analyses, moves):
         if len(a[1]) == 0:
             return SearchResult(int(m), 1.0, 0, [int(m)])
@@ -189,7 +195,7 @@ class PuctSearch:
 
     def __call__(self, pos: Position, budget: Budget, history: frozenset = frozenset(),
                  report: Optional[Callable[[SearchResult], None]] = None, **_) -> SearchResult:
-        analysis = _root(pos)
+        analysis = _root(self.evaluate, pos)
         if len(analysis[1]) == 0:
             return SearchResult(None, 0.0, 0)
         mate = mate_in_one(pos, analysis[1])
@@ -254,7 +260,7 @@ class PuctSearch:
         if child.key in history or child.key in path_keys:
             child.terminal = 0.5
             return child
-        child.analysis = _core.shogi_analyse(pos.board, pos.hand, pos.side)
+        child.analysis = self.evaluate.analyse(pos)
         if len(child.analysis[1]) == 0:
             child.terminal = 0.0
         return child

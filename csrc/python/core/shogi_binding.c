@@ -54,16 +54,27 @@ static int position_args(PyObject *args, mk_shogi_pos *pos) {
     return position_arg(board, hand, side, pos);
 }
 
+/* A move label encoding (MK_SHOGI_MOVES_*) or -1 with a ValueError. */
+static int moves_arg(int moves) {
+    if (mk_shogi_num_labels(moves) > 0) return moves;
+    PyErr_Format(PyExc_ValueError, "shogi: unknown move label encoding %d", moves);
+    return -1;
+}
+
 static PyObject *new_array(int ndim, npy_intp *dims, int type) {
     return PyArray_SimpleNew(ndim, dims, type);
 }
 
-/* shogi_analyse(board, hand, side) -> (status, moves int32 [n], labels int32 [n],
- * tokens int32 [2, 40]); moves in generation order, labels the moves' own. A position
- * that fails validation has status != 0 and no moves. */
+/* shogi_analyse(board, hand, side, moves=0) -> (status, moves int32 [n], labels int32 [n],
+ * tokens int32 [2, 40]); moves in generation order, labels the moves' own in encoding
+ * `moves` (MK_SHOGI_MOVES_*). A position that fails validation has status != 0 and no moves. */
 static PyObject *py_analyse(PyObject *self, PyObject *args) {
     mk_shogi_pos pos;
-    if (position_args(args, &pos) < 0) return NULL;
+    PyObject *board, *hand;
+    int side, encoding = MK_SHOGI_MOVES_DLSHOGI;
+    if (!PyArg_ParseTuple(args, "OOi|i", &board, &hand, &side, &encoding) || moves_arg(encoding) < 0 ||
+        position_arg(board, hand, side, &pos) < 0)
+        return NULL;
     int status = mk_shogi_validate(&pos);
     uint16_t moves[MK_SHOGI_MAX_MOVES];
     int32_t labels[MK_SHOGI_MAX_MOVES];
@@ -76,6 +87,7 @@ static PyObject *py_analyse(PyObject *self, PyObject *args) {
                          "from mk_shogi_label", (int)moves[i], (int)labels[i], mk_shogi_label(moves[i], pos.side));
             return NULL;
         }
+    if (n > 0 && encoding != MK_SHOGI_MOVES_DLSHOGI) mk_shogi_legal_moves_encoded(&pos, encoding, moves, labels);
     npy_intp dn = n, dt[2] = {2, MK_SHOGI_TOKENS};
     PyObject *m = new_array(1, &dn, NPY_INT32), *l = new_array(1, &dn, NPY_INT32);
     PyObject *t = new_array(2, dt, NPY_INT32);
@@ -157,27 +169,30 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
  * MK_SHOGI_MAX_MOVES labels, more than a small buffer's doubling). Every size is checked
  * before it is multiplied. 0, or -1 when the size overflows or realloc fails (the old
  * buffer is then still owned by the caller). */
-static int reserve_labels(int16_t **labels, size_t *cap, size_t need) {
+static int reserve_labels(int32_t **labels, size_t *cap, size_t need) {
     if (need <= *cap) return 0;
     size_t want = *cap <= SIZE_MAX / 2 ? *cap * 2 : SIZE_MAX;
     if (want < need) want = need;
     if (want > SIZE_MAX / sizeof **labels) return -1;
-    int16_t *grown = realloc(*labels, want * sizeof **labels);
+    int32_t *grown = realloc(*labels, want * sizeof **labels);
     if (!grown) return -1;
     *labels = grown, *cap = want;
     return 0;
 }
 
-/* shogi_rows(format, records, eval_weight[, mirror]) -> (tokens int16 [N, 2, 40], offsets int64
- * [N + 1], labels int16 [offsets[N]], target int32 [N], value float32 [N], status int32
- * [N]): every record as a training row (sorted legal labels, the played move's index); a
- * bad record has status = its fault's code (records.h) and no labels. */
+/* shogi_rows(format, records, eval_weight[, mirror[, moves]]) -> (tokens int16 [N, 2, 40],
+ * offsets int64 [N + 1], labels [offsets[N]], target int32 [N], value float32 [N], status
+ * int32 [N]): every record as a training row (legal labels in encoding `moves`, in
+ * ascending dlshogi label, the played move's index); labels are int16 when the encoding's
+ * fit (dlshogi), else int32. A bad record has status = its fault's code (records.h) and no
+ * labels. */
 static PyObject *py_rows(PyObject *self, PyObject *args) {
     int format;
     PyObject *obj;
     double eval_weight;
-    int mirror = 0;
-    if (!PyArg_ParseTuple(args, "iOd|p", &format, &obj, &eval_weight, &mirror) || format_arg(format) < 0)
+    int mirror = 0, encoding = MK_SHOGI_MOVES_DLSHOGI;
+    if (!PyArg_ParseTuple(args, "iOd|pi", &format, &obj, &eval_weight, &mirror, &encoding) ||
+        format_arg(format) < 0 || moves_arg(encoding) < 0)
         return NULL;
     if (!(eval_weight >= 0.0 && eval_weight <= 1.0)) {
         PyErr_Format(PyExc_ValueError, "shogi: eval_weight must be in [0, 1], got %g", eval_weight);
@@ -191,8 +206,8 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
     PyObject *sta = new_array(1, &N, NPY_INT32);
     /* A first guess of 128 labels per record (real games average fewer), grown as needed. */
     size_t cap = (size_t)(N > 0 ? N : 1), used = 0;
-    cap = cap <= SIZE_MAX / (128 * sizeof(int16_t)) ? cap * 128 : MK_SHOGI_MAX_MOVES;
-    int16_t *labels = malloc(cap * sizeof *labels);
+    cap = cap <= SIZE_MAX / (128 * sizeof(int32_t)) ? cap * 128 : MK_SHOGI_MAX_MOVES;
+    int32_t *labels = malloc(cap * sizeof *labels);
     if (!tok || !off || !tgt || !val || !sta || !labels) {
         Py_XDECREF(tok), Py_XDECREF(off), Py_XDECREF(tgt), Py_XDECREF(val), Py_XDECREF(sta);
         free(labels);
@@ -210,7 +225,7 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
     for (npy_intp i = 0; i < N; i++) {
         int32_t t32[2 * MK_SHOGI_TOKENS], lab[MK_SHOGI_MAX_MOVES], target = -1;
         float value = 0;
-        int n = mk_shogi_row(format, r + i * width, eval_weight, mirror, t32, lab, &target, &value);
+        int n = mk_shogi_row(format, r + i * width, eval_weight, mirror, encoding, t32, lab, &target, &value);
         st[i] = n < 0 ? -n : 0;
         if (n < 0) {
             n = 0;
@@ -221,7 +236,7 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
             nomem = 1;
             break;
         }
-        for (int k = 0; k < n; k++) labels[used + k] = (int16_t)lab[k];
+        memcpy(labels + used, lab, (size_t)n * sizeof *lab);
         used += (size_t)n;
         o[i + 1] = (int64_t)used;
         for (int k = 0; k < 2 * MK_SHOGI_TOKENS; k++) t16[i * 2 * MK_SHOGI_TOKENS + k] = (int16_t)t32[k];
@@ -231,8 +246,14 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS;
     Py_DECREF(rec);
     npy_intp nl = (npy_intp)used;
-    PyObject *lab = nomem ? NULL : new_array(1, &nl, NPY_INT16);
-    if (lab) memcpy(PyArray_DATA((PyArrayObject *)lab), labels, used * sizeof *labels);
+    int narrow = mk_shogi_num_labels(encoding) <= INT16_MAX + 1;
+    PyObject *lab = nomem ? NULL : new_array(1, &nl, narrow ? NPY_INT16 : NPY_INT32);
+    if (lab && narrow) {
+        int16_t *l16 = PyArray_DATA((PyArrayObject *)lab);
+        for (size_t k = 0; k < used; k++) l16[k] = (int16_t)labels[k];
+    } else if (lab) {
+        memcpy(PyArray_DATA((PyArrayObject *)lab), labels, used * sizeof *labels);
+    }
     free(labels);
     if (!lab) {
         Py_DECREF(tok), Py_DECREF(off), Py_DECREF(tgt), Py_DECREF(val), Py_DECREF(sta);
@@ -387,11 +408,11 @@ static PyObject *py_apply_move(PyObject *self, PyObject *args) {
 
 static PyMethodDef shogi_methods[] = {
     {"shogi_analyse", py_analyse, METH_VARARGS,
-     "shogi_analyse(board, hand, side) -> (status, moves, labels, tokens)"},
+     "shogi_analyse(board, hand, side, moves=0) -> (status, moves, labels, tokens)"},
     {"shogi_decode", py_decode, METH_VARARGS,
      "shogi_decode(format, records) -> (board, hand, side, move, eval, result, status)"},
     {"shogi_rows", py_rows, METH_VARARGS,
-     "shogi_rows(format, records, eval_weight, mirror=False) -> (tokens, offsets, labels, target, value, status)"},
+     "shogi_rows(format, records, eval_weight, mirror=False, moves=0) -> (tokens, offsets, labels, target, value, status)"},
     {"shogi_reason", py_reason, METH_VARARGS, "shogi_reason(code) -> str"},
     {"shogi_map_records", py_map_records, METH_VARARGS,
      "shogi_map_records(path, record_bytes) -> (records uint8 [n, record_bytes] read-only, size): "
@@ -406,9 +427,9 @@ static PyMethodDef shogi_methods[] = {
 
 /* ---------------------------------------------------------------- a row source */
 
-/* _core.ShogiRecords(format, files, names, eval_weight, skip, soft=None): record files (each
- * a uint8 [n, record bytes] array, usually memory-mapped) as one row source for the Loader:
- * its producers decode each record, generate its legal moves and encode it into the batch
+/* _core.ShogiRecords(format, files, names, eval_weight, skip, mirror=False, soft=None, moves=0):
+ * record files (each a uint8 [n, record bytes] array, usually memory-mapped) as one row
+ * source for the Loader, legal labels in encoding `moves` (position.h): its producers decode each record, generate its legal moves and encode it into the batch
  * (csrc/data/loader.h, mk_row_source). A bad record is an error naming its file and index, or
  * with skip is left out of its batch and counted in the loader's stats.
  * soft: for HCPE records indexed from hcpe3 files (manaka/shogi/hcpe3.py), a list of
@@ -417,7 +438,7 @@ static PyMethodDef shogi_methods[] = {
 typedef struct {
     PyObject_HEAD
     mk_row_source source;
-    int format, skip, mirror;
+    int format, skip, mirror, moves;
     double eval_weight;
     int nfiles;
     const uint8_t **data;
@@ -463,7 +484,7 @@ static int records_fill(const void *ctx, int64_t index, int32_t *tokens, int32_t
     int lo = records_file(r, index);
     int64_t i = index - r->start[lo];
     const uint8_t *rec = r->data[lo] + i * record_width(r);
-    int n = mk_shogi_row(r->format, rec, r->eval_weight, mirror, tokens, legal, target, value);
+    int n = mk_shogi_row(r->format, rec, r->eval_weight, mirror, r->moves, tokens, legal, target, value);
     if (n > 0 && r->raw && policy) { /* bit 0 of the Huffman code: the side to move (never mirrored) */
         int64_t at = r->info[lo][i];
         int code = at >= 0 && at < r->raw_size[lo]
@@ -494,15 +515,15 @@ static void Records_dealloc(RecordsObject *self) {
 
 static int Records_init(RecordsObject *self, PyObject *args, PyObject *kwds) {
     PyObject *files, *names, *soft = Py_None;
-    int format, skip, mirror = 0;
+    int format, skip, mirror = 0, encoding = MK_SHOGI_MOVES_DLSHOGI;
     double eval_weight;
     if (self->files) {
         PyErr_SetString(PyExc_RuntimeError, "ShogiRecords: already initialised");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "iO!O!dp|pO", &format, &PyList_Type, &files, &PyList_Type, &names,
-                          &eval_weight, &skip, &mirror, &soft) ||
-        format_arg(format) < 0)
+    if (!PyArg_ParseTuple(args, "iO!O!dp|pOi", &format, &PyList_Type, &files, &PyList_Type, &names,
+                          &eval_weight, &skip, &mirror, &soft, &encoding) ||
+        format_arg(format) < 0 || moves_arg(encoding) < 0)
         return -1;
     Py_ssize_t n = PyList_GET_SIZE(files);
     if (n < 1 || n != PyList_GET_SIZE(names) || n > 1 << 20) {
@@ -582,12 +603,13 @@ static int Records_init(RecordsObject *self, PyObject *args, PyObject *kwds) {
         self->source.soft = 1;
     }
     self->format = format, self->skip = skip, self->eval_weight = eval_weight, self->mirror = mirror;
+    self->moves = encoding;
     self->source.num_rows = self->start[n] * (mirror ? 2 : 1);
     self->source.tokens_per_side = MK_SHOGI_TOKENS;
     self->source.max_legal = MK_SHOGI_MAX_MOVES;
     /* the encoder's ids: a batch the producers pack from records is checked against them */
     self->source.num_tokens = MK_SHOGI_NUM_TOKENS;
-    self->source.num_moves = MK_SHOGI_NUM_LABELS;
+    self->source.num_moves = mk_shogi_num_labels(encoding);
     self->source.ctx = self;
     self->source.fill = records_fill;
     self->source.prefetch = records_prefetch;
