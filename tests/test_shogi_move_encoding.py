@@ -110,7 +110,8 @@ def test_num_labels_and_names():
 @pytest.fixture
 def hcpe_file(tmp_path):
     rng = np.random.default_rng(np.random.SeedSequence().entropy)
-    boards = [b for b in random_positions(300, int(rng.integers(1 << 30))) if len(list(b.legal_moves))]
+    # the generator goes on playing on the board it yielded: keep copies
+    boards = [b.copy() for b in random_positions(300, int(rng.integers(1 << 30)))]
     recs, _ = records(boards, shogi.HCPE, rng)
     path = tmp_path / "games.hcpe"
     recs.tofile(path)
