@@ -61,6 +61,19 @@ def test_a_legal_list_may_come_in_any_order_but_not_repeat_a_move(num_moves):
         mk.Dataset.from_arrays(**{**a, "legal_moves": moves})
 
 
+@pytest.mark.parametrize("bad", [(2**62, -2**63 + 5), (-2**63, 3), (2**63 - 1, 0)])
+def test_offsets_at_the_int64_extremes_are_refused_with_their_position(bad):
+    """A count is judged by comparing offsets, never by subtracting them: the subtraction of
+    a corrupt offset from another can overflow (a fuzzed file found it)."""
+    a = arrays(N=6, M=40, seed=5)
+    offsets = np.array(a["legal_offsets"])
+    offsets[2:4] = bad
+    first = 1 if bad[0] <= offsets[1] else 2
+    with pytest.raises(ValueError, match=f"position {first}: offsets must increase strictly .*"
+                                         f"legal_offsets\\[{first + 1}\\] = {offsets[first + 1]}"):
+        mk.Dataset.from_arrays(**{**a, "legal_offsets": offsets})
+
+
 def test_swapped_token_axes_are_named():
     a = arrays(T=4)
     with pytest.raises(ValueError, match=r"axis 1 holds the 2 perspectives, got length 4 \(axes swapped"):

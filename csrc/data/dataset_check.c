@@ -22,12 +22,16 @@ void mk_find_offsets_fault(const int64_t *off, int64_t N, int64_t E, mk_fault *f
         fault(f, MK_FAULT_OFFSET_END, N, 0, 0, off[N], 0.0);
         return;
     }
+    /* Compared before subtracting: a corrupt offset may be any int64, and off[i] >= 0 holds
+     * only up to the first fault, so off[i + 1] - off[i] could overflow. */
     for (int64_t i = 0; i < N; i++) {
-        const int64_t n = off[i + 1] - off[i];
-        if (n < 1) {
+        if (off[i + 1] <= off[i]) {
+            int64_t n;
+            if (__builtin_sub_overflow(off[i + 1], off[i], &n)) n = INT64_MIN;
             fault(f, MK_FAULT_COUNT, i, 0, 0, n, 0.0);
             return;
         }
+        const int64_t n = off[i + 1] - off[i]; /* 0 <= off[i] < off[i + 1]: no overflow */
         if (n > *max_count) *max_count = n;
     }
     fault(f, MK_FAULT_NONE, 0, 0, 0, 0, 0.0);

@@ -464,9 +464,11 @@ static mk_status scan_offsets(const mk_dataset_view *data, int64_t *max_count) {
                        (long long)f.value);
     if (f.kind == MK_FAULT_COUNT)
         return mk_fail(MK_ERR_VALUE,
-                       "Loader: position %lld has %lld legal moves (legal_offsets must "
-                       "increase strictly)",
-                       (long long)f.index, (long long)f.value);
+                       "Loader: position %lld: legal_offsets must increase strictly (every "
+                       "position needs >= 1 legal move), got legal_offsets[%lld] = %lld, "
+                       "legal_offsets[%lld] = %lld",
+                       (long long)f.index, (long long)f.index, (long long)off[f.index],
+                       (long long)f.index + 1, (long long)off[f.index + 1]);
     if (f.kind == MK_FAULT_OFFSET_END)
         return mk_fail(MK_ERR_VALUE,
                        "Loader: legal_offsets[-1] = %lld but legal_moves has %lld entries",

@@ -84,7 +84,8 @@ typedef struct {
 /* The offsets' rules: offsets[0] = 0, offsets[N] = E (the number of legal moves), and
  * every count offsets[i + 1] - offsets[i] >= 1, in that order: *fault = the first broken
  * (MK_FAULT_OFFSET_START, _OFFSET_END with value the offset; MK_FAULT_COUNT with index the
- * position and value its count), else kind MK_FAULT_NONE and *max_count the longest list.
+ * position and value its count, INT64_MIN where that does not fit), else kind
+ * MK_FAULT_NONE and *max_count the longest list.
  * Whatever reads a list by its offsets checks them here first. */
 void mk_find_offsets_fault(const int64_t *offsets, int64_t N, int64_t E, mk_fault *fault,
                            int64_t *max_count);
