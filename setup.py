@@ -272,7 +272,7 @@ def cuda_config(env=os.environ, find_cuda=find_cuda, find_cudart=find_cudart, vi
 
 
 def nvcc_flags(archs):
-    flags = ["-std=c++17", "-O3", "-Xcompiler", "-fPIC,-Wall,-Wextra", "-Icsrc"]
+    flags = ["-std=c++17", "-O3", "-Xcompiler", "-fPIC,-Wall,-Wextra,-fvisibility=hidden", "-Icsrc"]
     if WERROR:
         flags += ["-Werror", "all-warnings", "-Xcompiler", "-Werror"]
     for a in archs:
@@ -377,33 +377,30 @@ def extensions(cuda):
         extra_link_args=[*openmp_flags(APPLE)[1], "-pthread"],
         depends=sources("core/*.h", "core/*.def", "data/*.h", "cpu/*.h", "shogi/*.h", "python/common/*.h", "python/core/*.h"),
     )
-    # The hooks link only the argument conversion (binding.c): the engine, its error buffer
-    # and thread count are _core's, reached through the capsule manaka._core._api
-    # (csrc/python/core/core_api.h says why), so no BLAS or OpenMP runtime is linked. The
-    # compile flags are _core's: setuptools puts both extensions' binding.o at one path in
-    # build_temp, and the object must be right for either.
+    # The hooks and the CUDA backend link no engine code: they call _core's, which
+    # manaka/__init__.py loads with RTLD_GLOBAL (csrc/python/common/engine_link.h says why),
+    # so they have one error buffer, thread count and set of checks with it. Hidden
+    # visibility: none of their own symbols can stand in for _core's, nor the reverse.
     testing = Extension(
         "manaka._testing",
-        sources=sources("python/testing/*.c") + ["csrc/python/common/binding.c"],
+        sources=sources("python/testing/*.c"),
         include_dirs=[numpy.get_include(), "csrc"],
-        extra_compile_args=c_flags(),
-        depends=sources("core/*.h", "core/*.def", "python/common/*.h", "python/common/core_api.h", "python/testing/*.h"),
+        extra_compile_args=c_flags() + ["-fvisibility=hidden"],
+        depends=sources("core/*.h", "core/*.def", "python/common/*.h", "python/testing/*.h"),
     )
     if not cuda:
         return [core, testing]
     # Every .cu in csrc/cuda: the fused ops, their index checks, the runtime services the
     # binding uses, and the training step's primitives and op table (backend_cuda.cu). cuBLAS
-    # is not linked: cublas_dynamic.c loads it at run time (see its header for why). No
-    # core/error.c: python/cuda/core_error.c writes failures into _core's message instead.
+    # is not linked: cublas_dynamic.c loads it at run time (see its header for why). The
+    # engine's host side (checks, errors, argument conversion) is _core's, as for _testing.
     archs = ";".join(cuda["archs"])
     return [core, testing, Extension(
         "manaka._cuda",
-        sources=sources("cuda/*.cu", "cuda/*.c") + ["csrc/core/backend.c", "csrc/core/batch.c", "csrc/core/check.c",
-                                                       "csrc/python/common/binding.c", "csrc/python/common/op_args.c"]
-        + sources("python/cuda/*.c"),
+        sources=sources("cuda/*.cu", "cuda/*.c") + sources("python/cuda/*.c"),
         include_dirs=[numpy.get_include(), "csrc"],
         define_macros=[("MK_CUDA_ARCHS", f'"{archs}"')],
-        extra_compile_args=[f for f in c_flags() if f not in openmp_flags(APPLE)[0]] + (["-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-Werror"] if WERROR else []),
+        extra_compile_args=[f for f in c_flags() if f not in openmp_flags(APPLE)[0]] + ["-fvisibility=hidden"] + (["-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-Werror"] if WERROR else []),
         # The static runtime: the module needs only the driver (libcuda.so, opened at run
         # time by cudart), so it imports on a machine with no GPU or driver at all.
         extra_link_args=[cuda["cudart"], "-ldl", "-lrt", "-lpthread", "-lstdc++"],

@@ -15,7 +15,10 @@ from . import _openblas  # noqa: E402
 
 _openblas.load()  # before _core: it resolves its BLAS symbols against this copy
 
-from . import _core, cuda, ops  # noqa: E402
+from ._engine import load as _load_engine  # noqa: E402
+
+_core = _load_engine()  # with RTLD_GLOBAL: manaka._cuda and manaka._testing call into it
+from . import cuda, ops  # noqa: E402
 from .errors import (CheckpointError, CheckpointMismatch, DatasetError, FileFormatError,  # noqa: E402
                      ModelFileError)
 from .batch import Batch  # noqa: E402

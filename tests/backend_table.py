@@ -166,7 +166,7 @@ class Backend:
         self.label, self._capsule = label, capsule  # the capsule keeps its extension loaded
         self.address = get(capsule, CAPSULE)
         # Every table writes its failures into _core's message, the CUDA one included
-        # (csrc/python/cuda/core_error.c).
+        # (csrc/python/common/engine_link.h).
         self._error = ctypes.CDLL(manaka._core.__file__).mk_error
         self._error.restype = ctypes.c_char_p
         _, fields = layout()["mk_backend"]

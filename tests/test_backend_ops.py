@@ -780,8 +780,8 @@ HOOKS = {"backend_adamw", "backend_pair_adamw", "backend_scratch_bytes", "backen
 def test_the_hooks_are_in_testing_and_not_in_the_shipped_core():
     """manaka._core holds no test hook: they are manaka._testing's, which the
     package never imports; and _testing links no copy of the engine (it would have its own
-    error buffer and thread count: csrc/python/common/core_api.h), so none of the engine's
-    symbols is defined in it, nor the mk_error it forwards to _core's."""
+    error buffer and thread count: csrc/python/common/engine_link.h), so none of the
+    engine's symbols is defined in it: its calls resolve to _core's."""
     import subprocess
     import sys
 

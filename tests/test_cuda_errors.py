@@ -2,8 +2,9 @@
 
 The CUDA table's entries are compiled into manaka._cuda but run inside manaka._core's engine
 (model.c, trainer.c) and the test hooks of manaka._testing, which raise with _core's
-mk_error(). _cuda therefore writes its failures into _core's message
-(csrc/python/cuda/core_error.c); before that, such a failure read "manaka: unknown error".
+mk_error(). _cuda therefore links no error buffer of its own: its mk_fail is _core's
+(csrc/python/common/engine_link.h); with a copy each, such a failure read "manaka: unknown
+error".
 Skipped, saying why, where there is no usable CUDA device; tools/cuda_emu/run_gpu_tests.py
 runs it on the CPU emulation."""
 import numpy as np

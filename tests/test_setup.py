@@ -147,23 +147,28 @@ def test_the_line_is_one_line(setup_py):
         assert "\n" not in config(setup_py, {}, **kwargs)[1]
 
 
-def test_the_test_hooks_are_their_own_extension_and_link_no_engine(setup_py, monkeypatch):
-    """manaka._testing is built from csrc/python/testing/ and the argument conversion only;
-    the shipped manaka._core from neither the hooks nor their folder. The engine
-    folders belong to _core alone: _testing reaches the engine through _core's capsule."""
+def test_the_test_hooks_and_the_cuda_backend_link_no_engine(setup_py, monkeypatch):
+    """manaka._testing is built from csrc/python/testing/ only, manaka._cuda from csrc/cuda/
+    and csrc/python/cuda/ only, both with hidden visibility; the shipped manaka._core from
+    neither. The engine and the argument conversion belong to _core alone, which the other
+    two call into (csrc/python/common/engine_link.h)."""
     monkeypatch.chdir(ROOT)  # setup.py globs csrc/ relative to the folder it runs in
     cuda = {"root": "/nowhere", "archs": ["90"], "cudart": "/nowhere/libcudart_static.a"}
     for config in (None, cuda):
         exts = {e.name: e for e in setup_py.extensions(config)}
         assert list(exts)[:2] == ["manaka._core", "manaka._testing"]
         core, testing = exts["manaka._core"].sources, exts["manaka._testing"].sources
-        assert not [s for s in core if s.startswith("csrc/python/testing/")]
-        assert sorted(s for s in testing if s.startswith("csrc/python/testing/")) == \
+        assert not [s for s in core if s.startswith(("csrc/python/testing/", "csrc/python/cuda/", "csrc/cuda/"))]
+        assert sorted(testing) == \
             sorted(os.path.join("csrc", "python", "testing", f)
                    for f in os.listdir(os.path.join(ROOT, "csrc", "python", "testing")) if f.endswith(".c"))
-        assert sorted(set(testing) - set(s for s in testing if s.startswith("csrc/python/testing/"))) == \
-            ["csrc/python/common/binding.c"]
+        assert "-fvisibility=hidden" in exts["manaka._testing"].extra_compile_args
         assert "manaka._cuda" in exts if config else len(exts) == 2
+        if config:
+            ext = exts["manaka._cuda"]
+            assert ext.sources and all(s.startswith(("csrc/cuda/", "csrc/python/cuda/")) for s in ext.sources)
+            assert "-fvisibility=hidden" in ext.extra_compile_args
+            assert any("-fvisibility=hidden" in f for f in setup_py.nvcc_flags(["90"]))
 
 
 # ---------------------------------------------------------------- compilers and platforms

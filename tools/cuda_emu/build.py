@@ -138,16 +138,17 @@ def build_extension(out_dir):
         return target
     py_dir = os.path.join(ROOT, "csrc", "python")
     objects = []
-    for c in ["common/binding.c", "common/op_args.c"] + sorted("cuda/" + f for f in os.listdir(os.path.join(py_dir, "cuda")) if f.endswith(".c")):
+    for c in sorted("cuda/" + f for f in os.listdir(os.path.join(py_dir, "cuda")) if f.endswith(".c")):
         obj = os.path.join(out_dir, os.path.basename(c)[:-2] + ".o")
         subprocess.check_call(["gcc", "-std=c11", "-O1", "-g", "-fPIC", "-Wall", "-I", sysconfig.get_paths()["include"],
                                "-I", numpy.get_include(), "-I", os.path.join(ROOT, "csrc"),
                                '-DMK_CUDA_ARCHS="emulated"', "-c", os.path.join(py_dir, c), "-o", obj])
         objects.append(obj)
-    # As in setup.py: the extension's mk_fail / mk_error are python/cuda/core_error.c's,
-    # which forward to manaka._core's message, so core/error.c is left out.
+    # As in setup.py: the engine's host side (errors, checks, the argument conversion) is
+    # manaka._core's, which the package loads with RTLD_GLOBAL, so no csrc/core file and no
+    # python/common file is compiled in (csrc/python/common/engine_link.h).
     return _compile(out_dir, SOURCES + [RUNTIME_CU], objects, target,
-                    [c for c in C_SOURCES if c != "csrc/core/error.c"])
+                    [c for c in C_SOURCES if not c.startswith("csrc/core/")])
 
 
 if __name__ == "__main__":

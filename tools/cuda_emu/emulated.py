@@ -37,8 +37,8 @@ def install():
     os.environ["MANAKA_CUBLAS"] = build.build_cublas(os.path.dirname(so))  # the loops of cublas_emu.c
     sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
     # The emulated library is found by the package's own `from . import _cuda`, so that it
-    # initialises as the real one does: after manaka._core, whose message it writes into
-    # (csrc/python/cuda/core_error.c imports manaka._core._api).
+    # initialises as the real one does: after manaka._core, whose engine it calls into
+    # (csrc/python/common/engine_link.h).
     sys.meta_path.insert(0, _EmulatedCuda(so))
     import manaka  # noqa: F401
 

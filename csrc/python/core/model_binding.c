@@ -118,6 +118,10 @@ static PyObject *py_check_model_config(PyObject *self, PyObject *args, PyObject 
  * "cpu_staged"); a PyCapsule named MK_BACKEND_CAPSULE carries a table exported by another
  * extension (manaka._cuda). The table lives in that extension's static data, and CPython
  * never unloads an extension module, so the pointer stays valid for the model's life. */
+mk_engine_layout mk_engine_layout_of_core(void) {
+    return (mk_engine_layout){sizeof(mk_backend), sizeof(mk_batch)};
+}
+
 const mk_backend *mk_backend_from_arg(PyObject *arg) {
     const mk_backend *backend;
     if (!arg || PyUnicode_Check(arg)) {

@@ -2,7 +2,7 @@
 #ifndef MANAKA_MODEL_BINDING_H
 #define MANAKA_MODEL_BINDING_H
 #include "python/common/binding.h"
-#include "python/common/core_api.h" /* mk_backend_from_arg */
+#include "python/common/engine_link.h" /* mk_backend_from_arg */
 #include "core/batch.h"
 #include "core/staging_slots.h"
 #include "core/model.h"

@@ -19,7 +19,7 @@
 #ifndef MANAKA_CUDA_BINDING_H
 #define MANAKA_CUDA_BINDING_H
 
-#include "python/common/binding.h"
+#include "python/common/engine_link.h"
 #include "core/checked.h"
 #include "dlpack.h"
 #include "cuda/runtime.h"
@@ -112,7 +112,4 @@ int mk_init_cuda_ops(PyObject *module);
 int mk_init_cuda_backend(PyObject *module);
 /* device_batch and its _DeviceBatch type (cuda_batch.c) */
 int mk_init_cuda_batch(PyObject *module);
-/* Points mk_fail / mk_error at manaka._core's message (core_error.c): 0, or -1 with an
- * exception. First in the module's init. */
-int mk_init_core_error(void);
 #endif

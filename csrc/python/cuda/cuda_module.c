@@ -99,7 +99,7 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__cuda(void) {
     import_array();
-    if (mk_init_core_error() < 0) return NULL;
+    if (mk_check_engine("manaka._cuda") < 0) return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (!module) return NULL;
     if (mk_init_device_array(module) < 0 || mk_init_cuda_ops(module) < 0 ||

@@ -87,7 +87,7 @@ static PyObject *py_backend_table(PyObject *self, PyObject *name) {
                      Py_TYPE(name)->tp_name);
         return NULL;
     }
-    const mk_backend *backend = mk_core->backend_from_arg(name);
+    const mk_backend *backend = mk_backend_from_arg(name);
     if (!backend) return NULL;
     return PyCapsule_New((void *)backend, MK_BACKEND_CAPSULE, NULL);
 }
@@ -95,7 +95,7 @@ static PyObject *py_backend_table(PyObject *self, PyObject *name) {
 static PyObject *py_backend_entries(PyObject *self, PyObject *args) {
     PyObject *name = NULL;
     if (!PyArg_ParseTuple(args, "|U", &name)) return NULL;
-    if (!mk_core->backend_from_arg(name)) return NULL;
+    if (!mk_backend_from_arg(name)) return NULL;
     PyObject *list = PyList_New(0);
     if (!list) return NULL;
 #define MK_OP(ret, entry, params)                                          \

@@ -21,7 +21,7 @@ void *mk_probe_put(mk_probe_buffers *pb, const void *host, size_t bytes, mk_stat
     void *d = NULL;
     if (*st != MK_OK) return NULL;
     if (pb->n == MK_PROBE_BUFFERS) {
-        *st = mk_core->fail(MK_ERR_RUNTIME, "backend probe: more than %d buffers", MK_PROBE_BUFFERS);
+        *st = mk_fail(MK_ERR_RUNTIME, "backend probe: more than %d buffers", MK_PROBE_BUFFERS);
         return NULL;
     }
     if ((*st = pb->be->alloc(NULL, bytes ? bytes : 1, &d)) != MK_OK) return NULL;
@@ -72,7 +72,7 @@ static PyObject *run(PyObject *backend_arg, PyArrayObject *p, PyArrayObject *g,
                      PyArrayObject *grad, PyArrayObject *tokens, PyArrayObject *m,
                      PyArrayObject *v, int bf16, const mk_adamw_args *args,
                      unsigned long long seed, int finite, Py_ssize_t work_bytes) {
-    mk_probe_buffers pr = {mk_core->backend_from_arg(backend_arg), {0}, 0};
+    mk_probe_buffers pr = {mk_backend_from_arg(backend_arg), {0}, 0};
     if (!pr.be) return NULL;
     PyArrayObject *p_out = (PyArrayObject *)PyArray_NewCopy(p, NPY_CORDER);
     if (!p_out) return NULL;
@@ -207,7 +207,7 @@ static PyObject *py_backend_scratch_bytes(PyObject *self, PyObject *args, PyObje
                          kw[i + 1], d[i]);
             return NULL;
         }
-    const mk_backend *be = mk_core->backend_from_arg(backend);
+    const mk_backend *be = mk_backend_from_arg(backend);
     if (!be) return NULL;
     const mk_step_shapes shapes = {.B = d[0], .L = d[1], .M = d[2], .rows = d[3], .T = d[4],
                                    .V = d[5]};

@@ -55,7 +55,7 @@ static PyObject *py_backend_gemm(PyObject *self, PyObject *args, PyObject *kwarg
         }
         M = d[0], N = d[1], K = d[2];
     }
-    mk_probe_buffers pr = {mk_core->backend_from_arg(backend), {0}, 0};
+    mk_probe_buffers pr = {mk_backend_from_arg(backend), {0}, 0};
     if (!pr.be) goto done;
     PyArrayObject *c_out = (PyArrayObject *)PyArray_NewCopy(c, NPY_CORDER);
     if (!c_out) goto done;

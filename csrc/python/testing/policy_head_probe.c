@@ -62,7 +62,7 @@ static PyObject *py_backend_policy_head(PyObject *self, PyObject *args, PyObject
                      "[B, L], counts [B], target [B], policy_target [B, L]", op);
         goto done;
     }
-    if (!(bf.be = mk_core->backend_from_arg(backend))) goto done;
+    if (!(bf.be = mk_backend_from_arg(backend))) goto done;
     /* The step's own validation, on a batch without tokens (one empty slot per side) */
     no_tokens = malloc((size_t)(B ? B : 1) * 2 * sizeof *no_tokens);
     values = calloc((size_t)(B ? B : 1), sizeof *values);
@@ -75,7 +75,7 @@ static PyObject *py_backend_policy_head(PyObject *self, PyObject *args, PyObject
                       .legal = PyArray_DATA(legal), .counts = PyArray_DATA(counts),
                       .target = PyArray_DATA(target), .value = values,
                       .policy_target = soft ? PyArray_DATA(soft) : NULL};
-    mk_status st = mk_core->batch_check(op, &batch, 1, M, 1, 1);
+    mk_status st = mk_batch_check(op, &batch, 1, M, 1, 1);
     if (st != MK_OK) {
         mk_raise_status(st);
         goto done;

@@ -4,18 +4,13 @@
  * shipped manaka._core holds none of them; the package never imports it (tests and the
  * gemm / policy_head benchmarks do).
  *
- * It links no engine code (core/, cpu/): every engine call goes through mk_core, the
- * table manaka._core lends (python/common/core_api.h says why), and every op table is
- * _core's own or another extension's capsule. Only the argument conversion of
- * python/common/binding.c is compiled in; its mk_raise_status reads mk_error(), which
- * module.c defines here as _core's. */
+ * It links no engine code and no argument conversion: both are _core's, reached by name
+ * (python/common/engine_link.h says how and why), and every op table is _core's own or
+ * another extension's capsule. */
 #ifndef MANAKA_TESTING_H
 #define MANAKA_TESTING_H
 #include "python/common/binding.h"
-#include "python/common/core_api.h"
-
-/* _core's engine, set by PyInit__testing before any hook can run. */
-extern const mk_core_api *mk_core;
+#include "python/common/engine_link.h"
 
 /* The device buffers of one hook call: made by the backend's alloc, filled from the
  * host, and freed together. */
