@@ -221,7 +221,7 @@ def test_malformed_commands_are_ignored_with_an_info_string(model_file):
     e = engine(model_file)
     try:
         e.start()
-        bad = ["fly me to the moon", "go nodes many", "go byoyomi -5", "setoption name Nope value 1",
+        bad = ["fly me to the moon", "setoption name Nope value 1",
                "setoption name Search value minimax", "setoption name BatchSize value 0", "setoption Search",
                "position sfen not/a/board b - 1", "position startpos moves 7g7f 7g7f", "position startpos moves xyz",
                "position", "position sfen " + MATED.replace("4K4", "9")]
@@ -236,9 +236,22 @@ def test_malformed_commands_are_ignored_with_an_info_string(model_file):
         assert bestmove(e)[0] == "resign"
         e.send("position startpos")
         assert bestmove(e)[0] in legal_usi(shogi.STARTING_SFEN)
+        # a GUI waits for bestmove after any go: a malformed one is said and still answered
+        for go in ("go nodes many", "go byoyomi -5", "go btime 1000 wtime"):
+            e.send("position startpos moves 7g7f")
+            move, lines = bestmove(e, go)
+            assert any(l.startswith("info string go:") and "instead" in l for l in lines), (go, lines)
+            assert move in legal_usi(cshogi_sfen_after(["7g7f"])), (go, move)
     finally:
         e.close()
     assert e.proc.returncode == 0
+
+
+def cshogi_sfen_after(moves):
+    board = cshogi.Board()
+    for m in moves:
+        board.push_usi(m)
+    return board.sfen()
 
 
 def test_heuristic_engine_mates_captures_and_is_legal():

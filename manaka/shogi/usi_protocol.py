@@ -230,7 +230,11 @@ class UsiEngine:
     def _on_go(self, args) -> None:
         if self._searching():
             raise ValueError("a search is running")
-        limits = GoLimits.parse(args)
+        try:
+            limits = GoLimits.parse(args)
+        except ValueError as e:  # a GUI waits for bestmove after any go: never leave it waiting
+            self.info(f"go: {e}; thinking {DEFAULT_MOVETIME_MS} ms instead")
+            limits = GoLimits(movetime=DEFAULT_MOVETIME_MS)
         if self.game is None:
             self.info("no position was set (or it was refused): resigning")
             self.send("bestmove resign")
