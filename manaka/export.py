@@ -103,6 +103,9 @@ def main(argv=None) -> int:
     try:
         model = Model.load(args.model)
         export_onnx(model, args.out, opset=args.opset, overwrite=args.overwrite)
+    except FileExistsError:
+        print(f"python -m manaka.export: {args.out} exists; pass --overwrite to replace it", file=sys.stderr)
+        return 2
     except (ValueError, TypeError, OSError, ImportError, MemoryError) as e:
         print(f"python -m manaka.export: {e}", file=sys.stderr)
         return 2

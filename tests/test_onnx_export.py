@@ -297,7 +297,7 @@ def test_command(tmp_path, rng):
     check_runs(session(tmp_path / "m.onnx"), model, [inputs(rng, cfg, 5, 9)])
     before = (tmp_path / "m.onnx").read_bytes()
 
-    for args, message in [(("m.manaka", "m.onnx"), "m.onnx' exists; pass overwrite=True"),
+    for args, message in [(("m.manaka", "m.onnx"), "m.onnx exists; pass --overwrite to replace it"),
                           (("missing.manaka", "n.onnx"), "No such file or directory: 'missing.manaka'"),
                           (("m.onnx", "n.onnx"), "'m.onnx': is not a manaka file"),
                           (("m.manaka", "n.onnx", "--opset", "9"), "opset must be an int in [13,")]:

@@ -247,6 +247,17 @@ def test_malformed_commands_are_ignored_with_an_info_string(model_file):
     assert e.proc.returncode == 0
 
 
+def test_a_model_file_that_cannot_be_read_is_one_line_and_exit_2(tmp_path):
+    bad = tmp_path / "not-a-model.manaka"
+    bad.write_bytes(b"\x00" * 100)
+    for path in (bad, tmp_path / "missing.manaka"):
+        done = subprocess.run([sys.executable, "-m", "manaka.shogi", "usi", "--model", str(path)],
+                              input="usi\nquit\n", capture_output=True, text=True, timeout=60)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and done.stdout == "", done
+        assert len(lines) == 1 and lines[0].startswith("python -m manaka.shogi usi: ") and path.name in lines[0], lines
+
+
 def cshogi_sfen_after(moves):
     board = cshogi.Board()
     for m in moves:

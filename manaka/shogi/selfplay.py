@@ -490,7 +490,8 @@ def main(argv=None) -> int:
                         help="setoption for the engine (repeatable)")
     parser.add_argument("--variant", default="auto",
                         help="UCI_Variant to set: auto (shogi when the engine offers it), none, or a value")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for any engine answer (default 60)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a bestmove (default 60); the usi / isready "
+                        "handshake waits at least 60 s (engines may load large files there)")
     parser.add_argument("--fresh-engine", action="store_true",
                         help="a new engine process for every game: the games then do not depend on which "
                              "process played what before (Fairy-Stockfish keeps a little state across usinewgame)")

@@ -53,7 +53,11 @@ def main(argv=None) -> int:
         if args.threads < 1:
             p.error("--threads must be >= 1")
         set_num_threads(args.threads)
-    model = Model.load(args.model)
+    try:
+        model = Model.load(args.model)
+    except (ValueError, OSError, MemoryError) as e:  # ModelFileError is a ValueError
+        print(f"python -m manaka.shogi usi: {e}", file=sys.stderr)
+        return 2
     player = model_player(model, args.search, args.batch_size)
     options = {
         "Search": Option("combo", args.search, lambda v: setattr(player, "search", v), choices=SEARCHES),
