@@ -1,7 +1,17 @@
 """Small random configurations and batches shared by the model and trainer tests."""
+from types import SimpleNamespace
+
 import numpy as np
 
 import manaka as mk
+
+
+# The shape of the small datasets of the data, fit and checkpoint tests
+# (mk.Dataset.synthetic(N, **vars(SMALL)), test_dataset.arrays) ...
+SMALL = SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2)
+# ... and the small model trained on them.
+SMALL_MODEL = mk.ModelConfig(num_tokens=300, num_moves=500, tokens_per_side=8, embed_dim=8, orders=2, pair_dim=2,
+                             hidden=(16,), head_width=8)
 
 
 def config(hidden=(12,), orders=3, pair_dim=4, num_tokens=11, num_moves=17, T=6, D=5, W=7):

@@ -4,7 +4,6 @@ import os
 import pickle
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,8 +11,8 @@ import pytest
 import manaka as mk
 from manaka import checkpoint as ckpt
 from fake_training import FakeModel, FakeTrainer
+from model_cases import SMALL
 
-SMALL = SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2)
 
 
 def test_round_trip_keeps_every_value_and_dtype(tmp_path):

@@ -2,14 +2,13 @@
 import json
 import re
 import os
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import manaka as mk
+from model_cases import SMALL
 
-SMALL = SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2)
 
 
 def arrays(N=6, T=4, V=50, M=40, seed=0, soft=False):

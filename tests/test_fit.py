@@ -5,7 +5,6 @@ import signal
 import sys
 import threading
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,8 +12,8 @@ import pytest
 import manaka as mk
 from manaka import checkpoint as ckpt
 from fake_training import FakeModel, FakeTrainer
+from model_cases import SMALL
 
-SMALL = SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2)
 LOG = re.compile(r"^\[[0-9hms.]+\] step=\d+ loss=[-\d.na]+ acc=[\d.na]+ lr=[\d.e+-]+ \| [\d.]+[kM]? pos/s \| "
                  r"q=\[\d+/\d+\] wait=[\d.]+% \| epoch [\d.]+ ETA \S+$")
 

@@ -2,17 +2,14 @@
 History, equal to mk.evaluate on the same model at those steps, kept across a resume."""
 import os
 import re
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import manaka as mk
 from manaka import checkpoint as ckpt
+from model_cases import SMALL, SMALL_MODEL as CFG
 
-SMALL = SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2)
-CFG = mk.ModelConfig(num_tokens=300, num_moves=500, tokens_per_side=8, embed_dim=8, orders=2, pair_dim=2,
-                     hidden=(16,), head_width=8)
 EVAL_LOG = re.compile(r"^\[[0-9hms.]+\] step=(\d+) loss=[-\d.na]+ acc=[\d.na]+ eval_loss=([\d.]+) "
                       r"eval_acc=([\d.]+) lr=[\d.e+-]+ \| [\d.]+[kM]? pos/s \| q=\[\d+/\d+\] wait=[\d.]+% \| "
                       r"epoch [\d.]+ ETA \S+$")

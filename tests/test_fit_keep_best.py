@@ -1,16 +1,13 @@
 """mk.fit(keep_best=...): the model ends with the parameters of the lowest held-out loss, the
 log says which step it kept, the checkpoint still holds the last step; on by default for
 shogi records with eval_data (the shogi recipe), off otherwise."""
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import manaka as mk
+from model_cases import SMALL, SMALL_MODEL as CFG
 
-SMALL = SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2)
-CFG = mk.ModelConfig(num_tokens=300, num_moves=500, tokens_per_side=8, embed_dim=8, orders=2, pair_dim=2,
-                     hidden=(16,), head_width=8)
 
 
 @pytest.fixture(scope="module")

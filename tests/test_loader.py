@@ -3,14 +3,13 @@ import os
 import signal
 import threading
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import manaka as mk
+from model_cases import SMALL
 
-SMALL = SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2)
 
 
 @pytest.fixture(scope="module")
