@@ -38,15 +38,13 @@ mk_status mk_copy_cpu(void *stream, void *dst, const void *src, size_t bytes) {
 }
 mk_status mk_fill_cpu(void *stream, float *dst, float value, int64_t n) {
     (void)stream;
-#pragma omp parallel for simd schedule(static) num_threads(mk_get_num_threads()) \
-    if (n >= MK_PARALLEL_MIN)
+#pragma omp parallel for simd schedule(static) num_threads(mk_threads_for(n))
     for (int64_t i = 0; i < n; i++) dst[i] = value;
     return MK_OK;
 }
 mk_status mk_fill_uniform_cpu(void *stream, float *dst, int64_t n, float bound, uint64_t seed) {
     (void)stream;
-#pragma omp parallel for schedule(static) num_threads(mk_get_num_threads()) \
-    if (n >= MK_PARALLEL_MIN)
+#pragma omp parallel for schedule(static) num_threads(mk_threads_for(n))
     for (int64_t i = 0; i < n; i++) dst[i] = bound * (2.0f * mk_uniform01(seed, (uint64_t)i) - 1.0f);
     return MK_OK;
 }

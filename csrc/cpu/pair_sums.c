@@ -10,7 +10,7 @@
 
 mk_status mk_pair_sums_cpu(void *stream, const float *pair_table, const int32_t *tokens,
                            int64_t rows, int64_t T, int64_t P, float *out) {
-#pragma omp parallel for schedule(static) num_threads(mk_get_num_threads())
+#pragma omp parallel for schedule(static) num_threads(mk_threads_for_items(rows, rows * T * (T - 1) / 2 * P))
     for (int64_t r = 0; r < rows; r++) {
         const int32_t *tok = tokens + r * T;
         float *o = out + r * P;

@@ -9,7 +9,7 @@
 mk_status mk_power_sums_cpu(void *stream, const float *emb, const int32_t *tokens, int64_t rows,
                             int64_t T, int64_t D, int64_t K, float *out) {
     int failed = 0;
-#pragma omp parallel num_threads(mk_get_num_threads()) reduction(| : failed)
+#pragma omp parallel num_threads(mk_threads_for_items(rows, rows * T * K * D)) reduction(| : failed)
     {
         float *power = malloc((size_t)D * sizeof(float)); /* emb[v] ** (k + 1), per thread */
         if (!power) failed = 1;
@@ -44,7 +44,7 @@ mk_status mk_power_sums_backward_cpu(void *stream, const float *grad, const floa
                                      const int32_t *tokens, int64_t rows, int64_t T, int64_t D,
                                      int64_t K, int64_t V, float *grad_emb, void *work,
                                      size_t work_bytes) { /* no scratch: sums in a stack block */
-#pragma omp parallel num_threads(mk_get_num_threads())
+#pragma omp parallel num_threads(mk_threads_for_items(V, rows * T * K * D))
     {
         int64_t v0, v1;
         mk_owned_rows(V, &v0, &v1);
