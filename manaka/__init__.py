@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os as _os
 
+from . import _omp_wait  # noqa: F401  first: sets OMP_WAIT_POLICY before libgomp is loaded
 from ._source_tree import check_built as _check_built
 
 _check_built(_os.path.dirname(__file__))  # a source tree without its C core: say so, first

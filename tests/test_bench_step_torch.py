@@ -17,13 +17,18 @@ def test_step_torch_small_writes_ratios_for_every_variant(tmp_path):
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     results = json.loads((tmp_path / "step-torch-cpu.json").read_text())
     losses = results["loss_check"]
-    assert set(losses) == {"mk.Trainer", "manaka.torch", "plain torch", "manaka.torch autocast bf16"}
+    assert set(losses) == {"mk.Trainer", "manaka.torch", "plain torch", "plain torch, SparseAdam pairs",
+                           "manaka.torch autocast bf16"}
     for name, loss in losses.items():
         rel = 2e-2 if "bf16" in name else 1e-4  # bfloat16's rounding in the trunk
         assert loss == pytest.approx(losses["mk.Trainer"], rel=rel), (name, losses)
     ratios = results["ratio_to_trainer"]
-    assert set(ratios) == {"mk.Trainer step", "manaka.torch.Network + AdamW eager",
+    assert set(ratios) == {"mk.Trainer step", "mk.Trainer step, sparse pair update",
+                           "manaka.torch.Network + AdamW eager",
                            "manaka.torch.Network + AdamW eager, autocast bf16",
-                           "plain torch (dense) + AdamW eager"}
+                           "plain torch (dense) + AdamW eager", "plain torch (dense) + SparseAdam pairs eager"}
     assert ratios["mk.Trainer step"] == 1.0 and all(r > 0 for r in ratios.values())
-    assert (tmp_path / "step-torch-cpu.md").read_text().count("x mk.Trainer's time") == 3
+    sparse = results["ratio_to_sparse_trainer"]
+    assert sparse["mk.Trainer step, sparse pair update"] == 1.0 and set(sparse) == set(ratios)
+    text = (tmp_path / "step-torch-cpu.md").read_text()
+    assert text.count("x mk.Trainer's time") == 5 and text.count("x mk.Trainer sparse's time") == 2

@@ -132,6 +132,24 @@ def test_pair_sums_backward(rng, B, S, T, V, P):
     assert rel_err(got, ref.pair_sums_backward(grad, tok, num_pairs)) < TOL
 
 
+@pytest.mark.parametrize("T", [46, 47, 48, 100])
+def test_pair_sums_sums_in_pair_order(rng, T):
+    # Rows of more than 1,024 pairs (T >= 47) are listed in several blocks by the forward;
+    # the sum must still run over (j, i), i < j, in order: the same bits as float32
+    # additions in that order.
+    V, P = 300, 5
+    table = rng.standard_normal((V * (V + 1) // 2, P), dtype=np.float32)
+    tok = tokens(rng, 3, 2, T, V)
+    want = np.zeros((3, 2, P), np.float32)
+    for b, s in np.ndindex(3, 2):
+        t = tok[b, s]
+        for j in range(1, T):
+            for i in range(j):
+                if t[i] >= 0 and t[j] >= 0:
+                    want[b, s] += table[ref.pair_index(t[i], t[j])]
+    assert mk.ops.pair_sums(table, tok).tobytes() == want.tobytes()
+
+
 def test_pair_sums_duplicate_tokens(rng):
     # The same token twice in a row is a real pair (a, a): pair_index(a, a) is its own row.
     table = rng.standard_normal((10, 2), dtype=np.float32)

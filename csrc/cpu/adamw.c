@@ -29,8 +29,7 @@ mk_status mk_adamw_cpu(void *stream, float *p, const float *g, float *m, float *
     if (stats && stats[MK_STAT_FINITE] == 0.0f) return MK_OK; /* the step's loss was not finite */
     const mk_adamw_consts k = mk_adamw_prepare(a);
     const int64_t chunks = (n + CHUNK - 1) / CHUNK;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(mk_get_num_threads()) \
-    if (n >= MK_PARALLEL_MIN)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(mk_threads_for(n))
     for (int64_t c = 0; c < chunks; c++) {
         int64_t i0 = c * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;
         adamw_run(&k, p + i0, g + i0, m + i0, v + i0, len);
@@ -46,8 +45,7 @@ mk_status mk_adamw_bf16_cpu(void *stream, float *p, const float *g, uint16_t *m,
     if (stats && stats[MK_STAT_FINITE] == 0.0f) return MK_OK; /* the step's loss was not finite */
     const mk_adamw_consts k = mk_adamw_prepare(a);
     const int64_t chunks = (n + CHUNK - 1) / CHUNK;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(mk_get_num_threads()) \
-    if (n >= MK_PARALLEL_MIN)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(mk_threads_for(n))
     for (int64_t c = 0; c < chunks; c++) {
         int64_t i0 = c * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;
         adamw_run_bf16(&k, p + i0, g + i0, m + i0, v + i0, len, seed, i0);

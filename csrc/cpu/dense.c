@@ -8,8 +8,7 @@
 mk_status mk_bias_act_cpu(void *stream, float *y, const float *bias, int64_t rows, int64_t cols,
                           int relu) {
     (void)stream;
-#pragma omp parallel for schedule(static) num_threads(mk_get_num_threads()) \
-    if (rows * cols >= MK_PARALLEL_MIN)
+#pragma omp parallel for schedule(static) num_threads(mk_threads_for(rows * cols))
     for (int64_t r = 0; r < rows; r++) {
         float *yr = y + r * cols;
         if (relu) {
@@ -31,7 +30,7 @@ mk_status mk_bias_act_cpu(void *stream, float *y, const float *bias, int64_t row
 mk_status mk_bias_act_backward_cpu(void *stream, float *dy, const float *y, int64_t rows,
                                    int64_t cols, int relu, float *dbias) {
     (void)stream;
-#pragma omp parallel num_threads(mk_get_num_threads()) if (rows * cols >= MK_PARALLEL_MIN)
+#pragma omp parallel num_threads(mk_threads_for(rows * cols))
     {
         if (relu) {
 #pragma omp for schedule(static)

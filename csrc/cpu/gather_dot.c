@@ -14,7 +14,7 @@ static inline int64_t row_count(const int32_t *counts, int64_t b, int64_t L) {
 mk_status mk_gather_dot_cpu(void *stream, const float *hidden, const float *table,
                             const int32_t *indices, const int32_t *counts, int64_t B, int64_t L,
                             int64_t W, float *logits) {
-#pragma omp parallel for schedule(static) num_threads(mk_get_num_threads())
+#pragma omp parallel for schedule(static) num_threads(mk_threads_for_items(B, B * L * W))
     for (int64_t b = 0; b < B; b++) {
         float *out = logits + b * L;
         int64_t n = row_count(counts, b, L);
@@ -30,13 +30,13 @@ mk_status mk_gather_dot_backward_cpu(void *stream, const float *grad, const floa
                                      int64_t M, float *grad_hidden, float *grad_table, void *work,
                                      size_t work_bytes) { /* no scratch: none needed */
     if (grad_hidden) {
-#pragma omp parallel for schedule(static) num_threads(mk_get_num_threads())
+#pragma omp parallel for schedule(static) num_threads(mk_threads_for_items(B, B * L * W))
         for (int64_t b = 0; b < B; b++)
             mk_gather_dot_grad_hidden_row(grad + b * L, table, indices + b * L,
                                           row_count(counts, b, L), W, grad_hidden + b * W);
     }
     if (grad_table) {
-#pragma omp parallel num_threads(mk_get_num_threads())
+#pragma omp parallel num_threads(mk_threads_for_items(M, B * L * W))
         {
             int64_t m0, m1;
             mk_owned_rows(M, &m0, &m1);

@@ -24,12 +24,17 @@
 /* Below this many multiply-adds per tile a tile is not split further: a call costs
  * microseconds, and each tile packs its own slices of A and B. */
 #define MK_GEMM_TILE_MIN_WORK (1 << 19)
-/* No tile side is split below this many rows or columns (packing overhead) ... */
-#define MK_GEMM_TILE_MIN_SIDE 128
-/* ... nor into more tiles than this. Concurrent single-threaded calls each hold one of
- * OpenBLAS's work buffers, of which it keeps a fixed number (twice its compiled CPU
- * limit, 64 or more): the team never exceeds the tile count, so it stays inside it. */
-#define MK_GEMM_MAX_TILES 32
+/* No tile side is split below this many rows or columns, nor into more tiles than this.
+ * Each tile is a separate OpenBLAS call that packs its own slices of A and B and runs at a
+ * smaller shape than the whole GEMM: with sides of 128 and up to 32 tiles, the seed step's
+ * GEMMs took +27 % time at 1 thread (bench/results/gemm-tiles-ab.md). Sides of 512 and at
+ * most 2 tiles run at one call's speed at 1 thread and still give 2 threads a tile each
+ * at the seed shapes (bench/results/cpu-kernels.md). More cores would take their
+ * parallelism from independent whole GEMMs, not from smaller tiles. The team never
+ * exceeds the tile count, so concurrent single-threaded calls stay within OpenBLAS's fixed
+ * number of work buffers. */
+#define MK_GEMM_TILE_MIN_SIDE 512
+#define MK_GEMM_MAX_TILES 2
 
 static void sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
@@ -58,7 +63,7 @@ static void tile_grid(int64_t M, int64_t N, int64_t K, int64_t *rows, int64_t *c
 }
 
 /* The i-th of `parts` boundaries of [0, n): multiples of 16 (OpenBLAS's kernels work in
- * blocks of 4 to 16 rows), the last one n. Parts are never empty: n / parts >= 128. */
+ * blocks of 4 to 16 rows), the last one n. Parts are never empty: n / parts >= 512. */
 static int64_t boundary(int64_t n, int64_t i, int64_t parts) {
     return i >= parts ? n : n * i / parts / 16 * 16;
 }

@@ -12,8 +12,7 @@ mk_status mk_softmax_xent_cpu(void *stream, const float *logits, const int32_t *
                               float grad_scale, float *dlogits, float *row_loss,
                               float *row_correct) {
     (void)stream;
-#pragma omp parallel for schedule(static) num_threads(mk_get_num_threads()) \
-    if (B * L >= MK_PARALLEL_MIN)
+#pragma omp parallel for schedule(static) num_threads(mk_threads_for(B * L))
     for (int64_t b = 0; b < B; b++)
         mk_xent_row(logits + b * L, counts[b], L, target[b], soft ? soft + b * L : NULL,
                     grad_scale, dlogits ? dlogits + b * L : NULL, row_loss + b, row_correct + b);

@@ -24,8 +24,7 @@ mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int6
     int32_t *start = count + rows;      /* [V + 1]: bucket h is slots[start[h] : start[h + 1]] */
     int32_t *slots = start + V + 1;     /* [rows * T]: r * T + j, increasing r within a bucket */
 
-#pragma omp parallel for schedule(static) num_threads(mk_get_num_threads()) \
-    if (rows * T >= MK_PARALLEL_MIN)
+#pragma omp parallel for schedule(static) num_threads(mk_threads_for(rows * T))
     for (int64_t r = 0; r < rows; r++) { /* insertion sort: T is small */
         int32_t *s = sorted + r * T;
         int32_t n = 0;

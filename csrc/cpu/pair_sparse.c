@@ -96,8 +96,7 @@ mk_status mk_pair_catch_up_cpu(void *stream, const int32_t *tokens, int64_t rows
     const catch_up c = {P, p, m, v, bf16, drift, eps, seed, gaps, stamps, stamp};
     if (!tokens) { /* every row: a flush */
         const int64_t n = mk_num_pairs(V), chunks = (n + ROW_CHUNK - 1) / ROW_CHUNK;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(mk_get_num_threads()) \
-    if (n >= MK_PARALLEL_MIN)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(mk_threads_for(n))
         for (int64_t k = 0; k < chunks; k++)
             for (int64_t q = k * ROW_CHUNK; q < n && q < (k + 1) * ROW_CHUNK; q++)
                 if (stamps[q] != stamp) {

@@ -16,7 +16,7 @@ mk_status mk_policy_head_cpu(void *stream, const float *q, const float *table,
                              float grad_scale, float *dlogits, float *dq, float *row_loss,
                              float *row_correct) {
     (void)stream;
-#pragma omp parallel for schedule(static) num_threads(mk_get_num_threads())
+#pragma omp parallel for schedule(static) num_threads(mk_threads_for_items(B, B * L * W))
     for (int64_t b = 0; b < B; b++) {
         const int32_t *idx = legal + b * L;
         const int64_t n = counts[b];

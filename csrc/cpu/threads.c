@@ -19,3 +19,11 @@ int mk_get_num_threads(void) {
     return 1;
 #endif
 }
+
+int mk_threads_for(int64_t work) { return work >= MK_PARALLEL_MIN ? mk_get_num_threads() : 1; }
+
+int mk_threads_for_items(int64_t items, int64_t work) {
+    if (items <= 1 || work < MK_PARALLEL_MIN) return 1;
+    int n = mk_get_num_threads();
+    return items < n ? (int)items : n;
+}

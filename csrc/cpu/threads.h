@@ -27,9 +27,19 @@ static inline int mk_team_size(void) {
 #endif
 }
 /* Loops with fewer elementary operations than this run on one thread: waking the team
- * costs microseconds, and on a busy machine a parallel region waits for its slowest
- * (descheduled) thread. Used as `if (work >= MK_PARALLEL_MIN)` on a parallel pragma. */
+ * costs microseconds (more with passive waiting, manaka/_omp_wait.py), and on a busy
+ * machine a parallel region waits for its slowest (descheduled) thread. */
 #define MK_PARALLEL_MIN 65536
+
+/* The team for a loop of `work` elementary operations: 1 below MK_PARALLEL_MIN, else
+ * mk_get_num_threads(). Used as num_threads(mk_threads_for(work)) on a parallel pragma.
+ * Only the team size changes, never what a row computes: callers split work so each
+ * output is computed the same way by any team (same bits for any thread count). */
+int mk_threads_for(int64_t work);
+/* The same for `work` split over `items` independent items (rows, positions, table rows
+ * owned by threads): never more threads than items, so a batch of one position runs on
+ * the calling thread. */
+int mk_threads_for_items(int64_t items, int64_t work);
 
 /* [*begin, *end) is this thread's share of n rows. */
 static inline void mk_owned_rows(int64_t n, int64_t *begin, int64_t *end) {

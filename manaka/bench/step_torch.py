@@ -8,7 +8,13 @@ configuration, four ways, on the same parameters and batch:
   run in float32 there, see manaka/torch/ops.py);
 * plain PyTorch without manaka (manaka/bench/torch_baseline.py, DenseTorchNet: policy
   logits as one dense GEMM over all M moves then gathered, PowerSums and PairSums as
-  ``embedding_bag``), with the same fused AdamW, eager and compiled.
+  ``embedding_bag``), with the same fused AdamW, eager and compiled;
+* the same plain PyTorch step with a sparse pair-table gradient and
+  ``torch.optim.SparseAdam`` for the pair table (AdamW for the rest), eager and compiled
+  (the pair table's embedding_bag eager, the rest compiled: inductor fails on its sparse
+  backward);
+* ``mk.Trainer(pair_update="sparse")`` beside the dense ``mk.Trainer``; the ratios are
+  also given against it.
 
 All four start from the same parameters; their first losses are checked to agree before
 anything is timed. Steps are timed interleaved (each round runs every variant once, in an
@@ -75,6 +81,7 @@ def main(argv: List[str]) -> int:
     # every variant starts from the same parameters; their first losses must agree
     losses = {"mk.Trainer": model.loss_and_grad(batch)[0]["loss"]}
     trainer = mk.Trainer(model, lr=1e-3)
+    sparse_trainer = mk.Trainer(mk.Model(cfg, seed=0, device=dev), lr=1e-3, pair_update="sparse")
     net = mkt.Network.from_model(model, device=dev)
     tensors = mkt.batch_tensors(batch, dev)
     opt = torch.optim.AdamW(mkt.param_groups(net, 0.01), lr=1e-3, fused=True)
@@ -84,6 +91,9 @@ def main(argv: List[str]) -> int:
         autocast_loss = float(net.loss(**tensors))
     dense = torch_baseline.TorchStep(cfg, state, batch, lr=1e-3, device=dev, dense=True, fused=True)
     losses["plain torch"] = dense.loss()
+    sparse_adam = torch_baseline.TorchStep(cfg, state, batch, lr=1e-3, device=dev, dense=True, fused=True,
+                                           sparse_adam=True)
+    losses["plain torch, SparseAdam pairs"] = sparse_adam.loss()
     bad = {k: v for k, v in losses.items() if abs(v - losses["mk.Trainer"]) > 1e-4 * abs(losses["mk.Trainer"])}
     results["loss_check"] = {**losses, "manaka.torch autocast bf16": autocast_loss}
     if abs(autocast_loss - losses["mk.Trainer"]) > 2e-2 * abs(losses["mk.Trainer"]):
@@ -105,19 +115,27 @@ def main(argv: List[str]) -> int:
     def trainer_step():
         trainer.step(batch).loss  # reading the loss waits for a GPU step too
 
+    def sparse_trainer_step():
+        sparse_trainer.step(batch).loss
+
     variants = {
         "mk.Trainer step": trainer_step,
+        "mk.Trainer step, sparse pair update": sparse_trainer_step,
         "manaka.torch.Network + AdamW eager": network_step(net.loss),
         "manaka.torch.Network + AdamW eager, autocast bf16": network_step(net.loss, autocast=True),
         "plain torch (dense) + AdamW eager": dense.step,
+        "plain torch (dense) + SparseAdam pairs eager": sparse_adam.step,
     }
     compile_s = {}
     if not args.no_compile:
         compiled_net = torch_baseline.TorchStep(cfg, state, batch, lr=1e-3, device=dev, dense=True,
                                                 fused=True, compile=True)
+        compiled_sparse = torch_baseline.TorchStep(cfg, state, batch, lr=1e-3, device=dev, dense=True,
+                                                   fused=True, compile=True, sparse_adam=True)
         net_compiled = network_step(torch.compile(net.loss, fullgraph=True))
         for name, fn in (("manaka.torch.Network + AdamW compiled", net_compiled),
-                         ("plain torch (dense) + AdamW compiled", compiled_net.step)):
+                         ("plain torch (dense) + AdamW compiled", compiled_net.step),
+                         ("plain torch (dense) + SparseAdam pairs compiled", compiled_sparse.step)):
             start = time.perf_counter()
             fn()  # the first call compiles
             sync()
@@ -136,13 +154,18 @@ def main(argv: List[str]) -> int:
         t.count_positions(B)
         lines.append(t.row(baseline=None))
     lines.append("")
+    sparse_base = timings["mk.Trainer step, sparse pair update"]
     for name, t in timings.items():
         if name != "mk.Trainer step":
             lines.append(f"  {name}: {t.median_ms / base.median_ms:.2f}x mk.Trainer's time")
+    for name, t in timings.items():
+        if name.startswith("plain torch"):
+            lines.append(f"  {name}: {t.median_ms / sparse_base.median_ms:.2f}x mk.Trainer sparse's time")
     for name, s in compile_s.items():
         lines.append(f"  first call of {name} (compilation): {s:.1f} s")
     results["timings"] = timings
     results["ratio_to_trainer"] = {n: t.median_ms / base.median_ms for n, t in timings.items()}
+    results["ratio_to_sparse_trainer"] = {n: t.median_ms / sparse_base.median_ms for n, t in timings.items()}
     note_resources(lines, results, "other processes inflate every time above, all variants alike: they are interleaved")
     print("\n".join(lines))
     if not args.no_write:

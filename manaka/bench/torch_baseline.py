@@ -50,8 +50,8 @@ class TorchNet(torch.nn.Module):
         z = F.linear(x, self.p("value.weight"), self.p("value.bias"))[:, 0]
         return logits, z, mask
 
-    def loss(self, tokens, legal, counts, target, value, policy_target=None, value_weight=1.0):
-        logits, z, mask = self(tokens, legal, counts)
+    def loss(self, tokens, legal, counts, target, value, policy_target=None, value_weight=1.0, pair=None):
+        logits, z, mask = self(tokens, legal, counts) if pair is None else self(tokens, legal, counts, pair)
         logp = F.log_softmax(logits.masked_fill(~mask, float("-inf")), dim=1)
         if policy_target is None:
             policy_loss = -logp.gather(1, target.long()[:, None]).mean()
@@ -66,9 +66,27 @@ class DenseTorchNet(TorchNet):
     PowerSums as one ``embedding_bag`` (sum) over a table of precomputed powers
     [V, K D], PairSums as an ``embedding_bag`` over the pair-table rows of every token pair,
     and the policy logits as one dense GEMM over all M moves ([B, M]) then gathered at the
-    legal moves. Empty slots and pairs get per-sample weight 0. Same loss as TorchNet."""
+    legal moves. Empty slots and pairs get per-sample weight 0. Same loss as TorchNet.
+    sparse_pairs: the pair table's gradient is a sparse tensor of the rows the batch
+    touches (``embedding_bag(sparse=True)``), for ``torch.optim.SparseAdam``."""
 
-    def forward(self, tokens, legal, counts):
+    sparse_pairs = False
+
+    def pair_features(self, tokens):
+        """PairSums [B, S, P] as one embedding_bag over every token pair's row."""
+        B, S, T = tokens.shape
+        ti, tj = tokens[:, :, self.pair_i], tokens[:, :, self.pair_j]
+        lo, hi = torch.minimum(ti, tj).long(), torch.maximum(ti, tj).long()
+        valid = ((ti >= 0) & (tj >= 0)).reshape(B * S, -1)
+        rows = (hi * (hi + 1) // 2 + lo).clamp(min=0).reshape(B * S, -1)
+        table = self.p("pair_table")
+        pair = F.embedding_bag(rows, table, mode="sum", per_sample_weights=valid.to(table.dtype),
+                               sparse=self.sparse_pairs)
+        return pair.reshape(B, S, -1)
+
+    def forward(self, tokens, legal, counts, pair=None):
+        """pair: PairSums computed outside (pair_features), e.g. eagerly where the rest is
+        compiled; None: computed here."""
         cfg = self.cfg
         B, S, T = tokens.shape
         present = tokens >= 0
@@ -76,13 +94,9 @@ class DenseTorchNet(TorchNet):
         powers = torch.cat([emb ** (k + 1) for k in range(cfg.orders)], 1)      # [V, K D]
         ps = F.embedding_bag(tokens.clamp(min=0).reshape(B * S, T).long(), powers, mode="sum",
                              per_sample_weights=present.reshape(B * S, T).to(emb.dtype))
-        ti, tj = tokens[:, :, self.pair_i], tokens[:, :, self.pair_j]
-        lo, hi = torch.minimum(ti, tj).long(), torch.maximum(ti, tj).long()
-        valid = ((ti >= 0) & (tj >= 0)).reshape(B * S, -1)
-        rows = (hi * (hi + 1) // 2 + lo).clamp(min=0).reshape(B * S, -1)
-        pair = F.embedding_bag(rows, self.p("pair_table"), mode="sum",
-                               per_sample_weights=valid.to(emb.dtype))
-        x = torch.cat([ps.reshape(B, S, -1), pair.reshape(B, S, -1)], 2).reshape(B, -1)
+        if pair is None:
+            pair = self.pair_features(tokens)
+        x = torch.cat([ps.reshape(B, S, -1), pair], 2).reshape(B, -1)
         for i in range(len(cfg.hidden)):
             x = F.relu(F.linear(x, self.p(f"trunk.{i}.weight"), self.p(f"trunk.{i}.bias")))
         q = F.linear(x, self.p("policy.weight"), self.p("policy.bias"))
@@ -98,20 +112,35 @@ class TorchStep:
 
     dense: DenseTorchNet instead of TorchNet; fused: torch.optim.AdamW(fused=...) (default:
     on CUDA only). device: "cpu" or "cuda"; compile: wrap the network in torch.compile (the step's forward
-    and backward become compiled graphs; on CUDA AdamW is the fused multi-tensor kernel)."""
+    and backward become compiled graphs; on CUDA AdamW is the fused multi-tensor kernel).
+    sparse_adam (with dense): the pair table gets a sparse gradient and
+    torch.optim.SparseAdam (only the rows the batch touches; no weight decay, as SparseAdam
+    has none), every other parameter AdamW as above. Compiled, the pair table's
+    embedding_bag runs eagerly and the rest of the loss is compiled (torch 2.13's inductor
+    fails on the sparse embedding_bag backward)."""
 
     def __init__(self, cfg, state, batch, lr=1e-3, weight_decay=0.01, device="cpu", compile=False,
-                 dense=False, fused=None):
+                 dense=False, fused=None, sparse_adam=False):
+        if sparse_adam and not dense:
+            raise ValueError("TorchStep: sparse_adam needs dense=True (the embedding_bag network)")
         self.device = torch.device(device)
         self.net = (DenseTorchNet if dense else TorchNet)(cfg, state).to(self.device)
-        decay = [self.net.p(n) for n in self.net.names if not n.endswith("bias")]
+        self.net.sparse_pairs = sparse_adam
+        sparse = ["pair_table"] if sparse_adam else []
+        decay = [self.net.p(n) for n in self.net.names if not n.endswith("bias") and n not in sparse]
         no_decay = [self.net.p(n) for n in self.net.names if n.endswith("bias")]
         if fused is None:  # default: torch's fused AdamW kernel on CUDA, its default on the CPU
             fused = self.device.type == "cuda"
         fused = {"fused": True} if fused else {}
-        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                                      {"params": no_decay, "weight_decay": 0.0}], lr=lr, **fused)
+        self.opts = [torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                                        {"params": no_decay, "weight_decay": 0.0}], lr=lr, **fused)]
+        if sparse_adam:
+            self.opts.append(torch.optim.SparseAdam([self.net.p(n) for n in sparse], lr=lr))
+        self.opt = self.opts[0]
         self.loss_fn = torch.compile(self.net.loss) if compile else self.net.loss
+        if compile and sparse_adam:
+            compiled = self.loss_fn
+            self.loss_fn = lambda *args: compiled(*args, pair=self.net.pair_features(args[0]))
         self.args = [None if a is None else torch.from_numpy(a).to(self.device)
                      for a in (batch.tokens, batch.legal, batch.counts, batch.target, batch.value,
                                batch.policy_target)]
@@ -123,8 +152,10 @@ class TorchStep:
     def step(self):
         """One step; returns the loss as a tensor, so nothing is read back from the device
         (float() it to read it; synchronise to time it)."""
-        self.opt.zero_grad(set_to_none=True)
+        for opt in self.opts:
+            opt.zero_grad(set_to_none=True)
         loss = self.loss_fn(*self.args)
         loss.backward()
-        self.opt.step()
+        for opt in self.opts:
+            opt.step()
         return loss.detach()
