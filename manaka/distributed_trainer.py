@@ -141,6 +141,12 @@ class Exchange:
                     raise ValueError(f"Trainer: process_group: rank {r}'s {what} differ from rank 0's; "
                                      "every rank must start from the same model and trainer state")
 
+    def any(self, flag: bool) -> bool:
+        """Whether `flag` holds on any rank (a max all-reduce of one number)."""
+        t = self._tensor(np.array([1 if flag else 0], dtype=np.int64))
+        self._run("a flag", self.dist.all_reduce, t, op=self.dist.ReduceOp.MAX)
+        return bool(int(t.cpu()[0]))
+
     # ------------------------------------------------------------ one step
     def step(self, batch):
         from .trainer import Stats

@@ -223,6 +223,11 @@ class Trainer:
             return {}
         return {**self._exchange.last_bytes, "rows_per_rank": list(self._exchange.last_rows)}
 
+    def any_rank(self, flag: bool) -> bool:
+        """True if `flag` is true on any rank of :attr:`process_group` (a collective: every
+        rank must call it); `flag` itself without a group."""
+        return bool(flag) if self._exchange is None else self._exchange.any(bool(flag))
+
     def flush(self) -> None:
         """Catches every pair-table row up to the current step ("sparse" / "lazy"; a no-op
         for "dense"). Reads of the model and of :meth:`state_dict` do it themselves."""

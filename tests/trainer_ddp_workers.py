@@ -67,3 +67,46 @@ def run(rank: int, world: int, rendezvous: str, out: str, updates, seed: int, ki
         with open(os.path.join(out, f"error{rank}.txt"), "w") as f:
             f.write(traceback.format_exc())
         os._exit(1)
+
+
+# ------------------------------------------------------------------ mk.fit on every rank
+
+FIT = dict(num_tokens=40, num_moves=60, tokens_per_side=6, orders=2)
+FIT_B, FIT_SEED = 8, 5  # positions per rank per step, the loader's seed
+
+
+def fit_dataset():
+    from types import SimpleNamespace
+    return mk.Dataset.synthetic(300, SimpleNamespace(**FIT), seed=9)
+
+
+def fit_model():
+    return mk.Model(mk.ModelConfig(**FIT, embed_dim=4, pair_dim=3, hidden=(8,), head_width=6), seed=2)
+
+
+def fit_loader(ds, world: int, rank: int = 0):
+    return mk.Loader(ds, batch_size=FIT_B * 2 // world, seed=FIT_SEED, producers=1, drop_last=True, rank=rank,
+                     world_size=world)
+
+
+def fit_run(rank: int, world: int, rendezvous: str, out: str, steps: int, checkpoint: str):
+    """fit on rank `rank`: its shard, a data-parallel trainer, rank 0's checkpoint."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    try:
+        dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=30))
+        model = fit_model()
+        trainer = mk.Trainer(model, lr=LR, pair_update="sparse", process_group=dist.group.WORLD)
+        lines = []
+        history = mk.fit(model, fit_loader(fit_dataset(), world, rank), steps=steps, trainer=trainer,
+                         checkpoint=checkpoint, log=lines.append, log_every=1, progress=False)
+        np.savez(os.path.join(out, f"fit-rank{rank}.npz"), lines=np.array(len(lines)),
+                 loss=history["loss"], **model.state_dict())
+        dist.destroy_process_group()
+    except Exception:
+        with open(os.path.join(out, f"error{rank}.txt"), "w") as f:
+            f.write(traceback.format_exc())
+        os._exit(1)
