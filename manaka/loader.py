@@ -223,8 +223,10 @@ class Loader:
         boundary of this loader: the epoch's order does not depend on them, so the state is
         ``batch_index * world_size * batch_size`` positions into its epoch, and this loader
         continues from the same position (a ValueError when that is not a multiple of this
-        loader's ``world_size * batch_size``)."""
-        for key in ("seed", "shuffle", "drop_last"):
+        loader's ``world_size * batch_size``). ``drop_last`` may differ too: it only decides
+        whether an epoch's last, short step is trained on (``python -m manaka.train
+        --nproc`` drops it)."""
+        for key in ("seed", "shuffle"):
             if key in state and int(state[key]) != int(getattr(self, key)):
                 raise ValueError(f"Loader.load_state_dict: {key} = {state[key]} was saved, but this loader has "
                                  f"{key} = {getattr(self, key)}: the batch order would differ")
@@ -238,9 +240,9 @@ class Loader:
             raise ValueError(f"Loader.load_state_dict: the state's batch_size and world_size must be >= 1, got {saved}")
         was, step = saved["batch_size"] * saved["world_size"], self.batch_size * self.world_size
         if was != step and index > 0:
-            n = len(self.dataset)
+            n, dropped = len(self.dataset), int(state.get("drop_last", self.drop_last))
             done = index * was
-            if index >= (n // was if self.drop_last else -(-n // was)):  # the saved epoch had ended
+            if index >= (n // was if dropped else -(-n // was)):  # the saved epoch had ended
                 index = self.num_batches
             elif done % step:
                 raise ValueError(
