@@ -298,6 +298,13 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     An epoch of the loader that yields no batch at all (every record skipped as bad by
     ``on_bad="skip"``) is a ValueError naming the data, not an endless loop.
 
+    With a data-parallel trainer (``Trainer(model, process_group=pg)``; ``python -m
+    manaka.train --nproc N``) every rank calls fit with its own shard of the data
+    (``Loader(rank=trainer.rank, world_size=trainer.world_size)``, checked); rank 0 alone
+    logs, shows the bar, evaluates `eval_data` (so `keep_best` applies to rank 0's model) and
+    writes the checkpoint, which every rank then resumes from, on any number of ranks
+    (:meth:`Loader.load_state_dict`). The log's pos/s counts every rank's positions.
+
     Ctrl-C is held back until the step in progress has finished (a second Ctrl-C does not
     wait); the loader's threads are stopped, the checkpoint (if any) is saved at that step,
     one log line says what was saved, and KeyboardInterrupt is re-raised. The model holds
@@ -346,7 +353,15 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         trainer = _default_trainer(model, total if bounded else None, loader)
     # The held-out loss weighs the value loss as the training loss does.
     value_weight = float(getattr(trainer, "hyperparameters", {}).get("value_weight", 1.0))
-    held_loader = None if eval_data is None else _eval_loader(eval_data, eval_batch_size)
+    # A data-parallel trainer (Trainer(process_group=...)): every rank runs this loop on its
+    # shard; rank 0 alone logs, evaluates and writes the checkpoint (every rank holds the
+    # same parameters), and the ranks agree on when a time limit ends the run.
+    rank, world = int(getattr(trainer, "rank", 0)), int(getattr(trainer, "world_size", 1))
+    if world > 1 and (loader.rank, loader.world_size) != (rank, world):
+        raise ValueError(f"fit: the loader is shard {loader.rank} of {loader.world_size}, but the trainer is rank "
+                         f"{rank} of {world}: build the loader with rank=trainer.rank, world_size=trainer.world_size")
+    lead = rank == 0
+    held_loader = None if eval_data is None or not lead else _eval_loader(eval_data, eval_batch_size)
 
     history, step, saved_step = History(), 0, None
     if resume and os.path.exists(checkpoint):
@@ -364,14 +379,20 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
 
     # tqdm's own remaining-time estimate is left out of the bar: it knows only the step count,
     # not the time limit, so it disagreed with the log line's. The bar shows eta() instead.
+    progress = progress and lead
     bar = Bar(total=total if bounded else None, initial=step, unit="step", disable=not progress, dynamic_ncols=True,
               leave=True, file=sys.stderr, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]")
     say = log or (bar.write if progress else print)
+    if not lead:
+        say = lambda line: None  # noqa: E731  (rank 0 logs for every rank)
     if resume and saved_step is None:
         say(f"no checkpoint at {checkpoint} yet: this run starts at step 0 and will write it")
 
     def save() -> None:
         nonlocal saved_step
+        if not lead:  # rank 0 writes the checkpoint of every rank's (identical) state
+            saved_step = step
+            return
         _ckpt.save(checkpoint, {"step": step, "model": model.state_dict(), "trainer": trainer.state_dict(),
                                 "loader": loader.state_dict(), "history": history.records,
                                 "model_config": _config_of(model), "dataset": _dataset_of(loader)})
@@ -464,12 +485,14 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
                 wait += time.perf_counter() - t
                 stats = trainer.step(batch)
                 step += 1
-                positions += len(batch)
+                positions += len(batch) * world  # every rank's (the shards are equal but for a last step)
                 batches_this_epoch += 1
                 guard.stepping = False
                 guard.check()  # a Ctrl-C during the step: raised now, between steps
                 now = time.perf_counter()
                 out_of_time = time_limit is not None and now - start >= time_limit
+                if time_limit is not None and world > 1:  # every rank stops at the same step
+                    out_of_time = trainer.any_rank(out_of_time)
                 last = step == total or out_of_time
                 trained = now - start - evaluating
                 due = ((eval_every is not None and step % eval_every == 0)

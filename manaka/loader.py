@@ -65,8 +65,10 @@ class Loader:
     first R mod n ranks taking ceil(R/n) positions and the others floor(R/n); with
     ``drop_last`` it is dropped whole. Every rank has the same number of batches (DDP needs
     equal step counts), so 0 < R < n without ``drop_last`` is refused with a ValueError.
-    ``set_epoch``, ``state_dict`` and resuming work per rank as unsharded (``world_size``
-    is saved and must match; ``rank`` is not, so rank 0's state resumes every rank). Shogi
+    ``set_epoch``, ``state_dict`` and resuming work per rank as unsharded (``rank`` is not
+    saved, so rank 0's state resumes every rank; a state saved with another ``world_size``
+    resumes at the same position of the epoch when that falls on one of this loader's
+    steps: :meth:`load_state_dict`). Shogi
     record files: a batch whose records were all bad is skipped on its rank only, so keep
     such files out of a data-parallel run.
 
@@ -214,8 +216,17 @@ class Loader:
                 "world_size": self.world_size}
 
     def load_state_dict(self, state: Dict[str, int]) -> None:
-        """Restores a position saved by :meth:`state_dict` (the order settings must match)."""
-        for key in ("seed", "batch_size", "shuffle", "drop_last", "world_size"):
+        """Restores a position saved by :meth:`state_dict` (the order settings must match).
+
+        A state saved with another ``world_size`` or ``batch_size`` (a data-parallel run
+        resumed on another number of processes) is taken when its position falls on a step
+        boundary of this loader: the epoch's order does not depend on them, so the state is
+        ``batch_index * world_size * batch_size`` positions into its epoch, and this loader
+        continues from the same position (a ValueError when that is not a multiple of this
+        loader's ``world_size * batch_size``). ``drop_last`` may differ too: it only decides
+        whether an epoch's last, short step is trained on (``python -m manaka.train
+        --nproc`` drops it)."""
+        for key in ("seed", "shuffle"):
             if key in state and int(state[key]) != int(getattr(self, key)):
                 raise ValueError(f"Loader.load_state_dict: {key} = {state[key]} was saved, but this loader has "
                                  f"{key} = {getattr(self, key)}: the batch order would differ")
@@ -224,6 +235,23 @@ class Loader:
             if not isinstance(state[key], (int, np.integer)) or isinstance(state[key], bool):
                 raise TypeError(f"Loader.load_state_dict: {key} must be an int, got {type(state[key]).__name__}")
         epoch, index = int(state["epoch"]), int(state["batch_index"])
+        saved = {key: int(state.get(key, getattr(self, key))) for key in ("batch_size", "world_size")}
+        if saved["batch_size"] < 1 or saved["world_size"] < 1:
+            raise ValueError(f"Loader.load_state_dict: the state's batch_size and world_size must be >= 1, got {saved}")
+        was, step = saved["batch_size"] * saved["world_size"], self.batch_size * self.world_size
+        if was != step and index > 0:
+            n, dropped = len(self.dataset), int(state.get("drop_last", self.drop_last))
+            done = index * was
+            if index >= (n // was if dropped else -(-n // was)):  # the saved epoch had ended
+                index = self.num_batches
+            elif done % step:
+                raise ValueError(
+                    f"Loader.load_state_dict: the state is {done} positions into epoch {epoch} (batch {index} of "
+                    f"world_size {saved['world_size']} x batch_size {saved['batch_size']}), not a multiple of this "
+                    f"loader's world_size {self.world_size} x batch_size {self.batch_size} = {step}: the batch order "
+                    "would differ")
+            else:
+                index = done // step
         if not 0 <= epoch <= self.MAX_EPOCH or not 0 <= index <= self.num_batches:
             raise ValueError(f"Loader.load_state_dict: position (epoch {epoch}, batch {index}) is out of range "
                              f"(epochs 0..2**62, {self.num_batches} batches per epoch)")

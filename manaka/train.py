@@ -18,6 +18,7 @@ Examples:
     python -m manaka.train --steps 4000 --checkpoint run.ckpt --resume    # continue exactly
     python -m manaka.train --data my_dataset/ --epochs 3 --preset seed --device cuda
     python -m manaka.train --data 'games/*.hcpe' --eval-data held_out.hcpe --value 0.5 --time-limit 3600
+    python -m manaka.train --data 'games/*.hcpe' --nproc 4 --steps 10000 --checkpoint run.ckpt   # 4 processes
 """
 from __future__ import annotations
 
@@ -160,7 +161,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                    help="auto: the GPU when the CUDA backend is built and usable, else the CPU")
     g.add_argument("--batch-size", type=_positive(int),
-                   help="positions per step (default: the preset's: 512 small, 1024 seed)")
+                   help="positions per step, per process with --nproc (default: the preset's: 512 small, 1024 seed)")
     g.add_argument("--lr", type=_positive(float), help="peak learning rate (default: the preset's: 5e-3 small, "
                    "1e-3 seed)")
     g.add_argument("--warmup", type=_non_negative_int, metavar="STEPS",
@@ -199,6 +200,16 @@ def parser() -> argparse.ArgumentParser:
                    "free name (run-1.manaka) rather than replacing a file")
     g.add_argument("--no-save", action="store_true", help="do not save the trained model")
     g.add_argument("--no-progress", action="store_true", help="no progress bar (log lines only)")
+    g = p.add_argument_group("data-parallel training (several processes; needs PyTorch)")
+    g.add_argument("--nproc", type=_positive(int), default=1, metavar="N",
+                   help="train with N processes on this machine, each on its own share of every step (--batch-size "
+                        "positions each, so a step is N x --batch-size), exchanging gradients over torch.distributed "
+                        "(gloo on the CPU, NCCL on GPUs: one GPU each); every process holds the same model after "
+                        "every step, and process 0 alone logs, evaluates, and writes the checkpoint and the model "
+                        "(docs/design.md §8). Default 1")
+    g.add_argument("--dist-timeout", type=_positive(float), default=300.0, metavar="SECONDS",
+                   help="how long a process waits for the others in an exchange before failing with an error (a "
+                        "process that died or hangs); default 300")
     return p
 
 
@@ -272,6 +283,8 @@ def main(argv=None) -> int:
     if args.checkpoint and os.path.exists(args.checkpoint) and not (args.resume or args.force):
         # a finished run must not be lost to a new one that happens to use the same name
         return fail(f"the checkpoint {args.checkpoint} exists: continue it with --resume, or replace it with --force")
+    if args.nproc > 1:
+        return _spawn(args)
     args.stage = "before"  # before, in or after mk.fit: what an interrupt leaves saved
     try:
         return _train(args)
@@ -285,12 +298,92 @@ def main(argv=None) -> int:
         return 130
 
 
-def _train(args) -> int:
+def _spawn(args) -> int:
+    """--nproc N: N processes of this command (spawned, each running _rank), one
+    torch.distributed group over a file rendezvous; the exit status is the first failing
+    process's (one that failed makes the others fail within --dist-timeout)."""
+    import multiprocessing
+    import tempfile
+
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return fail("--nproc needs PyTorch (pip install torch): its torch.distributed exchanges the gradients")
+    if not dist.is_available() or not dist.is_gloo_available():
+        return fail("--nproc needs torch.distributed with gloo, which this PyTorch lacks")
+    args.device = choose_device(args.device)  # once, so that every process agrees
+    if args.device == "cuda":
+        import torch
+
+        have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if have < args.nproc:
+            return fail(f"--nproc {args.nproc} on --device cuda needs a GPU per process; PyTorch sees {have}")
+    ctx = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="manaka-train-") as tmp:
+        procs = [ctx.Process(target=_rank, args=(args, r, os.path.join(tmp, "rendezvous")), name=f"rank{r}")
+                 for r in range(args.nproc)]
+        for p in procs:
+            p.start()
+        failed_at = None
+        try:
+            while any(p.is_alive() for p in procs):
+                for p in procs:
+                    p.join(0.2)
+                if failed_at is None and any(p.exitcode not in (None, 0) for p in procs):
+                    failed_at = time.monotonic()  # the others fail within the timeout; then they are stopped
+                if failed_at is not None and time.monotonic() - failed_at > args.dist_timeout + 30:
+                    for p in procs:
+                        if p.is_alive():
+                            p.kill()
+        except KeyboardInterrupt:  # the processes got it too (same terminal): let them save and end
+            for p in procs:
+                p.join(args.dist_timeout)
+            return 130
+        codes = [p.exitcode for p in procs]
+    bad = [(r, c) for r, c in enumerate(codes) if c != 0]
+    if bad:
+        print(f"python -m manaka.train: process(es) {', '.join(f'{r} (exit {c})' for r, c in bad)} failed",
+              file=sys.stderr)
+        return bad[0][1] if bad[0][1] and bad[0][1] > 0 else 1
+    return 0
+
+
+def _rank(args, rank: int, rendezvous: str) -> None:
+    """One process of --nproc: its torch.distributed rank, then the run on its shard; only
+    rank 0 prints (the others' errors still go to stderr)."""
+    import datetime
+
+    import torch.distributed as dist
+
+    if rank:
+        sys.stdout = open(os.devnull, "w")
+    if args.device == "cuda":  # one GPU per process, chosen before CUDA starts
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(rank)
+    backend = "nccl" if args.device == "cuda" else "gloo"
+    dist.init_process_group(backend, init_method=f"file://{rendezvous}", rank=rank, world_size=args.nproc,
+                            timeout=datetime.timedelta(seconds=args.dist_timeout))
+    args.stage = "before"
+    try:
+        code = _train(args, rank=rank, world=args.nproc, group=dist.group.WORLD)
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        sys.stdout.flush()
+    try:
+        dist.destroy_process_group()
+    except Exception:  # a group whose peers are gone: the exit status says what happened
+        pass
+    sys.exit(code)
+
+
+def _train(args, rank: int = 0, world: int = 1, group=None) -> int:
     device = choose_device(args.device)
     preset = PRESETS[args.preset or ("shogi" if args.data and _is_records(args.data)
                                      else "seed" if device == "cuda" else "small")]
     if args.threads:
         mk.set_num_threads(args.threads)
+    elif world > 1:  # the processes share this machine's cores
+        mk.set_num_threads(max(1, (os.cpu_count() or 1) // world))
     time_limit, epochs = args.time_limit, args.epochs
     if args.steps is None and epochs is None and time_limit is None:
         epochs, time_limit = 1.0, 60.0
@@ -330,16 +423,19 @@ def _train(args) -> int:
         print(f"model: {device}, {model.num_parameters():,} parameters, {cfg}")
 
         batch_size = args.batch_size or preset["batch_size"]
+        # data-parallel: each process its shard of every step (the last short step dropped, so
+        # that every process has the same steps)
         loader = mk.Loader(data, batch_size=batch_size, producers=args.producers, prefetch=args.prefetch,
-                           shuffle=True, seed=args.seed)
+                           shuffle=True, seed=args.seed, rank=rank, world_size=world, drop_last=world > 1)
         total = None if by_time else args.steps if args.steps is not None else int(round(epochs * len(loader)))
         if total is None and option("schedule") == "cosine":
             raise ValueError("--schedule cosine decays to the last step, which a --time-limit alone does not fix: "
                              "give --steps or --epochs too")
         trainer = mk.Trainer(model, lr=args.lr or preset["lr"], weight_decay=option("weight_decay"),
                              eps=recipe["eps"], warmup_steps=option("warmup"), schedule=option("schedule"), total_steps=total,
-                             pair_update=option("pair_update"))
-        print(f"training: batch {batch_size}, {loader.producers} producers, {trainer!r}"
+                             pair_update=option("pair_update"), process_group=group)
+        shared = f" x {world} processes" if world > 1 else ""
+        print(f"training: batch {batch_size}{shared}, {loader.producers} producers, {trainer!r}"
               + (f", until {format_duration(time_limit)} have passed" if by_time else ""))
         eval_every, eval_seconds = None, None
         if held_out is not None:
@@ -363,6 +459,8 @@ def _train(args) -> int:
                          eval_data=held_out, eval_every=eval_every, eval_every_seconds=eval_seconds,
                          eval_batch_size=batch_size, keep_best=held_out is not None and recipe["keep_best"])
         args.stage = "after"
+        if rank:  # rank 0 reports and saves for every process (they hold the same model)
+            return 0
         baselines = None
         if args.data and held_out is not None and history.records:
             # counted on the training records as recorded (without the recipe's mirrors)

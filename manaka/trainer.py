@@ -103,13 +103,25 @@ class Trainer:
     first catches every row up (:meth:`flush`), so what is read is what the semantics say;
     a flush changes later steps by float rounding only, and two runs that flush at the same
     steps (a checkpointed run and its resumption) give the same bits.
+
+    ``process_group`` (a ``torch.distributed`` ProcessGroup; torch is imported only then)
+    makes the trainer one rank of a data-parallel run (:mod:`manaka.distributed_trainer`,
+    docs/design.md §8): each rank steps on its own batch (``mk.Loader(rank=, world_size=)``),
+    the ranks exchange the dense gradients (all-reduced) and the pair-table rows their
+    batches name (all-gathered, summed in rank order), and each applies the same AdamW
+    update: every rank holds the same bits after every step, those of one process on the
+    ranks' concatenated batches up to the order of the float sums. Stats are the ranks'
+    mean. Every rank must start from the same model and trainer state (checked here: a
+    ValueError otherwise); a rank that dies or stalls makes the others' step raise a
+    RuntimeError within the process group's timeout. :attr:`last_exchange` has the bytes
+    each step sent.
     """
 
     def __init__(self, model: Model, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.01, warmup_steps: int = 0,
                  schedule: str = "constant", total_steps: Optional[int] = None,
                  min_lr: float = 0.0, value_weight: float = 1.0, pair_state_dtype: str = "float32",
-                 pair_update: str = "dense"):
+                 pair_update: str = "dense", process_group=None):
         if not isinstance(model, Model):
             raise TypeError(f"Trainer: model must be a manaka.Model, got {type(model).__name__}")
         self.model = model
@@ -117,6 +129,11 @@ class Trainer:
                                    pair_update=pair_update,
                                    **self._hyper(lr, betas, eps, weight_decay, warmup_steps,
                                                  schedule, total_steps, min_lr, value_weight))
+        self._exchange = None
+        if process_group is not None:  # torch is imported only here
+            from .distributed_trainer import Exchange
+
+            self._exchange = Exchange(self, process_group)
 
     @staticmethod
     def _hyper(lr, betas, eps, weight_decay, warmup_steps, schedule, total_steps, min_lr,
@@ -138,6 +155,11 @@ class Trainer:
         On a CUDA model the batch may hold GPU arrays, read in place after a check on the
         device (one small device -> host read; see :meth:`Model._device_batch`)."""
         op = "Trainer.step"
+        if self._exchange is not None:
+            batch = _check_batch(op, batch)
+            if self._core.pair_update != "dense":
+                self.model._own_pair_table(self)
+            return self._exchange.step(batch)
         device = self.model._device_batch(op, _check_batch(op, batch), targets=True)
         if self._core.pair_update != "dense":
             self.model._own_pair_table(self)
@@ -175,6 +197,36 @@ class Trainer:
     def pair_update(self) -> str:
         """Which pair-table rows a step updates: "dense", "sparse" or "lazy"."""
         return self._core.pair_update
+
+    @property
+    def process_group(self):
+        """The ``torch.distributed`` group this trainer exchanges gradients over (None:
+        one process)."""
+        return None if self._exchange is None else self._exchange.group
+
+    @property
+    def rank(self) -> int:
+        """This process's rank in :attr:`process_group` (0 without one)."""
+        return 0 if self._exchange is None else self._exchange.rank
+
+    @property
+    def world_size(self) -> int:
+        """Processes in :attr:`process_group` (1 without one)."""
+        return 1 if self._exchange is None else self._exchange.world
+
+    @property
+    def last_exchange(self) -> dict:
+        """Bytes this rank sent in the last step's exchange, by part (stats, dense, rows,
+        sent; received_rows), and the pair-table rows each rank's batch named
+        (rows_per_rank). Empty without a process group or before a step."""
+        if self._exchange is None or not self._exchange.last_bytes:
+            return {}
+        return {**self._exchange.last_bytes, "rows_per_rank": list(self._exchange.last_rows)}
+
+    def any_rank(self, flag: bool) -> bool:
+        """True if `flag` is true on any rank of :attr:`process_group` (a collective: every
+        rank must call it); `flag` itself without a group."""
+        return bool(flag) if self._exchange is None else self._exchange.any(bool(flag))
 
     def flush(self) -> None:
         """Catches every pair-table row up to the current step ("sparse" / "lazy"; a no-op

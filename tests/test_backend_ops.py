@@ -611,6 +611,115 @@ def _(r):
     _sparse_update_case(r, bf16=True)
 
 
+# ------------------------------------------------------------------ pair rows, exchanged
+
+@case("pair_grad_rows", tol=1e-5)
+def _(r):
+    """The named rows, ascending, with the backend's own pair_sums_backward rows (the same
+    bits) and the NumPy reference's (to the tolerance); too small a capacity gives the
+    count and writes nothing."""
+    B, S, T, V, Pd = 4, 2, 6, 7, 3
+    npairs = V * (V + 1) // 2
+    tokens, grad = _tokens(r, B, S, T, V), r.randn(B * S, Pd)
+    work, nbytes = r.be.scratch(rows=B * S, T=T, V=V)
+    dgrad, dtok = r.be.put(grad), r.be.put(tokens)
+    want_ids = _named_rows(tokens, V)
+    n = len(want_ids)
+    assert 0 < n < npairs
+    count = ctypes.c_int64(-1)
+    ids, out = r.be.put(np.full(n, -7, np.int64)), r.be.put(np.full((n, Pd), np.nan, np.float32))
+    r.op("pair_grad_rows", None, dgrad, dtok, B * S, T, Pd, V, ids, out, n - 1, ctypes.addressof(count),
+         work, nbytes)
+    assert count.value == n
+    assert (r.be.get(ids) == -7).all() and np.isnan(r.be.get(out)).all(), "written beyond the capacity"
+    r.op("pair_grad_rows", None, dgrad, dtok, B * S, T, Pd, V, ids, out, n, ctypes.addressof(count),
+         work, nbytes)
+    assert count.value == n
+    np.testing.assert_array_equal(r.be.get(ids), want_ids)
+    r.close(r.be.get(out), ref.pair_sums_backward(grad.reshape(B, S, Pd), tokens, npairs)[want_ids])
+    full = r.be.empty((npairs, Pd))
+    r.be.call("pair_sums_backward", None, dgrad, dtok, B * S, T, Pd, npairs, full, work, nbytes)
+    np.testing.assert_array_equal(r.be.get(out), r.be.get(full)[want_ids])
+    empty = np.full_like(tokens, -1)
+    r.op("pair_grad_rows", None, dgrad, r.be.put(empty), B * S, T, Pd, V, ids, out, n,
+         ctypes.addressof(count), work, nbytes)
+    assert count.value == 0
+
+
+@case("pair_rows_scatter", tol=0)
+def _(r):
+    npairs, Pd = 40, 5
+    ids = np.sort(r.rng.choice(npairs, 13, replace=False)).astype(np.int64)
+    src, dst0 = r.randn(13, Pd), r.randn(npairs, Pd)
+    dst = r.be.put(dst0)
+    r.op("pair_rows_scatter", None, r.be.put(ids[::-1].copy()), r.be.put(src[::-1].copy()), 13, Pd, dst)
+    want = dst0.copy()
+    want[ids] = src
+    r.close(r.be.get(dst), want)
+
+
+def _rows_adamw_case(r, bf16):
+    """Dense (no stamps): each given row gets exactly adamw / adamw_bf16's element update
+    (the element index inside the table for the bf16 noise), the others nothing. Sparse
+    (stamps): a row behind now - 1 is first caught up as pair_catch_up does, and stamped
+    now; a non-finite step changes nothing."""
+    npairs, Pd, seed, catch_seed, now, eps = 28, 3, 77, 5, 6, 1e-3
+    p0, m0, v0 = _sparse_table(r, npairs, Pd, bf16)
+    ids = np.sort(r.rng.choice(npairs, 11, replace=False)).astype(np.int64)
+    grad = r.randn(11, Pd)
+    args = bt.AdamwArgs(*HYPER)
+    gaps = _gap_window(r, now)
+    stamps0 = r.rng.integers(0, now, npairs).astype(np.int32)
+    stamps0[ids[:3]] = now - 1  # some rows already caught up
+    for sparse in (False, True):
+        for finite in (False, True):
+            p, m, v, st = r.be.put(p0), r.be.put(m0), r.be.put(v0), r.be.put(stamps0)
+            r.op("pair_rows_adamw", None, r.be.put(ids), r.be.put(grad), 11, Pd, p, m, v, int(bf16),
+                 st if sparse else None, r.be.put(gaps), now, 1, eps, catch_seed, ctypes.byref(args),
+                 _stats(r, finite), seed)
+            got = [r.be.get(b) for b in (p, m, v, st)]
+            if not finite:
+                for name, a, w in zip("pmvs", got, (p0, m0, v0, stamps0)):
+                    np.testing.assert_array_equal(a, w, err_msg=f"{name} changed on a non-finite step")
+                continue
+            # the reference: catch-up (sparse) with pair_catch_up of the same backend, then the
+            # dense adamw entry over the whole table with the rows' gradient and 0 elsewhere
+            wp, wm, wv, ws = r.be.put(p0), r.be.put(m0), r.be.put(v0), r.be.put(stamps0)
+            if sparse:
+                toks = np.full((11, 2), -1, np.int32)
+                for x, q in enumerate(ids):  # a row of tokens naming exactly pair q
+                    hi = int((np.sqrt(8 * q + 1) - 1) // 2)
+                    while hi * (hi + 1) // 2 > q:
+                        hi -= 1
+                    toks[x] = (q - hi * (hi + 1) // 2, hi)
+                r.be.call("pair_catch_up", None, r.be.put(toks), 11, 2, Pd, 7, wp, wm, wv, int(bf16), ws,
+                          r.be.put(gaps), now - 1, 1, eps, catch_seed)
+            g = np.zeros((npairs, Pd), np.float32)
+            g[ids] = grad
+            before = [r.be.get(b) for b in (wp, wm, wv)]
+            if bf16:
+                r.be.call("adamw_bf16", None, wp, r.be.put(g), wm, wv, npairs * Pd, ctypes.byref(args),
+                          _stats(r, True), seed)
+            else:
+                r.be.call("adamw", None, wp, r.be.put(g), wm, wv, npairs * Pd, ctypes.byref(args),
+                          _stats(r, True))
+            want = [r.be.get(b) for b in (wp, wm, wv)]
+            other = np.setdiff1d(np.arange(npairs), ids)
+            for name, a, w, b in zip("pmv", got, want, before):
+                np.testing.assert_array_equal(a[ids], w[ids], err_msg=f"{name} sparse={sparse}")
+                np.testing.assert_array_equal(a[other], b[other], err_msg=f"{name}: another row changed")
+            want_st = stamps0.copy()
+            if sparse:
+                want_st[ids] = now
+            np.testing.assert_array_equal(got[3], want_st)
+
+
+@case("pair_rows_adamw", tol=0)
+def _(r):
+    _rows_adamw_case(r, bf16=False)
+    _rows_adamw_case(r, bf16=True)
+
+
 # ------------------------------------------------------------------ fused policy head
 
 @case("policy_head", tol=1e-5)

@@ -112,6 +112,8 @@ def test_resume_in_the_middle_of_a_sharded_epoch(ds):
         loader.load_state_dict(state)
         rest = [loader.last_indices.copy() for _ in loader]
     assert all(np.array_equal(a, b) for a, b in zip(first + rest, whole)) and len(first + rest) == len(whole)
+    # 3 x 8 x 3 = 72 positions: not a step of 2 ranks of 8 (resuming on another number of
+    # ranks: test_resume_on_another_number_of_ranks)
     with mk.Loader(ds, **{**kw, "world_size": 2}) as two, pytest.raises(ValueError, match="world_size"):
         two.load_state_dict(state)
 
@@ -160,3 +162,30 @@ def test_a_last_step_shorter_than_the_ranks_is_refused_unless_dropped():
     data = mk.Dataset.synthetic(2 * 3 * 4 + 5, SMALL, seed=1)  # R = 5 >= 3: shares 2, 2, 1
     got = [batches(data, batch_size=4, seed=1, rank=r, world_size=3)[0] for r in range(3)]
     assert [len(g[-1]) for g in got] == [2, 2, 1] and [len(g) for g in got] == [3, 3, 3]
+
+
+def test_resume_on_another_number_of_ranks(ds):
+    """A state saved by 3 ranks of 8 resumes 2 ranks of 12 (or 1 of 24, or 4 of 6) at the
+    same position of the epoch: the rest of the global order is the same; a position that
+    is not a step of the new loader is refused, naming both."""
+    kw = dict(shuffle=True, seed=11, drop_last=True)
+    with mk.Loader(ds, batch_size=8, rank=0, world_size=3, producers=2, **kw) as loader:
+        loader.set_epoch(1)
+        it = iter(loader)
+        for _ in range(2):
+            next(it)
+        state = loader.state_dict()  # 48 positions into epoch 1
+    full = np.concatenate(batches(ds, (1,), batch_size=24, **{**kw, "drop_last": False})[1])
+    for W, B in ((2, 12), (1, 24), (4, 6), (2, 4)):
+        rest = []
+        for r in range(W):
+            with mk.Loader(ds, batch_size=B, rank=r, world_size=W, producers=2, **kw) as loader:
+                loader.load_state_dict(state)
+                assert (loader.epoch, loader.batch_index) == (1, 48 // (W * B))
+                rest.append([loader.last_indices.copy() for _ in loader])
+        joined = np.concatenate([rest[r][k] for k in range(len(rest[0])) for r in range(W)])
+        covered = len(ds) // (W * B) * (W * B)
+        assert np.array_equal(joined, full[48:covered]), (W, B)
+    with mk.Loader(ds, batch_size=10, rank=0, world_size=2, **kw) as loader:
+        with pytest.raises(ValueError, match=r"48 positions into epoch 1 .* world_size 2 x batch_size 10 = 20"):
+            loader.load_state_dict(state)

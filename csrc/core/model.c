@@ -633,6 +633,14 @@ mk_status mk_model_pair_table_adamw_sparse(mk_model *m, void *exp_avg, void *exp
         seed, m->a.work, m->a.work_bytes);
 }
 
+mk_status mk_model_pair_grad_rows(mk_model *m, int64_t *ids, float *rows, int64_t capacity,
+                                  int64_t *count) {
+    const mk_config *c = &m->cfg;
+    return m->be->pair_grad_rows(m->stream, m->a.dpair, m->batch.tokens, m->batch.B * S,
+                                 c->tokens_per_side, c->pair_dim, c->num_tokens, ids, rows,
+                                 capacity, count, m->a.work, m->a.work_bytes);
+}
+
 static mk_status loss_and_grad_staged(mk_model *m, const mk_batch *batch, float value_weight) {
     MK_TRY(mk_model_forward_loss(m, batch, value_weight));
     return mk_model_backward(m, 1);

@@ -199,6 +199,12 @@ mk_status mk_model_pair_table_adamw_sparse(mk_model *model, void *exp_avg, void 
                                            const mk_adamw_args *args, const float *stats,
                                            uint64_t seed);
 
+/* The pair-table rows the staged batch names and their gradient rows, from the last
+ * backward (backend pair_grad_rows): *count (host) rows; ids [capacity] and rows
+ * [capacity, P] (device memory) are written only when *count <= capacity. */
+mk_status mk_model_pair_grad_rows(mk_model *model, int64_t *ids, float *rows, int64_t capacity,
+                                  int64_t *count);
+
 /* The rule of value_weight, the loss's weight of the value term (Trainer's hyperparameter,
  * Model.loss_and_grad's argument): finite and >= 0. MK_OK, or MK_ERR_VALUE
  * "<op>: value_weight must be finite and >= 0, got <v>". */

@@ -55,6 +55,13 @@ struct mk_trainer {
     int profile;
     int fuse_pair_table; /* 1: pair-table gradient and AdamW in one pass (same result) */
     mk_phase_times times;
+    /* The step in two halves (mk_trainer_backward / mk_trainer_apply): the pair-table rows
+     * the last backward's batch names (row_count of them, room for row_capacity, device
+     * memory), and whether that backward (with a finite loss) awaits its apply. */
+    int64_t *row_ids;
+    float *row_grads;
+    int64_t row_count, row_capacity;
+    int pending;
 };
 
 mk_status mk_trainer_config_check(const mk_trainer_config *c) {
@@ -265,6 +272,8 @@ void mk_trainer_destroy(mk_trainer *t) {
     be->free(mk_model_stream(t->model), t->pair_m16);
     be->free(mk_model_stream(t->model), t->stamps);
     be->free(mk_model_stream(t->model), t->gaps);
+    be->free(mk_model_stream(t->model), t->row_ids);
+    be->free(mk_model_stream(t->model), t->row_grads);
     free(t);
 }
 
@@ -289,6 +298,7 @@ mk_status mk_trainer_set_step_count(mk_trainer *t, int64_t steps) {
     mk_status st = mk_trainer_check_step_count("Trainer", steps);
     if (st == MK_OK) st = mk_trainer_flush(t); /* every row caught up under the old count */
     if (st == MK_OK) {
+        t->pending = 0; /* a backward before this state is not applied to it */
         __atomic_store_n(&t->steps, steps, __ATOMIC_RELAXED);
         t->base = steps; /* the flush left every stamp 0 and entry 0 reset */
     }
@@ -380,10 +390,118 @@ static mk_status not_finite(const mk_trainer *t, const float *stats) {
                    (double)stats[MK_STAT_VALUE_LOSS], (long long)t->steps);
 }
 
+static mk_adamw_args adamw_args(const mk_trainer *t, float lr, int64_t step) {
+    return (mk_adamw_args){
+        .lr = lr,
+        .beta1 = (float)t->cfg.beta1,
+        .beta2 = (float)t->cfg.beta2,
+        .eps = (float)t->cfg.eps,
+        .bias_correction1 = (float)(1.0 - pow(t->cfg.beta1, (double)step)),
+        .bias_correction2 = (float)(1.0 - pow(t->cfg.beta2, (double)step)),
+    };
+}
+
+/* The pair-table rows given to mk_trainer_apply: ids [n], their gradient rows [n, P]. */
+typedef struct {
+    const int64_t *ids;
+    const float *grads;
+    int64_t n;
+} given_rows;
+
+/* The pair table's AdamW of step `step`: from the staged batch's gradient (given NULL:
+ * mk_trainer_step), or from given rows (mk_trainer_apply); then the sparse update's gap
+ * window takes the step. It goes first: its fused update is the one that needs scratch
+ * memory, and failing before any tensor changed keeps a failed step from half-applying.
+ * It is updated over its tensor only (its bf16 moments hold numel values, no padding). */
+static mk_status update_pair_table(mk_trainer *t, mk_adamw_args *args, float *dstats,
+                                   int64_t step, const given_rows *given) {
+    mk_model *model = t->model;
+    const mk_backend *be = mk_model_backend(model);
+    void *stream = mk_model_stream(model);
+    const int sparse = t->pair_update != MK_PAIR_UPDATE_DENSE;
+    float *p = mk_model_params(model), *g = mk_model_grads(model);
+    const int64_t po = t->pair->offset, pn = t->pair->numel;
+    float *pm = NULL, *pv = NULL; /* with fp32 moments: the pair table's, in m and v */
+    if (t->pair_state != MK_PAIR_STATE_BF16) {
+        pm = t->m + moment_offset(t, t->pair);
+        pv = t->v + moment_offset(t, t->pair);
+    }
+    args->weight_decay = t->groups[t->pair->group].decay ? (float)t->cfg.weight_decay : 0.0f;
+    if (given && sparse) {
+        MK_TRY(be->pair_rows_adamw(
+            stream, given->ids, given->grads, given->n, mk_model_config(model)->pair_dim, p + po,
+            pm ? (void *)pm : t->pair_m16, pm ? (void *)pv : t->pair_v16, pm == NULL, t->stamps,
+            t->gaps, step - t->base, t->pair_update == MK_PAIR_UPDATE_SPARSE, (float)t->cfg.eps,
+            mk_gap_seed(mk_bf16_step_seed(t->steps)), args, dstats, mk_bf16_step_seed(step)));
+    } else if (given) { /* dense: the given rows in a zero gradient, then every row's AdamW */
+        MK_TRY(be->fill(stream, g + po, 0.0f, pn));
+        MK_TRY(be->pair_rows_scatter(stream, given->ids, given->grads, given->n,
+                                     mk_model_config(model)->pair_dim, g + po));
+        if (t->pair_state == MK_PAIR_STATE_BF16)
+            MK_TRY(be->adamw_bf16(stream, p + po, g + po, t->pair_m16, t->pair_v16, pn, args,
+                                  dstats, mk_bf16_step_seed(step)));
+        else
+            MK_TRY(be->adamw(stream, p + po, g + po, pm, pv, pn, args, dstats));
+    } else if (sparse)
+        MK_TRY(mk_model_pair_table_adamw_sparse(
+            model, pm ? (void *)pm : t->pair_m16, pm ? (void *)pv : t->pair_v16, pm == NULL,
+            t->stamps, step - t->base, args, dstats, mk_bf16_step_seed(step)));
+    else if (t->pair_state == MK_PAIR_STATE_BF16)
+        MK_TRY(t->fuse_pair_table
+                   ? mk_model_pair_table_adamw_bf16(model, t->pair_m16, t->pair_v16, args, dstats,
+                                                    mk_bf16_step_seed(step))
+                   : be->adamw_bf16(stream, p + po, g + po, t->pair_m16, t->pair_v16, pn, args,
+                                    dstats, mk_bf16_step_seed(step)));
+    else if (t->fuse_pair_table)
+        MK_TRY(mk_model_pair_table_adamw(model, pm, pv, args, dstats));
+    else
+        MK_TRY(be->adamw(stream, p + po, g + po, pm, pv, pn, args, dstats));
+    if (sparse) { /* every stamp's gap entry takes this step (the device skips it, too) */
+        const mk_adamw_consts k = mk_adamw_prepare(args);
+        MK_TRY(be->pair_gap_advance(stream, t->gaps, step - t->base, (double)k.decay,
+                                    (double)k.step_size, (double)k.inv_bc2_sqrt, (double)k.b1,
+                                    sqrt((double)k.b2), dstats));
+    }
+    return MK_OK;
+}
+
+/* Every other group, one launch each over its whole range (the model keeps the padding
+ * between its tensors at 0, which AdamW leaves at 0). */
+static mk_status update_dense(mk_trainer *t, mk_adamw_args *args, float *dstats) {
+    const mk_backend *be = mk_model_backend(t->model);
+    float *p = mk_model_params(t->model), *g = mk_model_grads(t->model);
+    for (int k = 0; k < t->num_groups; k++) {
+        const mk_param_group *pg = &t->groups[k];
+        if (pg->kind != MK_GROUP_DENSE) continue;
+        int64_t o = pg->offset, mo = t->moments_at[k];
+        args->weight_decay = pg->decay ? (float)t->cfg.weight_decay : 0.0f;
+        MK_TRY(be->adamw(mk_model_stream(t->model), p + o, g + o, t->m + mo, t->v + mo, pg->size,
+                         args, dstats));
+    }
+    return MK_OK;
+}
+
+/* The step's stats (host memory: read back and checked; a device: filed in the ring),
+ * then the step count. */
+static mk_status finish_step(mk_trainer *t, int64_t step, float *dstats, float *stats) {
+    const mk_backend *be = mk_model_backend(t->model);
+    void *stream = mk_model_stream(t->model);
+    if (be->host_memory) {
+        MK_TRY(be->to_host(stream, stats, dstats, MK_STAT_COUNT * sizeof(float)));
+        if (stats[MK_STAT_FINITE] == 0.0f) return not_finite(t, stats); /* AdamW skipped */
+    } else { /* file the stats on the device: no synchronisation (see the top of this file) */
+        MK_TRY(be->copy(stream, t->ring + (step % MK_STATS_RING) * MK_STAT_COUNT, dstats,
+                        MK_STAT_COUNT * sizeof(float)));
+    }
+    __atomic_store_n(&t->steps, step, __ATOMIC_RELAXED); /* read concurrently: see above */
+    return MK_OK;
+}
+
 static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats);
 
 mk_status mk_trainer_step(mk_trainer *t, const mk_batch *batch, float *stats) {
     MK_TRY(mk_model_check_batch(t->model, "Trainer.step", batch, 1));
+    t->pending = 0; /* this step replaces the staged batch a backward left */
     /* the batch's slot is free again once everything that reads it is queued, failed or not */
     mk_status st = step_staged(t, batch, stats), end = mk_model_end_batch(t->model);
     return st != MK_OK ? st : end;
@@ -411,64 +529,12 @@ static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats)
     if (t->profile) t_bwd = lap(t, &mark);
 
     int64_t step = t->steps + 1;
-    mk_adamw_args args = {
-        .lr = lr,
-        .beta1 = (float)t->cfg.beta1,
-        .beta2 = (float)t->cfg.beta2,
-        .eps = (float)t->cfg.eps,
-        .bias_correction1 = (float)(1.0 - pow(t->cfg.beta1, (double)step)),
-        .bias_correction2 = (float)(1.0 - pow(t->cfg.beta2, (double)step)),
-    };
-    float *p = mk_model_params(model), *g = mk_model_grads(model);
-    /* The pair table goes first: its fused update is the one that needs scratch memory,
-     * and failing before any tensor changed keeps a failed step from half-applying. It is
-     * updated over its tensor only (its bf16 moments hold numel values, no padding). */
-    const int64_t po = t->pair->offset, pn = t->pair->numel;
-    float *pm = NULL, *pv = NULL; /* with fp32 moments: the pair table's, in m and v */
-    if (t->pair_state != MK_PAIR_STATE_BF16) {
-        pm = t->m + moment_offset(t, t->pair);
-        pv = t->v + moment_offset(t, t->pair);
-    }
-    args.weight_decay = t->groups[t->pair->group].decay ? (float)t->cfg.weight_decay : 0.0f;
-    if (sparse)
-        MK_TRY(mk_model_pair_table_adamw_sparse(
-            model, pm ? (void *)pm : t->pair_m16, pm ? (void *)pv : t->pair_v16, pm == NULL,
-            t->stamps, step - t->base, &args, dstats, mk_bf16_step_seed(step)));
-    else if (t->pair_state == MK_PAIR_STATE_BF16)
-        MK_TRY(t->fuse_pair_table
-                   ? mk_model_pair_table_adamw_bf16(model, t->pair_m16, t->pair_v16, &args, dstats,
-                                                    mk_bf16_step_seed(step))
-                   : be->adamw_bf16(stream, p + po, g + po, t->pair_m16, t->pair_v16, pn, &args,
-                                    dstats, mk_bf16_step_seed(step)));
-    else if (t->fuse_pair_table)
-        MK_TRY(mk_model_pair_table_adamw(model, pm, pv, &args, dstats));
-    else
-        MK_TRY(be->adamw(stream, p + po, g + po, pm, pv, pn, &args, dstats));
-    if (sparse) { /* every stamp's gap entry takes this step (the device skips it, too) */
-        const mk_adamw_consts k = mk_adamw_prepare(&args);
-        MK_TRY(be->pair_gap_advance(stream, t->gaps, step - t->base, (double)k.decay,
-                                    (double)k.step_size, (double)k.inv_bc2_sqrt, (double)k.b1,
-                                    sqrt((double)k.b2), dstats));
-    }
+    mk_adamw_args args = adamw_args(t, lr, step);
+    MK_TRY(update_pair_table(t, &args, dstats, step, NULL));
     if (t->profile) t_pair = lap(t, &mark);
-    /* Then every other group, one launch each over its whole range (the model keeps the
-     * padding between its tensors at 0, which AdamW leaves at 0). */
-    for (int k = 0; k < t->num_groups; k++) {
-        const mk_param_group *pg = &t->groups[k];
-        if (pg->kind != MK_GROUP_DENSE) continue;
-        int64_t o = pg->offset, mo = t->moments_at[k];
-        args.weight_decay = pg->decay ? (float)t->cfg.weight_decay : 0.0f;
-        MK_TRY(be->adamw(stream, p + o, g + o, t->m + mo, t->v + mo, pg->size, &args, dstats));
-    }
+    MK_TRY(update_dense(t, &args, dstats));
     if (t->profile) t_opt = t_pair + lap(t, &mark);
-    if (be->host_memory) {
-        MK_TRY(be->to_host(stream, stats, dstats, MK_STAT_COUNT * sizeof(float)));
-        if (stats[MK_STAT_FINITE] == 0.0f) return not_finite(t, stats); /* AdamW skipped */
-    } else { /* file the stats on the device: no synchronisation (see the top of this file) */
-        MK_TRY(be->copy(stream, t->ring + (step % MK_STATS_RING) * MK_STAT_COUNT, dstats,
-                        MK_STAT_COUNT * sizeof(float)));
-    }
-    __atomic_store_n(&t->steps, step, __ATOMIC_RELAXED); /* read concurrently: see above */
+    MK_TRY(finish_step(t, step, dstats, stats));
     if (t->profile) {
         t->times.steps++;
         t->times.forward += t_fwd;
@@ -477,6 +543,122 @@ static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats)
         t->times.optimizer_pair_table += t_pair;
     }
     return MK_OK;
+}
+
+/* ------------------------------------------------------------ a step in two halves */
+
+/* Room for at least n named rows (ids and gradient rows), a quarter more than asked so
+ * that a slowly growing count does not reallocate every step; at most the table's rows. */
+static mk_status grow_rows(mk_trainer *t, int64_t n) {
+    const mk_backend *be = mk_model_backend(t->model);
+    void *stream = mk_model_stream(t->model);
+    int64_t cap = n + n / 4, P = mk_model_config(t->model)->pair_dim;
+    if (cap > pair_rows(t)) cap = pair_rows(t);
+    if (cap < n) cap = n;
+    be->free(stream, t->row_ids);
+    be->free(stream, t->row_grads);
+    t->row_ids = NULL;
+    t->row_grads = NULL;
+    t->row_capacity = 0;
+    void *ids = NULL, *grads = NULL;
+    mk_status st = be->alloc(stream, (size_t)(cap ? cap : 1) * sizeof(int64_t), &ids);
+    if (st == MK_OK) st = be->alloc(stream, (size_t)(cap * P > 0 ? cap * P : 1) * sizeof(float), &grads);
+    if (st != MK_OK) {
+        be->free(stream, ids);
+        return st;
+    }
+    t->row_ids = ids;
+    t->row_grads = grads;
+    t->row_capacity = cap;
+    return MK_OK;
+}
+
+static mk_status backward_staged(mk_trainer *t, const mk_batch *batch, float *stats,
+                                 int64_t *rows) {
+    mk_model *model = t->model;
+    const mk_backend *be = mk_model_backend(model);
+    void *stream = mk_model_stream(model);
+    float *dstats = mk_model_stats(model);
+    const int sparse = t->pair_update != MK_PAIR_UPDATE_DENSE;
+    MK_TRY(mk_model_forward_loss_prepared(model, batch, (float)t->cfg.value_weight,
+                                          sparse ? catch_up_batch : NULL, t));
+    MK_TRY(be->fill(stream, dstats + MK_STAT_LR, (float)mk_trainer_lr_at(&t->cfg, t->steps), 1));
+    MK_TRY(be->to_host(stream, stats, dstats, MK_STAT_COUNT * sizeof(float)));
+    if (stats[MK_STAT_FINITE] == 0.0f) return MK_OK; /* no gradient: nothing to apply */
+    MK_TRY(mk_model_backward(model, 0));
+    int64_t n = 0;
+    MK_TRY(mk_model_pair_grad_rows(model, t->row_ids, t->row_grads, t->row_capacity, &n));
+    if (n > t->row_capacity) {
+        MK_TRY(grow_rows(t, n));
+        MK_TRY(mk_model_pair_grad_rows(model, t->row_ids, t->row_grads, t->row_capacity, &n));
+    }
+    t->row_count = *rows = n;
+    t->pending = 1;
+    return MK_OK;
+}
+
+mk_status mk_trainer_backward(mk_trainer *t, const mk_batch *batch, float *stats, int64_t *rows) {
+    *rows = 0;
+    MK_TRY(mk_model_check_batch(t->model, "Trainer.step", batch, 1));
+    t->pending = 0;
+    t->row_count = 0;
+    mk_status st = backward_staged(t, batch, stats, rows), end = mk_model_end_batch(t->model);
+    if (st != MK_OK || end != MK_OK) t->pending = 0;
+    return st != MK_OK ? st : end;
+}
+
+void mk_trainer_dense_range(const mk_trainer *t, int64_t *offset, int64_t *size) {
+    int64_t lo = -1, hi = 0;
+    for (int k = 0; k < t->num_groups; k++) {
+        const mk_param_group *pg = &t->groups[k];
+        if (pg->kind != MK_GROUP_DENSE) continue;
+        if (lo < 0 || pg->offset < lo) lo = pg->offset;
+        if (pg->offset + pg->size > hi) hi = pg->offset + pg->size;
+    }
+    *offset = lo < 0 ? 0 : lo;
+    *size = lo < 0 ? 0 : hi - lo;
+}
+
+void mk_trainer_pair_rows(const mk_trainer *t, const int64_t **ids, const float **grads) {
+    *ids = t->row_ids;
+    *grads = t->row_grads;
+}
+
+mk_status mk_trainer_apply(mk_trainer *t, const int64_t *ids, const float *grads, int64_t n,
+                           float *stats) {
+    static const char op[] = "Trainer.apply";
+    mk_model *model = t->model;
+    const mk_backend *be = mk_model_backend(model);
+    void *stream = mk_model_stream(model);
+    float *dstats = mk_model_stats(model);
+    if (!t->pending)
+        return mk_fail(MK_ERR_VALUE,
+                       "%s: no backward to apply (each backward with a finite loss is applied "
+                       "once; a step, or a loaded state, since then cancels it)",
+                       op);
+    if (n < 0 || n > pair_rows(t))
+        return mk_fail(MK_ERR_VALUE, "%s: %lld pair-table rows given, the table has %lld", op,
+                       (long long)n, (long long)pair_rows(t));
+    if (be->host_memory)
+        for (int64_t i = 0; i < n; i++)
+            if (ids[i] < 0 || ids[i] >= pair_rows(t) || (i > 0 && ids[i] <= ids[i - 1]))
+                return mk_fail(MK_ERR_VALUE,
+                               "%s: pair-table row ids must be strictly ascending in [0, %lld); "
+                               "ids[%lld] = %lld%s",
+                               op, (long long)pair_rows(t), (long long)i, (long long)ids[i],
+                               i > 0 && ids[i] <= ids[i - 1] ? " follows a larger or equal one" : "");
+    float lr = (float)mk_trainer_lr_at(&t->cfg, t->steps);
+    stats[MK_STAT_LR] = lr;
+    if (!(stats[MK_STAT_FINITE] != 0.0f && isfinite(stats[MK_STAT_LOSS])))
+        return stats[MK_STAT_FINITE] = 0.0f, not_finite(t, stats);
+    MK_TRY(be->to_device(stream, dstats, stats, MK_STAT_COUNT * sizeof(float)));
+    t->pending = 0;
+    const int64_t step = t->steps + 1;
+    mk_adamw_args args = adamw_args(t, lr, step);
+    const given_rows given = {ids, grads, n};
+    MK_TRY(update_pair_table(t, &args, dstats, step, &given));
+    MK_TRY(update_dense(t, &args, dstats));
+    return finish_step(t, step, dstats, stats);
 }
 
 mk_status mk_trainer_read_stats(mk_trainer *t, int64_t step, float *stats) {

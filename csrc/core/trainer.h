@@ -129,6 +129,39 @@ mk_phase_times mk_trainer_times(const mk_trainer *trainer);
  * moments unchanged) and is reported when that step's stats are read. */
 mk_status mk_trainer_step(mk_trainer *trainer, const mk_batch *batch, float *stats);
 
+/* A step in two halves, for data-parallel training (manaka/distributed.py): each process
+ * runs mk_trainer_backward on its own batch, the processes exchange the gradients (the
+ * dense range of the model's gradient buffer summed, the named pair-table rows gathered
+ * and summed in rank order) and the loss, and each runs mk_trainer_apply with the same
+ * exchanged values, so every process makes the same update.
+ *
+ * mk_trainer_backward: checks the batch (MK_ERR_VALUE, nothing changed), runs forward
+ * ("sparse" / "lazy": the rows the batch names caught up first), loss and, when the loss
+ * is finite, backward: the dense gradients in the model's gradient buffer
+ * (mk_trainer_dense_range), the pair table's as the rows the batch names
+ * (mk_trainer_pair_rows, *rows of them; 0 when the loss is not finite). `stats` (host)
+ * receives the step's stats on every backend (a device backend synchronises). Nothing is
+ * updated and the step count does not move; a non-finite loss is not an error here (the
+ * caller exchanges the loss first and no process applies). */
+mk_status mk_trainer_backward(mk_trainer *trainer, const mk_batch *batch, float *stats,
+                              int64_t *rows);
+/* The dense gradients' range of mk_model_grads: [*offset, *offset + *size) floats, every
+ * parameter group but the pair table's (padding between tensors included, kept at 0). */
+void mk_trainer_dense_range(const mk_trainer *trainer, int64_t *offset, int64_t *size);
+/* The last backward's pair-table rows (device memory, valid until the next backward):
+ * ids [rows] ascending, grads [rows, P]. */
+void mk_trainer_pair_rows(const mk_trainer *trainer, const int64_t **ids, const float **grads);
+/* The update of the last backward (MK_ERR_VALUE if there is none, or it was applied), from
+ * the dense range of the model's gradient buffer as the caller left it and the pair-table
+ * rows ids [n] (strictly ascending, < the table's rows; checked on a backend with host
+ * memory) with gradient rows grads [n, P] (device memory): AdamW exactly as
+ * mk_trainer_step's ("dense": every row, the given rows' gradient and 0 elsewhere;
+ * "sparse" / "lazy": the given rows only, each caught up first), then step_count + 1.
+ * `stats` (host) are the stats to record for the step (the processes' mean): a non-finite
+ * loss there is MK_ERR_FLOAT with nothing changed. The lr field is the trainer's own. */
+mk_status mk_trainer_apply(mk_trainer *trainer, const int64_t *ids, const float *grads, int64_t n,
+                           float *stats);
+
 /* The stats of step `step` (1-based, as step_count after it) into `stats` (host): waits for
  * the device. MK_ERR_VALUE if the step is not among the last MK_STATS_RING steps;
  * MK_ERR_FLOAT if its loss was not finite (its update was skipped). Device backends only. */

@@ -15,6 +15,7 @@
  * function of its values, its gap entry and (for the update) its gradient sum, which is
  * bitwise the dense path's. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/manaka.h"
 
@@ -177,5 +178,96 @@ mk_status mk_pair_gap_advance_cpu(void *stream, double *gaps, int64_t n, double 
     if (!(stats && stats[MK_STAT_FINITE] == 0.0f))
         for (int64_t i = 0; i < n; i++) mk_gap_advance(gaps + i * MK_GAP_FIELDS, &s);
     mk_gap_reset(gaps + n * MK_GAP_FIELDS);
+    return MK_OK;
+}
+
+/* ------------------------------------------------------------ rows for a data-parallel exchange */
+
+/* pair_grad_rows runs the groups twice: once to count each group's named rows (the
+ * groups run on any thread, in any order), once to copy them where the counts' prefix sum
+ * puts them: ascending, whatever the thread count. */
+static void count_group(void *ctx, int64_t h, const float *acc, const int32_t *touched,
+                        int32_t n_touched) {
+    (void)acc, (void)touched;
+    ((int64_t *)ctx)[h] = n_touched;
+}
+
+typedef struct {
+    const int64_t *at; /* [V] where group h's rows start in ids / out */
+    int64_t P;
+    int64_t *ids;
+    float *out;
+} row_copy;
+
+static void copy_group(void *ctx, int64_t h, const float *acc, const int32_t *touched,
+                       int32_t n_touched) {
+    const row_copy *c = ctx;
+    const int64_t first = mk_num_pairs(h), at = c->at[h];
+    for (int32_t x = 0; x < n_touched; x++) {
+        c->ids[at + x] = first + touched[x];
+        memcpy(c->out + (at + x) * c->P, acc + (int64_t)touched[x] * c->P,
+               (size_t)c->P * sizeof(float));
+    }
+}
+
+mk_status mk_pair_grad_rows_cpu(void *stream, const float *grad, const int32_t *tokens,
+                                int64_t rows, int64_t T, int64_t P, int64_t V, int64_t *ids,
+                                float *out, int64_t capacity, int64_t *count, void *work,
+                                size_t work_bytes) {
+    (void)stream;
+    *count = 0;
+    MK_TRY(mk_pair_check_work_cpu("pair_grad_rows", rows, T, V, work, work_bytes));
+    if (V == 0) return MK_OK;
+    int64_t *at = calloc((size_t)V, sizeof(int64_t));
+    if (!at) return mk_fail(MK_ERR_NOMEM, "pair_grad_rows: out of memory for its scratch");
+    mk_status st = mk_pair_grad_groups_cpu(NULL, tokens, rows, T, P, V, work, 1, count_group, at);
+    int64_t total = 0;
+    for (int64_t h = 0; st == MK_OK && h < V; h++) {
+        const int64_t n = at[h];
+        at[h] = total;
+        total += n;
+    }
+    if (st == MK_OK) *count = total;
+    if (st == MK_OK && total <= capacity && total > 0) {
+        row_copy c = {at, P, ids, out};
+        st = mk_pair_grad_groups_cpu(grad, tokens, rows, T, P, V, work, 1, copy_group, &c);
+    }
+    free(at);
+    return st;
+}
+
+mk_status mk_pair_rows_scatter_cpu(void *stream, const int64_t *ids, const float *src, int64_t n,
+                                   int64_t P, float *dst) {
+    (void)stream;
+#pragma omp parallel for schedule(static) num_threads(mk_get_num_threads()) \
+    if (n * P >= MK_PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++)
+        memcpy(dst + ids[i] * P, src + i * P, (size_t)P * sizeof(float));
+    return MK_OK;
+}
+
+mk_status mk_pair_rows_adamw_cpu(void *stream, const int64_t *ids, const float *grad, int64_t n,
+                                 int64_t P, float *p, void *m, void *v, int bf16,
+                                 int32_t *stamps, const double *gaps, int64_t now, int drift,
+                                 float eps, uint64_t catch_up_seed, const mk_adamw_args *args,
+                                 const float *stats, uint64_t seed) {
+    (void)stream;
+    if (stats && stats[MK_STAT_FINITE] == 0.0f) return MK_OK;
+    const mk_adamw_consts k = mk_adamw_prepare(args);
+    const catch_up c = {P, p, m, v, bf16 != 0, drift, eps, catch_up_seed, gaps, stamps,
+                        (int32_t)(now - 1)};
+    /* each row is its own: the result does not depend on the thread that runs it */
+#pragma omp parallel for schedule(static) num_threads(mk_get_num_threads()) \
+    if (n * P >= MK_PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t q = ids[i], o = q * P;
+        if (stamps && stamps[q] != c.now) catch_up_row(&c, q, stamps[q]);
+        if (bf16)
+            adamw_run_bf16(&k, p + o, grad + i * P, (uint16_t *)m + o, (uint16_t *)v + o, P, seed,
+                           o);
+        else
+            adamw_run(&k, p + o, grad + i * P, (float *)m + o, (float *)v + o, P);
+        if (stamps) stamps[q] = (int32_t)now;
+    }
     return MK_OK;
 }

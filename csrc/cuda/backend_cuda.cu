@@ -14,6 +14,7 @@ extern "C" mk_status mk_scratch_bytes_cuda(const mk_step_shapes *sh, size_t *byt
         (st = mk_pair_sums_backward_cuda_ws_bytes(sh->rows, sh->T, mk_num_pairs(sh->V), &pair)) !=
             MK_OK)
         return st;
+    if (pair) pair += MK_ROWS_WORD_BYTES; /* pair_grad_rows' count word */
     *bytes = gather > power ? gather : power;
     if (pair > *bytes) *bytes = pair;
     return MK_OK;

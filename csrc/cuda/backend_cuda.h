@@ -17,7 +17,8 @@ extern const mk_backend mk_backend_cuda;
 /* Every entry x of mk_backend is mk_x_cuda, with the prototype backend_ops.def gives it:
  * memory.cu (memory), dense.cu (gemm, bias_act, sigmoid), loss.cu, gather_dot.cu,
  * power_sums.cu, pair_sums.cu, adamw.cu (every AdamW variant), pair_sparse.cu (the sparse
- * pair-table update), policy_head.cu, streams.cu (the batch copy stream and its events),
+ * pair-table update), pair_rows.cu (the rows a data-parallel step exchanges),
+ * policy_head.cu, streams.cu (the batch copy stream and its events),
  * check.cu (batch_check: mk_find_fault_cuda, runtime.h, over mk_batch_rules) and
  * backend_cuda.cu (scratch_bytes: the largest of the bucket sorts of gather_dot_backward,
  * power_sums_backward and the pair-table backward, which run one after another on the
@@ -25,6 +26,10 @@ extern const mk_backend mk_backend_cuda;
 #define MK_OP(ret, name, params) ret mk_##name##_cuda params;
 #include "core/backend_ops.def"
 #undef MK_OP
+
+/* pair_rows.cu: pair_grad_rows carves its row count (one int64 the host reads) from the
+ * last bytes of its scratch, after the pair table's buckets: scratch_bytes adds these. */
+#define MK_ROWS_WORD_BYTES 64
 
 /* staging_ring.cu: host -> device through a pinned ring, without waiting for the stream */
 mk_status mk_cuda_stage_to_device(void *dst, const void *src, size_t bytes, void *stream);

@@ -302,6 +302,172 @@ static PyObject *trainer_step_device(trainer_object *self, PyObject *holder) {
     return run_step(self, op, &batch, holder);
 }
 
+/* ------------------------------------------------------------ the step in two halves
+ * (mk_trainer_backward / mk_trainer_apply; manaka/distributed.py exchanges between them). */
+
+/* backward(tokens, legal, counts, target, value, policy_target, loaded=None) -> (stats, rows):
+ * stats float32 [MK_STAT_COUNT] (on every backend), rows the number of pair-table rows the
+ * batch names (their ids and gradient rows: pair_rows()). */
+static PyObject *trainer_backward(trainer_object *self, PyObject *args) {
+    REQUIRE_TRAINER(self, NULL);
+    static const char op[] = "Trainer.step";
+    PyObject *tokens, *legal, *counts, *target, *value, *soft, *loaded = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOO|O", &tokens, &legal, &counts, &target, &value, &soft,
+                          &loaded))
+        return NULL;
+    mk_batch_args held;
+    mk_batch batch;
+    if (mk_batch_from_args(op, tokens, legal, counts, target, value, soft, loaded, &held, &batch) < 0)
+        return NULL;
+    npy_intp dims[1] = {MK_STAT_COUNT};
+    PyObject *stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0), *out = NULL;
+    int slot = stats ? mk_model_batch_begin(self->model, op) : -2;
+    if (slot >= -1) {
+        mk_status status;
+        int64_t rows = 0;
+        Py_BEGIN_ALLOW_THREADS;
+        status = mk_trainer_backward(self->trainer, &batch, PyArray_DATA((PyArrayObject *)stats),
+                                     &rows);
+        Py_END_ALLOW_THREADS;
+        mk_model_batch_end(self->model, slot, NULL);
+        if (status != MK_OK) mk_raise_status(status);
+        else out = Py_BuildValue("(OL)", stats, (long long)rows);
+    }
+    Py_XDECREF(stats);
+    mk_batch_args_release(&held);
+    return out;
+}
+
+/* A device buffer as a __cuda_array_interface__ dict (version 3, synchronised: the
+ * trainer's halves end with a host read of the stats on the model's stream). */
+static PyObject *cuda_interface(const void *ptr, const char *typestr, Py_ssize_t n0,
+                                Py_ssize_t n1, int ndim) {
+    PyObject *shape = ndim == 1 ? Py_BuildValue("(n)", n0) : Py_BuildValue("(nn)", n0, n1);
+    if (!shape) return NULL;
+    return Py_BuildValue("{s:N,s:s,s:(Ni),s:i,s:O}", "shape", shape, "typestr", typestr, "data",
+                         PyLong_FromVoidPtr((void *)ptr), 0, "version", 3, "strides", Py_None);
+}
+
+/* dense_grads() -> the dense range of the model's gradient buffer (mk_trainer_dense_range),
+ * float32 [n]: a writable NumPy view on a host backend (the exchange sums into it in
+ * place; it keeps this trainer alive), a __cuda_array_interface__ dict on a device. */
+static PyObject *trainer_dense_grads(trainer_object *self, PyObject *unused) {
+    REQUIRE_TRAINER(self, NULL);
+    int64_t offset, size;
+    mk_trainer_dense_range(self->trainer, &offset, &size);
+    float *g = mk_model_grads(self->model->model) + offset;
+    if (!mk_model_backend(self->model->model)->host_memory)
+        return cuda_interface(g, "<f4", (Py_ssize_t)size, 0, 1);
+    npy_intp dims[1] = {(npy_intp)size};
+    PyObject *view = PyArray_SimpleNewFromData(1, dims, NPY_FLOAT32, g);
+    if (!view) return NULL;
+    if (PyArray_SetBaseObject((PyArrayObject *)view, Py_NewRef((PyObject *)self)) < 0) {
+        Py_DECREF(view);
+        return NULL;
+    }
+    return view;
+}
+
+/* pair_rows(rows) -> (ids int64 [rows], grads float32 [rows, P]) of the last backward:
+ * copies on a host backend, __cuda_array_interface__ dicts of the trainer's buffers (valid
+ * until the next backward) on a device. */
+static PyObject *trainer_pair_rows(trainer_object *self, PyObject *arg) {
+    REQUIRE_TRAINER(self, NULL);
+    long long n = PyLong_AsLongLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    const int64_t *ids;
+    const float *grads;
+    mk_trainer_pair_rows(self->trainer, &ids, &grads);
+    int64_t P = mk_model_config(self->model->model)->pair_dim;
+    if (n < 0 || (n > 0 && !ids)) {
+        PyErr_Format(PyExc_ValueError, "Trainer.pair_rows: no %lld rows from a backward", n);
+        return NULL;
+    }
+    if (!mk_model_backend(self->model->model)->host_memory)
+        return Py_BuildValue("(NN)", cuda_interface(ids, "<i8", (Py_ssize_t)n, 0, 1),
+                             cuda_interface(grads, "<f4", (Py_ssize_t)n, (Py_ssize_t)P, 2));
+    npy_intp d1[1] = {(npy_intp)n}, d2[2] = {(npy_intp)n, (npy_intp)P};
+    PyObject *a = PyArray_EMPTY(1, d1, NPY_INT64, 0), *b = PyArray_EMPTY(2, d2, NPY_FLOAT32, 0);
+    if (!a || !b) {
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        return NULL;
+    }
+    if (n > 0) {
+        memcpy(PyArray_DATA((PyArrayObject *)a), ids, (size_t)n * sizeof(int64_t));
+        memcpy(PyArray_DATA((PyArrayObject *)b), grads, (size_t)(n * P) * sizeof(float));
+    }
+    return Py_BuildValue("(NN)", a, b);
+}
+
+/* apply(ids, grads, stats) -> stats: ids int64 [n] and grads float32 [n, P] NumPy arrays on
+ * a host backend, or (on a device) the integers of device pointers, with n = len(ids)
+ * given as a fourth argument; stats float32 [MK_STAT_COUNT] (host), written back with the
+ * step's lr. Returns (stats, step). */
+static PyObject *trainer_apply(trainer_object *self, PyObject *args) {
+    REQUIRE_TRAINER(self, NULL);
+    static const char op[] = "Trainer.apply";
+    PyObject *ids_obj, *grads_obj, *stats_obj;
+    long long n_given = -1;
+    if (!PyArg_ParseTuple(args, "OOO|L", &ids_obj, &grads_obj, &stats_obj, &n_given)) return NULL;
+    const int host = mk_model_backend(self->model->model)->host_memory;
+    int64_t P = mk_model_config(self->model->model)->pair_dim;
+    PyArrayObject *ids = NULL, *grads = NULL, *stats = NULL;
+    PyObject *out = NULL;
+    const int64_t *ids_ptr;
+    const float *grads_ptr;
+    int64_t n;
+    stats = (PyArrayObject *)PyArray_FROMANY(stats_obj, NPY_FLOAT32, 1, 1,
+                                             NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ENSURECOPY);
+    if (!stats) goto done;
+    if (PyArray_DIM(stats, 0) != MK_STAT_COUNT) {
+        PyErr_Format(PyExc_ValueError, "%s: stats must hold %d floats, got %zd", op, MK_STAT_COUNT,
+                     (Py_ssize_t)PyArray_DIM(stats, 0));
+        goto done;
+    }
+    if (host) {
+        ids = (PyArrayObject *)PyArray_FROMANY(ids_obj, NPY_INT64, 1, 1, NPY_ARRAY_C_CONTIGUOUS);
+        if (!ids) goto done;
+        grads = (PyArrayObject *)PyArray_FROMANY(grads_obj, NPY_FLOAT32, 2, 2,
+                                                 NPY_ARRAY_C_CONTIGUOUS);
+        if (!grads) goto done;
+        n = PyArray_DIM(ids, 0);
+        if (PyArray_DIM(grads, 0) != n || PyArray_DIM(grads, 1) != P) {
+            PyErr_Format(PyExc_ValueError, "%s: grads must be [%lld, %lld] for %lld row ids, got "
+                         "[%zd, %zd]", op, (long long)n, (long long)P, (long long)n,
+                         (Py_ssize_t)PyArray_DIM(grads, 0), (Py_ssize_t)PyArray_DIM(grads, 1));
+            goto done;
+        }
+        ids_ptr = PyArray_DATA(ids);
+        grads_ptr = PyArray_DATA(grads);
+    } else {
+        ids_ptr = PyLong_AsVoidPtr(ids_obj);
+        if (PyErr_Occurred()) goto done;
+        grads_ptr = PyLong_AsVoidPtr(grads_obj);
+        if (PyErr_Occurred()) goto done;
+        if (n_given < 0) {
+            PyErr_Format(PyExc_ValueError, "%s: a device trainer takes the row count", op);
+            goto done;
+        }
+        n = n_given;
+    }
+    if (mk_model_acquire(self->model, op) < 0) goto done;
+    mk_status status;
+    int64_t step;
+    Py_BEGIN_ALLOW_THREADS;
+    status = mk_trainer_apply(self->trainer, ids_ptr, grads_ptr, n, PyArray_DATA(stats));
+    step = mk_trainer_step_count(self->trainer);
+    Py_END_ALLOW_THREADS;
+    mk_model_release(self->model);
+    if (status != MK_OK) mk_raise_status(status);
+    else out = Py_BuildValue("(OL)", (PyObject *)stats, (long long)step);
+done:
+    Py_XDECREF(ids);
+    Py_XDECREF(grads);
+    Py_XDECREF(stats);
+    return out;
+}
+
 /* read_stats(step) -> float32 [MK_STAT_COUNT]: a device backend's stats of that step. */
 static PyObject *trainer_read_stats(trainer_object *self, PyObject *arg) {
     REQUIRE_TRAINER(self, NULL);
@@ -461,6 +627,12 @@ static PyMethodDef trainer_methods[] = {
     {"step_device", (PyCFunction)trainer_step_device, METH_O,
      "step_device(device_batch): a step on a manaka._cuda._DeviceBatch, read in place."},
     {"read_stats", (PyCFunction)trainer_read_stats, METH_O, NULL},
+    {"backward", (PyCFunction)trainer_backward, METH_VARARGS,
+     "backward(tokens, legal, counts, target, value, policy_target, loaded=None) -> (stats, rows)"},
+    {"dense_grads", (PyCFunction)trainer_dense_grads, METH_NOARGS, NULL},
+    {"pair_rows", (PyCFunction)trainer_pair_rows, METH_O, NULL},
+    {"apply", (PyCFunction)trainer_apply, METH_VARARGS,
+     "apply(ids, grads, stats[, n]) -> (stats, step)"},
     {"config", (PyCFunction)trainer_config, METH_NOARGS, NULL},
     {"configure", (PyCFunction)(void (*)(void))trainer_configure, METH_VARARGS | METH_KEYWORDS, NULL},
     {"load", (PyCFunction)(void (*)(void))trainer_load, METH_VARARGS | METH_KEYWORDS,

@@ -1,0 +1,112 @@
+"""Worker processes of tests/test_trainer_distributed.py (spawned: a module of their own so
+that the child processes can import the function they run)."""
+import datetime
+import os
+import time
+import traceback
+
+import numpy as np
+
+import manaka as mk
+import model_cases as cases
+
+STEPS, B, L, LR = 3, 4, 8, 0.02
+
+
+def config():
+    return cases.config(hidden=(9,), num_tokens=23, T=7, pair_dim=3)
+
+
+def global_batch(world: int, step: int, seed: int) -> mk.Batch:
+    """The concatenated batch of all ranks at `step`: W * B rows."""
+    return cases.batch(config(), B=world * B, L=L, seed=seed + step, empty_fraction=0.3)
+
+
+def shard(batch: mk.Batch, rank: int) -> mk.Batch:
+    rows = slice(rank * B, (rank + 1) * B)
+    return mk.Batch(batch.tokens[rows], batch.legal[rows], batch.counts[rows], batch.target[rows],
+                    batch.value[rows], None if batch.policy_target is None else batch.policy_target[rows])
+
+
+def one_process(world: int, pair_update: str, seed: int):
+    """The reference: one process, no process group, on the concatenated batches."""
+    model = mk.Model(config(), seed=3)
+    trainer = mk.Trainer(model, lr=LR, pair_update=pair_update)
+    losses = [trainer.step(global_batch(world, k, seed)).loss for k in range(STEPS)]
+    return model.state_dict(), losses
+
+
+def run(rank: int, world: int, rendezvous: str, out: str, updates, seed: int, kill: int = -1,
+        how: str = "exit", model_seed: int = 3, timeout: float = 20):
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    try:
+        dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=timeout))
+        for update in updates:
+            model = mk.Model(config(), seed=model_seed if rank == world - 1 else 3)
+            trainer = mk.Trainer(model, lr=LR, pair_update=update, process_group=dist.group.WORLD)
+            losses, sent = [], []
+            for k in range(STEPS):
+                batch = shard(global_batch(world, k, seed), rank)
+                if k == 1 and rank == kill:
+                    trainer._core.backward(batch.tokens, batch.legal, batch.counts, batch.target,
+                                           batch.value, None)
+                    if how == "stall":  # alive but silent: the others must time out
+                        time.sleep(3600)
+                    os._exit(3)  # dies mid-step, between its backward and the exchange
+                stats = trainer.step(batch)
+                losses.append(stats.loss)
+                sent.append(trainer.last_exchange["sent"])
+            np.savez(os.path.join(out, f"{update}-rank{rank}.npz"), losses=np.array(losses), sent=np.array(sent),
+                     **model.state_dict())
+        dist.destroy_process_group()
+    except Exception:
+        with open(os.path.join(out, f"error{rank}.txt"), "w") as f:
+            f.write(traceback.format_exc())
+        os._exit(1)
+
+
+# ------------------------------------------------------------------ mk.fit on every rank
+
+FIT = dict(num_tokens=40, num_moves=60, tokens_per_side=6, orders=2)
+FIT_B, FIT_SEED = 8, 5  # positions per rank per step, the loader's seed
+
+
+def fit_dataset():
+    from types import SimpleNamespace
+    return mk.Dataset.synthetic(300, SimpleNamespace(**FIT), seed=9)
+
+
+def fit_model():
+    return mk.Model(mk.ModelConfig(**FIT, embed_dim=4, pair_dim=3, hidden=(8,), head_width=6), seed=2)
+
+
+def fit_loader(ds, world: int, rank: int = 0):
+    return mk.Loader(ds, batch_size=FIT_B * 2 // world, seed=FIT_SEED, producers=1, drop_last=True, rank=rank,
+                     world_size=world)
+
+
+def fit_run(rank: int, world: int, rendezvous: str, out: str, steps: int, checkpoint: str):
+    """fit on rank `rank`: its shard, a data-parallel trainer, rank 0's checkpoint."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    try:
+        dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=30))
+        model = fit_model()
+        trainer = mk.Trainer(model, lr=LR, pair_update="sparse", process_group=dist.group.WORLD)
+        lines = []
+        history = mk.fit(model, fit_loader(fit_dataset(), world, rank), steps=steps, trainer=trainer,
+                         checkpoint=checkpoint, log=lines.append, log_every=1, progress=False)
+        np.savez(os.path.join(out, f"fit-rank{rank}.npz"), lines=np.array(len(lines)),
+                 loss=history["loss"], **model.state_dict())
+        dist.destroy_process_group()
+    except Exception:
+        with open(os.path.join(out, f"error{rank}.txt"), "w") as f:
+            f.write(traceback.format_exc())
+        os._exit(1)
