@@ -41,7 +41,7 @@ PyMODINIT_FUNC PyInit__core(void) {
     PyObject *module = PyModule_Create(&module_def);
     if (!module) return NULL;
     if (mk_init_ops(module) < 0 || mk_init_model(module) < 0 || mk_init_loader(module) < 0 ||
-        mk_init_shogi(module) < 0 || mk_init_hcpe3(module) < 0 || mk_init_dataset(module) < 0 || mk_init_core_api(module) < 0) {
+        mk_init_records(module) < 0 || mk_init_shogi(module) < 0 || mk_init_hcpe3(module) < 0 || mk_init_dataset(module) < 0 || mk_init_core_api(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }
