@@ -1,8 +1,8 @@
 /* manaka._core: the CPython module. Each concern registers its own functions
- * (ops_binding.c, model_binding.c, loader_binding.c, shogi_binding.c, dataset_binding.c) and
- * core_api.c the capsule manaka._testing runs the engine through; this file only assembles
- * them and answers build_info(). The test hooks are not here: they are manaka._testing
- * (csrc/python/testing/), which the package never imports. */
+ * (ops_binding.c, model_binding.c, loader_binding.c, records_binding.c, shogi_binding.c,
+ * dataset_binding.c) and core_api.c the capsule manaka._testing runs the engine through;
+ * this file only assembles them and answers build_info(). The test hooks are not here: they
+ * are manaka._testing (csrc/python/testing/), which the package never imports. */
 #define MANAKA_BINDING_MAIN
 #include "model_binding.h"
 

@@ -387,8 +387,8 @@ static void Records_dealloc(RecordsObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* The soft targets' arrays (hcpe3), one (raw, info) pair per file of `records[f]` records:
- * 0, or -1 with an exception. */
+/* The soft targets' arrays (hcpe3), one (raw, info) pair per file, file i holding
+ * start[i + 1] - start[i] records: 0, or -1 with an exception. */
 static int soft_arg(RecordsObject *self, PyObject *soft, Py_ssize_t n, const int64_t *start) {
     self->raw = calloc((size_t)n, sizeof *self->raw);
     self->info = calloc((size_t)n, sizeof *self->info);
