@@ -1,7 +1,8 @@
 /* manaka._testing.ToyRecords: a second, trivial game over the record-file row source
  * (csrc/data/record_source.h), so that the tests feed the Loader rows of a game that is not
  * shogi, through the same capsule (python/common/row_source_capsule.h) and from another
- * extension than _core.
+ * extension than _core (whose record-file binding, python/core/records_binding.c, is
+ * compiled in here too).
  *
  * A record is its own row, TOY_RECORD_BYTES uint8: tokens [2 * TOY_T], the legal count n,
  * legal ids [TOY_K] (the first n count), the target's index, the value * 255, soft weights
@@ -14,8 +15,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "data/record_source.h"
 #include "python/common/row_source_capsule.h"
+#include "python/core/records_binding.h"
 
 enum { TOY_T = 2, TOY_K = 6, TOY_RECORD_BYTES = 2 * TOY_T + 1 + TOY_K + 1 + 1 + TOY_K };
 
@@ -96,52 +97,18 @@ static int Toy_init(ToyObject *self, PyObject *args, PyObject *kwds) {
         .num_tokens = 256, .num_moves = 256, .soft = soft, .ctx = NULL,
         .row = toy_row, .reason = toy_reason,
     };
-    /* mk_record_files_arg is _core's binding: the same checks, written here for the hook */
-    Py_ssize_t n = PyList_GET_SIZE(files);
-    if (n < 1 || n != PyList_GET_SIZE(names) || n > 64) {
-        PyErr_SetString(PyExc_ValueError, "ToyRecords: files and names must be equal lists of 1 to 64");
-        return -1;
-    }
-    const uint8_t *data[64];
-    int64_t records[64];
-    const char *text[64];
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *a = PyList_GET_ITEM(files, i);
-        if (!PyArray_Check(a) || PyArray_TYPE((PyArrayObject *)a) != NPY_UINT8 ||
-            PyArray_NDIM((PyArrayObject *)a) != 2 || PyArray_DIM((PyArrayObject *)a, 1) != TOY_RECORD_BYTES ||
-            !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)a)) {
-            PyErr_Format(PyExc_ValueError, "ToyRecords: files[%zd] must be a C-contiguous uint8 [n, %d] array", i,
-                         (int)TOY_RECORD_BYTES);
-            return -1;
-        }
-        text[i] = PyUnicode_AsUTF8(PyList_GET_ITEM(names, i));
-        if (!text[i]) return -1;
-        data[i] = PyArray_DATA((PyArrayObject *)a);
-        records[i] = PyArray_DIM((PyArrayObject *)a, 0);
-    }
-    mk_status status = mk_record_files_init(&self->files, &game, (int)n, data, records, text, skip);
-    if (status != MK_OK) {
-        mk_raise_where("ToyRecords", status);
-        return -1;
-    }
+    if (mk_record_files_arg(&self->files, &game, files, names, skip, "ToyRecords") < 0) return -1;
     self->source = mk_record_row_source(&self->files);
     self->arrays = Py_NewRef(files);
     return 0;
 }
-
-static void capsule_release(PyObject *capsule) { Py_XDECREF(PyCapsule_GetContext(capsule)); }
 
 static PyObject *Toy_capsule(ToyObject *self, void *closure) {
     if (!self->arrays) {
         PyErr_SetString(PyExc_RuntimeError, "ToyRecords: not initialised");
         return NULL;
     }
-    PyObject *capsule = PyCapsule_New(&self->source, MK_ROW_SOURCE_CAPSULE, capsule_release);
-    if (capsule && PyCapsule_SetContext(capsule, Py_NewRef((PyObject *)self)) < 0) {
-        Py_DECREF((PyObject *)self);
-        Py_CLEAR(capsule);
-    }
-    return capsule;
+    return mk_row_source_capsule((PyObject *)self, &self->source);
 }
 
 static PyObject *Toy_locate(ToyObject *self, PyObject *args) {
