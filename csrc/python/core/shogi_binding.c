@@ -429,6 +429,9 @@ static int Records_init(RecordsObject *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "ShogiRecords: already initialised");
         return -1;
     }
+    mk_record_files_free(&self->files); /* what a failed earlier __init__ left */
+    free(self->raw), free(self->info), free(self->raw_size);
+    self->raw = NULL, self->info = NULL, self->raw_size = NULL;
     if (!PyArg_ParseTuple(args, "iO!O!dp|pOi", &format, &PyList_Type, &files, &PyList_Type, &names,
                           &eval_weight, &skip, &mirror, &soft, &encoding) ||
         format_arg(format) < 0 || moves_arg(encoding) < 0)

@@ -84,6 +84,7 @@ static int Toy_init(ToyObject *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "ToyRecords: already initialised");
         return -1;
     }
+    mk_record_files_free(&self->files); /* what a failed earlier __init__ left */
     if (!PyArg_ParseTuple(args, "O!O!p|ip", &PyList_Type, &files, &PyList_Type, &names, &skip,
                           &variants, &soft))
         return -1;
