@@ -377,21 +377,17 @@ def extensions(cuda):
         extra_link_args=[*openmp_flags(APPLE)[1], "-pthread"],
         depends=sources("core/*.h", "core/*.def", "data/*.h", "cpu/*.h", "shogi/*.h", "python/common/*.h", "python/core/*.h"),
     )
-    # The hooks link only the argument conversion (binding.c) and the stateless record-file
-    # row source with its binding (data/record_source.c, python/core/records_binding.c, for
-    # a second game beside shogi): the engine, its error buffer
+    # The hooks link only the argument conversion (binding.c): the engine, its error buffer
     # and thread count are _core's, reached through the capsule manaka._core._api
     # (csrc/python/core/core_api.h says why), so no BLAS or OpenMP runtime is linked. The
     # compile flags are _core's: setuptools puts both extensions' binding.o at one path in
     # build_temp, and the object must be right for either.
     testing = Extension(
         "manaka._testing",
-        sources=sources("python/testing/*.c") + ["csrc/python/common/binding.c", "csrc/data/record_source.c",
-                                                     "csrc/python/core/records_binding.c"],
+        sources=sources("python/testing/*.c") + ["csrc/python/common/binding.c"],
         include_dirs=[numpy.get_include(), "csrc"],
         extra_compile_args=c_flags(),
-        depends=sources("core/*.h", "core/*.def", "data/*.h", "python/common/*.h", "python/common/core_api.h",
-                        "python/core/records_binding.h", "python/testing/*.h"),
+        depends=sources("core/*.h", "core/*.def", "data/*.h", "python/common/*.h", "python/common/core_api.h", "python/testing/*.h"),
     )
     if not cuda:
         return [core, testing]

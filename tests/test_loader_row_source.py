@@ -1,8 +1,9 @@
-"""The Loader over a row source of a game that is not shogi: manaka._testing.ToyRecords, a
-trivial game on the generic record-file source (csrc/data/record_source.c), offered to
-manaka._core.Loader through the row source capsule from another extension. Every batch is
-checked against the records decoded in NumPy: which records, which variant, soft targets,
-left-out bad records and the error naming a bad record's file."""
+"""The Loader over a row source of a game that is not shogi: manaka._testing.toy_game, a
+trivial game whose row function lives in another extension, handed as a capsule to
+_core.GameRecords (the generic record-file source, csrc/data/record_source.c), whose rows
+reach manaka._core.Loader through the row source capsule. Every batch is checked against
+the records decoded in NumPy: which records, which variant, soft targets, left-out bad
+records and the error naming a bad record's file."""
 import gc
 
 import numpy as np
@@ -70,7 +71,7 @@ class ToyDataset:
 
     def __init__(self, files, names, skip=False, variants=1, soft=False):
         self.files, self.names, self.variants, self.soft = files, names, variants, soft
-        self._row_source = _testing.ToyRecords(files, names, skip, variants, soft)
+        self._row_source = _core.GameRecords(_testing.toy_game(variants, soft), files, names, skip)
         self.starts = np.cumsum([0] + [len(f) for f in files])
 
     def __len__(self):
@@ -185,9 +186,20 @@ def test_a_row_source_attribute_must_be_a_capsule():
 
 
 def test_record_files_arguments_are_checked():
-    with pytest.raises(ValueError, match=r"ToyRecords: files\[0\] must be a C-contiguous uint8 \[n, 19\] array"):
-        _testing.ToyRecords([np.zeros((3, 18), np.uint8)], ["a"], False)
+    game = _testing.toy_game()
+    with pytest.raises(ValueError, match=r"GameRecords: files\[0\] must be a C-contiguous uint8 \[n, 19\] array"):
+        _core.GameRecords(game, [np.zeros((3, 18), np.uint8)], ["a"], False)
+    with pytest.raises(ValueError, match="GameRecords: files and names must be equal, non-empty lists"):
+        _core.GameRecords(game, [], [], False)
+    with pytest.raises(TypeError, match="GameRecords: game must be a manaka.record_game capsule, got str"):
+        _core.GameRecords("toy", [np.zeros((3, 19), np.uint8)], ["a"], False)
+    with pytest.raises(RuntimeError, match="GameRecords: not initialised"):
+        _core.GameRecords.__new__(_core.GameRecords)._row_source_capsule
+    with pytest.raises(IndexError, match="GameRecords: row 6 is out of range for 6 rows"):
+        _core.GameRecords(_testing.toy_game(2), [np.zeros((3, 19), np.uint8)], ["a"], False).locate(6)
     with pytest.raises(ValueError, match="map_records: record_bytes must be in"):
         _core.map_records(__file__, 0)
     with pytest.raises(OSError):
         _core.map_records("/nonexistent/records.toy", WIDTH)
+    with pytest.raises(ValueError, match="map_records: .* is not a regular file"):
+        _core.map_records("/tmp", WIDTH)

@@ -129,6 +129,101 @@ static PyObject *py_map_records(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* _core.GameRecords(game, files, names, skip): the record files of any game as a row source
+ * for the Loader; game a MK_RECORD_GAME_CAPSULE capsule (row_source_capsule.h), files and
+ * names as mk_record_files_arg's. len() is the number of rows, locate(row) -> (file, record
+ * index, variant). */
+typedef struct {
+    PyObject_HEAD
+    mk_record_files files;
+    mk_row_source source;
+    PyObject *game;   /* the game's capsule, kept alive: files.game.ctx and its functions */
+    PyObject *arrays; /* the record arrays, kept alive: the producers read them in place */
+} GameRecordsObject;
+
+static void GameRecords_dealloc(GameRecordsObject *self) {
+    mk_record_files_free(&self->files);
+    Py_XDECREF(self->game);
+    Py_XDECREF(self->arrays);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int GameRecords_init(GameRecordsObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *game, *files, *names;
+    int skip;
+    if (self->arrays) {
+        PyErr_SetString(PyExc_RuntimeError, "GameRecords: already initialised");
+        return -1;
+    }
+    mk_record_files_free(&self->files); /* what a failed earlier __init__ left */
+    if (!PyArg_ParseTuple(args, "OO!O!p", &game, &PyList_Type, &files, &PyList_Type, &names, &skip))
+        return -1;
+    const mk_record_game *g = PyCapsule_IsValid(game, MK_RECORD_GAME_CAPSULE)
+                                  ? PyCapsule_GetPointer(game, MK_RECORD_GAME_CAPSULE)
+                                  : NULL;
+    if (!g) {
+        PyErr_Format(PyExc_TypeError, "GameRecords: game must be a %s capsule, got %s",
+                     MK_RECORD_GAME_CAPSULE, Py_TYPE(game)->tp_name);
+        return -1;
+    }
+    if (mk_record_files_arg(&self->files, g, files, names, skip, "GameRecords") < 0) return -1;
+    self->source = mk_record_row_source(&self->files);
+    Py_XSETREF(self->game, Py_NewRef(game));
+    self->arrays = Py_NewRef(files);
+    return 0;
+}
+
+static int initialised(GameRecordsObject *self) {
+    if (self->arrays) return 1;
+    PyErr_SetString(PyExc_RuntimeError, "GameRecords: not initialised");
+    return 0;
+}
+
+static PyObject *GameRecords_capsule(GameRecordsObject *self, void *closure) {
+    return initialised(self) ? mk_row_source_capsule((PyObject *)self, &self->source) : NULL;
+}
+
+static PyObject *GameRecords_locate(GameRecordsObject *self, PyObject *args) {
+    long long row;
+    if (!PyArg_ParseTuple(args, "L", &row) || !initialised(self)) return NULL;
+    if (row < 0 || row >= self->source.num_rows)
+        return PyErr_Format(PyExc_IndexError, "GameRecords: row %lld is out of range for %lld rows", row,
+                            (long long)self->source.num_rows);
+    int file, variant;
+    int64_t index;
+    mk_record_locate(&self->files, row, &file, &index, &variant);
+    return Py_BuildValue("iLi", file, (long long)index, variant);
+}
+
+static Py_ssize_t GameRecords_len(GameRecordsObject *self) { return (Py_ssize_t)self->source.num_rows; }
+
+static PySequenceMethods GameRecords_sequence = {.sq_length = (lenfunc)GameRecords_len};
+
+static PyGetSetDef GameRecords_getset[] = {
+    {MK_ROW_SOURCE_ATTRIBUTE, (getter)GameRecords_capsule, NULL,
+     "the rows as a row source capsule for the Loader (python/common/row_source_capsule.h)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef GameRecords_methods[] = {
+    {"locate", (PyCFunction)GameRecords_locate, METH_VARARGS,
+     "locate(row) -> (file, record index, variant)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject GameRecordsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "manaka._core.GameRecords",
+    .tp_basicsize = sizeof(GameRecordsObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "GameRecords(game, files, names, skip): any game's record files as a Loader row source.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)GameRecords_init,
+    .tp_dealloc = (destructor)GameRecords_dealloc,
+    .tp_as_sequence = &GameRecords_sequence,
+    .tp_getset = GameRecords_getset,
+    .tp_methods = GameRecords_methods,
+};
+
 static PyMethodDef records_methods[] = {
     {"map_records", py_map_records, METH_VARARGS,
      "map_records(path, record_bytes) -> (records uint8 [n, record_bytes] read-only, size): "
@@ -136,4 +231,7 @@ static PyMethodDef records_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-int mk_init_records(PyObject *module) { return PyModule_AddFunctions(module, records_methods); }
+int mk_init_records(PyObject *module) {
+    if (PyModule_AddFunctions(module, records_methods) < 0 || PyType_Ready(&GameRecordsType) < 0) return -1;
+    return PyModule_AddObjectRef(module, "GameRecords", (PyObject *)&GameRecordsType);
+}

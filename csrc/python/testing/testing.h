@@ -1,12 +1,11 @@
 /* manaka._testing: test and benchmark hooks that run entries of a backend's op table on
  * host arrays (backend_probe.c, gemm_probe.c, policy_head_probe.c) or report the compiled
- * layout of the table and its structs (backend_layout.c), and a second, trivial game over
- * the record-file row source that feeds _core's Loader (toy_records.c). A separate extension so that the
+ * layout of the table and its structs (backend_layout.c), and a second, trivial game for
+ * _core's record-file row source (toy_records.c). A separate extension so that the
  * shipped manaka._core holds none of them; the package never imports it (tests and the
  * gemm / policy_head benchmarks do).
  *
- * It links no engine code (core/, cpu/) and of the data layer only record_source.c, which
- * holds no state (its mk_fail is _core's, toy_records.c): every engine call goes through mk_core, the
+ * It links no engine code (core/, cpu/): every engine call goes through mk_core, the
  * table manaka._core lends (python/common/core_api.h says why), and every op table is
  * _core's own or another extension's capsule. Only the argument conversion of
  * python/common/binding.c is compiled in; its mk_raise_status reads mk_error(), which

@@ -1,8 +1,8 @@
-/* manaka._testing.ToyRecords: a second, trivial game over the record-file row source
+/* manaka._testing.toy_game: a second, trivial game for the record-file row source
  * (csrc/data/record_source.h), so that the tests feed the Loader rows of a game that is not
- * shogi, through the same capsule (python/common/row_source_capsule.h) and from another
- * extension than _core (whose record-file binding, python/core/records_binding.c, is
- * compiled in here too).
+ * shogi and whose row function lives in another extension than _core: the game crosses as
+ * a capsule to _core.GameRecords, its rows as a capsule to _core.Loader
+ * (python/common/row_source_capsule.h).
  *
  * A record is its own row, TOY_RECORD_BYTES uint8: tokens [2 * TOY_T], the legal count n,
  * legal ids [TOY_K] (the first n count), the target's index, the value * 255, soft weights
@@ -12,24 +12,12 @@
  * the NumPy reference. */
 #include "testing.h"
 
-#include <stdarg.h>
-#include <stdio.h>
+#include <stdlib.h>
 
+#include "data/record_source.h"
 #include "python/common/row_source_capsule.h"
-#include "python/core/records_binding.h"
 
 enum { TOY_T = 2, TOY_K = 6, TOY_RECORD_BYTES = 2 * TOY_T + 1 + TOY_K + 1 + 1 + TOY_K };
-
-/* record_source.c reports through mk_fail: here _core's, so that mk_raise_status reads the
- * message it wrote. Hidden, as module.c's mk_error. */
-__attribute__((visibility("hidden"))) mk_status mk_fail(mk_status status, const char *fmt, ...) {
-    char message[512];
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(message, sizeof message, fmt, args);
-    va_end(args);
-    return mk_core->fail(status, "%s", message);
-}
 
 static int toy_row(const void *ctx, const uint8_t *rec, int file, int64_t index, int variant,
                    int32_t *tokens, int32_t *legal, int32_t *target, float *value, float *policy) {
@@ -63,98 +51,34 @@ static const char *toy_reason(const void *ctx, int code) {
 
 static const char *const toy_notes[2] = {"", " (reversed)"};
 
-typedef struct {
-    PyObject_HEAD
-    mk_record_files files;
-    mk_row_source source;
-    PyObject *arrays; /* kept alive: the producers read them in place */
-} ToyObject;
+static void game_free(PyObject *capsule) { free(PyCapsule_GetPointer(capsule, MK_RECORD_GAME_CAPSULE)); }
 
-static void Toy_dealloc(ToyObject *self) {
-    mk_record_files_free(&self->files);
-    Py_XDECREF(self->arrays);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-/* ToyRecords(files, names, skip, variants=1, soft=False): files a list of uint8 [n, 19]. */
-static int Toy_init(ToyObject *self, PyObject *args, PyObject *kwds) {
-    PyObject *files, *names;
-    int skip, variants = 1, soft = 0;
-    if (self->arrays) {
-        PyErr_SetString(PyExc_RuntimeError, "ToyRecords: already initialised");
-        return -1;
-    }
-    mk_record_files_free(&self->files); /* what a failed earlier __init__ left */
-    if (!PyArg_ParseTuple(args, "O!O!p|ip", &PyList_Type, &files, &PyList_Type, &names, &skip,
-                          &variants, &soft))
-        return -1;
-    if (variants != 1 && variants != 2) {
-        PyErr_Format(PyExc_ValueError, "ToyRecords: variants must be 1 or 2, got %d", variants);
-        return -1;
-    }
-    mk_record_game game = {
+/* toy_game(variants=1, soft=False) -> the game's capsule, for _core.GameRecords. */
+static PyObject *py_toy_game(PyObject *self, PyObject *args) {
+    int variants = 1, soft = 0;
+    if (!PyArg_ParseTuple(args, "|ip", &variants, &soft)) return NULL;
+    if (variants != 1 && variants != 2)
+        return PyErr_Format(PyExc_ValueError, "toy_game: variants must be 1 or 2, got %d", variants);
+    mk_record_game *game = malloc(sizeof *game);
+    if (!game) return PyErr_NoMemory();
+    *game = (mk_record_game){
         .name = "toy", .record_bytes = TOY_RECORD_BYTES, .variants = variants,
         .variant_notes = toy_notes, .tokens_per_side = TOY_T, .max_legal = TOY_K,
         .num_tokens = 256, .num_moves = 256, .soft = soft, .ctx = NULL,
         .row = toy_row, .reason = toy_reason,
     };
-    if (mk_record_files_arg(&self->files, &game, files, names, skip, "ToyRecords") < 0) return -1;
-    self->source = mk_record_row_source(&self->files);
-    self->arrays = Py_NewRef(files);
-    return 0;
+    PyObject *capsule = PyCapsule_New(game, MK_RECORD_GAME_CAPSULE, game_free);
+    if (!capsule) free(game);
+    return capsule;
 }
 
-static PyObject *Toy_capsule(ToyObject *self, void *closure) {
-    if (!self->arrays) {
-        PyErr_SetString(PyExc_RuntimeError, "ToyRecords: not initialised");
-        return NULL;
-    }
-    return mk_row_source_capsule((PyObject *)self, &self->source);
-}
-
-static PyObject *Toy_locate(ToyObject *self, PyObject *args) {
-    long long row;
-    if (!PyArg_ParseTuple(args, "L", &row)) return NULL;
-    if (!self->arrays || row < 0 || row >= self->source.num_rows) {
-        PyErr_Format(PyExc_IndexError, "ToyRecords: row %lld is out of range", row);
-        return NULL;
-    }
-    int file, variant;
-    int64_t index;
-    mk_record_locate(&self->files, row, &file, &index, &variant);
-    return Py_BuildValue("iLi", file, (long long)index, variant);
-}
-
-static Py_ssize_t Toy_len(ToyObject *self) { return (Py_ssize_t)self->source.num_rows; }
-
-static PySequenceMethods Toy_sequence = {.sq_length = (lenfunc)Toy_len};
-
-static PyGetSetDef Toy_getset[] = {
-    {MK_ROW_SOURCE_ATTRIBUTE, (getter)Toy_capsule, NULL, "the rows as a row source capsule", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-static PyMethodDef Toy_methods[] = {
-    {"locate", (PyCFunction)Toy_locate, METH_VARARGS,
-     "locate(row) -> (file, record index, variant): mk_record_locate"},
+static PyMethodDef toy_methods[] = {
+    {"toy_game", py_toy_game, METH_VARARGS,
+     "toy_game(variants=1, soft=False) -> a trivial game's capsule for _core.GameRecords"},
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject ToyType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "manaka._testing.ToyRecords",
-    .tp_basicsize = sizeof(ToyObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A trivial game's record files as a Loader row source (tests only).",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Toy_init,
-    .tp_dealloc = (destructor)Toy_dealloc,
-    .tp_as_sequence = &Toy_sequence,
-    .tp_getset = Toy_getset,
-    .tp_methods = Toy_methods,
-};
-
 int mk_init_toy_records(PyObject *module) {
-    if (PyType_Ready(&ToyType) < 0) return -1;
     if (PyModule_AddIntConstant(module, "TOY_RECORD_BYTES", TOY_RECORD_BYTES) < 0) return -1;
-    return PyModule_AddObjectRef(module, "ToyRecords", (PyObject *)&ToyType);
+    return PyModule_AddFunctions(module, toy_methods);
 }
