@@ -386,7 +386,7 @@ def extensions(cuda):
         sources=sources("python/testing/*.c"),
         include_dirs=[numpy.get_include(), "csrc"],
         extra_compile_args=c_flags() + ["-fvisibility=hidden"],
-        depends=sources("core/*.h", "core/*.def", "python/common/*.h", "python/testing/*.h"),
+        depends=sources("core/*.h", "core/*.def", "data/*.h", "python/common/*.h", "python/testing/*.h"),
     )
     if not cuda:
         return [core, testing]

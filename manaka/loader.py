@@ -99,8 +99,9 @@ class Loader:
     def __init__(self, dataset: Dataset, batch_size: int = 1024, producers: int = 4, prefetch: int = 8,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False, copy: bool = False,
                  rank: int = 0, world_size: int = 1):
-        # Shogi record files (manaka.shogi.RecordFiles) hand the producers a row source instead
-        # of arrays: they decode records and generate legal moves themselves.
+        # Record files (manaka.shogi.RecordFiles, or any object whose `_row_source` offers a
+        # row source capsule as `_row_source_capsule`: csrc/python/common/row_source_capsule.h)
+        # hand the producers a row source instead of arrays: they make the rows themselves.
         source = getattr(dataset, "_row_source", None)
         if not isinstance(dataset, Dataset) and source is None:
             raise TypeError(f"Loader: dataset must be a manaka.Dataset or shogi records, got {type(dataset).__name__}")

@@ -1,4 +1,5 @@
 """csrc/data/loader.c under ThreadSanitizer and AddressSanitizer, built from source by a C harness."""
+import glob
 import os
 import shutil
 import subprocess
@@ -16,8 +17,8 @@ def test_loader_is_clean_under_sanitizers(tmp_path, sanitizer):
     exe = str(tmp_path / "stress")
     build = subprocess.run([cc, "-std=c11", "-O1", "-g", f"-fsanitize={sanitizer}", "-pthread",
                             "-I", os.path.join(ROOT, "csrc"), os.path.join(ROOT, "tests", "c", "loader_stress.c"),
-                            os.path.join(ROOT, "csrc", "data", "loader.c"),
-                            os.path.join(ROOT, "csrc", "data", "dataset_check.c"), os.path.join(ROOT, "csrc", "core", "batch.c"),
+                            *sorted(glob.glob(os.path.join(ROOT, "csrc", "data", "*.c"))),
+                            os.path.join(ROOT, "csrc", "core", "batch.c"),
                             os.path.join(ROOT, "csrc", "core", "check.c"),
                             os.path.join(ROOT, "csrc", "core", "error.c"), "-lm", "-o", exe],
                            capture_output=True, text=True)

@@ -11,6 +11,7 @@
  * undefined behaviour (a double pthread_join hangs). `control` is never taken under `lock`. */
 #define _GNU_SOURCE
 #include "loader.h"
+#include "array_rows.h"
 #include "core/batch.h"
 #include "core/checked.h"
 #include "core/hash.h"
@@ -59,6 +60,9 @@ typedef struct {
 
 struct mk_loader {
     mk_dataset_view data;
+    const mk_row_source *source;    /* what the producers pack: data.source, or &arrays_source */
+    mk_array_rows arrays;           /* the dataset's arrays (no data.source) ... */
+    mk_row_source arrays_source;    /* ... as a row source (array_rows.h) */
     int64_t num_tokens, num_moves; /* what each packed batch is checked against (0: not) */
     mk_loader_config config;
     int64_t num_batches, max_count; /* max_count: the dataset's largest legal list */
@@ -110,10 +114,8 @@ static mk_status slot_size(int64_t B, int64_t T, int64_t L, int policy, slot_siz
     return MK_OK;
 }
 
-/* Batches carry soft targets: the arrays have them, or the row source makes them. */
-static int has_policy(const mk_loader *ld) {
-    return ld->data.source ? ld->data.source->soft : ld->data.policy_target != NULL;
-}
+/* Batches carry soft targets: the row source makes them (the arrays' source: they have them). */
+static int has_policy(const mk_loader *ld) { return ld->source->soft; }
 
 /* Carves one slot's arrays out of one allocation. */
 static mk_status alloc_slot(mk_loader *ld, slot *s) {
@@ -266,96 +268,71 @@ static void publish(const mk_loader *ld, int64_t n, slot *s, int64_t size, int64
     if (fault.kind == MK_FAULT_NONE) b->checked_V = ld->num_tokens, b->checked_M = ld->num_moves;
 }
 
-/* Fills slot `s` with batch `n` of the current epoch. Reads only the dataset and perm,
- * writes only the slot: safe to run in parallel with other producers.
+/* Fills slot `s` with batch `n` of the current epoch from the row source (the dataset's
+ * arrays are one, array_rows.h). Reads only the source and perm, writes only the slot: safe
+ * to run in parallel with other producers.
  *
- * The dataset is usually a memory map of files that another process may rewrite while the
- * loader runs (regenerating data during training). create() checked the offsets, but they
- * may have changed since: every offset is read from the map exactly once per row, into the
- * slot (start in positions[i], count in counts[i]), and checked there against what the slot
- * was allocated for (max_count) and what legal_moves holds (total_moves) before any copy
- * uses it. A changed offset fails the batch with an error for the consumer (s->failed);
- * changed moves, tokens or targets are data, which the model's checks refuse if invalid. */
-static void pack(const mk_loader *ld, int64_t n, slot *s) {
-    const mk_dataset_view *d = &ld->data;
-    int64_t B = ld->config.batch_size, first = n * B, T2 = 2 * d->tokens_per_side;
-    int64_t size = ld->local_positions - first < B ? ld->local_positions - first : B;
-    const int64_t *pos = ld->perm + first;
-    const volatile int64_t *off = d->legal_offsets; /* volatile: one read per use, never re-read */
-    slot_arrays *b = &s->w;
-    int64_t L = 0;
-    s->failed = 0;
-    for (int64_t i = 0; i < size; i++) {
-        int64_t p = pos[i], start = off[p], end = off[p + 1];
-        /* 0 <= start <= end <= total_moves first: end - start cannot overflow then (a
-         * rewritten end of INT64_MIN made it signed overflow; UBSan, tools/sanitize.sh asan) */
-        int64_t c = start < 0 || end < start || end > d->total_moves ? 0 : end - start;
-        if (c < 1 || c > ld->max_count) {
-            snprintf(s->error, sizeof s->error,
-                     "Loader: the dataset changed under the running loader: legal_offsets of "
-                     "position %lld now give [%lld, %lld) (legal_moves has %lld entries, the "
-                     "longest list was %lld); a file was rewritten: open the dataset again", (long long)p, (long long)start, (long long)end,
-                     (long long)d->total_moves, (long long)ld->max_count);
-            fail_batch(ld, n, s);
-            return;
-        }
-        b->positions[i] = start; /* the row's checked start, until its copy below */
-        b->counts[i] = (int32_t)c;
-        if (c > L) L = c;
+ * Rows of unknown count (a game's records: a bad one may be left out) are made one after
+ * another, their legal ids compact (row i at the sum of the counts before it), so a
+ * producer writes one run of ~50 ids per shogi position instead of one per max_legal (600)
+ * stride spread over megabytes; then, with the batch's own L known, they are spread to
+ * stride L from the last row to the first: row i's compact start is at most i * L, so it
+ * moves only towards the end, over rows already moved, never over a row still to move.
+ * A source that counts its rows cheaply (the arrays' offsets: mk_row_count) is counted
+ * first and each row filled at stride L directly, without that second copy. Either way a
+ * row's ids start at most at i * Lmax and fill writes at most Lmax of them, so every write
+ * stays in the slot (B * Lmax). Left-out rows shorten the batch; returns them. */
+/* Pads row i of stride L beyond its count: legal ids with -1, soft targets with 0. */
+static void pad(slot_arrays *b, int64_t i, int64_t L) {
+    int32_t *row = b->legal + i * L;
+    for (int64_t l = b->counts[i]; l < L; l++) row[l] = -1;
+    if (b->policy_target) {
+        float *prow = b->policy_target + i * L;
+        for (int64_t l = b->counts[i]; l < L; l++) prow[l] = 0.0f;
     }
-    for (int64_t i = 0; i < size; i++) {
-        int64_t p = pos[i], start = b->positions[i], c = b->counts[i];
-        const int16_t *tok = d->tokens + p * T2;
-        int32_t *tok_out = b->tokens + i * T2;
-        for (int64_t t = 0; t < T2; t++) tok_out[t] = tok[t];
-        int32_t *row = b->legal + i * L;
-        if (d->moves_itemsize == 2) {
-            const int16_t *mv = (const int16_t *)d->legal_moves + start;
-            for (int64_t l = 0; l < c; l++) row[l] = mv[l];
-        } else {
-            memcpy(row, (const int32_t *)d->legal_moves + start, (size_t)c * 4);
-        }
-        for (int64_t l = c; l < L; l++) row[l] = -1;
-        if (b->policy_target) {
-            float *prow = b->policy_target + i * L;
-            memcpy(prow, d->policy_target + start, (size_t)c * 4);
-            for (int64_t l = c; l < L; l++) prow[l] = 0.0f;
-        }
-        b->target[i] = d->target[p];
-        b->value[i] = d->value[p];
-        b->positions[i] = p;
-    }
-    publish(ld, n, s, size, L);
 }
 
-/* Fills slot `s` with batch `n` from a row source. The rows' legal ids are made one after
- * another (row i at the sum of the counts before it), so a producer writes one compact run
- * of ~50 ids per shogi position instead of one per max_legal (600) stride spread over
- * megabytes; then, with the batch's own L known, they are spread to stride L from the last
- * row to the first: row i's compact start is at most i * L, so it moves only towards the
- * end, over rows already moved, never over a row still to move. Left-out rows shorten the
- * batch; returns them. */
-static int64_t pack_from_source(const mk_loader *ld, int64_t n, slot *s) {
-    const mk_row_source *src = ld->data.source;
+static int64_t pack(const mk_loader *ld, int64_t n, slot *s) {
+    const mk_row_source *src = ld->source;
     int64_t B = ld->config.batch_size, first = n * B, T2 = 2 * src->tokens_per_side;
     int64_t want = ld->local_positions - first < B ? ld->local_positions - first : B;
     int64_t Lmax = ld->max_count, L = 0, size = 0, skipped = 0, used = 0;
     const int64_t *pos = ld->perm + first;
     slot_arrays *b = &s->w;
+    int counted = src->count != NULL;
     s->failed = 0;
+    for (int64_t i = 0; counted && i < want; i++) {
+        int c = src->count(src->ctx, pos[i], s->error);
+        if (c < 1 || c > Lmax) { /* -1: the source's error; else a broken source */
+            if (c >= 0)
+                snprintf(s->error, sizeof s->error,
+                         "Loader: the row source counted %d legal moves for row %lld, outside "
+                         "[1, max_legal = %lld]", c, (long long)pos[i], (long long)Lmax);
+            fail_batch(ld, n, s);
+            return 0;
+        }
+        b->counts[i] = c;
+        if (c > L) L = c;
+    }
     enum { AHEAD = 8 }; /* rows prefetched ahead: enough to cover a miss behind a ~1 us row */
     for (int64_t i = 0; src->prefetch && i < AHEAD && i < want; i++) src->prefetch(src->ctx, pos[i]);
     for (int64_t i = 0; i < want; i++) {
         if (src->prefetch && i + AHEAD < want) src->prefetch(src->ctx, pos[i + AHEAD]);
-        /* used <= size * Lmax, so fill's at most Lmax ids stay within the slot's B * Lmax */
-        int c = src->fill(src->ctx, pos[i], b->tokens + size * T2, b->legal + used,
+        int64_t at = counted ? size * L : used; /* <= size * Lmax: see above */
+        int c = src->fill(src->ctx, pos[i], b->tokens + size * T2, b->legal + at,
                           b->target + size, b->value + size,
-                          b->policy_target ? b->policy_target + used : NULL, s->error);
-        if (c < 0 || c > Lmax) { /* more than max_legal: a broken source, refused like an error */
-            if (c > Lmax)
+                          b->policy_target ? b->policy_target + at : NULL, s->error);
+        if (c < 0 || c > Lmax || (counted && c != b->counts[size])) {
+            if (c > Lmax) /* more than max_legal: a broken source, refused like an error */
                 snprintf(s->error, sizeof s->error,
                          "Loader: the row source made %d legal moves for row %lld, above its "
                          "max_legal = %lld", c, (long long)pos[i], (long long)Lmax);
+            else if (c >= 0)
+                snprintf(s->error, sizeof s->error,
+                         "Loader: row %lld changed while its batch was packed: %d legal moves "
+                         "counted, then %d made (a file was rewritten under the running loader: "
+                         "open the dataset again)",
+                         (long long)pos[i], (int)b->counts[size], c);
             fail_batch(ld, n, s);
             return skipped;
         }
@@ -363,6 +340,7 @@ static int64_t pack_from_source(const mk_loader *ld, int64_t n, slot *s) {
             skipped++;
             continue;
         }
+        if (counted) pad(b, size, L); /* while the row is in the cache */
         b->counts[size] = c;
         b->positions[size] = pos[i];
         used += c;
@@ -370,22 +348,18 @@ static int64_t pack_from_source(const mk_loader *ld, int64_t n, slot *s) {
         size++;
     }
     if (L == 0) L = 1;
-    for (int64_t i = size - 1; i >= 0; i--) {
-        int32_t *row = b->legal + i * L;
+    for (int64_t i = size - 1; !counted && i >= 0; i--) {
         used -= b->counts[i];
-        memmove(row, b->legal + used, (size_t)b->counts[i] * 4);
-        for (int64_t l = b->counts[i]; l < L; l++) row[l] = -1;
-        if (b->policy_target) { /* the soft targets, packed and spread alike (0 padding) */
-            float *prow = b->policy_target + i * L;
-            memmove(prow, b->policy_target + used, (size_t)b->counts[i] * 4);
-            for (int64_t l = b->counts[i]; l < L; l++) prow[l] = 0.0f;
-        }
+        memmove(b->legal + i * L, b->legal + used, (size_t)b->counts[i] * 4);
+        if (b->policy_target) /* the soft targets, spread alike */
+            memmove(b->policy_target + i * L, b->policy_target + used, (size_t)b->counts[i] * 4);
+        pad(b, i, L);
     }
     publish(ld, n, s, size, L);
     return skipped;
 }
 
-/* pack() or pack_from_source() with SIGBUS turned into a failed batch (see on_bus). */
+/* pack() with SIGBUS turned into a failed batch (see on_bus). */
 static int64_t guarded_pack(const mk_loader *ld, int64_t n, slot *s) {
     sigjmp_buf jump;
     if (sigsetjmp(jump, 1)) { /* a read of the map faulted: the slot is ours, just fail it */
@@ -394,9 +368,7 @@ static int64_t guarded_pack(const mk_loader *ld, int64_t n, slot *s) {
         return 0;
     }
     fault_jump = &jump;
-    int64_t skipped = 0;
-    if (ld->data.source) skipped = pack_from_source(ld, n, s);
-    else pack(ld, n, s);
+    int64_t skipped = pack(ld, n, s);
     fault_jump = NULL;
     return skipped;
 }
@@ -453,8 +425,9 @@ static void *producer_main(void *arg) {
 /* ---------------------------------------------------------------- public API */
 
 /* The offsets decide every memory access of the producers: check them here, whatever
- * the caller validated, so a bad offsets array is an error and never a wild read (pack()
- * checks each offset again when it reads it: the file may change after this scan). */
+ * the caller validated, so a bad offsets array is an error and never a wild read (the
+ * arrays' fill, array_rows.c, checks each offset again when it reads it: the file may
+ * change after this scan). */
 static mk_status scan_offsets(const mk_dataset_view *data, int64_t *max_count) {
     const int64_t *off = data->legal_offsets;
     mk_fault f;
@@ -513,6 +486,9 @@ mk_status mk_loader_create(const mk_dataset_view *data, const mk_loader_config *
     }
     mk_status scanned = guarded_scan(data, &max_count);
     if (scanned != MK_OK) return scanned;
+    if (max_count > INT32_MAX) /* a row's count is an int (mk_row_fill) and an int32 in a batch */
+        return mk_fail(MK_ERR_VALUE, "Loader: a position has %lld legal moves, above 2^31 - 1",
+                       (long long)max_count);
 checked:;
     /* Shards: checked before anything is allocated (world_size 0 = unsharded). */
     int64_t N = data->num_positions, B = config->batch_size;
@@ -537,8 +513,15 @@ checked:;
     ld->data = *data;
     ld->config = *config;
     ld->config.world_size = W;
-    ld->num_tokens = data->source ? data->source->num_tokens : data->num_tokens;
-    ld->num_moves = data->source ? data->source->num_moves : data->num_moves;
+    if (data->source) {
+        ld->source = data->source;
+    } else {
+        ld->arrays = (mk_array_rows){.view = *data, .max_count = max_count};
+        ld->arrays_source = mk_array_row_source(&ld->arrays);
+        ld->source = &ld->arrays_source;
+    }
+    ld->num_tokens = ld->source->num_tokens;
+    ld->num_moves = ld->source->num_moves;
     int64_t share = config->drop_last ? 0 : R / W + (r < R % W);
     ld->local_positions = full * B + share;
     ld->num_batches = full + (share > 0); /* the same on every rank: share > 0 on all when R >= W */

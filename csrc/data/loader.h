@@ -40,11 +40,14 @@
 extern "C" {
 #endif
 
-/* Rows made by the producers themselves (decoded shogi records, csrc/shogi/): fill writes
+/* A row source: what the producers pack, row by row. A dataset's arrays are one
+ * (array_rows.h, made by mk_loader_create), and so are rows the producers make themselves
+ * (a game's record files, record_source.h): there is one packer for both. fill writes
  * row `index`'s tokens [2 * T] and legal ids [at most max_legal], the target and the value,
  * and, for a source with soft targets (`soft`), the policy target of each legal id in
- * `policy` (NULL otherwise; finite, >= 0, summing to 1), and returns the legal count (>= 1); 0 leaves the row out of its batch (a bad record that
- * is to be skipped); -1 is an error, described in `error` (MK_ROW_ERROR_BYTES), which the
+ * `policy` (NULL otherwise; finite, >= 0, summing to 1), and returns the legal count
+ * (>= 1); 0 leaves the row out of its batch (a bad record that is to be skipped); -1 is an
+ * error, described in `error` (MK_ROW_ERROR_BYTES), which the
  * consumer receives from mk_loader_next when it reaches that batch. fill runs on several
  * producer threads at once and must be safe to. */
 #define MK_ROW_ERROR_BYTES 512
@@ -54,12 +57,20 @@ typedef int (*mk_row_fill)(const void *ctx, int64_t index, int32_t *tokens, int3
  * rows ahead: a shuffled epoch reads records at random places of the files, and a cache
  * miss per record cost a fifth of a shogi producer's time). */
 typedef void (*mk_row_prefetch)(const void *ctx, int64_t index);
+/* Optional: row `index`'s legal count (>= 1, at most max_legal) without filling it, or -1
+ * with `error` as fill's, for a source that knows it cheaply (the arrays' offsets). The
+ * packer then counts a batch's rows first and has fill write each row at the batch's own
+ * stride, skipping the compaction that rows of unknown count need; fill must then give
+ * the same count (a source whose rows can change under it, a rewritten file, fails the
+ * batch when they differ). A source with count never leaves a row out. */
+typedef int (*mk_row_count)(const void *ctx, int64_t index, char *error);
 typedef struct {
     int64_t num_rows, tokens_per_side, max_legal;
     int64_t num_tokens, num_moves; /* the ids fill makes are below these (0: no such promise) */
     const void *ctx;
     mk_row_fill fill;
     mk_row_prefetch prefetch; /* NULL: none */
+    mk_row_count count;       /* NULL: none */
     int soft;                 /* 1: fill writes policy targets (batches carry policy_target) */
 } mk_row_source;
 

@@ -1,7 +1,8 @@
 """dlshogi HCPE and YaneuraOu PSV files as manaka datasets (docs/shogi.md).
 
 Records are read memory-mapped and decoded in C by the Loader's producers
-(csrc/shogi/records.c, csrc/data/loader.c's row source): the position, its legal moves
+(csrc/shogi/records.c, shogi's row function in csrc/shogi/record_game.c over the record-file
+row source of csrc/data/record_source.c): the position, its legal moves
 (dlshogi labels, sorted), the tokens, the played move's index and the value.
 """
 from __future__ import annotations

@@ -54,6 +54,7 @@ int mk_expect_soft_columns(const char *op, int64_t columns, int64_t L);
 int mk_init_ops(PyObject *module);
 int mk_init_model(PyObject *module);
 int mk_init_loader(PyObject *module);
+int mk_init_records(PyObject *module);
 int mk_init_shogi(PyObject *module);
 int mk_init_hcpe3(PyObject *module);
 int mk_init_dataset(PyObject *module);

@@ -24,14 +24,13 @@
 
 #include "data/loader.h"
 #include "model_binding.h"
-
-/* shogi_binding.c: the row source of a _core.ShogiRecords, NULL for any other object. */
-const mk_row_source *mk_shogi_row_source(PyObject *obj);
+#include "python/common/row_source_capsule.h"
 
 typedef struct {
     PyObject_HEAD
     mk_loader *loader;
-    PyObject *arrays[6]; /* tokens, offsets, moves, target, value, policy (or NULL) */
+    PyObject *arrays[6]; /* tokens, offsets, moves, target, value, policy (or NULL); or
+                            the row source's capsule */
     int busy;            /* a call with the GIL released is in progress */
     int64_t tokens_per_side;
     uint64_t serial;     /* next() and start() calls: a LoadedBatch of an older one is stale */
@@ -87,6 +86,31 @@ static int check_len(PyArrayObject *a, const char *name, int64_t want, const cha
     return -1;
 }
 
+/* The row source `obj` offers (python/common/row_source_capsule.h): its capsule's, with
+ * *capsule a new reference to it; NULL for an object that offers none (an array), or NULL
+ * with an exception when its capsule is not one. */
+static const mk_row_source *row_source_arg(PyObject *obj, PyObject **capsule) {
+    *capsule = NULL;
+    if (PyArray_Check(obj)) return NULL;
+    PyObject *c = PyObject_GetAttrString(obj, MK_ROW_SOURCE_ATTRIBUTE);
+    if (!c) {
+        if (PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
+        return NULL;
+    }
+    const mk_row_source *source = PyCapsule_IsValid(c, MK_ROW_SOURCE_CAPSULE)
+                                      ? PyCapsule_GetPointer(c, MK_ROW_SOURCE_CAPSULE)
+                                      : NULL;
+    if (!source) {
+        PyErr_Format(PyExc_TypeError, "%s: %s.%s must be a %s capsule, got %s", OP,
+                     Py_TYPE(obj)->tp_name, MK_ROW_SOURCE_ATTRIBUTE, MK_ROW_SOURCE_CAPSULE,
+                     Py_TYPE(c)->tp_name);
+        Py_DECREF(c);
+        return NULL;
+    }
+    *capsule = c;
+    return source;
+}
+
 /* Creates the C loader and keeps the first `keep` argument objects alive. */
 static int finish_init(LoaderObject *self, const mk_dataset_view *data,
                        const mk_loader_config *config, PyObject **obj, int keep) {
@@ -139,13 +163,17 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kwds) {
         .nice = nice < 0 ? 0 : nice > 19 ? 19 : nice,
         .rank = rank, .world_size = world_size,
     };
-    const mk_row_source *source = mk_shogi_row_source(obj[0]);
+    PyObject *capsule = NULL;
+    const mk_row_source *source = row_source_arg(obj[0], &capsule);
     if (source) { /* rows made by the producers: no arrays */
         mk_dataset_view data = {.num_positions = source->num_rows,
                                 .tokens_per_side = source->tokens_per_side,
                                 .source = source};
-        return finish_init(self, &data, &config, obj, 1);
+        int status = finish_init(self, &data, &config, &capsule, 1);
+        Py_DECREF(capsule);
+        return status;
     }
+    if (PyErr_Occurred()) return -1;
     PyArrayObject *tokens, *offsets, *moves, *target, *value, *policy = NULL;
     if (!(tokens = dataset_array(obj[0], "tokens", NPY_INT16, NPY_INT16, 3))) return -1;
     if (!(offsets = dataset_array(obj[1], "legal_offsets", NPY_INT64, NPY_INT64, 1))) return -1;

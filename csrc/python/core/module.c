@@ -1,7 +1,8 @@
 /* manaka._core: the CPython module. Each concern registers its own functions
- * (ops_binding.c, model_binding.c, loader_binding.c, shogi_binding.c, dataset_binding.c);
- * manaka._cuda and manaka._testing call into this module's engine by name
- * (python/common/engine_link.h); this file only assembles them and answers build_info(). The test hooks are not here: they are manaka._testing
+ * (ops_binding.c, model_binding.c, loader_binding.c, records_binding.c, shogi_binding.c,
+ * dataset_binding.c); manaka._cuda and manaka._testing call into this module's engine by
+ * name (python/common/engine_link.h); this file only assembles them and answers
+ * build_info(). The test hooks are not here: they are manaka._testing
  * (csrc/python/testing/), which the package never imports. */
 #define MANAKA_BINDING_MAIN
 #include "model_binding.h"
@@ -41,7 +42,7 @@ PyMODINIT_FUNC PyInit__core(void) {
     PyObject *module = PyModule_Create(&module_def);
     if (!module) return NULL;
     if (mk_init_ops(module) < 0 || mk_init_model(module) < 0 || mk_init_loader(module) < 0 ||
-        mk_init_shogi(module) < 0 || mk_init_hcpe3(module) < 0 || mk_init_dataset(module) < 0) {
+        mk_init_records(module) < 0 || mk_init_shogi(module) < 0 || mk_init_hcpe3(module) < 0 || mk_init_dataset(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

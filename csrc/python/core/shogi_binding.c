@@ -6,17 +6,13 @@
  * [N, 40] (PSV) uint8, decoded with the GIL released. */
 #include "python/common/binding.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "data/loader.h"
+#include "records_binding.h"
 #include "shogi/hcpe3.h"
 #include "shogi/move_apply.h"
+#include "shogi/record_game.h"
 #include "shogi/records.h"
 
 /* Reads (board, hand, side) into *pos; 0, or -1 with an exception. */
@@ -262,90 +258,22 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
     return Py_BuildValue("NNNNNN", tok, off, lab, tgt, val, sta);
 }
 
-/* A read-only file mapping, unmapped when the capsule (the base of the array over it)
- * goes. */
-typedef struct {
-    void *addr;
-    size_t len;
-} file_mapping;
-
-#define MAPPING_NAME "manaka.shogi.file_mapping"
-
-static void mapping_free(PyObject *capsule) {
-    file_mapping *m = PyCapsule_GetPointer(capsule, MAPPING_NAME);
-    if (!m) return;
-    munmap(m->addr, m->len);
-    free(m);
-}
-
 /* shogi_map_records(path, record_bytes) -> (records uint8 [n, record_bytes], read-only,
  * file size in bytes): the file's whole records memory-mapped, n = size // record_bytes.
- * The descriptor is closed as soon as the mapping exists (a mapping needs none), so any
- * number of files can be mapped at once: np.memmap kept one descriptor per file (Python's
- * mmap holds a duplicate), and a folder of more files than the open-file limit failed. */
+ * No descriptor is kept (mk_map_records), so any number of files can be mapped at once:
+ * np.memmap kept one descriptor per file (Python's mmap holds a duplicate), and a folder
+ * of more files than the open-file limit failed. */
 static PyObject *py_map_records(PyObject *self, PyObject *args) {
     PyObject *path;
     int width;
     if (!PyArg_ParseTuple(args, "O&i", PyUnicode_FSConverter, &path, &width)) return NULL;
-    if (width != MK_HCPE_BYTES && width != MK_PSV_BYTES) {
-        Py_DECREF(path);
+    PyObject *out = NULL;
+    if (width != MK_HCPE_BYTES && width != MK_PSV_BYTES)
         PyErr_Format(PyExc_ValueError, "shogi: record_bytes must be %d or %d, got %d", MK_HCPE_BYTES, MK_PSV_BYTES, width);
-        return NULL;
-    }
-    const char *name = PyBytes_AS_STRING(path);
-    int fd, err = 0, regular = 1;
-    struct stat st;
-    void *addr = MAP_FAILED;
-    size_t len = 0;
-    Py_BEGIN_ALLOW_THREADS;
-    fd = open(name, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &st) < 0) {
-        err = errno;
-    } else if (!S_ISREG(st.st_mode)) {
-        regular = 0;
-    } else {
-        len = (size_t)(st.st_size / width) * (size_t)width;
-        if (len) {
-            addr = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-            if (addr == MAP_FAILED) err = errno;
-        }
-    }
-    if (fd >= 0) close(fd);
-    Py_END_ALLOW_THREADS;
-    if (err || !regular) {
-        if (err) {
-            errno = err;
-            PyErr_SetFromErrnoWithFilename(PyExc_OSError, name);
-        } else {
-            PyErr_Format(PyExc_ValueError, "shogi: %s is not a regular file", name);
-        }
-        Py_DECREF(path);
-        return NULL;
-    }
+    else
+        out = mk_map_records_value(path, width, "shogi");
     Py_DECREF(path);
-    npy_intp dims[2] = {(npy_intp)(len / (size_t)width), width};
-    PyObject *owner = NULL, *arr;
-    if (len) {
-        file_mapping *m = malloc(sizeof *m);
-        if (!m) {
-            munmap(addr, len);
-            return PyErr_NoMemory();
-        }
-        m->addr = addr, m->len = len;
-        owner = PyCapsule_New(m, MAPPING_NAME, mapping_free);
-        if (!owner) {
-            munmap(addr, len);
-            free(m);
-            return NULL;
-        }
-        arr = mk_array_view(2, dims, NPY_UINT8, addr, owner);
-        Py_DECREF(owner);
-    } else {
-        arr = new_array(2, dims, NPY_UINT8);
-    }
-    if (!arr) return NULL;
-    PyArray_CLEARFLAGS((PyArrayObject *)arr, NPY_ARRAY_WRITEABLE); /* PROT_READ: a write would fault */
-    return Py_BuildValue("NL", arr, (long long)st.st_size);
+    return out;
 }
 
 static PyObject *py_reason(PyObject *self, PyObject *args) {
@@ -429,98 +357,81 @@ static PyMethodDef shogi_methods[] = {
 
 /* _core.ShogiRecords(format, files, names, eval_weight, skip, mirror=False, soft=None, moves=0):
  * record files (each a uint8 [n, record bytes] array, usually memory-mapped) as one row
- * source for the Loader, legal labels in encoding `moves` (position.h): its producers decode each record, generate its legal moves and encode it into the batch
- * (csrc/data/loader.h, mk_row_source). A bad record is an error naming its file and index, or
- * with skip is left out of its batch and counted in the loader's stats.
+ * source for the Loader (csrc/data/record_source.h, the game csrc/shogi/record_game.h),
+ * legal labels in encoding `moves` (position.h): its producers decode each record, generate
+ * its legal moves and encode it into the batch. A bad record is an error naming its file
+ * and index, or with skip is left out of its batch and counted in the loader's stats.
  * soft: for HCPE records indexed from hcpe3 files (manaka/shogi/hcpe3.py), a list of
  * (raw uint8 [bytes], info int64 [n]) per file: the hcpe3 file's bytes and each record's
- * MoveInfo offset there, from which the producers make the soft policy target. */
+ * MoveInfo offset there, from which the producers make the soft policy target.
+ * The Loader takes the rows through `_row_source_capsule` (python/common/row_source_capsule.h). */
 typedef struct {
     PyObject_HEAD
+    mk_shogi_records game;
+    mk_record_files files;
     mk_row_source source;
-    int format, skip, mirror, moves;
-    double eval_weight;
-    int nfiles;
-    const uint8_t **data;
-    int64_t *start; /* [nfiles + 1] first row of each file */
-    char **names;
-    PyObject *files; /* the arrays, kept alive */
     const uint8_t **raw; /* soft targets: each file's hcpe3 bytes (NULL without) */
     const int64_t **info;
     int64_t *raw_size;
-    PyObject *soft; /* the (raw, info) arrays, kept alive */
+    PyObject *arrays; /* the record arrays, kept alive */
+    PyObject *soft;   /* the (raw, info) arrays, kept alive */
 } RecordsObject;
 
-/* The file holding row `index`. */
-static int records_file(const RecordsObject *r, int64_t index) {
-    int lo = 0, hi = r->nfiles - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (r->start[mid] <= index) lo = mid;
-        else hi = mid - 1;
-    }
-    return lo;
-}
-
-static int record_width(const RecordsObject *r) {
-    return r->format == MK_SHOGI_FORMAT_HCPE ? MK_HCPE_BYTES : MK_PSV_BYTES;
-}
-
-/* Asks for row `index`'s record (38 or 40 bytes: at most two cache lines) ahead of its fill. */
-static void records_prefetch(const void *ctx, int64_t index) {
-    const RecordsObject *r = ctx;
-    if (index >= r->start[r->nfiles]) index -= r->start[r->nfiles]; /* a mirrored row */
-    int f = records_file(r, index);
-    const uint8_t *rec = r->data[f] + (index - r->start[f]) * record_width(r);
-    __builtin_prefetch(rec);
-    __builtin_prefetch(rec + record_width(r) - 1);
-}
-
-static int records_fill(const void *ctx, int64_t index, int32_t *tokens, int32_t *legal,
-                        int32_t *target, float *value, float *policy, char *error) {
-    const RecordsObject *r = ctx;
-    int mirror = index >= r->start[r->nfiles]; /* rows [N, 2N) mirror records [0, N) */
-    if (mirror) index -= r->start[r->nfiles];
-    int lo = records_file(r, index);
-    int64_t i = index - r->start[lo];
-    const uint8_t *rec = r->data[lo] + i * record_width(r);
-    int n = mk_shogi_row(r->format, rec, r->eval_weight, mirror, r->moves, tokens, legal, target, value);
-    if (n > 0 && r->raw && policy) { /* bit 0 of the Huffman code: the side to move (never mirrored) */
-        int64_t at = r->info[lo][i];
-        int code = at >= 0 && at < r->raw_size[lo]
-                       ? mk_hcpe3_policy(r->raw[lo] + at, r->raw_size[lo] - at, rec[0] & 1, legal, n, policy)
-                       : MK_HCPE3_CUT_SHORT;
-        if (code != MK_SHOGI_OK) n = -code;
-    }
-    if (n > 0) return n;
-    if (r->skip) return 0;
-    snprintf(error, MK_ROW_ERROR_BYTES, "shogi: %s: record %lld%s: %s (on_bad='skip' leaves such records out)",
-             r->names[lo], (long long)i, mirror ? " (mirrored)" : "",
-             r->raw ? mk_hcpe3_reason(-n) : mk_shogi_record_reason(-n));
-    return -1;
-}
-
 static void Records_dealloc(RecordsObject *self) {
-    for (int i = 0; i < self->nfiles; i++) free(self->names ? self->names[i] : NULL);
-    free(self->names);
-    free(self->data);
-    free(self->start);
+    mk_record_files_free(&self->files);
     free(self->raw);
     free(self->info);
     free(self->raw_size);
-    Py_XDECREF(self->files);
+    Py_XDECREF(self->arrays);
     Py_XDECREF(self->soft);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* The soft targets' arrays (hcpe3), one (raw, info) pair per file, file i holding
+ * start[i + 1] - start[i] records: 0, or -1 with an exception. */
+static int soft_arg(RecordsObject *self, PyObject *soft, Py_ssize_t n, const int64_t *start) {
+    self->raw = calloc((size_t)n, sizeof *self->raw);
+    self->info = calloc((size_t)n, sizeof *self->info);
+    self->raw_size = calloc((size_t)n, sizeof *self->raw_size);
+    if (!self->raw || !self->info || !self->raw_size) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(soft, i), *raw, *info;
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_Format(PyExc_ValueError, "ShogiRecords: soft[%zd] must be a (raw, info) tuple", i);
+            return -1;
+        }
+        raw = PyTuple_GET_ITEM(pair, 0), info = PyTuple_GET_ITEM(pair, 1);
+        /* read in place by the producers: exactly these types, C-contiguous */
+        if (!PyArray_Check(raw) || PyArray_TYPE((PyArrayObject *)raw) != NPY_UINT8 ||
+            PyArray_NDIM((PyArrayObject *)raw) != 1 || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)raw) ||
+            !PyArray_Check(info) || PyArray_TYPE((PyArrayObject *)info) != NPY_INT64 ||
+            PyArray_NDIM((PyArrayObject *)info) != 1 || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)info) ||
+            PyArray_DIM((PyArrayObject *)info, 0) != start[i + 1] - start[i]) {
+            PyErr_Format(PyExc_ValueError, "ShogiRecords: soft[%zd] must be (uint8 [bytes], int64 [records]) "
+                         "C-contiguous arrays", i);
+            return -1;
+        }
+        self->raw[i] = PyArray_DATA((PyArrayObject *)raw);
+        self->raw_size[i] = PyArray_DIM((PyArrayObject *)raw, 0);
+        self->info[i] = PyArray_DATA((PyArrayObject *)info);
+    }
+    return 0;
 }
 
 static int Records_init(RecordsObject *self, PyObject *args, PyObject *kwds) {
     PyObject *files, *names, *soft = Py_None;
     int format, skip, mirror = 0, encoding = MK_SHOGI_MOVES_DLSHOGI;
     double eval_weight;
-    if (self->files) {
+    if (self->arrays) {
         PyErr_SetString(PyExc_RuntimeError, "ShogiRecords: already initialised");
         return -1;
     }
+    mk_record_files_free(&self->files); /* what a failed earlier __init__ left */
+    free(self->raw), free(self->info), free(self->raw_size);
+    self->raw = NULL, self->info = NULL, self->raw_size = NULL;
     if (!PyArg_ParseTuple(args, "iO!O!dp|pOi", &format, &PyList_Type, &files, &PyList_Type, &names,
                           &eval_weight, &skip, &mirror, &soft, &encoding) ||
         format_arg(format) < 0 || moves_arg(encoding) < 0)
@@ -534,33 +445,6 @@ static int Records_init(RecordsObject *self, PyObject *args, PyObject *kwds) {
         PyErr_Format(PyExc_ValueError, "ShogiRecords: eval_weight must be in [0, 1], got %g", eval_weight);
         return -1;
     }
-    int width = format == MK_SHOGI_FORMAT_HCPE ? MK_HCPE_BYTES : MK_PSV_BYTES;
-    self->data = calloc((size_t)n, sizeof *self->data);
-    self->start = calloc((size_t)n + 1, sizeof *self->start);
-    self->names = calloc((size_t)n, sizeof *self->names);
-    if (!self->data || !self->start || !self->names) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    self->nfiles = (int)n;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *a = PyList_GET_ITEM(files, i), *name = PyList_GET_ITEM(names, i);
-        /* Read in place by the producers: exactly uint8 [rows, width], C-contiguous. */
-        if (!PyArray_Check(a) || PyArray_TYPE((PyArrayObject *)a) != NPY_UINT8 ||
-            PyArray_NDIM((PyArrayObject *)a) != 2 || PyArray_DIM((PyArrayObject *)a, 1) != width ||
-            !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)a)) {
-            PyErr_Format(PyExc_ValueError, "ShogiRecords: files[%zd] must be a C-contiguous uint8 [n, %d] array", i, width);
-            return -1;
-        }
-        const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
-        if (!s) {
-            if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "ShogiRecords: names[%zd] must be a str", i);
-            return -1;
-        }
-        self->names[i] = strdup(s);
-        self->data[i] = PyArray_DATA((PyArrayObject *)a);
-        self->start[i + 1] = self->start[i] + PyArray_DIM((PyArrayObject *)a, 0);
-    }
     if (soft != Py_None) {
         if (format != MK_SHOGI_FORMAT_HCPE || !PyList_Check(soft) || PyList_GET_SIZE(soft) != n) {
             PyErr_SetString(PyExc_ValueError, "ShogiRecords: soft must be a list of (raw, info) per HCPE file");
@@ -570,53 +454,35 @@ static int Records_init(RecordsObject *self, PyObject *args, PyObject *kwds) {
             PyErr_SetString(PyExc_ValueError, "ShogiRecords: mirror is not supported with soft targets (hcpe3)");
             return -1;
         }
-        self->raw = calloc((size_t)n, sizeof *self->raw);
-        self->info = calloc((size_t)n, sizeof *self->info);
-        self->raw_size = calloc((size_t)n, sizeof *self->raw_size);
-        if (!self->raw || !self->info || !self->raw_size) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *pair = PyList_GET_ITEM(soft, i), *raw, *info;
-            if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-                PyErr_Format(PyExc_ValueError, "ShogiRecords: soft[%zd] must be a (raw, info) tuple", i);
-                return -1;
-            }
-            raw = PyTuple_GET_ITEM(pair, 0), info = PyTuple_GET_ITEM(pair, 1);
-            /* read in place by the producers: exactly these types, C-contiguous */
-            if (!PyArray_Check(raw) || PyArray_TYPE((PyArrayObject *)raw) != NPY_UINT8 ||
-                PyArray_NDIM((PyArrayObject *)raw) != 1 || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)raw) ||
-                !PyArray_Check(info) || PyArray_TYPE((PyArrayObject *)info) != NPY_INT64 ||
-                PyArray_NDIM((PyArrayObject *)info) != 1 || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)info) ||
-                PyArray_DIM((PyArrayObject *)info, 0) != self->start[i + 1] - self->start[i]) {
-                PyErr_Format(PyExc_ValueError, "ShogiRecords: soft[%zd] must be (uint8 [bytes], int64 [records]) "
-                             "C-contiguous arrays", i);
-                return -1;
-            }
-            self->raw[i] = PyArray_DATA((PyArrayObject *)raw);
-            self->raw_size[i] = PyArray_DIM((PyArrayObject *)raw, 0);
-            self->info[i] = PyArray_DATA((PyArrayObject *)info);
-        }
-        Py_INCREF(soft);
-        self->soft = soft;
-        self->source.soft = 1;
     }
-    self->format = format, self->skip = skip, self->eval_weight = eval_weight, self->mirror = mirror;
-    self->moves = encoding;
-    self->source.num_rows = self->start[n] * (mirror ? 2 : 1);
-    self->source.tokens_per_side = MK_SHOGI_TOKENS;
-    self->source.max_legal = MK_SHOGI_MAX_MOVES;
-    /* the encoder's ids: a batch the producers pack from records is checked against them */
-    self->source.num_tokens = MK_SHOGI_NUM_TOKENS;
-    self->source.num_moves = mk_shogi_num_labels(encoding);
-    self->source.ctx = self;
-    self->source.fill = records_fill;
-    self->source.prefetch = records_prefetch;
-    Py_INCREF(files);
-    self->files = files;
+    self->game = (mk_shogi_records){.format = format, .moves = encoding, .mirror = mirror,
+                                    .eval_weight = eval_weight};
+    mk_record_game game = mk_shogi_record_game(&self->game);
+    if (mk_record_files_arg(&self->files, &game, files, names, skip, "ShogiRecords") < 0) return -1;
+    if (soft != Py_None) {
+        if (soft_arg(self, soft, n, self->files.start) < 0) return -1;
+        self->game.raw = self->raw, self->game.info = self->info, self->game.raw_size = self->raw_size;
+        self->files.game = mk_shogi_record_game(&self->game); /* now with soft targets */
+        self->soft = Py_NewRef(soft);
+    }
+    self->source = mk_record_row_source(&self->files);
+    self->arrays = Py_NewRef(files);
     return 0;
 }
+
+static PyObject *Records_capsule(RecordsObject *self, void *closure) {
+    if (!self->arrays) {
+        PyErr_SetString(PyExc_RuntimeError, "ShogiRecords: not initialised");
+        return NULL;
+    }
+    return mk_row_source_capsule((PyObject *)self, &self->source);
+}
+
+static PyGetSetDef Records_getset[] = {
+    {"_row_source_capsule", (getter)Records_capsule, NULL,
+     "the rows as a row source capsule for the Loader (python/common/row_source_capsule.h)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
 
 static Py_ssize_t Records_len(RecordsObject *self) { return (Py_ssize_t)self->source.num_rows; }
 
@@ -631,13 +497,8 @@ static PyTypeObject RecordsType = {
     .tp_init = (initproc)Records_init,
     .tp_dealloc = (destructor)Records_dealloc,
     .tp_as_sequence = &Records_sequence,
+    .tp_getset = Records_getset,
 };
-
-const mk_row_source *mk_shogi_row_source(PyObject *obj) {
-    if (!PyObject_TypeCheck(obj, &RecordsType)) return NULL;
-    RecordsObject *r = (RecordsObject *)obj;
-    return r->files ? &r->source : NULL;
-}
 
 int mk_init_shogi(PyObject *module) {
     if (PyModule_AddFunctions(module, shogi_methods) < 0 || PyType_Ready(&RecordsType) < 0) return -1;

@@ -14,7 +14,8 @@ PyMODINIT_FUNC PyInit__testing(void) {
     PyObject *module = PyModule_Create(&module_def);
     if (!module) return NULL;
     if (mk_init_backend_probe(module) < 0 || mk_init_policy_head_probe(module) < 0 ||
-        mk_init_gemm_probe(module) < 0 || mk_init_backend_layout(module) < 0) {
+        mk_init_gemm_probe(module) < 0 || mk_init_backend_layout(module) < 0 ||
+        mk_init_toy_records(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -1,6 +1,7 @@
 /* manaka._testing: test and benchmark hooks that run entries of a backend's op table on
  * host arrays (backend_probe.c, gemm_probe.c, policy_head_probe.c) or report the compiled
- * layout of the table and its structs (backend_layout.c). A separate extension so that the
+ * layout of the table and its structs (backend_layout.c), and a second, trivial game for
+ * _core's record-file row source (toy_records.c). A separate extension so that the
  * shipped manaka._core holds none of them; the package never imports it (tests and the
  * gemm / policy_head benchmarks do).
  *
@@ -30,4 +31,5 @@ int mk_init_backend_probe(PyObject *module);
 int mk_init_backend_layout(PyObject *module);
 int mk_init_policy_head_probe(PyObject *module);
 int mk_init_gemm_probe(PyObject *module);
+int mk_init_toy_records(PyObject *module);
 #endif
