@@ -883,7 +883,8 @@ def test_entry_list_follows_the_struct_and_the_ctypes_mirrors_match_the_compiled
 
 # The test and benchmark hooks (csrc/python/testing/): all of manaka._testing's functions.
 HOOKS = {"backend_adamw", "backend_pair_adamw", "backend_scratch_bytes", "backend_gemm",
-         "backend_policy_head", "backend_layout", "backend_table", "backend_entries"}
+         "backend_policy_head", "backend_layout", "backend_table", "backend_entries",
+         "toy_game", "TOY_RECORD_BYTES"}  # the second game of tests/test_loader_row_source.py
 
 
 def test_the_hooks_are_in_testing_and_not_in_the_shipped_core():
