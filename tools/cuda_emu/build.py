@@ -109,10 +109,15 @@ def _compile(out_dir, sources, link_extra, target, c_sources=C_SOURCES):
 
 
 def build(out_dir):
-    """The kernels and launchers as libmk_emu.so in out_dir (rebuilt when out of date)."""
+    """The kernels and launchers as libmk_emu.so in out_dir (rebuilt when out of date).
+
+    It holds its own copy of the engine's host side (error.c, check.c, ...), and manaka._core
+    is loaded with RTLD_GLOBAL in the same process (csrc/python/common/engine_link.h):
+    -Bsymbolic binds the library's calls to its own functions, so its mk_fail writes the
+    buffer its mk_error reads, not _core's."""
     os.makedirs(out_dir, exist_ok=True)
     lib = os.path.join(out_dir, "libmk_emu.so")
-    return lib if _up_to_date(lib) else _compile(out_dir, SOURCES, [], lib)
+    return lib if _up_to_date(lib) else _compile(out_dir, SOURCES, ["-Wl,-Bsymbolic"], lib)
 
 
 def build_cublas(out_dir):
