@@ -132,12 +132,12 @@ def test_pair_sums_backward(rng, B, S, T, V, P):
     assert rel_err(got, ref.pair_sums_backward(grad, tok, num_pairs)) < TOL
 
 
-@pytest.mark.parametrize("T", [46, 47, 48, 100])
-def test_pair_sums_sums_in_pair_order(rng, T):
+@pytest.mark.parametrize("T,P", [(46, 5), (47, 5), (48, 16), (100, 5), (100, 16), (100, 20)])
+def test_pair_sums_sums_in_pair_order(rng, T, P):
     # Rows of more than 1,024 pairs (T >= 47) are listed in several blocks by the forward;
     # the sum must still run over (j, i), i < j, in order: the same bits as float32
-    # additions in that order.
-    V, P = 300, 5
+    # additions in that order, for widths summed in registers (<= 16) or in place.
+    V = 300
     table = rng.standard_normal((V * (V + 1) // 2, P), dtype=np.float32)
     tok = tokens(rng, 3, 2, T, V)
     want = np.zeros((3, 2, P), np.float32)

@@ -1,0 +1,72 @@
+"""A fingerprint of the bits manaka's CPU kernels and trainer produce on fixed inputs: one
+line per output, its name and the start of its SHA-256. Run it on a tree before and after
+a kernel change, and with 1 and 2 threads, and diff the outputs: a change that promises the
+same bits must print the same lines.
+
+    PYTHONPATH=TREE python tools/cpu_bits.py THREADS > bits.txt"""
+import hashlib
+import sys
+
+import numpy as np
+
+import manaka as mk
+import manaka.ops as ops
+from manaka import _testing
+from manaka.bench.step import SEED, seed_batch
+
+mk.set_num_threads(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+out = {}
+
+
+def digest(name, *arrays):
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(np.ascontiguousarray(np.asarray(a)).tobytes())
+    out[name] = h.hexdigest()[:16]
+
+
+rng = np.random.default_rng(1)
+V, D, K, T, P = 2344, 256, 4, 40, 16  # the seed shapes
+emb = rng.standard_normal((V, D)).astype(np.float32) * 0.5
+tok = rng.integers(0, V, (389, 2, T), dtype=np.int32)
+tok[rng.random(tok.shape) < 0.1] = -1
+ps = ops.power_sums(emb, tok, K)
+digest("power_sums", ps)
+digest("power_sums_backward", ops.power_sums_backward(rng.standard_normal(ps.shape).astype(np.float32), emb, tok))
+for k in (1, 2, 3, 5, 7):  # other orders, odd widths
+    for d in (1, 13, 37):
+        e = (rng.standard_normal((97, d)) * 0.9).astype(np.float32)
+        t = rng.integers(0, 97, (31, 2, 23), dtype=np.int32)
+        t[rng.random(t.shape) < 0.2] = -1
+        f = ops.power_sums(e, t, k)
+        digest(f"power_sums K={k} D={d}", f, ops.power_sums_backward(rng.standard_normal(f.shape).astype(np.float32), e, t))
+num_pairs = V * (V + 1) // 2
+table = rng.standard_normal((num_pairs, P)).astype(np.float32)
+pr = ops.pair_sums(table, tok)
+digest("pair_sums", pr)
+digest("pair_sums_backward", ops.pair_sums_backward(rng.standard_normal(pr.shape).astype(np.float32), tok, num_pairs))
+B, L, W, M = 512, 600, 300, 2187
+q = rng.standard_normal((B, W)).astype(np.float32)
+moves = rng.standard_normal((M, W)).astype(np.float32) * 0.1
+counts = rng.integers(1, L, B).astype(np.int32)
+legal = np.argsort(rng.random((B, M)), axis=1)[:, :L].astype(np.int32)
+legal[np.arange(L)[None, :] >= counts[:, None]] = -1
+target = (rng.random(B) * counts).astype(np.int32)
+digest("policy_head", *_testing.backend_policy_head("cpu", q, moves, legal, counts, target))
+for m, n, k, ta, tb in [(1024, 512, 2080, 0, 1), (512, 2080, 1024, 1, 0), (1024, 2080, 512, 0, 0),
+                        (1024, 512, 512, 0, 1), (512, 512, 1024, 1, 0), (1024, 300, 512, 0, 1),
+                        (97, 1000, 33, 0, 0)]:
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+    digest(f"gemm {m}x{n}x{k} {'nt'[ta]}{'nt'[tb]}", _testing.backend_gemm("cpu", a, b, trans_a=bool(ta), trans_b=bool(tb)))
+cfg = mk.ModelConfig(**SEED)
+batch = seed_batch(cfg, 256, 600)
+for mode in ("dense", "sparse"):
+    model = mk.Model(cfg, seed=0)
+    trainer = mk.Trainer(model, lr=1e-3, pair_update=mode)
+    losses = [trainer.step(batch).loss for _ in range(3)]
+    state = model.state_dict()
+    digest(f"trainer {mode}: 3 losses", np.float64(losses))
+    digest(f"trainer {mode}: parameters", *[state[n] for n in sorted(state)])
+for name, h in out.items():
+    print(f"{name:40s} {h}")
