@@ -34,7 +34,12 @@ def global_batch(world: int, step: int, seed: int) -> mk.Batch:
 
 
 def shard(batch: mk.Batch, rank: int) -> mk.Batch:
-    rows = slice(rank * B, (rank + 1) * B)
+    return shard_rows(batch, rank, B)
+
+
+def shard_rows(batch: mk.Batch, rank: int, size: int) -> mk.Batch:
+    """Rank `rank`'s rows of a concatenated batch, `size` of them."""
+    rows = slice(rank * size, (rank + 1) * size)
     return mk.Batch(batch.tokens[rows], batch.legal[rows], batch.counts[rows], batch.target[rows],
                     batch.value[rows], None if batch.policy_target is None else batch.policy_target[rows])
 
