@@ -194,12 +194,15 @@ class Exchange:
         self._run("the dense gradients", dist.all_reduce, g)
         g.div_(W)
         # 3. pair-table rows: all-gathered, summed in rank order into the union
-        ids, grads = core.pair_rows(rows)
-        if self.device:
+        if self.device and rows == 0:  # nothing named (an all-empty batch): no buffer to wrap
+            ids = torch.zeros(0, dtype=torch.int64, device="cuda")
+            grads = torch.zeros((0, self.pair_dim), dtype=torch.float32, device="cuda")
+        elif self.device:
+            ids, grads = core.pair_rows(rows)
             ids = torch.as_tensor(_CudaBuffer(ids, self), device="cuda")
             grads = torch.as_tensor(_CudaBuffer(grads, self), device="cuda")
         else:
-            ids, grads = torch.from_numpy(ids), torch.from_numpy(grads)
+            ids, grads = (torch.from_numpy(a) for a in core.pair_rows(rows))
         most = int(counts.max())
         padded_ids = torch.zeros(most, dtype=self.id_dtype, device=ids.device)
         padded = torch.zeros((most, self.pair_dim), dtype=torch.float32, device=ids.device)
