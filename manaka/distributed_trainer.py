@@ -160,6 +160,9 @@ class Exchange:
 
         torch, dist = self.torch, self.dist
         core, W = self.trainer._core, self.world
+        if not isinstance(batch.tokens, np.ndarray):
+            raise TypeError("Trainer.step: a data-parallel trainer takes batches in host memory (NumPy arrays, "
+                            f"as mk.Loader yields them), got tokens of type {type(batch.tokens).__name__}")
         t0 = time.perf_counter()
         stats, rows = core.backward(batch.tokens, batch.legal, batch.counts, batch.target, batch.value,
                                     batch.policy_target, batch._loaded)
