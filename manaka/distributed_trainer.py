@@ -97,6 +97,11 @@ class Exchange:
         self.rank = dist.get_rank(process_group)
         self.world = dist.get_world_size(process_group)
         self.device = trainer.model.device == "cuda"
+        backend = str(dist.get_backend(process_group))
+        if ("nccl" if self.device else "gloo") not in backend:
+            raise ValueError(f"Trainer: process_group uses {backend}, but a {'CUDA' if self.device else 'CPU'} model "
+                             f"exchanges its gradients over {'NCCL' if self.device else 'gloo'}: "
+                             f"init_process_group(\"{'nccl' if self.device else 'gloo'}\")")
         self.pair_dim = trainer.model.config.pair_dim
         # row ids travel as int32 while the table's rows fit (2,748,340 at the seed shapes)
         self.id_dtype = torch.int32 if trainer.model.shapes["pair_table"][0] < 2**31 else torch.int64
