@@ -8,6 +8,8 @@ between them, over ``torch.distributed`` (gloo on CPUs, NCCL on GPUs):
    the rank's batch. The dense gradients (every tensor but the pair table: 2.74 M floats,
    11 MB at the seed shapes) are left in the model's gradient buffer; the pair table's are
    the rows the batch names (ids ascending, and their gradient rows), never its 176 MB.
+   On the wire a row is its id (int32 while the table has fewer than 2**31 rows) and its
+   `pair_dim` floats.
 2. The exchange, here. The ranks' stats and row counts are all-gathered (one small
    message). If any rank's loss is not finite, every rank raises FloatingPointError and
    nobody updates. Otherwise the dense gradients are all-reduced (summed) in place and the
@@ -34,6 +36,7 @@ need it.
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import Dict, Optional
 
 import numpy as np
@@ -63,15 +66,16 @@ def _torch():
     return torch, dist
 
 
-def exchange_bytes(dense_floats: int, rows_per_rank, pair_dim: int, world: int) -> Dict[str, int]:
+def exchange_bytes(dense_floats: int, rows_per_rank, pair_dim: int, world: int, id_bytes: int = 4) -> Dict[str, int]:
     """What one rank sends in one step's exchange, by part, in bytes: the stats message
-    (9 floats), the dense all-reduce (a ring all-reduce sends 2 (W - 1) / W of its
-    payload), and the rows all-gather (its row count padded to the largest rank's: an
-    int64 id and `pair_dim` floats per row). ``received_rows``: the other ranks' padded rows."""
+    (9 float64), the dense all-reduce (a ring all-reduce sends 2 (W - 1) / W of its
+    payload), and the rows all-gather (its row count padded to the largest rank's: an id of
+    `id_bytes` and `pair_dim` floats per row). ``received_rows``: the other ranks' padded
+    rows."""
     most = max(rows_per_rank) if len(rows_per_rank) else 0
     dense = 4 * dense_floats * 2 * (world - 1) // world
-    rows = most * (8 + 4 * pair_dim)
-    return {"stats": 4 * 9, "dense": dense, "rows": rows, "sent": 36 + dense + rows,
+    rows = most * (id_bytes + 4 * pair_dim)
+    return {"stats": 8 * 9, "dense": dense, "rows": rows, "sent": 72 + dense + rows,
             "received_rows": rows * (world - 1)}
 
 
@@ -93,9 +97,17 @@ class Exchange:
         self.rank = dist.get_rank(process_group)
         self.world = dist.get_world_size(process_group)
         self.device = trainer.model.device == "cuda"
+        backend = str(dist.get_backend(process_group))
+        if ("nccl" if self.device else "gloo") not in backend:
+            raise ValueError(f"Trainer: process_group uses {backend}, but a {'CUDA' if self.device else 'CPU'} model "
+                             f"exchanges its gradients over {'NCCL' if self.device else 'gloo'}: "
+                             f"init_process_group(\"{'nccl' if self.device else 'gloo'}\")")
         self.pair_dim = trainer.model.config.pair_dim
+        # row ids travel as int32 while the table's rows fit (2,748,340 at the seed shapes)
+        self.id_dtype = torch.int32 if trainer.model.shapes["pair_table"][0] < 2**31 else torch.int64
         self.last_bytes: Dict[str, int] = {}
         self.last_rows = []
+        self.last_seconds: Dict[str, float] = {}
         self._check_same_everywhere()
 
     # ------------------------------------------------------------ collectives
@@ -153,8 +165,13 @@ class Exchange:
 
         torch, dist = self.torch, self.dist
         core, W = self.trainer._core, self.world
+        if not isinstance(batch.tokens, np.ndarray):
+            raise TypeError("Trainer.step: a data-parallel trainer takes batches in host memory (NumPy arrays, "
+                            f"as mk.Loader yields them), got tokens of type {type(batch.tokens).__name__}")
+        t0 = time.perf_counter()
         stats, rows = core.backward(batch.tokens, batch.legal, batch.counts, batch.target, batch.value,
                                     batch.policy_target, batch._loaded)
+        t1 = time.perf_counter()
         # 1. stats and row counts, every rank's, in rank order
         mine = np.zeros(9, dtype=np.float64)
         mine[:8], mine[8] = stats, rows
@@ -185,28 +202,33 @@ class Exchange:
         self._run("the dense gradients", dist.all_reduce, g)
         g.div_(W)
         # 3. pair-table rows: all-gathered, summed in rank order into the union
-        ids, grads = core.pair_rows(rows)
-        if self.device:
+        if self.device and rows == 0:  # nothing named (an all-empty batch): no buffer to wrap
+            ids = torch.zeros(0, dtype=torch.int64, device="cuda")
+            grads = torch.zeros((0, self.pair_dim), dtype=torch.float32, device="cuda")
+        elif self.device:
+            ids, grads = core.pair_rows(rows)
             ids = torch.as_tensor(_CudaBuffer(ids, self), device="cuda")
             grads = torch.as_tensor(_CudaBuffer(grads, self), device="cuda")
         else:
-            ids, grads = torch.from_numpy(ids), torch.from_numpy(grads)
+            ids, grads = (torch.from_numpy(a) for a in core.pair_rows(rows))
         most = int(counts.max())
-        padded_ids = torch.zeros(most, dtype=torch.int64, device=ids.device)
+        padded_ids = torch.zeros(most, dtype=self.id_dtype, device=ids.device)
         padded = torch.zeros((most, self.pair_dim), dtype=torch.float32, device=ids.device)
         padded_ids[:rows], padded[:rows] = ids, grads
         all_ids = [torch.empty_like(padded_ids) for _ in range(W)]
         all_rows = [torch.empty_like(padded) for _ in range(W)]
         self._run("the pair-table row ids", dist.all_gather, all_ids, padded_ids)
         self._run("the pair-table rows", dist.all_gather, all_rows, padded)
-        kept = [all_ids[r][:int(counts[r])] for r in range(W)]
+        kept = [all_ids[r][:int(counts[r])].to(torch.int64) for r in range(W)]
         union = torch.unique(torch.cat(kept))  # sorted
         total = torch.zeros((union.numel(), self.pair_dim), dtype=torch.float32, device=ids.device)
         for r in range(W):  # rank order; each rank's ids are distinct, so each row is added once
             total.index_add_(0, torch.searchsorted(union, kept[r]), all_rows[r][:int(counts[r])])
         total.div_(W)
         self.last_rows = [int(c) for c in counts]
-        self.last_bytes = exchange_bytes(int(g.numel()), self.last_rows, self.pair_dim, W)
+        self.last_bytes = exchange_bytes(int(g.numel()), self.last_rows, self.pair_dim, W,
+                                         torch.empty(0, dtype=self.id_dtype).element_size())
+        t2 = time.perf_counter()
         # 4. the update, the same on every rank
         if self.device:
             torch.cuda.synchronize()
@@ -214,4 +236,5 @@ class Exchange:
             out, step = core.apply(union.data_ptr(), total.data_ptr(), mean, int(union.numel()))
         else:
             out, step = core.apply(union.numpy(), total.numpy(), mean)
+        self.last_seconds = {"backward": t1 - t0, "exchange": t2 - t1, "apply": time.perf_counter() - t2}
         return Stats(out, step)

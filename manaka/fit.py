@@ -357,6 +357,10 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     # shard; rank 0 alone logs, evaluates and writes the checkpoint (every rank holds the
     # same parameters), and the ranks agree on when a time limit ends the run.
     rank, world = int(getattr(trainer, "rank", 0)), int(getattr(trainer, "world_size", 1))
+    if world == 1 and loader.world_size > 1:
+        raise ValueError(f"fit: the loader is shard {loader.rank} of {loader.world_size}, but the trainer has no "
+                         "process group: every process would train its own model on its shard; pass "
+                         "trainer=mk.Trainer(model, process_group=...)")
     if world > 1 and (loader.rank, loader.world_size) != (rank, world):
         raise ValueError(f"fit: the loader is shard {loader.rank} of {loader.world_size}, but the trainer is rank "
                          f"{rank} of {world}: build the loader with rank=trainer.rank, world_size=trainer.world_size")

@@ -217,11 +217,13 @@ class Trainer:
     @property
     def last_exchange(self) -> dict:
         """Bytes this rank sent in the last step's exchange, by part (stats, dense, rows,
-        sent; received_rows), and the pair-table rows each rank's batch named
-        (rows_per_rank). Empty without a process group or before a step."""
+        sent; received_rows), the pair-table rows each rank's batch named (rows_per_rank),
+        and the step's seconds in backward, exchange and apply (seconds). Empty without a
+        process group or before a step."""
         if self._exchange is None or not self._exchange.last_bytes:
             return {}
-        return {**self._exchange.last_bytes, "rows_per_rank": list(self._exchange.last_rows)}
+        return {**self._exchange.last_bytes, "rows_per_rank": list(self._exchange.last_rows),
+                "seconds": dict(self._exchange.last_seconds)}
 
     def any_rank(self, flag: bool) -> bool:
         """True if `flag` is true on any rank of :attr:`process_group` (a collective: every

@@ -59,3 +59,10 @@ def test_fit_on_two_ranks_then_resume_in_one_process(tmp_path, monkeypatch):
     straight, _ = one_process(7)
     for name, p in straight.items():
         np.testing.assert_allclose(resumed[name], p, rtol=1e-5, atol=4e-6, err_msg=name)
+
+
+def test_a_shard_without_a_process_group_is_refused():
+    model = workers.fit_model()
+    with pytest.raises(ValueError, match=r"shard 1 of 2, but the trainer has no process group"):
+        mk.fit(model, workers.fit_loader(workers.fit_dataset(), 2, rank=1), steps=1,
+               trainer=mk.Trainer(model), progress=False)

@@ -14,7 +14,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "tools", "gpu_check.sh")
 ORDER = ["preflight", "timeout-drill", "wheels", "probe", "gpu-tests", "step-fp32", "step-tf32",
-         "pair-update", "kernel-profile", "ops", "torch-baselines", "step-torch-module"]
+         "pair-update", "nccl-ddp", "kernel-profile", "ops", "torch-baselines", "step-torch-module"]
 WHEELS = ["scipy_openblas32-0.3.30.0.1-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
           "tqdm-4.67.1-py3-none-any.whl", "hypothesis-6.150.0-py3-none-any.whl",
           "sortedcontainers-2.4.0-py2.py3-none-any.whl", "attrs-25.3.0-py3-none-any.whl"]

@@ -137,3 +137,46 @@ def test_apply_without_backward_and_bad_rows_are_refused():
     assert t.step_count == 1
     with pytest.raises(ValueError, match="no backward to apply"):  # applied once only
         t._core.apply(ids, grads, stats)
+
+
+@pytest.fixture
+def group_of_one(tmp_path):
+    """A gloo group of this process alone (world size 1), destroyed after the test."""
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'one'}", rank=0, world_size=1)
+    try:
+        yield dist.group.WORLD
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("update", ["dense", "sparse", "lazy"])
+@pytest.mark.parametrize("dtype", ["float32", "bf16"])
+def test_one_rank_is_the_plain_step_bit_for_bit(group_of_one, update, dtype):
+    """The two halves with the exchange in between (a world of one) give exactly the plain
+    step's parameters, moments and stats; a non-finite loss raises and changes nothing."""
+    import model_cases as cases
+
+    cfg = cases.config()
+    a, b = mk.Model(cfg, seed=1), mk.Model(cfg, seed=1)
+    ta = mk.Trainer(a, lr=0.02, pair_update=update, pair_state_dtype=dtype)
+    tb = mk.Trainer(b, lr=0.02, pair_update=update, pair_state_dtype=dtype, process_group=group_of_one)
+    assert (tb.rank, tb.world_size, tb.process_group) == (0, 1, group_of_one)
+    for k in range(4):
+        batch = cases.batch(cfg, seed=k)
+        assert ta.step(batch).as_dict() == tb.step(batch).as_dict()
+    cases.assert_parameters_match(b, a)
+    sa, sb = ta.state_dict(), tb.state_dict()
+    for kind in ("exp_avg", "exp_avg_sq"):
+        for name, m in sa[kind].items():
+            np.testing.assert_array_equal(sb[kind][name], m, err_msg=f"{kind} {name}")
+    ex = tb.last_exchange
+    # int32 ids on the wire (the table has fewer than 2**31 rows) and pair_dim floats a row
+    assert ex["rows_per_rank"][0] > 0 and ex["rows"] == ex["rows_per_rank"][0] * (4 + 4 * cfg.pair_dim)
+    assert set(ex["seconds"]) == {"backward", "exchange", "apply"}
+    b.parameters()["value.bias"][...] = np.nan
+    before = b.state_dict()
+    with pytest.raises(FloatingPointError, match=r"not finite on rank\(s\) \[0\] at step 4; no rank applied"):
+        tb.step(cases.batch(cfg, seed=9))
+    assert tb.step_count == 4
+    for name, p in b.state_dict().items():
+        np.testing.assert_array_equal(p, before[name])

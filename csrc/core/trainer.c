@@ -594,6 +594,9 @@ static mk_status backward_staged(mk_trainer *t, const mk_batch *batch, float *st
     }
     t->row_count = *rows = n;
     t->pending = 1;
+    /* a device: the buffers handed out (dense gradients, rows) are complete on return, for
+     * a library reading them on another stream (torch's, in the exchange) */
+    if (!be->host_memory) MK_TRY(be->synchronize(stream));
     return MK_OK;
 }
 

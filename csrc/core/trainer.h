@@ -140,7 +140,8 @@ mk_status mk_trainer_step(mk_trainer *trainer, const mk_batch *batch, float *sta
  * is finite, backward: the dense gradients in the model's gradient buffer
  * (mk_trainer_dense_range), the pair table's as the rows the batch names
  * (mk_trainer_pair_rows, *rows of them; 0 when the loss is not finite). `stats` (host)
- * receives the step's stats on every backend (a device backend synchronises). Nothing is
+ * receives the step's stats on every backend (a device backend synchronises, and its
+ * buffers are complete on return: another stream may read them). Nothing is
  * updated and the step count does not move; a non-finite loss is not an error here (the
  * caller exchanges the loss first and no process applies). */
 mk_status mk_trainer_backward(mk_trainer *trainer, const mk_batch *batch, float *stats,

@@ -338,8 +338,8 @@ static PyObject *trainer_backward(trainer_object *self, PyObject *args) {
     return out;
 }
 
-/* A device buffer as a __cuda_array_interface__ dict (version 3, synchronised: the
- * trainer's halves end with a host read of the stats on the model's stream). */
+/* A device buffer as a __cuda_array_interface__ dict (version 3, no stream: the backward
+ * that wrote it synchronised the model's stream before returning). */
 static PyObject *cuda_interface(const void *ptr, const char *typestr, Py_ssize_t n0,
                                 Py_ssize_t n1, int ndim) {
     PyObject *shape = ndim == 1 ? Py_BuildValue("(n)", n0) : Py_BuildValue("(nn)", n0, n1);
