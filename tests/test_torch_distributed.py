@@ -2,7 +2,6 @@
 a few steps every rank holds the same bits, equal to one process on the concatenated
 batches (to reordered float sums), with the pair table dense through DDP or sparse through
 the rank-ordered row exchange; a rank killed mid-step makes the others fail, not hang."""
-import multiprocessing
 import re
 import time
 
@@ -15,28 +14,16 @@ if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
 import ddp_workers  # noqa: E402
+import spawn_ranks  # noqa: E402
 
 LIMIT_S = 240  # per spawned group: a hang fails the test instead of blocking the suite
 
 
 def spawn(tmp_path, world, sparse, kill=-1, how="exit"):
     seed = int(np.random.default_rng().integers(1 << 20))
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=ddp_workers.run, args=(r, world, str(tmp_path / "rendezvous"), str(tmp_path),
-                                                        sparse, seed, kill, how)) for r in range(world)]
-    for p in procs:
-        p.start()
-    deadline = time.monotonic() + LIMIT_S
-    for r, p in enumerate(procs):
-        if not (how == "stall" and r == kill):  # a stalled rank never ends by itself
-            p.join(max(0.0, deadline - time.monotonic()))
-    hung = [r for r, p in enumerate(procs) if p.is_alive() and not (how == "stall" and r == kill)]
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            p.join()
-    assert not hung, f"ranks {hung} still running after {LIMIT_S} s"
-    return seed, [p.exitcode for p in procs]
+    codes = spawn_ranks.run(ddp_workers.run, lambda r: (r, world, str(tmp_path / "rendezvous"), str(tmp_path),
+                                                        sparse, seed, kill, how), world, LIMIT_S, kill, how)
+    return seed, codes
 
 
 @pytest.fixture(autouse=True)

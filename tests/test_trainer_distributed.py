@@ -4,7 +4,6 @@ process group) on the concatenated batches to reordered float sums, for the dens
 and lazy pair-table updates; the step's loss is the ranks' mean; mismatched models and a
 process group that is not one are refused; a rank lost mid-step makes the others raise
 within the process group's timeout."""
-import multiprocessing
 import re
 import time
 
@@ -17,6 +16,7 @@ if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
 import manaka as mk  # noqa: E402
+import spawn_ranks  # noqa: E402
 import trainer_ddp_workers as workers  # noqa: E402
 
 LIMIT_S = 120  # per spawned group: a hang fails the test instead of blocking the suite
@@ -25,23 +25,10 @@ TIMEOUT_S = 6  # the process group's timeout in the tests that lose a rank
 
 def spawn(tmp_path, world, updates, kill=-1, how="exit", model_seed=3, timeout=20):
     seed = int(np.random.default_rng().integers(1 << 20))
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=workers.run, args=(r, world, str(tmp_path / "rendezvous"), str(tmp_path), updates,
-                                                   seed, kill, how, model_seed, timeout)) for r in range(world)]
-    for p in procs:
-        p.start()
-    deadline = time.monotonic() + LIMIT_S
-    for r, p in enumerate(procs):
-        if not (how == "stall" and r == kill):  # a stalled rank never ends by itself
-            p.join(max(0.0, deadline - time.monotonic()))
-    hung = [r for r, p in enumerate(procs) if p.is_alive() and not (how == "stall" and r == kill)]
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            p.join()
-    assert not hung, f"ranks {hung} still running after {LIMIT_S} s"
+    codes = spawn_ranks.run(workers.run, lambda r: (r, world, str(tmp_path / "rendezvous"), str(tmp_path), updates,
+                                                    seed, kill, how, model_seed, timeout), world, LIMIT_S, kill, how)
     errors = {r: (tmp_path / f"error{r}.txt").read_text() for r in range(world) if (tmp_path / f"error{r}.txt").exists()}
-    return seed, [p.exitcode for p in procs], errors
+    return seed, codes, errors
 
 
 @pytest.fixture(autouse=True)

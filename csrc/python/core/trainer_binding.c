@@ -274,20 +274,25 @@ fail:
     return NULL;
 }
 
+/* A training batch from the host arrays (tokens, legal, counts, target, value,
+ * policy_target, loaded=None) of step() and backward(): 0, or -1 with an exception. */
+static int training_batch(const char *op, PyObject *args, mk_batch_args *held, mk_batch *batch) {
+    PyObject *tokens, *legal, *counts, *target, *value, *soft, *loaded = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOO|O", &tokens, &legal, &counts, &target, &value, &soft,
+                          &loaded))
+        return -1;
+    return mk_batch_from_args(op, tokens, legal, counts, target, value, soft, loaded, held, batch);
+}
+
 /* step(tokens, legal, counts, target, value, policy_target) -> (stats, step): stats float32
  * [MK_STAT_COUNT], or None on a device backend (the stats stay on the device:
  * read_stats(step) fetches them); step, the 1-based number of this step. */
 static PyObject *trainer_step(trainer_object *self, PyObject *args) {
     REQUIRE_TRAINER(self, NULL);
     static const char op[] = "Trainer.step";
-    PyObject *tokens, *legal, *counts, *target, *value, *soft, *loaded = NULL;
-    if (!PyArg_ParseTuple(args, "OOOOOO|O", &tokens, &legal, &counts, &target, &value, &soft,
-                          &loaded))
-        return NULL;
     mk_batch_args held;
     mk_batch batch;
-    if (mk_batch_from_args(op, tokens, legal, counts, target, value, soft, loaded, &held, &batch) < 0)
-        return NULL;
+    if (training_batch(op, args, &held, &batch) < 0) return NULL;
     PyObject *out = run_step(self, op, &batch, NULL);
     mk_batch_args_release(&held);
     return out;
@@ -311,14 +316,9 @@ static PyObject *trainer_step_device(trainer_object *self, PyObject *holder) {
 static PyObject *trainer_backward(trainer_object *self, PyObject *args) {
     REQUIRE_TRAINER(self, NULL);
     static const char op[] = "Trainer.step";
-    PyObject *tokens, *legal, *counts, *target, *value, *soft, *loaded = NULL;
-    if (!PyArg_ParseTuple(args, "OOOOOO|O", &tokens, &legal, &counts, &target, &value, &soft,
-                          &loaded))
-        return NULL;
     mk_batch_args held;
     mk_batch batch;
-    if (mk_batch_from_args(op, tokens, legal, counts, target, value, soft, loaded, &held, &batch) < 0)
-        return NULL;
+    if (training_batch(op, args, &held, &batch) < 0) return NULL;
     npy_intp dims[1] = {MK_STAT_COUNT};
     PyObject *stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0), *out = NULL;
     int slot = stats ? mk_model_batch_begin(self->model, op) : -2;
