@@ -329,9 +329,9 @@ static int64_t pack(const mk_loader *ld, int64_t n, slot *s) {
                          "max_legal = %lld", c, (long long)pos[i], (long long)Lmax);
             else if (c >= 0)
                 snprintf(s->error, sizeof s->error,
-                         "Loader: row %lld changed while its batch was packed: %d legal moves "
-                         "counted, then %d made (a file was rewritten under the running loader: "
-                         "open the dataset again)",
+                         "Loader: the dataset changed under the running loader: row %lld had "
+                         "%d legal moves when counted, then %d when packed; a file was "
+                         "rewritten: open the dataset again",
                          (long long)pos[i], (int)b->counts[size], c);
             fail_batch(ld, n, s);
             return skipped;
