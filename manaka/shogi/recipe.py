@@ -15,7 +15,7 @@ RECIPE: Dict[str, Any] = {
     # model shapes (the token vocabulary is the encoding's; the move vocabulary the move encoding's)
     "embed_dim": 32, "orders": 4, "pair_dim": 1, "hidden": (512,), "head_width": 64,
     # optimizer
-    "batch_size": 512, "lr": 5e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "constant",
+    "batch_size": 512, "lr": 1e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "constant",
     # which pair-table rows a step updates (manaka.Trainer's pair_update)
     "pair_update": "dense",
     # value target: (1 - value) * result + value * sigmoid(eval / 756)
