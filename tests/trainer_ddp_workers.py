@@ -24,6 +24,13 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
+def fail(out: str, rank: int) -> None:
+    """Writes the current exception to error<rank>.txt, where the test reads it, and ends."""
+    with open(os.path.join(out, f"error{rank}.txt"), "w") as f:
+        f.write(traceback.format_exc())
+    os._exit(1)
+
+
 def config():
     return cases.config(hidden=(9,), num_tokens=23, T=7, pair_dim=3)
 
@@ -81,9 +88,7 @@ def run(rank: int, world: int, rendezvous: str, out: str, updates, seed: int, ki
         dist.destroy_process_group()
         exit_now(0)
     except Exception:
-        with open(os.path.join(out, f"error{rank}.txt"), "w") as f:
-            f.write(traceback.format_exc())
-        os._exit(1)
+        fail(out, rank)
 
 
 # ------------------------------------------------------------------ mk.fit on every rank
@@ -125,6 +130,4 @@ def fit_run(rank: int, world: int, rendezvous: str, out: str, steps: int, checkp
         dist.destroy_process_group()
         exit_now(0)
     except Exception:
-        with open(os.path.join(out, f"error{rank}.txt"), "w") as f:
-            f.write(traceback.format_exc())
-        os._exit(1)
+        fail(out, rank)
