@@ -19,3 +19,8 @@ def library() -> str:
 def cublas() -> str:
     """Path of the cuBLAS stand-in that counts handles and GEMMs per stream, built in OUT."""
     return build.build_cublas(OUT)
+
+
+def lab(name: str) -> str:
+    """Path of the emulated library of the experiment lab/<name>/ (its .cu launchers), built in OUT/lab."""
+    return build.build_lab(os.path.join(ROOT, "lab", name), os.path.join(OUT, "lab"))

@@ -50,7 +50,7 @@ class HostArray:
 
 def fake_backend():
     def wrap(op):
-        def call(*args, out=None, check=True, deterministic=True):
+        def call(*args, out=None, check=True):
             result = getattr(_core, op)(*[a.a if isinstance(a, HostArray) else a for a in args])
             if isinstance(result, tuple):
                 if out is None:
@@ -96,7 +96,7 @@ def test_bench_bookkeeping_with_a_stand_in_backend(monkeypatch, tmp_path):
         assert r["rel_diff_vs_cpu"] < 1e-6 and r["bitwise_reproducible"]
         assert r["floor_ms"] > 0 and r["bytes"] > 0 and r["flops"] > 0
         assert r["fused"]["median_ms"] >= 0 and r["public"]["median_ms"] >= 0
-        assert ("atomic" in r) == (r["op"] in ("gather_dot backward", "pair_sums backward"))
+        assert "atomic" not in r  # the atomicAdd scatters are an experiment (lab/), not a product row
     assert result["bandwidth_gbs"] > 0 and result["fp32_tflops"] is None
     assert (tmp_path / "ops-cuda.md").exists()
 

@@ -38,17 +38,15 @@ class Check(ctypes.Structure):  # mk_check in csrc/core/check.h
 FAULT_NONE, FAULT_TOKEN, FAULT_COUNT, FAULT_LEGAL, FAULT_NARROW = 0, 1, 2, 3, 8  # MK_FAULT_*
 
 
-# The op table's entries (stream first; the backward passes end with work, work_bytes) and
-# the benchmark's atomic variants of two of them, then the launchers with the stream last.
+# The op table's entries (stream first; the backward passes end with work, work_bytes), then
+# the launchers with the stream last.
 SIGNATURES = {
     "mk_gather_dot_cuda": [P, P, P, P, P, I64, I64, I64, P],
     "mk_gather_dot_backward_cuda": [P, P, P, P, P, P, I64, I64, I64, I64, P, P, P, SIZE],
-    "mk_gather_dot_backward_atomic_cuda": [P, P, P, P, P, P, I64, I64, I64, I64, P, P, P, SIZE],
     "mk_power_sums_cuda": [P, P, P, I64, I64, I64, I64, P],
     "mk_power_sums_backward_cuda": [P, P, P, P, I64, I64, I64, I64, I64, P, P, SIZE],
     "mk_pair_sums_cuda": [P, P, P, I64, I64, I64, P],
     "mk_pair_sums_backward_cuda": [P, P, P, I64, I64, I64, I64, P, P, SIZE],
-    "mk_pair_sums_backward_atomic_cuda": [P, P, P, I64, I64, I64, I64, P, P, SIZE],
     "mk_gather_dot_backward_cuda_ws": [P, P, P, P, P, I64, I64, I64, I64, P, P, P, SIZE, P],
     "mk_power_sums_backward_cuda_ws": [P, P, P, I64, I64, I64, I64, I64, P, P, SIZE, P],
     "mk_pair_sums_backward_cuda_ws": [P, P, I64, I64, I64, I64, P, P, SIZE, P],
@@ -160,9 +158,9 @@ def test_gather_dot(emu, W, aligned, with_counts):
     assert_close(logits, ref.gather_dot(hidden, table, indices, counts))
 
 
-@pytest.mark.parametrize("variant", ["mk_gather_dot_backward_cuda", "mk_gather_dot_backward_atomic_cuda"])
 @pytest.mark.parametrize("W, collide", [(300, None), (33, 2), (8, 1)])
-def test_gather_dot_backward(emu, variant, W, collide):
+def test_gather_dot_backward(emu, W, collide):
+    variant = "mk_gather_dot_backward_cuda"
     rng = np.random.default_rng(W)
     B, L, M = 6, 23, 30
     hidden = rng.standard_normal((B, W)).astype(np.float32)
@@ -174,10 +172,9 @@ def test_gather_dot_backward(emu, variant, W, collide):
     want_h, want_t = ref.gather_dot_backward(grad, hidden, table, indices, counts)
     assert_close(gh, want_h)
     assert_close(gt, want_t)
-    if variant == "mk_gather_dot_backward_cuda":
-        gt2 = unwritten((M, W))
-        entry(emu, variant, grad, hidden, table, indices, counts, B, L, W, M, None, gt2)
-        assert gt2.tobytes() == gt.tobytes()
+    gt2 = unwritten((M, W))
+    entry(emu, variant, grad, hidden, table, indices, counts, B, L, W, M, None, gt2)
+    assert gt2.tobytes() == gt.tobytes()
 
 
 def test_gather_dot_backward_empty_batch_zeroes_the_table(emu):
@@ -226,16 +223,15 @@ def test_pair_sums(emu, Pw, T, V):
     assert_close(out, ref.pair_sums(table, tokens))
 
 
-@pytest.mark.parametrize("variant", ["mk_pair_sums_backward_cuda", "mk_pair_sums_backward_atomic_cuda"])
 @pytest.mark.parametrize("Pw, T, V", [(16, 40, 25), (3, 6, 4), (300, 9, 6), (16, 1, 5)])
-def test_pair_sums_backward(emu, variant, Pw, T, V):
+def test_pair_sums_backward(emu, Pw, T, V):
     rng = np.random.default_rng(Pw + T + V)
     B, S = 2, 2
     num_pairs = V * (V + 1) // 2
     tokens = op_inputs.tokens(rng, B, S, T, V, empty=0.3)
     grad = rng.standard_normal((B, S, Pw)).astype(np.float32)
     out = unwritten((num_pairs, Pw))
-    entry(emu, variant, grad, tokens, B * S, T, Pw, num_pairs, out)
+    entry(emu, "mk_pair_sums_backward_cuda", grad, tokens, B * S, T, Pw, num_pairs, out)
     assert_close(out, ref.pair_sums_backward(grad, tokens, num_pairs))
 
 

@@ -12,11 +12,10 @@
  * grad_table (default, deterministic): group the legal (b, l) by move id (bucket.cuh,
  * stable), then one block per table row sums G[b, l] * hidden[b, :] over its entries in
  * ascending (b, l): bitwise reproducible run to run, and every row (also unused ones) is
- * written exactly once, so no memset. The atomicAdd version is kept beside it for the
- * benchmark (mk_gather_dot_backward_atomic_cuda). */
+ * written exactly once, so no memset. (An atomicAdd scatter, faster to write but not
+ * reproducible, is an experiment in lab/atomic_scatter/.) */
 #include "backend_cuda.h"
 #include "bucket.cuh"
-#include "bench_variants.h"
 
 #define GD_THREADS 256
 
@@ -92,25 +91,6 @@ static __global__ void gather_dot_grad_table_kernel(const float *__restrict__ gr
             }
             grad_table[m * W + w] = acc;
         }
-    }
-}
-
-/* The atomic version: one block per position, a warp per legal slot adds
- * G[b, l] * hidden[b, :] into its row. Fast to write, but the order of the float adds
- * into a shared row depends on scheduling: not reproducible under collisions. */
-static __global__ void gather_dot_grad_table_atomic_kernel(const float *__restrict__ grad,
-                                                           const float *__restrict__ hidden,
-                                                           const int32_t *__restrict__ indices,
-                                                           const int32_t *__restrict__ counts,
-                                                           int64_t L, int W,
-                                                           float *grad_table) {
-    const int64_t b = blockIdx.x;
-    const int64_t n = counts ? counts[b] : L;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    for (int64_t l = warp; l < n; l += warps) {
-        const float g = grad[b * L + l];
-        float *row = grad_table + (int64_t)indices[b * L + l] * W;
-        for (int w = lane; w < W; w += 32) atomicAdd(row + w, g * hidden[b * W + w]);
     }
 }
 
@@ -218,26 +198,4 @@ extern "C" mk_status mk_gather_dot_backward_cuda(void *stream, const float *grad
     status = mk_gather_dot_backward_cuda_ws(grad, hidden, table, indices, counts, B, L, W, M,
                                             grad_hidden, grad_table, work, bytes, stream);
     return mk_work_free(work, status, MK_STREAM(stream));
-}
-
-extern "C" mk_status mk_gather_dot_backward_atomic_cuda(
-    void *stream, const float *grad, const float *hidden, const float *table,
-    const int32_t *indices, const int32_t *counts, int64_t B, int64_t L, int64_t W, int64_t M,
-    float *grad_hidden, float *grad_table, void * /* work: none needed */, size_t) {
-    mk_status status = check_sizes(B, W);
-    cudaStream_t s = MK_STREAM(stream);
-    if (status != MK_OK) return status;
-    if (grad_hidden && B > 0 && W > 0) {
-        status = grad_hidden_cuda(grad, table, indices, counts, B, L, W, grad_hidden, s);
-        if (status != MK_OK) return status;
-    }
-    if (!grad_table || M == 0 || W == 0) return MK_OK;
-    MK_CUDA_TRY(cudaMemsetAsync(grad_table, 0, (size_t)(M * W) * sizeof(float), s));
-    if (B > 0 && L > 0) {
-        gather_dot_grad_table_atomic_kernel<<<(unsigned)B, GD_THREADS, 0, s>>>(
-            grad, hidden, indices, counts, L, (int)W, grad_table);
-        MK_CUDA_LAUNCHED("gather_dot_grad_table_atomic_kernel");
-    }
-done:
-    return status;
 }

@@ -13,11 +13,9 @@
  * grad_pair_table[q, p] = sum of grad[row, p] over q's entries in ascending row: every
  * element of the 44 M-float table is written exactly once (no memset) and the result is
  * bitwise reproducible. The same buckets and sums feed the fused pair-table AdamW of
- * adamw.cu (pair_sums.cuh), which never stores the gradient. The atomic version (zero, then
- * atomicAdd per pair and column) is kept for the benchmark; its result depends on
- * scheduling when a pair repeats. */
+ * adamw.cu (pair_sums.cuh), which never stores the gradient. (An atomicAdd scatter, which
+ * depends on scheduling when a pair repeats, is an experiment in lab/atomic_scatter/.) */
 #include "backend_cuda.h"
-#include "bench_variants.h"
 #include "pair_sums.cuh"
 
 #define PR_THREADS 256
@@ -94,26 +92,6 @@ static __global__ void pair_sums_grad_table_kernel(const float *__restrict__ gra
                                                    float *__restrict__ grad_table) {
     MK_GRID_STRIDE(x, num_pairs * P)
         grad_table[x] = mk_pair_grad_element(grad, order, starts, pairs, P, x);
-}
-
-static __global__ void pair_sums_grad_table_atomic_kernel(const float *__restrict__ grad,
-                                                          const int32_t *__restrict__ tokens,
-                                                          int64_t T, int P, float *grad_table) {
-    extern __shared__ float smem[];
-    const pair_layout lay(P);
-    int32_t *tok = reinterpret_cast<int32_t *>(smem);
-    const int64_t r = blockIdx.x;
-    for (int64_t t = threadIdx.x; t < T; t += blockDim.x) tok[t] = tokens[r * T + t];
-    __syncthreads();
-    if (lay.slot >= lay.slots) return;
-    const int64_t pairs = T * (T - 1) / 2;
-    for (int64_t q = lay.slot; q < pairs; q += lay.slots) {
-        int64_t i, j;
-        pair_of(q, &i, &j);
-        if (tok[i] < 0 || tok[j] < 0) continue;
-        float *row = grad_table + pair_row(tok[i], tok[j]) * P;
-        for (int p = lay.p0; p < P; p += lay.pstep) atomicAdd(row + p, grad[r * P + p]);
-    }
 }
 
 static mk_status check_sizes(const char *op, int64_t rows, int64_t T, int64_t P,
@@ -207,24 +185,4 @@ extern "C" mk_status mk_pair_sums_backward_cuda(void *stream, const float *grad,
     status = mk_pair_sums_backward_cuda_ws(grad, tokens, rows, T, P, num_pairs, grad_pair_table,
                                            work, bytes, stream);
     return mk_work_free(work, status, MK_STREAM(stream));
-}
-
-extern "C" mk_status mk_pair_sums_backward_atomic_cuda(void *stream, const float *grad,
-                                                       const int32_t *tokens, int64_t rows,
-                                                       int64_t T, int64_t P, int64_t num_pairs,
-                                                       float *grad_pair_table,
-                                                       void * /* work: none needed */, size_t) {
-    mk_status status = MK_OK;
-    cudaStream_t s = MK_STREAM(stream);
-    const size_t smem = (size_t)T * sizeof(int32_t);
-    if (num_pairs == 0 || P == 0) return MK_OK;
-    if ((status = check_sizes("pair_sums_backward", rows, T, P, smem)) != MK_OK) return status;
-    MK_CUDA_TRY(cudaMemsetAsync(grad_pair_table, 0, (size_t)(num_pairs * P) * sizeof(float), s));
-    if (rows > 0) {
-        pair_sums_grad_table_atomic_kernel<<<(unsigned)rows, PR_THREADS, smem, s>>>(
-            grad, tokens, T, (int)P, grad_pair_table);
-        MK_CUDA_LAUNCHED("pair_sums_grad_table_atomic_kernel");
-    }
-done:
-    return status;
 }

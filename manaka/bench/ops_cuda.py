@@ -3,7 +3,6 @@ configuration, beside
 
 * the same op through the public API (index checks with their device round trip, and a
   fresh output allocation, included),
-* the atomicAdd backward kept beside the deterministic one (gather_dot, pair_sums),
 * the materialising PyTorch version, eager and under torch.compile (when torch with CUDA
   is installed),
 * its floor: the bytes it must move over the measured device-to-device bandwidth, and the
@@ -155,41 +154,37 @@ def main(argv: Optional[List[str]] = None) -> int:
     }
     gd_args = (d["hidden"], d["table"], d["indices"], d["counts"])
     gdb_args = (d["grad_logits"],) + gd_args
-    # name -> (kernel call, public call, atomic call or None, cpu call)
+    # name -> (kernel call, public call, cpu call)
     cases = {
         "gather_dot forward": (
             lambda: _c.gather_dot(*gd_args, out=out["gather_dot"], check=False),
-            lambda: mk.ops.gather_dot(*gd_args), None,
+            lambda: mk.ops.gather_dot(*gd_args),
             lambda: mk.ops.gather_dot(x["hidden"], x["table"], x["indices"], x["counts"])),
         "gather_dot backward": (
             lambda: _c.gather_dot_backward(*gdb_args, out=(out["grad_hidden"], out["grad_table"]), check=False),
             lambda: mk.ops.gather_dot_backward(*gdb_args),
-            lambda: _c.gather_dot_backward(*gdb_args, out=(out["grad_hidden"], out["grad_table"]),
-                                           check=False, deterministic=False),
             lambda: mk.ops.gather_dot_backward(x["grad_logits"], x["hidden"], x["table"], x["indices"], x["counts"])),
         "power_sums forward": (
             lambda: _c.power_sums(d["emb"], d["tokens"], s.K, out=out["power"], check=False),
-            lambda: mk.ops.power_sums(d["emb"], d["tokens"], s.K), None,
+            lambda: mk.ops.power_sums(d["emb"], d["tokens"], s.K),
             lambda: mk.ops.power_sums(x["emb"], x["tokens"], s.K)),
         "power_sums backward": (
             lambda: _c.power_sums_backward(d["grad_power"], d["emb"], d["tokens"], out=out["grad_emb"], check=False),
-            lambda: mk.ops.power_sums_backward(d["grad_power"], d["emb"], d["tokens"]), None,
+            lambda: mk.ops.power_sums_backward(d["grad_power"], d["emb"], d["tokens"]),
             lambda: mk.ops.power_sums_backward(x["grad_power"], x["emb"], x["tokens"])),
         "pair_sums forward": (
             lambda: _c.pair_sums(d["pair_table"], d["tokens"], out=out["pair"], check=False),
-            lambda: mk.ops.pair_sums(d["pair_table"], d["tokens"]), None,
+            lambda: mk.ops.pair_sums(d["pair_table"], d["tokens"]),
             lambda: mk.ops.pair_sums(x["pair_table"], x["tokens"])),
         "pair_sums backward": (
             lambda: _c.pair_sums_backward(d["grad_pair"], d["tokens"], s.num_pairs, out=out["grad_pair"], check=False),
             lambda: mk.ops.pair_sums_backward(d["grad_pair"], d["tokens"], s.num_pairs),
-            lambda: _c.pair_sums_backward(d["grad_pair"], d["tokens"], s.num_pairs, out=out["grad_pair"],
-                                          check=False, deterministic=False),
             lambda: mk.ops.pair_sums_backward(x["grad_pair"], x["tokens"], s.num_pairs)),
     }
     torch_cases = make_torch_cases(torch, d, s, compile_too=not args.no_compile) if torch else {}
 
     lines, results = [HEADER], []
-    for name, (kernel, public, atomic, cpu) in cases.items():
+    for name, (kernel, public, cpu) in cases.items():
         want = cpu()
         got = host(public())
         err = agree(got, want)
@@ -223,14 +218,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         entry["fused"] = fused
         entry["fused_telemetry"] = telemetry(nvml, kernel)
         rows.append(fused)
-        if atomic:
-            outs = [host(atomic()) for _ in range(2)]
-            a_err = agree(outs[0], want)
-            a_same = identical(outs[0], outs[1])
-            t = timed(f"{name}: fused, atomicAdd", atomic, args.runs, args.inner,
-                      rel_diff=f"{a_err:.1e}", reproducible=a_same)
-            entry["atomic"], entry["atomic_reproducible"] = t, a_same
-            rows.append(t)
         t = timed(f"{name}: API (checks+alloc)", public, args.runs, args.inner)
         entry["public"] = t
         rows.append(t)

@@ -88,8 +88,8 @@ def _compile(out_dir, sources, link_extra, target, c_sources=C_SOURCES):
     inc = os.path.join(HERE, "include")
     cpps = []
     for name in sources:
-        src = os.path.join(ROOT, "csrc", "cuda", name)
-        cpp = os.path.join(out_dir, name[:-3] + ".cpp")
+        src = name if os.path.isabs(name) else os.path.join(ROOT, "csrc", "cuda", name)
+        cpp = os.path.join(out_dir, os.path.basename(name)[:-3] + ".cpp")
         with open(src) as f, open(cpp, "w") as g:
             g.write(f'#line 1 "{src}"\n' + translate(f.read()))
         cpps.append(cpp)
@@ -118,6 +118,16 @@ def build(out_dir):
     os.makedirs(out_dir, exist_ok=True)
     lib = os.path.join(out_dir, "libmk_emu.so")
     return lib if _up_to_date(lib) else _compile(out_dir, SOURCES, ["-Wl,-Bsymbolic"], lib)
+
+
+def build_lab(folder, out_dir):
+    """The .cu files of an experiment folder (lab/<name>/) as lib<name>_emu.so in out_dir, with the
+    engine's error functions (error.c) bound to its own copy as in build(): its launchers, for its tests."""
+    os.makedirs(out_dir, exist_ok=True)
+    sources = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".cu"))
+    lib = os.path.join(out_dir, f"lib{os.path.basename(folder.rstrip(os.sep))}_emu.so")
+    fresh = os.path.exists(lib) and os.path.getmtime(lib) >= max(os.path.getmtime(f) for f in inputs() + sources)
+    return lib if fresh else _compile(out_dir, sources, ["-Wl,-Bsymbolic"], lib, ["csrc/core/error.c"])
 
 
 def build_cublas(out_dir):

@@ -13,12 +13,10 @@
  *   out=       write into these arrays (float32, exact shape, contiguous, writable) instead
  *              of allocating; gather_dot_backward takes (grad_hidden, grad_table)
  *   check=     False skips the index range checks (and their device round trip); an
- *              out-of-range index is then undefined behaviour
- *   deterministic=  False selects the atomicAdd backward (gather_dot, pair_sums) */
+ *              out-of-range index is then undefined behaviour */
 #include "cuda_binding.h"
 
 #include "cuda/backend_cuda.h"
-#include "cuda/bench_variants.h"
 #include "python/common/op_args.h"
 
 #define MAX_ARGS (MK_OP_ARRAYS + 2)
@@ -88,23 +86,11 @@ static PyObject *result(PyObject *out_o, mk_gpu_array *out, const char *op, int 
     return (PyObject *)arr;
 }
 
-/* The CUDA table (as the model calls it), or with deterministic=False the same table with
- * the benchmark's atomicAdd backward passes (bench_variants.h) in its two scatters. */
-static const mk_backend *table(int deterministic) {
-    static mk_backend atomic; /* filled on first use, under the GIL */
-    if (!atomic.name) {
-        atomic = mk_backend_cuda;
-        atomic.gather_dot_backward = mk_gather_dot_backward_atomic_cuda;
-        atomic.pair_sums_backward = mk_pair_sums_backward_atomic_cuda;
-    }
-    return deterministic ? &mk_backend_cuda : &atomic;
-}
-
 /* The whole call: arguments, out= arrays, the device, the range check (unless check=False),
  * results, the op with the GIL released. `outs`: the out= objects (Py_None: allocate). */
 static PyObject *call(const mk_op_spec *s, PyObject *const *positional, PyObject *scalar,
                       int64_t scalar_value, PyObject *const *outs, const char *const *out_names,
-                      int check, int deterministic) {
+                      int check) {
     const char *op = s->name;
     held h = {0};
     mk_op_call c = {.scalar = scalar_value};
@@ -136,9 +122,8 @@ static PyObject *call(const mk_op_spec *s, PyObject *const *positional, PyObject
     }
     for (int o = 0; o < s->n_outs; o++)
         if (!(res[o] = result(outs[o], out[o], op, s->out_ndim[o], c.out[o], &data[o]))) goto done;
-    const mk_backend *backend = table(deterministic);
     Py_BEGIN_ALLOW_THREADS;
-    status = s->run(backend, &c, data);
+    status = s->run(&mk_backend_cuda, &c, data);
     Py_END_ALLOW_THREADS;
     if (status != MK_OK) {
         mk_raise_where(op, status);
@@ -161,24 +146,24 @@ static PyObject *py_gather_dot(PyObject *self, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O$Op:gather_dot", kwlist, &o[0], &o[1], &o[2],
                                      &o[3], &out, &check))
         return NULL;
-    return call(&mk_op_gather_dot, o, NULL, 0, &out, OUT, check, 1);
+    return call(&mk_op_gather_dot, o, NULL, 0, &out, OUT, check);
 }
 
 static PyObject *py_gather_dot_backward(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"grad", "hidden", "table", "indices", "counts",
-                             "out", "check", "deterministic", NULL};
+                             "out", "check", NULL};
     static const char *const names[] = {"out[0] (grad_hidden)", "out[1] (grad_table)"};
     PyObject *o[5] = {NULL, NULL, NULL, NULL, Py_None}, *out = Py_None;
     PyObject *outs[2] = {Py_None, Py_None};
-    int check = 1, deterministic = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|O$Opp:gather_dot_backward", kwlist, &o[0],
-                                     &o[1], &o[2], &o[3], &o[4], &out, &check, &deterministic))
+    int check = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|O$Op:gather_dot_backward", kwlist, &o[0],
+                                     &o[1], &o[2], &o[3], &o[4], &out, &check))
         return NULL;
     if (out != Py_None && !PyArg_ParseTuple(out, "OO", &outs[0], &outs[1])) {
         PyErr_Format(PyExc_TypeError, "gather_dot_backward: out must be a (grad_hidden, grad_table) tuple");
         return NULL;
     }
-    return call(&mk_op_gather_dot_backward, o, NULL, 0, outs, names, check, deterministic);
+    return call(&mk_op_gather_dot_backward, o, NULL, 0, outs, names, check);
 }
 
 static PyObject *py_power_sums(PyObject *self, PyObject *args, PyObject *kw) {
@@ -188,7 +173,7 @@ static PyObject *py_power_sums(PyObject *self, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|$Op:power_sums", kwlist, &o[0], &o[1], &o[2],
                                      &out, &check))
         return NULL;
-    return call(&mk_op_power_sums, o, o[2], 0, &out, OUT, check, 1);
+    return call(&mk_op_power_sums, o, o[2], 0, &out, OUT, check);
 }
 
 static PyObject *py_power_sums_backward(PyObject *self, PyObject *args, PyObject *kw) {
@@ -198,7 +183,7 @@ static PyObject *py_power_sums_backward(PyObject *self, PyObject *args, PyObject
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|$Op:power_sums_backward", kwlist, &o[0],
                                      &o[1], &o[2], &out, &check))
         return NULL;
-    return call(&mk_op_power_sums_backward, o, NULL, 0, &out, OUT, check, 1);
+    return call(&mk_op_power_sums_backward, o, NULL, 0, &out, OUT, check);
 }
 
 static PyObject *py_pair_sums(PyObject *self, PyObject *args, PyObject *kw) {
@@ -208,18 +193,18 @@ static PyObject *py_pair_sums(PyObject *self, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$Op:pair_sums", kwlist, &o[0], &o[1], &out,
                                      &check))
         return NULL;
-    return call(&mk_op_pair_sums, o, NULL, 0, &out, OUT, check, 1);
+    return call(&mk_op_pair_sums, o, NULL, 0, &out, OUT, check);
 }
 
 static PyObject *py_pair_sums_backward(PyObject *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"grad", "tokens", "num_pairs", "out", "check", "deterministic", NULL};
+    static char *kwlist[] = {"grad", "tokens", "num_pairs", "out", "check", NULL};
     PyObject *o[2], *out = Py_None;
     long long num_pairs;
-    int check = 1, deterministic = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOL|$Opp:pair_sums_backward", kwlist, &o[0],
-                                     &o[1], &num_pairs, &out, &check, &deterministic))
+    int check = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOL|$Op:pair_sums_backward", kwlist, &o[0],
+                                     &o[1], &num_pairs, &out, &check))
         return NULL;
-    return call(&mk_op_pair_sums_backward, o, NULL, num_pairs, &out, OUT, check, deterministic);
+    return call(&mk_op_pair_sums_backward, o, NULL, num_pairs, &out, OUT, check);
 }
 
 /* ---------------------------------------------------------------- test hook */
