@@ -28,11 +28,15 @@ def named_rows(batch: mk.Batch) -> int:
 
 
 def record_batches(path: str, B: int, count: int, seed: int = 0) -> List[mk.Batch]:
-    """`count` shuffled batches of B positions from shogi records or a dataset folder, as
-    ``python -m manaka.train`` opens them (copies: safe to keep)."""
-    from manaka.train import open_data
+    """`count` shuffled batches of B positions from shogi records (HCPE / PSV / hcpe3: labels in
+    the dlshogi encoding, the seed configuration's 2,187 moves; no mirrors) or a dataset folder,
+    opened as ``python -m manaka.train`` opens them (copies: safe to keep)."""
+    from manaka.train import data_kind, open_data
 
-    data = open_data(path)
+    try:
+        data = open_data(path, data_kind(path, "--records"), moves="dlshogi")
+    except ValueError as e:
+        raise SystemExit(str(e))
     with mk.Loader(data, batch_size=B, producers=1, shuffle=True, seed=seed, drop_last=True,
                    copy=True) as loader:
         out = []

@@ -19,14 +19,23 @@ configuration, four ways, on the same parameters and batch:
 All four start from the same parameters; their first losses are checked to agree before
 anything is timed. Steps are timed interleaved (each round runs every variant once, in an
 order reversed every round), so load from other processes falls on all of them alike.
+
+The batch: the uniform seed batch of docs/design.md §5 by default, whose random tokens name
+~44 % of the pair table's rows; with ``--records FILES`` real positions from shogi records
+(dlshogi labels, legal lists padded to --max-legal), of which a batch names a few percent, as
+in training. Every variant cycles through the same ``--batches`` batches in the same order, so
+the sparse updates pay their catch-up of rows that come back after a gap.
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import time
 from typing import List
+
+import numpy as np
 
 import manaka as mk
 from manaka.bench.seed import SMALL
@@ -34,11 +43,38 @@ from manaka.bench.step import SEED, seed_batch
 from manaka.bench.timing import HEADER, OUT_HELP, measure_interleaved, note_resources, write_results
 
 
+def padded(batch: mk.Batch, L: int) -> mk.Batch:
+    """`batch` with its legal lists padded with -1 to L slots (every batch the same shape, so a
+    compiled step compiles once)."""
+    if batch.max_legal > L:
+        raise SystemExit(f"--max-legal {L}: a batch has {batch.max_legal} legal slots; raise --max-legal")
+    legal = np.full((len(batch), L), -1, np.int32)
+    legal[:, :batch.max_legal] = batch.legal
+    return mk.Batch(batch.tokens, legal, batch.counts, batch.target, batch.value)
+
+
+def step_batches(cfg: mk.ModelConfig, args):
+    """(batches, a line saying what they are) for --records / --batches."""
+    count = args.batches or (8 if args.records else 1)
+    if not args.records:
+        return [seed_batch(cfg, args.batch, args.max_legal, seed=i) for i in range(count)], \
+            f"{count} seed batch(es) (uniform random tokens)"
+    from manaka.bench.pair_update import named_rows, record_batches
+
+    batches = [padded(b, args.max_legal) for b in record_batches(args.records, args.batch, count)]
+    share = np.mean([named_rows(b) for b in batches]) / (cfg.num_tokens * (cfg.num_tokens + 1) // 2)
+    return batches, f"{count} batches of positions from {args.records} (a batch names {share:.1%} of the pair rows)"
+
+
 def main(argv: List[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m manaka.bench step_torch", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=1024, help="B (default 1024)")
     ap.add_argument("--max-legal", type=int, default=600, help="L (default 600)")
+    ap.add_argument("--records", default=None, metavar="FILES",
+                    help="real positions from shogi records (HCPE / PSV file, glob or folder) instead of the seed batch")
+    ap.add_argument("--batches", type=int, default=None,
+                    help="distinct batches every variant cycles through (default 1; 8 with --records)")
     ap.add_argument("--runs", type=int, default=5, help="timed interleaved rounds (median of N)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed rounds first (compilation happens here)")
     ap.add_argument("--threads", type=int, default=0, help="threads for manaka and torch (0: manaka's default)")
@@ -70,12 +106,13 @@ def main(argv: List[str]) -> int:
     torch.set_num_threads(mk.get_num_threads())
     load = os.getloadavg()
     cfg = mk.ModelConfig(**(SMALL if args.small else SEED))
-    batch = seed_batch(cfg, args.batch, args.max_legal)
     B, dev = args.batch, args.device
+    batches, source = step_batches(cfg, args)
+    batch = batches[0]
     model = mk.Model(cfg, seed=0, device=dev)
     state = model.state_dict()
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
-    results = {"config": cfg.to_dict(), "batch": B, "max_legal": args.max_legal, "device": dev,
+    results = {"config": cfg.to_dict(), "batch": B, "max_legal": args.max_legal, "device": dev, "source": source,
                "threads": mk.get_num_threads(), "torch": torch.__version__, "load_average_at_start": load}
 
     # every variant starts from the same parameters; their first losses must agree
@@ -84,14 +121,15 @@ def main(argv: List[str]) -> int:
     sparse_trainer = mk.Trainer(mk.Model(cfg, seed=0, device=dev), lr=1e-3, pair_update="sparse")
     net = mkt.Network.from_model(model, device=dev)
     tensors = mkt.batch_tensors(batch, dev)
+    tensor_sets = [tensors] + [mkt.batch_tensors(b, dev) for b in batches[1:]]
     opt = torch.optim.AdamW(mkt.param_groups(net, 0.01), lr=1e-3, fused=True)
     with torch.no_grad():
         losses["manaka.torch"] = float(net.loss(**tensors))
     with torch.no_grad(), torch.autocast(dev, torch.bfloat16):
         autocast_loss = float(net.loss(**tensors))
-    dense = torch_baseline.TorchStep(cfg, state, batch, lr=1e-3, device=dev, dense=True, fused=True)
+    dense = torch_baseline.TorchStep(cfg, state, batches, lr=1e-3, device=dev, dense=True, fused=True)
     losses["plain torch"] = dense.loss()
-    sparse_adam = torch_baseline.TorchStep(cfg, state, batch, lr=1e-3, device=dev, dense=True, fused=True,
+    sparse_adam = torch_baseline.TorchStep(cfg, state, batches, lr=1e-3, device=dev, dense=True, fused=True,
                                            sparse_adam=True)
     losses["plain torch, SparseAdam pairs"] = sparse_adam.loss()
     bad = {k: v for k, v in losses.items() if abs(v - losses["mk.Trainer"]) > 1e-4 * abs(losses["mk.Trainer"])}
@@ -103,20 +141,24 @@ def main(argv: List[str]) -> int:
         return 1
 
     def network_step(loss_fn, autocast=False):
+        cycle = itertools.cycle(tensor_sets)
+
         def step():
             opt.zero_grad(set_to_none=True)
             with torch.autocast(dev, torch.bfloat16, enabled=autocast):
-                loss = loss_fn(**tensors)
+                loss = loss_fn(**next(cycle))
             loss.backward()
             opt.step()
             return loss.detach()
         return step
 
+    dense_cycle, sparse_cycle = itertools.cycle(batches), itertools.cycle(batches)
+
     def trainer_step():
-        trainer.step(batch).loss  # reading the loss waits for a GPU step too
+        trainer.step(next(dense_cycle)).loss  # reading the loss waits for a GPU step too
 
     def sparse_trainer_step():
-        sparse_trainer.step(batch).loss
+        sparse_trainer.step(next(sparse_cycle)).loss
 
     variants = {
         "mk.Trainer step": trainer_step,
@@ -128,9 +170,9 @@ def main(argv: List[str]) -> int:
     }
     compile_s = {}
     if not args.no_compile:
-        compiled_net = torch_baseline.TorchStep(cfg, state, batch, lr=1e-3, device=dev, dense=True,
+        compiled_net = torch_baseline.TorchStep(cfg, state, batches, lr=1e-3, device=dev, dense=True,
                                                 fused=True, compile=True)
-        compiled_sparse = torch_baseline.TorchStep(cfg, state, batch, lr=1e-3, device=dev, dense=True,
+        compiled_sparse = torch_baseline.TorchStep(cfg, state, batches, lr=1e-3, device=dev, dense=True,
                                                    fused=True, compile=True, sparse_adam=True)
         net_compiled = network_step(torch.compile(net.loss, fullgraph=True))
         for name, fn in (("manaka.torch.Network + AdamW compiled", net_compiled),
@@ -147,6 +189,7 @@ def main(argv: List[str]) -> int:
     base = timings["mk.Trainer step"]
     lines = [f"seed configuration: {cfg}",
              f"B={B} L={args.max_legal} device={dev} threads={mk.get_num_threads()} torch {torch.__version__}",
+             f"batches: {source}",
              "first losses at the same parameters: " + ", ".join(f"{k} {v:.6f}" for k, v in losses.items())
              + f" (autocast bf16: {autocast_loss:.6f})",
              "", HEADER]

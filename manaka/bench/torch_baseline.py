@@ -8,6 +8,8 @@ dependency of manaka.
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -121,6 +123,7 @@ class TorchStep:
 
     def __init__(self, cfg, state, batch, lr=1e-3, weight_decay=0.01, device="cpu", compile=False,
                  dense=False, fused=None, sparse_adam=False):
+        """`batch`: one mk.Batch, or a list of them that the steps cycle through in order."""
         if sparse_adam and not dense:
             raise ValueError("TorchStep: sparse_adam needs dense=True (the embedding_bag network)")
         self.device = torch.device(device)
@@ -141,11 +144,15 @@ class TorchStep:
         if compile and sparse_adam:
             compiled = self.loss_fn
             self.loss_fn = lambda *args: compiled(*args, pair=self.net.pair_features(args[0]))
-        self.args = [None if a is None else torch.from_numpy(a).to(self.device)
-                     for a in (batch.tokens, batch.legal, batch.counts, batch.target, batch.value,
-                               batch.policy_target)]
+        batches = batch if isinstance(batch, (list, tuple)) else [batch]
+        self.arg_sets = [[None if a is None else torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
+                          for a in (b.tokens, b.legal, b.counts, b.target, b.value, b.policy_target)]
+                         for b in batches]
+        self.args = self.arg_sets[0]
+        self._next = itertools.cycle(self.arg_sets)
 
     def loss(self) -> float:
+        """The loss on the first batch (the same one every time)."""
         with torch.no_grad():
             return float(self.net.loss(*self.args))
 
@@ -154,7 +161,7 @@ class TorchStep:
         (float() it to read it; synchronise to time it)."""
         for opt in self.opts:
             opt.zero_grad(set_to_none=True)
-        loss = self.loss_fn(*self.args)
+        loss = self.loss_fn(*next(self._next))
         loss.backward()
         for opt in self.opts:
             opt.step()
