@@ -16,7 +16,8 @@ import pytest
 import manaka as mk
 from manaka.evaluate import baselines, label_frequencies
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import ROOT
+
 VALUES = np.array([0.0, 0.5, 1.0, 0.25, 0.9])  # results, and mixed targets (all decisive but 0.5)
 
 
@@ -180,7 +181,7 @@ def test_a_frequency_source_with_fewer_moves(rng):
 
 def test_no_usable_record_is_an_error_naming_the_data(tmp_path):
     cshogi = pytest.importorskip("cshogi", reason="cshogi (the test extra) writes the records")  # noqa: F841
-    from test_shogi_records import make_records
+    from shogi_reference import make_records
     from manaka import shogi
 
     _, hcpe, _ = make_records(20, 5)
@@ -219,7 +220,7 @@ def run(*args, cwd):
 @pytest.fixture(scope="module")
 def shogi_files(tmp_path_factory):
     pytest.importorskip("cshogi", reason="cshogi (the test extra) writes the records")
-    from test_shogi_records import make_records
+    from shogi_reference import make_records
     from manaka import shogi
 
     folder = tmp_path_factory.mktemp("evaluate_cli")

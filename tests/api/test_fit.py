@@ -13,9 +13,7 @@ import manaka as mk
 from manaka import checkpoint as ckpt
 from fake_training import FakeModel, FakeTrainer
 from model_cases import SMALL
-
-LOG = re.compile(r"^\[[0-9hms.]+\] step=\d+ loss=[-\d.na]+ acc=[\d.na]+ lr=[\d.e+-]+ \| [\d.]+[kM]? pos/s \| "
-                 r"q=\[\d+/\d+\] wait=[\d.]+% \| epoch [\d.]+ ETA \S+$")
+from train_cli import LOG
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,8 @@ import pytest
 import manaka as mk
 from manaka import checkpoint as ckpt
 from model_cases import SMALL, SMALL_MODEL as CFG
+from train_cli import EVAL_LOG, TINY
 
-EVAL_LOG = re.compile(r"^\[[0-9hms.]+\] step=(\d+) loss=[-\d.na]+ acc=[\d.na]+ eval_loss=([\d.]+) "
-                      r"eval_acc=([\d.]+) lr=[\d.e+-]+ \| [\d.]+[kM]? pos/s \| q=\[\d+/\d+\] wait=[\d.]+% \| "
-                      r"epoch [\d.]+ ETA \S+$")
 HELD = ("eval_loss", "eval_policy_loss", "eval_value_loss", "eval_accuracy", "eval_positions")
 
 
@@ -94,7 +92,7 @@ def test_resume_keeps_the_held_out_history(data, tmp_path):
 def test_shogi_records_and_loaders_as_eval_data(tmp_path):
     pytest.importorskip("cshogi")
     from manaka import shogi
-    from test_shogi_records import make_records
+    from shogi_reference import make_records
 
     _, hcpe, _ = make_records(150, 41)
     hcpe[:100].tofile(tmp_path / "train.hcpe")
@@ -148,7 +146,6 @@ def test_bad_arguments(data):
 def test_cli_evaluates_while_training(capsys, monkeypatch, tmp_path):
     from manaka import train
     monkeypatch.chdir(tmp_path)  # the model is saved here (model.manaka, model-1.manaka, ...)
-    from test_train import TINY
 
     base = ["--synthetic", "1500", "--eval-positions", "200", "--no-progress", "--batch-size", "64",
             "--device", "cpu", *TINY]

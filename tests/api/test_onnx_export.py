@@ -22,9 +22,8 @@ ort = pytest.importorskip("onnxruntime", reason="onnxruntime not installed: pip 
 
 import manaka as mk  # noqa: E402
 from manaka.export import export_onnx  # noqa: E402
-from conftest import assert_close  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from assertions import assert_close  # noqa: E402
+from paths import ROOT  # noqa: E402
 
 # (name, config): small random shapes, the edges (T = 1: no pair; no trunk layer; one
 # order), and the seed configuration's shapes with a smaller vocabulary (the pair table of

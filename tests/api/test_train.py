@@ -4,17 +4,13 @@ import re
 import signal
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import manaka as mk
-from test_fit import LOG
-from test_fit_eval import EVAL_LOG
-
-SMALL = SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2)
-TINY = ["--embed-dim", "8", "--pair-dim", "2", "--hidden", "16", "--head-width", "16"]
+from model_cases import SMALL
+from train_cli import CLI, ENV, EVAL_LOG, TINY, cli, one_line
 
 
 def test_help_explains_the_options():
@@ -91,24 +87,8 @@ def test_cli_reports_bad_data_in_one_line(tmp_path, capsys):
     assert train.main(["--resume"]) == 2
 
 
-CLI = [sys.executable, "-m", "manaka.train"]
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# runs in a temporary folder (where the model is saved by default), importing this manaka
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-       "PYTHONUNBUFFERED": "1"}
 QUICK = ["--synthetic", "600", "--eval-positions", "0", "--batch-size", "64", "--device", "cpu", "--no-progress",
          *TINY]
-
-
-def cli(args, cwd, timeout=300):
-    return subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          env=ENV)
-
-
-def one_line(out):
-    lines = out.stderr.strip().splitlines()
-    assert out.returncode == 2 and len(lines) == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
-    return lines[0]
 
 
 def test_an_existing_checkpoint_is_continued_or_replaced_only_when_asked(tmp_path):

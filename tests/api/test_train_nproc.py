@@ -14,7 +14,8 @@ dist = pytest.importorskip("torch.distributed")
 if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import ROOT  # noqa: E402
+
 SMALL = ["--synthetic", "3000", "--eval-positions", "256", "--embed-dim", "8", "--orders", "2", "--pair-dim", "3",
          "--hidden", "16", "--head-width", "8", "--log-every", "2", "--no-progress", "--producers", "1",
          "--pair-update", "sparse", "--dist-timeout", "60"]

@@ -25,7 +25,8 @@ import op_inputs
 import reference as ref
 import reference_bf16 as rbf
 import reference_model as refm
-from conftest import BACKEND_OPS_PERF, rel_err
+from assertions import rel_err
+from conftest import BACKEND_OPS_PERF
 
 PERF_REPEATS = int(os.environ.get("MANAKA_BACKEND_OPS_PERF") or 0)
 BACKENDS = ["cpu", "cpu_staged", pytest.param("cuda", marks=pytest.mark.cuda)]

@@ -4,7 +4,7 @@ import pytest
 
 import manaka as mk
 import reference as ref
-from conftest import rel_err
+from assertions import rel_err
 from op_inputs import legal_batch, tokens
 
 TOL = 1e-5  # float32 data against a float64 reference

@@ -13,9 +13,8 @@ import manaka as mk
 import manaka.ops as ops
 
 import reference as ref
-from conftest import assert_close
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from assertions import assert_close
+from paths import ROOT
 
 
 def fresh_import(env_policy):

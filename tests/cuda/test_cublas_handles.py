@@ -3,7 +3,6 @@ tools/cuda_emu/cublas_emu.c standing in for cuBLAS (it counts handles and the GE
 stream received). One process-wide handle, re-pointed with cublasSetStream before each GEMM,
 sent GEMMs to another thread's stream when two models ran at once with the GIL released."""
 import ctypes
-import os
 import shutil
 import threading
 
@@ -12,7 +11,6 @@ import pytest
 
 import emu_build
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None or shutil.which("gcc") is None,
                                 reason="no g++/gcc to build the CPU emulation of the CUDA kernels")
 P, I64, F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float

@@ -14,10 +14,10 @@ import pytest
 import emu_build
 import op_inputs
 import reference as ref
-from conftest import assert_close
+from assertions import assert_close
 from op_inputs import legal_indices as legal
+from paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None or shutil.which("gcc") is None,
                                 reason="no g++/gcc to build the CPU emulation of the CUDA kernels")
 

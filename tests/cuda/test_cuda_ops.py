@@ -10,7 +10,7 @@ import pytest
 import manaka
 import op_inputs
 import reference as ref
-from conftest import assert_close
+from assertions import assert_close
 from op_inputs import legal_indices as legal
 from manaka import cuda
 

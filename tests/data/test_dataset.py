@@ -7,22 +7,8 @@ import numpy as np
 import pytest
 
 import manaka as mk
-from model_cases import SMALL
+from model_cases import SMALL, arrays
 
-
-
-def arrays(N=6, T=4, V=50, M=40, seed=0, soft=False):
-    rng = np.random.default_rng(seed)
-    counts = rng.integers(1, 9, N)
-    offsets = np.concatenate([[0], np.cumsum(counts)])
-    moves = np.concatenate([rng.choice(M, c, replace=False) for c in counts])
-    tokens = rng.integers(-1, V, (N, 2, T))
-    out = dict(tokens=tokens, legal_offsets=offsets, legal_moves=moves,
-               target=rng.integers(0, counts), value=rng.random(N), num_tokens=V, num_moves=M)
-    if soft:
-        p = rng.random(len(moves))
-        out["policy_target"] = p / np.repeat(np.add.reduceat(p, offsets[:-1]), counts)
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import manaka as mk
-from test_dataset import arrays
+from model_cases import arrays
 
 
 def test_a_corrupt_npy_header_is_a_dataset_error(tmp_path):

@@ -244,7 +244,7 @@ def test_shogi_record_batches_are_checked_by_their_producers_against_the_encoder
     vocabularies; the producer checks each packed batch against them, so a model of the
     shogi shapes reads it unscanned, with the same numbers as the same positions copied."""
     pytest.importorskip("cshogi")
-    from test_shogi_records import make_records
+    from shogi_reference import make_records
 
     from manaka import shogi
 

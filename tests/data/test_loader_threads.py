@@ -8,12 +8,14 @@ import textwrap
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import HELPERS, ROOT
+
 LIMIT_S = 240  # generous: the runs below take seconds; only a hang reaches it
 
 
 def run_child(code: str, *args: str) -> str:
-    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    """Runs `code` in a child process importing this manaka and the modules of tests/helpers."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, HELPERS, os.environ.get("PYTHONPATH")]))}
     try:
         out = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
                              timeout=LIMIT_S, env=env, cwd=ROOT)
@@ -25,9 +27,9 @@ def run_child(code: str, *args: str) -> str:
 
 SETUP = """
     import os, random, sys, threading, time
-    from types import SimpleNamespace
+    from model_cases import SMALL
     import manaka as mk
-    ds = mk.Dataset.synthetic(400, SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2), seed=0)
+    ds = mk.Dataset.synthetic(400, SMALL, seed=0)
     warm = threading.Thread(target=lambda: None)  # a sanitizer runtime starts its own thread
     warm.start(), warm.join()                      # with the first one: count it in the base
     base = len(os.listdir("/proc/self/task"))
@@ -94,16 +96,15 @@ def test_many_concurrent_stops():
 REWRITE = """
     import os, subprocess, sys, textwrap
     import numpy as np
-    from types import SimpleNamespace
+    from model_cases import SMALL
     import manaka as mk
     folder = sys.argv[1]
-    shape = SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2)
     # Two datasets with different legal lists (and one a different size), saved side by side;
     # the writer copies them in turn over the files of the folder the loader reads, in place
     # (np.save truncates the file, then writes it: the memory map sees both).
     for name, n, seed in (("a", 3000, 0), ("b", 2000, 1)):
-        mk.Dataset.synthetic(n, shape, seed=seed, soft_targets=True).save(os.path.join(folder, name))
-    mk.Dataset.synthetic(3000, shape, seed=0, soft_targets=True).save(os.path.join(folder, "live"))
+        mk.Dataset.synthetic(n, SMALL, seed=seed, soft_targets=True).save(os.path.join(folder, name))
+    mk.Dataset.synthetic(3000, SMALL, seed=0, soft_targets=True).save(os.path.join(folder, "live"))
     ds = mk.Dataset.open(os.path.join(folder, "live"))
     writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent('''
         import os, shutil, sys
@@ -148,13 +149,12 @@ def test_rewriting_the_files_under_a_running_loader_is_an_error_not_a_crash(tmp_
 
 CHANGED_OFFSETS = """
     import numpy as np
-    from types import SimpleNamespace
+    from model_cases import SMALL
     import manaka as mk
-    base = mk.Dataset.synthetic(500, SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2),
-                                seed=0, soft_targets=True)
+    base = mk.Dataset.synthetic(500, SMALL, seed=0, soft_targets=True)
     ds = mk.Dataset.from_arrays(tokens=base.tokens, legal_offsets=base.legal_offsets, legal_moves=base.legal_moves,
                                 target=base.target, value=base.value, policy_target=base.policy_target,
-                                num_tokens=300, num_moves=500)
+                                num_tokens=SMALL.num_tokens, num_moves=SMALL.num_moves)
     off = ds.legal_offsets.view()  # a writable view of what the loader reads in place, like a live map
     off.flags.writeable = True
     original, total, longest = off.copy(), int(off[-1]), int(np.diff(off).max())
@@ -198,16 +198,14 @@ def test_offsets_changed_after_the_loader_checked_them_are_an_error():
 TRUNCATED = """
     import os, sys
     import numpy as np
-    from types import SimpleNamespace
+    from model_cases import SMALL
     import manaka as mk
     folder, kind = sys.argv[1], sys.argv[2]
     if kind == "arrays":
-        shape = SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2)
-        data = mk.Dataset.open(mk.Dataset.synthetic(4000, shape, seed=0).save(os.path.join(folder, "ds")))
+        data = mk.Dataset.open(mk.Dataset.synthetic(4000, SMALL, seed=0).save(os.path.join(folder, "ds")))
         victim = os.path.join(folder, "ds", "legal_moves.npy")
     else:
-        sys.path.insert(0, "tests")
-        from test_shogi_records import make_records
+        from shogi_reference import make_records
         from manaka import shogi
         victim = os.path.join(folder, "games.hcpe")
         make_records(3000, 5)[1].tofile(victim)

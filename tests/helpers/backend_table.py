@@ -21,6 +21,7 @@ import numpy as np
 
 import manaka
 from manaka import _testing  # the test hooks (csrc/python/testing/)
+from paths import ROOT
 
 P, I32, I64, F32, U64, SIZE, F64 = (ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float,
                                     ctypes.c_uint64, ctypes.c_size_t, ctypes.c_double)
@@ -56,8 +57,7 @@ MIRRORS = {"mk_batch": Batch, "mk_fault": Fault, "mk_step_shapes": StepShapes,
 ST, ARGS = ctypes.c_int, ctypes.POINTER(AdamwArgs)  # mk_status is an int
 OUT_PTR = ctypes.POINTER(ctypes.c_void_p)
 SCALARS = {"int64_t": I64, "size_t": SIZE, "int": I32, "float": F32, "uint64_t": U64, "double": F64}
-OPS_DEF = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "csrc", "core",
-                       "backend_ops.def")
+OPS_DEF = os.path.join(ROOT, "csrc", "core", "backend_ops.def")
 
 
 def c_argtypes(params, pointers):

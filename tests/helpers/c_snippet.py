@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import ROOT
 
 
 def build(tmp_path_factory, name: str, source: str, what: str) -> ctypes.CDLL:

@@ -3,7 +3,8 @@ with ctypes: one place that imports the builder and names the folder it builds i
 import importlib.util
 import os
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import ROOT
+
 OUT = os.environ.get("MK_EMU_DIR") or os.path.join(ROOT, "build", "cuda_emu")
 
 _spec = importlib.util.spec_from_file_location("cuda_emu_build", os.path.join(ROOT, "tools", "cuda_emu", "build.py"))

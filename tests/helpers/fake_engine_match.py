@@ -1,5 +1,5 @@
 """A tiny USI engine for the match runner's tests, independent of manaka (moves from cshogi):
-``python usi_fake_engine.py MODE [SEED]``. MODE: random (a uniformly random legal move),
+``python fake_engine_match.py MODE [SEED]``. MODE: random (a uniformly random legal move),
 first (the first legal move), resign (always resigns), illegal (a move that is never legal
 at the start: 5e5d), hang (never answers go), crash (exits on go), slow (answers after 2 s),
 win (declares a win by entering king at once)."""

@@ -1,6 +1,6 @@
 """A tiny USI engine for the self-play tests (cshogi plays the moves), with fault modes.
 
-Run as ``python fake_usi_engine.py [--illegal-at N] [--resign-at N] [--crash-at N]
+Run as ``python fake_engine_selfplay.py [--illegal-at N] [--resign-at N] [--crash-at N]
 [--hang-at N] [--win-at N] [--lose-score-at N] [--no-variant-option]``: N counts the
 ``go`` commands this process has answered (1 = the first). Its move and score are a pure
 function of the position (``choose``), so a test can say what it must have played:

@@ -32,7 +32,7 @@ def _read(report):
 
 def child_env():
     """The environment for a child: it imports the manaka this process imported (a child
-    started as `python tests/x.py` has tests/ first on its path, and would otherwise find
+    started as `python tests/robustness/x.py` has that folder first on its path, and would otherwise find
     whatever manaka is installed)."""
     import manaka
     root = os.path.dirname(os.path.dirname(os.path.abspath(manaka.__file__)))

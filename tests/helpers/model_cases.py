@@ -1,4 +1,5 @@
-"""Small random configurations and batches shared by the model and trainer tests."""
+"""Small random configurations, batches and dataset arrays shared by the tests: the one
+place that holds the small configuration (SMALL, SMALL_MODEL)."""
 from types import SimpleNamespace
 
 import numpy as np
@@ -7,11 +8,27 @@ import manaka as mk
 
 
 # The shape of the small datasets of the data, fit and checkpoint tests
-# (mk.Dataset.synthetic(N, **vars(SMALL)), test_dataset.arrays) ...
+# (mk.Dataset.synthetic(N, SMALL)) ...
 SMALL = SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2)
 # ... and the small model trained on them.
 SMALL_MODEL = mk.ModelConfig(num_tokens=300, num_moves=500, tokens_per_side=8, embed_dim=8, orders=2, pair_dim=2,
                              hidden=(16,), head_width=8)
+
+
+def arrays(N=6, T=4, V=50, M=40, seed=0, soft=False):
+    """Keyword arguments of mk.Dataset.from_arrays: N random positions of up to 8 legal moves
+    among M, T tokens a side below V (some -1), soft policy targets when `soft`."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1, 9, N)
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    moves = np.concatenate([rng.choice(M, c, replace=False) for c in counts])
+    tokens = rng.integers(-1, V, (N, 2, T))
+    out = dict(tokens=tokens, legal_offsets=offsets, legal_moves=moves,
+               target=rng.integers(0, counts), value=rng.random(N), num_tokens=V, num_moves=M)
+    if soft:
+        p = rng.random(len(moves))
+        out["policy_target"] = p / np.repeat(np.add.reduceat(p, offsets[:-1]), counts)
+    return out
 
 
 def config(hidden=(12,), orders=3, pair_dim=4, num_tokens=11, num_moves=17, T=6, D=5, W=7):

@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import ROOT
+
 # What a notebook may print when run by the tests (the quick settings).
 MAX_OUTPUTS, MAX_LINES = 60, 200
 

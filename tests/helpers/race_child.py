@@ -6,7 +6,7 @@ Every call must either raise a clean ValueError (it saw a bad value) or return e
 what it returns on the untouched arrays; an out-of-bounds access is a crash (the parent
 sees the signal) or a wrong result. Prints "ok <accepted> <refused>" and exits 0.
 
-    python tests/race_child.py SCENARIO [ROUNDS]
+    python tests/helpers/race_child.py SCENARIO [ROUNDS]
 """
 import random
 import sys

@@ -234,3 +234,25 @@ def records(boards, fmt, rng):
             arr["move"][i] = cshogi.move16_to_psv(cshogi.move16(moves[-1]))
             arr["game_result"][i] = int(rng.integers(-1, 2))
     return arr, moves
+
+
+def make_records(n, seed):
+    """cshogi boards with a random legal move, result and evaluation, as HCPE and PSV: the
+    positions of random games, hand-heavy ones (hundreds of legal moves), endgames and
+    handicap games (pieces left out), and the 593-move position every 100."""
+    rng = np.random.default_rng(seed)
+    hcpe = np.zeros(n, cshogi.HuffmanCodedPosAndEval)
+    psv = np.zeros(n, cshogi.PackedSfenValue)
+    boards = []
+    for i, (_, board) in enumerate(mixed_positions(n, seed, most_moves_every=100)):
+        move = list(board.legal_moves)[int(rng.integers(len(list(board.legal_moves))))]
+        board.to_hcp(hcpe["hcp"][i])
+        board.to_psfen(psv["sfen"][i])
+        hcpe["bestMove16"][i] = cshogi.move16(move)
+        psv["move"][i] = cshogi.move16_to_psv(cshogi.move16(move))
+        hcpe["eval"][i] = psv["score"][i] = int(rng.integers(-3000, 3000))
+        hcpe["gameResult"][i] = int(rng.integers(0, 3))
+        psv["game_result"][i] = int(rng.integers(-1, 2))
+        psv["gamePly"][i] = i
+        boards.append((board.copy(), move))
+    return boards, hcpe, psv

@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import ROOT
+
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from wheel_check import copy_sources  # noqa: E402  (the sources as a clean clone holds them)
 

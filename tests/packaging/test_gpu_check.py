@@ -11,7 +11,8 @@ import tarfile
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import ROOT
+
 SCRIPT = os.path.join(ROOT, "tools", "gpu_check.sh")
 ORDER = ["preflight", "timeout-drill", "wheels", "probe", "gpu-tests", "step-fp32", "step-tf32",
          "pair-update", "nccl-ddp", "kernel-profile", "ops", "torch-baselines", "step-torch-module"]

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import ROOT
 
 
 def test_portable_wheel_repairs_installs_and_trains_without_a_compiler(tmp_path):

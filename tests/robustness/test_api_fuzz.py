@@ -32,9 +32,9 @@ import traceback
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HELPERS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers")
 # Run as a script, this checkout's manaka comes first (not whichever one is installed).
-sys.path[:0] = [HERE] + ([os.path.dirname(HERE)] if __name__ == "__main__" else [])
+sys.path[:0] = [HELPERS] + ([os.path.dirname(os.path.dirname(HELPERS))] if __name__ == "__main__" else [])
 import fuzz_runner  # noqa: E402
 
 KINDS = ["ops", "model", "loader", "dataset"]

@@ -6,7 +6,7 @@ Trainer.step, Model.forward or an op on them. The binding copies every index arr
 checking it and the kernels read that copy, so each call must either raise ValueError or
 return exactly what the untouched arrays give. Before that copy, all six scenarios
 crashed within ~2 s (the check ran on the caller's array; the kernels re-read it). Each
-scenario runs in a child process (tests/race_child.py) so that a crash is a failure here
+scenario runs in a child process (tests/helpers/race_child.py) so that a crash is a failure here
 rather than the end of pytest; the rounds are bounded and the timeout is generous."""
 import os
 import subprocess
@@ -14,15 +14,14 @@ import sys
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+from paths import HELPERS, ROOT
 
 
 @pytest.mark.parametrize("scenario", ["step", "forward", "gather_dot", "pair_sums", "pair_sums_backward",
                                       "power_sums"])
 def test_a_racing_writer_never_reaches_the_kernels(scenario):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
-    out = subprocess.run([sys.executable, os.path.join(HERE, "race_child.py"), scenario, "100"],
+    out = subprocess.run([sys.executable, os.path.join(HELPERS, "race_child.py"), scenario, "100"],
                          capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
     assert out.returncode == 0, f"exit {out.returncode}\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}"
     ok, accepted, refused = out.stdout.split()

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import ROOT
 
 
 @pytest.mark.parametrize("sanitizer", ["thread", "address,undefined"])
@@ -16,7 +16,7 @@ def test_loader_is_clean_under_sanitizers(tmp_path, sanitizer):
         pytest.skip("SKIPPED: no C compiler to build the sanitizer harness")
     exe = str(tmp_path / "stress")
     build = subprocess.run([cc, "-std=c11", "-O1", "-g", f"-fsanitize={sanitizer}", "-pthread",
-                            "-I", os.path.join(ROOT, "csrc"), os.path.join(ROOT, "tests", "c", "loader_stress.c"),
+                            "-I", os.path.join(ROOT, "csrc"), os.path.join(ROOT, "tests", "helpers", "loader_stress.c"),
                             *sorted(glob.glob(os.path.join(ROOT, "csrc", "data", "*.c"))),
                             os.path.join(ROOT, "csrc", "core", "batch.c"),
                             os.path.join(ROOT, "csrc", "core", "check.c"),

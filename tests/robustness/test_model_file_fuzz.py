@@ -23,9 +23,9 @@ import zlib
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HELPERS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers")
 # Run as a script, this checkout's manaka comes first (not whichever one is installed).
-sys.path[:0] = [HERE] + ([os.path.dirname(HERE)] if __name__ == "__main__" else [])
+sys.path[:0] = [HELPERS] + ([os.path.dirname(os.path.dirname(HELPERS))] if __name__ == "__main__" else [])
 import fuzz_runner  # noqa: E402
 NASTY = [-1, 0, 1, 2**31, 2**63, 2**64 + 1, -2**63, 1e308, float("inf"), 0.5, "x", None, True, [], {},
          [2**40, 2**40], [-3], {"a": 1}, [[[[1]]]]]
@@ -101,7 +101,7 @@ def _same(a, b) -> bool:
 
 def child(kind: str, cases: int, seed: int, report: str) -> None:
     """Runs the cases of one kind, appending one JSON line per case to `report`."""
-    sys.path.insert(0, HERE)
+    sys.path.insert(0, HELPERS)
     import manaka as mk
     from manaka import checkpoint
     import model_cases
@@ -121,7 +121,7 @@ def child(kind: str, cases: int, seed: int, report: str) -> None:
                log=lambda s: None)
         expected, error = checkpoint.load(original), mk.CheckpointError
     else:
-        from test_dataset import arrays
+        from model_cases import arrays
         original = mk.Dataset.from_arrays(**arrays(N=20, soft=True)).save(os.path.join(work, "good"))
         error = mk.DatasetError
     good = {} if kind == "dataset" else {"": open(original, "rb").read()}

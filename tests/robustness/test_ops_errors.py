@@ -8,6 +8,7 @@ import pytest
 
 import manaka as mk
 from op_inputs import legal_batch, tokens
+from paths import ROOT
 
 
 @pytest.fixture
@@ -189,10 +190,9 @@ print("ok")
 
 
 def test_huge_num_pairs_is_refused_quickly_not_a_hang():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
     out = subprocess.run([sys.executable, "-c", _HUGE_NUM_PAIRS], capture_output=True, text=True,
-                         timeout=120, env=env, cwd=root)
+                         timeout=120, env=env, cwd=ROOT)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
 
 

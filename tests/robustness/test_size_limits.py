@@ -16,7 +16,8 @@ import pytest
 import manaka as mk
 from manaka import synthetic
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import ROOT
+
 BASE = dict(num_tokens=10, num_moves=12, tokens_per_side=4, embed_dim=4, orders=2, pair_dim=2, hidden=(4,),
             head_width=4)
 

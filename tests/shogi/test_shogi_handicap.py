@@ -156,7 +156,7 @@ PI82HI
 
 
 def test_a_converted_handicap_game_trains(tmp_path, capsys):
-    from test_train import TINY
+    from train_cli import TINY
 
     from manaka import train
 

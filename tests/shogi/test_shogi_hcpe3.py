@@ -161,7 +161,7 @@ def test_training_steps_on_soft_targets(tmp_path, games):
 
 
 def test_cli_trains_on_hcpe3(tmp_path, games, capsys, monkeypatch):
-    from test_train import TINY
+    from train_cli import TINY
     from manaka import train
 
     monkeypatch.chdir(tmp_path)  # the trained model is saved in the working folder

@@ -15,7 +15,7 @@ from shogi_reference import MOST_MOVES, cshogi, hand_heavy_positions, labels, ra
 
 from manaka import shogi
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import ROOT
 
 # Reads the record files named on the command line (format, output, paths...) every way a
 # training row is made, and pickles the rows: {path: {"item": [...], "whole": [...],

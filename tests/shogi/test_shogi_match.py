@@ -17,9 +17,9 @@ from manaka.shogi.game import Game  # noqa: E402
 from manaka.shogi.match import Clock, Player, adjudicate, random_opening, run_match, summary, tally  # noqa: E402
 from manaka.shogi.position import move_to_usi, usi_to_move  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-FAKE = os.path.join(HERE, "usi_fake_engine.py")
+from paths import HELPERS, ROOT  # noqa: E402
+
+FAKE = os.path.join(HELPERS, "fake_engine_match.py")
 
 
 def fake(mode, seed=0):

@@ -10,7 +10,7 @@ from shogi_reference import cshogi
 import manaka as mk
 from manaka import shogi
 from manaka.bench.strength_mirror import mirror_sfen, mirror_usi
-from test_shogi_records import make_records
+from shogi_reference import make_records
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ checked, and python -m manaka.train choosing it for record data (shapes, value t
 mirror, optimizer settings, keep-best)."""
 import pytest
 
-from test_shogi_records import make_records
+from shogi_reference import make_records
 
 from manaka import train
 from manaka.shogi import recipe

@@ -12,7 +12,7 @@ from shogi_reference import cshogi, random_positions, tokens
 
 from manaka import shogi
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import ROOT
 
 
 def hcpe_of(boards):

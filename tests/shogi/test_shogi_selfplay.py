@@ -1,5 +1,5 @@
 """python -m manaka.shogi selfplay: engine games to HCPE, driven through real engine
-processes (tests/fake_usi_engine.py, a tiny USI engine over cshogi with fault modes).
+processes (tests/helpers/fake_engine_selfplay.py, a tiny USI engine over cshogi with fault modes).
 
 The records are checked against an independent replay with cshogi (the positions bit for
 bit, the engine's move and score, the result by the rules); resuming, the split by game,
@@ -15,18 +15,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import fake_engine_selfplay
 from shogi_reference import cshogi
+from paths import HELPERS, ROOT
 
-sys.path.insert(0, str(Path(__file__).parent))
-import fake_usi_engine  # noqa: E402
+from manaka import shogi
+from manaka.shogi import selfplay as sp
+from manaka.shogi.game import Game, declaration_wins
+from manaka.shogi.usi_client import EngineError, parse_score, score_to_eval
 
-from manaka import shogi  # noqa: E402
-from manaka.shogi import selfplay as sp  # noqa: E402
-from manaka.shogi.game import Game, declaration_wins  # noqa: E402
-from manaka.shogi.usi_client import EngineError, parse_score, score_to_eval  # noqa: E402
-
-FAKE = [sys.executable, str(Path(__file__).parent / "fake_usi_engine.py")]
-ROOT = Path(__file__).resolve().parents[1]
+FAKE = [sys.executable, os.path.join(HELPERS, "fake_engine_selfplay.py")]
 FSF = "/usr/games/fairy-stockfish"
 
 
@@ -79,7 +77,7 @@ def check_game(game, st):
     for r, rec in enumerate(game.records):
         board.to_hcp(hcp)
         assert rec["hcp"].tobytes() == hcp.tobytes(), (game.index, r)
-        move, score = fake_usi_engine.choose(board)
+        move, score = fake_engine_selfplay.choose(board)
         assert cshogi.move_to_usi(board.move_from_move16(int(rec["bestMove16"]))) == move
         assert game.moves[game.opening_plies + r] == move
         assert rec["eval"] == expected_eval(score)

@@ -2,8 +2,8 @@
 (.hcpe: dlshogi HCPE, .bin: YaneuraOu PSV), files written by cshogi."""
 import numpy as np
 
-from test_shogi_records import make_records
-from test_train import TINY
+from shogi_reference import make_records
+from train_cli import TINY, cli, one_line
 
 from manaka import train
 
@@ -43,7 +43,6 @@ import pytest  # noqa: E402
 
 import manaka as mk  # noqa: E402
 from manaka import shogi  # noqa: E402
-from test_train import cli, one_line  # noqa: E402
 
 QUICK = ["--no-progress", "--batch-size", "32", "--device", "cpu", "--no-save", *TINY]
 
@@ -77,7 +76,7 @@ def test_value_and_on_bad_reach_the_records_and_baselines_are_printed(tmp_path, 
 
 
 def test_value_and_on_bad_are_refused_for_a_dataset_folder(tmp_path, capsys):
-    from test_train import SMALL
+    from model_cases import SMALL
     mk.Dataset.synthetic(100, SMALL, seed=0).save(tmp_path / "ds")
     assert train.main(["--data", str(tmp_path / "ds"), "--value", "eval", *QUICK]) == 2
     assert "--value, --on-bad and --moves apply to shogi records" in capsys.readouterr().err

@@ -15,8 +15,8 @@ import manaka as mk  # noqa: E402
 from manaka import shogi  # noqa: E402
 
 from shogi_reference import random_positions  # noqa: E402
+from paths import ROOT  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MANY_MOVES = "R8/2K1S1SSk/4B4/9/9/9/9/9/1L1L1L3 b RBGSNLP3g3n17p 1"   # 593 legal moves
 MATED = "4k4/9/9/9/9/9/4p4/4g4/4K4 b - 1"                              # Black is mated
 ONE_MOVE = "k8/9/9/9/9/9/9/1r7/K1r6 b - 1"                          # in check: only 9i8h

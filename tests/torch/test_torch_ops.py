@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch", reason="torch not installed: pip install to
 import manaka as mk  # noqa: E402
 import manaka.torch as mkt  # noqa: E402
 import reference as ref  # noqa: E402
-from conftest import assert_close  # noqa: E402
+from assertions import assert_close  # noqa: E402
 from op_inputs import legal_indices, tokens as make_tokens  # noqa: E402
 
 # (B, L, W, M, collide): collide draws moves from the first ids only, so many positions
