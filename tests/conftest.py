@@ -16,7 +16,7 @@ def rng(request):
     return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
-# Perf mode of tests/test_backend_ops.py (MANAKA_BACKEND_OPS_PERF=N): the median seconds
+# Perf mode of tests/conformance/test_backend_ops.py (MANAKA_BACKEND_OPS_PERF=N): the median seconds
 # of each (entry, backend), printed after the run and never asserted.
 BACKEND_OPS_PERF = pytest.StashKey[dict]()
 

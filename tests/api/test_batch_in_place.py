@@ -2,7 +2,7 @@
 binding (the batch used where it lies, checked by the backend's batch_check entry, its
 arrays kept alive per batch slot) on the "cpu_staged" backend, whose device memory is host
 memory, so a batch of NumPy arrays can pose as one already on the device. The same path
-with real GPU arrays: tests/test_cuda_device_batch.py. And the refusals that need no GPU:
+with real GPU arrays: tests/cuda/test_cuda_device_batch.py. And the refusals that need no GPU:
 GPU arrays on a CPU model, host and GPU fields mixed."""
 import ctypes
 import gc
@@ -14,7 +14,8 @@ import pytest
 import manaka as mk
 import model_cases as cases
 from backend_table import Batch as CBatch, check_layout
-from test_trainer import staged_twin
+from batch_faults import BAD_FIELDS, FAULT_PAIRS, corrupt, corrupt_all
+from model_cases import staged_twin
 
 BATCH_CAPSULE = b"manaka.mk_batch"  # MK_BATCH_CAPSULE, batch.h
 _capsule = ctypes.pythonapi.PyCapsule_New
@@ -24,7 +25,7 @@ _capsule.restype, _capsule.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes
 class InPlace:
     """A batch already in the backend's memory, as manaka._cuda.device_batch describes one:
     `batch`, a 'manaka.mk_batch' capsule of an mk_batch over the arrays, made through the
-    ctypes mirror that tests/backend_table.py checks against the compiled layout."""
+    ctypes mirror that tests/helpers/backend_table.py checks against the compiled layout."""
 
     def __init__(self, batch, targets=True, name=BATCH_CAPSULE):
         self.arrays = [batch.tokens, batch.legal, batch.counts]
@@ -71,48 +72,6 @@ def test_trainer_steps_in_place_match_staged_steps_with_growth_between():
         assert tb._core.read_stats(s + 1).tolist() == ta._core.read_stats(s + 1).tolist()
         del want
     cases.assert_parameters_match(b, a)
-
-
-def corrupt(batch, field):
-    """A copy of `batch` with one bad entry in `field` (every rule of mk_batch_check)."""
-    t, lg, c, tg, v = (x.copy() for x in (batch.tokens, batch.legal, batch.counts, batch.target, batch.value))
-    pi = None if batch.policy_target is None else batch.policy_target.copy()
-    if field == "tokens":
-        t[3, 1, 2] = 11  # num_tokens
-    elif field == "tokens_low":
-        t[1, 0, 4] = -2
-    elif field == "counts":
-        c[2] = 0
-    elif field == "counts_high":
-        c[4] = lg.shape[1] + 1
-    elif field == "legal":
-        lg[1, c[1] - 1] = 17  # num_moves, in the last legal slot
-    elif field == "target":
-        tg[5] = c[5]
-    elif field == "value":
-        v[0] = np.nan
-    elif field == "value_high":
-        v[3] = 1.5
-    elif field == "soft_entry":
-        pi[2, 0] = -0.25
-    elif field == "soft_nan":
-        pi[4, c[4] - 1] = np.inf
-    elif field == "soft_sum":
-        pi[1, :c[1]] *= 1.01
-    return mk.Batch(t, lg, c, tg, v, pi)
-
-
-BAD_FIELDS = ["tokens", "tokens_low", "counts", "counts_high", "legal", "target", "value",
-              "value_high", "soft_entry", "soft_nan", "soft_sum"]
-# Several faults at once: the first in the host check's order is the one reported.
-FAULT_PAIRS = [("counts_high", "tokens"), ("tokens", "tokens_low"), ("counts", "legal"),
-               ("value", "target"), ("soft_entry", "soft_sum"), ("soft_nan", "value_high")]
-
-
-def corrupt_all(batch, fields):
-    for field in fields:
-        batch = corrupt(batch, field)
-    return batch
 
 
 @pytest.mark.parametrize("field", BAD_FIELDS)

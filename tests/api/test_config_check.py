@@ -113,7 +113,7 @@ def test_numpy_integers_and_iterables_convert_to_python_ints():
 def test_a_value_outside_int64_is_worded_by_the_binding():
     """C cannot hold it: below, it breaks the rule of every width; above, a model cannot be
     made (every supported width is far below), but the config is valid (a model file of
-    that config is refused by its tensors' shapes, tests/test_model_file.py)."""
+    that config is refused by its tensors' shapes, tests/api/test_model_file.py)."""
     cfg = {**BASE, "embed_dim": -2**70}
     want = (ValueError, f"ModelConfig: embed_dim must be >= 1, got {-2**70}")
     assert error_of(lambda: mk.ModelConfig(**cfg)) == want == error_of(lambda: core_model(**cfg))

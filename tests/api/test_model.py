@@ -1,4 +1,4 @@
-"""The C network against the float64 NumPy reference (tests/reference_model.py)."""
+"""The C network against the float64 NumPy reference (tests/helpers/reference_model.py)."""
 import re
 
 import numpy as np

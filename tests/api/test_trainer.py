@@ -9,19 +9,10 @@ import pytest
 import manaka as mk
 from manaka import _testing  # the test hooks (csrc/python/testing/)
 import model_cases as cases
+from model_cases import staged_twin, state_bytes as snapshot
 import reference_model as refm
 
 HYPER = dict(lr=3e-2, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1)
-
-
-def snapshot(model, trainer):
-    """Every parameter and moment as bytes, plus the step count: compared bitwise."""
-    state = trainer.state_dict()
-    out = {f"p.{n}": a.tobytes() for n, a in model.state_dict().items()}
-    for kind in ("exp_avg", "exp_avg_sq"):
-        out.update({f"{kind}.{n}": a.tobytes() for n, a in state[kind].items()})
-    out["step_count"] = trainer.step_count
-    return out
 
 
 @pytest.mark.parametrize("hidden", [(), (10, 6)], ids=["hidden0", "hidden2"])
@@ -328,22 +319,6 @@ def test_fused_pair_update_takes_the_backend_scratch_and_refuses_less():
         _testing.backend_pair_adamw("cpu", grad, tokens, p, m, v, hyper, work_bytes=-2)
     with pytest.raises(ValueError, match="rows must be >= 0"):
         _testing.backend_scratch_bytes("cpu", rows=-1)
-
-
-def staged_twin(model):
-    """The same model on the "cpu_staged" backend: CPU kernels behind the device-memory path
-    of model.c and trainer.c (batches staged with to_device, results read with to_host, the
-    non-finite guard left to AdamW's device-side flag) -- the path a GPU backend takes."""
-    twin = mk.Model.__new__(mk.Model)
-    twin.config, twin.device, twin.seed = model.config, "cpu_staged", model.seed
-    twin.policy_head = model.policy_head
-    d = model.config.to_dict()
-    twin._core = mk._core.Model(d["num_tokens"], d["num_moves"], d["tokens_per_side"], d["embed_dim"],
-                                d["orders"], d["pair_dim"], d["hidden"], d["head_width"],
-                                backend="cpu_staged", seed=model.seed,
-                                fused_head=model.policy_head == "fused")
-    twin._shapes = model.shapes
-    return twin
 
 
 def test_device_memory_path_matches_host_path():

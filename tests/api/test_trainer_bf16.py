@@ -12,7 +12,7 @@ import manaka as mk
 from manaka import _testing  # the test hooks (csrc/python/testing/)
 import model_cases as cases
 import reference_bf16 as rb
-from test_trainer import snapshot, staged_twin
+from model_cases import staged_twin, state_bytes as snapshot
 
 HYPER = dict(lr=2e-2, betas=(0.9, 0.99), eps=1e-7, weight_decay=0.05)
 

@@ -10,28 +10,12 @@ import pytest
 import manaka as mk
 import model_cases as cases
 import reference_model as refm
-
-HYPER = dict(lr=3e-2, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1)
-SCHEDULE = dict(warmup_steps=3, schedule="cosine", total_steps=14, min_lr=1e-3)
+from sparse_cases import HYPER, SCHEDULE, batches, sparse_config
 
 
 def lr_of(step):
     return refm.lr_at(step, HYPER["lr"], SCHEDULE["warmup_steps"], "cosine", SCHEDULE["total_steps"],
                       SCHEDULE["min_lr"])
-
-
-def sparse_config():
-    """A pair table of 820 rows that batches of 3 positions name only a few of, irregularly."""
-    return cases.config(hidden=(8,), num_tokens=40, T=4)
-
-
-def batches(cfg, n, seed=0):
-    """n batches; every third one repeats the first batch's tokens, so some rows come back
-    after gaps of different lengths while most stay untouched."""
-    out = [cases.batch(cfg, B=3, seed=seed + i, empty_fraction=0.3) for i in range(n)]
-    for i in range(3, n, 3):
-        out[i] = mk.Batch(out[0].tokens, out[i].legal, out[i].counts, out[i].target, out[i].value)
-    return out
 
 
 def train(mode, steps=12, seed=5, threads=None, **extra):
@@ -356,7 +340,7 @@ def test_device_memory_path_matches_and_skips_non_finite_steps_on_the_device():
     (staged batch, the non-finite guard on the device flag, the gap window advanced or
     skipped on the device): the same bits as the host path, and a skipped step leaves
     parameters and moments exactly as they were."""
-    from test_trainer import snapshot, staged_twin
+    from model_cases import staged_twin, state_bytes as snapshot
 
     cfg = sparse_config()
     host = mk.Model(cfg, seed=6)

@@ -9,7 +9,7 @@ import pytest
 import manaka as mk
 
 import model_cases as cases
-from test_trainer import staged_twin
+from model_cases import staged_twin
 
 
 def state_of(trainer):

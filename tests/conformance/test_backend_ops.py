@@ -1,6 +1,6 @@
 """Conformance of every backend to the op table (csrc/core/backend.h), in the spirit of ggml's
 test-backend-ops: each entry of mk_backend, enumerated from the compiled table itself,
-runs on every backend present against the NumPy references (tests/reference*.py) with
+runs on every backend present against the NumPy references (tests/helpers/reference*.py) with
 its own tolerance.
 
 Backends: "cpu", "cpu_staged" (the same table with host_memory = 0), and "cuda" (marked
@@ -885,7 +885,7 @@ def test_entry_list_follows_the_struct_and_the_ctypes_mirrors_match_the_compiled
 # The test and benchmark hooks (csrc/python/testing/): all of manaka._testing's functions.
 HOOKS = {"backend_adamw", "backend_pair_adamw", "backend_scratch_bytes", "backend_gemm",
          "backend_policy_head", "backend_layout", "backend_table", "backend_entries",
-         "toy_game", "TOY_RECORD_BYTES"}  # the second game of tests/test_loader_row_source.py
+         "toy_game", "TOY_RECORD_BYTES"}  # the second game of tests/data/test_loader_row_source.py
 
 
 def test_the_hooks_are_in_testing_and_not_in_the_shipped_core():

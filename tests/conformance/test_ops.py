@@ -1,4 +1,4 @@
-"""Every fused op against its NumPy reference (tests/reference.py) on fresh random inputs."""
+"""Every fused op against its NumPy reference (tests/helpers/reference.py) on fresh random inputs."""
 import numpy as np
 import pytest
 

@@ -1,7 +1,7 @@
 """The fused policy head (backend entry policy_head, csrc/cpu/policy_head.c) against the
 NumPy reference, and the fused training step against the split one (gather_dot,
 softmax_xent, gather_dot_backward) on the CPU and on the "cpu_staged" device-memory path.
-tests/test_cuda_policy_head.py holds the CUDA kernel to the same checks."""
+tests/cuda/test_cuda_policy_head.py holds the CUDA kernel to the same checks."""
 import numpy as np
 import pytest
 
@@ -10,7 +10,7 @@ from manaka import _testing  # the test hooks (csrc/python/testing/)
 import model_cases as cases
 import op_inputs
 import reference_model as refm
-from test_trainer import staged_twin
+from model_cases import staged_twin
 
 TOL = 1e-5
 BACKENDS = ["cpu", "cpu_staged"]

@@ -1,6 +1,6 @@
 """pair_state_dtype="bf16" on the CUDA backend: its adamw_bf16 and fused
 pair_sums_backward_adamw_bf16 entries give the CPU backend's bits on identical inputs
-(the rounding noise is a pure function of (step seed, element), tests/test_trainer_bf16.py
+(the rounding noise is a pure function of (step seed, element), tests/api/test_trainer_bf16.py
 holds the CPU to NumPy), the float32 entries too, the device-side non-finite flag skips
 them, and a bf16 Trainer on the GPU follows the CPU one (gradients differ in the last bits
 between the backends' GEMMs, so whole steps agree to 1e-4, not bitwise). Skipped, saying

@@ -13,8 +13,8 @@ import pytest
 
 import manaka as mk
 import model_cases as cases
+from batch_faults import BAD_FIELDS, FAULT_PAIRS, corrupt, corrupt_all
 from manaka import cuda
-from test_batch_in_place import BAD_FIELDS, FAULT_PAIRS, corrupt, corrupt_all
 
 pytestmark = [pytest.mark.cuda,  # tools/cuda_emu/run_gpu_tests.py runs it on the emulated device
               pytest.mark.skipif(not cuda.is_available(), reason=f"no CUDA device: {cuda.why_unavailable()}")]

@@ -1,6 +1,6 @@
 """csrc/cuda's kernels, run on the CPU by the emulator in tools/cuda_emu (every CUDA thread
-a std::thread, barriers and warp shuffles emulated), against tests/reference.py. This runs
-the real kernel source on machines without a GPU; tests/test_cuda_ops.py runs the same
+a std::thread, barriers and warp shuffles emulated), against tests/helpers/reference.py. This runs
+the real kernel source on machines without a GPU; tests/cuda/test_cuda_ops.py runs the same
 checks on a GPU, where it also tests what emulation cannot (memory model, alignment
 faults, launch limits)."""
 import ctypes
@@ -407,7 +407,7 @@ def test_narrow_to_int32(emu, dtype):
 
 
 def test_gpu_test_files_pass_on_the_emulated_device():
-    """tests/test_cuda_ops.py and tests/test_device_array.py against manaka._cuda built on
+    """tests/cuda/test_cuda_ops.py and tests/cuda/test_device_array.py against manaka._cuda built on
     the emulator: the real binding (argument parsing, DeviceArray, DLPack/CAI, index
     checks and their messages, narrowing, out=) over the real kernels."""
     import subprocess

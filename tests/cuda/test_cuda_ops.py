@@ -1,5 +1,5 @@
 """The CUDA kernels of the three ops, on a GPU: against the NumPy references of
-tests/reference.py, against the CPU backend, bitwise reproducibility of every backward,
+tests/helpers/reference.py, against the CPU backend, bitwise reproducibility of every backward,
 and bad inputs (same exceptions and messages as the CPU path). Skipped, saying why,
 where there is no usable CUDA device: they never fall back to the CPU path."""
 import os

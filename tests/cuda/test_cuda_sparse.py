@@ -1,5 +1,5 @@
 """The sparse pair-table update (pair_update "sparse" / "lazy") on the CUDA backend against
-the CPU backend, which tests/test_trainer_sparse.py holds to the float64 reference: the same
+the CPU backend, which tests/api/test_trainer_sparse.py holds to the float64 reference: the same
 steps agree to rounding (fp32 and bf16 moments), and moments of a row without gradient end as
 exact zeros on both. The kernels' own bits are held to the CPU's by test_backend_ops.py.
 Skipped, saying why, where there is no usable CUDA device; tools/cuda_emu/run_gpu_tests.py
@@ -11,7 +11,7 @@ import manaka as mk
 import model_cases as cases
 import reference_model as refm
 from manaka import cuda
-from test_trainer_sparse import HYPER, SCHEDULE, batches, sparse_config
+from sparse_cases import HYPER, SCHEDULE, batches, sparse_config
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not cuda.is_available(), reason=f"no CUDA device: {cuda.why_unavailable()}")]

@@ -1,5 +1,5 @@
-"""The training step on the CUDA backend against the CPU backend (which tests/test_model.py
-and tests/test_trainer.py hold to the NumPy reference): forward, loss, every gradient and
+"""The training step on the CUDA backend against the CPU backend (which tests/api/test_model.py
+and tests/api/test_trainer.py hold to the NumPy reference): forward, loss, every gradient and
 five AdamW steps agree to 1e-4 in FP32; bad batches change nothing; parameters are live
 DeviceArray views. Skipped, saying why, where there is no usable CUDA device; never run on
 the CPU path. tools/cuda_emu/run_gpu_tests.py also runs this file on a CPU emulation of the

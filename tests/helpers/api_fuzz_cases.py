@@ -1,4 +1,4 @@
-"""Seeded random calls of manaka's API for tests/test_api_fuzz.py, each judged against an
+"""Seeded random calls of manaka's API for tests/robustness/test_api_fuzz.py, each judged against an
 independent validity predicate written here from the documentation (docstrings and
 docs/design.md), not from manaka's own checks.
 
@@ -276,7 +276,7 @@ def _close(got, want, what):
 
 
 def ops_check(op, a):
-    """A function of the op's result: None when it matches tests/reference.py."""
+    """A function of the op's result: None when it matches tests/helpers/reference.py."""
     def check(result):
         if huge(*a.values()):
             return None

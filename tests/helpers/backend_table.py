@@ -1,5 +1,5 @@
 """Calls the entries of any backend's op table (csrc/core/backend.h) from Python, for the
-conformance suite (tests/test_backend_ops.py).
+conformance suite (tests/conformance/test_backend_ops.py).
 
 A table arrives as a 'manaka.mk_backend' capsule (manaka._testing.backend_table("cpu")
 hands out _core's, manaka._cuda.backend_table() the CUDA one); each entry is read from it at

@@ -1,5 +1,5 @@
 """A few lines of C over a header of csrc/, built into a shared library for ctypes: how the
-tests drive the staging bookkeeping (tests/test_staging_slots.py, test_staging_ring.py)
+tests drive the staging bookkeeping (tests/data/test_staging_slots.py, test_staging_ring.py)
 alone, without a device or the extension."""
 import ctypes
 import os

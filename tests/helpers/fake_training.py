@@ -1,6 +1,6 @@
 """A tiny deterministic stand-in for Model/Trainer (docs/design.md §2 API) so mk.fit's loop,
 logging and checkpoint/resume are tested on their own; the real model is tested too
-where it exists (tests/test_fit.py)."""
+where it exists (tests/api/test_fit.py)."""
 import numpy as np
 
 

@@ -1,5 +1,5 @@
 """Runs fuzz cases in child processes so that a crash or a hang is counted and named, not
-fatal to the run (tests/test_api_fuzz.py, tests/test_model_file_fuzz.py).
+fatal to the run (tests/robustness/test_api_fuzz.py, tests/robustness/test_model_file_fuzz.py).
 
 The child appends one JSON line when a case starts ({"case", "name", "start": true}) and
 one when it ends ({"case", "name", "result"}) and flushes each: when the child dies, the

@@ -1,4 +1,4 @@
-/* Stress harness for csrc/data/loader.c under ThreadSanitizer / AddressSanitizer (tests/test_loader_sanitizers.py):
+/* Stress harness for csrc/data/loader.c under ThreadSanitizer / AddressSanitizer (tests/robustness/test_loader_sanitizers.py):
  * 6 producers, a queue of 2, 30 epochs, some stopped early; then 4 threads stopping the
  * loader while the consumer restarts and reads it (stop works from any thread, and
  * concurrent stops join each producer once). Every batch must come checked by its producer

@@ -100,3 +100,30 @@ def assert_unchanged(model, trainer, snap):
     for kind in ("exp_avg", "exp_avg_sq"):
         for n in state[kind]:
             np.testing.assert_array_equal(after[kind][n], state[kind][n], err_msg=f"{kind} {n}")
+
+
+def state_bytes(model, trainer):
+    """Every parameter and moment as bytes, plus the step count: two are equal exactly when
+    the states are bitwise equal."""
+    state = trainer.state_dict()
+    out = {f"p.{n}": a.tobytes() for n, a in model.state_dict().items()}
+    for kind in ("exp_avg", "exp_avg_sq"):
+        out.update({f"{kind}.{n}": a.tobytes() for n, a in state[kind].items()})
+    out["step_count"] = trainer.step_count
+    return out
+
+
+def staged_twin(model):
+    """The same model on the "cpu_staged" backend: CPU kernels behind the device-memory path
+    of model.c and trainer.c (batches staged with to_device, results read with to_host, the
+    non-finite guard left to AdamW's device-side flag) -- the path a GPU backend takes."""
+    twin = mk.Model.__new__(mk.Model)
+    twin.config, twin.device, twin.seed = model.config, "cpu_staged", model.seed
+    twin.policy_head = model.policy_head
+    d = model.config.to_dict()
+    twin._core = mk._core.Model(d["num_tokens"], d["num_moves"], d["tokens_per_side"], d["embed_dim"],
+                                d["orders"], d["pair_dim"], d["hidden"], d["head_width"],
+                                backend="cpu_staged", seed=model.seed,
+                                fused_head=model.policy_head == "fused")
+    twin._shapes = model.shapes
+    return twin

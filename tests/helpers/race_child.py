@@ -1,4 +1,4 @@
-"""Child process of tests/test_input_races.py: one scenario in which a
+"""Child process of tests/robustness/test_input_races.py: one scenario in which a
 thread keeps flipping entries of the caller's index arrays between their valid value and
 an out-of-range one while the main thread runs a step / forward / op on them.
 

@@ -98,7 +98,7 @@ def adamw_bf16(p, g, m16, v16, args, seed):
 
 # ------------------------------------------------------------------ the sparse pair-table update
 # Twins of core/pair_gap.h with its operation order (float64 window, float32 rows), for the
-# backend entries pair_gap_advance / pair_catch_up (tests/test_backend_ops.py).
+# backend entries pair_gap_advance / pair_catch_up (tests/conformance/test_backend_ops.py).
 
 GAP_DECAY, GAP_DRIFT, GAP_DRIFT_C, GAP_M1, GAP_R2 = range(5)
 

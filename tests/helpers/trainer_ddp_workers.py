@@ -1,4 +1,4 @@
-"""Worker processes of tests/test_trainer_distributed.py (spawned: a module of their own so
+"""Worker processes of tests/api/test_trainer_distributed.py (spawned: a module of their own so
 that the child processes can import the function they run)."""
 import datetime
 import os

@@ -2,9 +2,9 @@
 ops), mk.Batch with Model.forward / Model.loss_and_grad / Trainer.step, Loader (its
 arguments, iteration, load_state_dict) and Dataset.open (folders of mutated arrays and
 meta.json, then a Loader over them). Cases and their validity predicates are in
-tests/api_fuzz_cases.py.
+tests/helpers/api_fuzz_cases.py.
 
-Every case runs in a child process (tests/fuzz_runner.py), so a crash or a hang (no
+Every case runs in a child process (tests/helpers/fuzz_runner.py), so a crash or a hang (no
 result in --case-timeout seconds) is counted and named. Outcomes:
 
     accepted            a valid call returned the right result
@@ -20,8 +20,8 @@ result in --case-timeout seconds) is counted and named. Outcomes:
 
 A short run is part of the test suite; a long one is a command:
 
-    python tests/test_api_fuzz.py --cases 4000 [--seed 0] [--kind ops]
-    python tests/test_api_fuzz.py --kind ops --seed 0 --replay 17      # one case, in this process
+    python tests/robustness/test_api_fuzz.py --cases 4000 [--seed 0] [--kind ops]
+    python tests/robustness/test_api_fuzz.py --kind ops --seed 0 --replay 17      # one case, in this process
 """
 import argparse
 import json

@@ -7,7 +7,7 @@ Each kind runs in a child process, every case under a guard, and the child repor
 each case, so a crash (a signal) is counted and its case named. A short run is part of the
 test suite; a long one is a command:
 
-    python tests/test_model_file_fuzz.py --cases 4000 [--seed 0]
+    python tests/robustness/test_model_file_fuzz.py --cases 4000 [--seed 0]
 
 Datasets have no checksum (a .npy holds raw numbers): a corrupted folder may hold other
 positions that obey every rule of the format. Those count as "loaded" after a Loader has
@@ -170,7 +170,7 @@ def child(kind: str, cases: int, seed: int, report: str) -> None:
 def run(kind: str, cases: int, seed: int = 0, timeout: float = 600) -> dict:
     """Tallies {"refused", "loaded", other outcomes...} of `cases` corruptions of `kind`.
     A crash or a case taking over `timeout` seconds is counted and the child restarted after
-    that case (tests/fuzz_runner.py), with the seed moved on by the cases done."""
+    that case (tests/helpers/fuzz_runner.py), with the seed moved on by the cases done."""
     tally, _ = fuzz_runner.run(
         lambda done, count, report: fuzz_runner.child_argv(__file__, "--child", kind, "--cases", count,
                                                            "--seed", seed + done, "--report", report),

@@ -1,7 +1,7 @@
 """manaka.torch in reduced precision: the ops on bfloat16 / float16 inputs (computed in
 float32, results and gradients narrowed to the input dtype) and torch.autocast around
 manaka.torch.Network (the ops registered to run in float32 there), against float32
-references. CPU only; the CUDA paths are the same code (tests/test_torch_cuda.py's devices).
+references. CPU only; the CUDA paths are the same code (tests/torch/test_torch_cuda.py's devices).
 Skipped when torch is not installed.
 
 Tolerances: an op on reduced inputs must equal, bit for bit, the float32 op on the same

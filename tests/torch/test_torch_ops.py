@@ -1,5 +1,5 @@
 """manaka.torch's operators on CPU tensors: forward and every gradient against the float64
-NumPy references (tests/reference.py), a float32 directional-derivative check of each
+NumPy references (tests/helpers/reference.py), a float32 directional-derivative check of each
 backward, the torch.library registration (opcheck), and the argument errors of manaka.ops.
 Skipped when torch is not installed."""
 import numpy as np
