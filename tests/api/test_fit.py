@@ -12,7 +12,7 @@ import pytest
 import manaka as mk
 from manaka import checkpoint as ckpt
 from fake_training import FakeModel, FakeTrainer
-from model_cases import SMALL
+from model_cases import SMALL, SMALL_MODEL
 from train_cli import LOG
 
 
@@ -184,8 +184,7 @@ def test_a_time_budget_alone_runs_every_epoch_it_can_and_evaluates_about_ten_tim
             clock.now += 0.1
             return super().step(batch)
 
-    model = mk.Model(mk.ModelConfig(num_tokens=300, num_moves=500, tokens_per_side=8, embed_dim=8, orders=2,
-                                    pair_dim=2, hidden=(16,), head_width=8), seed=0)
+    model = mk.Model(SMALL_MODEL, seed=0)
     loader = mk.Loader(ds, batch_size=32)
     held = mk.Dataset.synthetic(64, SMALL, seed=4)
     history = mk.fit(model, loader, trainer=TimedTrainer(model), time_limit=20.0, eval_data=held,
@@ -282,8 +281,7 @@ def test_evaluation_time_is_left_out_of_the_rate_and_of_the_evaluation_cadence(d
             return super().step(batch)
 
     def run(path, resume=False, time_limit=20.0):
-        model = mk.Model(mk.ModelConfig(num_tokens=300, num_moves=500, tokens_per_side=8, embed_dim=8, orders=2,
-                                        pair_dim=2, hidden=(16,), head_width=8), seed=0)
+        model = mk.Model(SMALL_MODEL, seed=0)
         return mk.fit(model, mk.Loader(ds, batch_size=32), trainer=TimedTrainer(model), time_limit=time_limit,
                       eval_data=mk.Dataset.synthetic(64, SMALL, seed=4), eval_every_seconds=2.0, log_every=1000,
                       checkpoint=path, resume=resume, progress=False, log=lambda s: None)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import manaka as mk
-from model_cases import SMALL
+from model_cases import SMALL, SMALL_MODEL
 from train_cli import CLI, ENV, EVAL_LOG, TINY, cli, one_line
 
 
@@ -38,9 +38,7 @@ def test_cli_runs_a_few_steps_and_prints_the_log_line(capsys, tmp_path):
 
 
 def small_run(ds, steps, path=None, resume=False, stop=None):
-    cfg = mk.ModelConfig(num_tokens=300, num_moves=500, tokens_per_side=8, embed_dim=8, orders=2, pair_dim=2,
-                         hidden=(16,), head_width=8)
-    model = mk.Model(cfg, seed=0)
+    model = mk.Model(SMALL_MODEL, seed=0)
     trainer = mk.Trainer(model, lr=1e-2, warmup_steps=3, schedule="cosine", total_steps=steps)
     loader = mk.Loader(ds, batch_size=48, producers=3, seed=7)
     history = mk.fit(model, loader, steps=stop or steps, trainer=trainer, log_every=4, checkpoint=path,

@@ -266,9 +266,7 @@ def test_moments_of_a_row_without_gradient_end_as_exact_zeros(mode):
 # ------------------------------------------------------------------ mk.fit and the CLI
 
 def fit_run(ds, steps, path, stop=None, resume=False):
-    cfg = mk.ModelConfig(num_tokens=300, num_moves=500, tokens_per_side=8, embed_dim=8, orders=2,
-                         pair_dim=2, hidden=(16,), head_width=8)
-    model = mk.Model(cfg, seed=0)
+    model = mk.Model(cases.SMALL_MODEL, seed=0)
     trainer = mk.Trainer(model, lr=1e-2, warmup_steps=3, schedule="cosine", total_steps=steps,
                          pair_update="sparse")
     loader = mk.Loader(ds, batch_size=48, producers=3, seed=7)
@@ -281,10 +279,7 @@ def test_fit_checkpoint_resume_is_bitwise_the_run_that_saved_it(tmp_path):
     """A checkpoint flushes the sparse trainer (its rows and moments are saved caught up): the
     run resumed from step 11 matches, bit for bit, the run that wrote that checkpoint and
     went on (both flush at the same steps: every checkpoint)."""
-    from types import SimpleNamespace
-
-    ds = mk.Dataset.synthetic(400, SimpleNamespace(num_tokens=300, num_moves=500, tokens_per_side=8,
-                                                   orders=2), seed=0)
+    ds = mk.Dataset.synthetic(400, cases.SMALL, seed=0)
     full = fit_run(ds, 25, str(tmp_path / "full.ckpt"))
     path = str(tmp_path / "run.ckpt")
     fit_run(ds, 25, path, stop=11)

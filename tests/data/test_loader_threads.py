@@ -45,7 +45,7 @@ SETUP = """
 
 def test_close_from_a_watchdog_thread_while_iterating():
     """A watchdog closes the loader while the loop is waiting for batches and the generator's
-    own `finally` stops it: before the fix 26 of 40 runs deadlocked (a double pthread_join).
+    own `finally` stops it: stops that joined a producer twice deadlocked 26 of 40 runs.
     The loop ends without an error (or, closed before it began, says the loader is closed)."""
     out = run_child(SETUP + """
     rng = random.Random(0)
@@ -70,8 +70,8 @@ def test_close_from_a_watchdog_thread_while_iterating():
 
 
 def test_many_concurrent_stops():
-    """Eight threads stop the loader at once while its generator is closed: before the fix
-    10 of 10 runs deadlocked."""
+    """Eight threads stop the loader at once while its generator is closed: stops that were
+    not serialised deadlocked 10 of 10 runs."""
     out = run_child(SETUP + """
     for r in range(25):
         loader = mk.Loader(ds, batch_size=1, producers=4, prefetch=2)
@@ -189,8 +189,8 @@ CHANGED_OFFSETS = """
 
 def test_offsets_changed_after_the_loader_checked_them_are_an_error():
     """pack() checks each offset it reads against the slot's size and legal_moves: a changed
-    offset fails the epoch with a ValueError (before the fix: heap-buffer-overflow writes and
-    reads outside legal_moves, no error). In a child process: the old build corrupts its heap."""
+    offset fails the epoch with a ValueError (unchecked, it wrote and read outside legal_moves
+    with no error). In a child process: a build without the check corrupts its heap."""
     out = run_child(CHANGED_OFFSETS)
     assert out.startswith("ok"), out
 

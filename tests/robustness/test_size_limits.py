@@ -2,10 +2,10 @@
 checked multiplies, so a huge dimension is a clear exception naming it, never a wrapped
 size and a heap overrun.
 
-Before the fix: ModelConfig(embed_dim=2**62, orders=2) built a model of -9.2e18
+Without those checks, ModelConfig(embed_dim=2**62, orders=2) built a model of -9.2e18
 parameters whose forward overran the heap; Loader(ds, batch_size=2**62) allocated a
 1-byte slot and corrupted the heap ("free(): corrupted unsorted chunks"). Calls that
-crashed then run in child processes here."""
+would crash run in child processes here."""
 import os
 import subprocess
 import sys
@@ -59,7 +59,8 @@ def test_a_tensor_past_the_element_limit_is_refused_before_allocating():
 
 
 def test_forward_of_a_wrapped_config_cannot_run():
-    # the issue's reproduction: the model is refused, so forward can never overrun the heap
+    # embed_dim = 2**62 wraps the parameter count: the model is refused, so forward can never
+    # overrun the heap
     run_child("""
 import numpy as np, manaka as mk
 try:
