@@ -141,7 +141,9 @@ def test_ids_the_graph_cannot_read_are_errors(tmp_path, rng):
     path = export_onnx(mk.Model(cfg), tmp_path / "m.onnx")
     sess = session(path)
     feed = inputs(rng, cfg, 4, 6, zero_counts=False)
+    # row 1: three legal moves (its slots from the old count on held padding's garbage)
     feed["counts"][1] = 3
+    feed["legal"][1, :3] = rng.choice(cfg.num_moves, 3, replace=False)
     sess.run(None, feed)
     for field, where, bad, op in [("tokens", (1, 0, 2), cfg.num_tokens, "Gather"), ("tokens", (2, 1, 0), -2, "Gather"),
                                   ("legal", (1, 2), cfg.num_moves, "GatherElements"),
