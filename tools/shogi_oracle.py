@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
 sys.path.insert(0, ROOT)  # this checkout's manaka
 import shogi_reference as ref  # noqa: E402
 
