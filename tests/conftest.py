@@ -12,8 +12,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "hel
 
 @pytest.fixture
 def rng(request):
-    """A fresh generator per test, seeded from the test's name so failures reproduce."""
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+    """A fresh generator per test, seeded from the test's name so failures reproduce: its
+    file's base name and the test's name within it (written tests/<file>::<test>, the id it
+    had when tests/ was one folder), so a test draws the same inputs whichever folder holds
+    it."""
+    path, _, name = request.node.nodeid.partition("::")
+    return np.random.default_rng(zlib.crc32(f"tests/{os.path.basename(path)}::{name}".encode()))
 
 
 # Perf mode of tests/conformance/test_backend_ops.py (MANAKA_BACKEND_OPS_PERF=N): the median seconds

@@ -11,13 +11,16 @@ import sys
 import pytest
 
 from manaka.bench import SUITES
+from paths import ROOT
 
 TINY_OPS = ["ops", "--batch", "4", "--runs", "1", "--baseline-runs", "1"]
 
 
 def bench(*args, cwd=None, env=None):
-    """Runs the CLI with MANAKA_BENCH_DIR unset unless `env` sets it."""
+    """Runs the CLI of this checkout's manaka (from any `cwd`) with MANAKA_BENCH_DIR unset
+    unless `env` sets it."""
     full_env = {k: v for k, v in os.environ.items() if k != "MANAKA_BENCH_DIR"}
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "manaka.bench", *args], capture_output=True, text=True,
                           timeout=300, cwd=cwd, env=full_env)
