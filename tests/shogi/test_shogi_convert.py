@@ -173,14 +173,19 @@ def test_nothing_converted_fails_and_keeps_the_old_output(tmp_path, capsys):
 
 def test_a_game_with_an_illegal_move_is_left_out_and_reported(tmp_path, capsys):
     seed = int(np.random.SeedSequence().entropy % 10_000)
-    good, bad = random_game(seed, 20), random_game(seed + 1, 30)
+    while True:
+        good, bad = random_game(seed, 20), random_game(seed + 1, 30)
+        board = cshogi.Board()
+        for m in bad[:10]:
+            board.push(m)
+        # move 11 replays the first move of the game: illegal once its piece has left that
+        # square for good (a game where it came back, or another piece took its place, is
+        # drawn again)
+        if not board.is_legal(bad[0]):
+            break
+        seed += 2
     write_csa(tmp_path / "good.csa", good)
-    board = cshogi.Board()
-    for m in bad[:10]:
-        board.push(m)
-    # move 11 replays the first move of the game: its piece has left that square
     broken = bad[:10] + [bad[0]] + bad[11:]
-    assert not board.is_legal(bad[0])
     write_csa(tmp_path / "bad.csa", broken)
     both = tmp_path / "both.csa"  # one CSA file holding two games: the good one, then the broken one
     both.write_text((tmp_path / "good.csa").read_text() + "/\n" + (tmp_path / "bad.csa").read_text())
