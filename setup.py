@@ -408,7 +408,7 @@ def extensions(cuda):
     )]
 
 
-# tests/test_setup.py imports this file for its functions, without building anything.
+# tests/packaging/test_setup.py imports this file for its functions, without building anything.
 if __name__ == "__main__":
     CUDA, BUILD_LINE = cuda_config()
     setup(ext_modules=extensions(CUDA), cmdclass={"build_ext": BuildExt})

@@ -46,7 +46,7 @@ def export_onnx(model: Model, path, *, opset: int = onnx_graph.DEFAULT_OPSET, ov
     float32 [B, L] (0 at padded slots) and ``value`` float32 [B] (after the sigmoid). B
     and L are dynamic. The graph does not check its inputs as the model does (see
     :mod:`manaka.onnx_graph`). It agrees with ``Model.forward`` to float32 rounding
-    (sums in another order): tests/test_onnx_export.py holds it to a norm-wise relative
+    (sums in another order): tests/api/test_onnx_export.py holds it to a norm-wise relative
     error below 1e-5.
 
     Args:

@@ -5,34 +5,22 @@ import zlib
 import numpy as np
 import pytest
 
-# tests import helpers such as fake_training.py from this folder
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# Test files import the shared modules of tests/helpers/ (references, fixtures, fake
+# engines, worker scripts) by their bare names, from any folder of tests/.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers"))
 
 
 @pytest.fixture
 def rng(request):
-    """A fresh generator per test, seeded from the test's name so failures reproduce."""
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+    """A fresh generator per test, seeded from the test's name so failures reproduce: its
+    file's base name and the test's name within it (written tests/<file>::<test>, the id it
+    had when tests/ was one folder), so a test draws the same inputs whichever folder holds
+    it."""
+    path, _, name = request.node.nodeid.partition("::")
+    return np.random.default_rng(zlib.crc32(f"tests/{os.path.basename(path)}::{name}".encode()))
 
 
-def rel_err(got, want):
-    """Norm-wise relative error (robust to entries that are near zero)."""
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    scale = np.linalg.norm(want)
-    diff = np.linalg.norm(got - want)
-    return diff / scale if scale > 0 else diff
-
-
-def assert_close(got, want, tol=1e-5):
-    """Same shape, every value finite, and rel_err(got, want) below `tol`: float32 sums
-    against float64 references, robust to entries that cancel to near zero."""
-    got = np.asarray(got, np.float64)
-    assert got.shape == np.shape(want) and np.all(np.isfinite(got))
-    err = rel_err(got, want)
-    assert err < tol, f"relative error {err:.2e} >= {tol:.0e}"
-
-
-# Perf mode of tests/test_backend_ops.py (MANAKA_BACKEND_OPS_PERF=N): the median seconds
+# Perf mode of tests/conformance/test_backend_ops.py (MANAKA_BACKEND_OPS_PERF=N): the median seconds
 # of each (entry, backend), printed after the run and never asserted.
 BACKEND_OPS_PERF = pytest.StashKey[dict]()
 

@@ -2,7 +2,7 @@
 # tools/openblas_versions.sh [VERSION ...]: for each scipy-openblas32 version, a throwaway
 # venv with that version, manaka built against it (MANAKA_CUDA=0, no build isolation, so
 # the build sees the same OpenBLAS as the run), and the tests of the thread-count promise
-# run from a neutral folder against the installed package: tests/test_gemm.py and the
+# run from a neutral folder against the installed package: tests/cpu/test_gemm.py and the
 # trainer's bitwise test over thread counts.
 #
 # Default versions: 0.3.27.0.0 (the lowest pyproject.toml's scipy-openblas32>=0.3.27
@@ -43,8 +43,8 @@ print(m.version('scipy-openblas32'), '|', s.get_openblas_config().strip())" 2>/d
         # From $WORK, so `import manaka` finds the installed package, not the source copy.
         (cd "$WORK" && "$venv/bin/python" -c "import manaka, sys; \
 sys.exit(0 if manaka.__file__.startswith('$venv') else 'manaka imported from ' + manaka.__file__)" &&
-            "$venv/bin/python" -m pytest -q -p no:cacheprovider "$SRC/tests/test_gemm.py" \
-                "$SRC/tests/test_trainer.py::test_training_is_bitwise_identical_for_any_thread_count") \
+            "$venv/bin/python" -m pytest -q -p no:cacheprovider "$SRC/tests/cpu/test_gemm.py" \
+                "$SRC/tests/api/test_trainer.py::test_training_is_bitwise_identical_for_any_thread_count") \
             >>"$log" 2>&1 || ok=0
     fi
     line=$(tail -n 1 "$log")

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The C core (manaka._core, not CUDA) under sanitizers, in a copy of the tree that never
-# touches the normal in-place build (issue 11, "Tests and CI"):
+# touches the normal in-place build:
 #
 #   tools/sanitize.sh asan [pytest args]   ASan + UBSan: the core test files and the API fuzz
 #   tools/sanitize.sh tsan [pytest args]   TSan: the threaded tests (loader, trainer, fit)
 #
-# Extra arguments replace the default test list (e.g. `tools/sanitize.sh asan tests/test_ops.py`).
+# Extra arguments replace the default test list (e.g. `tools/sanitize.sh asan tests/conformance/test_ops.py`).
 # The copy and its build live in build/sanitize-<mode>/ (git-ignored; rebuilt only when a
 # source changed). Exit status: pytest's, so any sanitizer report fails the run.
 #
@@ -35,18 +35,19 @@ case "$MODE" in
 asan)
     SAN="-fsanitize=address,undefined -fno-sanitize-recover=all"
     RUNTIME="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)"
-    # every test file of the C core: not those of CUDA, torch, notebooks, benchmarks, the
-    # build and packaging, nor the loader's own sanitizer harness (it builds its own)
-    mapfile -t DEFAULT_TESTS < <(cd "$ROOT" && ls tests/test_*.py \
-        | grep -Ev 'cuda|cublas|device_array|torch|notebook|bench|gpu_check|setup|wheel|clang_build|loader_sanitizers')
+    # every test file of the C core, in any folder of tests/: not those of CUDA, torch,
+    # notebooks, benchmarks, the build and packaging (the engine's link and the source-tree
+    # import stay), nor the loader's own sanitizer harness (it builds its own)
+    mapfile -t DEFAULT_TESTS < <(cd "$ROOT" && find tests -name 'test_*.py' | sort \
+        | grep -Ev '^tests/(cuda|torch|bench)/|torch|notebook|packaging/test_(setup|wheel|clang_build|gpu_check)|loader_sanitizers')
     ;;
 tsan)
     SAN="-fsanitize=thread"
     export MANAKA_OPENMP=0  # see the note above: OpenMP loops run on the calling thread
     export OPENBLAS_NUM_THREADS=1  # NumPy's own OpenBLAS pool is not instrumented either
     RUNTIME="$(gcc -print-file-name=libtsan.so)"
-    DEFAULT_TESTS=(tests/test_loader.py tests/test_loader_threads.py tests/test_trainer_threads.py
-                   tests/test_input_races.py tests/test_fit.py)
+    DEFAULT_TESTS=(tests/data/test_loader.py tests/data/test_loader_threads.py tests/api/test_trainer_threads.py
+                   tests/robustness/test_input_races.py tests/api/test_fit.py)
     ;;
 *)
     echo "usage: tools/sanitize.sh asan|tsan [pytest args...]" >&2

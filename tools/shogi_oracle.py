@@ -2,7 +2,7 @@
 ``nice python tools/shogi_oracle.py 100000 [--seed S]``.
 
 The positions come from four sources, interleaved (6 : 2 : 1 : 1), plus the 593-move
-position every 1,000 (tests/shogi_reference.py, mixed_positions):
+position every 1,000 (tests/helpers/shogi_reference.py, mixed_positions):
 - random games whose moves favour captures, checks, drops and promotions;
 - hand-heavy positions: random games with captures 60 times likelier and drops 20 times
   rarer, from 20 pieces in hand on (most legal moves: half have more than 256);
@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
 sys.path.insert(0, ROOT)  # this checkout's manaka
 import shogi_reference as ref  # noqa: E402
 

@@ -42,7 +42,7 @@ COMPILERS = ("cc", "gcc", "clang", "c++", "g++", "clang++", "nvcc", "ld")
 def copy_sources(dest) -> None:
     """The files a build reads, as a clean clone holds them (no build outputs of this
     checkout: build/ would be reused by an in-tree build), copied into the folder dest.
-    tests/test_wheel.py and tests/test_clang_build.py build from the same copy."""
+    tests/packaging/test_wheel.py and tests/packaging/test_clang_build.py build from the same copy."""
     for name in SOURCES:
         path = os.path.join(ROOT, name)
         if os.path.isdir(path):

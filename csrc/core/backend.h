@@ -25,7 +25,7 @@
  * Adding a backend (e.g. csrc/cuda): fill an mk_backend with every entry, by name
  * (mk_backend_check names a missing one), set host_memory = 0, and return it from
  * mk_backend_get (backend_registry.c) or, from another extension, hand it over as a
- * MK_BACKEND_CAPSULE; tests/test_backend_ops.py then holds each entry to its NumPy
+ * MK_BACKEND_CAPSULE; tests/conformance/test_backend_ops.py then holds each entry to its NumPy
  * reference. Adding an entry: one MK_OP line in backend_ops.def, which says what else.
  * With host_memory = 0, model.c stages each host batch into device memory with to_device on
  * a copy stream (staging.c) and reads results back with to_host; the Python layer

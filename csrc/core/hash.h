@@ -2,7 +2,7 @@
  * any backend computes element i's random bits in any order, in parallel, and every backend
  * gets the same bits. Both parameter initialisation (mk_uniform01, backend.h) and the
  * stochastic rounding of bf16 moments (mk_rounding_noise, bf16.h) draw from it; the NumPy
- * twin in tests/test_trainer_bf16.py pins it. Plain C that also compiles as CUDA. */
+ * twin in tests/api/test_trainer_bf16.py pins it. Plain C that also compiles as CUDA. */
 #ifndef MANAKA_HASH_H
 #define MANAKA_HASH_H
 

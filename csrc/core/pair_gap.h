@@ -20,7 +20,7 @@
  * is negligible beside c' sqrt(v) (then the drift is DRIFT_C m_s / sqrt(v_s)) and when
  * sqrt(v) is negligible beside eps (DRIFT m_s / eps), and in between its relative error is
  * at most (kappa - 1)^2 / (4 kappa), kappa = max c'_w / min c'_w over the steps that carry
- * the weight (docs/design.md derives it; tests/test_trainer_sparse.py checks it against
+ * the weight (docs/design.md derives it; tests/api/test_trainer_sparse.py checks it against
  * the dense update). "lazy" leaves the drift out (p_u = p_s DECAY).
  *
  * Moments that land below FLT_MIN are stored as 0 (mk_flush_denormal), as in the dense

@@ -1,6 +1,6 @@
 /* Staging (staging.h): which of the two batch slots the next batch takes, and what its copy must wait for: the
  * bookkeeping of staging.c, free of any backend so that a CPU test drives it alone
- * (tests/test_staging_slots.py). The emulated GPU is synchronous, so only that test can see
+ * (tests/data/test_staging_slots.py). The emulated GPU is synchronous, so only that test can see
  * a copy overwrite a slot that a step still reads. Plain C, also compiled as C++.
  *
  * The protocol, per batch n (steps run in order on the model's stream, copies in order on

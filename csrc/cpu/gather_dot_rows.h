@@ -9,7 +9,8 @@
 /* out[l] = h . table[idx[l]] for l < n (h, table rows of width W). Four moves at a time:
  * one dot's vectorised sum is a chain of dependent adds (latency-bound), four independent
  * chains keep the adder busy. Each dot is still the same simd reduction over w, so the
- * bits are those of one move at a time (tools/cpu_bits.py, tests/test_policy_head.py). */
+ * bits are those of one move at a time (tools/cpu_bits.py,
+ * tests/conformance/test_policy_head.py). */
 static inline void mk_gather_dot_row(const float *h, const float *table, const int32_t *idx,
                                      int64_t n, int64_t W, float *out) {
     int64_t l = 0;

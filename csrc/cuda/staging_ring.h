@@ -1,6 +1,6 @@
 /* Where a staged copy goes in the pinned ring, and which copies in flight must finish
  * first: the bookkeeping of staging_ring.cu, kept free of CUDA so tests can drive it alone
- * (tests/test_staging_ring.py). Plain C, also compiled as C++. The batch slots that use
+ * (tests/data/test_staging_ring.py). Plain C, also compiled as C++. The batch slots that use
  * this ring (through to_device) are core/staging.h, which says why both are "staging". */
 #ifndef MANAKA_CUDA_STAGING_RING_H
 #define MANAKA_CUDA_STAGING_RING_H

@@ -11,7 +11,7 @@
  * The two formats' codes differ in details that the code tables below hold: Apery (HCPE)
  * swaps the knight's and the silver's codes, puts the colour bit before the promotion bit
  * and codes a bishop or rook in hand differently. Both list the squares in square order
- * (PSV as cshogi writes it: tests/test_shogi_records.py decodes cshogi's PSV).
+ * (PSV as cshogi writes it: tests/shogi/test_shogi_records.py decodes cshogi's PSV).
  *
  * The decoder writes the position straight into the bitboards of the side to move's frame
  * (position.h), which mk_shogi_row hands to validation, the move generator and the
@@ -80,7 +80,7 @@ static void build_tables(void) {
              * which has no promotion bit, as the silver's code with the promotion and
              * colour bits set; Apery's bishop and rook as 1111 0, then 0 (bishop) or 1
              * (rook), then 0. These are the codes cshogi writes for both formats
-             * (tests/test_shogi_handicap.py); any other code is refused. */
+             * (tests/shogi/test_shogi_handicap.py); any other code is refused. */
             unsigned box;
             int box_len = tl + 2;
             if (h == MK_GOLD) {

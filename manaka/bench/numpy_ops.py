@@ -1,6 +1,6 @@
 """The ops written the ordinary NumPy way, materialising the gathers the fused kernels
 avoid. These are what a researcher would write first; the benchmark runs them beside the
-fused ops (they are not test oracles: tests/reference.py is)."""
+fused ops (they are not test oracles: tests/helpers/reference.py is)."""
 import numpy as np
 
 

@@ -1,6 +1,6 @@
 """The ops written the ordinary PyTorch way on the GPU, materialising the gathers the
 fused kernels avoid (the GPU twin of numpy_ops.py): what the fused CUDA kernels are
-measured against, eager and under torch.compile. Not test oracles (tests/reference.py is).
+measured against, eager and under torch.compile. Not test oracles (tests/helpers/reference.py is).
 
 Inputs are torch CUDA tensors; index tensors are int64 (PyTorch's indexing type) with -1
 padding, prepared once outside the timed region."""

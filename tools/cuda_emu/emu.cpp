@@ -300,7 +300,7 @@ cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps
     return cudaSuccess;
 }
 
-/* The layout of the structs tests/test_cuda_emulated.py mirrors with ctypes, as this
+/* The layout of the structs tests/cuda/test_cuda_emulated.py mirrors with ctypes, as this
  * compiler laid them out: "struct size field=offset ...", one struct a line, so a field
  * added in C fails that test's layout check instead of shifting the ones after it. */
 #include <cstddef>

@@ -35,7 +35,7 @@ def install():
     so = build.build_extension(os.environ.get("MK_EMU_EXT_DIR") or os.path.join(ROOT, "build", "cuda_emu_ext"))
     os.environ["MANAKA_CUDA_EMULATED"] = "1"
     os.environ["MANAKA_CUBLAS"] = build.build_cublas(os.path.dirname(so))  # the loops of cublas_emu.c
-    sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+    sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "helpers")]
     # The emulated library is found by the package's own `from . import _cuda`, so that it
     # initialises as the real one does: after manaka._core, whose engine it calls into
     # (csrc/python/common/engine_link.h).

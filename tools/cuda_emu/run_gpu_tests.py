@@ -4,9 +4,9 @@ host memory standing in for device memory.
 
     python tools/cuda_emu/run_gpu_tests.py [pytest arguments]
 
-With no file or folder among the arguments it runs the files of tests/ that use the marker;
-`-m cuda` is always added, so a new GPU test needs only the marker, not a line here. MANAKA_CUDA_EMULATED=1
-tells those tests to skip what is too big to emulate."""
+With no file or folder among the arguments it runs the test files, in any folder of tests/,
+that use the marker; `-m cuda` is always added, so a new GPU test needs only the marker, not a
+line here. MANAKA_CUDA_EMULATED=1 tells those tests to skip what is too big to emulate."""
 import os
 import sys
 
@@ -18,13 +18,14 @@ def marked_files():
     """The test files that mention the marker: only a shortcut, so that pytest need not
     import every test module (torch's included) to find them; `-m cuda` still selects the
     tests themselves."""
-    folder = os.path.join(ROOT, "tests")
     found = []
-    for name in sorted(os.listdir(folder)):
-        if name.startswith("test_") and name.endswith(".py"):
-            with open(os.path.join(folder, name)) as f:
-                if "pytest.mark.cuda" in f.read():
-                    found.append(os.path.join(folder, name))
+    for folder, subfolders, names in os.walk(os.path.join(ROOT, "tests")):
+        subfolders.sort()
+        for name in sorted(names):
+            if name.startswith("test_") and name.endswith(".py"):
+                with open(os.path.join(folder, name)) as f:
+                    if "pytest.mark.cuda" in f.read():
+                        found.append(os.path.join(folder, name))
     return found
 
 

@@ -6,9 +6,10 @@
  * _core's binding reads), one thread count (mk.set_num_threads reaches the GEMMs the test
  * hooks run), one set of op tables and checks.
  *
- * Why this is safe: _core exports only PyInit__core and mk_* names (tests/test_setup.py
- * holds it), and _cuda and _testing are compiled with hidden visibility (setup.py), so none
- * of their own symbols can take the place of _core's, nor _core's of theirs.
+ * Why this is safe: _core exports only PyInit__core and mk_* names
+ * (tests/packaging/test_setup.py holds it), and _cuda and _testing are compiled with hidden
+ * visibility (setup.py), so none of their own symbols can take the place of _core's, nor
+ * _core's of theirs.
  *
  * An extension built from other sources than _core (one rebuilt, not the other) would
  * misread the shared structs: mk_check_engine compares the layout it was compiled with

@@ -1,7 +1,7 @@
 /* The op table and the structs its entries take, as the compiler laid them out, for
- * tests/backend_table.py: the conformance suite (tests/test_backend_ops.py) calls every
- * entry of any backend's table through ctypes, and checks its ctypes mirrors of these
- * structs against the offsets below instead of trusting a hand copy.
+ * tests/helpers/backend_table.py: the conformance suite (tests/conformance/test_backend_ops.py)
+ * calls every entry of any backend's table through ctypes, and checks its ctypes mirrors of
+ * these structs against the offsets below instead of trusting a hand copy.
  *
  *   _testing.backend_layout() -> {struct: (sizeof, {field: offsetof})}
  *       "mk_backend"'s fields are name, host_memory and every entry of core/backend_ops.def

@@ -8,7 +8,7 @@
  * legal ids [TOY_K] (the first n count), the target's index, the value * 255, soft weights
  * [TOY_K]. Bad records: n = 0 (code 1), n > TOY_K (2), target >= n (3), with soft targets
  * weights of the n moves summing to 0 (4). Variant 1 (variants = 2) is the record with its
- * legal list reversed (target and weights with it). tests/test_loader_row_source.py holds
+ * legal list reversed (target and weights with it). tests/data/test_loader_row_source.py holds
  * the NumPy reference. */
 #include "testing.h"
 

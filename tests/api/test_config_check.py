@@ -1,0 +1,255 @@
+"""Validated once, in C: every rule of the model configuration and of the
+trainer's hyperparameters is C's (csrc/core/model.c: mk_config_check_dim,
+mk_config_check; csrc/core/trainer.c: mk_trainer_config_check, mk_trainer_*_code). The
+bindings convert types and Python converts Python values, nothing more.
+
+So each rule is reached here through the extension directly, bypassing manaka.ModelConfig
+and manaka.Trainer, and must give the error the public API gives, word for word."""
+import re
+
+import numpy as np
+import pytest
+
+import manaka as mk
+from manaka import _core
+
+FIELDS = ("num_tokens", "num_moves", "tokens_per_side", "embed_dim", "orders", "pair_dim", "hidden", "head_width")
+BASE = dict(num_tokens=10, num_moves=12, tokens_per_side=4, embed_dim=4, orders=2, pair_dim=2, hidden=(4,),
+            head_width=4)
+WIDTHS = [f for f in FIELDS if f != "hidden"]
+
+
+def error_of(call):
+    """(type, message) of what `call` raises."""
+    with pytest.raises(Exception) as info:
+        call()
+    return type(info.value), str(info.value)
+
+
+def core_model(**cfg):
+    """_core.Model straight from the fields: no ModelConfig, no Python check."""
+    return _core.Model(*(cfg[f] for f in FIELDS))
+
+
+# ---------------------------------------------------------------- the model configuration
+@pytest.mark.parametrize("field", WIDTHS)
+@pytest.mark.parametrize("value", [0, -3, -2**63])
+def test_every_width_must_be_at_least_1_in_c(field, value):
+    cfg = {**BASE, field: value}
+    want = (ValueError, f"ModelConfig: {field} must be >= 1, got {value}")
+    assert error_of(lambda: mk.ModelConfig(**cfg)) == want         # ModelConfig, when made
+    assert error_of(lambda: _core.check_model_config(**cfg)) == want  # its check, called directly
+    assert error_of(lambda: core_model(**cfg)) == want              # the model, without ModelConfig
+
+
+def test_every_hidden_width_must_be_at_least_1_in_c():
+    cfg = {**BASE, "hidden": (4, 0, 3)}
+    want = (ValueError, "ModelConfig: hidden[1] must be >= 1, got 0")
+    assert error_of(lambda: mk.ModelConfig(**cfg)) == want
+    assert error_of(lambda: _core.check_model_config(**cfg)) == want
+    assert error_of(lambda: core_model(**cfg)) == want
+    # past the MK_MAX_HIDDEN widths the model holds, the rule still applies when made
+    many = {**BASE, "hidden": (1,) * 20 + (0,)}
+    assert error_of(lambda: mk.ModelConfig(**many)) == (ValueError, "ModelConfig: hidden[20] must be >= 1, got 0")
+
+
+@pytest.mark.parametrize("change,message", [
+    (dict(num_tokens=2**20 + 1), "num_tokens = 1048577 is above the supported 2^20"),
+    (dict(tokens_per_side=1025), "tokens_per_side must be <= 1024, got 1025"),
+    (dict(num_moves=2**31), "num_moves = 2147483648 is above 2^31 - 1"),
+    (dict(embed_dim=2**31), "embed_dim = 2147483648 is above 2^31 - 1"),
+    (dict(orders=2**31), "orders = 2147483648 is above 2^31 - 1"),
+    (dict(pair_dim=2**31), "pair_dim = 2147483648 is above 2^31 - 1"),
+    (dict(head_width=2**31), "head_width = 2147483648 is above 2^31 - 1"),
+    (dict(hidden=(4, 2**31)), "hidden[1] = 2147483648 is above 2^31 - 1"),
+    (dict(hidden=(1,) * 17), "hidden has 17 layers; at most 16 are supported"),
+    (dict(embed_dim=2**30), "2 * (orders * embed_dim + pair_dim) features (orders = 2, embed_dim = 1073741824, "
+                            "pair_dim = 2) is above 2^31 - 1"),
+    (dict(num_tokens=2**20, embed_dim=1, orders=1, pair_dim=2**29),  # mk_model_create's layout
+     "too many parameters: pair_table [549756338176, 536870912] takes the model past 2^56 values"),
+])
+def test_the_supported_sizes_are_checked_by_c_when_a_model_is_made(change, message):
+    """A size this build does not support is a valid ModelConfig (it describes a network)
+    that no Model can be made from: mk_config_check, reached with or without ModelConfig."""
+    cfg = {**BASE, **change}
+    config = mk.ModelConfig(**cfg)  # accepted when made
+    assert config.to_dict() == {**cfg, "hidden": list(cfg["hidden"])}
+    want = (ValueError, "ModelConfig: " + message)
+    assert error_of(lambda: mk.Model(config)) == want
+    assert error_of(lambda: core_model(**cfg)) == want
+
+
+@pytest.mark.parametrize("bad", [1.5, "3", None, True, np.bool_(True), np.float64(2.0), object()])
+def test_a_width_that_is_not_an_int_is_a_type_error_naming_it(bad):
+    for field in WIDTHS:
+        cfg = {**BASE, field: bad}
+        got = [error_of(lambda: mk.ModelConfig(**cfg)), error_of(lambda: _core.check_model_config(**cfg)),
+               error_of(lambda: core_model(**cfg))]
+        for t, m in got:  # numpy's type names are qualified in C ("numpy.bool")
+            assert t is TypeError and re.fullmatch(rf"ModelConfig: {field} must be an int, got (numpy\.)?"
+                                                   rf"{type(bad).__name__}", m), got
+    for hidden, name in ((bad, None), ((4, bad), "hidden[1]")):
+        cfg = {**BASE, "hidden": hidden}
+        for call in (lambda: mk.ModelConfig(**cfg), lambda: _core.check_model_config(**cfg),
+                     lambda: core_model(**cfg)):
+            t, m = error_of(call)
+            if name is None and isinstance(bad, str):  # a str is a sequence: of str
+                assert (t, m) == (TypeError, "ModelConfig: hidden[0] must be an int, got str")
+            elif name is None:
+                assert t is TypeError and m.startswith("ModelConfig: hidden must be a sequence of ints, got "), m
+            else:
+                assert t is TypeError and m.startswith(f"ModelConfig: {name} must be an int, got "), m
+
+
+def test_numpy_integers_and_iterables_convert_to_python_ints():
+    config = mk.ModelConfig(**{**BASE, "embed_dim": np.int64(6), "orders": np.uint8(3),
+                               "hidden": (h for h in (np.int32(5), 7))})
+    assert config.embed_dim == 6 and config.orders == 3 and config.hidden == (5, 7)
+    assert type(config.embed_dim) is int and all(type(h) is int for h in config.hidden)
+    assert _core.check_model_config(**{**BASE, "hidden": [np.int16(3)]}) == (10, 12, 4, 4, 2, 2, (3,), 4)
+    assert mk.Model(config).shapes["trunk.1.weight"] == (7, 5)
+
+
+def test_a_value_outside_int64_is_worded_by_the_binding():
+    """C cannot hold it: below, it breaks the rule of every width; above, a model cannot be
+    made (every supported width is far below), but the config is valid (a model file of
+    that config is refused by its tensors' shapes, tests/api/test_model_file.py)."""
+    cfg = {**BASE, "embed_dim": -2**70}
+    want = (ValueError, f"ModelConfig: embed_dim must be >= 1, got {-2**70}")
+    assert error_of(lambda: mk.ModelConfig(**cfg)) == want == error_of(lambda: core_model(**cfg))
+    cfg = {**BASE, "embed_dim": 2**70}
+    assert mk.ModelConfig(**cfg).embed_dim == 2**70
+    want = (ValueError, f"ModelConfig: embed_dim = {2**70} is above 2^31 - 1")
+    assert error_of(lambda: mk.Model(mk.ModelConfig(**cfg))) == want == error_of(lambda: core_model(**cfg))
+
+
+# ---------------------------------------------------------------- the trainer's hyperparameters
+HYPER = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, warmup_steps=0, schedule="constant",
+             total_steps=None, min_lr=0.0, value_weight=1.0)
+
+
+def public(h):
+    """The same hyperparameters as manaka.Trainer's arguments."""
+    h = dict(h)
+    h["betas"] = (h.pop("beta1"), h.pop("beta2"))
+    return h
+
+
+BAD_HYPER = [
+    (dict(lr=-1.0), "Trainer: lr must be finite and >= 0, got -1"),
+    (dict(lr=float("nan")), "Trainer: lr must be finite and >= 0, got nan"),
+    (dict(lr=float("inf")), "Trainer: lr must be finite and >= 0, got inf"),
+    (dict(beta1=1.0), "Trainer: betas[0] must be in [0, 1), got 1"),
+    (dict(beta1=-0.1), "Trainer: betas[0] must be in [0, 1), got -0.1"),
+    (dict(beta2=float("nan")), "Trainer: betas[1] must be in [0, 1), got nan"),
+    (dict(eps=0.0), "Trainer: eps must be finite and > 0, got 0"),
+    (dict(eps=float("inf")), "Trainer: eps must be finite and > 0, got inf"),
+    (dict(weight_decay=-0.5), "Trainer: weight_decay must be finite and >= 0, got -0.5"),
+    (dict(min_lr=float("-inf")), "Trainer: min_lr must be finite and >= 0, got -inf"),
+    (dict(value_weight=float("nan")), "Trainer: value_weight must be finite and >= 0, got nan"),
+    (dict(warmup_steps=-1), "Trainer: warmup_steps must be >= 0, got -1"),
+    (dict(total_steps=-1), "Trainer: total_steps must be >= 0 (or None), got -1"),
+    (dict(schedule="linear"), "Trainer: schedule must be 'constant' or 'cosine', got 'linear'"),
+    (dict(schedule=None), "Trainer: schedule must be 'constant' or 'cosine', got 'None'"),
+    (dict(schedule="cosine"), "Trainer: schedule='cosine' requires total_steps (the step where lr reaches min_lr)"),
+    (dict(schedule="cosine", warmup_steps=5, total_steps=5),
+     "Trainer: total_steps = 5 must be greater than warmup_steps = 5"),
+]
+
+
+@pytest.mark.parametrize("change,message", BAD_HYPER, ids=[m.split(":")[1][:40] for _, m in BAD_HYPER])
+def test_every_hyperparameter_rule_is_c_s(change, message):
+    model = mk.Model(mk.ModelConfig(**BASE))
+    h = {**HYPER, **change}
+    want = (ValueError, message)
+    assert error_of(lambda: mk.Trainer(model, **public(h))) == want
+    assert error_of(lambda: _core.Trainer(model._core, **h)) == want  # no Python in between
+    # configure and load (load_state_dict) parse with the same check, and change nothing on refusal
+    trainer = mk.Trainer(model, lr=0.5)
+    assert error_of(lambda: trainer._core.configure(model._core, **h)) == want
+    state = trainer.state_dict()
+    state["hyperparameters"] = public(h)
+    assert error_of(lambda: trainer.load_state_dict(state)) == want
+    assert trainer.hyperparameters["lr"] == 0.5 and trainer.hyperparameters["schedule"] == "constant"
+
+
+@pytest.mark.parametrize("bad", ["float16", "BF16", None, 16])
+def test_pair_state_dtype_is_named_by_c(bad):
+    model = mk.Model(mk.ModelConfig(**BASE))
+    want = (ValueError, f"Trainer: pair_state_dtype must be 'float32' or 'bf16', got '{bad}'")
+    assert error_of(lambda: mk.Trainer(model, pair_state_dtype=bad)) == want
+    assert error_of(lambda: _core.Trainer(model._core, pair_state_dtype=bad, **HYPER)) == want
+    trainer = mk.Trainer(model)
+    state = trainer.state_dict()
+    state["pair_state_dtype"] = bad
+    assert error_of(lambda: trainer.load_state_dict(state)) == (
+        ValueError, f"Trainer.load_state_dict: pair_state_dtype must be 'float32' or 'bf16', got '{bad}'")
+    assert mk.Trainer(model, pair_state_dtype="bf16").pair_state_dtype == "bf16"
+
+
+@pytest.mark.parametrize("name", ["warmup_steps", "total_steps"])
+def test_step_counts_convert_in_the_binding(name):
+    model = mk.Model(mk.ModelConfig(**BASE))
+    for bad in (1.5, "3", True):
+        want = (TypeError, f"Trainer: {name} must be an int, got {type(bad).__name__}")
+        assert error_of(lambda: mk.Trainer(model, **{name: bad})) == want
+        assert error_of(lambda: _core.Trainer(model._core, **{**HYPER, name: bad})) == want
+    for big in (2**63, -2**64):
+        assert error_of(lambda: mk.Trainer(model, **{name: big})) == (
+            ValueError, f"Trainer: {name} = {big} does not fit in 64 bits")
+    trainer = mk.Trainer(model, schedule="cosine", **{"warmup_steps": np.int64(2), "total_steps": np.uint16(9)})
+    assert (trainer.hyperparameters["warmup_steps"], trainer.hyperparameters["total_steps"]) == (2, 9)
+    assert mk.Trainer(model).hyperparameters["total_steps"] is None
+    assert _core.Trainer(model._core, **{**HYPER, "total_steps": 0}).config()["total_steps"] == 0
+
+
+def test_value_weight_has_one_rule_in_c_for_the_trainer_and_loss_and_grad():
+    import model_cases as cases
+    cfg = mk.ModelConfig(**BASE)
+    model = mk.Model(cfg, seed=1)
+    b = cases.batch(cfg, B=3, L=4)
+    fields = (b.tokens, b.legal, b.counts, b.target, b.value, b.policy_target)
+    for bad, shown in ((-0.5, "-0.5"), (float("nan"), "nan"), (float("inf"), "inf")):
+        want = (ValueError, f"Model.loss_and_grad: value_weight must be finite and >= 0, got {shown}")
+        assert error_of(lambda: model.loss_and_grad(b, value_weight=bad)) == want
+        assert error_of(lambda: model._core.loss_and_grad(*fields, bad)) == want  # no Python in between
+        assert error_of(lambda: mk.Trainer(model, value_weight=bad)) == (
+            ValueError, f"Trainer: value_weight must be finite and >= 0, got {shown}")
+    # a refused call ran nothing: the gradients are those of the last good call
+    model.loss_and_grad(b, value_weight=0.5)
+    before = {n: model._core.read(n, True) for n in model.shapes}
+    error_of(lambda: model._core.loss_and_grad(*fields, -1.0))
+    assert all(np.array_equal(model._core.read(n, True), g) for n, g in before.items())
+
+
+def test_step_count_is_checked_in_c_by_load_and_by_the_setter():
+    model = mk.Model(mk.ModelConfig(**BASE))
+    trainer = mk.Trainer(model)
+    state = trainer.state_dict()
+    for bad, want in ((-1, (ValueError, "step_count must be >= 0, got -1")),
+                      (2**63, (ValueError, f"step_count = {2**63} does not fit in 64 bits")),
+                      (1.5, (TypeError, "step_count must be an int, got float")),
+                      (True, (TypeError, "step_count must be an int, got bool"))):
+        assert error_of(lambda: trainer.load_state_dict({**state, "step_count": bad})) == (
+            want[0], "Trainer.load_state_dict: " + want[1])
+        assert error_of(lambda: setattr(trainer._core, "step_count", bad)) == (want[0], "Trainer: " + want[1])
+        assert trainer.step_count == 0
+    trainer.load_state_dict({**state, "step_count": np.int64(5)})
+    trainer._core.step_count = np.uint8(7)
+    assert trainer.step_count == 7
+
+
+def test_the_seed_is_converted_once_by_the_binding():
+    """Model's seed is the core's uint64_t: the binding refuses what it cannot hold (the
+    parse format it used wrapped -1 to 2**64 - 1); Python checks nothing."""
+    config = mk.ModelConfig(**BASE)
+    for bad, want in ((-1, (ValueError, "Model: seed must be an int in [0, 2**64), got -1")),
+                      (2**64, (ValueError, f"Model: seed must be an int in [0, 2**64), got {2**64}")),
+                      (1.5, (TypeError, "Model: seed must be an int, got float")),
+                      (True, (TypeError, "Model: seed must be an int, got bool"))):
+        assert error_of(lambda: mk.Model(config, seed=bad)) == want
+        assert error_of(lambda: _core.Model(*(BASE[f] for f in FIELDS), seed=bad)) == want
+    top = mk.Model(config, seed=np.uint64(2**64 - 1))
+    assert top.seed == 2**64 - 1 and type(top.seed) is int
+    assert all(np.array_equal(a, b) for a, b in zip(top.state_dict().values(),
+                                                    mk.Model(config, seed=2**64 - 1).state_dict().values()))

@@ -1,0 +1,310 @@
+"""ONNX export (manaka.export, manaka.torch.export_onnx, python -m manaka.export): onnxruntime
+running the exported file agrees with mk.Model.forward on fresh random batches (padding,
+counts 0..L, empty token slots, several B and L in one session), in a process where manaka
+cannot be imported; a manaka.torch.Network exports the same file; bad calls are refused.
+
+Tolerance (float32 both sides, sums in another order): padded slots are exactly 0; every
+logit within 1e-4 relative or 1e-5 absolute, every value within 1e-4 relative or 1e-6
+absolute (a value near 0 or 1 is the sigmoid of a sum that may cancel); and over all the
+batches run in one session, the norm-wise relative error of logits and of values below 1e-5
+(conftest.assert_close).
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="onnx not installed: pip install onnx (the test extra)")
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime not installed: pip install onnxruntime (the test extra)")
+
+import manaka as mk  # noqa: E402
+from manaka.export import export_onnx  # noqa: E402
+from assertions import assert_close  # noqa: E402
+from paths import ROOT  # noqa: E402
+
+# (name, config): small random shapes, the edges (T = 1: no pair; no trunk layer; one
+# order), and the seed configuration's shapes with a smaller vocabulary (the pair table of
+# V = 2344 alone is 176 MB) but T = 40, so 780 slot pairs per perspective.
+CONFIGS = {
+    "small": dict(num_tokens=11, num_moves=17, tokens_per_side=6, embed_dim=5, orders=3, pair_dim=4,
+                  hidden=(12,), head_width=7),
+    "one-slot-no-trunk-one-order": dict(num_tokens=5, num_moves=9, tokens_per_side=1, embed_dim=3, orders=1,
+                                        pair_dim=2, hidden=(), head_width=4),
+    "two-layers": dict(num_tokens=30, num_moves=50, tokens_per_side=9, embed_dim=8, orders=4, pair_dim=3,
+                       hidden=(16, 10), head_width=6),
+    "seed-like": dict(num_tokens=300, num_moves=2187, tokens_per_side=40, embed_dim=256, orders=4, pair_dim=16,
+                      hidden=(512, 512), head_width=300),
+}
+
+
+def inputs(rng, cfg, B, L, zero_counts=True):
+    """int32 tokens / legal / counts: about a quarter of the token slots empty (one
+    perspective wholly empty when B > 2), counts over 0..L (both ends present when B > 2),
+    padded legal slots holding garbage the graph must ignore (ids out of range, negatives)."""
+    tokens = rng.integers(0, cfg.num_tokens, (B, 2, cfg.tokens_per_side))
+    tokens[rng.random(tokens.shape) < 0.25] = -1
+    counts = rng.integers(0 if zero_counts else 1, L + 1, B)
+    if B > 2:
+        tokens[1, 0] = -1
+        counts[0], counts[2] = L, (0 if zero_counts else 1)
+    legal = rng.integers(-5, cfg.num_moves + 10**6, (B, L))
+    for b in range(B):
+        legal[b, :counts[b]] = rng.choice(cfg.num_moves, counts[b], replace=counts[b] > cfg.num_moves)
+    return {"tokens": tokens.astype(np.int32), "legal": legal.astype(np.int32), "counts": counts.astype(np.int32)}
+
+
+def forward(model, feed):
+    """mk.Model.forward's (logits, value); it refuses a row without legal moves, so those
+    rows are run with one legal move (id 0) and their logits set to the 0 GatherDot gives them (the
+    value does not read the legal moves)."""
+    counts, legal = feed["counts"], feed["legal"].copy()
+    B = len(counts)
+    legal[counts == 0, 0] = 0
+    batch = mk.Batch(feed["tokens"], legal, np.maximum(counts, 1), np.zeros(B, np.int64), np.zeros(B))
+    logits, value = model.forward(batch)
+    logits[counts == 0] = 0.0
+    return logits, value
+
+
+def session(path):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    return ort.InferenceSession(os.fspath(path), options, providers=["CPUExecutionProvider"])
+
+
+def check_outputs(logits, value, want_logits, want_value, feed):
+    """One batch's outputs against mk.Model.forward's (the tolerance of the module docstring)."""
+    assert logits.dtype == np.float32 and value.dtype == np.float32
+    assert logits.shape == feed["legal"].shape and value.shape == feed["counts"].shape
+    padded = np.arange(logits.shape[1])[None, :] >= feed["counts"][:, None]
+    assert np.all(logits[padded] == 0.0)
+    np.testing.assert_allclose(logits, want_logits, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(value, want_value, rtol=1e-4, atol=1e-6)
+
+
+def check_runs(sess, model, feeds):
+    """Runs every feed in `sess`: each batch, then all of them together, against mk.Model.forward."""
+    got, want = [], []
+    for feed in feeds:
+        outputs, expected = sess.run(["logits", "value"], feed), forward(model, feed)
+        check_outputs(*outputs, *expected, feed)
+        got.append(outputs)
+        want.append(expected)
+    for k in range(2):
+        assert_close(np.concatenate([g[k].ravel() for g in got]), np.concatenate([w[k].ravel() for w in want]))
+
+
+def trained_looking(model, rng):
+    """Perturbs every parameter by noise at its own scale (biases: 0.05): parameters away from
+    the initial ones, which keep biases 0, without saturating the value's sigmoid."""
+    model.load_state_dict({k: v + rng.normal(0, max(float(v.std()), 0.05), v.shape).astype(np.float32) * 0.5
+                           for k, v in model.state_dict().items()})
+    return model
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_onnxruntime_equals_model_forward(tmp_path, rng, name):
+    cfg = mk.ModelConfig(**CONFIGS[name])
+    model = trained_looking(mk.Model(cfg, seed=int(rng.integers(1000))), rng)
+    path = tmp_path / "m.onnx"
+    assert export_onnx(model, path) == os.fspath(path)
+    sess = session(path)
+    # one session, several batch sizes and legal widths: both axes are dynamic
+    shapes = [(1, 1), (1, 7), (5, 3), (9, 600 if name == "seed-like" else 17), (4, 2)]
+    check_runs(sess, model, [inputs(rng, cfg, B, L) for B, L in shapes])
+
+    proto = onnx.load(os.fspath(path))
+    dims = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+            for v in list(proto.graph.input) + list(proto.graph.output)}
+    assert dims == {"tokens": ["batch", 2, cfg.tokens_per_side], "legal": ["batch", "legal_moves"],
+                    "counts": ["batch"], "logits": ["batch", "legal_moves"], "value": ["batch"]}
+    assert {n.domain for n in proto.graph.node} == {""}, "only standard ONNX operators"
+    assert json.loads({p.key: p.value for p in proto.metadata_props}["manaka_config"]) == cfg.to_dict()
+
+
+@pytest.mark.parametrize("draw", range(4))
+def test_random_small_configs(tmp_path, rng, draw):
+    n = lambda lo, hi: int(rng.integers(lo, hi + 1))  # noqa: E731
+    cfg = mk.ModelConfig(num_tokens=n(1, 40), num_moves=n(1, 60), tokens_per_side=n(1, 12), embed_dim=n(1, 8),
+                         orders=n(1, 5), pair_dim=n(1, 5), hidden=tuple(n(1, 16) for _ in range(n(0, 2))),
+                         head_width=n(1, 8))
+    model = trained_looking(mk.Model(cfg, seed=draw), rng)
+    path = export_onnx(model, tmp_path / "m.onnx")
+    check_runs(session(path), model, [inputs(rng, cfg, n(1, 9), n(1, 2 * cfg.num_moves)) for _ in range(3)])
+
+
+def test_ids_the_graph_cannot_read_are_errors(tmp_path, rng):
+    cfg = mk.ModelConfig(**CONFIGS["small"])
+    path = export_onnx(mk.Model(cfg), tmp_path / "m.onnx")
+    sess = session(path)
+    feed = inputs(rng, cfg, 4, 6, zero_counts=False)
+    # row 1: three legal moves (its slots from the old count on held padding's garbage)
+    feed["counts"][1] = 3
+    feed["legal"][1, :3] = rng.choice(cfg.num_moves, 3, replace=False)
+    sess.run(None, feed)
+    for field, where, bad, op in [("tokens", (1, 0, 2), cfg.num_tokens, "Gather"), ("tokens", (2, 1, 0), -2, "Gather"),
+                                  ("legal", (1, 2), cfg.num_moves, "GatherElements"),
+                                  ("legal", (1, 0), -1, "GatherElements")]:
+        wrong = {k: v.copy() for k, v in feed.items()}
+        wrong[field][where] = bad
+        with pytest.raises(Exception, match=op):  # onnxruntime's own exception types
+            sess.run(None, wrong)
+    wrong = {k: v.copy() for k, v in feed.items()}
+    wrong["legal"][1, 3:] = -1  # padding may hold anything
+    sess.run(None, wrong)
+
+
+@pytest.mark.parametrize("opset", [13, 17, 21])
+def test_every_supported_opset_runs(tmp_path, rng, opset):
+    cfg = mk.ModelConfig(**CONFIGS["small"])
+    model = mk.Model(cfg, seed=1)
+    path = export_onnx(model, tmp_path / f"m{opset}.onnx", opset=opset)
+    assert onnx.load(path).opset_import[0].version == opset
+    check_runs(session(path), model, [inputs(rng, cfg, 6, 8)])
+
+
+# Runs in `python -I` (no PYTHONPATH, no current folder, no user site) with every sys.path
+# entry that holds a manaka package removed and a finder refusing `manaka`: the exported
+# file must run with onnxruntime and numpy alone.
+WITHOUT_MANAKA = r"""
+import importlib.abc, importlib.util, os, sys
+sys.path = [p for p in sys.path if not os.path.exists(os.path.join(p or ".", "manaka"))]
+class NoManaka(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "manaka" or name.startswith("manaka."):
+            raise ImportError("manaka is blocked in this process")
+        return None
+sys.meta_path.insert(0, NoManaka())
+try:
+    import manaka
+except ImportError:
+    pass
+else:
+    raise SystemExit("manaka was importable")
+import numpy as np, onnxruntime as ort
+folder = sys.argv[1]
+sess = ort.InferenceSession(os.path.join(folder, "m.onnx"), providers=["CPUExecutionProvider"])
+for k in range(int(sys.argv[2])):
+    feed = dict(np.load(os.path.join(folder, f"in{k}.npz")))
+    logits, value = sess.run(["logits", "value"], feed)
+    np.savez(os.path.join(folder, f"out{k}.npz"), logits=logits, value=value)
+assert not any(m == "manaka" or m.startswith("manaka.") for m in sys.modules), sorted(sys.modules)
+print("ran without manaka")
+"""
+
+
+def test_runs_where_manaka_cannot_be_imported(tmp_path, rng):
+    cfg = mk.ModelConfig(**CONFIGS["two-layers"])
+    model = trained_looking(mk.Model(cfg, seed=5), rng)
+    export_onnx(model, tmp_path / "m.onnx")
+    feeds = [inputs(rng, cfg, B, L) for B, L in [(1, 4), (6, 11), (3, 1)]]
+    for k, feed in enumerate(feeds):
+        np.savez(tmp_path / f"in{k}.npz", **feed)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-I", "-c", WITHOUT_MANAKA, str(tmp_path), str(len(feeds))],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert done.returncode == 0 and "ran without manaka" in done.stdout, done.stderr
+    for k, feed in enumerate(feeds):
+        out = np.load(tmp_path / f"out{k}.npz")
+        check_outputs(out["logits"], out["value"], *forward(model, feed), feed)
+
+
+def test_a_torch_network_exports_the_same(tmp_path, rng):
+    torch = pytest.importorskip("torch", reason="torch not installed: pip install torch (manaka[torch])")
+    import manaka.torch as mkt
+
+    cfg = mk.ModelConfig(**CONFIGS["two-layers"])
+    net = mkt.Network(cfg, seed=2)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(0.1 * torch.randn_like(p))  # trained-looking parameters, not the initial ones
+    path = mkt.export_onnx(net, tmp_path / "net.onnx")
+    feed = inputs(rng, cfg, 7, 12)
+    logits, value = session(path).run(["logits", "value"], feed)
+    with torch.no_grad():  # Network.forward through manaka's torch operators, which take counts of 0
+        want_logits, want_value = net(*(torch.from_numpy(feed[k]) for k in ("tokens", "legal", "counts")))
+    check_outputs(logits, value, want_logits.numpy(), want_value.numpy(), feed)
+    # the same graph and parameters as the mk.Model holding the network's parameters
+    mkt.export_onnx(net.to_model(), tmp_path / "model.onnx")
+    assert (tmp_path / "net.onnx").read_bytes() == (tmp_path / "model.onnx").read_bytes()
+
+    # a bfloat16 network: its parameters, widened to float32
+    half = mkt.Network(cfg, seed=3).to(torch.bfloat16)
+    path = mkt.export_onnx(half, tmp_path / "half.onnx")
+    widened = mkt.Network(cfg)
+    widened.load_state_dict({k: v.float() for k, v in half.state_dict().items()})
+    check_runs(session(path), widened.to_model(), [feed])
+
+
+def test_networks_that_compute_something_else_are_refused(tmp_path):
+    torch = pytest.importorskip("torch", reason="torch not installed: pip install torch (manaka[torch])")
+    import manaka.torch as mkt
+
+    cfg = mk.ModelConfig(**CONFIGS["small"])
+
+    class Tanh(mkt.Network):
+        def body(self, x):
+            return torch.tanh(x)
+
+    class Extra(mkt.Network):
+        def __init__(self, config):
+            super().__init__(config)
+            self.scale = torch.nn.Parameter(torch.ones(1))
+
+    with pytest.raises(TypeError, match="Tanh overrides body"):
+        mkt.export_onnx(Tanh(cfg), tmp_path / "a.onnx")
+    with pytest.raises(TypeError, match=r"Extra has parameters or buffers .*'scale'"):
+        mkt.export_onnx(Extra(cfg), tmp_path / "b.onnx")
+    with pytest.raises(TypeError, match="must be a manaka.Model or a manaka.torch.Network"):
+        mkt.export_onnx(torch.nn.Linear(2, 2), tmp_path / "c.onnx")
+    assert not os.listdir(tmp_path)
+
+
+def test_bad_calls_write_nothing(tmp_path):
+    model = mk.Model(mk.ModelConfig(**CONFIGS["small"]))
+    path = tmp_path / "m.onnx"
+    path.write_bytes(b"keep me")
+    with pytest.raises(FileExistsError, match="m.onnx' exists; pass overwrite=True"):
+        export_onnx(model, path)
+    assert path.read_bytes() == b"keep me"
+    for opset in (12, 10**6, 17.0, True):
+        with pytest.raises(ValueError, match="opset must be an int"):
+            export_onnx(model, tmp_path / "x.onnx", opset=opset)
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        export_onnx(model, tmp_path)
+    with pytest.raises(TypeError, match="model must be a manaka.Model"):
+        export_onnx(model.state_dict(), tmp_path / "x.onnx")
+    assert sorted(os.listdir(tmp_path)) == ["m.onnx"]
+    export_onnx(model, path, overwrite=True)
+    assert len(onnx.load(os.fspath(path)).graph.node) > 0 and sorted(os.listdir(tmp_path)) == ["m.onnx"]
+
+
+def run_cli(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "manaka.export", *map(str, args)], capture_output=True,
+                          text=True, timeout=300, cwd=cwd, env=env)
+
+
+def test_command(tmp_path, rng):
+    cfg = mk.ModelConfig(**CONFIGS["small"])
+    model = mk.Model(cfg, seed=8)
+    model.save(tmp_path / "m.manaka")
+    done = run_cli("m.manaka", "m.onnx", "--opset", "18", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "wrote m.onnx" in done.stdout and "legal int32 [batch, legal_moves]" in done.stdout
+    check_runs(session(tmp_path / "m.onnx"), model, [inputs(rng, cfg, 5, 9)])
+    before = (tmp_path / "m.onnx").read_bytes()
+
+    for args, message in [(("m.manaka", "m.onnx"), "m.onnx exists; pass --overwrite to replace it"),
+                          (("missing.manaka", "n.onnx"), "No such file or directory: 'missing.manaka'"),
+                          (("m.onnx", "n.onnx"), "'m.onnx': is not a manaka file"),
+                          (("m.manaka", "n.onnx", "--opset", "9"), "opset must be an int in [13,")]:
+        done = run_cli(*args, cwd=tmp_path)
+        assert done.returncode == 2 and done.stdout == "", (args, done.stdout)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("python -m manaka.export: ") and message in lines[0], lines
+    assert (tmp_path / "m.onnx").read_bytes() == before and not (tmp_path / "n.onnx").exists()
+    assert run_cli("m.manaka", "m.onnx", "--overwrite", cwd=tmp_path).returncode == 0

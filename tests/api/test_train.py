@@ -1,0 +1,191 @@
+"""The main job: `python -m manaka.train`, and mk.fit / mk.evaluate with the real Model."""
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import manaka as mk
+from model_cases import SMALL, SMALL_MODEL
+from train_cli import CLI, ENV, EVAL_LOG, TINY, cli, one_line
+
+
+def test_help_explains_the_options():
+    out = subprocess.run([sys.executable, "-m", "manaka.train", "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0
+    for option in ("--data", "--steps", "--epochs", "--batch-size", "--device", "--producers", "--lr",
+                   "--log-every", "--checkpoint", "--resume", "--embed-dim", "--hidden"):
+        assert option in out.stdout
+
+
+def test_cli_runs_a_few_steps_and_prints_the_log_line(capsys, tmp_path):
+    from manaka import train
+    args = ["--steps", "4", "--synthetic", "1500", "--eval-positions", "200", "--log-every", "2", "--no-progress",
+            "--batch-size", "64", "--device", "cpu", "--checkpoint", str(tmp_path / "c.ckpt"), *TINY]
+    assert train.main(args) == 0
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("[")]
+    # 4 steps: by default the held-out data is evaluated on every logging step here
+    assert len(lines) == 2 and all(EVAL_LOG.match(line) for line in lines), out
+    assert "done: step 4" in out and "held-out (200 positions)" in out and "teacher's ceiling" in out
+    # resuming at the end runs nothing more; further steps continue from the checkpoint
+    assert train.main(args[:1] + ["6"] + args[2:] + ["--resume"]) == 0
+    out = capsys.readouterr().out
+    assert "step=6" in out and "done: step 6" in out
+
+
+def small_run(ds, steps, path=None, resume=False, stop=None):
+    model = mk.Model(SMALL_MODEL, seed=0)
+    trainer = mk.Trainer(model, lr=1e-2, warmup_steps=3, schedule="cosine", total_steps=steps)
+    loader = mk.Loader(ds, batch_size=48, producers=3, seed=7)
+    history = mk.fit(model, loader, steps=stop or steps, trainer=trainer, log_every=4, checkpoint=path,
+                     resume=resume, progress=False, log=lambda s: None)
+    return model, history
+
+
+def test_real_model_resume_is_bitwise_exact(tmp_path):
+    ds = mk.Dataset.synthetic(400, SMALL, seed=0)  # 9 batches per epoch: the run crosses epochs
+    full, _ = small_run(ds, 25)
+    path = str(tmp_path / "run.ckpt")
+    small_run(ds, 25, path=path, stop=11)
+    resumed, history = small_run(ds, 25, path=path, resume=True)
+    a, b = full.state_dict(), resumed.state_dict()
+    assert a.keys() == b.keys()
+    for name in a:
+        assert np.array_equal(a[name], b[name]), name
+    assert history.last["step"] == 25
+
+
+def test_student_learns_the_teacher():
+    """Learning is real: held-out accuracy rises well above chance, towards the ceiling."""
+    train_set = mk.Dataset.synthetic(4000, SMALL, seed=0)
+    test_set = mk.Dataset.synthetic(1000, SMALL, seed=1)
+    cfg = mk.ModelConfig(num_tokens=300, num_moves=500, tokens_per_side=8, embed_dim=16, orders=2, pair_dim=2,
+                         hidden=(64,), head_width=32)
+    model = mk.Model(cfg, seed=0)
+    before = mk.evaluate(model, test_set)
+    mk.fit(model, mk.Loader(train_set, batch_size=128), epochs=4, trainer=mk.Trainer(model, lr=3e-3),
+           progress=False, log=lambda s: None)
+    after = mk.evaluate(model, test_set)
+    chance, ceiling = test_set.meta["chance_accuracy"], test_set.meta["teacher_accuracy_ceiling"]
+    assert after["loss"] < before["loss"]
+    assert after["accuracy"] > max(5 * chance, before["accuracy"] + 0.05)
+    assert after["accuracy"] <= ceiling + 0.05
+
+
+def test_cli_reports_bad_data_in_one_line(tmp_path, capsys):
+    from manaka import train
+    assert train.main(["--data", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert "python -m manaka.train: --data " in err and "missing: no such file or folder; --data takes a dataset " \
+        "folder with meta.json" in err
+    assert train.main(["--resume"]) == 2
+
+
+QUICK = ["--synthetic", "600", "--eval-positions", "0", "--batch-size", "64", "--device", "cpu", "--no-progress",
+         *TINY]
+
+
+def test_an_existing_checkpoint_is_continued_or_replaced_only_when_asked(tmp_path):
+    path = tmp_path / "c.ckpt"
+    first = cli(["--steps", "4", "--checkpoint", path, *QUICK], tmp_path)
+    assert first.returncode == 0, first.stderr
+    before = path.read_bytes()
+    line = one_line(cli(["--steps", "2", "--checkpoint", path, *QUICK], tmp_path))
+    assert f"the checkpoint {path} exists: continue it with --resume, or replace it with --force" in line
+    assert path.read_bytes() == before
+    forced = cli(["--steps", "2", "--checkpoint", path, "--force", *QUICK], tmp_path)
+    assert forced.returncode == 0 and mk.checkpoint.load(path)["step"] == 2, forced.stderr
+    (tmp_path / "dir.ckpt").mkdir()
+    assert "--checkpoint dir.ckpt is a folder; give a file path" in one_line(
+        cli(["--steps", "2", "--checkpoint", "dir.ckpt", "--force", *QUICK], tmp_path))
+    fresh = cli(["--steps", "2", "--checkpoint", tmp_path / "new.ckpt", "--resume", *QUICK], tmp_path)
+    assert fresh.returncode == 0, fresh.stderr
+    assert f"no checkpoint at {tmp_path / 'new.ckpt'} yet: this run starts at step 0 and will write it" in fresh.stdout
+    assert mk.checkpoint.load(tmp_path / "new.ckpt")["step"] == 2
+
+
+def test_the_model_is_saved_without_replacing_a_file_nobody_named(tmp_path):
+    out = cli(["--steps", "3", "--checkpoint", "run.ckpt", *QUICK], tmp_path)
+    assert out.returncode == 0 and "saved the model (step 3) to run.manaka" in out.stdout, out.stderr
+    assert mk.Model.load(tmp_path / "run.manaka").config.embed_dim == 8
+    (tmp_path / "other.manaka").write_bytes(b"someone's model")
+    out = cli(["--steps", "3", "--checkpoint", "other.ckpt", *QUICK], tmp_path)
+    assert out.returncode == 0 and "saved the model (step 3) to other-1.manaka" in out.stdout, out.stderr
+    assert (tmp_path / "other.manaka").read_bytes() == b"someone's model"
+    out = cli(["--steps", "2", *QUICK], tmp_path)  # no checkpoint: model.manaka in the current folder
+    assert out.returncode == 0 and "saved the model (step 2) to model.manaka" in out.stdout, out.stderr
+    out = cli(["--steps", "2", "--save", "other.manaka", *QUICK], tmp_path)  # named: replaced
+    assert out.returncode == 0 and mk.Model.load(tmp_path / "other.manaka").config.pair_dim == 2
+    out = cli(["--steps", "2", "--no-save", *QUICK], tmp_path)
+    assert out.returncode == 0 and "saved the model" not in out.stdout
+    assert sorted(os.listdir(tmp_path)) == ["model.manaka", "other-1.manaka", "other.ckpt", "other.manaka",
+                                            "run.ckpt", "run.manaka"]
+
+
+def _interrupt(args, cwd):
+    """Starts a run, sends SIGINT once it has logged step 3 (from inside the run), and
+    returns (return code, stdout, stderr)."""
+    proc = subprocess.Popen(CLI + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=cwd, env=ENV)
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if "step=3 " in line:
+                proc.send_signal(signal.SIGINT)
+                break
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    return proc.returncode, "".join(lines) + out, err
+
+
+def test_ctrl_c_saves_the_checkpoint_and_says_so_without_a_traceback(tmp_path):
+    path = tmp_path / "int.ckpt"
+    code, out, err = _interrupt(["--steps", "100000", "--log-every", "1", "--checkpoint", path, *QUICK], tmp_path)
+    assert code == 130 and "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+    m = re.search(r"interrupted at step (\d+); saved the checkpoint (\S+) at step (\d+)\n", out)
+    assert m and m.group(1) == m.group(3) and m.group(2) == str(path), out[-3000:]
+    step = int(m.group(1))
+    assert step >= 3 and mk.checkpoint.load(path)["step"] == step
+    assert not (tmp_path / "int.manaka").exists()  # an interrupted run saves its checkpoint, not a model
+    resumed = cli(["--steps", step + 2, "--log-every", "1", "--checkpoint", path, "--resume", *QUICK], tmp_path)
+    assert resumed.returncode == 0 and f"done: step {step + 2}," in resumed.stdout, resumed.stderr
+    assert f"step={step + 1} " in resumed.stdout and f"step={step} " not in resumed.stdout
+
+
+def test_ctrl_c_without_a_checkpoint_says_nothing_was_saved(tmp_path):
+    code, out, err = _interrupt(["--steps", "100000", "--log-every", "1", *QUICK], tmp_path)
+    assert code == 130 and "Traceback" not in err, err[-3000:]
+    assert re.search(r"interrupted at step \d+: no checkpoint path was given; nothing was saved", out), out[-3000:]
+    assert os.listdir(tmp_path) == []
+
+
+def test_non_positive_sizes_are_refused_and_zero_steps_says_nothing_was_trained(tmp_path):
+    for option in ("--batch-size", "--log-every", "--producers"):
+        out = cli(["--steps", "1", *QUICK, option, "0"], tmp_path)
+        assert out.returncode == 2 and f"argument {option}: must be > 0, got 0" in out.stderr, out.stderr
+    out = cli(["--steps", "0", "--checkpoint", "c.ckpt", *QUICK], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "no step was run (--steps 0): nothing was trained, and no checkpoint written" in out.stdout
+    assert "the model was not saved: no step was run" in out.stdout and "holds" not in out.stdout
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_time_limit_alone_trains_until_it_over_many_epochs(tmp_path):
+    """Before, a time limit alone still stopped after one epoch (4 steps here)."""
+    mk.Dataset.synthetic(128, SMALL, seed=0).save(tmp_path / "train")
+    mk.Dataset.synthetic(64, SMALL, seed=1).save(tmp_path / "held")
+    out = cli(["--time-limit", "4", "--data", "train", "--eval-data", "held", "--batch-size", "32", "--threads", "1",
+               "--log-every", "5", "--no-save", "--device", "cpu", "--no-progress", *TINY], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "held-out: 64 positions, evaluated about every 0.4s and at the end" in out.stdout
+    done = re.search(r"done: step (\d+), epoch ([\d.]+), ([\d.]+)s", out.stdout)
+    assert done and float(done.group(2)) > 1 and float(done.group(3)) >= 4.0, out.stdout
+    # one evaluation at the first step after each tenth of the budget, and one at the end
+    evaluations = [line for line in out.stdout.splitlines() if EVAL_LOG.match(line)]
+    assert 2 <= len(evaluations) <= 11, out.stdout

@@ -1,0 +1,48 @@
+"""python -m manaka.train --nproc N: N gloo processes on this machine train one model;
+process 0 alone prints, checkpoints and saves; the checkpoint resumes with another number
+of processes, or is refused with an error from every process when its position is not a
+step of theirs."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch not installed: pip install torch (manaka[torch])")
+dist = pytest.importorskip("torch.distributed")
+if not dist.is_available() or not dist.is_gloo_available():
+    pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
+
+from paths import ROOT  # noqa: E402
+
+SMALL = ["--synthetic", "3000", "--eval-positions", "256", "--embed-dim", "8", "--orders", "2", "--pair-dim", "3",
+         "--hidden", "16", "--head-width", "8", "--log-every", "2", "--no-progress", "--producers", "1",
+         "--pair-update", "sparse", "--dist-timeout", "60"]
+
+
+def cli(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "manaka.train", *SMALL, *map(str, args)], capture_output=True,
+                          text=True, timeout=240, cwd=cwd, env=env)
+
+
+def test_two_processes_then_resume_in_one_and_three(tmp_path):
+    out = cli("--nproc", 2, "--batch-size", 24, "--steps", 4, "--checkpoint", "run.ckpt", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "batch 24 x 2 processes" in out.stdout
+    # one log line per logging step: process 1 prints nothing
+    assert len(re.findall(r"^\[[^]]+\] step=\d+ ", out.stdout, flags=re.M)) == 2, out.stdout
+    assert "the checkpoint run.ckpt holds step 4" in out.stdout and os.path.exists(tmp_path / "run.manaka")
+    # the same 48 positions a step in one process (4 x 48 = 192 into the epoch: a step of
+    # 48 and of 3 x 16 alike)
+    out = cli("--batch-size", 48, "--steps", 6, "--checkpoint", "run.ckpt", "--resume", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "the checkpoint run.ckpt holds step 6" in out.stdout
+    out = cli("--nproc", 3, "--batch-size", 16, "--steps", 8, "--checkpoint", "run.ckpt", "--resume", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "the checkpoint run.ckpt holds step 8" in out.stdout
+    # a position that is not a step of the new processes: one line, every process failing
+    out = cli("--nproc", 2, "--batch-size", 40, "--steps", 9, "--checkpoint", "run.ckpt", "--resume", cwd=tmp_path)
+    assert out.returncode == 2 and "not a multiple of this loader's world_size 2 x batch_size 40" in out.stderr
+    assert "failed" in out.stderr.splitlines()[-1]

@@ -1,0 +1,103 @@
+"""`python -m manaka.bench`: --help lists every suite with one line, an unknown suite is
+named, and results go to --out, or ./bench_results by default: never over a bench/results/
+folder that holds committed measurements."""
+import hashlib
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from manaka.bench import SUITES
+from paths import ROOT
+
+TINY_OPS = ["ops", "--batch", "4", "--runs", "1", "--baseline-runs", "1"]
+
+
+def bench(*args, cwd=None, env=None):
+    """Runs the CLI of this checkout's manaka (from any `cwd`) with MANAKA_BENCH_DIR unset
+    unless `env` sets it."""
+    full_env = {k: v for k, v in os.environ.items() if k != "MANAKA_BENCH_DIR"}
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "manaka.bench", *args], capture_output=True, text=True,
+                          timeout=300, cwd=cwd, env=full_env)
+
+
+def test_help_lists_every_suite_with_one_line():
+    out = bench("--help")
+    assert out.returncode == 0, out.stderr
+    listed = {}
+    for line in out.stdout.splitlines():
+        words = line.split(None, 1)
+        if line.startswith("  ") and words and words[0] in SUITES:
+            listed[words[0]] = words[1].strip()
+    assert listed == {name: line for name, line in SUITES.items()}
+    assert all(listed.values())
+    assert "--out" in out.stdout and "bench_results" in out.stdout
+
+
+@pytest.mark.parametrize("name", sorted(SUITES))
+def test_every_listed_suite_is_a_module_whose_help_offers_out(name):
+    assert callable(importlib.import_module(f"manaka.bench.{name}").main)
+    out = bench(name, "--help")
+    assert out.returncode == 0, out.stderr
+    assert "--out" in out.stdout
+
+
+def test_no_suite_or_an_unknown_one_is_an_error_naming_it():
+    out = bench()
+    assert out.returncode == 2 and "suites:" in out.stderr
+    out = bench("opz")
+    assert out.returncode == 2 and "unknown suite 'opz'" in out.stderr
+
+
+def test_a_suite_that_times_through_the_test_hooks_names_them_when_they_are_missing(monkeypatch):
+    """The gemm suite and the policy-head comparison time single op-table entries through
+    manaka._testing, an extension installed beside _core; without it they say so."""
+    import manaka
+    from manaka.bench import gemm, policy_head, testing_hooks
+
+    assert testing_hooks("x").backend_gemm  # present in this build
+    monkeypatch.delattr(manaka, "_testing", raising=False)
+    monkeypatch.setitem(sys.modules, "manaka._testing", None)  # what a failed import leaves
+    with pytest.raises(ImportError, match=r"^python -m manaka.bench gemm needs manaka._testing"):
+        gemm.main(["--batch", "4", "--runs", "1", "--no-write"])
+    with pytest.raises(ImportError, match="policy head comparison .* needs manaka._testing"):
+        policy_head.compare_ops("cpu", None, 8, 16, runs=1, repeats=2)
+
+
+def digest(folder):
+    return {f: hashlib.sha256(open(os.path.join(folder, f), "rb").read()).hexdigest()
+            for f in sorted(os.listdir(folder))}
+
+
+def test_default_output_is_bench_results_not_the_committed_folder(tmp_path):
+    committed = tmp_path / "bench" / "results"
+    committed.mkdir(parents=True)
+    (committed / "ops-cpu.json").write_text('{"committed": true}')
+    (committed / "ops-cpu.md").write_text("committed\n")
+    before = digest(committed)
+    out = bench(*TINY_OPS, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert digest(committed) == before
+    written = json.loads((tmp_path / "bench_results" / "ops-cpu.json").read_text())
+    assert written["suite"] == "ops" and written["results"]
+    assert (tmp_path / "bench_results" / "ops-cpu.md").read_text().startswith("# manaka.bench ops")
+
+
+def test_out_writes_where_the_user_says(tmp_path):
+    target = tmp_path / "deep" / "er"
+    out = bench(*TINY_OPS, "--out", str(target), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert sorted(os.listdir(target)) == ["ops-cpu.json", "ops-cpu.md"]
+    assert not (tmp_path / "bench_results").exists()
+
+
+def test_environment_variable_names_the_default_folder(tmp_path):
+    out = bench(*TINY_OPS, cwd=tmp_path, env={"MANAKA_BENCH_DIR": str(tmp_path / "env_dir")})
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "env_dir" / "ops-cpu.json").exists()
+    assert not (tmp_path / "bench_results").exists()

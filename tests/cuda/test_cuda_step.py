@@ -1,0 +1,107 @@
+"""The training step on the CUDA backend against the CPU backend (which tests/api/test_model.py
+and tests/api/test_trainer.py hold to the NumPy reference): forward, loss, every gradient and
+five AdamW steps agree to 1e-4 in FP32; bad batches change nothing; parameters are live
+DeviceArray views. Skipped, saying why, where there is no usable CUDA device; never run on
+the CPU path. tools/cuda_emu/run_gpu_tests.py also runs this file on a CPU emulation of the
+device (with cublas_emu.c standing in for cuBLAS)."""
+import numpy as np
+import pytest
+
+import manaka as mk
+import model_cases as cases
+from manaka import cuda
+
+pytestmark = [pytest.mark.cuda,  # tools/cuda_emu/run_gpu_tests.py runs it on the emulated device
+              pytest.mark.skipif(not cuda.is_available(), reason=f"no CUDA device: {cuda.why_unavailable()}")]
+
+TOL = 1e-4
+
+
+def twins(cfg, seed=3):
+    """The same model on the CPU and on the GPU (the same seed gives the same bits)."""
+    return mk.Model(cfg, device="cpu", seed=seed), mk.Model(cfg, device="cuda", seed=seed)
+
+
+def test_initial_parameters_are_identical():
+    cpu, gpu = twins(cases.config(hidden=(8,)))
+    cases.assert_parameters_match(gpu, cpu)
+
+
+@pytest.mark.parametrize("hidden", [(), (12,), (10, 6)], ids=["hidden0", "hidden1", "hidden2"])
+@pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
+def test_forward_loss_and_gradients_match_cpu(hidden, soft):
+    cfg = cases.config(hidden=hidden)
+    cpu, gpu = twins(cfg)
+    b = cases.batch(cfg, seed=7, soft=soft)
+    for x, y in zip(cpu.forward(b), gpu.forward(b)):
+        assert cases.rel_err(y, x) < TOL
+    (s1, g1), (s2, g2) = cpu.loss_and_grad(b, 0.7), gpu.loss_and_grad(b, 0.7)
+    for key in ("loss", "policy_loss", "value_loss"):
+        assert abs(s2[key] - s1[key]) <= TOL * max(1.0, abs(s1[key])), key
+    assert s1["accuracy"] == s2["accuracy"]
+    for name in g1:
+        assert cases.rel_err(g2[name], g1[name]) < TOL, name
+
+
+@pytest.mark.parametrize("schedule", ["constant", "cosine"])
+def test_five_adamw_steps_match_cpu(schedule):
+    cfg = cases.config(hidden=(9,))
+    cpu, gpu = twins(cfg)
+    opts = dict(lr=3e-2, warmup_steps=2, schedule=schedule, total_steps=5, weight_decay=0.1)
+    t1, t2 = mk.Trainer(cpu, **opts), mk.Trainer(gpu, **opts)
+    for step in range(5):
+        b = cases.batch(cfg, seed=20 + step, soft=step % 2 == 1)
+        s1, s2 = t1.step(b), t2.step(b)
+        assert abs(s1.loss - s2.loss) <= TOL * max(1.0, abs(s1.loss))
+        assert s1.lr == s2.lr
+    assert t1.step_count == t2.step_count == 5
+    cases.assert_parameters_match(gpu, cpu, TOL)
+    cases.assert_moments_match(t2, t1, TOL)
+
+
+def test_bad_batch_changes_nothing():
+    cfg = cases.config()
+    _, gpu = twins(cfg)
+    trainer = mk.Trainer(gpu, lr=1e-2)
+    trainer.step(cases.batch(cfg, seed=1))
+    snap = cases.snapshot(gpu, trainer)
+    bad = cases.batch(cfg, seed=2)
+    bad.target[0] = bad.counts[0]  # one past its legal list
+    with pytest.raises(ValueError, match="target"):
+        trainer.step(bad)
+    cases.assert_unchanged(gpu, trainer, snap)
+
+
+def test_parameters_are_live_device_views():
+    cfg = cases.config()
+    _, gpu = twins(cfg)
+    views = gpu.parameters()
+    assert all(isinstance(v, mk.DeviceArray) for v in views.values())
+    assert views["move_table"].shape == (cfg.num_moves, cfg.head_width)
+    new = np.full(views["value.bias"].shape, 0.25, np.float32)
+    gpu.load_state_dict({**gpu.state_dict(), "value.bias": new})
+    np.testing.assert_array_equal(views["value.bias"].numpy(), new)
+
+
+def test_save_and_load_round_trip_through_the_gpu(tmp_path):
+    cfg = cases.config()
+    _, gpu = twins(cfg)
+    path = tmp_path / "m.manaka"
+    gpu.save(path)
+    back = mk.Model.load(path, device="cpu")
+    cases.assert_parameters_match(back, gpu)
+
+
+def test_many_steps_cycle_the_pinned_staging_ring():
+    """Every batch is copied through the pinned staging ring (64 copies in flight at most):
+    40 steps of ~7 copies each wrap it several times; results still match the CPU."""
+    cfg = cases.config(hidden=(6,))
+    cpu, gpu = twins(cfg, seed=9)
+    t1, t2 = mk.Trainer(cpu, lr=1e-2), mk.Trainer(gpu, lr=1e-2)
+    pending = []
+    for step in range(40):
+        b = cases.batch(cfg, seed=100 + step, soft=step % 3 == 0)
+        pending.append((t1.step(b).loss, t2.step(b)))  # GPU stats read only at the end
+    for want, got in pending:
+        assert abs(got.loss - want) <= TOL * max(1.0, abs(want))
+    cases.assert_parameters_match(gpu, cpu, 10 * TOL)

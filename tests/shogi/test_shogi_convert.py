@@ -1,0 +1,199 @@
+"""python -m manaka.shogi convert: CSA / KIF game records to HCPE, read back by manaka."""
+import numpy as np
+
+from shogi_reference import c_position, cshogi
+
+import cshogi.CSA  # noqa: E402
+import cshogi.KIF  # noqa: E402
+
+from manaka import shogi
+from manaka.shogi import convert
+
+
+def random_game(seed, plies):
+    rng = np.random.default_rng(seed)
+    board, moves = cshogi.Board(), []
+    for _ in range(plies):
+        legal = list(board.legal_moves)
+        if not legal:
+            break
+        moves.append(legal[int(rng.integers(len(legal)))])
+        board.push(moves[-1])
+    return moves
+
+
+def write_csa(path, moves, resign=True):
+    e = cshogi.CSA.Exporter(str(path))
+    board = cshogi.Board()
+    e.info(board, ["black", "white"])
+    for m in moves:
+        e.move(m)
+        board.push(m)
+    if resign:
+        e.endgame("%TORYO")
+    e.close()
+
+
+def test_convert_writes_every_position_of_every_game(tmp_path, capsys):
+    seed = int(np.random.SeedSequence().entropy % 10_000)
+    games = [random_game(seed + k, 20 + 7 * k) for k in range(3)]
+    write_csa(tmp_path / "a.csa", games[0])
+    write_csa(tmp_path / "b.csa", games[1])
+    write_csa(tmp_path / "c.csa", games[2], resign=False)  # unfinished: result 0
+    (tmp_path / "d.csa").write_text("this is not a game record\n")
+    out = tmp_path / "out.hcpe"
+    assert convert.main([str(out), str(tmp_path)]) == 0
+    said = capsys.readouterr()
+    assert f"wrote {sum(map(len, games))} positions of 3 games" in said.out, said
+    records = np.fromfile(out, cshogi.HuffmanCodedPosAndEval)
+    board, hand, side, move, _, result, status = shogi.decode(records.view(np.uint8).reshape(-1, 38), shogi.HCPE)
+    assert not status.any()
+    i = 0
+    for k, game in enumerate(games):
+        b = cshogi.Board()
+        loser = len(game) % 2  # the side to move at the end resigned
+        for m in game:
+            cells, h, turn = c_position(b)
+            assert bytes(board[i]) == cells and bytes(hand[i].reshape(-1)) == h and side[i] == turn
+            assert move[i] == cshogi.move16(m)
+            want = 0.5 if k == 2 else float(turn != loser)
+            assert result[i] == want
+            b.push(m)
+            i += 1
+    assert i == len(records)
+    # the file trains: every recorded move is legal where it was played
+    ds = shogi.open_hcpe(str(out))
+    assert all(ds[j].target >= 0 for j in range(len(ds)))
+
+
+def test_convert_refuses_other_files(tmp_path, capsys):
+    (tmp_path / "x.txt").write_text("")
+    assert convert.main([str(tmp_path / "o.hcpe"), str(tmp_path / "x.txt")]) == 2
+    assert "not a .csa, .kif or .kifu file" in capsys.readouterr().err
+
+
+def test_a_file_that_crashes_the_parser_is_isolated(monkeypatch):
+    # A stand-in child that dies (abort) whenever its batch holds a file named "bad".
+    crash = ("import json, os, sys; paths = json.load(sys.stdin)\n"
+             "if any('bad' in p for p in paths): os.abort()\n"
+             "print(json.dumps([{'file': p, 'games': []} for p in paths]))")
+    monkeypatch.setattr(convert, "CHILD", [convert.sys.executable, "-c", crash])
+    results, crashed = convert._parse_isolated(["a.csa", "bad.csa", "c.kif", "bad2.kif"])
+    assert [r["file"] for r in results] == ["a.csa", "c.kif"] and crashed == ["bad.csa", "bad2.kif"]
+
+
+# ---------------------------------------------------------------- the output and the inputs
+
+def two_games(tmp_path, seed=None):
+    """a.csa and b.csa, one random game each; returns their paths."""
+    seed = int(np.random.SeedSequence().entropy % 10_000) if seed is None else seed
+    paths = []
+    for k, name in enumerate(("a.csa", "b.csa")):
+        write_csa(tmp_path / name, random_game(seed + k, 12 + 5 * k))
+        paths.append(tmp_path / name)
+    return paths
+
+
+def run(capsys, *argv):
+    code = convert.main([str(a) for a in argv])
+    said = capsys.readouterr()
+    return code, said.out, said.err
+
+
+def leftovers(folder):
+    return sorted(p.name for p in folder.iterdir() if ".tmp" in p.name)
+
+
+def test_a_forgotten_output_is_refused_and_the_record_kept(tmp_path, capsys):
+    a, b = two_games(tmp_path)
+    before = a.read_bytes()
+    code, _, err = run(capsys, a, b)  # OUT forgotten: a.csa would be the output
+    assert code != 0
+    assert "named as a game record" in err and "OUT.hcpe RECORDS" in err and len(err.strip().splitlines()) == 1
+    assert a.read_bytes() == before and leftovers(tmp_path) == []
+
+
+def test_an_output_that_is_an_input_is_refused(tmp_path, capsys):
+    _, b = two_games(tmp_path)
+    before = b.read_bytes()
+    code, _, err = run(capsys, b, b)
+    assert code != 0 and "is also an input" in err, err
+    assert b.read_bytes() == before
+    # the same file under another spelling, as an HCPE-named link to it, is still an input
+    link = tmp_path / "b.hcpe"
+    link.symlink_to(b)
+    code, _, err = run(capsys, link, tmp_path / "." / "b.csa")
+    assert code != 0 and "is also an input" in err, err
+    assert b.read_bytes() == before
+
+
+def test_an_existing_output_is_replaced_only_with_force_and_only_when_hcpe(tmp_path, capsys):
+    a, b = two_games(tmp_path)
+    out = tmp_path / "out.hcpe"
+    assert run(capsys, out, a)[0] == 0
+    first = out.read_bytes()
+    assert len(first) == 38 * 12
+    code, _, err = run(capsys, out, b)
+    assert code != 0 and "exists" in err and "--force" in err, err
+    assert out.read_bytes() == first
+    code, said, _ = run(capsys, out, b, "--force")
+    assert code == 0 and "wrote 17 positions" in said
+    assert len(out.read_bytes()) == 38 * 17
+    # an existing file that is not HCPE is never replaced, --force or not
+    for content in (b"not hcpe\n", b"x" * 37 + b"\n"):  # 9 bytes; 38 bytes of text
+        text = tmp_path / "notes.hcpe"
+        text.write_bytes(content)
+        code, _, err = run(capsys, text, a, "--force")
+        assert code != 0 and "is not an HCPE file" in err, err
+        assert text.read_bytes() == content
+    assert leftovers(tmp_path) == []
+
+
+def test_a_missing_input_is_an_error_naming_it(tmp_path, capsys):
+    a, _ = two_games(tmp_path)
+    out = tmp_path / "out.hcpe"
+    code, _, err = run(capsys, out, a, tmp_path / "missing.csa")
+    assert code != 0 and "missing.csa" in err and "does not exist" in err, err
+    assert not out.exists() and leftovers(tmp_path) == []
+
+
+def test_nothing_converted_fails_and_keeps_the_old_output(tmp_path, capsys):
+    a, _ = two_games(tmp_path)
+    (tmp_path / "junk.csa").write_text("this is not a game record\n")
+    out = tmp_path / "out.hcpe"
+    code, _, err = run(capsys, out, tmp_path / "junk.csa")
+    assert code != 0 and "no position was converted" in err, err
+    assert not out.exists()
+    assert run(capsys, out, a)[0] == 0
+    kept = out.read_bytes()
+    code, _, err = run(capsys, out, tmp_path / "junk.csa", "--force")
+    assert code != 0 and "no position was converted" in err
+    assert out.read_bytes() == kept and leftovers(tmp_path) == []
+
+
+def test_a_game_with_an_illegal_move_is_left_out_and_reported(tmp_path, capsys):
+    seed = int(np.random.SeedSequence().entropy % 10_000)
+    while True:
+        good, bad = random_game(seed, 20), random_game(seed + 1, 30)
+        board = cshogi.Board()
+        for m in bad[:10]:
+            board.push(m)
+        # move 11 replays the first move of the game: illegal once its piece has left that
+        # square for good (a game where it came back, or another piece took its place, is
+        # drawn again)
+        if not board.is_legal(bad[0]):
+            break
+        seed += 2
+    write_csa(tmp_path / "good.csa", good)
+    broken = bad[:10] + [bad[0]] + bad[11:]
+    write_csa(tmp_path / "bad.csa", broken)
+    both = tmp_path / "both.csa"  # one CSA file holding two games: the good one, then the broken one
+    both.write_text((tmp_path / "good.csa").read_text() + "/\n" + (tmp_path / "bad.csa").read_text())
+    out = tmp_path / "out.hcpe"
+    code, said, err = run(capsys, out, both)
+    assert code == 0
+    assert f"{both}: game 2 of 2: move 11 " in err and "left out" in err, err
+    assert f"wrote {len(good)} positions of 1 games" in said and "1 games left out" in said
+    records = np.fromfile(out, cshogi.HuffmanCodedPosAndEval)
+    assert len(records) == len(good)
+    assert list(records["bestMove16"]) == [cshogi.move16(m) for m in good]

@@ -1,0 +1,159 @@
+"""python -m manaka.shogi match: games between USI engines (fake Python engines over cshogi
+here), adjudication, W/D/L and the Elo interval."""
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+cshogi = pytest.importorskip("cshogi")
+
+from manaka.shogi import elo  # noqa: E402
+from manaka.shogi.game import Game  # noqa: E402
+from manaka.shogi.match import Clock, Player, adjudicate, random_opening, run_match, summary, tally  # noqa: E402
+from manaka.shogi.position import move_to_usi, usi_to_move  # noqa: E402
+
+from paths import HELPERS, ROOT  # noqa: E402
+
+FAKE = os.path.join(HELPERS, "fake_engine_match.py")
+
+
+def fake(mode, seed=0):
+    return Player(f"{sys.executable} {FAKE} {mode} {seed}", f"fake-{mode}")
+
+
+# ------------------------------------------------------------------ how a game ends
+
+def test_mate_repetition_and_perpetual_check():
+    assert adjudicate(Game("4k4/9/9/9/9/9/4p4/4g4/4K4 b - 1")) == (0.0, "mate")   # Black mated
+    # kings shuffling: the fourth occurrence of the start is a draw, not the third
+    g = Game("4k4/9/9/9/9/9/9/9/4K4 b - 1")
+    for i, m in enumerate(["5i5h", "5a5b", "5h5i", "5b5a"] * 3):
+        assert adjudicate(g) is None, i
+        g.play(usi_to_move(m))
+    assert adjudicate(g) == (0.5, "repetition")
+    # Black's rook checks with every move: Black loses
+    g = Game("4k4/9/9/9/4R4/9/9/9/K8 w - 1")
+    for m in ["5a4a", "5e4e", "4a5a", "4e5e"] * 3:
+        assert adjudicate(g) is None
+        g.play(usi_to_move(m))
+    assert adjudicate(g) == (0.0, "perpetual check")
+    # the same seen from the other side: White checks with every move and loses
+    g = Game("k8/9/9/9/4r4/9/9/9/4K4 b - 1")
+    for m in ["5i4i", "5e4e", "4i5i", "4e5e"] * 3:
+        g.play(usi_to_move(m))
+    assert adjudicate(g) == (1.0, "perpetual check")
+
+
+def test_random_opening_is_legal_and_seeded():
+    a = random_opening(random.Random(3), 12)
+    assert a == random_opening(random.Random(3), 12) and len(a) == 12
+    board = cshogi.Board()
+    for m in a:
+        assert move_to_usi(m) in {cshogi.move_to_usi(x) for x in board.legal_moves}
+        board.push_usi(move_to_usi(m))
+
+
+# ------------------------------------------------------------------ the Elo interval
+
+def test_elo_point_and_interval_formulas():
+    assert elo.elo_from_score(0.5) == 0.0
+    assert elo.elo_from_score(0.75) == pytest.approx(-400 * math.log10(1 / 0.75 - 1))
+    # no draws: Wilson's interval for a binomial proportion
+    w, l, z = 14, 6, elo.Z95
+    n, p = w + l, w / (w + l)
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    assert elo.score_interval(w, 0, l) == pytest.approx((centre - half, centre + half))
+    # many games: the normal approximation with the per-game (trinomial) variance
+    w, d, l = 6000, 2000, 2000
+    n, s = w + d + l, (w + d / 2) / (w + d + l)
+    sd = math.sqrt((w * (1 - s) ** 2 + d * (0.5 - s) ** 2 + l * s ** 2) / n / n)
+    low, high = elo.score_interval(w, d, l)
+    assert low == pytest.approx(s - z * sd, abs=2e-4) and high == pytest.approx(s + z * sd, abs=2e-4)
+    # all wins: Elo +inf, a finite lower bound n / (n + z^2)
+    e, lo, hi = elo.elo_interval(20, 0, 0)
+    assert e == math.inf and hi == math.inf and lo == pytest.approx(elo.elo_from_score(20 / (20 + z * z)))
+    # only draws: Elo 0 with an interval of nonzero width (the draw ratio is shrunk)
+    e, lo, hi = elo.elo_interval(0, 20, 0)
+    assert e == 0.0 and lo == pytest.approx(-hi) and 20 < hi < 200
+    with pytest.raises(ValueError):
+        elo.score_interval(-1, 0, 3)
+
+
+def test_elo_interval_covers_the_truth_95_percent():
+    rng = np.random.default_rng(1)
+    for p_win, p_draw in ((0.5, 0.2), (0.3, 0.5), (0.8, 0.1)):
+        truth = p_win + p_draw / 2
+        counts = rng.multinomial(40, [p_win, p_draw, 1 - p_win - p_draw], size=3000)
+        inside = [lo <= truth <= hi for lo, hi in (elo.score_interval(*c) for c in counts)]
+        assert 0.92 <= np.mean(inside) <= 0.985, (p_win, p_draw, np.mean(inside))
+
+
+# ------------------------------------------------------------------ matches of fake engines
+
+def test_resigner_loses_every_game_exactly():
+    records = run_match(fake("random"), fake("resign"), 4, Clock(byoyomi=1000), openings=(2, 6), report=None)
+    assert tally(records) == (4, 0, 0)
+    assert [r.black for r in records] == ["A", "B", "A", "B"]
+    assert all(r.reason == "resign" for r in records)
+    # the resigner (B) resigns at its first move: right after the opening when it is to move then
+    for r in records:
+        resigner_to_move = (r.opening % 2 == 0) == (r.black == "B")
+        assert r.plies == r.opening + (0 if resigner_to_move else 1)
+    s = summary(fake("random"), fake("resign"), records)
+    assert s["elo"] == math.inf and 0 < s["elo_low"] < s["elo_high"] == math.inf
+    # the same opening for both colours of a pair
+    assert records[0].moves[:records[0].opening] == records[1].moves[:records[1].opening]
+
+
+def test_illegal_move_loses():
+    records = run_match(fake("illegal"), fake("random"), 2, Clock(byoyomi=1000), openings=(0, 0), report=None)
+    assert tally(records) == (0, 0, 2)
+    assert {r.reason for r in records} == {"illegal move 5e5d"}
+
+
+def test_timeout_and_crash_lose_and_the_engine_is_restarted():
+    clock = Clock(byoyomi=300, grace=100)
+    records = run_match(fake("hang"), fake("random"), 2, clock, openings=(0, 0), report=None)
+    assert tally(records) == (0, 0, 2) and {r.reason for r in records} == {"timeout"}
+    records = run_match(fake("slow"), fake("random"), 2, clock, openings=(0, 0), report=None)
+    assert tally(records) == (0, 0, 2) and {r.reason for r in records} == {"timeout"}
+    records = run_match(fake("win"), fake("random"), 2, clock, openings=(0, 0), report=None)
+    assert tally(records) == (0, 0, 2) and {r.reason for r in records} == {"false declaration"}
+    # a crash with time to spare (a process's exit can take longer than 0.4 s on a loaded machine)
+    records = run_match(fake("random"), fake("crash"), 2, Clock(byoyomi=5000), openings=(0, 0), report=None)
+    assert tally(records) == (2, 0, 0) and {r.reason for r in records} == {"engine died"}
+
+
+def test_random_games_end_by_the_rules(tmp_path):
+    records = run_match(fake("random", 1), fake("random", 2), 2, Clock(nodes=1), openings=(0, 4), max_plies=60,
+                        report=None)
+    for r in records:
+        board = cshogi.Board()
+        for m in r.moves:
+            assert m in {cshogi.move_to_usi(x) for x in board.legal_moves}
+            board.push_usi(m)
+        if r.reason == "max plies":
+            assert r.plies == 60 and r.result == 0.5
+        elif r.reason == "mate":
+            assert board.is_game_over()
+
+
+def test_match_command_line(tmp_path):
+    out = tmp_path / "m.json"
+    cmd = [sys.executable, "-m", "manaka.shogi", "match", f"{sys.executable} {FAKE} random", f"{sys.executable} {FAKE} resign",
+           "--games", "2", "--byoyomi", "500", "--openings", "1-3", "--name-a", "R", "--name-b", "Q", "--json", str(out)]
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stderr
+    # two wins: the lower bound is the score 2 / (2 + z^2) = 0.342, -113 Elo
+    assert "R vs Q: 2 games, +2 =0 -0 (score 1.000), Elo inf [-113, inf]" in done.stdout
+    data = json.loads(out.read_text())
+    assert data["summary"]["wins"] == 2 and data["summary"]["elo"] == "inf" and len(data["games"]) == 2
+    bad = subprocess.run(cmd[:6] + ["--games", "0"], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+    assert bad.returncode == 2 and "--games must be >= 1" in bad.stderr

@@ -1,0 +1,46 @@
+"""manaka.shogi.recipe: the default recipe for shogi records, its settings parsed and
+checked, and python -m manaka.train choosing it for record data (shapes, value target,
+mirror, optimizer settings, keep-best)."""
+import pytest
+
+from shogi_reference import make_records
+
+from manaka import train
+from manaka.shogi import recipe
+
+
+def test_recipe_overrides_and_parsing():
+    r = recipe.recipe(pair_dim=2, hidden=[8, 8])
+    assert r["pair_dim"] == 2 and r["hidden"] == (8, 8) and r["lr"] == recipe.RECIPE["lr"]
+    with pytest.raises(KeyError, match="nope"):
+        recipe.recipe(nope=1)
+    assert recipe.parse_setting("hidden=256,128") == ("hidden", (256, 128))
+    assert recipe.parse_setting("mirror=true") == ("mirror", True)
+    assert recipe.parse_setting("value=eval") == ("value", "eval")
+    assert recipe.parse_setting("value=0.25") == ("value", 0.25)
+    assert recipe.parse_setting("batch-size=64") == ("batch_size", 64)
+    for bad in ("nope=1", "lr", "mirror=maybe"):
+        with pytest.raises(ValueError):
+            recipe.parse_setting(bad)
+    cfg = recipe.model_config()
+    assert (cfg.embed_dim, cfg.pair_dim, cfg.hidden, cfg.head_width) == (
+        recipe.RECIPE["embed_dim"], recipe.RECIPE["pair_dim"], tuple(recipe.RECIPE["hidden"]), recipe.RECIPE["head_width"])
+
+
+def test_cli_uses_the_recipe_for_records(tmp_path, capsys):
+    _, hcpe, _ = make_records(200, 33)
+    hcpe[:160].tofile(tmp_path / "train.hcpe")
+    hcpe[160:].tofile(tmp_path / "held.hcpe")
+    R = recipe.RECIPE
+    assert train.main(["--data", str(tmp_path / "train.hcpe"), "--eval-data", str(tmp_path / "held.hcpe"),
+                       "--steps", "4", "--eval-every", "2", "--log-every", "2", "--no-progress", "--device", "cpu",
+                       "--batch-size", "32", "--threads", "1", "--no-save"]) == 0
+    out = capsys.readouterr().out
+    mirrors = ", and their left-right mirrors" if R["mirror"] else ""
+    assert (f"data: shogi.RecordFiles(160 HCPE records in 1 file(s), value={R['value']!r}, on_bad='raise', "
+            f"38 bytes/position{mirrors})") in out, out
+    assert (f"embed_dim={R['embed_dim']}, orders={R['orders']}, pair_dim={R['pair_dim']}, "
+            f"hidden={tuple(R['hidden'])}, head_width={R['head_width']}") in out, out
+    assert (f"lr={R['lr']:g}, betas=(0.9, 0.999), eps={R['eps']:g}, weight_decay={R['weight_decay']:g}, "
+            f"warmup_steps={R['warmup']}, schedule={R['schedule']!r}") in out, out
+    assert "held-out (40 positions)" in out

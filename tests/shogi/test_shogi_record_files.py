@@ -1,0 +1,96 @@
+"""How record files are found and held open: a path that exists is that file or folder,
+even with glob characters in its name (only a path that does not exist is a glob); and
+any number of files can be open at once, with no file descriptor kept per file."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from shogi_reference import cshogi, random_positions, tokens
+
+from manaka import shogi
+
+from paths import ROOT
+
+
+def hcpe_of(boards):
+    arr = np.zeros(len(boards), cshogi.HuffmanCodedPosAndEval)
+    for i, board in enumerate(boards):
+        board.to_hcp(arr["hcp"][i])
+        arr["bestMove16"][i] = cshogi.move16(next(iter(board.legal_moves)))
+    return arr
+
+
+@pytest.fixture(scope="module")
+def pool():
+    boards = [b.copy() for b in random_positions(60, 41)]
+    return boards, hcpe_of(boards)
+
+
+def same_positions(ds, boards):
+    assert len(ds) == len(boards)
+    for i, b in enumerate(boards):
+        np.testing.assert_array_equal(ds[i].tokens, tokens(b))
+
+
+def test_an_existing_path_with_glob_characters_is_itself(tmp_path, pool):
+    boards, arr = pool
+    arr[:5].tofile(tmp_path / "run[1].hcpe")  # what the user names
+    arr[5:12].tofile(tmp_path / "run1.hcpe")  # what the glob run[1].hcpe matches
+    arr[12:15].tofile(tmp_path / "a*b?.hcpe")
+    same_positions(shogi.open_hcpe(str(tmp_path / "run[1].hcpe")), boards[:5])
+    same_positions(shogi.open_hcpe([tmp_path / "run[1].hcpe"]), boards[:5])
+    same_positions(shogi.open_hcpe(str(tmp_path / "a*b?.hcpe")), boards[12:15])
+    # a path that does not exist is a glob
+    same_positions(shogi.open_hcpe(str(tmp_path / "run[0-9].hcpe")), boards[5:12])
+    with pytest.raises(ValueError, match=r"no file matches .*run\[2\]\.hcpe"):
+        shogi.open_hcpe(str(tmp_path / "run[2].hcpe"))
+    # a folder too
+    folder = tmp_path / "games[2024]"
+    folder.mkdir()
+    arr[20:23].tofile(folder / "x.hcpe")
+    (tmp_path / "games2").mkdir()
+    arr[30:31].tofile(tmp_path / "games2" / "y.hcpe")
+    same_positions(shogi.open_hcpe(str(folder)), boards[20:23])
+    assert shogi.open_hcpe(str(folder)).files == [str(folder / "x.hcpe")]
+
+
+# Opens the folder under a low limit of open files and reads it every way: prints the
+# count of records, of rows a loader epoch delivered, and of the in-memory dataset.
+CHILD = r"""
+import resource, sys
+import numpy as np
+import manaka as mk
+from manaka import shogi
+folder, limit = sys.argv[1], int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_NOFILE, (limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+ds = shogi.open_hcpe(folder)
+rows = {}
+with mk.Loader(ds, batch_size=64, producers=2, shuffle=True, seed=3) as loader:
+    for batch in loader:
+        for r, i in enumerate(loader.last_indices):
+            rows[int(i)] = batch.tokens[r].copy()
+whole = ds.to_dataset()
+np.save(sys.argv[3], np.stack([rows[i] for i in range(len(ds))]))
+print(len(ds), len(rows), len(whole), ds[len(ds) - 1].target >= 0)
+"""
+
+
+def test_more_files_than_the_open_file_limit(tmp_path, pool):
+    boards, arr = pool
+    folder = tmp_path / "many"
+    folder.mkdir()
+    n = 1500
+    for k in range(n):  # file k holds the one record pool[k % 60]; names sort as k does
+        arr[k % 60:k % 60 + 1].tofile(folder / f"{k:05d}.hcpe")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
+    out = tmp_path / "tokens.npy"
+    child = subprocess.run([sys.executable, "-c", CHILD, str(folder), "256", str(out)], env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert child.stdout.split() == [str(n), str(n), str(n), "True"]
+    got = np.load(out)
+    for k in range(0, n, 13):
+        np.testing.assert_array_equal(got[k], tokens(boards[k % 60]))

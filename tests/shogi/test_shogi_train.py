@@ -1,0 +1,155 @@
+"""python -m manaka.train on shogi records: --data and --eval-data chosen by suffix
+(.hcpe: dlshogi HCPE, .bin: YaneuraOu PSV), files written by cshogi."""
+import numpy as np
+
+from shogi_reference import make_records
+from train_cli import TINY, cli, one_line
+
+from manaka import train
+
+
+def test_cli_trains_on_hcpe_and_psv_files(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the model is saved here
+    _, hcpe, psv = make_records(300, 31)
+    hcpe[:240].tofile(tmp_path / "train.hcpe")
+    hcpe[240:].tofile(tmp_path / "held.hcpe")
+    psv.tofile(tmp_path / "games.bin")
+    base = ["--steps", "3", "--no-progress", "--batch-size", "32", "--device", "cpu", *TINY]
+    assert train.main(["--data", str(tmp_path / "*.hcpe"), "--eval-data", str(tmp_path / "held.hcpe"), *base]) == 0
+    out = capsys.readouterr().out
+    assert "data: shogi.RecordFiles(300 HCPE records in 2 file(s)" in out and "held-out (60 positions)" in out, out
+    assert train.main(["--data", str(tmp_path / "games.bin"), *base]) == 0
+    assert "data: shogi.RecordFiles(300 PSV records in 1 file(s)" in capsys.readouterr().out
+
+
+def test_cli_names_a_bad_record_in_one_line(tmp_path, capsys):
+    _, hcpe, _ = make_records(40, 32)
+    hcpe["gameResult"][17] = 9
+    hcpe.tofile(tmp_path / "bad.hcpe")
+    assert train.main(["--data", str(tmp_path / "bad.hcpe"), "--steps", "3", "--batch-size", "16", "--no-progress", *TINY]) == 2
+    err = capsys.readouterr().err
+    assert "bad.hcpe: record 17: the game result is out of range" in err
+    assert np.all(hcpe["gameResult"][:17] <= 2)
+
+
+import os  # noqa: E402
+import re  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+import cshogi  # noqa: E402
+import cshogi.dlshogi  # noqa: E402
+import pytest  # noqa: E402
+
+import manaka as mk  # noqa: E402
+from manaka import shogi  # noqa: E402
+
+QUICK = ["--no-progress", "--batch-size", "32", "--device", "cpu", "--no-save", *TINY]
+
+
+def test_value_and_on_bad_reach_the_records_and_baselines_are_printed(tmp_path, capsys):
+    boards, hcpe, _ = make_records(300, 33)
+    hcpe[:240].tofile(tmp_path / "train.hcpe")
+    hcpe[240:].tofile(tmp_path / "held.hcpe")
+    args = ["--data", str(tmp_path / "train.hcpe"), "--eval-data", str(tmp_path / "held.hcpe"), "--steps", "3",
+            "--value", "0.25", "--on-bad", "skip", "--moves", "dlshogi", *QUICK]
+    assert train.main(args) == 0
+    out = capsys.readouterr().out
+    assert "data: shogi.RecordFiles(240 HCPE records in 1 file(s), value=0.25, on_bad='skip'" in out, out
+    # the baselines, from cshogi's moves: chance = mean 1 / legal count; frequency = the legal
+    # move most often played in training (ties: the lowest label, the loader's list order)
+    label = lambda board, move: cshogi.dlshogi.make_move_label(move, board.turn)
+    played = {}
+    for board, move in boards[:240]:
+        played[label(board, move)] = played.get(label(board, move), 0) + 1
+    chance = np.mean([1 / len(list(b.legal_moves)) for b, _ in boards[240:]])
+    hits = 0
+    for board, move in boards[240:]:
+        legal = sorted(label(board, m) for m in board.legal_moves)
+        best = max(legal, key=lambda x: (played.get(x, 0), -x))
+        hits += best == label(board, move)
+    assert hits > 0  # the test data exercises the frequency baseline
+    m = re.search(r"held-out \(60 positions\): .*accuracy [\d.]+ \(chance ([\d.]+), frequency ([\d.]+)\)", out)
+    assert m, out
+    assert m.group(1) == f"{chance:.3f}" and m.group(2) == f"{hits / 60:.3f}", (m.groups(), chance, hits)
+    assert "the legal move played most often in 240 training positions" in out
+
+
+def test_value_and_on_bad_are_refused_for_a_dataset_folder(tmp_path, capsys):
+    from model_cases import SMALL
+    mk.Dataset.synthetic(100, SMALL, seed=0).save(tmp_path / "ds")
+    assert train.main(["--data", str(tmp_path / "ds"), "--value", "eval", *QUICK]) == 2
+    assert "--value, --on-bad and --moves apply to shogi records" in capsys.readouterr().err
+    assert train.main(["--data", str(tmp_path / "ds"), "--moves", "capture", *QUICK]) == 2
+    assert "--value, --on-bad and --moves apply to shogi records" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train.main(["--data", str(tmp_path / "ds"), "--value", "1.5", *QUICK])
+    assert "expected result, eval or a weight in [0, 1], got '1.5'" in capsys.readouterr().err
+
+
+def test_a_run_where_every_record_is_skipped_stops_with_one_line(tmp_path):
+    _, hcpe, _ = make_records(40, 34)
+    hcpe["gameResult"] = 9  # every record bad
+    hcpe.tofile(tmp_path / "bad.hcpe")
+    out = cli(["--data", "bad.hcpe", "--on-bad", "skip", "--time-limit", "600", *QUICK], tmp_path, timeout=120)
+    line = one_line(out)
+    assert "fit: a whole epoch of shogi.RecordFiles(40 HCPE records" in line and "yielded no batch" in line
+    from manaka.shogi.recipe import RECIPE
+    assert f"{40 * (2 if RECIPE['mirror'] else 1)} skipped" in line  # the recipe's mirrors are skipped too
+    loader = mk.Loader(shogi.open_hcpe(tmp_path / "bad.hcpe", on_bad="skip"), batch_size=16)
+    model = mk.Model(mk.ModelConfig(num_tokens=shogi.NUM_TOKENS, num_moves=shogi.NUM_LABELS, embed_dim=4,
+                                    pair_dim=1, hidden=(8,), head_width=8))
+    with pytest.raises(ValueError, match="yielded no batch"):
+        mk.fit(model, loader, epochs=3, progress=False, log=lambda s: None)
+
+
+def test_resuming_on_other_records_is_refused_naming_what_differs(tmp_path):
+    _, hcpe, _ = make_records(200, 35)
+    hcpe[:100].tofile(tmp_path / "a.hcpe")
+    base = ["--steps", "2", "--checkpoint", "c.ckpt", *QUICK]
+    assert cli(["--data", "a.hcpe", *base], tmp_path).returncode == 0
+    more = ["--steps", "4", "--checkpoint", "c.ckpt", "--resume", *QUICK]
+    hcpe[100:].tofile(tmp_path / "b.hcpe")  # same size, other records
+    line = one_line(cli(["--data", "b.hcpe", *more], tmp_path))
+    assert "c.ckpt" in line and "other records" in line and "file 1 was a.hcpe (3,800 bytes), is b.hcpe" in line
+    os.replace(tmp_path / "b.hcpe", tmp_path / "a.hcpe")  # the same name and size, other records
+    line = one_line(cli(["--data", "a.hcpe", *more], tmp_path))
+    assert "the same file names and sizes, but other records" in line
+    hcpe[:100].tofile(tmp_path / "a.hcpe")
+    from manaka.shogi.recipe import RECIPE
+    other = "result" if RECIPE["value"] != "result" else "eval"  # not the recipe's value target
+    line = one_line(cli(["--data", "a.hcpe", "--value", other, *more], tmp_path))
+    assert f"value= {RECIPE['value']!r} then, {other!r} now" in line
+    hcpe[:101].tofile(tmp_path / "a.hcpe")
+    assert "a.hcpe (3,800 bytes), is a.hcpe (3,838 bytes)" in one_line(cli(["--data", "a.hcpe", *more], tmp_path))
+    hcpe[:100].tofile(tmp_path / "a.hcpe")
+    os.mkdir(tmp_path / "moved")
+    os.replace(tmp_path / "a.hcpe", tmp_path / "moved" / "a.hcpe")  # the same records elsewhere: continues
+    out = cli(["--data", "moved/a.hcpe", *more], tmp_path)
+    assert out.returncode == 0 and "done: step 4" in out.stdout, out.stderr
+
+
+def test_data_paths_that_are_not_training_data_say_what_they_are(tmp_path):
+    (tmp_path / "kifu").mkdir()
+    (tmp_path / "kifu" / "g1.csa").write_text("V2.2\nPI\n+\n")
+    (tmp_path / "kifu" / "g2.kif").write_text("")
+    (tmp_path / "x.hcpe.usi").write_text("position startpos\n")
+    (tmp_path / "empty").mkdir()
+    cases = {"kifu": "a folder of 2 CSA / KIF game record(s), which training does not read; convert CSA / KIF "
+                     "game records first: python -m manaka.shogi convert games.hcpe kifu",
+             "kifu/g1.csa": "a CSA / KIF game record, which training does not read; convert",
+             "x.hcpe.usi": "a file of an unknown kind (.usi); --data takes a dataset folder with meta.json",
+             "missing": "no such file or folder; --data takes a dataset folder with meta.json",
+             "empty": "a folder with no meta.json and no record file; --data takes",
+             "*.psv": "no file matches this glob"}
+    for path, words in cases.items():
+        line = one_line(cli(["--data", path, "--steps", "1", *QUICK], tmp_path))
+        assert f"--data {path}: {words}" in line, line
+        assert "HCPE files (.hcpe), YaneuraOu PSV files (.bin, .psv)" in line or "convert" in line, line
+
+
+def test_a_model_too_large_for_memory_on_records_is_one_line(tmp_path):
+    _, hcpe, _ = make_records(40, 36)
+    hcpe.tofile(tmp_path / "x.hcpe")
+    line = one_line(cli(["--data", "x.hcpe", "--steps", "1", *QUICK, "--pair-dim", "20000"], tmp_path))
+    assert "the model sized by the shogi encoding" in line and "parameters" in line and "GiB" in line

@@ -1,0 +1,288 @@
+"""python -m manaka.shogi usi / heuristic: the USI engines driven through a real subprocess
+(a tiny model saved to a temporary file); every bestmove checked legal with cshogi."""
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+cshogi = pytest.importorskip("cshogi")
+
+import manaka as mk  # noqa: E402
+from manaka import shogi  # noqa: E402
+
+from shogi_reference import random_positions  # noqa: E402
+from paths import ROOT  # noqa: E402
+
+MANY_MOVES = "R8/2K1S1SSk/4B4/9/9/9/9/9/1L1L1L3 b RBGSNLP3g3n17p 1"   # 593 legal moves
+MATED = "4k4/9/9/9/9/9/4p4/4g4/4K4 b - 1"                              # Black is mated
+ONE_MOVE = "k8/9/9/9/9/9/9/1r7/K1r6 b - 1"                          # in check: only 9i8h
+MATE_IN_ONE = "4k4/9/4P4/9/9/9/9/9/4K4 b G 1"                        # G*5b mates
+
+
+class EngineProcess:
+    """The test's client: the engine's raw lines, each read with a deadline."""
+
+    def __init__(self, argv):
+        env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+                                     env=env, cwd=ROOT)
+        self.lines = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def send(self, line):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def wait_for(self, first_word, timeout):
+        """The lines up to and including the first that starts with `first_word`."""
+        deadline, got = time.monotonic() + timeout, []
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise TimeoutError(f"no answer in time (waiting for {first_word}; got {got})") from None
+            assert line is not None, f"the engine exited (waiting for {first_word}; got {got})"
+            got.append(line)
+            if line.split()[:1] == [first_word]:
+                return got
+
+    def start(self):
+        self.send("usi")
+        self.wait_for("usiok", 60)
+        self.ready()
+
+    def ready(self):
+        self.send("isready")
+        self.wait_for("readyok", 60)
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                self.send("quit")
+            except OSError:
+                pass
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("usi") / "tiny.manaka"
+    cfg = mk.ModelConfig(num_tokens=shogi.NUM_TOKENS, num_moves=shogi.NUM_LABELS, embed_dim=4, orders=2,
+                         pair_dim=1, hidden=(8,), head_width=4)
+    mk.Model(cfg, seed=3).save(str(path))
+    return str(path)
+
+
+def engine(model_file, *args):
+    e = EngineProcess([sys.executable, "-m", "manaka.shogi", "usi", "--model", model_file, "--threads", "1", *args])
+    return e
+
+
+def bestmove(e, go="go nodes 16", timeout=60.0):
+    e.send(go)
+    lines = e.wait_for("bestmove", timeout)
+    return lines[-1].split()[1], lines
+
+
+def legal_usi(sfen):
+    return {cshogi.move_to_usi(m) for m in cshogi.Board(sfen).legal_moves}
+
+
+def test_positions_for_the_tests_are_what_they_say():
+    assert len(legal_usi(MANY_MOVES)) == 593
+    assert cshogi.Board(MATED).is_game_over()
+    assert len(legal_usi(ONE_MOVE)) == 1
+    board = cshogi.Board(MATE_IN_ONE)
+    assert cshogi.move_to_usi(board.mate_move_in_1ply()) == "G*5b"
+
+
+def test_protocol_conversation(model_file):
+    e = engine(model_file)
+    try:
+        e.send("usi")
+        lines = e.wait_for("usiok", 60)
+        assert lines[0] == "id name manaka (puct)" and lines[1] == "id author manaka"
+        options = [l for l in lines if l.startswith("option name")]
+        assert "option name Search type combo default puct var policy var value var puct" in options
+        assert any(l.startswith("option name MarginMs type spin") for l in options)
+        e.send("setoption name USI_Hash value 256")     # the GUI's own: accepted silently
+        e.send("setoption name BatchSize value 8")
+        e.ready()
+        e.send("usinewgame")
+        e.send("position startpos moves 7g7f 3c3d")
+        move, lines = bestmove(e, "go btime 1000 wtime 1000 byoyomi 200")
+        assert move in legal_usi("lnsgkgsnl/1r5b1/pp1pppppp/2p6/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL b - 3")
+        assert any(l.startswith("info depth") and " pv " in l for l in lines)
+        assert not any("info string" in l for l in lines)
+        e.send("gameover win")
+        e.ready()
+    finally:
+        e.close()
+    assert e.proc.returncode == 0
+
+
+@pytest.mark.parametrize("search", ["policy", "value", "puct"])
+def test_bestmove_always_legal(model_file, search):
+    e = engine(model_file, "--search", search)
+    try:
+        e.start()
+        sfens = [b.sfen() for b in random_positions(25, seed=hash(search) % 1000)] + [MANY_MOVES, ONE_MOVE]
+        for sfen in sfens:
+            e.send(f"position sfen {sfen}")
+            move, lines = bestmove(e)
+            assert move in legal_usi(sfen), (search, sfen, lines)
+            assert not any("info string" in l for l in lines), lines
+        # the same through moves from the start position
+        board = cshogi.Board()
+        played = []
+        for _ in range(12):
+            e.send("position startpos" + (" moves " + " ".join(played) if played else ""))
+            move, _ = bestmove(e)
+            assert move in {cshogi.move_to_usi(m) for m in board.legal_moves}
+            board.push_usi(move)
+            played.append(move)
+            if board.is_game_over():
+                break
+        # mated: resign; a mate in one is found by the searches that look ahead
+        e.send(f"position sfen {MATED}")
+        assert bestmove(e)[0] == "resign"
+        e.send(f"position sfen {MATE_IN_ONE}")
+        move = bestmove(e, "go nodes 64")[0]
+        if search != "policy":
+            assert move == "G*5b"
+    finally:
+        e.close()
+
+
+def test_stop_during_infinite_and_quit(model_file):
+    e = engine(model_file)
+    try:
+        e.start()
+        e.send("position startpos")
+        e.send("go infinite")
+        with pytest.raises(TimeoutError):
+            e.wait_for("bestmove", 1.0)  # infinite: no bestmove before stop
+        sent = time.monotonic()
+        e.send("stop")
+        lines = e.wait_for("bestmove", 10.0)
+        assert time.monotonic() - sent < 1.0, "stop was not answered promptly"
+        assert lines[-1].split()[1] in legal_usi(shogi.STARTING_SFEN)
+        # ponder, then ponderhit: answered within the clock given with go ponder
+        e.send("position startpos moves 7g7f")
+        e.send("go ponder btime 0 wtime 0 byoyomi 300")
+        with pytest.raises(TimeoutError):
+            e.wait_for("bestmove", 0.5)
+        sent = time.monotonic()
+        e.send("ponderhit")
+        e.wait_for("bestmove", 10.0)
+        assert time.monotonic() - sent < 1.5
+        # quit while thinking: the process exits
+        e.send("go infinite")
+        e.send("quit")
+        assert e.proc.wait(10) == 0
+    finally:
+        e.close()
+
+
+def test_byoyomi_is_respected(model_file):
+    e = engine(model_file, "--search", "puct")
+    try:
+        e.start()
+        for go, limit_ms in (("go btime 0 wtime 0 byoyomi 100", 100), ("go btime 2000 wtime 2000 byoyomi 0", 50),
+                             ("go movetime 150", 150), ("go btime 30000 wtime 100 winc 100 binc 100", 850)):
+            e.send("position startpos moves 2g2f")  # White to move: wtime counts
+            sent = time.monotonic()
+            move, lines = bestmove(e, go)
+            wall = (time.monotonic() - sent) * 1000
+            reported = [int(l.split(" time ")[1].split()[0]) for l in lines if l.startswith("info depth")]
+            assert reported and reported[-1] <= limit_ms, (go, lines)  # the engine's own clock
+            assert wall <= limit_ms + 700, (go, wall)  # pipes and a loaded machine: some slack
+            assert move in legal_usi("lnsgkgsnl/1r5b1/ppppppppp/9/9/7P1/PPPPPPP1P/1B5R1/LNSGKGSNL w - 2")
+    finally:
+        e.close()
+
+
+def test_malformed_commands_are_ignored_with_an_info_string(model_file):
+    e = engine(model_file)
+    try:
+        e.start()
+        bad = ["fly me to the moon", "setoption name Nope value 1",
+               "setoption name Search value minimax", "setoption name BatchSize value 0", "setoption Search",
+               "position sfen not/a/board b - 1", "position startpos moves 7g7f 7g7f", "position startpos moves xyz",
+               "position", "position sfen " + MATED.replace("4K4", "9")]
+        for line in bad:
+            e.send(line)
+            e.send("isready")
+            lines = e.wait_for("readyok", 30)
+            assert any(l.startswith("info string ignored") for l in lines), (line, lines)
+        # a refused position leaves no position to play: resign rather than play an old one
+        e.send("position startpos")
+        e.send("position startpos moves 5a5b")
+        assert bestmove(e)[0] == "resign"
+        e.send("position startpos")
+        assert bestmove(e)[0] in legal_usi(shogi.STARTING_SFEN)
+        # a GUI waits for bestmove after any go: a malformed one is said and still answered
+        for go in ("go nodes many", "go byoyomi -5", "go btime 1000 wtime"):
+            e.send("position startpos moves 7g7f")
+            move, lines = bestmove(e, go)
+            assert any(l.startswith("info string go:") and "instead" in l for l in lines), (go, lines)
+            assert move in legal_usi(cshogi_sfen_after(["7g7f"])), (go, move)
+    finally:
+        e.close()
+    assert e.proc.returncode == 0
+
+
+def test_a_model_file_that_cannot_be_read_is_one_line_and_exit_2(tmp_path):
+    bad = tmp_path / "not-a-model.manaka"
+    bad.write_bytes(b"\x00" * 100)
+    for path in (bad, tmp_path / "missing.manaka"):
+        done = subprocess.run([sys.executable, "-m", "manaka.shogi", "usi", "--model", str(path)],
+                              input="usi\nquit\n", capture_output=True, text=True, timeout=60)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and done.stdout == "", done
+        assert len(lines) == 1 and lines[0].startswith("python -m manaka.shogi usi: ") and path.name in lines[0], lines
+
+
+def cshogi_sfen_after(moves):
+    board = cshogi.Board()
+    for m in moves:
+        board.push_usi(m)
+    return board.sfen()
+
+
+def test_heuristic_engine_mates_captures_and_is_legal():
+    e = EngineProcess([sys.executable, "-m", "manaka.shogi", "heuristic", "--seed", "4"])
+    try:
+        e.start()
+        e.send(f"position sfen {MATE_IN_ONE}")
+        assert bestmove(e, "go byoyomi 100")[0] == "G*5b"
+        # the rook can be taken by the pawn or the gold: the cheapest capturer takes it
+        e.send("position sfen 4k4/9/9/9/4r4/3GP4/9/9/4K4 b - 1")
+        assert bestmove(e, "go byoyomi 100")[0] == "5f5e"
+        for board in random_positions(30, seed=8):
+            e.send(f"position sfen {board.sfen()}")
+            move = bestmove(e, "go byoyomi 100")[0]
+            assert move in {cshogi.move_to_usi(m) for m in board.legal_moves}
+            mate = board.mate_move_in_1ply()
+            if mate:
+                board.push_usi(move)
+                assert board.is_game_over(), "the heuristic missed a mate in one"
+        e.send(f"position sfen {MATED}")
+        assert bestmove(e, "go byoyomi 100")[0] == "resign"
+    finally:
+        e.close()
