@@ -7,7 +7,7 @@ A layer is a folder of csrc/ (csrc/python/<x> for the bindings). The engine is w
 extensions are built on: core/, the two backends cpu/ and cuda/, the data plumbing data/ and
 the game shogi/. The bindings are the product's Python glue, csrc/python/{common,core,cuda}
 (manaka._core and manaka._cuda); csrc/python/testing is the test-hook extension
-manaka._testing, counted apart. tests/build/test_layers.py holds the arrows to the rules
+manaka._testing, counted apart. tests/packaging/test_layers.py holds the arrows to the rules
 below; docs/design.md ("Layers") draws them."""
 import argparse
 import collections

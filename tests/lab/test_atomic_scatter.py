@@ -12,7 +12,7 @@ import pytest
 import emu_build
 import op_inputs
 import reference as ref
-from conftest import assert_close
+from assertions import assert_close
 from op_inputs import legal_indices as legal
 
 P, I64 = ctypes.c_void_p, ctypes.c_int64

@@ -5,7 +5,8 @@ import importlib.util
 import os
 import re
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import ROOT
+
 _spec = importlib.util.spec_from_file_location("layers", os.path.join(ROOT, "tools", "layers.py"))
 layers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(layers)
