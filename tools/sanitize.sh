@@ -35,11 +35,11 @@ case "$MODE" in
 asan)
     SAN="-fsanitize=address,undefined -fno-sanitize-recover=all"
     RUNTIME="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)"
-    # every test file of the C core, in any folder of tests/: not those of CUDA, torch,
+    # every test file of the C core, in any folder of tests/: not those of CUDA, lab, torch,
     # notebooks, benchmarks, the build and packaging (the engine's link and the source-tree
     # import stay), nor the loader's own sanitizer harness (it builds its own)
     mapfile -t DEFAULT_TESTS < <(cd "$ROOT" && find tests -name 'test_*.py' | sort \
-        | grep -Ev '^tests/(cuda|torch|bench)/|torch|notebook|packaging/test_(setup|wheel|clang_build|gpu_check)|loader_sanitizers')
+        | grep -Ev '^tests/(cuda|torch|bench|lab)/|torch|notebook|packaging/test_(setup|wheel|clang_build|gpu_check)|loader_sanitizers')
     ;;
 tsan)
     SAN="-fsanitize=thread"
