@@ -23,8 +23,11 @@ class Batch(_core.Batch):
     batch after the loader moved on to the next one, makes it an ordinary batch again,
     converted and checked like one built here.
 
-    NumPy arrays are converted to int32 / float32 (copied only when needed); an integer array
-    holding a value outside the int32 range is a ``ValueError`` naming the field (never wrapped). GPU arrays
+    NumPy arrays are converted to int32 / float32 (copied only when needed) when the batch is
+    made or a field is assigned; an integer array holding a value outside the int32 range is
+    a ``ValueError`` naming the field (never wrapped). The rows of the NumPy fields must agree
+    (and ``policy_target`` have legal's columns): checked when the batch is made, and again
+    where it is read, since fields are assigned one at a time. GPU arrays
     (``__cuda_array_interface__``, ``__dlpack__``, :class:`manaka.DeviceArray`) are kept as
     they are, for a CUDA model to read in place: every field on the GPU, index fields int32
     and float fields float32, C-contiguous. Value ranges are checked by the model (on the
@@ -37,7 +40,7 @@ class Batch(_core.Batch):
 
     def __reduce__(self):
         # pickle and copy rebuild the batch from its arrays: a copy is the caller's own batch,
-        # and the loader's handle (a slot of this process, valid until the next batch) stays
+        # and the loader's slot (of this process, valid until the next batch) stays behind
         return (Batch, (self.tokens, self.legal, self.counts, self.target, self.value, self.policy_target))
 
     def __len__(self) -> int:
