@@ -23,12 +23,16 @@ static int check_ndim(PyArrayObject *arr, const char *op, const char *name, int 
     return 0;
 }
 
-PyArrayObject *mk_float32_arg(PyObject *obj, const char *op, const char *name, int ndim) {
+/* A float32 array (any float dtype, converted, when `any_float`), else NULL with a
+ * TypeError naming the dtype rule. */
+static PyArrayObject *float_arg(PyObject *obj, const char *op, const char *name, int ndim,
+                                int any_float) {
     if (check_array(obj, op, name) < 0) return NULL;
     PyArrayObject *arr = (PyArrayObject *)obj;
-    if (!PyArray_ISFLOAT(arr)) {
+    if (any_float ? !PyArray_ISFLOAT(arr) : PyArray_TYPE(arr) != NPY_FLOAT32) {
         PyObject *dtype = PyObject_Str((PyObject *)PyArray_DESCR(arr));
-        PyErr_Format(PyExc_TypeError, "%s: %s must have a float dtype, got %S", op, name, dtype);
+        PyErr_Format(PyExc_TypeError, "%s: %s must have %s, got %S", op, name,
+                     any_float ? "a float dtype" : "dtype float32", dtype);
         Py_XDECREF(dtype);
         return NULL;
     }
@@ -38,16 +42,10 @@ PyArrayObject *mk_float32_arg(PyObject *obj, const char *op, const char *name, i
 }
 
 PyArrayObject *mk_float_arg(PyObject *obj, const char *op, const char *name, int ndim) {
-    if (check_array(obj, op, name) < 0) return NULL;
-    PyArrayObject *arr = (PyArrayObject *)obj;
-    if (PyArray_TYPE(arr) != NPY_FLOAT32) {
-        PyObject *dtype = PyObject_Str((PyObject *)PyArray_DESCR(arr));
-        PyErr_Format(PyExc_TypeError, "%s: %s must have dtype float32, got %S", op, name, dtype);
-        Py_XDECREF(dtype);
-        return NULL;
-    }
-    if (check_ndim(arr, op, name, ndim) < 0) return NULL;
-    return (PyArrayObject *)PyArray_FROM_OTF(obj, NPY_FLOAT32, NPY_ARRAY_IN_ARRAY);
+    return float_arg(obj, op, name, ndim, 0);
+}
+PyArrayObject *mk_float32_arg(PyObject *obj, const char *op, const char *name, int ndim) {
+    return float_arg(obj, op, name, ndim, 1);
 }
 
 /* A new int32 array with the contents of `arr` (int32), owned by the binding alone.
