@@ -395,8 +395,11 @@ static PyObject *model_write(mk_model_object *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-int mk_model_batch_begin(mk_model_object *self, const char *op) {
-    if (mk_model_acquire(self, op) < 0) return -2;
+int mk_model_batch_begin(mk_model_object *self, const char *op, PyObject *obj, int with_targets,
+                         mk_batch_hold *hold, mk_batch *batch) {
+    const char *device = mk_model_backend(self->model)->name;
+    if (mk_batch_take(op, obj, with_targets, device, hold, batch) < 0) return -2;
+    if (mk_model_acquire(self, op) < 0) return mk_batch_release(hold), -2;
     int slot = mk_model_next_slot(self->model);
     if (slot < 0 || !self->keep[slot]) return slot;
     mk_status status;
@@ -405,79 +408,68 @@ int mk_model_batch_begin(mk_model_object *self, const char *op) {
     Py_END_ALLOW_THREADS;
     if (status != MK_OK) {
         mk_model_release(self);
+        mk_batch_release(hold);
         return mk_raise_status(status), -2;
     }
     Py_CLEAR(self->keep[slot]);
     return slot;
 }
 
-void mk_model_batch_end(mk_model_object *self, int slot, PyObject *holder) {
-    if (slot >= 0 && holder) Py_XSETREF(self->keep[slot], Py_NewRef(holder));
+void mk_model_batch_end(mk_model_object *self, int slot, mk_batch_hold *hold) {
+    if (slot >= 0 && hold->owner) Py_XSETREF(self->keep[slot], Py_NewRef(hold->owner));
     mk_model_release(self);
+    mk_batch_release(hold);
 }
 
 /* forward(batch) -> (logits, value): reads tokens, legal and counts of a _core.Batch. */
 static PyObject *model_forward(mk_model_object *self, PyObject *obj) {
     REQUIRE_MODEL(self, NULL);
-    static const char op[] = "Model.forward";
-    PyObject *logits = NULL, *value = NULL;
     mk_batch_hold hold;
     mk_batch batch;
-    if (mk_batch_take(op, obj, 0, mk_model_backend(self->model)->name, &hold, &batch) < 0)
-        return NULL;
-    npy_intp dims[2] = {(npy_intp)batch.B, (npy_intp)batch.L};
-    if (batch.B < 0 || batch.L < 0) dims[0] = dims[1] = 0; /* the check reports it */
-    if (!(logits = PyArray_SimpleNew(2, dims, NPY_FLOAT32)) ||
-        !(value = PyArray_SimpleNew(1, dims, NPY_FLOAT32)))
-        goto fail;
-    int slot = mk_model_batch_begin(self, op);
-    if (slot < -1) goto fail;
-    mk_status status;
-    Py_BEGIN_ALLOW_THREADS;
-    status = mk_model_forward(self->model, &batch, PyArray_DATA((PyArrayObject *)logits),
-                              PyArray_DATA((PyArrayObject *)value));
-    Py_END_ALLOW_THREADS;
-    mk_model_batch_end(self, slot, hold.owner);
-    if (status != MK_OK) {
-        mk_raise_status(status);
-        goto fail;
+    int slot = mk_model_batch_begin(self, "Model.forward", obj, 0, &hold, &batch);
+    if (slot < -1) return NULL;
+    int bad = batch.B < 0 || batch.L < 0; /* the check reports it */
+    npy_intp dims[2] = {bad ? 0 : (npy_intp)batch.B, bad ? 0 : (npy_intp)batch.L};
+    PyObject *logits = PyArray_SimpleNew(2, dims, NPY_FLOAT32);
+    PyObject *value = logits ? PyArray_SimpleNew(1, dims, NPY_FLOAT32) : NULL;
+    mk_status status = MK_OK;
+    if (value) {
+        Py_BEGIN_ALLOW_THREADS;
+        status = mk_model_forward(self->model, &batch, PyArray_DATA((PyArrayObject *)logits),
+                                  PyArray_DATA((PyArrayObject *)value));
+        Py_END_ALLOW_THREADS;
     }
-    mk_batch_release(&hold);
-    return Py_BuildValue("NN", logits, value);
-fail:
-    mk_batch_release(&hold);
+    mk_model_batch_end(self, slot, &hold);
+    if (value && status == MK_OK) return Py_BuildValue("NN", logits, value);
+    if (value) mk_raise_status(status);
     Py_XDECREF(logits);
     Py_XDECREF(value);
     return NULL;
 }
 
 /* loss_and_grad(batch, value_weight) -> stats (float32 [MK_STAT_COUNT]); gradients stay in
- * the model, read with read(name, True). */
+ * the model, read with read(name, True). mk_model_loss_and_grad checks value_weight. */
 static PyObject *model_loss_and_grad(mk_model_object *self, PyObject *args) {
     REQUIRE_MODEL(self, NULL);
-    static const char op[] = "Model.loss_and_grad";
-    PyObject *obj, *stats = NULL; /* mk_model_loss_and_grad checks value_weight */
+    PyObject *obj, *stats;
     double value_weight;
     mk_batch_hold hold;
     mk_batch batch;
-    if (!PyArg_ParseTuple(args, "Od", &obj, &value_weight) ||
-        mk_batch_take(op, obj, 1, mk_model_backend(self->model)->name, &hold, &batch) < 0)
-        return NULL;
     npy_intp dims[1] = {MK_STAT_COUNT};
-    int slot = (stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0)) ? mk_model_batch_begin(self, op)
-                                                                : -2;
-    if (slot >= -1) {
-        mk_status status;
-        Py_BEGIN_ALLOW_THREADS;
-        status = mk_model_loss_and_grad(self->model, &batch, (float)value_weight,
-                                        PyArray_DATA((PyArrayObject *)stats));
-        Py_END_ALLOW_THREADS;
-        mk_model_batch_end(self, slot, hold.owner);
-        if (status != MK_OK) mk_raise_status(status);
-    }
-    mk_batch_release(&hold);
-    if (PyErr_Occurred()) Py_CLEAR(stats);
-    return stats;
+    if (!PyArg_ParseTuple(args, "Od", &obj, &value_weight) ||
+        !(stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0)))
+        return NULL;
+    int slot = mk_model_batch_begin(self, "Model.loss_and_grad", obj, 1, &hold, &batch);
+    if (slot < -1) return Py_DECREF(stats), NULL;
+    mk_status status;
+    Py_BEGIN_ALLOW_THREADS;
+    status = mk_model_loss_and_grad(self->model, &batch, (float)value_weight,
+                                    PyArray_DATA((PyArrayObject *)stats));
+    Py_END_ALLOW_THREADS;
+    mk_model_batch_end(self, slot, &hold);
+    if (status == MK_OK) return stats;
+    Py_DECREF(stats);
+    return mk_raise_status(status);
 }
 
 static PyObject *model_backend(mk_model_object *self, void *closure) {

@@ -68,13 +68,15 @@ int mk_loaded_batch_current(mk_batch_object *b);
 void mk_loaded_batch_unpin(PyObject *pin);
 int mk_init_batch(PyObject *module);
 
-/* Around a call that stages a batch: batch_begin acquires the model, waits for the step
- * that last read the slot the call will take and releases that step's device arrays;
- * returns the slot (-1 on a host-memory backend), or -2 with an exception set and the
- * model not acquired. batch_end keeps `holder` (an on-device batch's owner, else NULL) for that slot and
- * releases the model. */
-int mk_model_batch_begin(mk_model_object *self, const char *op);
-void mk_model_batch_end(mk_model_object *self, int slot, PyObject *holder);
+/* Around a call that reads the batch `obj` with the GIL released: batch_begin takes it
+ * (mk_batch_take: *batch, held in *hold), acquires the model, waits for the step that last
+ * read the slot the call will take and releases that step's device arrays; returns the
+ * slot (-1 on a host-memory backend), or -2 with an exception set and nothing held.
+ * batch_end keeps an on-device batch's owner for that slot (the step may still read its
+ * arrays), then releases the model and the batch. */
+int mk_model_batch_begin(mk_model_object *self, const char *op, PyObject *obj, int with_targets,
+                         mk_batch_hold *hold, mk_batch *batch);
+void mk_model_batch_end(mk_model_object *self, int slot, mk_batch_hold *hold);
 
 /* The model's tensor named `name` (its position in *index when index is not NULL), or
  * NULL with a KeyError naming `op`. */

@@ -252,30 +252,23 @@ static PyObject *trainer_config(trainer_object *self, PyObject *unused) {
  * exactly that step). */
 static PyObject *trainer_step(trainer_object *self, PyObject *obj) {
     REQUIRE_TRAINER(self, NULL);
-    static const char op[] = "Trainer.step";
-    PyObject *stats = NULL, *out = NULL;
     mk_batch_hold hold;
     mk_batch batch;
-    const mk_backend *be = mk_model_backend(self->model->model);
-    if (mk_batch_take(op, obj, 1, be->name, &hold, &batch) < 0) return NULL;
     npy_intp dims[1] = {MK_STAT_COUNT};
-    int slot = (stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0))
-                   ? mk_model_batch_begin(self->model, op)
-                   : -2;
-    if (slot >= -1) {
-        mk_status status;
-        int64_t step;
-        Py_BEGIN_ALLOW_THREADS;
-        status = mk_trainer_step(self->trainer, &batch, PyArray_DATA((PyArrayObject *)stats));
-        step = mk_trainer_step_count(self->trainer);
-        Py_END_ALLOW_THREADS;
-        mk_model_batch_end(self->model, slot, hold.owner);
-        if (status != MK_OK) mk_raise_status(status);
-        else out = Py_BuildValue("(OL)", be->host_memory ? stats : Py_None, (long long)step);
-    }
-    mk_batch_release(&hold);
-    Py_XDECREF(stats);
-    return out;
+    PyObject *stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0);
+    int slot = stats ? mk_model_batch_begin(self->model, "Trainer.step", obj, 1, &hold, &batch)
+                     : -2;
+    if (slot < -1) return Py_XDECREF(stats), NULL;
+    mk_status status;
+    int64_t step;
+    Py_BEGIN_ALLOW_THREADS;
+    status = mk_trainer_step(self->trainer, &batch, PyArray_DATA((PyArrayObject *)stats));
+    step = mk_trainer_step_count(self->trainer);
+    Py_END_ALLOW_THREADS;
+    mk_model_batch_end(self->model, slot, &hold);
+    if (status != MK_OK) return Py_DECREF(stats), mk_raise_status(status);
+    if (!mk_model_backend(self->model->model)->host_memory) Py_SETREF(stats, Py_NewRef(Py_None));
+    return Py_BuildValue("(NL)", stats, (long long)step);
 }
 
 /* ------------------------------------------------------------ the step in two halves
@@ -285,28 +278,22 @@ static PyObject *trainer_step(trainer_object *self, PyObject *obj) {
  * the number of pair-table rows the batch names (their ids and gradient rows: pair_rows()). */
 static PyObject *trainer_backward(trainer_object *self, PyObject *obj) {
     REQUIRE_TRAINER(self, NULL);
-    static const char op[] = "Trainer.step";
     mk_batch_hold hold;
     mk_batch batch;
-    if (mk_batch_take(op, obj, 1, mk_model_backend(self->model->model)->name, &hold, &batch) < 0)
-        return NULL;
     npy_intp dims[1] = {MK_STAT_COUNT};
-    PyObject *stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0), *out = NULL;
-    int slot = stats ? mk_model_batch_begin(self->model, op) : -2;
-    if (slot >= -1) {
-        mk_status status;
-        int64_t rows = 0;
-        Py_BEGIN_ALLOW_THREADS;
-        status = mk_trainer_backward(self->trainer, &batch, PyArray_DATA((PyArrayObject *)stats),
-                                     &rows);
-        Py_END_ALLOW_THREADS;
-        mk_model_batch_end(self->model, slot, hold.owner);
-        if (status != MK_OK) mk_raise_status(status);
-        else out = Py_BuildValue("(OL)", stats, (long long)rows);
-    }
-    Py_XDECREF(stats);
-    mk_batch_release(&hold);
-    return out;
+    PyObject *stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0);
+    int slot = stats ? mk_model_batch_begin(self->model, "Trainer.step", obj, 1, &hold, &batch)
+                     : -2;
+    if (slot < -1) return Py_XDECREF(stats), NULL;
+    mk_status status;
+    int64_t rows = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    status = mk_trainer_backward(self->trainer, &batch, PyArray_DATA((PyArrayObject *)stats),
+                                 &rows);
+    Py_END_ALLOW_THREADS;
+    mk_model_batch_end(self->model, slot, &hold);
+    if (status != MK_OK) return Py_DECREF(stats), mk_raise_status(status);
+    return Py_BuildValue("(NL)", stats, (long long)rows);
 }
 
 /* A device buffer as a __cuda_array_interface__ dict (version 3, no stream: the backward
