@@ -165,12 +165,11 @@ class Exchange:
 
         torch, dist = self.torch, self.dist
         core, W = self.trainer._core, self.world
-        if not isinstance(batch.tokens, np.ndarray):
+        if isinstance(batch, _core.Batch) and not isinstance(batch.tokens, np.ndarray):
             raise TypeError("Trainer.step: a data-parallel trainer takes batches in host memory (NumPy arrays, "
                             f"as mk.Loader yields them), got tokens of type {type(batch.tokens).__name__}")
         t0 = time.perf_counter()
-        stats, rows = core.backward(batch.tokens, batch.legal, batch.counts, batch.target, batch.value,
-                                    batch.policy_target, batch._loaded)
+        stats, rows = core.backward(batch)
         t1 = time.perf_counter()
         # 1. stats and row counts, every rank's, in rank order
         mine = np.zeros(9, dtype=np.float64)

@@ -173,7 +173,7 @@ class Loader:
                     raise RuntimeError("Loader: this iteration was superseded by a newer one")
                 start = time.perf_counter()
                 try:
-                    item = self._core.next()
+                    item = self._core.next(Batch)
                 except RuntimeError:
                     if self._closed:  # close() from another thread stopped the producers: the epoch ends
                         break
@@ -186,19 +186,16 @@ class Loader:
                     raise
                 if item is None:
                     break
-                _, index, tokens, legal, counts, target, value, policy, positions, loaded = item
-                if len(counts) == 0:  # every record of the batch was bad and skipped
+                _, index, batch, positions = item
+                if len(batch) == 0:  # every record of the batch was bad and skipped
                     self.batch_index = index + 1
                     if self.batch_index >= self.num_batches:
                         self.epoch, self.batch_index = epoch + 1, 0
                     continue
                 if self.copy:  # the caller's own, writable arrays: an ordinary batch
-                    tokens, legal, counts, target, value, positions = (
-                        a.copy() for a in (tokens, legal, counts, target, value, positions))
-                    policy = None if policy is None else policy.copy()
-                    batch = Batch(tokens, legal, counts, target, value, policy)
-                else:
-                    batch = Batch._from_loader(loaded, tokens, legal, counts, target, value, policy)
+                    positions = positions.copy()
+                    batch = Batch(*(None if a is None else a.copy() for a in (
+                        batch.tokens, batch.legal, batch.counts, batch.target, batch.value, batch.policy_target)))
                 self.last_indices = positions
                 self._wait += time.perf_counter() - start
                 self.batch_index = index + 1

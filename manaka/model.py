@@ -2,7 +2,6 @@
 and gradients, file I/O. The arithmetic is in C (csrc/core/model.c); this is the Python face."""
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Dict, Mapping, Tuple
 
@@ -290,14 +289,9 @@ class Model:
         """(logits [B, L], value [B]) for a batch; logits are 0 at padded slots and value is
         the sigmoid of the value head. Only tokens, legal and counts are read.
 
-        On a CUDA model the batch may hold GPU arrays (see :meth:`_device_batch`)."""
+        On a CUDA model the batch may hold GPU arrays (see :meth:`_read`)."""
         self._sync()
-        op = "Model.forward"
-        device = self._device_batch(op, _check_batch(op, batch), targets=False)
-        if device is not None:
-            with _reading(device, self._core):
-                return self._core.forward_device(device)
-        return self._core.forward(batch.tokens, batch.legal, batch.counts, batch._loaded)
+        return self._read("Model.forward", batch, False, self._core.forward)
 
     def loss_and_grad(self, batch: Batch, value_weight: float = 1.0):
         """(stats, grads) for a batch, without changing the parameters.
@@ -305,22 +299,24 @@ class Model:
         stats: {"loss", "policy_loss", "value_loss", "accuracy"} (floats);
         grads: {name: array}, d loss / d parameter, copies in parameter order."""
         self._sync()
-        op = "Model.loss_and_grad"
-        device = self._device_batch(op, _check_batch(op, batch), targets=True)
-        if device is not None:
-            with _reading(device, self._core):
-                raw = self._core.loss_and_grad_device(device, float(value_weight))
-        else:
-            raw = self._core.loss_and_grad(batch.tokens, batch.legal, batch.counts, batch.target,
-                                           batch.value, batch.policy_target, float(value_weight), batch._loaded)
+        raw = self._read("Model.loss_and_grad", batch, True,
+                         lambda b: self._core.loss_and_grad(b, float(value_weight)))
         layout = _core.STATS
         stats = {k: float(raw[layout[k]]) for k in ("loss", "policy_loss", "value_loss", "accuracy")}
         grads = {name: self._core.read(name, True) for name in self._shapes}
         return stats, grads
 
-    def _device_batch(self, op: str, batch: Batch, targets: bool):
-        """None for a batch of NumPy arrays; for one of GPU arrays on a CUDA model, its
-        arrays parsed for the step to read in place (manaka._cuda.device_batch).
+    def _read(self, op: str, batch: Batch, targets: bool, call):
+        """call(batch) where the batch lies: a batch of NumPy arrays (or a loader's) as it
+        is (the core converts and checks it, csrc/python/core/batch_binding.c); one of GPU
+        arrays on a CUDA model parsed by manaka._cuda.device_batch into a Batch on the
+        device, read in place. GPU arrays on a CPU model, or host and GPU fields mixed, are
+        a TypeError (from the core).
+
+        The GPU arrays are parsed for each call, not once per Batch: each call orders the
+        arrays' producers (their CAI stream, DLPack's stream handshake, the legacy stream)
+        before this model's copy stream, and a producer may write again between two calls,
+        so an ordering made for one call says nothing about the next.
 
         GPU arrays: ``__cuda_array_interface__`` (v2, or v3 with a stream, which is waited
         for), ``__dlpack__`` or :class:`manaka.DeviceArray`, C-contiguous, on the current
@@ -331,8 +327,7 @@ class Model:
         check only (not for the steps still running). The model keeps the arrays alive
         until the step that reads them has finished, so the caller may drop or reuse
         them once the call returns (writes on the legacy default stream, or on the CAI
-        stream given, are ordered after the step). A mix of host and GPU fields, or GPU
-        arrays on a CPU model, is a TypeError.
+        stream given, are ordered after the step).
 
         Cost: the host waits for the check, which runs on the model's copy stream after
         the batch's producers. Producers on the legacy default stream (manaka's own
@@ -340,22 +335,19 @@ class Model:
         already queued there, so the check then also waits for the previous step: the
         GPU idles while the host queues the next one (``python -m manaka.bench step
         --device cuda`` measures this row)."""
-        names = ("tokens", "legal", "counts") + (("target", "value", "policy_target") if targets else ())
-        fields = {n: getattr(batch, n) for n in names if getattr(batch, n) is not None}
-        on_gpu = [n for n, x in fields.items() if not isinstance(x, np.ndarray)]
-        if not on_gpu:
-            return None
-        on_host = [n for n in fields if n not in on_gpu]
-        if on_host:
-            raise TypeError(f"{op}: the batch mixes host and GPU arrays ({', '.join(on_host)} on the host, "
-                            f"{', '.join(on_gpu)} on the GPU); pass every field on the same device")
-        if self.device != "cuda":
-            raise TypeError(f"{op}: batch.{on_gpu[0]} is a GPU array ({type(fields[on_gpu[0]]).__name__}) "
-                            f"but the model is on {self.device!r}; pass NumPy arrays, or use a "
-                            "Model(device='cuda')")
+        if self.device != "cuda" or not isinstance(batch, _core.Batch) or not batch._on_gpu(op, targets):
+            return call(batch)
         from .cuda import _cuda
 
-        return _cuda.device_batch(op, self._core.copy_stream, *(getattr(batch, n) for n in names))
+        names = ("tokens", "legal", "counts") + (("target", "value", "policy_target") if targets else ())
+        staged = _cuda.device_batch(op, self._core.copy_stream, *(getattr(batch, n) for n in names))
+        try:
+            return call(staged)
+        finally:
+            # even after an error, which may follow queued work: every producer that named
+            # a CAI stream waits for the model's stream, so the caller's next write there
+            # cannot overtake the step
+            staged.owner.order_after(self._core.stream)
 
     def __repr__(self) -> str:
         c = self.config
@@ -369,20 +361,3 @@ class Model:
             lines.append(f"    {name:<{width}}  {str(tuple(shape)):<16} {int(np.prod(shape)):>12,}")
         lines.append(f"    {'total':<{width}}  {'':<16} {self.num_parameters():>12,}")
         return "\n".join(lines) + ")"
-
-
-@contextmanager
-def _reading(device_batch, core):
-    """Around a call that reads a device batch: afterwards (even after an error, which may
-    follow queued work) every producer that named a CAI stream waits for the model's
-    stream, so the caller's next write there cannot overtake the step."""
-    try:
-        yield
-    finally:
-        device_batch.order_after(core.stream)
-
-
-def _check_batch(op: str, batch) -> Batch:
-    if not isinstance(batch, Batch):
-        raise TypeError(f"{op}: batch must be a manaka.Batch, got {type(batch).__name__}")
-    return batch

@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _core
 from .batch import Batch
-from .model import Model, _check_batch, _reading
+from .model import Model
 
 __all__ = ["Trainer", "Stats"]
 
@@ -153,25 +153,15 @@ class Trainer:
         """One AdamW step on `batch`; returns its :class:`Stats`.
 
         On a CUDA model the batch may hold GPU arrays, read in place after a check on the
-        device (one small device -> host read; see :meth:`Model._device_batch`)."""
-        op = "Trainer.step"
-        if self._exchange is not None:
-            batch = _check_batch(op, batch)
-            if self._core.pair_update != "dense":
-                self.model._own_pair_table(self)
-            return self._exchange.step(batch)
-        device = self.model._device_batch(op, _check_batch(op, batch), targets=True)
+        device (one small device -> host read; see :meth:`Model._read`)."""
         if self._core.pair_update != "dense":
             self.model._own_pair_table(self)
+        if self._exchange is not None:
+            return self._exchange.step(batch)
         # The core returns the step's own number, read while it still held the model: reading
         # step_count here instead could see another thread's later step (or a loaded state),
         # and a device Stats would then fetch that step's stats.
-        if device is not None:
-            with _reading(device, self.model._core):
-                buf, step = self._core.step_device(device)
-        else:
-            buf, step = self._core.step(batch.tokens, batch.legal, batch.counts, batch.target, batch.value,
-                                        batch.policy_target, batch._loaded)
+        buf, step = self.model._read("Trainer.step", batch, True, self._core.step)
         return Stats(buf, step) if buf is not None else Stats(None, step, self._core)
 
     @property

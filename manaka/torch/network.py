@@ -193,7 +193,7 @@ def _checked_value(tokens: Tensor, legal: Tensor, counts: Tensor, target: Tensor
         if t is not None and t.is_floating_point():
             t = t.to(torch.float32)
         arrays.append(None if t is None else t.cpu().numpy())
-    _core.check_batch(op, num_tokens, num_moves, tokens_per_side, *arrays)
+    _core.check_batch(op, num_tokens, num_moves, tokens_per_side, _core.Batch(*arrays))
     return value.to(torch.float32, copy=True)
 
 

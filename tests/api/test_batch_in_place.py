@@ -23,9 +23,10 @@ _capsule.restype, _capsule.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes
 
 
 class InPlace:
-    """A batch already in the backend's memory, as manaka._cuda.device_batch describes one:
-    `batch`, a 'manaka.mk_batch' capsule of an mk_batch over the arrays, made through the
-    ctypes mirror that tests/helpers/backend_table.py checks against the compiled layout."""
+    """The holder of a batch already in the backend's memory, as manaka._cuda.device_batch
+    makes one: `batch`, a 'manaka.mk_batch' capsule of an mk_batch over the arrays, made
+    through the ctypes mirror that tests/helpers/backend_table.py checks against the compiled
+    layout. on_device() turns it into the _core.Batch the model reads, as device_batch does."""
 
     def __init__(self, batch, targets=True, name=BATCH_CAPSULE):
         self.arrays = [batch.tokens, batch.legal, batch.counts]
@@ -34,6 +35,10 @@ class InPlace:
         self.struct = CBatch(B, S, T, batch.legal.shape[1], *(None if a is None else a.ctypes.data for a in self.arrays),
                              1, 0, 0)
         self.batch = _capsule(ctypes.addressof(self.struct), name, None)
+
+
+def on_device(holder, op="Model.forward"):
+    return mk._core.Batch._in_place(op, holder)
 
 
 def test_the_batch_mirror_matches_the_compiled_struct():
@@ -46,12 +51,13 @@ def test_a_batch_in_place_gives_the_staged_results():
     staged = staged_twin(host)
     for soft in (False, True):
         b = cases.batch(cfg, seed=5, soft=soft)
-        for x, y in zip(staged._core.forward(b.tokens, b.legal, b.counts),
-                        staged._core.forward_device(InPlace(b, targets=False))):
+        in_place = on_device(InPlace(b, targets=False))
+        assert in_place.on_device and not b.on_device
+        for x, y in zip(staged._core.forward(b), staged._core.forward(in_place)):
             np.testing.assert_array_equal(x, y)
-        want = staged._core.loss_and_grad(b.tokens, b.legal, b.counts, b.target, b.value, b.policy_target, 0.7)
+        want = staged._core.loss_and_grad(b, 0.7)
         grads = {n: staged._core.read(n, True) for n in host.shapes}
-        got = staged._core.loss_and_grad_device(InPlace(b), 0.7)
+        got = staged._core.loss_and_grad(on_device(InPlace(b)), 0.7)
         np.testing.assert_array_equal(want, got)
         for n in host.shapes:
             np.testing.assert_array_equal(staged._core.read(n, True), grads[n], err_msg=n)
@@ -65,7 +71,7 @@ def test_trainer_steps_in_place_match_staged_steps_with_growth_between():
         batch = cases.batch(cfg, B=B, L=L, seed=10 + s, soft=s % 2 == 1)
         want = ta.step(batch)
         if s % 2:  # host and in-place batches alternate on the same trainer
-            tb._core.step_device(InPlace(batch))
+            tb._core.step(on_device(InPlace(batch)))
         else:
             tb.step(batch)
         assert tb.step_count == s + 1
@@ -85,12 +91,12 @@ def test_a_bad_batch_in_place_is_refused_in_the_host_checks_words_and_changes_no
     with pytest.raises(ValueError) as host:
         trainer.step(bad)
     with pytest.raises(ValueError) as in_place:
-        trainer._core.step_device(InPlace(bad))
+        trainer._core.step(on_device(InPlace(bad)))
     assert str(in_place.value) == str(host.value)
     assert "Trainer.step: " in str(host.value)
     if not field.startswith(("target", "value", "soft")):  # forward reads tokens, legal, counts
         with pytest.raises(ValueError) as fwd:
-            model._core.forward_device(InPlace(bad, targets=False))
+            model._core.forward(on_device(InPlace(bad, targets=False)))
         assert str(fwd.value) == str(host.value).replace("Trainer.step", "Model.forward")
     cases.assert_unchanged(model, trainer, snap)
 
@@ -103,7 +109,7 @@ def test_of_several_faults_in_place_the_host_checks_first_is_reported(fields):
     with pytest.raises(ValueError) as host:
         model.loss_and_grad(bad)
     with pytest.raises(ValueError) as in_place:
-        model._core.loss_and_grad_device(InPlace(bad), 1.0)
+        model._core.loss_and_grad(on_device(InPlace(bad)), 1.0)
     assert str(in_place.value) == str(host.value)
 
 
@@ -113,7 +119,7 @@ def test_the_model_keeps_a_batch_until_its_slot_comes_round_again():
     trainer = mk.Trainer(model, lr=1e-2)
     held = InPlace(cases.batch(cfg, seed=1))
     ref = weakref.ref(held)
-    trainer._core.step_device(held)
+    trainer._core.step(on_device(held))
     del held
     gc.collect()
     assert ref() is not None  # the step may still read it (on a GPU): the model holds it
@@ -130,7 +136,7 @@ def test_a_dropped_model_releases_its_batches():
     model = staged_twin(mk.Model(cfg, seed=1))
     held = InPlace(cases.batch(cfg, seed=1))
     ref = weakref.ref(held)
-    model._core.loss_and_grad_device(held, 1.0)
+    model._core.loss_and_grad(on_device(held), 1.0)
     del held, model
     gc.collect()
     assert ref() is None
@@ -173,9 +179,9 @@ def test_a_batch_mixing_host_and_gpu_arrays_is_a_type_error():
 
 
 def test_a_device_batch_crosses_only_as_a_capsule_of_its_name():
-    """What manaka._core takes from a device batch is its `batch` capsule, by name: a tuple of
-    pointers (the old crossing), another capsule or a missing attribute is refused before any
-    pointer is read, and nothing changes."""
+    """What manaka._core takes from a device batch's holder is its `batch` capsule, by name: a
+    tuple of pointers (the old crossing), another capsule or a missing attribute is refused
+    before any pointer is read; and the entry points take nothing but a Batch."""
     cfg = cases.config()
     model = staged_twin(mk.Model(cfg, seed=1))
     trainer = mk.Trainer(model, lr=1e-2)
@@ -184,12 +190,15 @@ def test_a_device_batch_crosses_only_as_a_capsule_of_its_name():
     forged = InPlace(b, name=b"manaka.mk_backend")
     with pytest.raises(TypeError, match=r"Trainer.step: a device batch's .batch must be a 'manaka.mk_batch' "
                                         r"capsule \(from manaka._cuda.device_batch\), got PyCapsule named manaka.mk_backend"):
-        trainer._core.step_device(forged)
+        on_device(forged, "Trainer.step")
     layout = InPlace(b)
     layout.batch = (6, 2, cfg.tokens_per_side, 9) + tuple(a.ctypes.data for a in layout.arrays[:5]) + (0,)
     with pytest.raises(TypeError, match=r"Model.forward: a device batch's .batch must be a 'manaka.mk_batch' "
                                         r"capsule \(from manaka._cuda.device_batch\), got tuple$"):
-        model._core.forward_device(layout)
+        on_device(layout)
     with pytest.raises(AttributeError):
-        model._core.loss_and_grad_device(object(), 1.0)
+        on_device(object())
+    for call in (model._core.forward, trainer._core.step, lambda x: model._core.loss_and_grad(x, 1.0)):
+        with pytest.raises(TypeError, match=r"batch must be a manaka.Batch, got InPlace"):
+            call(InPlace(b))
     cases.assert_unchanged(model, trainer, snap)

@@ -208,17 +208,16 @@ def test_value_weight_has_one_rule_in_c_for_the_trainer_and_loss_and_grad():
     cfg = mk.ModelConfig(**BASE)
     model = mk.Model(cfg, seed=1)
     b = cases.batch(cfg, B=3, L=4)
-    fields = (b.tokens, b.legal, b.counts, b.target, b.value, b.policy_target)
     for bad, shown in ((-0.5, "-0.5"), (float("nan"), "nan"), (float("inf"), "inf")):
         want = (ValueError, f"Model.loss_and_grad: value_weight must be finite and >= 0, got {shown}")
         assert error_of(lambda: model.loss_and_grad(b, value_weight=bad)) == want
-        assert error_of(lambda: model._core.loss_and_grad(*fields, bad)) == want  # no Python in between
+        assert error_of(lambda: model._core.loss_and_grad(b, bad)) == want  # no Python in between
         assert error_of(lambda: mk.Trainer(model, value_weight=bad)) == (
             ValueError, f"Trainer: value_weight must be finite and >= 0, got {shown}")
     # a refused call ran nothing: the gradients are those of the last good call
     model.loss_and_grad(b, value_weight=0.5)
     before = {n: model._core.read(n, True) for n in model.shapes}
-    error_of(lambda: model._core.loss_and_grad(*fields, -1.0))
+    error_of(lambda: model._core.loss_and_grad(b, -1.0))
     assert all(np.array_equal(model._core.read(n, True), g) for n, g in before.items())
 
 

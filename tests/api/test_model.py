@@ -262,7 +262,7 @@ def test_fresh_process_finds_openblas_without_rpath():
 
 def test_uninitialised_core_objects_raise_instead_of_crashing():
     for cls, call in [(mk._core.Model, lambda o: o.tensors()),
-                      (mk._core.Trainer, lambda o: o.step(None, None, None, None, None, None))]:
+                      (mk._core.Trainer, lambda o: o.step(None))]:
         with pytest.raises(RuntimeError, match="not initialised"):
             call(cls.__new__(cls))
 
@@ -273,9 +273,11 @@ def test_batch_argument_errors_name_the_argument():
     b = cases.batch(cfg)
     with pytest.raises(TypeError, match="batch must be a manaka.Batch"):
         model.forward((b.tokens, b.legal, b.counts))
-    with pytest.raises(TypeError, match="tokens"):
-        model._core.forward(b.tokens.astype(np.float32), b.legal, b.counts)
-    with pytest.raises(ValueError, match="counts has 2 rows"):
-        model._core.forward(b.tokens, b.legal, b.counts[:2])
+    with pytest.raises(TypeError, match="Batch: tokens must have an integer dtype, got float32"):
+        mk.Batch(b.tokens.astype(np.float32), b.legal, b.counts, b.target, b.value)
+    short = cases.batch(cfg)
+    short.counts = short.counts[:2]  # fields are replaced one at a time: shapes are compared where read
+    with pytest.raises(ValueError, match="Model.forward: counts has 2 rows but tokens has 6"):
+        model.forward(short)
     with pytest.raises(ValueError, match="value_weight"):
         model.loss_and_grad(b, value_weight=float("nan"))

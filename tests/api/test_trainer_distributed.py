@@ -106,7 +106,7 @@ def test_apply_without_backward_and_bad_rows_are_refused():
     with pytest.raises(ValueError, match="no backward to apply"):
         t._core.apply(np.zeros(0, np.int64), np.zeros((0, P), np.float32), stats)
     b = workers.global_batch(1, 0, 0)
-    _, rows = t._core.backward(b.tokens, b.legal, b.counts, b.target, b.value, None)
+    _, rows = t._core.backward(mk.Batch(b.tokens, b.legal, b.counts, b.target, b.value))
     ids, grads = t._core.pair_rows(rows)
     assert rows > 0 and (np.diff(ids) > 0).all()
     with pytest.raises(ValueError, match=r"strictly ascending .* follows a larger or equal one"):

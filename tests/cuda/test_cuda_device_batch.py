@@ -199,9 +199,10 @@ def test_the_step_keeps_the_arrays_it_reads_alive():
 
 
 def test_a_device_batch_reaches_the_core_as_a_capsule_that_keeps_its_arrays():
-    """manaka._cuda hands the batch to manaka._core as a 'manaka.mk_batch' capsule of the
-    struct it parsed; the capsule holds the _DeviceBatch (and so the GPU arrays) on its own,
-    and _core refuses any other capsule before reading a pointer."""
+    """manaka._cuda.device_batch returns a manaka._core.Batch on the device, made from a
+    'manaka.mk_batch' capsule of the struct it parsed; the Batch holds the _DeviceBatch (and
+    so the GPU arrays) on its own, and _core refuses any other capsule before reading a
+    pointer."""
     import ctypes
 
     from manaka.cuda import _cuda
@@ -210,22 +211,20 @@ def test_a_device_batch_reaches_the_core_as_a_capsule_that_keeps_its_arrays():
     model = mk.Model(cfg, device="cuda", seed=3)
     b = cases.batch(cfg, seed=9)
     g = on_gpu(b)
-    capsule = _cuda.device_batch("Model.forward", model._core.copy_stream, g.tokens, g.legal, g.counts).batch
+    staged = _cuda.device_batch("Model.forward", model._core.copy_stream, g.tokens, g.legal, g.counts)
+    assert type(staged) is mk._core.Batch and staged.on_device and staged.tokens is None
     valid = ctypes.pythonapi.PyCapsule_IsValid
     valid.restype, valid.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
-    assert valid(capsule, b"manaka.mk_batch") == 1
-    del g  # the holder is gone from Python: only the capsule keeps it, and its arrays
+    assert valid(staged.owner.batch, b"manaka.mk_batch") == 1
+    del g  # the arrays are gone from Python: only the Batch's owner keeps them
     gc.collect()
+    for x, y in zip(model._core.forward(staged), model.forward(b)):
+        np.testing.assert_array_equal(x, y)
 
     class Holder:
         def __init__(self, batch):
             self.batch = batch
 
-        def order_after(self, stream):
-            pass
-
-    for x, y in zip(model._core.forward_device(Holder(capsule)), model.forward(b)):
-        np.testing.assert_array_equal(x, y)
     backend = _cuda.backend_table()  # a capsule of another name
     with pytest.raises(TypeError, match="a device batch's .batch must be a 'manaka.mk_batch' capsule"):
-        model._core.forward_device(Holder(backend))
+        mk._core.Batch._in_place("Model.forward", Holder(backend))

@@ -30,8 +30,8 @@ def test_halves_on_the_gpu_match_the_cpu_and_the_plain_step(update):
     tc, tg, tp = (mk.Trainer(m, lr=0.02, pair_update=update) for m in (cpu, gpu, plain))
     for k in range(3):
         b = cases.batch(cfg, seed=20 + k)
-        args = (b.tokens, b.legal, b.counts, b.target, b.value, None)
-        (sc, nc), (sg, ng) = tc._core.backward(*args), tg._core.backward(*args)
+        b.policy_target = None
+        (sc, nc), (sg, ng) = tc._core.backward(b), tg._core.backward(b)
         assert nc == ng > 0 and abs(sg[0] - sc[0]) <= TOL * max(1.0, abs(sc[0]))
         dense = tg._core.dense_grads()
         assert isinstance(dense, dict) and dense["typestr"] == "<f4"

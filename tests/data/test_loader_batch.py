@@ -51,7 +51,7 @@ def test_loader_batches_are_not_scanned_again_and_train_exactly_as_copies(soft):
     steps = 0
     for epoch in range(2):
         for batch in loader:
-            assert batch._loaded.checked == (CFG.num_tokens, CFG.num_moves)
+            assert batch.producer_checked == (CFG.num_tokens, CFG.num_moves)
             stats = ta.step(batch)
             want = tb.step(copied(batch))
             assert stats.loss == want.loss and stats.accuracy == want.accuracy
@@ -147,9 +147,9 @@ def test_a_batch_kept_past_the_next_one_is_checked_again():
     loader = mk.Loader(dataset(), batch_size=45, shuffle=False, producers=1, prefetch=1)
     it = iter(loader)
     old = next(it)
-    assert old._loaded.current
+    assert old.in_slot
     new = next(it)
-    assert not old._loaded.current and new._loaded.current
+    assert not old.in_slot and new.in_slot
     want = mk.Trainer(mk.Model(CFG, seed=5), lr=1e-2).step(copied(old)).loss
     assert trainer.step(old).loss == want  # released, so converted and scanned like any batch
     assert scans(model) == 1
@@ -164,7 +164,7 @@ def test_the_producers_check_is_against_the_datasets_vocabularies_not_the_models
     ds = dataset(num_tokens=30, num_moves=50)
     model = mk.Model(CFG, seed=6)
     batch = next(iter(mk.Loader(ds, batch_size=90)))
-    assert batch._loaded.checked == (30, 50)
+    assert batch.producer_checked == (30, 50)
     model.forward(batch)
     assert scans(model) == 0
     # a model with fewer tokens than the dataset: checked in full, and refused
@@ -186,21 +186,23 @@ def test_data_changed_under_the_loader_is_not_vouched_for_and_the_model_refuses_
     raw[5, 0, 1] = CFG.num_tokens + 3
     model = mk.Model(CFG, seed=7)
     batch = next(iter(mk.Loader(ds, batch_size=16, shuffle=False)))
-    assert batch._loaded.checked == (0, 0)
+    assert batch.producer_checked == (0, 0)
     with pytest.raises(ValueError, match=r"Trainer.step: tokens\[5, 0, 1\] = 43 is out of range"):
         mk.Trainer(model).step(batch)
     assert scans(model) == 1
 
 
-def test_a_loaded_handle_must_be_the_loaders():
+def test_a_batch_made_of_a_loader_batchs_views_is_an_ordinary_batch():
+    """Only the Batch the loader made reads its slot: a new Batch of the same views (read-only,
+    int32, so not copied when built) is converted and checked where it is read."""
     model = mk.Model(CFG)
-    b = cases.batch(CFG)
-    with pytest.raises(TypeError, match="a loader batch must be a manaka._core.LoadedBatch, got tuple"):
-        model._core.forward(b.tokens, b.legal, b.counts, (1, 2))
-    other = next(iter(mk.Loader(dataset(), batch_size=6)))  # another batch's handle: not its views
-    out = model._core.forward(b.tokens, b.legal, b.counts, other._loaded)
-    np.testing.assert_array_equal(out[0], model.forward(b)[0])
-    assert scans(model) == 2
+    loaded = next(iter(mk.Loader(dataset(), batch_size=6)))
+    assert loaded.in_slot
+    other = mk.Batch(loaded.tokens, loaded.legal, loaded.counts, loaded.target, loaded.value)
+    assert other.tokens is loaded.tokens and other.producer_checked == (0, 0) and not other.in_slot
+    for x, y in zip(model.forward(other), model.forward(loaded)):
+        np.testing.assert_array_equal(x, y)
+    assert scans(model) == 1
 
 
 def test_the_loader_refuses_to_move_on_while_a_step_reads_its_batch():
@@ -228,7 +230,7 @@ def test_the_loader_refuses_to_move_on_while_a_step_reads_its_batch():
         time.sleep(0.02)  # into the step, which runs without the GIL
         if worker.is_alive():
             try:
-                loader._core.next()
+                loader._core.next(mk.Batch)
             except RuntimeError as e:
                 refused.append(str(e))
         worker.join()
@@ -255,7 +257,7 @@ def test_shogi_record_batches_are_checked_by_their_producers_against_the_encoder
     model = mk.Model(cfg, seed=9)
     n = 0
     for batch in mk.Loader(records, batch_size=16, shuffle=False):
-        assert batch._loaded.checked == (shogi.NUM_TOKENS, shogi.NUM_LABELS)
+        assert batch.producer_checked == (shogi.NUM_TOKENS, shogi.NUM_LABELS)
         got, want = model.loss_and_grad(batch), model.loss_and_grad(copied(batch))
         assert got[0] == want[0]
         n += 1
@@ -270,7 +272,7 @@ def test_a_pickled_or_copied_loader_batch_is_an_ordinary_batch():
     batch = next(iter(mk.Loader(dataset(soft=True), batch_size=16)))
     want = model.loss_and_grad(batch)[0]
     for other in (pickle.loads(pickle.dumps(batch)), copy.copy(batch), copy.deepcopy(batch)):
-        assert other._loaded is None
+        assert other.producer_checked == (0, 0) and not other.in_slot
         for name in ("tokens", "legal", "counts", "target", "value", "policy_target"):
             np.testing.assert_array_equal(getattr(other, name), getattr(batch, name), err_msg=name)
         assert model.loss_and_grad(other)[0] == want

@@ -75,8 +75,8 @@ def run(rank: int, world: int, rendezvous: str, out: str, updates, seed: int, ki
             for k in range(STEPS):
                 batch = shard(global_batch(world, k, seed), rank)
                 if k == 1 and rank == kill:
-                    trainer._core.backward(batch.tokens, batch.legal, batch.counts, batch.target,
-                                           batch.value, None)
+                    trainer._core.backward(mk.Batch(batch.tokens, batch.legal, batch.counts, batch.target,
+                                                    batch.value))
                     if how == "stall":  # alive but silent: the others must time out
                         time.sleep(3600)
                     os._exit(3)  # dies mid-step, between its backward and the exchange

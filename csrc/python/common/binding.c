@@ -23,17 +23,29 @@ static int check_ndim(PyArrayObject *arr, const char *op, const char *name, int 
     return 0;
 }
 
-PyArrayObject *mk_float_arg(PyObject *obj, const char *op, const char *name, int ndim) {
+/* A float32 array (any float dtype, converted, when `any_float`), else NULL with a
+ * TypeError naming the dtype rule. */
+static PyArrayObject *float_arg(PyObject *obj, const char *op, const char *name, int ndim,
+                                int any_float) {
     if (check_array(obj, op, name) < 0) return NULL;
     PyArrayObject *arr = (PyArrayObject *)obj;
-    if (PyArray_TYPE(arr) != NPY_FLOAT32) {
+    if (any_float ? !PyArray_ISFLOAT(arr) : PyArray_TYPE(arr) != NPY_FLOAT32) {
         PyObject *dtype = PyObject_Str((PyObject *)PyArray_DESCR(arr));
-        PyErr_Format(PyExc_TypeError, "%s: %s must have dtype float32, got %S", op, name, dtype);
+        PyErr_Format(PyExc_TypeError, "%s: %s must have %s, got %S", op, name,
+                     any_float ? "a float dtype" : "dtype float32", dtype);
         Py_XDECREF(dtype);
         return NULL;
     }
     if (check_ndim(arr, op, name, ndim) < 0) return NULL;
-    return (PyArrayObject *)PyArray_FROM_OTF(obj, NPY_FLOAT32, NPY_ARRAY_IN_ARRAY);
+    return (PyArrayObject *)PyArray_FROM_OTF(obj, NPY_FLOAT32,
+                                             NPY_ARRAY_IN_ARRAY | NPY_ARRAY_FORCECAST);
+}
+
+PyArrayObject *mk_float_arg(PyObject *obj, const char *op, const char *name, int ndim) {
+    return float_arg(obj, op, name, ndim, 0);
+}
+PyArrayObject *mk_float32_arg(PyObject *obj, const char *op, const char *name, int ndim) {
+    return float_arg(obj, op, name, ndim, 1);
 }
 
 /* A new int32 array with the contents of `arr` (int32), owned by the binding alone.
@@ -61,6 +73,11 @@ static PyArrayObject *private_int32(PyArrayObject *arr, PyObject *obj) {
 }
 
 PyArrayObject *mk_index_arg(PyObject *obj, const char *op, const char *name, int ndim) {
+    return mk_int32_arg(obj, op, name, ndim, 1);
+}
+
+PyArrayObject *mk_int32_arg(PyObject *obj, const char *op, const char *name, int ndim,
+                            int private_copy) {
     if (check_array(obj, op, name) < 0) return NULL;
     PyArrayObject *arr = (PyArrayObject *)obj;
     if (!PyArray_ISINTEGER(arr)) {
@@ -71,7 +88,9 @@ PyArrayObject *mk_index_arg(PyObject *obj, const char *op, const char *name, int
         return NULL;
     }
     if (check_ndim(arr, op, name, ndim) < 0) return NULL;
-    if (PyArray_TYPE(arr) == NPY_INT32) return private_int32(arr, obj);
+    if (PyArray_TYPE(arr) == NPY_INT32 && private_copy) return private_int32(arr, obj);
+    if (PyArray_TYPE(arr) == NPY_INT32)
+        return (PyArrayObject *)PyArray_FROM_OTF(obj, NPY_INT32, NPY_ARRAY_IN_ARRAY);
     /* Widen to int64, then narrow to int32 with a range check instead of a silent wrap.
      * uint64 is widened through its bit pattern (NumPy's safe-cast rule refuses it), so
      * values above INT64_MAX read as negative and are refused by the same check below,

@@ -34,6 +34,13 @@ PyArrayObject *mk_float_arg(PyObject *obj, const char *op, const char *name, int
  * any integer dtype, or NULL with an exception. Always a private copy, even of an int32
  * array, so that no other thread can change an index between its check and its use. */
 PyArrayObject *mk_index_arg(PyObject *obj, const char *op, const char *name, int ndim);
+/* The same, except that an int32 C-contiguous array is returned itself unless
+ * `private_copy` (a batch's field as stored: the copy is made where it is read). */
+PyArrayObject *mk_int32_arg(PyObject *obj, const char *op, const char *name, int ndim,
+                            int private_copy);
+/* A float array of `ndim` dimensions converted to C-contiguous float32 (itself when it is
+ * one already): new reference, or NULL with an exception naming `op` and `name`. */
+PyArrayObject *mk_float32_arg(PyObject *obj, const char *op, const char *name, int ndim);
 
 /* A NumPy array of `type` over `data` (not copied) that keeps `owner` alive: new
  * reference, or NULL with an exception. */

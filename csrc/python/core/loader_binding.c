@@ -8,16 +8,17 @@
  * for). Waiting for a batch releases the GIL and wakes every 50 ms to check for signals, so
  * Ctrl-C raises KeyboardInterrupt instead of hanging.
  *
- * Each batch also comes with a _core.LoadedBatch: the slot's mk_batch, which its producer
- * checked (data/loader.h), for the model and trainer bindings to use as it is instead of
- * converting and scanning the views again (mk_loaded_batch). What makes that safe:
+ * Each batch is a _core.Batch (of the class next() is given) that also holds the slot's
+ * mk_batch, which its producer checked (data/loader.h), for the model and trainer bindings
+ * to use as it is instead of converting and scanning the views again (mk_loaded_batch).
+ * What makes that safe:
  * - the views are read-only, and NumPy refuses to make them writable (their base, this
  *   object, exports no buffer), so no Python code writes the slot through them;
- * - the handle is used only while its slot is still the one the consumer holds: `serial`
+ * - the slot is used only while it is still the one the consumer holds: `serial`
  *   counts next() and start() calls, after which the slot may be refilled;
- * - the handle is used only with its own views, unchanged (a Batch whose field was
- *   replaced, or whose view was reshaped or retyped in place, is converted and checked
- *   like any other);
+ * - the slot is used only while the Batch's fields are its views, unchanged (assigning a
+ *   field ends the claim, batch_binding.c; a view reshaped or retyped in place is
+ *   converted and checked like any other array);
  * - while a call reads the slot with the GIL released, `pins` makes next() and start()
  *   refuse, so another thread cannot have the slot refilled under the step. */
 #include "python/common/binding.h"
@@ -33,22 +34,13 @@ typedef struct {
                             the row source's capsule */
     int busy;            /* a call with the GIL released is in progress */
     int64_t tokens_per_side;
-    uint64_t serial;     /* next() and start() calls: a LoadedBatch of an older one is stale */
+    uint64_t serial;     /* next() and start() calls: a Batch of an older one is stale */
     int pins;            /* calls reading the held batch's slot now (mk_loaded_batch) */
 } LoaderObject;
 
-/* _core.LoadedBatch: one delivered batch, as the model reads it. */
-enum { FIELDS = 6 };
-typedef struct {
-    PyObject_HEAD
-    LoaderObject *loader; /* keeps the slot's memory alive */
-    uint64_t serial;      /* the loader's serial when this batch was delivered */
-    mk_batch batch;       /* the slot's, with its producer's checked_V / checked_M */
-    PyObject *views[FIELDS]; /* tokens, legal, counts, target, value, policy_target (or NULL) */
-} LoadedBatchObject;
+enum { FIELDS = MK_BATCH_FIELDS };
 
 static const char OP[] = "Loader";
-static PyTypeObject LoadedBatchType;
 
 /* A borrowed, validated array: exact dtype, ndim, C-contiguous and aligned (it is read
  * in place by other threads: no copy of a memory-mapped file is ever made here). */
@@ -279,49 +271,19 @@ static PyObject *view(LoaderObject *self, int ndim, npy_intp *dims, int type, co
     return arr;
 }
 
-static void LoadedBatch_dealloc(LoadedBatchObject *self) {
-    for (int i = 0; i < FIELDS; i++) Py_XDECREF(self->views[i]);
-    Py_XDECREF(self->loader);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyObject *LoadedBatch_checked(LoadedBatchObject *self, void *closure) {
-    return Py_BuildValue("(LL)", (long long)self->batch.checked_V, (long long)self->batch.checked_M);
-}
-
-static PyObject *LoadedBatch_current(LoadedBatchObject *self, void *closure) {
-    return PyBool_FromLong(self->serial == self->loader->serial);
-}
-
-static PyGetSetDef LoadedBatch_getset[] = {
-    {"checked", (getter)LoadedBatch_checked, NULL,
-     "(num_tokens, num_moves) its producer checked it against, (0, 0) if it found a fault "
-     "or had no vocabularies", NULL},
-    {"current", (getter)LoadedBatch_current, NULL,
-     "whether its slot is still the one the consumer holds (no next() or start() since)", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-static PyTypeObject LoadedBatchType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "manaka._core.LoadedBatch",
-    .tp_basicsize = sizeof(LoadedBatchObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A batch delivered by a _core.Loader, as the model reads it (manaka.Batch keeps it).",
-    .tp_dealloc = (destructor)LoadedBatch_dealloc,
-    .tp_getset = LoadedBatch_getset,
-};
-
-/* Whether `arr` is still the view `want` was made as: same object, data, type and shape
- * (NumPy lets a user set .shape, .strides or .dtype of a view in place). */
-static int unchanged(PyObject *arr, PyObject *want, const mk_batch *b, int field) {
-    if (arr != want) return 0;
-    if (!want) return 1;
-    PyArrayObject *a = (PyArrayObject *)arr;
+/* Whether `arr` is still the view of field `field` of the slot `b` it was made as: data,
+ * type and shape (NumPy lets a user set .shape, .strides or .dtype of a view in place). */
+static int unchanged(PyObject *arr, const mk_batch *b, int field) {
     static const int types[FIELDS] = {NPY_INT32, NPY_INT32, NPY_INT32, NPY_INT32, NPY_FLOAT32,
                                       NPY_FLOAT32};
+    const void *data[FIELDS] = {b->tokens, b->legal, b->counts, b->target, b->value,
+                                b->policy_target};
+    if (!arr || !data[field]) return !arr && !data[field];
+    PyArrayObject *a = (PyArrayObject *)arr;
     npy_intp dims[3] = {b->B, field == 0 ? b->S : b->L, b->T};
     int ndim = field == 0 ? 3 : field == 1 || field == 5 ? 2 : 1;
-    if (PyArray_TYPE(a) != types[field] || PyArray_NDIM(a) != ndim || PyArray_ISWRITEABLE(a) ||
+    if (!PyArray_Check(arr) || PyArray_DATA(a) != data[field] ||
+        PyArray_TYPE(a) != types[field] || PyArray_NDIM(a) != ndim || PyArray_ISWRITEABLE(a) ||
         !PyArray_IS_C_CONTIGUOUS(a))
         return 0;
     for (int d = 0; d < ndim; d++)
@@ -329,30 +291,19 @@ static int unchanged(PyObject *arr, PyObject *want, const mk_batch *b, int field
     return 1;
 }
 
-int mk_loaded_batch(PyObject *handle, PyObject *const given[6], mk_batch *out, PyObject **pin) {
+int mk_loaded_batch_current(mk_batch_object *b) {
+    LoaderObject *loader = (LoaderObject *)b->loader;
+    return b->serial == loader->serial && !loader->busy;
+}
+
+int mk_loaded_batch(mk_batch_object *b, mk_batch *out, PyObject **pin) {
     *pin = NULL;
-    if (!PyObject_TypeCheck(handle, &LoadedBatchType)) {
-        PyErr_Format(PyExc_TypeError, "a loader batch must be a manaka._core.LoadedBatch, got %s",
-                     Py_TYPE(handle)->tp_name);
-        return -1;
-    }
-    LoadedBatchObject *h = (LoadedBatchObject *)handle;
-    if (h->serial != h->loader->serial || h->loader->busy) return 0; /* its slot was recycled */
-    const void *data[FIELDS] = {h->batch.tokens, h->batch.legal, h->batch.counts,
-                                h->batch.target, h->batch.value, h->batch.policy_target};
-    for (int i = 0; i < FIELDS; i++) {
-        if (!given[i]) continue; /* a field this call does not read */
-        PyObject *arr = given[i] == Py_None ? NULL : given[i];
-        if (!unchanged(arr, h->views[i], &h->batch, i) ||
-            (arr && PyArray_DATA((PyArrayObject *)arr) != data[i]))
-            return 0;
-    }
-    *out = h->batch;
-    if (!given[3]) out->target = NULL;
-    if (!given[4]) out->value = NULL;
-    if (!given[5]) out->policy_target = NULL;
-    h->loader->pins++;
-    *pin = Py_NewRef((PyObject *)h->loader);
+    if (!mk_loaded_batch_current(b)) return 0; /* its slot was recycled */
+    for (int i = 0; i < FIELDS; i++)
+        if (!unchanged(b->field[i], &b->batch, i)) return 0;
+    *out = b->batch;
+    ((LoaderObject *)b->loader)->pins++;
+    *pin = Py_NewRef(b->loader);
     return 1;
 }
 
@@ -362,9 +313,15 @@ void mk_loaded_batch_unpin(PyObject *pin) {
     Py_DECREF(pin);
 }
 
-/* next() -> (epoch, index, tokens, legal, counts, target, value, policy_target|None,
- * positions, LoadedBatch), or None when the epoch is exhausted. */
-static PyObject *Loader_next(LoaderObject *self, PyObject *unused) {
+/* next(batch_class) -> (epoch, index, batch, positions), or None when the epoch is
+ * exhausted: batch, an instance of batch_class (a subclass of _core.Batch) whose fields
+ * are read-only views of the slot and which holds the slot's mk_batch. */
+static PyObject *Loader_next(LoaderObject *self, PyObject *cls) {
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &mk_batch_type)) {
+        PyErr_Format(PyExc_TypeError, "Loader.next: batch_class must be a subclass of "
+                     "manaka._core.Batch, got %R", cls);
+        return NULL;
+    }
     if (enter(self) < 0) return NULL;
     const mk_loader_batch *lb = NULL;
     int end = 0;
@@ -385,12 +342,12 @@ static PyObject *Loader_next(LoaderObject *self, PyObject *unused) {
     const mk_batch *b = &lb->batch;
     npy_intp B = b->B, L = b->L;
     npy_intp tok_dims[3] = {B, 2, self->tokens_per_side}, mat[2] = {B, L}, row[1] = {B};
-    LoadedBatchObject *h = PyObject_New(LoadedBatchObject, &LoadedBatchType);
+    mk_batch_object *h = (mk_batch_object *)((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 0);
     if (!h) return NULL;
-    h->loader = (LoaderObject *)Py_NewRef((PyObject *)self);
+    h->loader = Py_NewRef((PyObject *)self);
     h->serial = self->serial;
     h->batch = *b;
-    PyObject **v = h->views;
+    PyObject **v = h->field;
     v[0] = view(self, 3, tok_dims, NPY_INT32, b->tokens);
     v[1] = view(self, 2, mat, NPY_INT32, b->legal);
     v[2] = view(self, 1, row, NPY_INT32, b->counts);
@@ -405,8 +362,8 @@ static PyObject *Loader_next(LoaderObject *self, PyObject *unused) {
         Py_DECREF(h);
         return NULL;
     }
-    return Py_BuildValue("LLOOOOOONN", (long long)lb->epoch, (long long)lb->index, v[0], v[1],
-                         v[2], v[3], v[4], v[5] ? v[5] : Py_None, positions, (PyObject *)h);
+    return Py_BuildValue("LLNN", (long long)lb->epoch, (long long)lb->index, (PyObject *)h,
+                         positions);
 }
 
 static PyObject *Loader_stats(LoaderObject *self, PyObject *unused) {
@@ -430,9 +387,9 @@ static PyObject *Loader_num_batches(LoaderObject *self, void *closure) {
 static PyMethodDef Loader_methods[] = {
     {"start", (PyCFunction)Loader_start, METH_VARARGS,
      "start(epoch, first_batch): (re)start the producers at that batch of that epoch."},
-    {"next", (PyCFunction)Loader_next, METH_NOARGS,
-     "next() -> (epoch, index, tokens, legal, counts, target, value, policy_target, positions, "
-     "LoadedBatch) or None at the end of the epoch. Recycles the previous batch's buffers."},
+    {"next", (PyCFunction)Loader_next, METH_O,
+     "next(batch_class) -> (epoch, index, batch, positions) or None at the end of the epoch. "
+     "Recycles the previous batch's buffers."},
     {"stop", (PyCFunction)Loader_stop, METH_NOARGS, "stop(): stop and join the producers."},
     {"stats", (PyCFunction)Loader_stats, METH_NOARGS, "stats() -> dict"},
     {NULL, NULL, 0, NULL},
@@ -456,7 +413,6 @@ static PyTypeObject LoaderType = {
 };
 
 int mk_init_loader(PyObject *module) {
-    if (PyType_Ready(&LoaderType) < 0 || PyType_Ready(&LoadedBatchType) < 0) return -1;
-    if (PyModule_AddObjectRef(module, "LoadedBatch", (PyObject *)&LoadedBatchType) < 0) return -1;
+    if (PyType_Ready(&LoaderType) < 0) return -1;
     return PyModule_AddObjectRef(module, "Loader", (PyObject *)&LoaderType);
 }

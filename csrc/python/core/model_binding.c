@@ -395,8 +395,11 @@ static PyObject *model_write(mk_model_object *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-int mk_model_batch_begin(mk_model_object *self, const char *op) {
-    if (mk_model_acquire(self, op) < 0) return -2;
+int mk_model_batch_begin(mk_model_object *self, const char *op, PyObject *obj, int with_targets,
+                         mk_batch_hold *hold, mk_batch *batch) {
+    const char *device = mk_model_backend(self->model)->name;
+    if (mk_batch_take(op, obj, with_targets, device, hold, batch) < 0) return -2;
+    if (mk_model_acquire(self, op) < 0) return mk_batch_release(hold), -2;
     int slot = mk_model_next_slot(self->model);
     if (slot < 0 || !self->keep[slot]) return slot;
     mk_status status;
@@ -405,121 +408,68 @@ int mk_model_batch_begin(mk_model_object *self, const char *op) {
     Py_END_ALLOW_THREADS;
     if (status != MK_OK) {
         mk_model_release(self);
+        mk_batch_release(hold);
         return mk_raise_status(status), -2;
     }
     Py_CLEAR(self->keep[slot]);
     return slot;
 }
 
-void mk_model_batch_end(mk_model_object *self, int slot, PyObject *holder) {
-    if (slot >= 0 && holder) Py_XSETREF(self->keep[slot], Py_NewRef(holder));
+void mk_model_batch_end(mk_model_object *self, int slot, mk_batch_hold *hold) {
+    if (slot >= 0 && hold->owner) Py_XSETREF(self->keep[slot], Py_NewRef(hold->owner));
     mk_model_release(self);
+    mk_batch_release(hold);
 }
 
-/* forward on a converted batch; `holder` keeps a device batch's arrays (else NULL). */
-static PyObject *run_forward(mk_model_object *self, const char *op, const mk_batch *batch,
-                             PyObject *holder) {
-    PyObject *logits = NULL, *value = NULL;
-    npy_intp dims[2] = {(npy_intp)batch->B, (npy_intp)batch->L};
-    if (batch->B < 0 || batch->L < 0) dims[0] = dims[1] = 0; /* the check reports it */
-    if (!(logits = PyArray_SimpleNew(2, dims, NPY_FLOAT32)) ||
-        !(value = PyArray_SimpleNew(1, dims, NPY_FLOAT32)))
-        goto fail;
-    int slot = mk_model_batch_begin(self, op);
-    if (slot < -1) goto fail;
-    mk_status status;
-    Py_BEGIN_ALLOW_THREADS;
-    status = mk_model_forward(self->model, batch, PyArray_DATA((PyArrayObject *)logits),
-                              PyArray_DATA((PyArrayObject *)value));
-    Py_END_ALLOW_THREADS;
-    mk_model_batch_end(self, slot, holder);
-    if (status != MK_OK) {
-        mk_raise_status(status);
-        goto fail;
+/* forward(batch) -> (logits, value): reads tokens, legal and counts of a _core.Batch. */
+static PyObject *model_forward(mk_model_object *self, PyObject *obj) {
+    REQUIRE_MODEL(self, NULL);
+    mk_batch_hold hold;
+    mk_batch batch;
+    int slot = mk_model_batch_begin(self, "Model.forward", obj, 0, &hold, &batch);
+    if (slot < -1) return NULL;
+    int bad = batch.B < 0 || batch.L < 0; /* the check reports it */
+    npy_intp dims[2] = {bad ? 0 : (npy_intp)batch.B, bad ? 0 : (npy_intp)batch.L};
+    PyObject *logits = PyArray_SimpleNew(2, dims, NPY_FLOAT32);
+    PyObject *value = logits ? PyArray_SimpleNew(1, dims, NPY_FLOAT32) : NULL;
+    mk_status status = MK_OK;
+    if (value) {
+        Py_BEGIN_ALLOW_THREADS;
+        status = mk_model_forward(self->model, &batch, PyArray_DATA((PyArrayObject *)logits),
+                                  PyArray_DATA((PyArrayObject *)value));
+        Py_END_ALLOW_THREADS;
     }
-    return Py_BuildValue("NN", logits, value);
-fail:
+    mk_model_batch_end(self, slot, &hold);
+    if (value && status == MK_OK) return Py_BuildValue("NN", logits, value);
+    if (value) mk_raise_status(status);
     Py_XDECREF(logits);
     Py_XDECREF(value);
     return NULL;
 }
 
-static PyObject *model_forward(mk_model_object *self, PyObject *args) {
-    REQUIRE_MODEL(self, NULL);
-    static const char op[] = "Model.forward";
-    PyObject *tokens, *legal, *counts, *loaded = NULL;
-    if (!PyArg_ParseTuple(args, "OOO|O", &tokens, &legal, &counts, &loaded)) return NULL;
-    mk_batch_args held;
-    mk_batch batch;
-    if (mk_batch_from_args(op, tokens, legal, counts, NULL, NULL, NULL, loaded, &held, &batch) < 0)
-        return NULL;
-    PyObject *out = run_forward(self, op, &batch, NULL);
-    mk_batch_args_release(&held);
-    return out;
-}
-
-/* forward_device(holder): the same on a manaka._cuda._DeviceBatch, read in place. */
-static PyObject *model_forward_device(mk_model_object *self, PyObject *holder) {
-    REQUIRE_MODEL(self, NULL);
-    static const char op[] = "Model.forward";
-    mk_batch batch;
-    if (mk_batch_from_device(op, holder, &batch) < 0) return NULL;
-    return run_forward(self, op, &batch, holder);
-}
-
-static PyObject *run_loss_and_grad(mk_model_object *self, const char *op, const mk_batch *batch,
-                                   double value_weight, PyObject *holder) {
-    PyObject *stats = NULL; /* mk_model_loss_and_grad checks value_weight */
-    npy_intp dims[1] = {MK_STAT_COUNT};
-    if (!(stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0))) goto fail;
-    int slot = mk_model_batch_begin(self, op);
-    if (slot < -1) goto fail;
-    mk_status status;
-    Py_BEGIN_ALLOW_THREADS;
-    status = mk_model_loss_and_grad(self->model, batch, (float)value_weight,
-                                    PyArray_DATA((PyArrayObject *)stats));
-    Py_END_ALLOW_THREADS;
-    mk_model_batch_end(self, slot, holder);
-    if (status != MK_OK) {
-        mk_raise_status(status);
-        goto fail;
-    }
-    return stats;
-fail:
-    Py_XDECREF(stats);
-    return NULL;
-}
-
-/* loss_and_grad(tokens, legal, counts, target, value, policy_target, value_weight) -> stats
- * (float32 [MK_STAT_COUNT]); gradients stay in the model, read with read(name, True). */
+/* loss_and_grad(batch, value_weight) -> stats (float32 [MK_STAT_COUNT]); gradients stay in
+ * the model, read with read(name, True). mk_model_loss_and_grad checks value_weight. */
 static PyObject *model_loss_and_grad(mk_model_object *self, PyObject *args) {
     REQUIRE_MODEL(self, NULL);
-    static const char op[] = "Model.loss_and_grad";
-    PyObject *tokens, *legal, *counts, *target, *value, *soft, *loaded = NULL;
+    PyObject *obj, *stats;
     double value_weight;
-    if (!PyArg_ParseTuple(args, "OOOOOOd|O", &tokens, &legal, &counts, &target, &value, &soft,
-                          &value_weight, &loaded))
-        return NULL;
-    mk_batch_args held;
+    mk_batch_hold hold;
     mk_batch batch;
-    if (mk_batch_from_args(op, tokens, legal, counts, target, value, soft, loaded, &held, &batch) < 0)
+    npy_intp dims[1] = {MK_STAT_COUNT};
+    if (!PyArg_ParseTuple(args, "Od", &obj, &value_weight) ||
+        !(stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0)))
         return NULL;
-    PyObject *out = run_loss_and_grad(self, op, &batch, value_weight, NULL);
-    mk_batch_args_release(&held);
-    return out;
-}
-
-/* loss_and_grad_device(holder, value_weight): the same on a _DeviceBatch, read in place. */
-static PyObject *model_loss_and_grad_device(mk_model_object *self, PyObject *args) {
-    REQUIRE_MODEL(self, NULL);
-    static const char op[] = "Model.loss_and_grad";
-    PyObject *holder;
-    double value_weight;
-    mk_batch batch;
-    if (!PyArg_ParseTuple(args, "Od", &holder, &value_weight) ||
-        mk_batch_from_device(op, holder, &batch) < 0)
-        return NULL;
-    return run_loss_and_grad(self, op, &batch, value_weight, holder);
+    int slot = mk_model_batch_begin(self, "Model.loss_and_grad", obj, 1, &hold, &batch);
+    if (slot < -1) return Py_DECREF(stats), NULL;
+    mk_status status;
+    Py_BEGIN_ALLOW_THREADS;
+    status = mk_model_loss_and_grad(self->model, &batch, (float)value_weight,
+                                    PyArray_DATA((PyArrayObject *)stats));
+    Py_END_ALLOW_THREADS;
+    mk_model_batch_end(self, slot, &hold);
+    if (status == MK_OK) return stats;
+    Py_DECREF(stats);
+    return mk_raise_status(status);
 }
 
 static PyObject *model_backend(mk_model_object *self, void *closure) {
@@ -565,9 +515,6 @@ static PyMethodDef module_functions[] = {
     {"check_model_config", (PyCFunction)(void (*)(void))py_check_model_config,
      METH_VARARGS | METH_KEYWORDS,
      "check_model_config(num_tokens, ..., hidden, head_width) -> the fields as Python ints"},
-    {"check_batch", mk_py_check_batch, METH_VARARGS,
-     "check_batch(op, num_tokens, num_moves, tokens_per_side, tokens, legal, counts, target, "
-     "value, policy_target) -> None, or Model.loss_and_grad's error for this batch"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -580,15 +527,10 @@ static PyMethodDef model_methods[] = {
      "address(name) -> (pointer, shape) of the live parameter in the backend's memory."},
     {"read", (PyCFunction)model_read, METH_VARARGS, "read(name, grad=False): a copy."},
     {"write", (PyCFunction)model_write, METH_VARARGS, "write(name, array): set a parameter."},
-    {"forward", (PyCFunction)model_forward, METH_VARARGS,
-     "forward(tokens, legal, counts, loaded=None); loaded: the batch's _core.LoadedBatch."},
+    {"forward", (PyCFunction)model_forward, METH_O,
+     "forward(batch) -> (logits, value) for a _core.Batch."},
     {"loss_and_grad", (PyCFunction)model_loss_and_grad, METH_VARARGS,
-     "loss_and_grad(tokens, legal, counts, target, value, policy_target, value_weight, "
-     "loaded=None)."},
-    {"forward_device", (PyCFunction)model_forward_device, METH_O,
-     "forward_device(device_batch): forward on a manaka._cuda._DeviceBatch."},
-    {"loss_and_grad_device", (PyCFunction)model_loss_and_grad_device, METH_VARARGS,
-     "loss_and_grad_device(device_batch, value_weight)."},
+     "loss_and_grad(batch, value_weight) -> stats; the gradients stay in the model."},
     {"arena_bytes_for", (PyCFunction)model_arena_bytes_for, METH_VARARGS,
      "arena_bytes_for(B, L) -> (bytes, scratch): the arena a step on (B, L) allocates."},
     {NULL, NULL, 0, NULL},
@@ -625,5 +567,6 @@ int mk_init_model(PyObject *module) {
     if (PyType_Ready(&mk_model_type) < 0) return -1;
     if (PyModule_AddObjectRef(module, "Model", (PyObject *)&mk_model_type) < 0) return -1;
     if (PyModule_AddFunctions(module, module_functions) < 0) return -1;
+    if (mk_init_batch(module) < 0) return -1;
     return mk_init_trainer(module);
 }

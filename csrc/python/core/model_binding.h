@@ -9,9 +9,9 @@
 
 /* _core.Model. `busy` is set (under the GIL) while a call runs without the GIL, so a second
  * thread using the same model gets an error instead of a data race. `keep[slot]` holds the
- * GPU arrays of the device batch that last read that batch slot (manaka._cuda's
- * _DeviceBatch) until that step has finished on the device: the caller may drop its
- * arrays as soon as step() returns. */
+ * owner of the device arrays of the on-device Batch that last read that batch slot (for
+ * manaka._cuda.device_batch's, its _DeviceBatch) until that step has finished on the
+ * device: the caller may drop its arrays as soon as step() returns. */
 typedef struct {
     PyObject_HEAD
     mk_model *model;
@@ -25,52 +25,58 @@ extern PyTypeObject mk_model_type;
 int mk_model_acquire(mk_model_object *self, const char *op);
 void mk_model_release(mk_model_object *self);
 
-/* What a batch argument holds while a call reads it: the arrays it was converted to, or
- * the loader pinned (a loader's batch, read in its slot). Released with
- * mk_batch_args_release. */
+/* _core.Batch (batch_binding.c): one batch, as every model and trainer entry takes it.
+ * `field`: tokens, legal, counts, target, value, policy_target (NULL: absent), NumPy
+ * arrays converted to int32 / float32, or GPU arrays as given. `loader` (a _core.Loader)
+ * while the fields are the views of the slot `batch` it made (serial: the loader's serial
+ * then); `owner` for a batch whose arrays are in a device backend's memory, `batch`
+ * pointing at them, kept alive by it. */
+enum { MK_BATCH_FIELDS = 6 };
 typedef struct {
-    PyArrayObject *a[6];
-    PyObject *pin;
-} mk_batch_args;
+    PyObject_HEAD
+    PyObject *field[MK_BATCH_FIELDS];
+    PyObject *loader;
+    uint64_t serial;
+    PyObject *owner;
+    mk_batch batch;
+} mk_batch_object;
 
-/* Converts (tokens, legal, counts[, target, value, policy_target]) into `batch`, checking
- * dtypes, dimensions and that shapes agree. target/value may be NULL (forward only);
- * policy_target may be None. Range checks are mk_batch_check's job (in C, on any path).
- *
- * `loaded` (NULL or None: none) is the _core.LoadedBatch of a manaka.Batch the loader made:
- * when the arrays are still its own views and its slot is still held (mk_loaded_batch),
- * `batch` is the slot's, as its producer checked it, and nothing is converted or copied;
- * else the arrays are converted as any others. */
-int mk_batch_from_args(const char *op, PyObject *tokens, PyObject *legal, PyObject *counts,
-                       PyObject *target, PyObject *value, PyObject *policy_target,
-                       PyObject *loaded, mk_batch_args *held, mk_batch *batch);
-void mk_batch_args_release(mk_batch_args *held);
+extern PyTypeObject mk_batch_type;
 
-/* _core.check_batch (batch_binding.c): Model.loss_and_grad's conversion and checks of a
- * host batch, for a loss computed elsewhere. */
-PyObject *mk_py_check_batch(PyObject *self, PyObject *args);
+/* What a call holds while it reads a batch: private copies of the host arrays, the loader
+ * pinned (its slot read in place), or the owner of device arrays. */
+typedef struct {
+    PyArrayObject *a[MK_BATCH_FIELDS];
+    PyObject *pin, *owner;
+} mk_batch_hold;
 
-/* loader_binding.c: 1 and *batch = the slot's mk_batch (only the fields given non-NULL),
- * with the loader pinned in *pin (no next() or start() until mk_loaded_batch_unpin), when
- * `handle` is a current _core.LoadedBatch and given[] (tokens, legal, counts, target, value,
- * policy_target; NULL = not read by this call, None = absent) are its own views, unchanged;
- * 0 when not (stale, or a field replaced or reshaped); -1 with TypeError when `handle` is
- * not a LoadedBatch. */
-int mk_loaded_batch(PyObject *handle, PyObject *const given[6], mk_batch *batch, PyObject **pin);
+/* The mk_batch a call reads from `obj` (a TypeError naming `op` unless a _core.Batch):
+ * an on-device batch's struct; a loader's slot while mk_loaded_batch vouches for it; else
+ * private copies of the index arrays, the float arrays in place, shapes compared (GPU
+ * arrays here are a TypeError naming `device`, the model's). with_targets = 0: tokens,
+ * legal and counts only. Range checks are mk_batch_check's (in C, on any path). Release
+ * with mk_batch_release. */
+int mk_batch_take(const char *op, PyObject *obj, int with_targets, const char *device,
+                  mk_batch_hold *hold, mk_batch *out);
+void mk_batch_release(mk_batch_hold *hold);
+
+/* loader_binding.c: 1 and *out = the slot's mk_batch, with the loader pinned in *pin (no
+ * next() or start() until mk_loaded_batch_unpin), when b's slot is still the one the
+ * consumer holds and its fields are its views, unchanged in place; 0 when not. */
+int mk_loaded_batch(mk_batch_object *b, mk_batch *out, PyObject **pin);
+int mk_loaded_batch_current(mk_batch_object *b);
 void mk_loaded_batch_unpin(PyObject *pin);
+int mk_init_batch(PyObject *module);
 
-/* A batch whose arrays are on the device, from a _DeviceBatch's `batch`: a capsule named
- * MK_BATCH_CAPSULE (a TypeError for anything else) of the mk_batch that
- * manaka._cuda.device_batch parsed; on_device = 1, and it is checked on the device. */
-int mk_batch_from_device(const char *op, PyObject *holder, mk_batch *batch);
-
-/* Around a call that stages a batch: batch_begin acquires the model, waits for the step
- * that last read the slot the call will take and releases that step's device arrays;
- * returns the slot (-1 on a host-memory backend), or -2 with an exception set and the
- * model not acquired. batch_end keeps `holder` (NULL for a host batch) for that slot and
- * releases the model. */
-int mk_model_batch_begin(mk_model_object *self, const char *op);
-void mk_model_batch_end(mk_model_object *self, int slot, PyObject *holder);
+/* Around a call that reads the batch `obj` with the GIL released: batch_begin takes it
+ * (mk_batch_take: *batch, held in *hold), acquires the model, waits for the step that last
+ * read the slot the call will take and releases that step's device arrays; returns the
+ * slot (-1 on a host-memory backend), or -2 with an exception set and nothing held.
+ * batch_end keeps an on-device batch's owner for that slot (the step may still read its
+ * arrays), then releases the model and the batch. */
+int mk_model_batch_begin(mk_model_object *self, const char *op, PyObject *obj, int with_targets,
+                         mk_batch_hold *hold, mk_batch *batch);
+void mk_model_batch_end(mk_model_object *self, int slot, mk_batch_hold *hold);
 
 /* The model's tensor named `name` (its position in *index when index is not NULL), or
  * NULL with a KeyError naming `op`. */

@@ -245,97 +245,55 @@ static PyObject *trainer_config(trainer_object *self, PyObject *unused) {
                          "value_weight", c->value_weight);
 }
 
-/* One step on a converted batch; `holder` keeps a device batch's arrays (else NULL).
- * Returns (stats, step): the step's number is read while the model is still held, so it is
- * this step's even when another thread steps or loads a state right after (a device Stats
- * fetches the stats of exactly that step). */
-static PyObject *run_step(trainer_object *self, const char *op, const mk_batch *batch,
-                          PyObject *holder) {
-    PyObject *stats = NULL;
+/* step(batch) -> (stats, step): stats float32 [MK_STAT_COUNT], or None on a device backend
+ * (the stats stay on the device: read_stats(step) fetches them); step, the 1-based number
+ * of this step, read while the model is still held, so it is this step's even when
+ * another thread steps or loads a state right after (a device Stats fetches the stats of
+ * exactly that step). */
+static PyObject *trainer_step(trainer_object *self, PyObject *obj) {
+    REQUIRE_TRAINER(self, NULL);
+    mk_batch_hold hold;
+    mk_batch batch;
     npy_intp dims[1] = {MK_STAT_COUNT};
-    if (!(stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0))) goto fail;
-    int slot = mk_model_batch_begin(self->model, op);
-    if (slot < -1) goto fail;
+    PyObject *stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0);
+    int slot = stats ? mk_model_batch_begin(self->model, "Trainer.step", obj, 1, &hold, &batch)
+                     : -2;
+    if (slot < -1) return Py_XDECREF(stats), NULL;
     mk_status status;
     int64_t step;
     Py_BEGIN_ALLOW_THREADS;
-    status = mk_trainer_step(self->trainer, batch, PyArray_DATA((PyArrayObject *)stats));
+    status = mk_trainer_step(self->trainer, &batch, PyArray_DATA((PyArrayObject *)stats));
     step = mk_trainer_step_count(self->trainer);
     Py_END_ALLOW_THREADS;
-    mk_model_batch_end(self->model, slot, holder);
-    if (status != MK_OK) {
-        mk_raise_status(status);
-        goto fail;
-    }
+    mk_model_batch_end(self->model, slot, &hold);
+    if (status != MK_OK) return Py_DECREF(stats), mk_raise_status(status);
     if (!mk_model_backend(self->model->model)->host_memory) Py_SETREF(stats, Py_NewRef(Py_None));
     return Py_BuildValue("(NL)", stats, (long long)step);
-fail:
-    Py_XDECREF(stats);
-    return NULL;
-}
-
-/* A training batch from the host arrays (tokens, legal, counts, target, value,
- * policy_target, loaded=None) of step() and backward(): 0, or -1 with an exception. */
-static int training_batch(const char *op, PyObject *args, mk_batch_args *held, mk_batch *batch) {
-    PyObject *tokens, *legal, *counts, *target, *value, *soft, *loaded = NULL;
-    if (!PyArg_ParseTuple(args, "OOOOOO|O", &tokens, &legal, &counts, &target, &value, &soft,
-                          &loaded))
-        return -1;
-    return mk_batch_from_args(op, tokens, legal, counts, target, value, soft, loaded, held, batch);
-}
-
-/* step(tokens, legal, counts, target, value, policy_target) -> (stats, step): stats float32
- * [MK_STAT_COUNT], or None on a device backend (the stats stay on the device:
- * read_stats(step) fetches them); step, the 1-based number of this step. */
-static PyObject *trainer_step(trainer_object *self, PyObject *args) {
-    REQUIRE_TRAINER(self, NULL);
-    static const char op[] = "Trainer.step";
-    mk_batch_args held;
-    mk_batch batch;
-    if (training_batch(op, args, &held, &batch) < 0) return NULL;
-    PyObject *out = run_step(self, op, &batch, NULL);
-    mk_batch_args_release(&held);
-    return out;
-}
-
-/* step_device(holder): the same on a manaka._cuda._DeviceBatch, read in place. */
-static PyObject *trainer_step_device(trainer_object *self, PyObject *holder) {
-    REQUIRE_TRAINER(self, NULL);
-    static const char op[] = "Trainer.step";
-    mk_batch batch;
-    if (mk_batch_from_device(op, holder, &batch) < 0) return NULL;
-    return run_step(self, op, &batch, holder);
 }
 
 /* ------------------------------------------------------------ the step in two halves
  * (mk_trainer_backward / mk_trainer_apply; manaka/distributed.py exchanges between them). */
 
-/* backward(tokens, legal, counts, target, value, policy_target, loaded=None) -> (stats, rows):
- * stats float32 [MK_STAT_COUNT] (on every backend), rows the number of pair-table rows the
- * batch names (their ids and gradient rows: pair_rows()). */
-static PyObject *trainer_backward(trainer_object *self, PyObject *args) {
+/* backward(batch) -> (stats, rows): stats float32 [MK_STAT_COUNT] (on every backend), rows
+ * the number of pair-table rows the batch names (their ids and gradient rows: pair_rows()). */
+static PyObject *trainer_backward(trainer_object *self, PyObject *obj) {
     REQUIRE_TRAINER(self, NULL);
-    static const char op[] = "Trainer.step";
-    mk_batch_args held;
+    mk_batch_hold hold;
     mk_batch batch;
-    if (training_batch(op, args, &held, &batch) < 0) return NULL;
     npy_intp dims[1] = {MK_STAT_COUNT};
-    PyObject *stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0), *out = NULL;
-    int slot = stats ? mk_model_batch_begin(self->model, op) : -2;
-    if (slot >= -1) {
-        mk_status status;
-        int64_t rows = 0;
-        Py_BEGIN_ALLOW_THREADS;
-        status = mk_trainer_backward(self->trainer, &batch, PyArray_DATA((PyArrayObject *)stats),
-                                     &rows);
-        Py_END_ALLOW_THREADS;
-        mk_model_batch_end(self->model, slot, NULL);
-        if (status != MK_OK) mk_raise_status(status);
-        else out = Py_BuildValue("(OL)", stats, (long long)rows);
-    }
-    Py_XDECREF(stats);
-    mk_batch_args_release(&held);
-    return out;
+    PyObject *stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0);
+    int slot = stats ? mk_model_batch_begin(self->model, "Trainer.step", obj, 1, &hold, &batch)
+                     : -2;
+    if (slot < -1) return Py_XDECREF(stats), NULL;
+    mk_status status;
+    int64_t rows = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    status = mk_trainer_backward(self->trainer, &batch, PyArray_DATA((PyArrayObject *)stats),
+                                 &rows);
+    Py_END_ALLOW_THREADS;
+    mk_model_batch_end(self->model, slot, &hold);
+    if (status != MK_OK) return Py_DECREF(stats), mk_raise_status(status);
+    return Py_BuildValue("(NL)", stats, (long long)rows);
 }
 
 /* A device buffer as a __cuda_array_interface__ dict (version 3, no stream: the backward
@@ -622,13 +580,9 @@ static PyObject *trainer_flush(trainer_object *self, PyObject *unused) {
 static PyMethodDef trainer_methods[] = {
     {"flush", (PyCFunction)trainer_flush, METH_NOARGS,
      "catches every pair-table row up to the current step (sparse / lazy updates)"},
-    {"step", (PyCFunction)trainer_step, METH_VARARGS,
-     "step(tokens, legal, counts, target, value, policy_target, loaded=None)."},
-    {"step_device", (PyCFunction)trainer_step_device, METH_O,
-     "step_device(device_batch): a step on a manaka._cuda._DeviceBatch, read in place."},
+    {"step", (PyCFunction)trainer_step, METH_O, "step(batch) -> (stats or None, step)."},
     {"read_stats", (PyCFunction)trainer_read_stats, METH_O, NULL},
-    {"backward", (PyCFunction)trainer_backward, METH_VARARGS,
-     "backward(tokens, legal, counts, target, value, policy_target, loaded=None) -> (stats, rows)"},
+    {"backward", (PyCFunction)trainer_backward, METH_O, "backward(batch) -> (stats, rows)"},
     {"dense_grads", (PyCFunction)trainer_dense_grads, METH_NOARGS, NULL},
     {"pair_rows", (PyCFunction)trainer_pair_rows, METH_O, NULL},
     {"apply", (PyCFunction)trainer_apply, METH_VARARGS,

@@ -8,11 +8,13 @@
  * `stream` is waited for on it, and a manaka.DeviceArray (written by manaka's ops on the
  * legacy default stream) makes it wait for the legacy stream.
  *
- * The returned _DeviceBatch holds every producer (and consumed DLPack tensor) until it is
- * released: the model binding keeps it until the step that reads it has finished. After
- * the step is queued, order_after makes producers that named a CAI stream wait for it.
- * manaka._core reads the batch from its `batch`: a capsule named MK_BATCH_CAPSULE of the
- * mk_batch (core/batch.h) held here, which keeps this object alive. */
+ * It returns a manaka._core.Batch with on_device set, made by _core.Batch._in_place from a
+ * _DeviceBatch: the holder of every producer (and consumed DLPack tensor), which the Batch
+ * keeps as its `owner` and the model binding until the step that reads it has finished.
+ * After the step is queued, owner.order_after makes producers that named a CAI stream
+ * wait for it. _core reads the struct from the holder's `batch`: a capsule named
+ * MK_BATCH_CAPSULE of the mk_batch (core/batch.h) held here, which keeps this object
+ * alive; the two extensions share no other layout. */
 #include "cuda_binding.h"
 #include "core/batch.h"
 
@@ -103,8 +105,11 @@ static int attach_all(device_batch_object *self, const char *op, void *stream) {
     return 0;
 }
 
+static PyObject *core_batch_type; /* manaka._core.Batch */
+
 /* device_batch(op, stream, tokens, legal, counts, target=None, value=None,
- * policy_target=None) -> _DeviceBatch. `stream`: the model's copy stream (an int). */
+ * policy_target=None) -> a _core.Batch on the device. `stream`: the model's copy stream
+ * (an int). */
 static PyObject *py_device_batch(PyObject *module, PyObject *args) {
     const char *op;
     unsigned long long stream_value;
@@ -134,7 +139,9 @@ static PyObject *py_device_batch(PyObject *module, PyObject *args) {
                              .tokens = a[0].ptr, .legal = a[1].ptr, .counts = a[2].ptr,
                              .target = a[3].ptr, .value = a[4].ptr, .policy_target = a[5].ptr,
                              .on_device = 1};
-    return (PyObject *)self;
+    PyObject *batch = PyObject_CallMethod(core_batch_type, "_in_place", "sO", op, self);
+    Py_DECREF(self);
+    return batch;
 fail:
     Py_DECREF(self);
     return NULL;
@@ -147,5 +154,10 @@ static PyMethodDef batch_methods[] = {
 
 int mk_init_cuda_batch(PyObject *module) {
     if (PyType_Ready(&device_batch_type) < 0) return -1;
+    PyObject *core = PyImport_ImportModule("manaka._core");
+    if (!core) return -1;
+    core_batch_type = PyObject_GetAttrString(core, "Batch");
+    Py_DECREF(core);
+    if (!core_batch_type) return -1;
     return PyModule_AddFunctions(module, batch_methods);
 }
