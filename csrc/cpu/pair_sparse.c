@@ -50,13 +50,20 @@ static void catch_up_row(const catch_up *c, int64_t q, int32_t s) {
         for (int64_t i = 0; i < c->P; i++) mk_gap_apply(&r, c->eps, pp + i, m + i, v + i);
         return;
     }
-    uint16_t *m = (uint16_t *)c->m + o, *v = (uint16_t *)c->v + o;
+    uint16_t *restrict m = (uint16_t *)c->m + o, *restrict v = (uint16_t *)c->v + o;
+    float *restrict pp = p;
+    /* element o + i's noise is mk_rounding_noise(seed, o + i): its hash counter runs as a
+     * vector induction, as in adamw_run_bf16 */
+    const uint64_t step = MK_HASH_STEP;
+    uint64_t z = c->seed + ((uint64_t)o + 1) * step;
+#pragma omp simd linear(z : step)
     for (int64_t i = 0; i < c->P; i++) {
         float mi = mk_bf16_to_float(m[i]), vi = mk_bf16_to_float(v[i]);
-        mk_gap_apply(&r, c->eps, p + i, &mi, &vi);
-        uint32_t noise = mk_rounding_noise(c->seed, (uint64_t)(o + i));
-        m[i] = mk_float_to_bf16_stochastic(mi, noise);
-        v[i] = mk_float_to_bf16_stochastic(vi, noise >> 16);
+        mk_gap_apply(&r, c->eps, pp + i, &mi, &vi);
+        uint32_t noise = (uint32_t)hash_mix(z);
+        m[i] = bf16_round_stochastic(mi, noise);
+        v[i] = bf16_round_stochastic(vi, noise >> 16);
+        z += step;
     }
 }
 
