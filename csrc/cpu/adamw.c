@@ -57,7 +57,7 @@ mk_status mk_adamw_bf16_cpu(void *stream, float *p, const float *g, uint16_t *m,
 
 /* PairSums backward fused with AdamW on the pair table (backend.h explains the contract),
  * with fp32 or bf16 moments: the gradient arrives group by group (pair_groups.c) and each
- * group is updated at once by adamw_run / adamw_run_bf16, as the unfused entries above. */
+ * group is updated at once by adamw_run / adamw_run_bf16_long, as the unfused entries above. */
 typedef struct {
     mk_adamw_consts k;
     int64_t P;
