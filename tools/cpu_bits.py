@@ -25,6 +25,15 @@ def digest(name, *arrays):
     out[name] = h.hexdigest()[:16]
 
 
+def _flat(d, prefix=""):
+    """(key, array) pairs of a nested dict of arrays and numbers."""
+    for k, v in d.items():
+        if isinstance(v, dict):
+            yield from _flat(v, f"{prefix}{k}/")
+        elif isinstance(v, (np.ndarray, int, float)):
+            yield f"{prefix}{k}", v
+
+
 rng = np.random.default_rng(1)
 V, D, K, T, P = 2344, 256, 4, 40, 16  # the seed shapes
 emb = rng.standard_normal((V, D)).astype(np.float32) * 0.5
@@ -68,5 +77,18 @@ for mode in ("dense", "sparse"):
     state = model.state_dict()
     digest(f"trainer {mode}: 3 losses", np.float64(losses))
     digest(f"trainer {mode}: parameters", *[state[n] for n in sorted(state)])
+# bf16 pair moments (dense and sparse) and sparse steps over distinct batches, so that rows
+# come back after gaps and the catch-up runs; the moments come from the trainer's state
+batches = [seed_batch(cfg, 256, 600, seed=s) for s in range(3)]
+for mode, dtype in (("dense", "bf16"), ("sparse", "bf16"), ("sparse", "float32"),
+                    ("lazy", "bf16")):
+    model = mk.Model(cfg, seed=0)
+    trainer = mk.Trainer(model, lr=1e-3, pair_update=mode, pair_state_dtype=dtype)
+    losses = [trainer.step(batches[i % 3]).loss for i in range(5)]
+    state = model.state_dict()
+    tstate = trainer.state_dict()
+    digest(f"trainer {mode} {dtype}: 5 losses", np.float64(losses))
+    digest(f"trainer {mode} {dtype}: parameters", *[state[n] for n in sorted(state)])
+    digest(f"trainer {mode} {dtype}: state", *[np.asarray(v) for _, v in sorted(_flat(tstate))])
 for name, h in out.items():
     print(f"{name:40s} {h}")

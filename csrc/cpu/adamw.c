@@ -48,7 +48,7 @@ mk_status mk_adamw_bf16_cpu(void *stream, float *p, const float *g, uint16_t *m,
 #pragma omp parallel for schedule(dynamic, 1) num_threads(mk_threads_for(n))
     for (int64_t c = 0; c < chunks; c++) {
         int64_t i0 = c * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;
-        adamw_run_bf16(&k, p + i0, g + i0, m + i0, v + i0, len, seed, i0);
+        adamw_run_bf16_long(&k, p + i0, g + i0, m + i0, v + i0, len, seed, i0);
     }
     return MK_OK;
 }
@@ -57,7 +57,7 @@ mk_status mk_adamw_bf16_cpu(void *stream, float *p, const float *g, uint16_t *m,
 
 /* PairSums backward fused with AdamW on the pair table (backend.h explains the contract),
  * with fp32 or bf16 moments: the gradient arrives group by group (pair_groups.c) and each
- * group is updated at once by adamw_run / adamw_run_bf16, as the unfused entries above. */
+ * group is updated at once by adamw_run / adamw_run_bf16_long, as the unfused entries above. */
 typedef struct {
     mk_adamw_consts k;
     int64_t P;
@@ -79,7 +79,7 @@ static void update_bf16(void *ctx, int64_t h, const float *acc, const int32_t *t
     (void)touched, (void)n_touched;
     const pair_update *u = ctx;
     int64_t o = mk_num_pairs(h) * u->P;
-    adamw_run_bf16(&u->k, u->p + o, acc, (uint16_t *)u->m + o, (uint16_t *)u->v + o,
+    adamw_run_bf16_long(&u->k, u->p + o, acc, (uint16_t *)u->m + o, (uint16_t *)u->v + o,
                    (h + 1) * u->P, u->seed, o);
 }
 

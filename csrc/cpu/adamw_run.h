@@ -7,6 +7,8 @@
 #include "core/bf16.h"
 #include "core/pair_gap.h"
 
+#include <string.h>
+
 /* ------------------------------------------------------------ the update */
 
 /* One element: p *= decay; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2 (each stored as 0
@@ -27,20 +29,103 @@ static inline void adamw_run(const mk_adamw_consts *k, float *restrict p,
     for (int64_t i = 0; i < n; i++) adamw_one(k, g[i], p + i, m + i, v + i);
 }
 
+/* mk_float_to_bf16_stochastic (core/bf16.h), the same bits for every float and noise, in
+ * fewer vector operations: infinity needs no case of its own (its mantissa is 0, so the
+ * noise's 16 bits cannot carry out of it), only NaN does (made quiet). */
+static inline uint16_t bf16_round_stochastic(float f, uint32_t noise) {
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    uint32_t rounded = (bits + (noise & 0xffffu)) >> 16, quiet_nan = (bits >> 16) | 0x40u;
+    return (bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded;
+}
+
+/* mk_hash64 (core/hash.h) split in two, so that a run's counters are a vector induction
+ * (z_i = seed + (i + 1) * MK_HASH_STEP) instead of one 64-bit multiply per element: the
+ * multiplies are most of the bf16 update's arithmetic. */
+#define MK_HASH_STEP 0x9E3779B97F4A7C15ull
+static inline uint64_t hash_mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* adamw_one with bf16 moments, z the element's hash counter (its noise is hash_mix(z)). */
+static inline void adamw_one_bf16(const mk_adamw_consts *k, float g, float *p, uint16_t *m,
+                                  uint16_t *v, uint64_t z) {
+    float mi = mk_bf16_to_float(*m), vi = mk_bf16_to_float(*v);
+    adamw_one(k, g, p, &mi, &vi);
+    uint32_t noise = (uint32_t)hash_mix(z);
+    *m = bf16_round_stochastic(mi, noise);
+    *v = bf16_round_stochastic(vi, noise >> 16);
+}
+
 /* The same with bf16 moments (backend.h, adamw_bf16): element i of the run is element
  * first + i of the tensor, whose rounding noise is mk_rounding_noise(seed, first + i). */
 static inline void adamw_run_bf16(const mk_adamw_consts *k, float *restrict p,
                                   const float *restrict g, uint16_t *restrict m,
                                   uint16_t *restrict v, int64_t n, uint64_t seed,
                                   int64_t first) {
-#pragma omp simd
+    const uint64_t step = MK_HASH_STEP;
+    uint64_t z = seed + ((uint64_t)first + 1) * step;
+#pragma omp simd linear(z : step)
     for (int64_t i = 0; i < n; i++) {
-        float mi = mk_bf16_to_float(m[i]), vi = mk_bf16_to_float(v[i]);
-        adamw_one(k, g[i], p + i, &mi, &vi);
-        uint32_t noise = mk_rounding_noise(seed, (uint64_t)(first + i));
-        m[i] = mk_float_to_bf16_stochastic(mi, noise);
-        v[i] = mk_float_to_bf16_stochastic(vi, noise >> 16);
+        adamw_one_bf16(k, g[i], p + i, m + i, v + i, z);
+        z += step;
     }
+}
+
+/* adamw_run_bf16 for long runs (the dense update: whole groups of rows, flat chunks), the
+ * same bits. The bf16 update is bound by its arithmetic (the hash, the roundings, the divide
+ * and the square root), not by memory as the fp32 one is, so:
+ * - where AVX-512 is there, 512-bit vectors (GCC's default of 256 leaves half of each
+ *   vector unit unused); the width cannot change the bits, every operation being
+ *   elementwise. Those loops take 32 elements at a time and would run a shorter run's
+ *   elements one by one, so the tail (< 32) goes to adamw_run_bf16;
+ * - blocks of LONG_BLOCK elements, each asking for the lines LONG_AHEAD elements ahead: the
+ *   long loop body keeps too few of the next loads in flight for the hardware to stream
+ *   p, m and v at their bandwidth on its own. */
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#define MK_WIDE_VECTORS __attribute__((target("prefer-vector-width=512"), noinline))
+#else
+#define MK_WIDE_VECTORS __attribute__((noinline))
+#endif
+#define LONG_BLOCK 256
+#define LONG_AHEAD 2048
+
+/* n a multiple of 32 */
+MK_WIDE_VECTORS static void adamw_run_bf16_wide(const mk_adamw_consts *k, float *restrict p,
+                                                const float *restrict g, uint16_t *restrict m,
+                                                uint16_t *restrict v, int64_t n, uint64_t seed,
+                                                int64_t first) {
+    const uint64_t step = MK_HASH_STEP;
+    for (int64_t b = 0; b < n; b += LONG_BLOCK) {
+        const int64_t len = n - b < LONG_BLOCK ? n - b : LONG_BLOCK;
+        if (b + LONG_AHEAD + LONG_BLOCK <= n) {
+            for (int64_t x = 0; x < LONG_BLOCK; x += 16) __builtin_prefetch(p + b + LONG_AHEAD + x, 1);
+            for (int64_t x = 0; x < LONG_BLOCK; x += 32) {
+                __builtin_prefetch(m + b + LONG_AHEAD + x, 1);
+                __builtin_prefetch(v + b + LONG_AHEAD + x, 1);
+            }
+        }
+        uint64_t z = seed + ((uint64_t)(first + b) + 1) * step;
+        float *restrict pb = p + b;
+        const float *restrict gb = g + b;
+        uint16_t *restrict mb = m + b, *restrict vb = v + b;
+#pragma omp simd linear(z : step)
+        for (int64_t i = 0; i < len; i++) {
+            adamw_one_bf16(k, gb[i], pb + i, mb + i, vb + i, z);
+            z += step;
+        }
+    }
+}
+
+static inline void adamw_run_bf16_long(const mk_adamw_consts *k, float *restrict p,
+                                       const float *restrict g, uint16_t *restrict m,
+                                       uint16_t *restrict v, int64_t n, uint64_t seed,
+                                       int64_t first) {
+    const int64_t wide = n & ~(int64_t)31;
+    if (wide) adamw_run_bf16_wide(k, p, g, m, v, wide, seed, first);
+    if (wide < n) adamw_run_bf16(k, p + wide, g + wide, m + wide, v + wide, n - wide, seed, first + wide);
 }
 
 #endif

@@ -51,9 +51,11 @@ mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int6
 #pragma omp parallel num_threads(mk_get_num_threads())
     {
         float *acc = grad ? malloc((size_t)(V * P) * sizeof(float)) : NULL; /* <= V rows a group */
-        /* touched-only mode: which rows of the group some pair names, as a list and a mask */
+        /* touched-only mode: which rows of the group some pair names, as a list and a bit
+         * mask (a group's rows are a few percent named on real data: the mask is scanned
+         * 64 rows at a time) */
         int32_t *list = touched_only ? malloc((size_t)V * sizeof(int32_t)) : NULL;
-        unsigned char *seen = touched_only ? calloc((size_t)V, 1) : NULL;
+        uint64_t *seen = touched_only ? calloc((size_t)(V + 63) / 64, sizeof(uint64_t)) : NULL;
         if ((grad && !acc) || (touched_only && (!list || !seen))) {
 #pragma omp atomic write
             failed = 1;
@@ -76,26 +78,29 @@ mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int6
                 int64_t r = slots[e] / T, j = slots[e] % T;
                 const int32_t *s = sorted + r * T;
                 if (!grad) { /* the rows only */
-                    for (int64_t i = 0; i < j; i++) seen[s[i]] = 1;
+                    for (int64_t i = 0; i < j; i++) seen[s[i] >> 6] |= (uint64_t)1 << (s[i] & 63);
                     continue;
                 }
                 const float *g = grad + r * P;
                 for (int64_t i = 0; i < j; i++) {
                     float *a = acc + (int64_t)s[i] * P;
-                    if (touched_only && !seen[s[i]]) { /* a row's first pair: its sum starts at 0 */
-                        seen[s[i]] = 1;
-                        memset(a, 0, (size_t)P * sizeof(float));
+                    if (touched_only) { /* a row's first pair: its sum starts at 0 */
+                        const uint64_t bit = (uint64_t)1 << (s[i] & 63);
+                        if (!(seen[s[i] >> 6] & bit)) {
+                            seen[s[i] >> 6] |= bit;
+                            memset(a, 0, (size_t)P * sizeof(float));
+                        }
                     }
 #pragma omp simd
                     for (int64_t c = 0; c < P; c++) a[c] += g[c];
                 }
             }
-            if (touched_only) /* the rows in table order (and the mask cleared) */
-                for (int32_t lo = 0; lo <= h; lo++)
-                    if (seen[lo]) {
-                        seen[lo] = 0;
-                        list[touched++] = lo;
-                    }
+            if (touched_only) /* the rows in table order (and the mask cleared), a word at a time */
+                for (int64_t w = 0; w <= h >> 6; w++) {
+                    for (uint64_t bits = seen[w]; bits; bits &= bits - 1)
+                        list[touched++] = (int32_t)(w * 64 + __builtin_ctzll(bits));
+                    seen[w] = 0;
+                }
             if (touched_only && touched == 0) continue; /* h only ever first in its rows */
             fn(ctx, h, grad ? acc : NULL, touched_only ? list : NULL, touched);
         }

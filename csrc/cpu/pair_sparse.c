@@ -50,21 +50,32 @@ static void catch_up_row(const catch_up *c, int64_t q, int32_t s) {
         for (int64_t i = 0; i < c->P; i++) mk_gap_apply(&r, c->eps, pp + i, m + i, v + i);
         return;
     }
-    uint16_t *m = (uint16_t *)c->m + o, *v = (uint16_t *)c->v + o;
+    uint16_t *restrict m = (uint16_t *)c->m + o, *restrict v = (uint16_t *)c->v + o;
+    float *restrict pp = p;
+    /* element o + i's noise is mk_rounding_noise(seed, o + i): its hash counter runs as a
+     * vector induction, as in adamw_run_bf16 */
+    const uint64_t step = MK_HASH_STEP;
+    uint64_t z = c->seed + ((uint64_t)o + 1) * step;
+#pragma omp simd linear(z : step)
     for (int64_t i = 0; i < c->P; i++) {
         float mi = mk_bf16_to_float(m[i]), vi = mk_bf16_to_float(v[i]);
-        mk_gap_apply(&r, c->eps, p + i, &mi, &vi);
-        uint32_t noise = mk_rounding_noise(c->seed, (uint64_t)(o + i));
-        m[i] = mk_float_to_bf16_stochastic(mi, noise);
-        v[i] = mk_float_to_bf16_stochastic(vi, noise >> 16);
+        mk_gap_apply(&r, c->eps, pp + i, &mi, &vi);
+        uint32_t noise = (uint32_t)hash_mix(z);
+        m[i] = bf16_round_stochastic(mi, noise);
+        v[i] = bf16_round_stochastic(vi, noise >> 16);
+        z += step;
     }
 }
 
 #define ROW_CHUNK ((int64_t)1 << 14)
 
 /* How far ahead the row loops prefetch: rows are 64 bytes apart at best, scattered at
- * worst, so the next few rows' lines are asked for while this one is computed. */
-#define AHEAD 4
+ * worst (a batch names a few percent of a group's rows), so the lines of the rows AHEAD
+ * further on are asked for while this one is computed, and their stamps (which decide
+ * whether a row needs the catch-up) STAMP_AHEAD further on: without that, every row
+ * waited for its stamp's line before anything else. */
+#define AHEAD 8
+#define STAMP_AHEAD 16
 static inline void prefetch_row(const catch_up *c, int64_t q) {
     int64_t o = q * c->P;
     size_t w = c->bf16 ? 2 : 4;
@@ -80,7 +91,12 @@ static void catch_up_group(void *ctx, int64_t h, const float *acc, const int32_t
     const int64_t first = mk_num_pairs(h);
     for (int32_t x = 0; x < n_touched; x++) {
         const int64_t q = first + touched[x];
-        if (x + AHEAD < n_touched) prefetch_row(c, first + touched[x + AHEAD]);
+        if (x + STAMP_AHEAD < n_touched) __builtin_prefetch(c->stamps + first + touched[x + STAMP_AHEAD], 1);
+        if (x + AHEAD < n_touched) { /* only a row that will be caught up: on real data most
+                                      * rows a batch names were named by the step before */
+            const int64_t qa = first + touched[x + AHEAD];
+            if (c->stamps[qa] != c->now) prefetch_row(c, qa);
+        }
         if (c->stamps[q] != c->now) {
             catch_up_row(c, q, c->stamps[q]);
             c->stamps[q] = c->now;
@@ -138,6 +154,7 @@ static void update_touched(void *ctx, int64_t h, const float *acc, const int32_t
     for (int32_t x = 0; x < n_touched; x++) {
         const int64_t q = first + touched[x], o = q * u->P;
         const float *g = acc + (int64_t)touched[x] * u->P;
+        if (x + STAMP_AHEAD < n_touched) __builtin_prefetch(u->stamps + first + touched[x + STAMP_AHEAD], 1);
         if (x + AHEAD < n_touched) {
             const int64_t oa = (first + touched[x + AHEAD]) * u->P;
             __builtin_prefetch(u->p + oa, 1);
