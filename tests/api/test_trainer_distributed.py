@@ -31,6 +31,19 @@ def spawn(tmp_path, world, updates, kill=-1, how="exit", model_seed=3, timeout=2
     return seed, codes, errors
 
 
+def assert_adam_close(got, want, what):
+    """Equal to a reordered float sum of the gradients. Adam's step is ~lr per element whatever
+    the gradient's size, so a reordered sum moves almost every parameter by a few ulps of lr
+    (atol 2e-6 = lr / 10,000); but where an element's gradient terms cancel to about eps, its
+    normalised step m / (sqrt(v) + eps) follows the sum's last bits, and such an element may
+    move further. So: every element within lr / 20 (a sign flip would be ~2 lr), and at most
+    1 % of them (at least one) beyond the tight bound."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    off = np.abs(got - want) > 2e-6 + 1e-5 * np.abs(want)
+    assert np.abs(got - want).max(initial=0) <= workers.LR / 20, (what, np.abs(got - want).max())
+    assert off.sum() <= max(1, off.size // 100), (what, int(off.sum()), off.size)
+
+
 @pytest.fixture(autouse=True)
 def one_thread(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
@@ -50,9 +63,7 @@ def test_ranks_agree_bitwise_and_with_one_process(tmp_path, world, updates):
         want, losses = workers.one_process(world, update, seed)
         for name, p in want.items():
             assert not np.array_equal(p, start[name]), f"{name} did not train"
-            # Adam's step is ~lr per element whatever the gradient's size, so a reordered
-            # float sum moves a parameter by at most a few ulps of lr
-            np.testing.assert_allclose(ranks[0][name], p, rtol=1e-5, atol=2e-6, err_msg=f"{update}: {name}")
+            assert_adam_close(ranks[0][name], p, f"{update}: {name}")
         # the step's loss is the mean of the ranks' mean losses: one process's on the W * B rows
         np.testing.assert_allclose(ranks[0]["losses"], losses, rtol=1e-6)
         assert (ranks[0]["sent"] > 0).all()
