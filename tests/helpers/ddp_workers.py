@@ -17,6 +17,9 @@ from manaka.torch import distributed as mktd
 STEPS, B, L = 3, 4, 8
 
 
+
+LR = 0.02  # every optimizer of the workers and of the one-process reference
+
 def config():
     return cases.config(hidden=(9,), num_tokens=23, T=7, pair_dim=3)
 
@@ -28,9 +31,9 @@ def global_batch(world: int, step: int, seed: int):
 
 def optimizers(net, sparse: bool):
     if sparse:
-        return [torch.optim.SparseAdam([net.pair_table], lr=0.02),
-                torch.optim.AdamW(mktd.dense_parameters(net), lr=0.02)]
-    return [torch.optim.AdamW(mkt.param_groups(net, 0.01), lr=0.02)]
+        return [torch.optim.SparseAdam([net.pair_table], lr=LR),
+                torch.optim.AdamW(mktd.dense_parameters(net), lr=LR)]
+    return [torch.optim.AdamW(mkt.param_groups(net, 0.01), lr=LR)]
 
 
 def step(model, net, opts, tensors, sparse: bool, stats=None):
