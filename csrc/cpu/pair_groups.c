@@ -16,9 +16,7 @@
 #include "pair_groups.h"
 #include "threads.h"
 
-mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int64_t rows,
-                                  int64_t T, int64_t P, int64_t V, int32_t *work,
-                                  int touched_only, mk_pair_group_fn fn, void *ctx) {
+void mk_pair_bucket_cpu(const int32_t *tokens, int64_t rows, int64_t T, int64_t V, int32_t *work) {
     int32_t *sorted = work;             /* [rows, T]: present tokens, ascending */
     int32_t *count = sorted + rows * T; /* [rows] */
     int32_t *start = count + rows;      /* [V + 1]: bucket h is slots[start[h] : start[h + 1]] */
@@ -46,6 +44,19 @@ mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int6
         for (int32_t j = 0; j < count[r]; j++) slots[start[sorted[r * T + j]]++] = (int32_t)(r * T + j);
     memmove(start + 1, start, (size_t)V * sizeof(int32_t)); /* the fill moved each start to the next */
     start[0] = 0;
+}
+
+mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int64_t rows,
+                                  int64_t T, int64_t P, int64_t V, int32_t *work,
+                                  int touched_only, mk_pair_group_fn fn, void *ctx) {
+    mk_pair_bucket_cpu(tokens, rows, T, V, work);
+    return mk_pair_grad_groups_bucketed_cpu(grad, rows, T, P, V, work, touched_only, fn, ctx);
+}
+
+mk_status mk_pair_grad_groups_bucketed_cpu(const float *grad, int64_t rows, int64_t T, int64_t P,
+                                           int64_t V, const int32_t *work, int touched_only,
+                                           mk_pair_group_fn fn, void *ctx) {
+    const int32_t *sorted = work, *start = work + rows * T + rows, *slots = start + V + 1;
 
     int failed = 0; /* shared: no thread updates anything unless every buffer was allocated */
 #pragma omp parallel num_threads(mk_get_num_threads())
