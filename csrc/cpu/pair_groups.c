@@ -61,7 +61,11 @@ mk_status mk_pair_grad_groups_bucketed_cpu(const float *grad, int64_t rows, int6
     int failed = 0; /* shared: no thread updates anything unless every buffer was allocated */
 #pragma omp parallel num_threads(mk_get_num_threads())
     {
-        float *acc = grad ? malloc((size_t)(V * P) * sizeof(float)) : NULL; /* <= V rows a group */
+        /* <= V rows a group; touched-only, it is all 0 between groups (each group zeroes
+         * the rows it summed after its call), so a row's sum starts at 0 without a test */
+        float *acc = !grad ? NULL
+                     : touched_only ? calloc((size_t)(V * P), sizeof(float))
+                                    : malloc((size_t)(V * P) * sizeof(float));
         /* touched-only mode: which rows of the group some pair names, as a list and a bit
          * mask (a group's rows are a few percent named on real data: the mask is scanned
          * 64 rows at a time) */
@@ -95,13 +99,7 @@ mk_status mk_pair_grad_groups_bucketed_cpu(const float *grad, int64_t rows, int6
                 const float *g = grad + r * P;
                 for (int64_t i = 0; i < j; i++) {
                     float *a = acc + (int64_t)s[i] * P;
-                    if (touched_only) { /* a row's first pair: its sum starts at 0 */
-                        const uint64_t bit = (uint64_t)1 << (s[i] & 63);
-                        if (!(seen[s[i] >> 6] & bit)) {
-                            seen[s[i] >> 6] |= bit;
-                            memset(a, 0, (size_t)P * sizeof(float));
-                        }
-                    }
+                    if (touched_only) seen[s[i] >> 6] |= (uint64_t)1 << (s[i] & 63);
 #pragma omp simd
                     for (int64_t c = 0; c < P; c++) a[c] += g[c];
                 }
@@ -114,6 +112,12 @@ mk_status mk_pair_grad_groups_bucketed_cpu(const float *grad, int64_t rows, int6
                 }
             if (touched_only && touched == 0) continue; /* h only ever first in its rows */
             fn(ctx, h, grad ? acc : NULL, touched_only ? list : NULL, touched);
+            if (touched_only && grad) /* the rows summed back to 0 for the next group */
+                for (int32_t x = 0; x < touched; x++) {
+                    float *a = acc + (int64_t)list[x] * P;
+#pragma omp simd
+                    for (int64_t c = 0; c < P; c++) a[c] = 0.0f;
+                }
         }
         free(acc);
         free(list);
