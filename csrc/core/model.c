@@ -625,13 +625,16 @@ mk_status mk_model_pair_table_adamw_bf16(mk_model *m, uint16_t *exp_avg, uint16_
 mk_status mk_model_pair_table_adamw_sparse(mk_model *m, void *exp_avg, void *exp_avg_sq,
                                            int bf16, int32_t *stamps, int64_t now,
                                            const mk_adamw_args *args, const float *stats,
-                                           uint64_t seed) {
+                                           uint64_t seed, void *work, size_t work_bytes,
+                                           int bucketed) {
     const mk_config *c = &m->cfg;
     return m->be->pair_sums_backward_adamw_sparse(
         m->stream, m->a.dpair, m->batch.tokens, m->batch.B * S, c->tokens_per_side, c->pair_dim,
         c->num_tokens, P(m, T_PAIR_TABLE), exp_avg, exp_avg_sq, bf16, stamps, now, args, stats,
-        seed, m->a.work, m->a.work_bytes);
+        seed, work, work_bytes, bucketed);
 }
+
+size_t mk_model_work_bytes(const mk_model *m) { return m->a.work_bytes; }
 
 mk_status mk_model_pair_grad_rows(mk_model *m, int64_t *ids, float *rows, int64_t capacity,
                                   int64_t *count) {

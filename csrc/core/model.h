@@ -193,11 +193,18 @@ mk_status mk_model_pair_table_adamw_bf16(mk_model *model, uint16_t *exp_avg, uin
 
 /* The sparse pair-table update of the staged batch (backend pair_sums_backward_adamw_sparse):
  * exp_avg / exp_avg_sq are the pair table's moments (float, or uint16_t when `bf16`),
- * stamps its rows' stamps; the rows the batch names get AdamW and the stamp `now`. */
+ * stamps its rows' stamps; the rows the batch names get AdamW and the stamp `now`. work
+ * [work_bytes] is the caller's scratch (at least mk_model_work_bytes), `bucketed` as the
+ * backend entry's: work holds pair_catch_up's bucketing of the staged batch's tokens. */
 mk_status mk_model_pair_table_adamw_sparse(mk_model *model, void *exp_avg, void *exp_avg_sq,
                                            int bf16, int32_t *stamps, int64_t now,
                                            const mk_adamw_args *args, const float *stats,
-                                           uint64_t seed);
+                                           uint64_t seed, void *work, size_t work_bytes,
+                                           int bucketed);
+/* The scratch the model's primitives are given for the staged batch's shapes (the
+ * backend's scratch_bytes, at the capacity reserved): enough for pair_catch_up and
+ * pair_sums_backward_adamw_sparse on the staged batch. */
+size_t mk_model_work_bytes(const mk_model *model);
 
 /* The pair-table rows the staged batch names and their gradient rows, from the last
  * backward (backend pair_grad_rows): *count (host) rows; ids [capacity] and rows

@@ -52,6 +52,13 @@ struct mk_trainer {
     int32_t *stamps;
     double *gaps;
     int64_t base;
+    /* the sparse update's own scratch (device memory, grown to the model's work_bytes): the
+     * catch-up buckets the batch's tokens there and the step's update reuses that
+     * (`bucketed`: set by a catch-up that succeeded, cleared when used); the model's own
+     * scratch is overwritten by the backward in between */
+    void *pair_work;
+    size_t pair_work_bytes;
+    int bucketed;
     int profile;
     int fuse_pair_table; /* 1: pair-table gradient and AdamW in one pass (same result) */
     mk_phase_times times;
@@ -272,6 +279,7 @@ void mk_trainer_destroy(mk_trainer *t) {
     be->free(mk_model_stream(t->model), t->pair_m16);
     be->free(mk_model_stream(t->model), t->stamps);
     be->free(mk_model_stream(t->model), t->gaps);
+    be->free(mk_model_stream(t->model), t->pair_work);
     be->free(mk_model_stream(t->model), t->row_ids);
     be->free(mk_model_stream(t->model), t->row_grads);
     free(t);
@@ -329,7 +337,7 @@ mk_status mk_trainer_flush(mk_trainer *t) {
                              mk_model_params(t->model) + t->pair->offset, m, v,
                              t->pair_state == MK_PAIR_STATE_BF16, t->stamps, t->gaps, now,
                              t->pair_update == MK_PAIR_UPDATE_SPARSE, (float)t->cfg.eps,
-                             mk_gap_seed(mk_bf16_step_seed(t->steps))));
+                             mk_gap_seed(mk_bf16_step_seed(t->steps)), NULL, 0));
     /* the window restarts here: every stamp 0, entry 0 the identity */
     MK_TRY(be->fill(stream, (float *)t->stamps, 0.0f, pair_rows(t)));
     MK_TRY(be->pair_gap_advance(stream, t->gaps, 0, 1.0, 0.0, 1.0, 1.0, 1.0, NULL));
@@ -341,18 +349,31 @@ mk_status mk_trainer_flush(mk_trainer *t) {
  * last step (and every row first, when the window is full). */
 static mk_status catch_up_batch(void *ctx, const int32_t *tokens, int64_t rows) {
     mk_trainer *t = ctx;
+    t->bucketed = 0;
     if (t->steps - t->base >= MK_GAP_WINDOW - 1) MK_TRY(mk_trainer_flush(t));
     const mk_backend *be = mk_model_backend(t->model);
+    void *stream = mk_model_stream(t->model);
+    const size_t need = mk_model_work_bytes(t->model);
+    if (need > t->pair_work_bytes) {
+        be->free(stream, t->pair_work);
+        t->pair_work = NULL;
+        t->pair_work_bytes = 0;
+        MK_TRY(be->alloc(stream, need, &t->pair_work));
+        t->pair_work_bytes = need;
+    }
     void *m, *v;
     pair_moments(t, &m, &v);
-    return be->pair_catch_up(mk_model_stream(t->model), tokens, rows,
+    MK_TRY(be->pair_catch_up(stream, tokens, rows,
                              mk_model_config(t->model)->tokens_per_side,
                              mk_model_config(t->model)->pair_dim,
                              mk_model_config(t->model)->num_tokens,
                              mk_model_params(t->model) + t->pair->offset, m, v,
                              t->pair_state == MK_PAIR_STATE_BF16, t->stamps, t->gaps,
                              t->steps - t->base, t->pair_update == MK_PAIR_UPDATE_SPARSE,
-                             (float)t->cfg.eps, mk_gap_seed(mk_bf16_step_seed(t->steps)));
+                             (float)t->cfg.eps, mk_gap_seed(mk_bf16_step_seed(t->steps)),
+                             t->pair_work, t->pair_work_bytes));
+    t->bucketed = 1;
+    return MK_OK;
 }
 int mk_trainer_pair_state(const mk_trainer *t) { return t->pair_state; }
 size_t mk_trainer_state_bytes(const mk_trainer *t) {
@@ -442,10 +463,14 @@ static mk_status update_pair_table(mk_trainer *t, mk_adamw_args *args, float *ds
                                   dstats, mk_bf16_step_seed(step)));
         else
             MK_TRY(be->adamw(stream, p + po, g + po, pm, pv, pn, args, dstats));
-    } else if (sparse)
+    } else if (sparse) {
+        const int bucketed = t->bucketed; /* this step's catch-up's, used once */
+        t->bucketed = 0;
         MK_TRY(mk_model_pair_table_adamw_sparse(
             model, pm ? (void *)pm : t->pair_m16, pm ? (void *)pv : t->pair_v16, pm == NULL,
-            t->stamps, step - t->base, args, dstats, mk_bf16_step_seed(step)));
+            t->stamps, step - t->base, args, dstats, mk_bf16_step_seed(step), t->pair_work,
+            t->pair_work_bytes, bucketed));
+    }
     else if (t->pair_state == MK_PAIR_STATE_BF16)
         MK_TRY(t->fuse_pair_table
                    ? mk_model_pair_table_adamw_bf16(model, t->pair_m16, t->pair_v16, args, dstats,

@@ -16,9 +16,7 @@
 #include "pair_groups.h"
 #include "threads.h"
 
-mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int64_t rows,
-                                  int64_t T, int64_t P, int64_t V, int32_t *work,
-                                  int touched_only, mk_pair_group_fn fn, void *ctx) {
+void mk_pair_bucket_cpu(const int32_t *tokens, int64_t rows, int64_t T, int64_t V, int32_t *work) {
     int32_t *sorted = work;             /* [rows, T]: present tokens, ascending */
     int32_t *count = sorted + rows * T; /* [rows] */
     int32_t *start = count + rows;      /* [V + 1]: bucket h is slots[start[h] : start[h + 1]] */
@@ -46,11 +44,28 @@ mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int6
         for (int32_t j = 0; j < count[r]; j++) slots[start[sorted[r * T + j]]++] = (int32_t)(r * T + j);
     memmove(start + 1, start, (size_t)V * sizeof(int32_t)); /* the fill moved each start to the next */
     start[0] = 0;
+}
+
+mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int64_t rows,
+                                  int64_t T, int64_t P, int64_t V, int32_t *work,
+                                  int touched_only, mk_pair_group_fn fn, void *ctx) {
+    mk_pair_bucket_cpu(tokens, rows, T, V, work);
+    return mk_pair_grad_groups_bucketed_cpu(grad, rows, T, P, V, work, touched_only, fn, ctx);
+}
+
+mk_status mk_pair_grad_groups_bucketed_cpu(const float *grad, int64_t rows, int64_t T, int64_t P,
+                                           int64_t V, const int32_t *work, int touched_only,
+                                           mk_pair_group_fn fn, void *ctx) {
+    const int32_t *sorted = work, *start = work + rows * T + rows, *slots = start + V + 1;
 
     int failed = 0; /* shared: no thread updates anything unless every buffer was allocated */
 #pragma omp parallel num_threads(mk_get_num_threads())
     {
-        float *acc = grad ? malloc((size_t)(V * P) * sizeof(float)) : NULL; /* <= V rows a group */
+        /* <= V rows a group; touched-only, it is all 0 between groups (each group zeroes
+         * the rows it summed after its call), so a row's sum starts at 0 without a test */
+        float *acc = !grad ? NULL
+                     : touched_only ? calloc((size_t)(V * P), sizeof(float))
+                                    : malloc((size_t)(V * P) * sizeof(float));
         /* touched-only mode: which rows of the group some pair names, as a list and a bit
          * mask (a group's rows are a few percent named on real data: the mask is scanned
          * 64 rows at a time) */
@@ -84,13 +99,7 @@ mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int6
                 const float *g = grad + r * P;
                 for (int64_t i = 0; i < j; i++) {
                     float *a = acc + (int64_t)s[i] * P;
-                    if (touched_only) { /* a row's first pair: its sum starts at 0 */
-                        const uint64_t bit = (uint64_t)1 << (s[i] & 63);
-                        if (!(seen[s[i] >> 6] & bit)) {
-                            seen[s[i] >> 6] |= bit;
-                            memset(a, 0, (size_t)P * sizeof(float));
-                        }
-                    }
+                    if (touched_only) seen[s[i] >> 6] |= (uint64_t)1 << (s[i] & 63);
 #pragma omp simd
                     for (int64_t c = 0; c < P; c++) a[c] += g[c];
                 }
@@ -103,6 +112,12 @@ mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int6
                 }
             if (touched_only && touched == 0) continue; /* h only ever first in its rows */
             fn(ctx, h, grad ? acc : NULL, touched_only ? list : NULL, touched);
+            if (touched_only && grad) /* the rows summed back to 0 for the next group */
+                for (int32_t x = 0; x < touched; x++) {
+                    float *a = acc + (int64_t)list[x] * P;
+#pragma omp simd
+                    for (int64_t c = 0; c < P; c++) a[c] = 0.0f;
+                }
         }
         free(acc);
         free(list);

@@ -39,4 +39,12 @@ typedef void (*mk_pair_group_fn)(void *ctx, int64_t h, const float *acc, const i
 mk_status mk_pair_grad_groups_cpu(const float *grad, const int32_t *tokens, int64_t rows,
                                   int64_t T, int64_t P, int64_t V, int32_t *work,
                                   int touched_only, mk_pair_group_fn fn, void *ctx);
+/* The two halves of mk_pair_grad_groups_cpu: work [mk_pair_adamw_work_ints(rows, T, V)]
+ * receives the bucketing of tokens (a pure function of tokens: sorted rows, counts, bucket
+ * starts and slots), which the second half reads only; so one bucketing serves any number
+ * of group passes over the same tokens (the sparse update's catch-up and its AdamW). */
+void mk_pair_bucket_cpu(const int32_t *tokens, int64_t rows, int64_t T, int64_t V, int32_t *work);
+mk_status mk_pair_grad_groups_bucketed_cpu(const float *grad, int64_t rows, int64_t T, int64_t P,
+                                           int64_t V, const int32_t *work, int touched_only,
+                                           mk_pair_group_fn fn, void *ctx);
 #endif

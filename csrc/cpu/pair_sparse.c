@@ -5,7 +5,8 @@
  * A batch names ~4-10 % of the pair table's rows on real data; the dense update streams all
  * 44 M parameters and both moments (~1 GB) every step. Here a step reads and writes only
  * the named rows: once to catch them up over their gap (before the forward pass reads
- * them), once to apply the step's AdamW.
+ * them), once to apply the step's AdamW. The batch's tokens are bucketed once, by the
+ * catch-up, into the caller's scratch, and the update reuses that bucketing.
  *
  * Both passes visit the named rows group by group (pair_groups.c: rows sharing their larger
  * token are contiguous), ascending within a group and with the next rows prefetched: the
@@ -107,7 +108,7 @@ static void catch_up_group(void *ctx, int64_t h, const float *acc, const int32_t
 mk_status mk_pair_catch_up_cpu(void *stream, const int32_t *tokens, int64_t rows, int64_t T,
                                int64_t P, int64_t V, float *p, void *m, void *v, int bf16,
                                int32_t *stamps, const double *gaps, int64_t now, int drift,
-                               float eps, uint64_t seed) {
+                               float eps, uint64_t seed, void *work, size_t work_bytes) {
     (void)stream;
     const int32_t stamp = (int32_t)now;
     const catch_up c = {P, p, m, v, bf16, drift, eps, seed, gaps, stamps, stamp};
@@ -124,13 +125,9 @@ mk_status mk_pair_catch_up_cpu(void *stream, const int32_t *tokens, int64_t rows
     }
     /* The rows the batch names, group by group in table order (pair_groups.c): each row has
      * one owner and the rows are visited ascending, not in the batch's random order. */
-    MK_TRY(mk_pair_groups_check("pair_catch_up", rows, T));
-    int32_t *work = malloc((size_t)mk_pair_adamw_work_ints(rows, T, V) * sizeof(int32_t));
-    if (!work) return mk_fail(MK_ERR_NOMEM, "pair_catch_up: out of memory for its scratch");
-    mk_status st = mk_pair_grad_groups_cpu(NULL, tokens, rows, T, P, V, work, 1, catch_up_group,
-                                           (void *)&c);
-    free(work);
-    return st;
+    MK_TRY(mk_pair_check_work_cpu("pair_catch_up", rows, T, V, work, work_bytes));
+    return mk_pair_grad_groups_cpu(NULL, tokens, rows, T, P, V, work, 1, catch_up_group,
+                                   (void *)&c);
 }
 
 /* ------------------------------------------------------------ the touched rows' AdamW */
@@ -176,12 +173,14 @@ mk_status mk_pair_sums_backward_adamw_sparse_cpu(void *stream, const float *grad
                                                  void *v, int bf16, int32_t *stamps,
                                                  int64_t now, const mk_adamw_args *args,
                                                  const float *stats, uint64_t seed, void *work,
-                                                 size_t work_bytes) {
+                                                 size_t work_bytes, int bucketed) {
     (void)stream;
     mk_status st = mk_pair_check_work_cpu("pair_sums_backward_adamw_sparse", rows, T, V, work,
                                           work_bytes);
     if (st != MK_OK || (stats && stats[MK_STAT_FINITE] == 0.0f)) return st;
     sparse_update u = {mk_adamw_prepare(args), P, p, m, v, bf16 != 0, stamps, (int32_t)now, seed};
+    if (bucketed) /* the catch-up's bucketing of these tokens, still in work */
+        return mk_pair_grad_groups_bucketed_cpu(grad, rows, T, P, V, work, 1, update_touched, &u);
     return mk_pair_grad_groups_cpu(grad, tokens, rows, T, P, V, work, 1, update_touched, &u);
 }
 
@@ -247,7 +246,7 @@ mk_status mk_pair_grad_rows_cpu(void *stream, const float *grad, const int32_t *
     if (st == MK_OK) *count = total;
     if (st == MK_OK && total <= capacity && total > 0) {
         row_copy c = {at, P, ids, out};
-        st = mk_pair_grad_groups_cpu(grad, tokens, rows, T, P, V, work, 1, copy_group, &c);
+        st = mk_pair_grad_groups_bucketed_cpu(grad, rows, T, P, V, work, 1, copy_group, &c);
     }
     free(at);
     return st;

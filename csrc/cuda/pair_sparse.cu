@@ -108,7 +108,9 @@ done:
 extern "C" mk_status mk_pair_catch_up_cuda(void *stream, const int32_t *tokens, int64_t rows,
                                            int64_t T, int64_t P, int64_t V, float *p, void *m,
                                            void *v, int bf16, int32_t *stamps, const double *gaps,
-                                           int64_t now, int drift, float eps, uint64_t seed) {
+                                           int64_t now, int drift, float eps, uint64_t seed,
+                                           void *work, size_t work_bytes) {
+    (void)work, (void)work_bytes; /* one thread per entry, stamps claimed atomically: no buckets */
     cudaStream_t st = MK_STREAM(stream);
     return bf16 ? catch_up<uint16_t>(st, tokens, rows, T, P, V, p, m, v, stamps, gaps, now, drift,
                                      eps, seed)
@@ -168,7 +170,9 @@ done:
 extern "C" mk_status mk_pair_sums_backward_adamw_sparse_cuda(
     void *stream, const float *grad, const int32_t *tokens, int64_t rows, int64_t T, int64_t P,
     int64_t V, float *p, void *m, void *v, int bf16, int32_t *stamps, int64_t now,
-    const mk_adamw_args *args, const float *stats, uint64_t seed, void *work, size_t work_bytes) {
+    const mk_adamw_args *args, const float *stats, uint64_t seed, void *work, size_t work_bytes,
+    int bucketed) {
+    (void)bucketed; /* the catch-up leaves no buckets here: the tokens are bucketed by key */
     cudaStream_t s = MK_STREAM(stream);
     return bf16 ? sparse_adamw<uint16_t>(grad, tokens, rows, T, P, V, p, m, v, stamps, now, args,
                                          stats, seed, work, work_bytes, s)

@@ -540,11 +540,13 @@ def _catch_up_case(r, bf16):
     gaps = _gap_window(r, now + 1)
     p0, m0, v0 = _sparse_table(r, npairs, Pd, bf16)
     stamps0 = r.rng.integers(0, now + 1, npairs).astype(np.int32)
+    work, nbytes = r.be.scratch(rows=B * S, T=T, V=V)
     for drift in (1, 0):
         for every in (False, True):
             p, m, v, st = r.be.put(p0), r.be.put(m0), r.be.put(v0), r.be.put(stamps0)
             r.op("pair_catch_up", None, None if every else r.be.put(tokens), B * S, T, Pd, V, p, m, v,
-                 int(bf16), st, r.be.put(gaps), now, drift, eps, seed)
+                 int(bf16), st, r.be.put(gaps), now, drift, eps, seed,
+                 *((None, 0) if every else (work, nbytes)))
             rows = np.arange(npairs) if every else _named_rows(tokens, V)
             rows = rows[stamps0[rows] != now]
             want_p, want_m, want_v, want_st = p0.copy(), m0.copy(), v0.copy(), stamps0.copy()
@@ -559,6 +561,10 @@ def _catch_up_case(r, bf16):
             for name, buf, w in (("m", m, want_m), ("v", v, want_v), ("stamps", st, want_st)):
                 np.testing.assert_array_equal(r.be.get(buf), w, err_msg=f"{name} {what}")
             assert len(rows) and (want_p[rows] != p0[rows]).any()  # the case caught something up
+    p = r.be.put(p0)
+    _too_little(r, p, "pair_catch_up", None, r.be.put(tokens), B * S, T, Pd, V, p, r.be.put(m0),
+                r.be.put(v0), int(bf16), r.be.put(stamps0), r.be.put(gaps), now, 1, eps, seed, work,
+                nbytes - 1, before=p0)
 
 
 @case("pair_catch_up", tol=0)
@@ -567,9 +573,11 @@ def _(r):
     _catch_up_case(r, bf16=True)
 
 
-def _sparse_update_case(r, bf16):
+def _sparse_update_case(r, bf16, bucketed):
     """The rows the batch names get exactly the dense fused entry's bits and the stamp; no
-    other row, moment or stamp is touched; a non-finite step changes nothing."""
+    other row, moment or stamp is touched; a non-finite step changes nothing. `bucketed`:
+    the scratch is the one pair_catch_up left for the same tokens (on other tables), which
+    the entry may reuse: the same result."""
     B, S, T, V, Pd, seed, now = 4, 2, 6, 7, 3, 77, 9
     npairs = V * (V + 1) // 2
     tokens, grad = _tokens(r, B, S, T, V), r.randn(B * S, Pd)
@@ -578,8 +586,12 @@ def _sparse_update_case(r, bf16):
     args = bt.AdamwArgs(*HYPER)
     work, nbytes = r.be.scratch(rows=B * S, T=T, V=V)
     dgrad, dtok = r.be.put(grad), r.be.put(tokens)
-    tail = (seed, work, nbytes)
+    tail = (seed, work, nbytes, bucketed)
     for finite in (False, True):
+        if bucketed:  # the catch-up leaves its bucketing of the tokens in work
+            r.be.call("pair_catch_up", None, dtok, B * S, T, Pd, V, *(r.be.put(x) for x in (p0, m0, v0)),
+                      int(bf16), r.be.put(stamps0), r.be.put(_gap_window(r, now)), now - 1, 1, 1e-3,
+                      5, work, nbytes)
         p, m, v, st = r.be.put(p0), r.be.put(m0), r.be.put(v0), r.be.put(stamps0)
         r.op("pair_sums_backward_adamw_sparse", None, dgrad, dtok, B * S, T, Pd, V, p, m, v, int(bf16),
              st, now, ctypes.byref(args), _stats(r, finite), *tail)
@@ -603,13 +615,14 @@ def _sparse_update_case(r, bf16):
     p = r.be.put(p0)
     _too_little(r, p, "pair_sums_backward_adamw_sparse", None, dgrad, dtok, B * S, T, Pd, V, p,
                 r.be.put(m0), r.be.put(v0), int(bf16), r.be.put(stamps0), now, ctypes.byref(args),
-                _stats(r, True), seed, work, nbytes - 1, before=p0)
+                _stats(r, True), seed, work, nbytes - 1, 0, before=p0)
 
 
 @case("pair_sums_backward_adamw_sparse", tol=0)
 def _(r):
-    _sparse_update_case(r, bf16=False)
-    _sparse_update_case(r, bf16=True)
+    for bucketed in (0, 1):
+        _sparse_update_case(r, bf16=False, bucketed=bucketed)
+        _sparse_update_case(r, bf16=True, bucketed=bucketed)
 
 
 # ------------------------------------------------------------------ pair rows, exchanged
@@ -693,8 +706,9 @@ def _rows_adamw_case(r, bf16):
                     while hi * (hi + 1) // 2 > q:
                         hi -= 1
                     toks[x] = (q - hi * (hi + 1) // 2, hi)
+                cwork, cbytes = r.be.scratch(rows=11, T=2, V=7)
                 r.be.call("pair_catch_up", None, r.be.put(toks), 11, 2, Pd, 7, wp, wm, wv, int(bf16), ws,
-                          r.be.put(gaps), now - 1, 1, eps, catch_seed)
+                          r.be.put(gaps), now - 1, 1, eps, catch_seed, cwork, cbytes)
             g = np.zeros((npairs, Pd), np.float32)
             g[ids] = grad
             before = [r.be.get(b) for b in (wp, wm, wv)]
