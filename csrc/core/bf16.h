@@ -20,14 +20,15 @@ MK_HOST_DEVICE static inline float mk_bf16_to_float(uint16_t h) {
     return f;
 }
 
-/* Rounds `f` to bf16, stochastically with the low 16 bits of `noise`. NaN stays NaN;
- * values that would round past the largest finite bf16 become infinity, as in IEEE. */
+/* Rounds `f` to bf16, stochastically with the low 16 bits of `noise`. NaN stays NaN (made
+ * quiet); values that would round past the largest finite bf16 become infinity, as in IEEE.
+ * Infinity needs no case of its own: its mantissa is 0, so the noise's 16 bits cannot carry
+ * out of it. One select instead of a branch, so the loops over it vectorise. */
 MK_HOST_DEVICE static inline uint16_t mk_float_to_bf16_stochastic(float f, uint32_t noise) {
     uint32_t bits;
     memcpy(&bits, &f, sizeof bits);
-    if ((bits & 0x7f800000u) == 0x7f800000u) /* inf or NaN: keep, make NaN quiet */
-        return (uint16_t)((bits >> 16) | ((bits & 0x007fffffu) ? 0x0040u : 0u));
-    return (uint16_t)((bits + (noise & 0xffffu)) >> 16);
+    uint32_t rounded = (bits + (noise & 0xffffu)) >> 16, quiet_nan = (bits >> 16) | 0x40u;
+    return (uint16_t)((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
 /* Rounds `f` to the nearest bf16 (ties to even): for loading fp32 moments into bf16

@@ -14,11 +14,19 @@
 #define MK_HOST_DEVICE
 #endif
 
-MK_HOST_DEVICE static inline uint64_t mk_hash64(uint64_t seed, uint64_t i) {
-    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+/* The counter of element i is seed + (i + 1) * MK_HASH_STEP: a loop over consecutive i can
+ * step it by addition (a vector induction) and call mk_hash_mix, with the same bits as
+ * mk_hash64 and no 64-bit multiply per element for the counter. */
+#define MK_HASH_STEP 0x9E3779B97F4A7C15ull
+
+MK_HOST_DEVICE static inline uint64_t mk_hash_mix(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
+}
+
+MK_HOST_DEVICE static inline uint64_t mk_hash64(uint64_t seed, uint64_t i) {
+    return mk_hash_mix(seed + (i + 1) * MK_HASH_STEP);
 }
 
 #endif

@@ -7,8 +7,6 @@
 #include "core/bf16.h"
 #include "core/pair_gap.h"
 
-#include <string.h>
-
 /* ------------------------------------------------------------ the update */
 
 /* One element: p *= decay; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2 (each stored as 0
@@ -29,34 +27,16 @@ static inline void adamw_run(const mk_adamw_consts *k, float *restrict p,
     for (int64_t i = 0; i < n; i++) adamw_one(k, g[i], p + i, m + i, v + i);
 }
 
-/* mk_float_to_bf16_stochastic (core/bf16.h), the same bits for every float and noise, in
- * fewer vector operations: infinity needs no case of its own (its mantissa is 0, so the
- * noise's 16 bits cannot carry out of it), only NaN does (made quiet). */
-static inline uint16_t bf16_round_stochastic(float f, uint32_t noise) {
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    uint32_t rounded = (bits + (noise & 0xffffu)) >> 16, quiet_nan = (bits >> 16) | 0x40u;
-    return (bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded;
-}
-
-/* mk_hash64 (core/hash.h) split in two, so that a run's counters are a vector induction
- * (z_i = seed + (i + 1) * MK_HASH_STEP) instead of one 64-bit multiply per element: the
- * multiplies are most of the bf16 update's arithmetic. */
-#define MK_HASH_STEP 0x9E3779B97F4A7C15ull
-static inline uint64_t hash_mix(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* adamw_one with bf16 moments, z the element's hash counter (its noise is hash_mix(z)). */
+/* adamw_one with bf16 moments, z the element's hash counter (core/hash.h: its noise is
+ * mk_hash_mix(z), i.e. mk_rounding_noise of its index; the counters of a run step by
+ * MK_HASH_STEP, since the multiplies are most of the bf16 update's arithmetic). */
 static inline void adamw_one_bf16(const mk_adamw_consts *k, float g, float *p, uint16_t *m,
                                   uint16_t *v, uint64_t z) {
     float mi = mk_bf16_to_float(*m), vi = mk_bf16_to_float(*v);
     adamw_one(k, g, p, &mi, &vi);
-    uint32_t noise = (uint32_t)hash_mix(z);
-    *m = bf16_round_stochastic(mi, noise);
-    *v = bf16_round_stochastic(vi, noise >> 16);
+    uint32_t noise = (uint32_t)mk_hash_mix(z);
+    *m = mk_float_to_bf16_stochastic(mi, noise);
+    *v = mk_float_to_bf16_stochastic(vi, noise >> 16);
 }
 
 /* The same with bf16 moments (backend.h, adamw_bf16): element i of the run is element

@@ -61,9 +61,9 @@ static void catch_up_row(const catch_up *c, int64_t q, int32_t s) {
     for (int64_t i = 0; i < c->P; i++) {
         float mi = mk_bf16_to_float(m[i]), vi = mk_bf16_to_float(v[i]);
         mk_gap_apply(&r, c->eps, pp + i, &mi, &vi);
-        uint32_t noise = (uint32_t)hash_mix(z);
-        m[i] = bf16_round_stochastic(mi, noise);
-        v[i] = bf16_round_stochastic(vi, noise >> 16);
+        uint32_t noise = (uint32_t)mk_hash_mix(z);
+        m[i] = mk_float_to_bf16_stochastic(mi, noise);
+        v[i] = mk_float_to_bf16_stochastic(vi, noise >> 16);
         z += step;
     }
 }
