@@ -62,7 +62,7 @@ def step_batches(cfg: mk.ModelConfig, args):
     from manaka.bench.pair_update import named_rows, record_batches
 
     batches = [padded(b, args.max_legal) for b in record_batches(args.records, args.batch, count)]
-    share = np.mean([named_rows(b) for b in batches]) / (cfg.num_tokens * (cfg.num_tokens + 1) // 2)
+    share = np.mean([named_rows(b) for b in batches]) / cfg.num_pairs
     return batches, f"{count} batches of positions from {args.records} (a batch names {share:.1%} of the pair rows)"
 
 
