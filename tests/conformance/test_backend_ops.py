@@ -258,6 +258,36 @@ def _(r):
     _too_little(r, gt, "gather_dot_backward", None, *args, B, L, W, M, None, gt, work, nbytes - 1)
 
 
+@case("move_pair_sums", tol=1e-5)
+def _(r):
+    B, S, T, L, V, C = 6, 2, 7, 9, 11, 5
+    table = r.randn(V, C)
+    tokens = op_inputs.tokens(r.rng, B, S, T, V)
+    for with_counts in (True, False):
+        legal, counts = _legal(r, B, L, 3 * C, with_counts)  # classes repeat: m % C
+        base = r.randn(B, L)
+        logits = r.be.put(base)
+        # perspective 0 of [B, S, T] tokens: a stride of S T between positions
+        r.op("move_pair_sums", None, r.be.put(table), r.be.put(tokens), S * T, r.be.put(legal),
+             r.be.put(counts), B, T, L, C, logits)
+        want = base + ref.move_pair_sums(table, tokens[:, 0], legal, counts)
+        r.close(r.be.get(logits), want, f"counts={with_counts}")
+
+
+@case("move_pair_sums_backward", tol=1e-5)
+def _(r):
+    B, S, T, L, V, C = 7, 2, 6, 11, 5, 4  # few tokens and classes: entries collect many (b, t, l)
+    grad = r.randn(B, L)
+    tokens = op_inputs.tokens(r.rng, B, S, T, V)
+    legal, counts = _legal(r, B, L, 3 * C)
+    want = ref.move_pair_sums_backward(grad, tokens[:, 0], legal, counts, V, C)
+    work, nbytes = r.be.scratch(B=B, L=L, M=3 * C)
+    out = r.be.empty((V, C))
+    r.op("move_pair_sums_backward", None, r.be.put(grad), r.be.put(tokens), S * T, r.be.put(legal),
+         r.be.put(counts), B, T, L, V, C, out, work, nbytes)
+    r.close(r.be.get(out), want)
+
+
 def _too_little(r, out, entry, *args, before=None):
     """One byte less scratch than scratch_bytes gave for the entry's shapes (the largest
     need of every scratch user at those shapes, so this entry may not need that much: it

@@ -77,3 +77,28 @@ def pair_sums_backward(grad, tokens, num_pairs):
             keep = (ti >= 0) & (tj >= 0)
             np.add.at(out, pair_index(ti[keep], tj[keep]), grad[b, s])
     return out
+
+
+def move_pair_sums(table, tokens, legal, counts=None):
+    """logits [B, L]: for each legal slot, the sum over the position's tokens (tokens [B, T],
+    -1 empty) of table[token, move % C]; 0 at padded slots."""
+    table = np.float64(table)
+    C = table.shape[1]
+    mask = legal_mask(legal, counts)
+    out = np.zeros(legal.shape)
+    for b in range(legal.shape[0]):
+        for t in tokens[b]:
+            if t >= 0:
+                out[b] += np.where(mask[b], table[t, np.where(mask[b], legal[b], 0) % C], 0.0)
+    return out
+
+
+def move_pair_sums_backward(grad, tokens, legal, counts, V, C):
+    """grad_table [V, C] of move_pair_sums for the upstream grad [B, L]."""
+    mask = legal_mask(legal, counts)
+    out = np.zeros((V, C))
+    for b in range(legal.shape[0]):
+        for t in tokens[b]:
+            if t >= 0:
+                np.add.at(out[t], legal[b][mask[b]] % C, np.float64(grad[b][mask[b]]))
+    return out
