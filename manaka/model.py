@@ -27,6 +27,9 @@ class ModelConfig:
         pair_dim: P, the pair-table width.
         hidden: widths of the ReLU trunk layers (may be empty).
         head_width: W, the policy head width (and ``move_table``'s).
+        move_pairs: C, the move classes of ``move_pair_table`` [V, C]: each legal move m of a
+            position gets ``sum over the side to move's tokens v of move_pair_table[v, m % C]``
+            added to its logit (MovePairSums, docs/design.md §1); 0 (the default): no table.
     """
 
     num_tokens: int
@@ -37,6 +40,7 @@ class ModelConfig:
     pair_dim: int = 16
     hidden: Tuple[int, ...] = field(default=(512, 512))
     head_width: int = 300
+    move_pairs: int = 0
 
     def __post_init__(self):
         # The core converts and checks (_core.check_model_config: every field an int, or a
@@ -76,6 +80,8 @@ def expected_shapes(config: ModelConfig) -> Dict[str, Tuple[int, ...]]:
     shapes.update({"policy.weight": (c.head_width, width), "policy.bias": (c.head_width,),
                    "move_table": (c.num_moves, c.head_width), "value.weight": (1, width),
                    "value.bias": (1,)})
+    if c.move_pairs:
+        shapes["move_pair_table"] = (c.num_tokens, c.move_pairs)
     return shapes
 
 
@@ -170,7 +176,7 @@ class Model:
         d = config.to_dict()
         self._core = _core.Model(d["num_tokens"], d["num_moves"], d["tokens_per_side"],
                                  d["embed_dim"], d["orders"], d["pair_dim"], d["hidden"],
-                                 d["head_width"], backend=_resolve_device(device), seed=seed,
+                                 d["head_width"], d["move_pairs"], backend=_resolve_device(device), seed=seed,
                                  fused_head=policy_head == "fused")
         self.seed = int(seed)  # checked by the core: an int in [0, 2**64)
         self._shapes = {name: shape for name, shape, _ in self._core.tensors()}

@@ -74,8 +74,16 @@ mk_status mk_config_check_dim(const char *name, int64_t value) {
     return MK_OK;
 }
 
+mk_status mk_config_check_count(const char *name, int64_t value) {
+    if (value < 0)
+        return mk_fail(MK_ERR_VALUE, "ModelConfig: %s must be >= 0, got %lld", name,
+                       (long long)value);
+    return MK_OK;
+}
+
 mk_status mk_config_check(const mk_config *c) {
     mk_status st;
+    if ((st = mk_config_check_count("move_pairs", c->move_pairs)) != MK_OK) return st;
     const char *names[] = {"num_tokens", "num_moves", "tokens_per_side", "embed_dim",
                            "orders",     "pair_dim",  "head_width"};
     const int64_t values[] = {c->num_tokens, c->num_moves, c->tokens_per_side, c->embed_dim,
@@ -105,7 +113,7 @@ mk_status mk_config_check(const mk_config *c) {
         return mk_fail(MK_ERR_VALUE, "ModelConfig: " #field " = %lld is above 2^31 - 1",    \
                        (long long)c->field);
     AT_MOST_INT32(num_moves) AT_MOST_INT32(embed_dim) AT_MOST_INT32(orders)
-    AT_MOST_INT32(pair_dim) AT_MOST_INT32(head_width)
+    AT_MOST_INT32(pair_dim) AT_MOST_INT32(head_width) AT_MOST_INT32(move_pairs)
 #undef AT_MOST_INT32
     for (int i = 0; i < c->num_hidden; i++)
         if (c->hidden[i] > INT32_MAX)
@@ -204,6 +212,7 @@ static void layout(mk_model *m) {
     add_tensor(m, "move_table", c->num_moves, c->head_width, 2);
     add_tensor(m, "value.weight", 1, in, 2);
     add_tensor(m, "value.bias", 1, 0, 1);
+    if (c->move_pairs) add_tensor(m, "move_pair_table", c->num_tokens, c->move_pairs, 2);
     place_tensors(m);
 }
 
@@ -212,7 +221,10 @@ static float *G(mk_model *m, int i) { return m->grads + m->tensors[i].offset; }
 static int trunk_w(int i) { return 2 + 2 * i; }
 static int trunk_b(int i) { return 3 + 2 * i; }
 static int head(const mk_model *m, int k) { return 2 + 2 * m->cfg.num_hidden + k; }
-enum { H_POLICY_W = 0, H_POLICY_B, H_MOVES, H_VALUE_W, H_VALUE_B };
+enum { H_POLICY_W = 0, H_POLICY_B, H_MOVES, H_VALUE_W, H_VALUE_B, H_MOVE_PAIRS };
+/* The training step fuses GatherDot into the softmax (policy_head) only when nothing else
+ * adds to the logits: MovePairSums needs them in memory between the two. */
+static int fused_head(const mk_model *m) { return m->fused_head && !m->cfg.move_pairs; }
 
 static float init_std(const mk_model *m, int i) {
     const mk_config *c = &m->cfg;
@@ -222,6 +234,7 @@ static float init_std(const mk_model *m, int i) {
     if (i == T_EMBEDDING) return (float)(1.0 / sqrt(T));
     if (i == T_PAIR_TABLE) return (float)(1.0 / sqrt(T > 1 ? T * (T - 1) / 2 : 1));
     if (i == head(m, H_MOVES)) return (float)(1.0 / sqrt((double)c->head_width));
+    if (i == head(m, H_MOVE_PAIRS)) return 0.0f; /* the policy starts as without the table */
     double in = (double)t->shape[1];
     if (i < head(m, 0)) return (float)sqrt(2.0 / in); /* trunk: He */
     return (float)(1.0 / sqrt(in));
@@ -511,6 +524,9 @@ static mk_status forward_net(mk_model *m, int logits) {
     if (logits)
         MK_TRY(be->gather_dot(m->stream, a->q, P(m, head(m, H_MOVES)), bt->legal, bt->counts, B, L,
                               c->head_width, a->logits));
+    if (logits && c->move_pairs) /* perspective 0, the side to move: a stride of S T */
+        MK_TRY(be->move_pair_sums(m->stream, P(m, head(m, H_MOVE_PAIRS)), bt->tokens, S * T,
+                                  bt->legal, bt->counts, B, T, L, c->move_pairs, a->logits));
     MK_TRY(linear(m, &x, P(m, head(m, H_VALUE_W)), B, 1, a->z));
     MK_TRY(be->bias_act(m->stream, a->z, P(m, head(m, H_VALUE_B)), B, 1, 0));
     return MK_OK;
@@ -545,10 +561,10 @@ mk_status mk_model_forward_loss_prepared(mk_model *m, const mk_batch *batch, flo
     MK_TRY(reserve(m, B, batch->L));
     MK_TRY(stage(m, batch));
     if (prepare) MK_TRY(prepare(ctx, m->batch.tokens, B * S));
-    MK_TRY(forward_net(m, !m->fused_head));
+    MK_TRY(forward_net(m, !fused_head(m)));
     const mk_batch *bt = &m->batch;
     float inv_B = 1.0f / (float)B;
-    if (m->fused_head) /* dq is ready here: backward then only scatters into move_table */
+    if (fused_head(m)) /* dq is ready here: backward then only scatters into move_table */
         MK_TRY(be->policy_head(m->stream, a->q, P(m, head(m, H_MOVES)), bt->legal, bt->counts,
                                bt->target, bt->policy_target, B, bt->L, m->cfg.head_width, inv_B,
                                a->dlogits, a->dq, a->row_policy, a->row_correct));
@@ -575,8 +591,12 @@ mk_status mk_model_backward(mk_model *m, int pair_table) {
     int n = c->num_hidden;
     MK_TRY(be->gather_dot_backward(m->stream, a->dlogits, a->q, P(m, head(m, H_MOVES)), bt->legal,
                                    bt->counts, B, bt->L, W, c->num_moves,
-                                   m->fused_head ? NULL : a->dq, G(m, head(m, H_MOVES)), a->work,
+                                   fused_head(m) ? NULL : a->dq, G(m, head(m, H_MOVES)), a->work,
                                    a->work_bytes));
+    if (c->move_pairs)
+        MK_TRY(be->move_pair_sums_backward(m->stream, a->dlogits, bt->tokens, S * T, bt->legal,
+                                           bt->counts, B, T, bt->L, c->num_tokens, c->move_pairs,
+                                           G(m, head(m, H_MOVE_PAIRS)), a->work, a->work_bytes));
     MK_TRY(be->bias_act_backward(m->stream, a->dq, a->q, B, W, 0, G(m, head(m, H_POLICY_B))));
     MK_TRY(be->bias_act_backward(m->stream, a->dz, a->z, B, 1, 0, G(m, head(m, H_VALUE_B))));
     /* both heads read x_n: the value head's dx accumulates onto the policy head's */

@@ -41,6 +41,10 @@ typedef struct {
     int64_t head_width;      /* W */
     int num_hidden;          /* 0 .. MK_MAX_HIDDEN */
     int64_t hidden[MK_MAX_HIDDEN];
+    /* C: the move classes of move_pair_table [V, C] (a move m is class m % C), whose
+     * entries for the side to move's tokens are added to each legal move's logit
+     * (MovePairSums, docs/design.md §1); 0: no such table. */
+    int64_t move_pairs;
 } mk_config;
 
 /* The configuration is checked here only; the bindings convert types and add nothing
@@ -58,6 +62,9 @@ typedef struct {
  * <= 2^31 - 1). MK_OK, or MK_ERR_VALUE naming the bad field. mk_model_create runs it,
  * and then refuses a config whose tensors pass 2^56 values (their layout). */
 mk_status mk_config_check_dim(const char *name, int64_t value);
+/* The rule of a count that may be 0 (move_pairs): >= 0, else MK_ERR_VALUE
+ * "ModelConfig: <name> must be >= 0, got <v>". */
+mk_status mk_config_check_count(const char *name, int64_t value);
 mk_status mk_config_check(const mk_config *cfg);
 
 /* One named tensor inside the parameter (and gradient, and moment) buffers. */

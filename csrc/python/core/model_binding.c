@@ -22,7 +22,9 @@ void mk_model_release(mk_model_object *self) { self->busy = 0; }
 /* ModelConfig's fields, in the order of its constructor and of _core.Model's. */
 static char *config_fields[] = {"num_tokens", "num_moves", "tokens_per_side", "embed_dim",
                                 "orders",     "pair_dim",  "hidden",          "head_width",
-                                NULL};
+                                "move_pairs", NULL};
+#define CONFIG_FIELDS 9
+#define MOVE_PAIRS_FIELD 8 /* the one count that may be 0 (mk_config_check_count) */
 
 PyObject *mk_config_int_arg(PyObject *obj, const char *op, const char *name) {
     PyObject *value = !PyBool_Check(obj) && PyIndex_Check(obj) ? PyNumber_Index(obj) : NULL;
@@ -40,7 +42,7 @@ PyObject *mk_config_int_arg(PyObject *obj, const char *op, const char *name) {
  * width; above, when `build`ing a model, the limit every width is far below (ModelConfig
  * accepts it: *out is then INT64_MAX). Unless `build`ing (mk_model_create then checks
  * all), it runs mk_config_check_dim. */
-static PyObject *config_int(PyObject *obj, const char *name, int build, int64_t *out) {
+static PyObject *config_int(PyObject *obj, const char *name, int build, int count, int64_t *out) {
     PyObject *value = mk_config_int_arg(obj, "ModelConfig", name);
     if (!value) return NULL;
     int overflow = 0;
@@ -48,11 +50,13 @@ static PyObject *config_int(PyObject *obj, const char *name, int build, int64_t 
     if (v == -1 && PyErr_Occurred()) goto fail;
     *out = overflow > 0 ? INT64_MAX : v;
     if (overflow < 0) {
-        PyErr_Format(PyExc_ValueError, "ModelConfig: %s must be >= 1, got %S", name, value);
+        PyErr_Format(PyExc_ValueError, "ModelConfig: %s must be >= %d, got %S", name, !count, value);
     } else if (overflow > 0 && build) {
         PyErr_Format(PyExc_ValueError, "ModelConfig: %s = %S is above 2^31 - 1", name, value);
     } else {
-        mk_status st = build ? MK_OK : mk_config_check_dim(name, *out);
+        mk_status st = build ? MK_OK
+                       : count ? mk_config_check_count(name, *out)
+                               : mk_config_check_dim(name, *out);
         if (st == MK_OK) return value;
         mk_raise_status(st);
     }
@@ -61,19 +65,20 @@ fail:
     return NULL;
 }
 
-/* ModelConfig's eight fields `o` (config_fields' order) converted by config_int into `cfg`
+/* ModelConfig's nine fields `o` (config_fields' order) converted by config_int into `cfg`
  * (the first MK_MAX_HIDDEN hidden widths; num_hidden counts them all, for mk_config_check
  * to refuse too many) and into the returned tuple of Python ints (hidden a tuple). */
-static PyObject *config_from_args(PyObject *const o[8], int build, mk_config *cfg) {
+static PyObject *config_from_args(PyObject *const o[CONFIG_FIELDS], int build, mk_config *cfg) {
     int64_t *fields[] = {&cfg->num_tokens, &cfg->num_moves, &cfg->tokens_per_side,
                          &cfg->embed_dim,  &cfg->orders,    &cfg->pair_dim,
-                         NULL,             &cfg->head_width};
-    PyObject *out = PyTuple_New(8), *hidden = NULL, *widths, *v;
+                         NULL,             &cfg->head_width, &cfg->move_pairs};
+    PyObject *out = PyTuple_New(CONFIG_FIELDS), *hidden = NULL, *widths, *v;
     int64_t width;
     char name[32];
-    for (int i = 0; out && i < 8; i++) {
+    for (int i = 0; out && i < CONFIG_FIELDS; i++) {
         if (i == 6) continue; /* hidden, after the widths */
-        if (!(v = config_int(o[i], config_fields[i], build, fields[i]))) goto fail;
+        if (!(v = config_int(o[i], config_fields[i], build, i == MOVE_PAIRS_FIELD, fields[i])))
+            goto fail;
         PyTuple_SET_ITEM(out, i, v);
     }
     if (!out || !(hidden = PySequence_Fast(o[6], ""))) {
@@ -90,7 +95,8 @@ static PyObject *config_from_args(PyObject *const o[8], int build, mk_config *cf
     PyTuple_SET_ITEM(out, 6, widths);
     for (Py_ssize_t i = 0; i < n; i++) {
         snprintf(name, sizeof name, "hidden[%zd]", i);
-        if (!(v = config_int(PySequence_Fast_GET_ITEM(hidden, i), name, build, &width))) goto fail;
+        if (!(v = config_int(PySequence_Fast_GET_ITEM(hidden, i), name, build, 0, &width)))
+            goto fail;
         PyTuple_SET_ITEM(widths, i, v);
         if (i < MK_MAX_HIDDEN) cfg->hidden[i] = width;
     }
@@ -102,14 +108,14 @@ fail:
     return NULL;
 }
 
-/* check_model_config(num_tokens, ..., hidden, head_width) -> the fields as Python ints:
+/* check_model_config(num_tokens, ..., hidden, head_width, move_pairs) -> the fields as Python ints:
  * ModelConfig's check when it is made (types, and mk_config_check_dim). The sizes this
  * build supports are checked when a model is made (mk_config_check). */
 static PyObject *py_check_model_config(PyObject *self, PyObject *args, PyObject *kwargs) {
-    PyObject *o[8];
+    PyObject *o[CONFIG_FIELDS];
     mk_config cfg = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO:check_model_config", config_fields,
-                                     &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7]))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOO:check_model_config", config_fields,
+                                     &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8]))
         return NULL;
     return config_from_args(o, 0, &cfg);
 }
@@ -161,9 +167,9 @@ static int seed_arg(PyObject *obj, uint64_t *seed) {
 
 static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
     static char *kw[] = {"num_tokens", "num_moves",  "tokens_per_side", "embed_dim", "orders",
-                         "pair_dim",   "hidden",     "head_width",      "backend",   "seed",
-                         "fused_head", NULL}; /* config_fields, then the model's own */
-    PyObject *o[8];
+                         "pair_dim",   "hidden",     "head_width",      "move_pairs", "backend",
+                         "seed",       "fused_head", NULL}; /* config_fields, then the model's own */
+    PyObject *o[CONFIG_FIELDS];
     PyObject *backend_arg = NULL; /* a name ("cpu") or a capsule of another module's table */
     PyObject *seed_obj = NULL;
     uint64_t seed;
@@ -172,8 +178,8 @@ static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
         PyErr_SetString(PyExc_RuntimeError, "_core.Model: already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO|OOp", kw, &o[0], &o[1], &o[2], &o[3],
-                                     &o[4], &o[5], &o[6], &o[7], &backend_arg, &seed_obj,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOO|OOp", kw, &o[0], &o[1], &o[2], &o[3],
+                                     &o[4], &o[5], &o[6], &o[7], &o[8], &backend_arg, &seed_obj,
                                      &fused_head))
         return -1;
     mk_config cfg = {0};
@@ -514,7 +520,7 @@ static PyObject *model_arena_bytes_for(mk_model_object *self, PyObject *args) {
 static PyMethodDef module_functions[] = {
     {"check_model_config", (PyCFunction)(void (*)(void))py_check_model_config,
      METH_VARARGS | METH_KEYWORDS,
-     "check_model_config(num_tokens, ..., hidden, head_width) -> the fields as Python ints"},
+     "check_model_config(num_tokens, ..., hidden, head_width, move_pairs) -> the fields as Python ints"},
     {NULL, NULL, 0, NULL},
 };
 
