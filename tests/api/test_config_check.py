@@ -13,10 +13,11 @@ import pytest
 import manaka as mk
 from manaka import _core
 
-FIELDS = ("num_tokens", "num_moves", "tokens_per_side", "embed_dim", "orders", "pair_dim", "hidden", "head_width")
+FIELDS = ("num_tokens", "num_moves", "tokens_per_side", "embed_dim", "orders", "pair_dim", "hidden", "head_width",
+          "move_pairs")
 BASE = dict(num_tokens=10, num_moves=12, tokens_per_side=4, embed_dim=4, orders=2, pair_dim=2, hidden=(4,),
-            head_width=4)
-WIDTHS = [f for f in FIELDS if f != "hidden"]
+            head_width=4, move_pairs=0)
+WIDTHS = [f for f in FIELDS if f not in ("hidden", "move_pairs")]
 
 
 def error_of(call):
@@ -32,6 +33,21 @@ def core_model(**cfg):
 
 
 # ---------------------------------------------------------------- the model configuration
+@pytest.mark.parametrize("value", [-1, -2**63])
+def test_move_pairs_must_be_at_least_0_in_c(value):
+    cfg = {**BASE, "move_pairs": value}
+    want = (ValueError, f"ModelConfig: move_pairs must be >= 0, got {value}")
+    assert error_of(lambda: mk.ModelConfig(**cfg)) == want
+    assert error_of(lambda: core_model(**cfg)) == want
+    assert mk.ModelConfig(**{**BASE, "move_pairs": 0}).move_pairs == 0
+    assert mk.Model(mk.ModelConfig(**{**BASE, "move_pairs": 3})).shapes["move_pair_table"] == (10, 3)
+
+
+def test_move_pairs_above_int32_is_refused_when_a_model_is_made():
+    cfg = mk.ModelConfig(**{**BASE, "move_pairs": 2**31})
+    assert error_of(lambda: mk.Model(cfg)) == (ValueError, "ModelConfig: move_pairs = 2147483648 is above 2^31 - 1")
+
+
 @pytest.mark.parametrize("field", WIDTHS)
 @pytest.mark.parametrize("value", [0, -3, -2**63])
 def test_every_width_must_be_at_least_1_in_c(field, value):
@@ -106,7 +122,7 @@ def test_numpy_integers_and_iterables_convert_to_python_ints():
                                "hidden": (h for h in (np.int32(5), 7))})
     assert config.embed_dim == 6 and config.orders == 3 and config.hidden == (5, 7)
     assert type(config.embed_dim) is int and all(type(h) is int for h in config.hidden)
-    assert _core.check_model_config(**{**BASE, "hidden": [np.int16(3)]}) == (10, 12, 4, 4, 2, 2, (3,), 4)
+    assert _core.check_model_config(**{**BASE, "hidden": [np.int16(3)]}) == (10, 12, 4, 4, 2, 2, (3,), 4, 0)
     assert mk.Model(config).shapes["trunk.1.weight"] == (7, 5)
 
 

@@ -13,13 +13,15 @@ CONFIGS = [
     dict(hidden=(12,)),
     dict(hidden=(12, 9), orders=1, pair_dim=1),
     dict(hidden=(8, 6, 5), orders=4, pair_dim=3),
+    dict(hidden=(12,), move_pairs=5),  # fewer classes than moves: m % C collide
 ]
+IDS = ["hidden0", "hidden1", "hidden2", "hidden3", "move_pairs"]
 
 
-@pytest.mark.parametrize("kw", CONFIGS, ids=lambda kw: f"hidden{len(kw['hidden'])}")
+@pytest.mark.parametrize("kw", CONFIGS, ids=IDS)
 def test_forward_matches_reference(kw):
     cfg = cases.config(**kw)
-    model = mk.Model(cfg, seed=3)
+    model = cases.model(cfg, seed=3)
     b = cases.batch(cfg, seed=1)
     logits, value = model.forward(b)
     act = refm.forward(model.parameters(), cfg, b.tokens, b.legal, b.counts)
@@ -29,12 +31,12 @@ def test_forward_matches_reference(kw):
     assert (logits[np.arange(b.max_legal)[None, :] >= b.counts[:, None]] == 0).all()
 
 
-@pytest.mark.parametrize("kw", CONFIGS, ids=lambda kw: f"hidden{len(kw['hidden'])}")
+@pytest.mark.parametrize("kw", CONFIGS, ids=IDS)
 @pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
 @pytest.mark.parametrize("value_weight", [1.0, 0.0, 2.5])
 def test_loss_and_grad_match_reference(kw, soft, value_weight):
     cfg = cases.config(**kw)
-    model = mk.Model(cfg, seed=5)
+    model = cases.model(cfg, seed=5)
     b = cases.batch(cfg, seed=2, soft=soft)
     stats, grads = model.loss_and_grad(b, value_weight=value_weight)
     want_stats, want = refm.loss_and_grad(model.parameters(), cfg, b, value_weight)
@@ -51,8 +53,9 @@ def test_loss_and_grad_match_reference(kw, soft, value_weight):
 
 def test_gradient_matches_finite_differences():
     """Perturbs parameters through the live views and differentiates the float64 loss."""
-    cfg = cases.config(hidden=(6,), num_tokens=5, num_moves=6, T=4, D=3, W=4, orders=3, pair_dim=2)
-    model = mk.Model(cfg, seed=11)
+    cfg = cases.config(hidden=(6,), num_tokens=5, num_moves=6, T=4, D=3, W=4, orders=3, pair_dim=2,
+                       move_pairs=4)
+    model = cases.model(cfg, seed=11)
     b = cases.batch(cfg, B=4, L=5, seed=3, soft=True)
     _, grads = model.loss_and_grad(b, value_weight=0.7)
     params = model.parameters()

@@ -15,16 +15,18 @@ import reference_model as refm
 HYPER = dict(lr=3e-2, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1)
 
 
-@pytest.mark.parametrize("hidden", [(), (10, 6)], ids=["hidden0", "hidden2"])
+@pytest.mark.parametrize("hidden, move_pairs", [((), 0), ((10, 6), 0), ((10,), 5)],
+                         ids=["hidden0", "hidden2", "move_pairs"])
 @pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
-def test_steps_match_reference_adamw(hidden, soft):
-    cfg = cases.config(hidden=hidden)
-    model = mk.Model(cfg, seed=2)
+def test_steps_match_reference_adamw(hidden, move_pairs, soft):
+    cfg = cases.config(hidden=hidden, move_pairs=move_pairs)
+    model = cases.model(cfg, seed=2)
     trainer = mk.Trainer(model, warmup_steps=2, schedule="cosine", total_steps=5, min_lr=1e-3,
                          value_weight=0.5, **HYPER)
     names = list(model.shapes)
     m = {n: 0.0 for n in names}
     v = {n: 0.0 for n in names}
+    g_scale = {}
     for t in range(1, 5):
         b = cases.batch(cfg, seed=10 + t, soft=soft)
         before = model.state_dict()
@@ -43,8 +45,13 @@ def test_steps_match_reference_adamw(hidden, soft):
             assert cases.rel_err(got[n], want_p[n]) < 1e-5, (t, n)
         state = trainer.state_dict()
         for n in names:
-            assert cases.rel_err(state["exp_avg"][n], m[n]) < 1e-4 if np.abs(m[n]).max() else True
-            assert cases.rel_err(state["exp_avg_sq"][n], v[n]) < 1e-4 if np.abs(v[n]).max() else True
+            # float32 moments against float64: a moment whose gradients nearly cancel (a
+            # scalar bias) is bounded by the scale of the gradients it averaged
+            g_scale[n] = max(g_scale.get(n, 0.0), float(np.abs(grads[n]).max()))
+            for got_m, want_m, scale in ((state["exp_avg"][n], m[n], g_scale[n]),
+                                         (state["exp_avg_sq"][n], v[n], g_scale[n] ** 2)):
+                err = np.abs(np.float64(got_m) - want_m).max()
+                assert err <= 1e-4 * max(np.abs(want_m).max(), 1e-2 * scale), (t, n, err)
 
 
 def test_losses_follow_reference_training():
@@ -321,9 +328,10 @@ def test_fused_pair_update_takes_the_backend_scratch_and_refuses_less():
         _testing.backend_scratch_bytes("cpu", rows=-1)
 
 
-def test_device_memory_path_matches_host_path():
-    cfg = cases.config(hidden=(8,))
-    host = mk.Model(cfg, seed=6)
+@pytest.mark.parametrize("move_pairs", [0, 5])
+def test_device_memory_path_matches_host_path(move_pairs):
+    cfg = cases.config(hidden=(8,), move_pairs=move_pairs)
+    host = cases.model(cfg, seed=6)
     staged = staged_twin(host)
     assert staged._core.backend == "cpu_staged"
     with pytest.raises(RuntimeError, match="not in host memory"):
@@ -379,12 +387,14 @@ def test_device_path_keeps_the_stats_of_recent_steps_on_the_device():
         kept[43][1].loss
 
 
-def test_training_is_bitwise_identical_for_any_thread_count():
+@pytest.mark.parametrize("move_pairs", [0, 30])
+def test_training_is_bitwise_identical_for_any_thread_count(move_pairs):
     """Every CPU primitive splits work so that results do not depend on the team size
     (GEMMs into tiles fixed by the shape, one OpenBLAS call per tile; reductions by owned
-    columns; AdamW elementwise): 1 to 5 threads and one more than the cores."""
+    columns or owned table rows; AdamW elementwise): 1 to 5 threads and one more than the
+    cores."""
     cfg = cases.config(hidden=(300, 200), num_tokens=40, num_moves=120, T=12, D=64, W=96,
-                       orders=3, pair_dim=8)
+                       orders=3, pair_dim=8, move_pairs=move_pairs)
     results = []
     try:
         for threads in (1, 2, 3, 4, 5, (os.cpu_count() or 1) + 1):

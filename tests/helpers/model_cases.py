@@ -31,9 +31,20 @@ def arrays(N=6, T=4, V=50, M=40, seed=0, soft=False):
     return out
 
 
-def config(hidden=(12,), orders=3, pair_dim=4, num_tokens=11, num_moves=17, T=6, D=5, W=7):
+def config(hidden=(12,), orders=3, pair_dim=4, num_tokens=11, num_moves=17, T=6, D=5, W=7, move_pairs=0):
     return mk.ModelConfig(num_tokens=num_tokens, num_moves=num_moves, tokens_per_side=T,
-                          embed_dim=D, orders=orders, pair_dim=pair_dim, hidden=hidden, head_width=W)
+                          embed_dim=D, orders=orders, pair_dim=pair_dim, hidden=hidden, head_width=W,
+                          move_pairs=move_pairs)
+
+
+def model(cfg, seed=0):
+    """mk.Model(cfg, seed) with a random move_pair_table if it has one (it starts at 0, which
+    would test nothing)."""
+    m = mk.Model(cfg, seed=seed)
+    table = m.parameters().get("move_pair_table")
+    if table is not None:
+        table[...] = np.random.default_rng(seed).standard_normal(table.shape, dtype=np.float32)
+    return m
 
 
 def batch(cfg, B=6, L=9, seed=0, soft=False, empty_fraction=0.25):
@@ -122,8 +133,9 @@ def staged_twin(model):
     twin.policy_head = model.policy_head
     d = model.config.to_dict()
     twin._core = mk._core.Model(d["num_tokens"], d["num_moves"], d["tokens_per_side"], d["embed_dim"],
-                                d["orders"], d["pair_dim"], d["hidden"], d["head_width"],
+                                d["orders"], d["pair_dim"], d["hidden"], d["head_width"], d["move_pairs"],
                                 backend="cpu_staged", seed=model.seed,
                                 fused_head=model.policy_head == "fused")
     twin._shapes = model.shapes
+    twin.load_state_dict(model.state_dict())  # a move_pair_table made random by `model()`
     return twin

@@ -25,6 +25,8 @@ def forward(p, cfg, tokens, legal, counts):
     x = xs[-1]
     q = x @ p["policy.weight"].T + p["policy.bias"]
     logits = ref.gather_dot(q, p["move_table"], legal, counts)
+    if "move_pair_table" in p:  # the side to move's tokens (perspective 0)
+        logits = logits + ref.move_pair_sums(p["move_pair_table"], tokens[:, 0], legal, counts)
     z = (x @ p["value.weight"].T)[:, 0] + p["value.bias"][0]
     return {"p": p, "ps": ps, "pair": pair, "xs": xs, "q": q, "logits": logits, "z": z,
             "value": 1.0 / (1.0 + np.exp(-z))}
@@ -85,6 +87,9 @@ def backward(act, cfg, tokens, legal, counts, dlogits, dz):
     K, D, P = cfg.orders, cfg.embed_dim, cfg.pair_dim
     g = {}
     dq, g["move_table"] = ref.gather_dot_backward(dlogits, act["q"], p["move_table"], legal, counts)
+    if "move_pair_table" in p:
+        g["move_pair_table"] = ref.move_pair_sums_backward(dlogits, tokens[:, 0], legal, counts,
+                                                           *p["move_pair_table"].shape)
     x = xs[-1]
     g["policy.weight"] = dq.T @ x
     g["policy.bias"] = dq.sum(axis=0)
