@@ -2,14 +2,21 @@
  * move's tokens, table [V, C] read at (token, move % C). The forward is parallel over
  * positions; the backward gives each thread a contiguous range of tokens (table rows,
  * threads.h), so every table entry sums its contributions in (b, t, l) order: the same
- * bits for any thread count. */
+ * bits for any thread count. A position's move classes are computed once (an integer
+ * division each) and reused for each of its tokens, in chunks of CHUNK moves. */
 #include <string.h>
 
 #include "backend_cpu.h"
 #include "threads.h"
 
+enum { CHUNK = 256 };
+
 static inline int64_t row_count(const int32_t *counts, int64_t b, int64_t L) {
     return counts ? counts[b] : L;
+}
+
+static inline void classes(const int32_t *moves, int64_t n, int64_t C, int32_t *cls) {
+    for (int64_t l = 0; l < n; l++) cls[l] = (int32_t)(moves[l] % C);
 }
 
 mk_status mk_move_pair_sums_cpu(void *stream, const float *table, const int32_t *tokens,
@@ -20,14 +27,17 @@ mk_status mk_move_pair_sums_cpu(void *stream, const float *table, const int32_t 
 #pragma omp parallel for schedule(static) num_threads(mk_threads_for_items(B, B * L * T))
     for (int64_t b = 0; b < B; b++) {
         const int32_t *tok = tokens + b * token_stride;
-        const int32_t *moves = legal + b * L;
-        float *out = logits + b * L;
         int64_t n = row_count(counts, b, L);
-        for (int64_t t = 0; t < T; t++) {
-            if (tok[t] < 0) continue;
-            const float *row = table + (int64_t)tok[t] * C;
-            /* one row of the table per token: its C columns are read for n moves */
-            for (int64_t l = 0; l < n; l++) out[l] += row[moves[l] % C];
+        int32_t cls[CHUNK];
+        for (int64_t l0 = 0; l0 < n; l0 += CHUNK) {
+            int64_t k = n - l0 < CHUNK ? n - l0 : CHUNK;
+            float *out = logits + b * L + l0;
+            classes(legal + b * L + l0, k, C, cls);
+            for (int64_t t = 0; t < T; t++) {
+                if (tok[t] < 0) continue;
+                const float *row = table + (int64_t)tok[t] * C;
+                for (int64_t l = 0; l < k; l++) out[l] += row[cls[l]];
+            }
         }
     }
     return MK_OK;
@@ -44,16 +54,21 @@ mk_status mk_move_pair_sums_backward_cpu(void *stream, const float *grad, const 
         int64_t v0, v1;
         mk_owned_rows(V, &v0, &v1);
         memset(grad_table + v0 * C, 0, (size_t)((v1 - v0) * C) * sizeof(float));
+        int32_t cls[CHUNK];
         for (int64_t b = 0; b < B; b++) {
             const int32_t *tok = tokens + b * token_stride;
-            const int32_t *moves = legal + b * L;
-            const float *g = grad + b * L;
             int64_t n = row_count(counts, b, L);
-            for (int64_t t = 0; t < T; t++) {
-                int64_t v = tok[t];
-                if (v < v0 || v >= v1) continue; /* also every empty slot (-1) */
-                float *row = grad_table + v * C;
-                for (int64_t l = 0; l < n; l++) row[moves[l] % C] += g[l];
+            for (int64_t l0 = 0; l0 < n; l0 += CHUNK) {
+                int64_t k = n - l0 < CHUNK ? n - l0 : CHUNK;
+                const float *g = grad + b * L + l0;
+                int have = 0; /* classes of this chunk, computed at its first owned token */
+                for (int64_t t = 0; t < T; t++) {
+                    int64_t v = tok[t];
+                    if (v < v0 || v >= v1) continue; /* also every empty slot (-1) */
+                    if (!have) classes(legal + b * L + l0, k, C, cls), have = 1;
+                    float *row = grad_table + v * C;
+                    for (int64_t l = 0; l < k; l++) row[cls[l]] += g[l];
+                }
             }
         }
     }
