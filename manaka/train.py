@@ -37,8 +37,10 @@ from .synthetic import SEED_SHAPES
 # Model shapes besides the vocabularies (which come from the data). "small" learns visibly
 # within a minute on a laptop CPU; "seed" is the seed configuration of docs/design.md §5.
 PRESETS = {
-    "small": dict(embed_dim=32, orders=4, pair_dim=4, hidden=(128,), head_width=64, batch_size=512, lr=5e-3),
-    "seed": dict(embed_dim=256, orders=4, pair_dim=16, hidden=(512, 512), head_width=300, batch_size=1024, lr=1e-3),
+    "small": dict(embed_dim=32, orders=4, pair_dim=4, hidden=(128,), head_width=64, move_pairs=0, batch_size=512,
+                  lr=5e-3),
+    "seed": dict(embed_dim=256, orders=4, pair_dim=16, hidden=(512, 512), head_width=300, move_pairs=0,
+                 batch_size=1024, lr=1e-3),
 }
 
 # Training defaults by kind of data, stated once: shogi records (HCPE, PSV) have their own
@@ -113,7 +115,8 @@ def _shogi_preset() -> dict:
     are RECIPES["shogi"]), the default preset for record data."""
     from .shogi.recipe import RECIPE
 
-    return {k: RECIPE[k] for k in ("embed_dim", "orders", "pair_dim", "hidden", "head_width", "batch_size", "lr")}
+    return {k: RECIPE[k] for k in ("embed_dim", "orders", "pair_dim", "hidden", "head_width", "move_pairs",
+                                   "batch_size", "lr")}
 
 
 PRESETS["shogi"] = _shogi_preset()
@@ -186,6 +189,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--pair-dim", type=int, help="P, the pair-table width")
     g.add_argument("--hidden", help="trunk widths, comma-separated (e.g. 512,512)")
     g.add_argument("--head-width", type=int, help="W, the policy head width")
+    g.add_argument("--move-pairs", type=int, metavar="C", help="move classes of the move-pair table (a scalar per "
+                   "token of the side to move and move class, added to the move's logit; 0: none)")
     g = p.add_argument_group("logging, checkpoints and the model file")
     g.add_argument("--log-every", type=_positive(int), default=25, help="log line every this many steps (default 25)")
     g.add_argument("--checkpoint", metavar="PATH", help="checkpoint file (model, optimizer, schedule, data position), "
@@ -218,7 +223,7 @@ def model_config(args, preset: dict, data) -> "mk.ModelConfig":
     hidden = preset["hidden"] if args.hidden is None else tuple(int(h) for h in args.hidden.split(",") if h.strip())
     cfg = mk.ModelConfig(num_tokens=data.num_tokens, num_moves=data.num_moves, tokens_per_side=data.tokens_per_side,
                          embed_dim=pick("embed_dim"), orders=pick("orders"), pair_dim=pick("pair_dim"),
-                         hidden=hidden, head_width=pick("head_width"))
+                         hidden=hidden, head_width=pick("head_width"), move_pairs=pick("move_pairs"))
     check_fits_in_memory(cfg, data)
     return cfg
 

@@ -23,8 +23,9 @@ def test_recipe_overrides_and_parsing():
         with pytest.raises(ValueError):
             recipe.parse_setting(bad)
     cfg = recipe.model_config()
-    assert (cfg.embed_dim, cfg.pair_dim, cfg.hidden, cfg.head_width) == (
-        recipe.RECIPE["embed_dim"], recipe.RECIPE["pair_dim"], tuple(recipe.RECIPE["hidden"]), recipe.RECIPE["head_width"])
+    assert (cfg.embed_dim, cfg.pair_dim, cfg.hidden, cfg.head_width, cfg.move_pairs) == (
+        recipe.RECIPE["embed_dim"], recipe.RECIPE["pair_dim"], tuple(recipe.RECIPE["hidden"]), recipe.RECIPE["head_width"],
+        recipe.RECIPE["move_pairs"])
 
 
 def test_cli_uses_the_recipe_for_records(tmp_path, capsys):
@@ -40,7 +41,7 @@ def test_cli_uses_the_recipe_for_records(tmp_path, capsys):
     assert (f"data: shogi.RecordFiles(160 HCPE records in 1 file(s), value={R['value']!r}, on_bad='raise', "
             f"38 bytes/position{mirrors})") in out, out
     assert (f"embed_dim={R['embed_dim']}, orders={R['orders']}, pair_dim={R['pair_dim']}, "
-            f"hidden={tuple(R['hidden'])}, head_width={R['head_width']}") in out, out
+            f"hidden={tuple(R['hidden'])}, head_width={R['head_width']}, move_pairs={R['move_pairs']})") in out, out
     assert (f"lr={R['lr']:g}, betas=(0.9, 0.999), eps={R['eps']:g}, weight_decay={R['weight_decay']:g}, "
             f"warmup_steps={R['warmup']}, schedule={R['schedule']!r}") in out, out
     assert "held-out (40 positions)" in out
