@@ -20,8 +20,10 @@
 #include "bucket.cuh"
 
 #define MP_MAX_THREADS 256
-/* Occurrences whose positions the scatter block looks up in one round of loads. */
-#define MP_BATCH 32
+/* Occurrences whose positions the scatter block looks up in one round of loads (at most
+ * its threads, which are at least 64), and of those, how many it loads ahead. */
+#define MP_BATCH 64
+#define MP_DEPTH 8
 #define MP_ALIGN ((size_t)256)
 
 static size_t mp_round_up(size_t bytes) { return (bytes + MP_ALIGN - 1) / MP_ALIGN * MP_ALIGN; }
@@ -114,8 +116,10 @@ static __global__ void move_pair_keys_kernel(const int32_t *__restrict__ tokens,
 
 /* Pass 3: block per token v, row accumulated in shared memory when SMEM_ACC (else in
  * grad_table's own row, which only this block touches). The barrier after each
- * occurrence orders the adds to a column by occurrence; the next occurrence's first slot
- * is loaded before it, so the loads' latency overlaps the adds. */
+ * occurrence orders the adds to a column by occurrence. The order of the adds is all that
+ * must be serial, not the loads: each thread loads its slot of MP_DEPTH occurrences before
+ * adding the first, so a token found in most positions (a pawn on its home square) pays
+ * one load latency per MP_DEPTH occurrences. */
 template <bool SMEM_ACC>
 static __global__ void move_pair_scatter_kernel(const int32_t *__restrict__ cls,
                                                 const float *__restrict__ val,
@@ -141,21 +145,28 @@ static __global__ void move_pair_scatter_kernel(const int32_t *__restrict__ cls,
                 count[tid] = counts ? counts[b] : L;
             }
             __syncthreads();
-            int32_t c_next = -1;
-            float x_next = 0.0f;
-            if (tid < count[0]) c_next = cls[base[0] + tid], x_next = val[base[0] + tid];
-            for (int k = 0; k < kn; k++) {
-                const int32_t c0 = c_next;
-                const float x0 = x_next;
-                c_next = -1;
-                if (k + 1 < kn && tid < count[k + 1])
-                    c_next = cls[base[k + 1] + tid], x_next = val[base[k + 1] + tid];
-                if (c0 >= 0) row[c0] += x0;
-                for (int64_t l = tid + blockDim.x; l < count[k]; l += blockDim.x) {
-                    const int32_t c = cls[base[k] + l];
-                    if (c >= 0) row[c] += val[base[k] + l];
+            for (int k0 = 0; k0 < kn; k0 += MP_DEPTH) {
+                /* MP_DEPTH occurrences' first slots in flight at once */
+                int32_t cr[MP_DEPTH];
+                float xr[MP_DEPTH];
+#pragma unroll
+                for (int i = 0; i < MP_DEPTH; i++) {
+                    const int k = k0 + i;
+                    cr[i] = -1;
+                    xr[i] = 0.0f;
+                    if (k < kn && tid < count[k]) cr[i] = cls[base[k] + tid], xr[i] = val[base[k] + tid];
                 }
-                __syncthreads();
+#pragma unroll
+                for (int i = 0; i < MP_DEPTH; i++) {
+                    const int k = k0 + i;
+                    if (k >= kn) break; /* the same for every thread */
+                    if (cr[i] >= 0) row[cr[i]] += xr[i];
+                    for (int64_t l = tid + blockDim.x; l < count[k]; l += blockDim.x) {
+                        const int32_t c = cls[base[k] + l];
+                        if (c >= 0) row[c] += val[base[k] + l];
+                    }
+                    __syncthreads();
+                }
             }
         }
         if (SMEM_ACC) {
@@ -223,7 +234,7 @@ extern "C" mk_status mk_move_pair_sums_backward_cuda_ws(
     float *val;
     const bool acc_smem = C * (int64_t)sizeof(float) + 1024 <= MK_SMEM_MAX_BYTES;
     const bool row_smem = L * 2 * (int64_t)sizeof(float) <= MK_SMEM_MAX_BYTES;
-    const int threads = mk_column_threads(L, 64, MP_MAX_THREADS);
+    const int threads = mk_column_threads(L, MP_BATCH, MP_MAX_THREADS); /* >= MP_BATCH */
     auto scatter = acc_smem ? move_pair_scatter_kernel<true> : move_pair_scatter_kernel<false>;
     if (V == 0 || C == 0) return MK_OK;
     if (C < 0 || C > INT32_MAX || V > INT32_MAX)

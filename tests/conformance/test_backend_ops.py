@@ -309,7 +309,7 @@ def _(r):
     # few tokens and classes: entries collect many (b, t, l)
     _move_pair_backward_check(r, 7, 2, 6, 11, 5, 4)
     # a token in more positions than CUDA looks up at once, slots beyond a block's threads
-    _move_pair_backward_check(r, 40, 2, 12, 300, 9, 400)
+    _move_pair_backward_check(r, 80, 2, 12, 300, 9, 400)
     _move_pair_backward_check(r, 9, 1, 8, 13, 6, 5, with_counts=False, scratch=False)
     # a row too wide for shared memory; a legal width too wide for it
     _move_pair_backward_check(r, 5, 2, 4, 9, 3, 13000)
