@@ -154,7 +154,8 @@ static __global__ void move_pair_scatter_kernel(const int32_t *__restrict__ cls,
                     const int k = k0 + i;
                     cr[i] = -1;
                     xr[i] = 0.0f;
-                    if (k < kn && tid < count[k]) cr[i] = cls[base[k] + tid], xr[i] = val[base[k] + tid];
+                    if (k < kn && tid < count[k])
+                        cr[i] = cls[base[k] + tid], xr[i] = val[base[k] + tid];
                 }
 #pragma unroll
                 for (int i = 0; i < MP_DEPTH; i++) {
