@@ -64,7 +64,8 @@ enum {
 /* The shapes of a training step's primitives that take scratch memory (`work`), for
  * scratch_bytes: gather_dot_backward over legal moves [B, L] out of M; power_sums_backward,
  * pair_sums_backward and pair_sums_backward_adamw(_bf16) over tokens [rows, T] out of V
- * (num_pairs = mk_num_pairs(V)). */
+ * (num_pairs = mk_num_pairs(V)); move_pair_sums_backward over the side to move's tokens
+ * [B, T] out of V and legal moves [B, L]. */
 typedef struct {
     int64_t B, L, M;
     int64_t rows, T, V;

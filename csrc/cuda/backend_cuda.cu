@@ -3,20 +3,25 @@
 #include "backend_cuda.h"
 #include "common.cuh"
 
-/* Every scratch user is a bucket sort, and they run one after another on the step's
- * stream: the largest of them is enough for all. */
+/* Every scratch user is a bucket sort (move_pair_sums_backward's also holds its merged
+ * [B, L] classes), and they run one after another on the step's stream: the largest of
+ * them is enough for all. */
 extern "C" mk_status mk_scratch_bytes_cuda(const mk_step_shapes *sh, size_t *bytes) {
-    size_t gather = 0, power = 0, pair = 0;
+    size_t gather = 0, power = 0, pair = 0, moves = 0;
     mk_status st;
     *bytes = 0;
     if ((st = mk_gather_dot_backward_cuda_ws_bytes(sh->B, sh->L, sh->M, &gather)) != MK_OK ||
         (st = mk_power_sums_backward_cuda_ws_bytes(sh->rows, sh->T, sh->V, &power)) != MK_OK ||
         (st = mk_pair_sums_backward_cuda_ws_bytes(sh->rows, sh->T, mk_num_pairs(sh->V), &pair)) !=
+            MK_OK ||
+        /* the step's move pairs: the side to move's T tokens of each of the B positions */
+        (st = mk_move_pair_sums_backward_cuda_ws_bytes(sh->B, sh->T, sh->L, sh->V, &moves)) !=
             MK_OK)
         return st;
     if (pair) pair += MK_ROWS_WORD_BYTES; /* pair_grad_rows' count word */
     *bytes = gather > power ? gather : power;
     if (pair > *bytes) *bytes = pair;
+    if (moves > *bytes) *bytes = moves;
     return MK_OK;
 }
 

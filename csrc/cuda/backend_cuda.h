@@ -20,8 +20,9 @@ extern const mk_backend mk_backend_cuda;
  * pair-table update), pair_rows.cu (the rows a data-parallel step exchanges),
  * policy_head.cu, streams.cu (the batch copy stream and its events),
  * check.cu (batch_check: mk_find_fault_cuda, runtime.h, over mk_batch_rules) and
- * backend_cuda.cu (scratch_bytes: the largest of the bucket sorts of gather_dot_backward,
- * power_sums_backward and the pair-table backward, which run one after another on the
+ * move_pairs.cu (move_pair_sums and its backward) and backend_cuda.cu (scratch_bytes: the
+ * largest of the bucket sorts of gather_dot_backward, power_sums_backward,
+ * move_pair_sums_backward and the pair-table backward, which run one after another on the
  * step's stream and so share one region). */
 #define MK_OP(ret, name, params) ret mk_##name##_cuda params;
 #include "core/backend_ops.def"
@@ -55,6 +56,13 @@ mk_status mk_pair_sums_backward_cuda_ws(const float *grad, const int32_t *tokens
                                         int64_t T, int64_t P, int64_t num_pairs,
                                         float *grad_pair_table, void *work, size_t work_bytes,
                                         void *stream);
+mk_status mk_move_pair_sums_backward_cuda_ws_bytes(int64_t B, int64_t T, int64_t L, int64_t V,
+                                                   size_t *bytes);
+mk_status mk_move_pair_sums_backward_cuda_ws(const float *grad, const int32_t *tokens,
+                                             int64_t token_stride, const int32_t *legal,
+                                             const int32_t *counts, int64_t B, int64_t T,
+                                             int64_t L, int64_t V, int64_t C, float *grad_table,
+                                             void *work, size_t work_bytes, void *stream);
 
 #ifdef __cplusplus
 }

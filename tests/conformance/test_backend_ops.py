@@ -260,32 +260,60 @@ def _(r):
 
 @case("move_pair_sums", tol=1e-5)
 def _(r):
-    B, S, T, L, V, C = 6, 2, 7, 9, 11, 5
-    table = r.randn(V, C)
+    # the small shape, then one whose legal slots outnumber a block's threads and one whose
+    # tokens do not fit in shared memory (CUDA's other paths; small integers there, so that
+    # sums of 10^4 terms are exact in any order)
+    for B, S, T, L, V, C in ((6, 2, 7, 9, 11, 5), (3, 1, 5, 700, 6, 13), (2, 1, 13000, 5, 4, 3)):
+        draw = r.randn if T < 1000 else lambda *shape: r.rng.integers(-4, 5, shape).astype(np.float32)
+        table = draw(V, C)
+        tokens = op_inputs.tokens(r.rng, B, S, T, V)
+        for with_counts in (True, False):
+            legal, counts = _legal(r, B, L, 3 * C, with_counts)  # classes repeat: m % C
+            base = draw(B, L)
+            logits = r.be.put(base)
+            # perspective 0 of [B, S, T] tokens: a stride of S T between positions
+            r.op("move_pair_sums", None, r.be.put(table), r.be.put(tokens), S * T,
+                 r.be.put(legal), r.be.put(counts), B, T, L, C, logits)
+            want = base + ref.move_pair_sums(table, tokens[:, 0], legal, counts)
+            r.close(r.be.get(logits), want, f"B={B} T={T} L={L} counts={with_counts}")
+
+
+def _move_pair_backward_check(r, B, S, T, L, V, C, with_counts=True, scratch=True, long_rows=0):
+    """grad_table against the reference, bitwise equal over two runs, and (with scratch)
+    one byte too little refused cleanly. long_rows: counts kept below it while L is wider
+    (the padded width alone decides some of CUDA's paths)."""
+    grad = r.randn(B, L)
     tokens = op_inputs.tokens(r.rng, B, S, T, V)
-    for with_counts in (True, False):
-        legal, counts = _legal(r, B, L, 3 * C, with_counts)  # classes repeat: m % C
-        base = r.randn(B, L)
-        logits = r.be.put(base)
-        # perspective 0 of [B, S, T] tokens: a stride of S T between positions
-        r.op("move_pair_sums", None, r.be.put(table), r.be.put(tokens), S * T, r.be.put(legal),
-             r.be.put(counts), B, T, L, C, logits)
-        want = base + ref.move_pair_sums(table, tokens[:, 0], legal, counts)
-        r.close(r.be.get(logits), want, f"counts={with_counts}")
+    legal, counts = _legal(r, B, L, 3 * C, with_counts)  # classes repeat: m % C
+    if long_rows:
+        counts = np.minimum(counts, long_rows).astype(np.int32)
+    want = ref.move_pair_sums_backward(grad, tokens[:, 0], legal, counts, V, C)
+    work, nbytes = r.be.scratch(B=B, L=L, M=3 * C, T=T, V=V) if scratch else (None, 0)
+    args = [r.be.put(a) for a in (grad, tokens)] + [S * T] + [r.be.put(a) for a in (legal, counts)]
+    got = []
+    for _ in range(2):
+        out = r.be.empty((V, C))
+        r.op("move_pair_sums_backward", None, *args, B, T, L, V, C, out, work, nbytes)
+        got.append(r.be.get(out))
+    shape = f"B={B} T={T} L={L} V={V} C={C} counts={with_counts}"
+    r.close(got[0], want, shape)
+    assert got[0].tobytes() == got[1].tobytes(), f"{shape}: two runs differ in their bits"
+    if scratch:
+        out = r.be.empty((V, C))
+        _too_little(r, out, "move_pair_sums_backward", None, *args, B, T, L, V, C, out, work,
+                    nbytes - 1)
 
 
 @case("move_pair_sums_backward", tol=1e-5)
 def _(r):
-    B, S, T, L, V, C = 7, 2, 6, 11, 5, 4  # few tokens and classes: entries collect many (b, t, l)
-    grad = r.randn(B, L)
-    tokens = op_inputs.tokens(r.rng, B, S, T, V)
-    legal, counts = _legal(r, B, L, 3 * C)
-    want = ref.move_pair_sums_backward(grad, tokens[:, 0], legal, counts, V, C)
-    work, nbytes = r.be.scratch(B=B, L=L, M=3 * C)
-    out = r.be.empty((V, C))
-    r.op("move_pair_sums_backward", None, r.be.put(grad), r.be.put(tokens), S * T, r.be.put(legal),
-         r.be.put(counts), B, T, L, V, C, out, work, nbytes)
-    r.close(r.be.get(out), want)
+    # few tokens and classes: entries collect many (b, t, l)
+    _move_pair_backward_check(r, 7, 2, 6, 11, 5, 4)
+    # a token in more positions than CUDA looks up at once, slots beyond a block's threads
+    _move_pair_backward_check(r, 80, 2, 12, 300, 9, 400)
+    _move_pair_backward_check(r, 9, 1, 8, 13, 6, 5, with_counts=False, scratch=False)
+    # a row too wide for shared memory; a legal width too wide for it
+    _move_pair_backward_check(r, 5, 2, 4, 9, 3, 13000)
+    _move_pair_backward_check(r, 3, 1, 5, 6200, 4, 6, long_rows=40)
 
 
 def _too_little(r, out, entry, *args, before=None):
