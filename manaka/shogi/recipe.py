@@ -16,7 +16,7 @@ RECIPE: Dict[str, Any] = {
     "embed_dim": 32, "orders": 4, "pair_dim": 1, "hidden": (512,), "head_width": 64,
     # move classes of the move-pair table (ModelConfig.move_pairs): a scalar per (token of the
     # side to move, dlshogi label) added to each legal move's logit; 0: none
-    "move_pairs": 0,
+    "move_pairs": 2187,
     # optimizer
     "batch_size": 512, "lr": 1e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "constant",
     # which pair-table rows a step updates (manaka.Trainer's pair_update)

@@ -18,8 +18,11 @@ TOL = 1e-4
 
 
 def twins(cfg, seed=3):
-    """The same model on the CPU and on the GPU (the same seed gives the same bits)."""
-    return mk.Model(cfg, device="cpu", seed=seed), mk.Model(cfg, device="cuda", seed=seed)
+    """The same model on the CPU and on the GPU (the same seed gives the same bits; a
+    move-pair table, which starts at 0, is made random on the CPU and copied)."""
+    cpu, gpu = cases.model(cfg, seed=seed), mk.Model(cfg, device="cuda", seed=seed)
+    gpu.load_state_dict(cpu.state_dict())
+    return cpu, gpu
 
 
 def test_initial_parameters_are_identical():
@@ -27,10 +30,11 @@ def test_initial_parameters_are_identical():
     cases.assert_parameters_match(gpu, cpu)
 
 
-@pytest.mark.parametrize("hidden", [(), (12,), (10, 6)], ids=["hidden0", "hidden1", "hidden2"])
+@pytest.mark.parametrize("hidden, move_pairs", [((), 0), ((12,), 0), ((10, 6), 0), ((12,), 5)],
+                         ids=["hidden0", "hidden1", "hidden2", "move_pairs"])
 @pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
-def test_forward_loss_and_gradients_match_cpu(hidden, soft):
-    cfg = cases.config(hidden=hidden)
+def test_forward_loss_and_gradients_match_cpu(hidden, move_pairs, soft):
+    cfg = cases.config(hidden=hidden, move_pairs=move_pairs)
     cpu, gpu = twins(cfg)
     b = cases.batch(cfg, seed=7, soft=soft)
     for x, y in zip(cpu.forward(b), gpu.forward(b)):
@@ -44,8 +48,9 @@ def test_forward_loss_and_gradients_match_cpu(hidden, soft):
 
 
 @pytest.mark.parametrize("schedule", ["constant", "cosine"])
-def test_five_adamw_steps_match_cpu(schedule):
-    cfg = cases.config(hidden=(9,))
+@pytest.mark.parametrize("move_pairs", [0, 5])
+def test_five_adamw_steps_match_cpu(schedule, move_pairs):
+    cfg = cases.config(hidden=(9,), move_pairs=move_pairs)
     cpu, gpu = twins(cfg)
     opts = dict(lr=3e-2, warmup_steps=2, schedule=schedule, total_steps=5, weight_decay=0.1)
     t1, t2 = mk.Trainer(cpu, **opts), mk.Trainer(gpu, **opts)
