@@ -150,13 +150,16 @@ class Model:
     ``embedding`` has std 1/sqrt(T) and ``pair_table`` 1/sqrt(T (T - 1) / 2) (so the sums
     over tokens and pairs start with unit scale), ``trunk.i.weight`` sqrt(2 / in) (He, for
     ReLU), ``policy.weight`` and ``value.weight`` 1/sqrt(in), ``move_table`` 1/sqrt(W);
-    every bias starts at 0. This keeps the initial logits O(1) and training stable at the
-    seed configuration.
+    every bias starts at 0, and so does ``move_pair_table`` (the policy starts as it would
+    without it). This keeps the initial logits O(1) and training stable at the seed
+    configuration.
 
     Parameters (``parameters()``, in this order): ``embedding`` [V, D], ``pair_table``
     [V (V + 1) / 2, P], ``trunk.{i}.weight`` [H_i, H_{i-1}], ``trunk.{i}.bias`` [H_i],
     ``policy.weight`` [W, H_n], ``policy.bias`` [W], ``move_table`` [M, W],
-    ``value.weight`` [1, H_n], ``value.bias`` [1].
+    ``value.weight`` [1, H_n], ``value.bias`` [1], and with ``move_pairs`` = C > 0
+    ``move_pair_table`` [V, C]. Such a model's training step always runs the split policy
+    head (MovePairSums adds to the logits between GatherDot and the loss).
 
     A Model runs one call at a time; calls release the GIL, so other Python threads run.
     """
