@@ -31,9 +31,10 @@ def arrays(N=6, T=4, V=50, M=40, seed=0, soft=False):
     return out
 
 
-def config(hidden=(12,), orders=3, pair_dim=4, num_tokens=11, num_moves=17, T=6, D=5, W=7):
+def config(hidden=(12,), orders=3, pair_dim=4, num_tokens=11, num_moves=17, T=6, D=5, W=7, move_pairs=0):
     return mk.ModelConfig(num_tokens=num_tokens, num_moves=num_moves, tokens_per_side=T,
-                          embed_dim=D, orders=orders, pair_dim=pair_dim, hidden=hidden, head_width=W)
+                          embed_dim=D, orders=orders, pair_dim=pair_dim, hidden=hidden, head_width=W,
+                          move_pairs=move_pairs)
 
 
 def batch(cfg, B=6, L=9, seed=0, soft=False, empty_fraction=0.25):
@@ -123,7 +124,7 @@ def staged_twin(model):
     d = model.config.to_dict()
     twin._core = mk._core.Model(d["num_tokens"], d["num_moves"], d["tokens_per_side"], d["embed_dim"],
                                 d["orders"], d["pair_dim"], d["hidden"], d["head_width"],
-                                backend="cpu_staged", seed=model.seed,
+                                d["move_pairs"], backend="cpu_staged", seed=model.seed,
                                 fused_head=model.policy_head == "fused")
     twin._shapes = model.shapes
     return twin
