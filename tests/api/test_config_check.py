@@ -13,10 +13,12 @@ import pytest
 import manaka as mk
 from manaka import _core
 
-FIELDS = ("num_tokens", "num_moves", "tokens_per_side", "embed_dim", "orders", "pair_dim", "hidden", "head_width")
+FIELDS = ("num_tokens", "num_moves", "tokens_per_side", "embed_dim", "orders", "pair_dim", "hidden", "head_width",
+          "move_pairs")
 BASE = dict(num_tokens=10, num_moves=12, tokens_per_side=4, embed_dim=4, orders=2, pair_dim=2, hidden=(4,),
-            head_width=4)
-WIDTHS = [f for f in FIELDS if f != "hidden"]
+            head_width=4, move_pairs=0)
+INTS = [f for f in FIELDS if f != "hidden"]
+WIDTHS = [f for f in INTS if f != "move_pairs"]  # move_pairs is a count: 0 is allowed
 
 
 def error_of(call):
@@ -42,6 +44,16 @@ def test_every_width_must_be_at_least_1_in_c(field, value):
     assert error_of(lambda: core_model(**cfg)) == want              # the model, without ModelConfig
 
 
+@pytest.mark.parametrize("value", [-1, -2**63])
+def test_move_pairs_must_be_at_least_0_in_c(value):
+    cfg = {**BASE, "move_pairs": value}
+    want = (ValueError, f"ModelConfig: move_pairs must be >= 0, got {value}")
+    assert error_of(lambda: mk.ModelConfig(**cfg)) == want
+    assert error_of(lambda: _core.check_model_config(**cfg)) == want
+    assert error_of(lambda: core_model(**cfg)) == want
+    assert mk.ModelConfig(**{k: v for k, v in BASE.items() if k != "move_pairs"}).move_pairs == 0  # the default
+
+
 def test_every_hidden_width_must_be_at_least_1_in_c():
     cfg = {**BASE, "hidden": (4, 0, 3)}
     want = (ValueError, "ModelConfig: hidden[1] must be >= 1, got 0")
@@ -61,6 +73,7 @@ def test_every_hidden_width_must_be_at_least_1_in_c():
     (dict(orders=2**31), "orders = 2147483648 is above 2^31 - 1"),
     (dict(pair_dim=2**31), "pair_dim = 2147483648 is above 2^31 - 1"),
     (dict(head_width=2**31), "head_width = 2147483648 is above 2^31 - 1"),
+    (dict(move_pairs=2**31), "move_pairs = 2147483648 is above 2^31 - 1"),
     (dict(hidden=(4, 2**31)), "hidden[1] = 2147483648 is above 2^31 - 1"),
     (dict(hidden=(1,) * 17), "hidden has 17 layers; at most 16 are supported"),
     (dict(embed_dim=2**30), "2 * (orders * embed_dim + pair_dim) features (orders = 2, embed_dim = 1073741824, "
@@ -81,7 +94,7 @@ def test_the_supported_sizes_are_checked_by_c_when_a_model_is_made(change, messa
 
 @pytest.mark.parametrize("bad", [1.5, "3", None, True, np.bool_(True), np.float64(2.0), object()])
 def test_a_width_that_is_not_an_int_is_a_type_error_naming_it(bad):
-    for field in WIDTHS:
+    for field in INTS:
         cfg = {**BASE, field: bad}
         got = [error_of(lambda: mk.ModelConfig(**cfg)), error_of(lambda: _core.check_model_config(**cfg)),
                error_of(lambda: core_model(**cfg))]
@@ -106,7 +119,7 @@ def test_numpy_integers_and_iterables_convert_to_python_ints():
                                "hidden": (h for h in (np.int32(5), 7))})
     assert config.embed_dim == 6 and config.orders == 3 and config.hidden == (5, 7)
     assert type(config.embed_dim) is int and all(type(h) is int for h in config.hidden)
-    assert _core.check_model_config(**{**BASE, "hidden": [np.int16(3)]}) == (10, 12, 4, 4, 2, 2, (3,), 4)
+    assert _core.check_model_config(**{**BASE, "hidden": [np.int16(3)]}) == (10, 12, 4, 4, 2, 2, (3,), 4, 0)
     assert mk.Model(config).shapes["trunk.1.weight"] == (7, 5)
 
 
