@@ -162,13 +162,20 @@ def _dataset_of(loader) -> Optional[dict]:
     return out
 
 
-def _describe_config(d: dict) -> str:
+def _saved_config(d):
+    """A checkpoint's model_config as this manaka's ModelConfig, so a field added since it
+    was written (move_pairs) takes its default; None where it is not one."""
     from .model import ModelConfig
 
     try:
-        return str(ModelConfig(**{**d, "hidden": tuple(d["hidden"])}))
-    except Exception:  # a config this manaka cannot build: show it as saved
-        return str(d)
+        return ModelConfig(**{**d, "hidden": tuple(d["hidden"])})
+    except Exception:
+        return None
+
+
+def _describe_config(d: dict) -> str:
+    config = _saved_config(d)
+    return str(d) if config is None else str(config)  # a config this manaka cannot build: as saved
 
 
 def _check_resume(path: str, state: dict, model, loader, total: int, bounded: bool) -> int:
@@ -189,6 +196,9 @@ def _check_resume(path: str, state: dict, model, loader, total: int, bounded: bo
         raise CheckpointMismatch(path, f"is at step {step}, beyond the end of this run (step {total}); "
                                        f"ask for at least {step} steps to continue it")
     saved, mine = state.get("model_config"), _config_of(model)
+    known = _saved_config(saved) if saved is not None else None
+    if known is not None:
+        saved = known.to_dict()  # the defaults of fields it predates filled in
     if saved is not None and mine is not None and saved != mine:
         raise CheckpointMismatch(path, f"holds a model with {_describe_config(saved)}, but this run's "
                                        f"model has {_describe_config(mine)}")

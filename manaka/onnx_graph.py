@@ -1,6 +1,6 @@
 """The network of docs/design.md §1 as an ONNX graph of standard operators only.
 
-The three fused ops are written out as the formulas of docs/design.md §1 over gathers,
+The fused ops are written out as the formulas of docs/design.md §1 over gathers,
 masks and sums, so any ONNX runtime runs the file and manaka is not needed to read it:
 
 * PowerSums: ``Gather`` of the embedding rows of the tokens (-1 read as row 0, then
@@ -17,6 +17,11 @@ masks and sums, so any ONNX runtime runs the file and manaka is not needed to re
   ``l >= counts[b]`` are set to 0. The same sums as gathering the L rows of the table
   first, but a dense product and a [B, M] array instead of a [B, L, W] one (at the seed
   shapes M = 2,187 against L W = 180,000 floats per position).
+* MovePairSums (a model with ``move_pairs`` = C > 0): the side to move's token rows of
+  ``move_pair_table`` are gathered (``Gather``, empty slots masked as above) and summed
+  into [B, C] per position (``ReduceSum``); each legal move's class ``Mod(move, C)``
+  picks its sum (``GatherElements``), added to the GatherDot logits before the padded
+  slots are set to 0.
 
 Inputs and outputs are those of ``mk.Model.forward``: ``tokens`` int32 [B, 2, T] (-1
 empty), ``legal`` int32 [B, L] (padded slots may hold anything), ``counts`` int32 [B]
@@ -100,14 +105,19 @@ class _Graph:
         return self.op("ReduceSum", [rows, self.small([2])], out, keepdims=0)
 
 
-def _power_sums(g: _Graph, tokens: str, embedding: str, V: int, orders: int) -> str:
-    """[B, 2, K D]: per perspective, the sums over present tokens of their embedding rows
-    to the powers 1..K, order after order (as PowerSums' [B, 2, K, D] reshaped)."""
+def _token_rows(g: _Graph, tokens: str, V: int):
+    """(present [B, 2, T] bool, row [B, 2, T] int64): the row of a table [V, X] each slot
+    reads; an empty slot (-1) reads row 0, to be masked by `present`, and an id below -1
+    reads row V, which is Gather's error (as an id of V or more is)."""
     present = g.op("GreaterOrEqual", [tokens, g.small(0)], "token_present")
-    # -1 reads row 0, masked next; an id below -1 reads row V, which is Gather's error
     empty_or_bad = g.op("Where", [g.op("Equal", [tokens, g.small(-1)], "token_empty"), g.small(0), g.small(V)],
                         "token_empty_or_bad_row")
-    rows = g.op("Where", [present, tokens, empty_or_bad], "token_row")
+    return present, g.op("Where", [present, tokens, empty_or_bad], "token_row")
+
+
+def _power_sums(g: _Graph, present: str, rows: str, embedding: str, orders: int) -> str:
+    """[B, 2, K D]: per perspective, the sums over present tokens of their embedding rows
+    to the powers 1..K, order after order (as PowerSums' [B, 2, K, D] reshaped)."""
     gathered = g.op("Gather", [embedding, rows], "embedded", axis=0)  # [B, 2, T, D]
     e = g.op("Mul", [gathered, g.weight(present)], "embedded_present")  # 0 at empty slots, as are its powers
     power, sums = e, []
@@ -137,22 +147,39 @@ def _pair_sums(g: _Graph, tokens: str, w: "_Parameters", T: int, P: int) -> str:
     return g.sum_slots(g.op("Mul", [rows, g.weight(both)], "pair_rows_present"), "pair_sums")
 
 
-def _gather_dot(g: _Graph, q: str, move_table: str, M: int) -> str:
-    """logits [B, L]: q [B, W] · move_table[legal[b, l]] for l < counts[b], else 0, as the
-    product with the whole table followed by a gather of the legal columns."""
-    scores = g.op("Gemm", [q, move_table], "move_scores", transB=1)  # [B, M]
+def _legal_slots(g: _Graph, M: int):
+    """(used [B, L] bool: l < counts[b], move [B, L] int64: legal[b, l] in a used slot, 0
+    in a padded one). A negative id in a used slot becomes M, which is GatherElements'
+    error (a negative index would read the table from its end)."""
     width = g.op("Gather", [g.op("Shape", ["legal"], "legal_shape"), g.small(1)], "legal_width", axis=0)
     slot = g.op("Unsqueeze", [g.op("Range", [g.small(0), width, g.small(1)], "slot"), g.small([0])], "slot_row")
     count = g.op("Unsqueeze", [g.op("Cast", ["counts"], "counts_int64", to=g.INT64), g.small([1])], "count_column")
     used = g.op("Less", [slot, count], "slot_used")  # [B, L]
     legal = g.op("Cast", ["legal"], "legal_int64", to=g.INT64)
-    # a negative id in a used slot reads column M, which is GatherElements' error (a negative
-    # index would read the table from its end); padded slots read column 0, masked next
     legal = g.op("Where", [g.op("GreaterOrEqual", [legal, g.small(0)], "legal_nonnegative"), legal, g.small(M)],
                  "legal_checked")
-    legal = g.op("Where", [used, legal, g.small(0)], "legal_used")
-    picked = g.op("GatherElements", [scores, legal], "legal_scores", axis=1)
-    return g.op("Where", [used, picked, g.small(0, np.float32)], "logits")
+    return used, g.op("Where", [used, legal, g.small(0)], "legal_used")
+
+
+def _gather_dot(g: _Graph, q: str, move_table: str, move: str) -> str:
+    """[B, L]: q [B, W] · move_table[move[b, l]] (padded slots read row 0: the caller masks
+    them), as the product with the whole table followed by a gather of the legal columns."""
+    scores = g.op("Gemm", [q, move_table], "move_scores", transB=1)  # [B, M]
+    return g.op("GatherElements", [scores, move], "legal_scores", axis=1)
+
+
+def _move_pair_sums(g: _Graph, present: str, rows: str, move_pair_table: str, move: str, C: int) -> str:
+    """[B, L]: the sum over the side to move's present tokens v of move_pair_table[v,
+    move[b, l] % C] (padded slots read class 0: the caller masks them), as the per-position
+    sums of the tokens' rows [B, C] followed by a gather of each move's class."""
+    side = g.small([0])  # perspective 0, the side to move; an index of shape [1] keeps the axis
+    side_rows = g.op("Gather", [rows, side], "side_token_row", axis=1)             # [B, 1, T]
+    side_present = g.op("Gather", [present, side], "side_token_present", axis=1)   # [B, 1, T]
+    gathered = g.op("Gather", [move_pair_table, side_rows], "move_pair_rows", axis=0)  # [B, 1, T, C]
+    masked = g.op("Mul", [gathered, g.weight(side_present)], "move_pair_rows_present")
+    per_class = g.op("ReduceSum", [masked, g.small([1, 2])], "move_pair_class_sums", keepdims=0)  # [B, C]
+    classes = g.op("Mod", [move, g.small(C)], "move_class")  # move >= 0: the remainder of C's %
+    return g.op("GatherElements", [per_class, classes], "move_pair_sums", axis=1)
 
 
 class _Parameters(dict):
@@ -179,7 +206,8 @@ def build(config, parameters: Mapping[str, np.ndarray], opset: int = DEFAULT_OPS
     w = _Parameters(g, parameters)
 
     tokens = g.op("Cast", ["tokens"], "tokens_int64", to=g.INT64)
-    sides = g.op("Concat", [_power_sums(g, tokens, w["embedding"], c.num_tokens, c.orders),
+    present, rows = _token_rows(g, tokens, c.num_tokens)
+    sides = g.op("Concat", [_power_sums(g, present, rows, w["embedding"], c.orders),
                             _pair_sums(g, tokens, w, c.tokens_per_side, c.pair_dim)],
                  "side_features", axis=2)  # [B, 2, K D + P]
     x = g.op("Reshape", [sides, g.small([0, c.num_features])], "x0")  # 0: keep B
@@ -187,7 +215,12 @@ def build(config, parameters: Mapping[str, np.ndarray], opset: int = DEFAULT_OPS
         linear = g.op("Gemm", [x, w[f"trunk.{i}.weight"], w[f"trunk.{i}.bias"]], f"trunk_{i}", transB=1)
         x = g.op("Relu", [linear], f"x{i + 1}")
     q = g.op("Gemm", [x, w["policy.weight"], w["policy.bias"]], "policy_vector", transB=1)
-    _gather_dot(g, q, w["move_table"], c.num_moves)
+    used, move = _legal_slots(g, c.num_moves)
+    scores = _gather_dot(g, q, w["move_table"], move)
+    if c.move_pairs:
+        pairs = _move_pair_sums(g, present, rows, w["move_pair_table"], move, c.move_pairs)
+        scores = g.op("Add", [scores, pairs], "legal_scores_with_move_pairs")
+    g.op("Where", [used, scores, g.small(0, np.float32)], "logits")  # 0 at padded slots
     z = g.op("Gemm", [x, w["value.weight"], w["value.bias"]], "value_logit", transB=1)  # [B, 1]
     g.op("Sigmoid", [g.op("Squeeze", [z, g.small([1])], "value_logit_row")], "value")
 

@@ -32,7 +32,9 @@ class Network(nn.Module):
     Submodules and parameters (``state_dict`` keys equal ``mk.Model``'s parameter names):
     ``embedding`` [V, D], ``pair_table`` [V (V + 1) / 2, P], ``trunk`` (a ModuleList of
     ``nn.Linear``; ReLU after each), ``policy`` (Linear to W), ``move_table`` [M, W],
-    ``value`` (Linear to 1).
+    ``value`` (Linear to 1), and with ``config.move_pairs`` = C > 0 ``move_pair_table``
+    [V, C] (initialised to 0), whose row of each side-to-move token, read at the class
+    ``m % C`` of each legal move m, is added to that move's logit (:meth:`move_pair_sums`).
 
     Args:
         config: the shapes (:class:`manaka.ModelConfig`).
@@ -62,6 +64,8 @@ class Network(nn.Module):
         self.policy = nn.Linear(widths[-1], c.head_width)
         self.move_table = nn.Parameter(torch.empty(c.num_moves, c.head_width))
         self.value = nn.Linear(widths[-1], 1)
+        if c.move_pairs:
+            self.move_pair_table = nn.Parameter(torch.zeros(c.num_tokens, c.move_pairs))
         self._load_model_state(Model(config, seed=seed).state_dict())
 
     # ------------------------------------------------------------ compute
@@ -86,9 +90,29 @@ class Network(nn.Module):
         logits = ops.gather_dot(self.policy(x), self.move_table, legal, counts)
         return logits, self.value(x)[:, 0]
 
+    def move_pair_sums(self, tokens: Tensor, legal: Tensor, counts: Tensor) -> Tensor:
+        """MovePairSums [B, L] (docs/design.md §1): for l < counts[b], the sum over the side to
+        move's present tokens v (``tokens[b, 0, t] >= 0``) of ``move_pair_table[v, legal[b, l] % C]``;
+        0 at padded slots. Computed as the per-position sums of the tokens' rows [B, C], then
+        one gather per legal move: the same sum as mk.Model's, added in another order."""
+        table = self.move_pair_table
+        C = table.shape[1]
+        side = tokens[:, 0].to(torch.int64)                                   # [B, T]: the side to move
+        present = side >= 0
+        rows = table[side.clamp(min=0)] * present.unsqueeze(-1).to(table.dtype)  # [B, T, C], 0 at empty slots
+        per_class = rows.sum(1)                                               # [B, C]
+        used = torch.arange(legal.shape[1], device=legal.device) < counts.to(torch.int64).unsqueeze(1)
+        # padded slots may hold anything (-1): they read class 0 and are zeroed next
+        classes = torch.where(used, legal.to(torch.int64), 0) % C
+        return torch.where(used, per_class.gather(1, classes), 0)
+
     def logits(self, tokens: Tensor, legal: Tensor, counts: Tensor) -> Tuple[Tensor, Tensor]:
-        """(policy logits [B, L], value logit z [B]) before any sigmoid."""
-        return self.heads(self.body(self.features(tokens)), legal, counts)
+        """(policy logits [B, L], value logit z [B]) before any sigmoid; with
+        ``config.move_pairs`` the logits are :meth:`heads`' plus :meth:`move_pair_sums`."""
+        logits, z = self.heads(self.body(self.features(tokens)), legal, counts)
+        if self.config.move_pairs:
+            logits = logits + self.move_pair_sums(tokens, legal, counts)
+        return logits, z
 
     def forward(self, tokens: Tensor, legal: Tensor, counts: Tensor) -> Tuple[Tensor, Tensor]:
         """(logits [B, L], value [B] = sigmoid of the value head), as ``mk.Model.forward``."""

@@ -17,7 +17,8 @@ FIELDS = ("num_tokens", "num_moves", "tokens_per_side", "embed_dim", "orders", "
           "move_pairs")
 BASE = dict(num_tokens=10, num_moves=12, tokens_per_side=4, embed_dim=4, orders=2, pair_dim=2, hidden=(4,),
             head_width=4, move_pairs=0)
-WIDTHS = [f for f in FIELDS if f not in ("hidden", "move_pairs")]
+INTS = [f for f in FIELDS if f != "hidden"]
+WIDTHS = [f for f in INTS if f != "move_pairs"]  # move_pairs is a count: 0 is allowed
 
 
 def error_of(call):
@@ -33,21 +34,6 @@ def core_model(**cfg):
 
 
 # ---------------------------------------------------------------- the model configuration
-@pytest.mark.parametrize("value", [-1, -2**63])
-def test_move_pairs_must_be_at_least_0_in_c(value):
-    cfg = {**BASE, "move_pairs": value}
-    want = (ValueError, f"ModelConfig: move_pairs must be >= 0, got {value}")
-    assert error_of(lambda: mk.ModelConfig(**cfg)) == want
-    assert error_of(lambda: core_model(**cfg)) == want
-    assert mk.ModelConfig(**{**BASE, "move_pairs": 0}).move_pairs == 0
-    assert mk.Model(mk.ModelConfig(**{**BASE, "move_pairs": 3})).shapes["move_pair_table"] == (10, 3)
-
-
-def test_move_pairs_above_int32_is_refused_when_a_model_is_made():
-    cfg = mk.ModelConfig(**{**BASE, "move_pairs": 2**31})
-    assert error_of(lambda: mk.Model(cfg)) == (ValueError, "ModelConfig: move_pairs = 2147483648 is above 2^31 - 1")
-
-
 @pytest.mark.parametrize("field", WIDTHS)
 @pytest.mark.parametrize("value", [0, -3, -2**63])
 def test_every_width_must_be_at_least_1_in_c(field, value):
@@ -56,6 +42,16 @@ def test_every_width_must_be_at_least_1_in_c(field, value):
     assert error_of(lambda: mk.ModelConfig(**cfg)) == want         # ModelConfig, when made
     assert error_of(lambda: _core.check_model_config(**cfg)) == want  # its check, called directly
     assert error_of(lambda: core_model(**cfg)) == want              # the model, without ModelConfig
+
+
+@pytest.mark.parametrize("value", [-1, -2**63])
+def test_move_pairs_must_be_at_least_0_in_c(value):
+    cfg = {**BASE, "move_pairs": value}
+    want = (ValueError, f"ModelConfig: move_pairs must be >= 0, got {value}")
+    assert error_of(lambda: mk.ModelConfig(**cfg)) == want
+    assert error_of(lambda: _core.check_model_config(**cfg)) == want
+    assert error_of(lambda: core_model(**cfg)) == want
+    assert mk.ModelConfig(**{k: v for k, v in BASE.items() if k != "move_pairs"}).move_pairs == 0  # the default
 
 
 def test_every_hidden_width_must_be_at_least_1_in_c():
@@ -77,6 +73,7 @@ def test_every_hidden_width_must_be_at_least_1_in_c():
     (dict(orders=2**31), "orders = 2147483648 is above 2^31 - 1"),
     (dict(pair_dim=2**31), "pair_dim = 2147483648 is above 2^31 - 1"),
     (dict(head_width=2**31), "head_width = 2147483648 is above 2^31 - 1"),
+    (dict(move_pairs=2**31), "move_pairs = 2147483648 is above 2^31 - 1"),
     (dict(hidden=(4, 2**31)), "hidden[1] = 2147483648 is above 2^31 - 1"),
     (dict(hidden=(1,) * 17), "hidden has 17 layers; at most 16 are supported"),
     (dict(embed_dim=2**30), "2 * (orders * embed_dim + pair_dim) features (orders = 2, embed_dim = 1073741824, "
@@ -97,7 +94,7 @@ def test_the_supported_sizes_are_checked_by_c_when_a_model_is_made(change, messa
 
 @pytest.mark.parametrize("bad", [1.5, "3", None, True, np.bool_(True), np.float64(2.0), object()])
 def test_a_width_that_is_not_an_int_is_a_type_error_naming_it(bad):
-    for field in WIDTHS:
+    for field in INTS:
         cfg = {**BASE, field: bad}
         got = [error_of(lambda: mk.ModelConfig(**cfg)), error_of(lambda: _core.check_model_config(**cfg)),
                error_of(lambda: core_model(**cfg))]

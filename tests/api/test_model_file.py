@@ -141,9 +141,41 @@ def test_a_checkpoint_is_not_a_model(tmp_path):
         mk.Model.load(tmp_path / "c.ckpt")
 
 
+def test_a_move_pair_table_round_trips_and_files_without_the_field_load_without_it(tmp_path):
+    rng = np.random.default_rng(4)
+    model = mk.Model(cases.config(move_pairs=4), seed=6)
+    state = model.state_dict()
+    state["move_pair_table"] = rng.normal(0, 0.5, state["move_pair_table"].shape).astype(np.float32)
+    model.load_state_dict(state)
+    model.save(tmp_path / "m.manaka")
+    back = mk.Model.load(tmp_path / "m.manaka")
+    assert back.config == model.config and back.config.move_pairs == 4
+    cases.assert_parameters_match(back, model)
+    b = cases.batch(model.config, seed=2)
+    np.testing.assert_array_equal(back.forward(b)[0], model.forward(b)[0])
+
+    # a file written before ModelConfig had move_pairs: no such key, no such tensor
+    old = mk.Model(cases.config(), seed=7)
+    meta = {"config": {k: v for k, v in old.config.to_dict().items() if k != "move_pairs"}, "seed": 7}
+    model_file.write(tmp_path / "old.manaka", "model", meta, old.state_dict().items())
+    loaded = mk.Model.load(tmp_path / "old.manaka")
+    assert loaded.config.move_pairs == 0 and loaded.config == old.config and "move_pair_table" not in loaded.shapes
+    cases.assert_parameters_match(loaded, old)
+
+    # a config asking for the table without the tensor, or the tensor without the config
+    model_file.write(tmp_path / "bad.manaka", "model", {"config": model.config.to_dict(), "seed": 0},
+                     old.state_dict().items())
+    with pytest.raises(mk.ModelFileError, match="missing.*move_pair_table"):
+        mk.Model.load(tmp_path / "bad.manaka")
+    model_file.write(tmp_path / "bad2.manaka", "model", meta, model.state_dict().items())
+    with pytest.raises(mk.ModelFileError, match="move_pair_table"):
+        mk.Model.load(tmp_path / "bad2.manaka")
+
+
 def test_expected_shapes_match_the_built_model():
     from manaka.model import expected_shapes
-    for cfg in (cases.config(), cases.config(hidden=()), cases.config(hidden=(3, 4, 5), orders=1)):
+    for cfg in (cases.config(), cases.config(hidden=()), cases.config(hidden=(3, 4, 5), orders=1),
+                cases.config(move_pairs=3)):
         assert list(expected_shapes(cfg).items()) == list(mk.Model(cfg).shapes.items())
 
 

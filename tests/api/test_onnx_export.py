@@ -26,7 +26,7 @@ from assertions import assert_close  # noqa: E402
 from paths import ROOT  # noqa: E402
 
 # (name, config): small random shapes, the edges (T = 1: no pair; no trunk layer; one
-# order), and the seed configuration's shapes with a smaller vocabulary (the pair table of
+# order), a move_pair_table (move_pairs = C: 40 moves in 6 classes), and the seed configuration's shapes with a smaller vocabulary (the pair table of
 # V = 2344 alone is 176 MB) but T = 40, so 780 slot pairs per perspective.
 CONFIGS = {
     "small": dict(num_tokens=11, num_moves=17, tokens_per_side=6, embed_dim=5, orders=3, pair_dim=4,
@@ -35,6 +35,8 @@ CONFIGS = {
                                         pair_dim=2, hidden=(), head_width=4),
     "two-layers": dict(num_tokens=30, num_moves=50, tokens_per_side=9, embed_dim=8, orders=4, pair_dim=3,
                        hidden=(16, 10), head_width=6),
+    "move-pairs": dict(num_tokens=13, num_moves=40, tokens_per_side=7, embed_dim=4, orders=2, pair_dim=3,
+                       hidden=(10,), head_width=5, move_pairs=6),
     "seed-like": dict(num_tokens=300, num_moves=2187, tokens_per_side=40, embed_dim=256, orders=4, pair_dim=16,
                       hidden=(512, 512), head_width=300),
 }
@@ -239,6 +241,61 @@ def test_a_torch_network_exports_the_same(tmp_path, rng):
     check_runs(session(path), widened.to_model(), [feed])
 
 
+def with_move_pair_table(model, rng, scale=0.7):
+    """`model` (move_pairs > 0) with a random move_pair_table far from its initial 0."""
+    state = model.state_dict()
+    state["move_pair_table"] = rng.normal(0, scale, state["move_pair_table"].shape).astype(np.float32)
+    model.load_state_dict(state)
+    return model
+
+
+@pytest.mark.parametrize("move_pairs", [1, 6, 97], ids=lambda c: f"C{c}")  # 97 > M = 40: classes never read
+def test_move_pair_table_is_in_the_graph(tmp_path, rng, move_pairs):
+    cfg = mk.ModelConfig(**{**CONFIGS["move-pairs"], "move_pairs": move_pairs})
+    model = with_move_pair_table(trained_looking(mk.Model(cfg, seed=3), rng), rng)
+    path = export_onnx(model, tmp_path / "m.onnx")
+    sess = session(path)
+    feeds = [inputs(rng, cfg, B, L) for B, L in [(1, 1), (6, 13), (9, 40), (3, 5)]]
+    for feed in feeds[1:]:
+        feed["tokens"][0, 0, :3] = -1  # some empty side-to-move slots in the row of L counts
+    check_runs(sess, model, feeds)
+    proto = onnx.load(path)
+    assert {"Mod", "GatherElements", "ReduceSum"} <= {n.op_type for n in proto.graph.node}
+    assert {n.domain for n in proto.graph.node} == {""}, "only standard ONNX operators"
+    assert json.loads({p.key: p.value for p in proto.metadata_props}["manaka_config"])["move_pairs"] == move_pairs
+
+    # the table changes the logits: the same parameters without it give other numbers
+    plain = mk.Model(mk.ModelConfig(**{**CONFIGS["move-pairs"], "move_pairs": 0}))
+    plain.load_state_dict({k: v for k, v in model.state_dict().items() if k != "move_pair_table"})
+    feed = feeds[2]
+    with_table = sess.run(["logits"], feed)[0]
+    without = session(export_onnx(plain, tmp_path / "plain.onnx")).run(["logits"], feed)[0]
+    assert "Mod" not in {n.op_type for n in onnx.load(tmp_path / "plain.onnx").graph.node}
+    used = np.arange(with_table.shape[1])[None, :] < feed["counts"][:, None]
+    if move_pairs > 1:  # one class adds a number per position, as large
+        assert np.abs(with_table - without)[used].max() > 0.1
+    np.testing.assert_allclose(without, forward(plain, feed)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_torch_network_with_a_move_pair_table_exports_the_same(tmp_path, rng):
+    torch = pytest.importorskip("torch", reason="torch not installed: pip install torch (manaka[torch])")
+    import manaka.torch as mkt
+
+    cfg = mk.ModelConfig(**CONFIGS["move-pairs"])
+    net = mkt.Network(cfg, seed=2)
+    state = net.state_dict()
+    state["move_pair_table"] = torch.from_numpy(rng.normal(0, 0.7, (cfg.num_tokens, cfg.move_pairs)).astype(np.float32))
+    net.load_state_dict(state)
+    path = mkt.export_onnx(net, tmp_path / "net.onnx")
+    feed = inputs(rng, cfg, 7, 12)
+    logits, value = session(path).run(["logits", "value"], feed)
+    with torch.no_grad():
+        want_logits, want_value = net(*(torch.from_numpy(feed[k]) for k in ("tokens", "legal", "counts")))
+    check_outputs(logits, value, want_logits.numpy(), want_value.numpy(), feed)
+    mkt.export_onnx(net.to_model(), tmp_path / "model.onnx")
+    assert (tmp_path / "net.onnx").read_bytes() == (tmp_path / "model.onnx").read_bytes()
+
+
 def test_networks_that_compute_something_else_are_refused(tmp_path):
     torch = pytest.importorskip("torch", reason="torch not installed: pip install torch (manaka[torch])")
     import manaka.torch as mkt
@@ -254,6 +311,12 @@ def test_networks_that_compute_something_else_are_refused(tmp_path):
             super().__init__(config)
             self.scale = torch.nn.Parameter(torch.ones(1))
 
+    class OtherPairs(mkt.Network):
+        def move_pair_sums(self, tokens, legal, counts):
+            return 2 * super().move_pair_sums(tokens, legal, counts)
+
+    with pytest.raises(TypeError, match="OtherPairs overrides move_pair_sums"):
+        mkt.export_onnx(OtherPairs(mk.ModelConfig(**CONFIGS["move-pairs"])), tmp_path / "d.onnx")
     with pytest.raises(TypeError, match="Tanh overrides body"):
         mkt.export_onnx(Tanh(cfg), tmp_path / "a.onnx")
     with pytest.raises(TypeError, match=r"Extra has parameters or buffers .*'scale'"):

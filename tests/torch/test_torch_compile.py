@@ -1,5 +1,6 @@
 """torch.compile(fullgraph=True) of a small module using all three manaka.torch operators:
-no graph break (fullgraph raises on one), and the same outputs and gradients as eager."""
+no graph break (fullgraph raises on one), and the same outputs and gradients as eager; and
+Network.loss with a move_pair_table compiled whole."""
 import numpy as np
 import pytest
 
@@ -45,6 +46,27 @@ def test_compiled_module_has_no_graph_break_and_matches_eager():
     torch._dynamo.reset()
     compiled = torch.compile(net, fullgraph=True)(tokens, legal, counts)
     (compiled * w).sum().backward()
+    torch.testing.assert_close(compiled, eager, rtol=1e-6, atol=1e-6)
+    for name, p in net.named_parameters():
+        torch.testing.assert_close(p.grad, want[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_compiled_network_with_a_move_pair_table_matches_eager():
+    import model_cases as cases
+
+    cfg = cases.config(hidden=(8,), move_pairs=5)
+    net = mkt.Network(cfg, seed=2)
+    with torch.no_grad():
+        net.move_pair_table.copy_(torch.randn(net.move_pair_table.shape, generator=torch.Generator().manual_seed(1)))
+    tens = mkt.batch_tensors(cases.batch(cfg, B=7, L=10, seed=3, soft=True))
+    eager = net.loss(**tens, check=False)
+    eager.backward()
+    want = {n: p.grad.clone() for n, p in net.named_parameters()}
+    assert want["move_pair_table"].abs().max() > 0
+    net.zero_grad()
+    torch._dynamo.reset()
+    compiled = torch.compile(net.loss, fullgraph=True)(**tens, check=False)
+    compiled.backward()
     torch.testing.assert_close(compiled, eager, rtol=1e-6, atol=1e-6)
     for name, p in net.named_parameters():
         torch.testing.assert_close(p.grad, want[name], rtol=1e-5, atol=1e-6, msg=name)

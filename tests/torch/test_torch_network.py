@@ -167,3 +167,83 @@ def test_compiled_loss_keeps_the_check():
     assert float(compiled(**good)) == pytest.approx(float(net.loss(**good)), rel=1e-5)
     with pytest.raises(ValueError, match=r"Network.loss: value\[\d\] = 3 must be finite and in \[0, 1\]"):
         compiled(**dict(good, value=torch.where(torch.arange(6) == 2, 3.0, good["value"])))
+
+
+def _with_move_pairs(cfg, seed):
+    """A Network of `cfg` (move_pairs > 0) whose move_pair_table is random and nonzero (set
+    through load_state_dict), the mk.Model holding its parameters, and a batch whose second
+    position has no token for the side to move (and some padded legal slots)."""
+    net = mkt.Network(cfg, seed=seed)
+    rng = np.random.default_rng(seed)
+    state = net.state_dict()
+    assert torch.count_nonzero(state["move_pair_table"]) == 0  # initialised to 0, as mk.Model's
+    state["move_pair_table"] = torch.from_numpy(rng.normal(0, 0.7, (cfg.num_tokens, cfg.move_pairs)).astype(np.float32))
+    net.load_state_dict(state)
+    b = cases.batch(cfg, B=7, L=10, seed=seed, soft=bool(seed % 2))
+    b.tokens[1, 0] = -1
+    assert (b.counts < 10).any() and (b.tokens[:, 0] == -1).any()
+    return net, net.to_model(), b
+
+
+@pytest.mark.parametrize("move_pairs", [1, 5, 23], ids=lambda c: f"C{c}")  # C = 23 > M = 17: unused classes
+@pytest.mark.parametrize("seed", [0, 1], ids=["hard", "soft"])
+def test_move_pair_table_forward_and_gradients_equal_model(move_pairs, seed):
+    cfg = cases.config(hidden=(8,), move_pairs=move_pairs)
+    net, model, b = _with_move_pairs(cfg, seed)
+    tens = mkt.batch_tensors(b)
+    logits, value = net(tens["tokens"], tens["legal"], tens["counts"])
+    want_logits, want_value = model.forward(b)
+    assert rel(logits.detach(), want_logits) < 1e-5 and rel(value.detach(), want_value) < 1e-5
+    padded = np.arange(10)[None, :] >= b.counts[:, None]
+    assert np.all(logits.detach().numpy()[padded] == 0)
+    # the term itself against the NumPy reference: what the table adds to the GatherDot logits
+    import reference as ref
+    term = net.move_pair_sums(tens["tokens"], tens["legal"], tens["counts"]).detach()
+    want_term = ref.move_pair_sums(net.move_pair_table.detach().numpy(), b.tokens[:, 0], b.legal, b.counts)
+    assert np.abs(want_term).max() > 0.1 and rel(term, want_term) < 1e-5
+    assert np.all(term.numpy()[1][~padded[1]] == 0)  # no side-to-move token: nothing added
+
+    losses = net.losses(**tens, value_weight=0.7)
+    losses.loss.backward()
+    stats, grads = model.loss_and_grad(b, value_weight=0.7)
+    for name in ("loss", "policy_loss", "value_loss", "accuracy"):
+        assert float(getattr(losses, name).detach()) == pytest.approx(stats[name], rel=1e-5, abs=1e-7), name
+    params = dict(net.named_parameters())
+    assert set(params) == set(grads) and "move_pair_table" in params
+    table_grad = grads.pop("move_pair_table")
+    for name, g in grads.items():
+        assert rel(params[name].grad, g) < 1e-4, name
+    if move_pairs == 1:  # one class: the same number added to every legal logit, which the softmax ignores
+        assert np.abs(table_grad).max() < 1e-6 and params["move_pair_table"].grad.abs().max() < 1e-6
+    else:
+        assert np.abs(table_grad).max() > 0.01 and rel(params["move_pair_table"].grad, table_grad) < 1e-4
+
+
+def test_move_pair_table_goes_both_ways_and_is_decayed():
+    cfg = cases.config(hidden=(6,), move_pairs=4)
+    net, model, b = _with_move_pairs(cfg, 3)
+    assert model.shapes["move_pair_table"] == (cfg.num_tokens, 4) and list(model.shapes)[-1] == "move_pair_table"
+    back = mkt.Network.from_model(model)
+    for name, p in net.state_dict().items():
+        np.testing.assert_array_equal(model.state_dict()[name], p.numpy(), err_msg=name)
+        np.testing.assert_array_equal(back.state_dict()[name].numpy(), p.numpy(), err_msg=name)
+    decayed, plain = mkt.param_groups(net, 0.05)
+    assert any(p is net.move_pair_table for p in decayed["params"])
+    assert not any(p is net.move_pair_table for p in plain["params"])
+    assert not hasattr(mkt.Network(cases.config(hidden=(6,))), "move_pair_table")  # move_pairs = 0: no table
+
+
+def test_move_pair_table_twenty_adamw_steps_track_trainer():
+    cfg = cases.config(hidden=(8, 6), move_pairs=5)
+    net, model, b = _with_move_pairs(cfg, 5)
+    trainer = mk.Trainer(model, lr=1e-2, weight_decay=0.05)
+    opt = torch.optim.AdamW(mkt.param_groups(net, 0.05), lr=1e-2, betas=(0.9, 0.999), eps=1e-8)
+    tens = mkt.batch_tensors(b)
+    for step in range(20):
+        opt.zero_grad()
+        loss = net.loss(**tens)
+        loss.backward()
+        opt.step()
+        assert trainer.step(b).loss == pytest.approx(float(loss.detach()), rel=1e-4), step
+    for name, arr in trainer.model.state_dict().items():
+        assert cases.rel_err(net.state_dict()[name].numpy(), arr) < 1e-4, name
