@@ -37,6 +37,17 @@ def test_cli_runs_a_few_steps_and_prints_the_log_line(capsys, tmp_path):
     assert "step=6" in out and "done: step 6" in out
 
 
+def test_move_pairs_option_gives_the_model_its_table(tmp_path):
+    from manaka import train
+    out = tmp_path / "m.manaka"
+    assert train.main(["--steps", "2", "--synthetic", "300", "--eval-positions", "0", "--no-progress",
+                       "--batch-size", "32", "--device", "cpu", "--save", str(out), "--move-pairs", "7", *TINY]) == 0
+    model = mk.Model.load(out)
+    assert model.config.move_pairs == 7
+    table = model.parameters()["move_pair_table"]
+    assert table.shape == (model.config.num_tokens, 7) and np.abs(table).max() > 0  # trained from 0
+
+
 def small_run(ds, steps, path=None, resume=False, stop=None):
     model = mk.Model(SMALL_MODEL, seed=0)
     trainer = mk.Trainer(model, lr=1e-2, warmup_steps=3, schedule="cosine", total_steps=steps)
