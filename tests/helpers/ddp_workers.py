@@ -21,7 +21,8 @@ STEPS, B, L = 3, 4, 8
 LR = 0.02  # every optimizer of the workers and of the one-process reference
 
 def config():
-    return cases.config(hidden=(9,), num_tokens=23, T=7, pair_dim=3)
+    # with a move-pair table (the shogi recipe has one): a dense parameter DDP averages
+    return cases.config(hidden=(9,), num_tokens=23, T=7, pair_dim=3, move_pairs=5)
 
 
 def global_batch(world: int, step: int, seed: int):

@@ -32,7 +32,9 @@ def fail(out: str, rank: int) -> None:
 
 
 def config():
-    return cases.config(hidden=(9,), num_tokens=23, T=7, pair_dim=3)
+    # with a move-pair table (the shogi recipe has one): its gradient is exchanged with the
+    # other dense parameters
+    return cases.config(hidden=(9,), num_tokens=23, T=7, pair_dim=3, move_pairs=5)
 
 
 def global_batch(world: int, step: int, seed: int) -> mk.Batch:
