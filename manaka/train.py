@@ -442,11 +442,16 @@ def _train(args, rank: int = 0, world: int = 1, group=None) -> int:
         loader = mk.Loader(data, batch_size=batch_size, producers=args.producers, prefetch=args.prefetch,
                            shuffle=True, seed=args.seed, rank=rank, world_size=world, drop_last=world > 1)
         total = None if by_time else args.steps if args.steps is not None else int(round(epochs * len(loader)))
-        if total is None and option("schedule") == "cosine":
-            raise ValueError("--schedule cosine decays to the last step, which a --time-limit alone does not fix: "
-                             "give --steps or --epochs too")
+        schedule = option("schedule")
+        if total is None and schedule == "cosine":
+            if args.schedule is not None:
+                raise ValueError("--schedule cosine decays to the last step, which a --time-limit alone does not fix: "
+                                 "give --steps or --epochs too")
+            schedule = "constant"  # the recipe's cosine needs a last step; a time budget has none
+            print("schedule: constant (the recipe's cosine decays to a last step, which a --time-limit alone "
+                  "does not fix; give --steps or --epochs for it)")
         trainer = mk.Trainer(model, lr=args.lr or preset["lr"], weight_decay=option("weight_decay"),
-                             eps=recipe["eps"], warmup_steps=option("warmup"), schedule=option("schedule"), total_steps=total,
+                             eps=recipe["eps"], warmup_steps=option("warmup"), schedule=schedule, total_steps=total,
                              pair_update=option("pair_update"), process_group=group)
         shared = f" x {world} processes" if world > 1 else ""
         print(f"training: batch {batch_size}{shared}, {loader.producers} producers, {trainer!r}"

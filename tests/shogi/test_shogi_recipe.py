@@ -45,3 +45,18 @@ def test_cli_uses_the_recipe_for_records(tmp_path, capsys):
     assert (f"lr={R['lr']:g}, betas=(0.9, 0.999), eps={R['eps']:g}, weight_decay={R['weight_decay']:g}, "
             f"warmup_steps={R['warmup']}, schedule={R['schedule']!r}") in out, out
     assert "held-out (40 positions)" in out
+
+
+def test_a_time_limit_alone_runs_a_cosine_recipe_at_a_constant_rate_and_says_so(tmp_path, capsys, monkeypatch):
+    _, hcpe, _ = make_records(120, 34)
+    hcpe.tofile(tmp_path / "train.hcpe")
+    monkeypatch.setitem(train.RECIPES["shogi"], "schedule", "cosine")
+    base = ["--data", str(tmp_path / "train.hcpe"), "--time-limit", "1", "--no-progress", "--device", "cpu",
+            "--batch-size", "32", "--threads", "1", "--no-save", "--eval-positions", "0"]
+    assert train.main(base) == 0
+    out = capsys.readouterr().out
+    assert "schedule: constant (the recipe's cosine decays to a last step" in out and "schedule='constant'" in out, out
+    # asked for by name, the schedule is not changed behind the user's back
+    assert train.main(base + ["--schedule", "cosine"]) != 0
+    err = capsys.readouterr()
+    assert "--schedule cosine decays to the last step" in err.out + err.err
