@@ -132,17 +132,25 @@ def _read(stats: Any, name: str) -> float:
 
 
 def _default_trainer(model, total_steps: Optional[int], loader=None):
-    """Trainer(model) with its defaults, or for shogi records the shogi recipe's settings
-    (manaka/shogi/recipe.py: measured on held-out engine games)."""
+    """(Trainer(model) with its defaults, or for shogi records the shogi recipe's settings
+    (manaka/shogi/recipe.py: measured on held-out engine games); a line for the log when the
+    recipe's schedule could not be used, else None)."""
     from . import Trainer  # the model engineer's class (docs/design.md §2)
     from .shogi.recipe import is_records, trainer_settings
 
     if loader is not None and is_records(loader):
         settings = trainer_settings()
+        note = None
         if settings["schedule"] == "cosine" and (total_steps is None or total_steps <= settings["warmup_steps"]):
-            settings["schedule"] = "constant"  # a run too short (or bounded by time only) for the schedule
-        return Trainer(model, total_steps=total_steps, **settings)
-    return Trainer(model, total_steps=total_steps)
+            # the cosine decays to a last step after the warm-up: a run bounded by time only,
+            # or shorter than the warm-up, has none
+            settings["schedule"] = "constant"
+            note = ("schedule: constant (the shogi recipe's cosine decays to a last step, which "
+                    + ("a time limit alone does not fix" if total_steps is None
+                       else f"{total_steps} steps do not pass the {settings['warmup_steps']} warm-up steps")
+                    + "; give steps or epochs for it)")
+        return Trainer(model, total_steps=total_steps, **settings), note
+    return Trainer(model, total_steps=total_steps), None
 
 
 def _config_of(model) -> Optional[dict]:
@@ -359,8 +367,9 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     else:
         total = int(round((1.0 if epochs is None else float(epochs)) * per_epoch))
     bounded = total != sys.maxsize
+    schedule_note = None
     if trainer is None:
-        trainer = _default_trainer(model, total if bounded else None, loader)
+        trainer, schedule_note = _default_trainer(model, total if bounded else None, loader)
     # The held-out loss weighs the value loss as the training loss does.
     value_weight = float(getattr(trainer, "hyperparameters", {}).get("value_weight", 1.0))
     # A data-parallel trainer (Trainer(process_group=...)): every rank runs this loop on its
@@ -399,6 +408,8 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     say = log or (bar.write if progress else print)
     if not lead:
         say = lambda line: None  # noqa: E731  (rank 0 logs for every rank)
+    if schedule_note:
+        say(schedule_note)
     if resume and saved_step is None:
         say(f"no checkpoint at {checkpoint} yet: this run starts at step 0 and will write it")
 

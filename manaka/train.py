@@ -443,13 +443,16 @@ def _train(args, rank: int = 0, world: int = 1, group=None) -> int:
                            shuffle=True, seed=args.seed, rank=rank, world_size=world, drop_last=world > 1)
         total = None if by_time else args.steps if args.steps is not None else int(round(epochs * len(loader)))
         schedule = option("schedule")
-        if total is None and schedule == "cosine":
-            if args.schedule is not None:
-                raise ValueError("--schedule cosine decays to the last step, which a --time-limit alone does not fix: "
-                                 "give --steps or --epochs too")
-            schedule = "constant"  # the recipe's cosine needs a last step; a time budget has none
-            print("schedule: constant (the recipe's cosine decays to a last step, which a --time-limit alone "
-                  "does not fix; give --steps or --epochs for it)")
+        if total is None and schedule == "cosine" and args.schedule is not None:
+            raise ValueError("--schedule cosine decays to the last step, which a --time-limit alone does not fix: "
+                             "give --steps or --epochs too")
+        if schedule == "cosine" and args.schedule is None and (total is None or total <= option("warmup")):
+            # the recipe's cosine needs a last step after the warm-up: a time budget has none
+            schedule = "constant"
+            why = ("a --time-limit alone does not fix" if total is None
+                   else f"{total} steps do not pass the {option('warmup')} warm-up steps")
+            print(f"schedule: constant (the recipe's cosine decays to a last step, which {why}; "
+                  "give --steps or --epochs for it)")
         trainer = mk.Trainer(model, lr=args.lr or preset["lr"], weight_decay=option("weight_decay"),
                              eps=recipe["eps"], warmup_steps=option("warmup"), schedule=schedule, total_steps=total,
                              pair_update=option("pair_update"), process_group=group)

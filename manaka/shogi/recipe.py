@@ -18,7 +18,7 @@ RECIPE: Dict[str, Any] = {
     # side to move, dlshogi label) added to each legal move's logit; 0: none
     "move_pairs": 2187,
     # optimizer
-    "batch_size": 512, "lr": 1e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "constant",
+    "batch_size": 512, "lr": 1e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "cosine",
     # which pair-table rows a step updates (manaka.Trainer's pair_update)
     "pair_update": "dense",
     # value target: (1 - value) * result + value * sigmoid(eval / 756)

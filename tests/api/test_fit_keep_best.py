@@ -78,9 +78,13 @@ def test_default_off_for_datasets_on_for_shogi_records(data, tmp_path):
                          embed_dim=8, orders=2, pair_dim=2, hidden=(16,), head_width=8)
     model = mk.Model(cfg, seed=0)
     loader = mk.Loader(shogi.open_hcpe(str(tmp_path / "t.hcpe")), batch_size=30, producers=1)
+    lines = []
     history = mk.fit(model, loader, steps=4, eval_data=shogi.open_hcpe(str(tmp_path / "h.hcpe")), eval_every=2,
-                     progress=False, log=lambda s: None)
+                     progress=False, log=lines.append)
     assert history.kept is not None and bool(RECIPE["keep_best"])
+    # 4 steps end inside the warm-up: a cosine recipe runs at the constant rate, and says so
+    note = "schedule: constant (the shogi recipe's cosine decays to a last step, which 4 steps do not pass"
+    assert any(line.startswith(note) for line in lines) == (RECIPE["schedule"] == "cosine"), lines
     # the default trainer of record data is the recipe's (here in its warm-up: step 4)
     s = trainer_settings()
     assert history.last["lr"] == pytest.approx(s["lr"] * min(1.0, 4 / max(s["warmup_steps"], 1)), rel=1e-6)

@@ -34,7 +34,7 @@ def test_cli_uses_the_recipe_for_records(tmp_path, capsys):
     hcpe[160:].tofile(tmp_path / "held.hcpe")
     R = recipe.RECIPE
     assert train.main(["--data", str(tmp_path / "train.hcpe"), "--eval-data", str(tmp_path / "held.hcpe"),
-                       "--steps", "4", "--eval-every", "2", "--log-every", "2", "--no-progress", "--device", "cpu",
+                       "--steps", "24", "--eval-every", "12", "--log-every", "12", "--no-progress", "--device", "cpu",
                        "--batch-size", "32", "--threads", "1", "--no-save"]) == 0
     out = capsys.readouterr().out
     mirrors = ", and their left-right mirrors" if R["mirror"] else ""
