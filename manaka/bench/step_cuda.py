@@ -33,27 +33,8 @@ from .seed import SMALL
 from .skew import hottest_share, skewed_batch
 from .ops_cuda import bandwidth_gbs, fp32_tflops, import_torch, open_nvml, other_gpu_processes
 from .step import SEED, load_torch_baseline, seed_batch
+from .step_floor import floor
 from .timing import HEADER, Timing, measure, write_results, OUT_HELP
-
-
-def floor(cfg: mk.ModelConfig, batch: mk.Batch, num_parameters: int) -> Dict[str, float]:
-    """Bytes and FLOPs one step cannot avoid. Bytes: AdamW reads p, m, v and writes them
-    (plus reads the gradient, except the pair table's, which is consumed where it is
-    computed), the pair rows gathered forward and backward, the activations' round trips
-    are ignored (they are small); FLOPs: the GEMMs forward and backward and GatherDot."""
-    B, S, T, P = len(batch), 2, cfg.tokens_per_side, cfg.pair_dim
-    pair_params = cfg.num_pairs * P
-    other = num_parameters - pair_params
-    tok = batch.tokens
-    i, j = np.triu_indices(T, k=1)
-    n_pairs = int(((tok[..., i] >= 0) & (tok[..., j] >= 0)).sum())
-    widths = [cfg.num_features, *cfg.hidden]
-    gemm = sum(2 * B * a * b for a, b in zip(widths[:-1], widths[1:]))
-    gemm += 2 * B * widths[-1] * (cfg.head_width + 1)
-    n_legal = int(batch.counts.sum())
-    flops = 3 * gemm + 3 * 2 * n_legal * cfg.head_width   # forward, and two GEMMs backward
-    nbytes = 4 * (6 * pair_params + 7 * other) + 2 * 4 * n_pairs * P
-    return {"bytes": nbytes, "flops": flops}
 
 
 def throughput(name: str, step, steps: int, sync) -> Timing:

@@ -25,6 +25,10 @@ The batch: the uniform seed batch of docs/design.md §5 by default, whose random
 (dlshogi labels, legal lists padded to --max-legal), of which a batch names a few percent, as
 in training. Every variant cycles through the same ``--batches`` batches in the same order, so
 the sparse updates pay their catch-up of rows that come back after a gap.
+
+On the CPU it ends with the dense step's floor (manaka/bench/step_floor.py): the bytes and
+FLOPs the step cannot avoid over this machine's copy bandwidth and GEMM rate, measured in
+the same run.
 """
 from __future__ import annotations
 
@@ -40,6 +44,7 @@ import numpy as np
 import manaka as mk
 from manaka.bench.seed import SMALL
 from manaka.bench.step import SEED, seed_batch
+from manaka.bench.step_floor import cpu_rates, floor, floor_ms
 from manaka.bench.timing import HEADER, OUT_HELP, measure_interleaved, note_resources, write_results
 
 
@@ -206,6 +211,17 @@ def main(argv: List[str]) -> int:
             lines.append(f"  {name}: {t.median_ms / sparse_base.median_ms:.2f}x mk.Trainer sparse's time")
     for name, s in compile_s.items():
         lines.append(f"  first call of {name} (compilation): {s:.1f} s")
+    if dev == "cpu":
+        need, rates = floor(cfg, batch, model.num_parameters()), cpu_rates()
+        results["floor"] = {**need, **rates}
+        if rates["gemm_gflops"] is None:
+            lines.append("  floor: not measured (no manaka._testing for the GEMM rate)")
+        else:
+            results["floor"]["floor_ms"] = ms = floor_ms(need, rates["copy_gbs"], rates["gemm_gflops"])
+            lines.append(f"  the dense step's floor: {need['bytes'] / 1e9:.3g} GB at {rates['copy_gbs']:.1f} GB/s"
+                         f" (NumPy copy) + {need['flops'] / 1e9:.3g} GFLOP at {rates['gemm_gflops']:.0f} GFLOP/s"
+                         f" (manaka's GEMM, 2048 cube) = {ms:.1f} ms; mk.Trainer step is"
+                         f" {base.median_ms / ms:.2f}x the floor")
     results["timings"] = timings
     results["ratio_to_trainer"] = {n: t.median_ms / base.median_ms for n, t in timings.items()}
     results["ratio_to_sparse_trainer"] = {n: t.median_ms / sparse_base.median_ms for n, t in timings.items()}

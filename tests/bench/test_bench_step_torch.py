@@ -32,3 +32,8 @@ def test_step_torch_small_writes_ratios_for_every_variant(tmp_path):
     assert sparse["mk.Trainer step, sparse pair update"] == 1.0 and set(sparse) == set(ratios)
     text = (tmp_path / "step-torch-cpu.md").read_text()
     assert text.count("x mk.Trainer's time") == 5 and text.count("x mk.Trainer sparse's time") == 2
+    floor = results["floor"]
+    assert floor["bytes"] > 0 and floor["flops"] > 0 and floor["copy_gbs"] > 0 and floor["gemm_gflops"] > 0
+    # a lower bound: no step runs under it (the small configuration's steps are far above)
+    assert 0 < floor["floor_ms"] < results["timings"]["mk.Trainer step"]["median_ms"]
+    assert "the dense step's floor" in text
