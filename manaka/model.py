@@ -30,6 +30,14 @@ class ModelConfig:
         move_pairs: C, the move classes of ``move_pair_table`` [V, C]: each legal move m of a
             position gets ``sum over the side to move's tokens v of move_pair_table[v, m % C]``
             added to its logit (MovePairSums, docs/design.md §1); 0 (the default): no table.
+        board_width, board_height, board_kinds: W, H, K of the move-pair table's relative
+            part, for a game on a W x H board whose tokens v < K W H are (kind v // (W H),
+            square v % (W H)) and whose move classes are (kind, square) likewise (C a
+            multiple of W H), a square s being (s // H, s % H). ``move_pair_relative``
+            [K (2W - 1) (2H - 1), C / (W H)] then adds to a move's logit, for each board
+            token of the side to move, the entry of (the token's kind, its square minus
+            the move's, the move's kind): shared over the board where the table is per
+            square. All 0 (the default): no relative part. Shogi: (9, 9, 28) with C = 2187.
     """
 
     num_tokens: int
@@ -41,6 +49,9 @@ class ModelConfig:
     hidden: Tuple[int, ...] = field(default=(512, 512))
     head_width: int = 300
     move_pairs: int = 0
+    board_width: int = 0
+    board_height: int = 0
+    board_kinds: int = 0
 
     def __post_init__(self):
         # The core converts and checks (_core.check_model_config: every field an int, or a
@@ -82,6 +93,9 @@ def expected_shapes(config: ModelConfig) -> Dict[str, Tuple[int, ...]]:
                    "value.bias": (1,)})
     if c.move_pairs:
         shapes["move_pair_table"] = (c.num_tokens, c.move_pairs)
+    if c.board_kinds:
+        shapes["move_pair_relative"] = (c.board_kinds * (2 * c.board_width - 1) * (2 * c.board_height - 1),
+                                        c.move_pairs // (c.board_width * c.board_height))
     return shapes
 
 
@@ -158,8 +172,10 @@ class Model:
     [V (V + 1) / 2, P], ``trunk.{i}.weight`` [H_i, H_{i-1}], ``trunk.{i}.bias`` [H_i],
     ``policy.weight`` [W, H_n], ``policy.bias`` [W], ``move_table`` [M, W],
     ``value.weight`` [1, H_n], ``value.bias`` [1], and with ``move_pairs`` = C > 0
-    ``move_pair_table`` [V, C]. Such a model's training step always runs the split policy
-    head (MovePairSums adds to the logits between GatherDot and the loss).
+    ``move_pair_table`` [V, C], then with ``board_kinds`` = K > 0 ``move_pair_relative``
+    [K (2W - 1) (2H - 1), C / (W H)] (0 at the start, like the table). Such a model's
+    training step always runs the split policy head (MovePairSums adds to the logits
+    between GatherDot and the loss).
 
     A Model runs one call at a time; calls release the GIL, so other Python threads run.
     """
@@ -179,7 +195,8 @@ class Model:
         d = config.to_dict()
         self._core = _core.Model(d["num_tokens"], d["num_moves"], d["tokens_per_side"],
                                  d["embed_dim"], d["orders"], d["pair_dim"], d["hidden"],
-                                 d["head_width"], d["move_pairs"], backend=_resolve_device(device), seed=seed,
+                                 d["head_width"], d["move_pairs"], d["board_width"], d["board_height"],
+                                 d["board_kinds"], backend=_resolve_device(device), seed=seed,
                                  fused_head=policy_head == "fused")
         self.seed = int(seed)  # checked by the core: an int in [0, 2**64)
         self._shapes = {name: shape for name, shape, _ in self._core.tensors()}

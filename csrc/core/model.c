@@ -81,9 +81,44 @@ mk_status mk_config_check_count(const char *name, int64_t value) {
     return MK_OK;
 }
 
+/* The relative part's board (after each field is a count <= 2^31 - 1): all three fields 0,
+ * or all >= 1 with a move-pair table whose classes are (kind, square) of that board, board
+ * tokens that are tokens, and a table whose entries an int32 indexes. */
+static mk_status check_board(const mk_config *c) {
+    const int64_t W = c->board_width, H = c->board_height, K = c->board_kinds;
+    if (!W && !H && !K) return MK_OK;
+    if (!W || !H || !K)
+        return mk_fail(MK_ERR_VALUE,
+                       "ModelConfig: board_width, board_height and board_kinds must be all 0 (no "
+                       "relative move pairs) or all >= 1, got %lld, %lld, %lld",
+                       (long long)W, (long long)H, (long long)K);
+    const int64_t sq = W * H; /* each below 2^31: no overflow */
+    if (c->move_pairs < 1 || c->move_pairs % sq)
+        return mk_fail(MK_ERR_VALUE,
+                       "ModelConfig: relative move pairs need move_pairs, a multiple of "
+                       "board_width * board_height = %lld, got move_pairs = %lld",
+                       (long long)sq, (long long)c->move_pairs);
+    if (K > c->num_tokens / sq)
+        return mk_fail(MK_ERR_VALUE,
+                       "ModelConfig: board_kinds * board_width * board_height = %lld * %lld board "
+                       "tokens, more than num_tokens = %lld",
+                       (long long)K, (long long)sq, (long long)c->num_tokens);
+    /* K (2W - 1) (2H - 1) C / (W H) entries, each factor below 2^32 */
+    int64_t n;
+    if (mk_mul_too_big(K * (2 * W - 1), (2 * H - 1) * (c->move_pairs / sq), &n) || n > INT32_MAX)
+        return mk_fail(MK_ERR_VALUE,
+                       "ModelConfig: the relative move-pair table (board_kinds (2 board_width - 1) "
+                       "(2 board_height - 1) move_pairs / (board_width board_height) entries) is "
+                       "above 2^31 - 1");
+    return MK_OK;
+}
+
 mk_status mk_config_check(const mk_config *c) {
     mk_status st;
     if ((st = mk_config_check_count("move_pairs", c->move_pairs)) != MK_OK) return st;
+    if ((st = mk_config_check_count("board_width", c->board_width)) != MK_OK) return st;
+    if ((st = mk_config_check_count("board_height", c->board_height)) != MK_OK) return st;
+    if ((st = mk_config_check_count("board_kinds", c->board_kinds)) != MK_OK) return st;
     const char *names[] = {"num_tokens", "num_moves", "tokens_per_side", "embed_dim",
                            "orders",     "pair_dim",  "head_width"};
     const int64_t values[] = {c->num_tokens, c->num_moves, c->tokens_per_side, c->embed_dim,
@@ -114,7 +149,9 @@ mk_status mk_config_check(const mk_config *c) {
                        (long long)c->field);
     AT_MOST_INT32(num_moves) AT_MOST_INT32(embed_dim) AT_MOST_INT32(orders)
     AT_MOST_INT32(pair_dim) AT_MOST_INT32(head_width) AT_MOST_INT32(move_pairs)
+    AT_MOST_INT32(board_width) AT_MOST_INT32(board_height) AT_MOST_INT32(board_kinds)
 #undef AT_MOST_INT32
+    if ((st = check_board(c)) != MK_OK) return st;
     for (int i = 0; i < c->num_hidden; i++)
         if (c->hidden[i] > INT32_MAX)
             return mk_fail(MK_ERR_VALUE, "ModelConfig: hidden[%d] = %lld is above 2^31 - 1", i,
@@ -213,6 +250,10 @@ static void layout(mk_model *m) {
     add_tensor(m, "value.weight", 1, in, 2);
     add_tensor(m, "value.bias", 1, 0, 1);
     if (c->move_pairs) add_tensor(m, "move_pair_table", c->num_tokens, c->move_pairs, 2);
+    if (c->board_kinds)
+        add_tensor(m, "move_pair_relative",
+                   c->board_kinds * (2 * c->board_width - 1) * (2 * c->board_height - 1),
+                   c->move_pairs / (c->board_width * c->board_height), 2);
     place_tensors(m);
 }
 
@@ -221,7 +262,7 @@ static float *G(mk_model *m, int i) { return m->grads + m->tensors[i].offset; }
 static int trunk_w(int i) { return 2 + 2 * i; }
 static int trunk_b(int i) { return 3 + 2 * i; }
 static int head(const mk_model *m, int k) { return 2 + 2 * m->cfg.num_hidden + k; }
-enum { H_POLICY_W = 0, H_POLICY_B, H_MOVES, H_VALUE_W, H_VALUE_B, H_MOVE_PAIRS };
+enum { H_POLICY_W = 0, H_POLICY_B, H_MOVES, H_VALUE_W, H_VALUE_B, H_MOVE_PAIRS, H_MOVE_PAIR_REL };
 /* The training step fuses GatherDot into the softmax (policy_head) only when nothing else
  * adds to the logits: MovePairSums needs them in memory between the two. */
 static int fused_head(const mk_model *m) { return m->fused_head && !m->cfg.move_pairs; }
@@ -234,7 +275,8 @@ static float init_std(const mk_model *m, int i) {
     if (i == T_EMBEDDING) return (float)(1.0 / sqrt(T));
     if (i == T_PAIR_TABLE) return (float)(1.0 / sqrt(T > 1 ? T * (T - 1) / 2 : 1));
     if (i == head(m, H_MOVES)) return (float)(1.0 / sqrt((double)c->head_width));
-    if (i == head(m, H_MOVE_PAIRS)) return 0.0f; /* the policy starts as without the table */
+    if (i == head(m, H_MOVE_PAIRS) || i == head(m, H_MOVE_PAIR_REL))
+        return 0.0f; /* the policy starts as without the table */
     double in = (double)t->shape[1];
     if (i < head(m, 0)) return (float)sqrt(2.0 / in); /* trunk: He */
     return (float)(1.0 / sqrt(in));
@@ -527,6 +569,11 @@ static mk_status forward_net(mk_model *m, int logits) {
     if (logits && c->move_pairs) /* perspective 0, the side to move: a stride of S T */
         MK_TRY(be->move_pair_sums(m->stream, P(m, head(m, H_MOVE_PAIRS)), bt->tokens, S * T,
                                   bt->legal, bt->counts, B, T, L, c->move_pairs, a->logits));
+    if (logits && c->board_kinds)
+        MK_TRY(be->move_pair_relative_sums(m->stream, P(m, head(m, H_MOVE_PAIR_REL)), bt->tokens,
+                                           S * T, bt->legal, bt->counts, B, T, L, c->move_pairs,
+                                           c->board_width, c->board_height, c->board_kinds,
+                                           a->logits));
     MK_TRY(linear(m, &x, P(m, head(m, H_VALUE_W)), B, 1, a->z));
     MK_TRY(be->bias_act(m->stream, a->z, P(m, head(m, H_VALUE_B)), B, 1, 0));
     return MK_OK;
@@ -597,6 +644,11 @@ mk_status mk_model_backward(mk_model *m, int pair_table) {
         MK_TRY(be->move_pair_sums_backward(m->stream, a->dlogits, bt->tokens, S * T, bt->legal,
                                            bt->counts, B, T, bt->L, c->num_tokens, c->move_pairs,
                                            G(m, head(m, H_MOVE_PAIRS)), a->work, a->work_bytes));
+    if (c->board_kinds) /* from the table's gradient: every (token, class) pair's */
+        MK_TRY(be->move_pair_relative_backward(m->stream, G(m, head(m, H_MOVE_PAIRS)),
+                                               c->num_tokens, c->move_pairs, c->board_width,
+                                               c->board_height, c->board_kinds,
+                                               G(m, head(m, H_MOVE_PAIR_REL))));
     MK_TRY(be->bias_act_backward(m->stream, a->dq, a->q, B, W, 0, G(m, head(m, H_POLICY_B))));
     MK_TRY(be->bias_act_backward(m->stream, a->dz, a->z, B, 1, 0, G(m, head(m, H_VALUE_B))));
     /* both heads read x_n: the value head's dx accumulates onto the policy head's */

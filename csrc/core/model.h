@@ -45,6 +45,11 @@ typedef struct {
      * entries for the side to move's tokens are added to each legal move's logit
      * (MovePairSums, docs/design.md §1); 0: no such table. */
     int64_t move_pairs;
+    /* The move-pair table's relative part (core/move_pair_board.h): a board of W x H
+     * squares and K kinds of board token, so that tokens v < K W H are (kind, square) and
+     * move classes (kind, square), and move_pair_relative [K (2W - 1) (2H - 1), C / (W H)]
+     * is read at the token's square relative to the move's. All 0: no such part. */
+    int64_t board_width, board_height, board_kinds;
 } mk_config;
 
 /* The configuration is checked here only; the bindings convert types and add nothing
@@ -62,7 +67,7 @@ typedef struct {
  * <= 2^31 - 1). MK_OK, or MK_ERR_VALUE naming the bad field. mk_model_create runs it,
  * and then refuses a config whose tensors pass 2^56 values (their layout). */
 mk_status mk_config_check_dim(const char *name, int64_t value);
-/* The rule of a count that may be 0 (move_pairs): >= 0, else MK_ERR_VALUE
+/* The rule of a count that may be 0 (move_pairs, board_*): >= 0, else MK_ERR_VALUE
  * "ModelConfig: <name> must be >= 0, got <v>". */
 mk_status mk_config_check_count(const char *name, int64_t value);
 mk_status mk_config_check(const mk_config *cfg);

@@ -3,10 +3,15 @@
  * positions; the backward gives each thread a contiguous range of tokens (table rows,
  * threads.h), so every table entry sums its contributions in (b, t, l) order: the same
  * bits for any thread count. A position's move classes are computed once (an integer
- * division each) and reused for each of its tokens, in chunks of CHUNK moves. */
+ * division each) and reused for each of its tokens, in chunks of CHUNK moves. The relative
+ * part (core/move_pair_board.h) has the same forward with an index split into a token's part
+ * and a class's part; its backward reads the dense grad_table once, a thread owning a range
+ * of token kinds (and so of table entries). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend_cpu.h"
+#include "core/move_pair_board.h"
 #include "threads.h"
 
 enum { CHUNK = 256 };
@@ -72,5 +77,59 @@ mk_status mk_move_pair_sums_backward_cpu(void *stream, const float *grad, const 
             }
         }
     }
+    return MK_OK;
+}
+
+mk_status mk_move_pair_relative_sums_cpu(void *stream, const float *relative, const int32_t *tokens,
+                                         int64_t token_stride, const int32_t *legal,
+                                         const int32_t *counts, int64_t B, int64_t T, int64_t L,
+                                         int64_t C, int64_t W, int64_t H, int64_t K,
+                                         float *logits) {
+    (void)stream;
+#pragma omp parallel for schedule(static) num_threads(mk_threads_for_items(B, B * L * T))
+    for (int64_t b = 0; b < B; b++) {
+        const int32_t *tok = tokens + b * token_stride;
+        int64_t n = row_count(counts, b, L);
+        int32_t part[CHUNK]; /* each move's class part of the index */
+        for (int64_t l0 = 0; l0 < n; l0 += CHUNK) {
+            int64_t k = n - l0 < CHUNK ? n - l0 : CHUNK;
+            float *out = logits + b * L + l0;
+            for (int64_t l = 0; l < k; l++)
+                part[l] = (int32_t)mk_relative_class(legal[b * L + l0 + l] % C, C, W, H);
+            for (int64_t t = 0; t < T; t++) {
+                int64_t base = mk_relative_token(tok[t], C, W, H, K);
+                if (base < 0) continue; /* a piece in hand or an empty slot */
+                const float *row = relative + base;
+                for (int64_t l = 0; l < k; l++) out[l] += row[part[l]];
+            }
+        }
+    }
+    return MK_OK;
+}
+
+mk_status mk_move_pair_relative_backward_cpu(void *stream, const float *grad_table, int64_t V,
+                                             int64_t C, int64_t W, int64_t H, int64_t K,
+                                             float *grad_relative) {
+    (void)stream;
+    const int64_t S = W * H, per_kind = (2 * W - 1) * (2 * H - 1) * (C / S);
+    const int64_t board = K * S < V ? K * S : V;
+    int32_t *part = malloc((size_t)(C > 0 ? C : 1) * sizeof(int32_t)); /* each class's part */
+    if (!part)
+        return mk_fail(MK_ERR_NOMEM, "move_pair_relative_backward: out of memory for %lld classes",
+                       (long long)C);
+    for (int64_t c = 0; c < C; c++) part[c] = (int32_t)mk_relative_class(c, C, W, H);
+#pragma omp parallel num_threads(mk_threads_for_items(K, board * C))
+    {
+        int64_t k0, k1;
+        mk_owned_rows(K, &k0, &k1);
+        memset(grad_relative + k0 * per_kind, 0, (size_t)((k1 - k0) * per_kind) * sizeof(float));
+        /* v ascending: each entry gets its terms in increasing v (one per token) */
+        for (int64_t v = k0 * S; v < k1 * S && v < board; v++) {
+            float *row = grad_relative + mk_relative_token(v, C, W, H, K);
+            const float *g = grad_table + v * C;
+            for (int64_t c = 0; c < C; c++) row[part[c]] += g[c];
+        }
+    }
+    free(part);
     return MK_OK;
 }

@@ -14,11 +14,12 @@ import manaka as mk
 from manaka import _core
 
 FIELDS = ("num_tokens", "num_moves", "tokens_per_side", "embed_dim", "orders", "pair_dim", "hidden", "head_width",
-          "move_pairs")
+          "move_pairs", "board_width", "board_height", "board_kinds")
 BASE = dict(num_tokens=10, num_moves=12, tokens_per_side=4, embed_dim=4, orders=2, pair_dim=2, hidden=(4,),
-            head_width=4, move_pairs=0)
+            head_width=4, move_pairs=0, board_width=0, board_height=0, board_kinds=0)
 INTS = [f for f in FIELDS if f != "hidden"]
-WIDTHS = [f for f in INTS if f != "move_pairs"]  # move_pairs is a count: 0 is allowed
+COUNTS = ("move_pairs", "board_width", "board_height", "board_kinds")  # counts: 0 is allowed
+WIDTHS = [f for f in INTS if f not in COUNTS]
 
 
 def error_of(call):
@@ -44,14 +45,48 @@ def test_every_width_must_be_at_least_1_in_c(field, value):
     assert error_of(lambda: core_model(**cfg)) == want              # the model, without ModelConfig
 
 
+@pytest.mark.parametrize("field", COUNTS)
 @pytest.mark.parametrize("value", [-1, -2**63])
-def test_move_pairs_must_be_at_least_0_in_c(value):
-    cfg = {**BASE, "move_pairs": value}
-    want = (ValueError, f"ModelConfig: move_pairs must be >= 0, got {value}")
+def test_every_count_must_be_at_least_0_in_c(field, value):
+    cfg = {**BASE, field: value}
+    want = (ValueError, f"ModelConfig: {field} must be >= 0, got {value}")
     assert error_of(lambda: mk.ModelConfig(**cfg)) == want
     assert error_of(lambda: _core.check_model_config(**cfg)) == want
     assert error_of(lambda: core_model(**cfg)) == want
-    assert mk.ModelConfig(**{k: v for k, v in BASE.items() if k != "move_pairs"}).move_pairs == 0  # the default
+    assert getattr(mk.ModelConfig(**{k: v for k, v in BASE.items() if k != field}), field) == 0  # the default
+
+
+# the relative move pairs' board: tokens 10, so a 2 x 2 board holds at most 2 kinds
+@pytest.mark.parametrize("change,message", [
+    (dict(move_pairs=8, board_width=2, board_height=2), "board_width, board_height and board_kinds must be all 0 "
+                                                        "(no relative move pairs) or all >= 1, got 2, 2, 0"),
+    (dict(move_pairs=8, board_kinds=1), "board_width, board_height and board_kinds must be all 0 "
+                                        "(no relative move pairs) or all >= 1, got 0, 0, 1"),
+    (dict(board_width=2, board_height=2, board_kinds=1), "relative move pairs need move_pairs, a multiple of "
+                                                         "board_width * board_height = 4, got move_pairs = 0"),
+    (dict(move_pairs=6, board_width=2, board_height=2, board_kinds=1),
+     "relative move pairs need move_pairs, a multiple of board_width * board_height = 4, got move_pairs = 6"),
+    (dict(move_pairs=8, board_width=2, board_height=2, board_kinds=3),
+     "board_kinds * board_width * board_height = 3 * 4 board tokens, more than num_tokens = 10"),
+    (dict(move_pairs=2**30, board_width=1, board_height=1, board_kinds=10),
+     "the relative move-pair table (board_kinds (2 board_width - 1) (2 board_height - 1) move_pairs / "
+     "(board_width board_height) entries) is above 2^31 - 1"),
+    (dict(move_pairs=8, board_width=2**31, board_height=1, board_kinds=1), "board_width = 2147483648 is above 2^31 - 1"),
+])
+def test_the_relative_board_is_checked_by_c_when_a_model_is_made(change, message):
+    cfg = {**BASE, **change}
+    config = mk.ModelConfig(**cfg)  # each field a count: accepted when made
+    want = (ValueError, "ModelConfig: " + message)
+    assert error_of(lambda: mk.Model(config)) == want
+    assert error_of(lambda: core_model(**cfg)) == want
+
+
+def test_a_relative_board_that_fits_makes_its_table():
+    config = mk.ModelConfig(**{**BASE, "move_pairs": 12, "board_width": 2, "board_height": 3, "board_kinds": 1})
+    model = mk.Model(config)
+    assert model.shapes["move_pair_relative"] == (1 * 3 * 5, 2) == mk.model.expected_shapes(config)["move_pair_relative"]
+    assert list(model.shapes)[-2:] == ["move_pair_table", "move_pair_relative"]
+    assert not model.state_dict()["move_pair_relative"].any()  # starts at 0, like the table
 
 
 def test_every_hidden_width_must_be_at_least_1_in_c():
@@ -119,7 +154,7 @@ def test_numpy_integers_and_iterables_convert_to_python_ints():
                                "hidden": (h for h in (np.int32(5), 7))})
     assert config.embed_dim == 6 and config.orders == 3 and config.hidden == (5, 7)
     assert type(config.embed_dim) is int and all(type(h) is int for h in config.hidden)
-    assert _core.check_model_config(**{**BASE, "hidden": [np.int16(3)]}) == (10, 12, 4, 4, 2, 2, (3,), 4, 0)
+    assert _core.check_model_config(**{**BASE, "hidden": [np.int16(3)]}) == (10, 12, 4, 4, 2, 2, (3,), 4, 0, 0, 0, 0)
     assert mk.Model(config).shapes["trunk.1.weight"] == (7, 5)
 
 

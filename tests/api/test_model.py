@@ -14,8 +14,10 @@ CONFIGS = [
     dict(hidden=(12, 9), orders=1, pair_dim=1),
     dict(hidden=(8, 6, 5), orders=4, pair_dim=3),
     dict(hidden=(12,), move_pairs=5),  # fewer classes than moves: m % C collide
+    # a 2 x 2 board of 2 token kinds (8 board tokens, 3 in hand) and 2 class kinds
+    dict(hidden=(12,), move_pairs=8, board=(2, 2, 2)),
 ]
-IDS = ["hidden0", "hidden1", "hidden2", "hidden3", "move_pairs"]
+IDS = ["hidden0", "hidden1", "hidden2", "hidden3", "move_pairs", "relative"]
 
 
 @pytest.mark.parametrize("kw", CONFIGS, ids=IDS)
@@ -54,7 +56,7 @@ def test_loss_and_grad_match_reference(kw, soft, value_weight):
 def test_gradient_matches_finite_differences():
     """Perturbs parameters through the live views and differentiates the float64 loss."""
     cfg = cases.config(hidden=(6,), num_tokens=5, num_moves=6, T=4, D=3, W=4, orders=3, pair_dim=2,
-                       move_pairs=4)
+                       move_pairs=4, board=(2, 2, 1))  # 4 board tokens and one in hand
     model = cases.model(cfg, seed=11)
     b = cases.batch(cfg, B=4, L=5, seed=3, soft=True)
     _, grads = model.loss_and_grad(b, value_weight=0.7)

@@ -316,6 +316,51 @@ def _(r):
     _move_pair_backward_check(r, 3, 1, 5, 6200, 4, 6, long_rows=40)
 
 
+# boards of the relative move pairs: (W, H, K, class kinds, hand tokens beyond K W H)
+_BOARDS = ((3, 2, 2, 3, 4), (4, 3, 3, 2, 5), (1, 1, 2, 2, 1))
+
+
+@case("move_pair_relative_sums", tol=1e-5)
+def _(r):
+    # non-square boards, a 1 x 1 board; legal slots beyond a CUDA block's threads
+    for (W, H, K, DK, hand), B, T, L in zip(_BOARDS, (6, 3, 4), (7, 9, 5), (9, 700, 6)):
+        S, C = W * H, W * H * DK
+        V = K * S + hand
+        relative = r.randn(K * (2 * W - 1) * (2 * H - 1), DK)
+        tokens = op_inputs.tokens(r.rng, B, 2, T, V)
+        for with_counts in (True, False):
+            legal, counts = _legal(r, B, L, 3 * C, with_counts)  # classes repeat: m % C
+            base = r.randn(B, L)
+            logits = r.be.put(base)
+            r.op("move_pair_relative_sums", None, r.be.put(relative), r.be.put(tokens), 2 * T,
+                 r.be.put(legal), r.be.put(counts), B, T, L, C, W, H, K, logits)
+            want = base + ref.move_pair_relative_sums(relative, tokens[:, 0], legal, counts, C, W, H, K)
+            r.close(r.be.get(logits), want, f"W={W} H={H} K={K} L={L} counts={with_counts}")
+
+
+@case("move_pair_relative_backward", tol=1e-5)
+def _(r):
+    for W, H, K, DK, hand in _BOARDS:
+        S, C = W * H, W * H * DK
+        V = K * S + hand
+        grad_table = r.randn(V, C)
+        want = ref.move_pair_relative_backward(grad_table, C, W, H, K)
+        got = []
+        for _ in range(2):
+            out = r.be.put(np.full(want.shape, np.nan, np.float32))  # every entry written
+            r.op("move_pair_relative_backward", None, r.be.put(grad_table), V, C, W, H, K, out)
+            got.append(r.be.get(out))
+        r.close(got[0], want, f"W={W} H={H} K={K}")
+        assert got[0].tobytes() == got[1].tobytes(), f"W={W} H={H}: two runs differ in their bits"
+        # the documented order: each entry summed in float32 in increasing v from 0
+        seq = np.zeros(want.size, np.float32)
+        for v in range(K * S):
+            for c in range(C):
+                i = ref.relative_index(v, c, C, W, H, K)
+                seq[i] = np.float32(seq[i] + grad_table[v, c])
+        assert got[0].reshape(-1).tobytes() == seq.tobytes(), f"W={W} H={H}: not the documented order"
+
+
 def _too_little(r, out, entry, *args, before=None):
     """One byte less scratch than scratch_bytes gave for the entry's shapes (the largest
     need of every scratch user at those shapes, so this entry may not need that much: it

@@ -30,11 +30,13 @@ def test_initial_parameters_are_identical():
     cases.assert_parameters_match(gpu, cpu)
 
 
-@pytest.mark.parametrize("hidden, move_pairs", [((), 0), ((12,), 0), ((10, 6), 0), ((12,), 5)],
-                         ids=["hidden0", "hidden1", "hidden2", "move_pairs"])
+@pytest.mark.parametrize("hidden, move_pairs, board", [((), 0, (0, 0, 0)), ((12,), 0, (0, 0, 0)),
+                                                       ((10, 6), 0, (0, 0, 0)), ((12,), 5, (0, 0, 0)),
+                                                       ((12,), 8, (2, 2, 2))],
+                         ids=["hidden0", "hidden1", "hidden2", "move_pairs", "relative"])
 @pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
-def test_forward_loss_and_gradients_match_cpu(hidden, move_pairs, soft):
-    cfg = cases.config(hidden=hidden, move_pairs=move_pairs)
+def test_forward_loss_and_gradients_match_cpu(hidden, move_pairs, board, soft):
+    cfg = cases.config(hidden=hidden, move_pairs=move_pairs, board=board)
     cpu, gpu = twins(cfg)
     b = cases.batch(cfg, seed=7, soft=soft)
     for x, y in zip(cpu.forward(b), gpu.forward(b)):
@@ -48,9 +50,9 @@ def test_forward_loss_and_gradients_match_cpu(hidden, move_pairs, soft):
 
 
 @pytest.mark.parametrize("schedule", ["constant", "cosine"])
-@pytest.mark.parametrize("move_pairs", [0, 5])
-def test_five_adamw_steps_match_cpu(schedule, move_pairs):
-    cfg = cases.config(hidden=(9,), move_pairs=move_pairs)
+@pytest.mark.parametrize("move_pairs, board", [(0, (0, 0, 0)), (5, (0, 0, 0)), (8, (2, 2, 2))])
+def test_five_adamw_steps_match_cpu(schedule, move_pairs, board):
+    cfg = cases.config(hidden=(9,), move_pairs=move_pairs, board=board)
     cpu, gpu = twins(cfg)
     opts = dict(lr=3e-2, warmup_steps=2, schedule=schedule, total_steps=5, weight_decay=0.1)
     t1, t2 = mk.Trainer(cpu, **opts), mk.Trainer(gpu, **opts)

@@ -31,19 +31,24 @@ def arrays(N=6, T=4, V=50, M=40, seed=0, soft=False):
     return out
 
 
-def config(hidden=(12,), orders=3, pair_dim=4, num_tokens=11, num_moves=17, T=6, D=5, W=7, move_pairs=0):
+def config(hidden=(12,), orders=3, pair_dim=4, num_tokens=11, num_moves=17, T=6, D=5, W=7, move_pairs=0,
+           board=(0, 0, 0)):
+    """board: (W, H, K) of the move-pair table's relative part."""
     return mk.ModelConfig(num_tokens=num_tokens, num_moves=num_moves, tokens_per_side=T,
                           embed_dim=D, orders=orders, pair_dim=pair_dim, hidden=hidden, head_width=W,
-                          move_pairs=move_pairs)
+                          move_pairs=move_pairs, board_width=board[0], board_height=board[1],
+                          board_kinds=board[2])
 
 
 def model(cfg, seed=0):
-    """mk.Model(cfg, seed) with a random move_pair_table if it has one (it starts at 0, which
-    would test nothing)."""
+    """mk.Model(cfg, seed) with a random move_pair_table and move_pair_relative if it has
+    them (they start at 0, which would test nothing)."""
     m = mk.Model(cfg, seed=seed)
-    table = m.parameters().get("move_pair_table")
-    if table is not None:
-        table[...] = np.random.default_rng(seed).standard_normal(table.shape, dtype=np.float32)
+    rng = np.random.default_rng(seed)
+    for name in ("move_pair_table", "move_pair_relative"):
+        table = m.parameters().get(name)
+        if table is not None:
+            table[...] = rng.standard_normal(table.shape, dtype=np.float32)
     return m
 
 
@@ -134,7 +139,7 @@ def staged_twin(model):
     d = model.config.to_dict()
     twin._core = mk._core.Model(d["num_tokens"], d["num_moves"], d["tokens_per_side"], d["embed_dim"],
                                 d["orders"], d["pair_dim"], d["hidden"], d["head_width"], d["move_pairs"],
-                                backend="cpu_staged", seed=model.seed,
+                                d["board_width"], d["board_height"], d["board_kinds"], backend="cpu_staged", seed=model.seed,
                                 fused_head=model.policy_head == "fused")
     twin._shapes = model.shapes
     twin.load_state_dict(model.state_dict())  # a move_pair_table made random by `model()`

@@ -102,3 +102,42 @@ def move_pair_sums_backward(grad, tokens, legal, counts, V, C):
             if t >= 0:
                 np.add.at(out[t], legal[b][mask[b]] % C, np.float64(grad[b][mask[b]]))
     return out
+
+
+def relative_index(v, c, C, W, H, K):
+    """ridx(v, c) of the move-pair table's relative part (csrc/core/backend_ops.def), or -1
+    where the token v is not a board token (v >= K W H). Written from the definition:
+    the token's kind and (x, y), the class's kind and (x, y), their offset."""
+    S = W * H
+    if v < 0 or v >= K * S:
+        return -1
+    kv, (xv, yv) = v // S, divmod(v % S, H)
+    kc, (xc, yc) = c // S, divmod(c % S, H)
+    return ((kv * (2 * W - 1) + xv - xc + W - 1) * (2 * H - 1) + yv - yc + H - 1) * (C // S) + kc
+
+
+def move_pair_relative_sums(relative, tokens, legal, counts, C, W, H, K):
+    """logits [B, L]: for each legal slot, the sum over the position's board tokens
+    (tokens [B, T]) of relative[ridx(token, move % C)]; 0 at padded slots."""
+    flat = np.float64(relative).reshape(-1)
+    mask = legal_mask(legal, counts)
+    out = np.zeros(legal.shape)
+    for b in range(legal.shape[0]):
+        for l in np.flatnonzero(mask[b]):
+            for t in tokens[b]:
+                r = relative_index(int(t), int(legal[b, l]) % C, C, W, H, K)
+                if r >= 0:
+                    out[b, l] += flat[r]
+    return out
+
+
+def move_pair_relative_backward(grad_table, C, W, H, K):
+    """grad_relative [K (2W-1) (2H-1), C / (W H)]: grad_table [V, C] summed over the pairs
+    (v, c) of each relative entry."""
+    S = W * H
+    out = np.zeros(K * (2 * W - 1) * (2 * H - 1) * (C // S))
+    g = np.float64(grad_table)
+    for v in range(min(K * S, g.shape[0])):
+        for c in range(C):
+            out[relative_index(v, c, C, W, H, K)] += g[v, c]
+    return out.reshape(-1, C // S)

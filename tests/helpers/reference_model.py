@@ -10,6 +10,11 @@ import reference as ref
 S = 2
 
 
+def board(cfg):
+    """(W, H, K) of the move-pair table's relative part."""
+    return cfg.board_width, cfg.board_height, cfg.board_kinds
+
+
 def forward(p, cfg, tokens, legal, counts):
     """Every activation of the forward pass, as a dict (float64)."""
     p = {k: np.float64(v) for k, v in p.items()}
@@ -27,6 +32,9 @@ def forward(p, cfg, tokens, legal, counts):
     logits = ref.gather_dot(q, p["move_table"], legal, counts)
     if "move_pair_table" in p:  # the side to move's tokens (perspective 0)
         logits = logits + ref.move_pair_sums(p["move_pair_table"], tokens[:, 0], legal, counts)
+    if "move_pair_relative" in p:
+        logits = logits + ref.move_pair_relative_sums(p["move_pair_relative"], tokens[:, 0], legal, counts,
+                                                      cfg.move_pairs, *board(cfg))
     z = (x @ p["value.weight"].T)[:, 0] + p["value.bias"][0]
     return {"p": p, "ps": ps, "pair": pair, "xs": xs, "q": q, "logits": logits, "z": z,
             "value": 1.0 / (1.0 + np.exp(-z))}
@@ -90,6 +98,8 @@ def backward(act, cfg, tokens, legal, counts, dlogits, dz):
     if "move_pair_table" in p:
         g["move_pair_table"] = ref.move_pair_sums_backward(dlogits, tokens[:, 0], legal, counts,
                                                            *p["move_pair_table"].shape)
+    if "move_pair_relative" in p:
+        g["move_pair_relative"] = ref.move_pair_relative_backward(g["move_pair_table"], cfg.move_pairs, *board(cfg))
     x = xs[-1]
     g["policy.weight"] = dq.T @ x
     g["policy.bias"] = dq.sum(axis=0)

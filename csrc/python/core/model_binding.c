@@ -22,9 +22,10 @@ void mk_model_release(mk_model_object *self) { self->busy = 0; }
 /* ModelConfig's fields, in the order of its constructor and of _core.Model's. */
 static char *config_fields[] = {"num_tokens", "num_moves", "tokens_per_side", "embed_dim",
                                 "orders",     "pair_dim",  "hidden",          "head_width",
-                                "move_pairs", NULL};
-#define CONFIG_FIELDS 9
-#define MOVE_PAIRS_FIELD 8 /* the one count that may be 0 (mk_config_check_count) */
+                                "move_pairs", "board_width", "board_height", "board_kinds",
+                                NULL};
+#define CONFIG_FIELDS 12
+#define FIRST_COUNT_FIELD 8 /* move_pairs and the board: counts that may be 0 (mk_config_check_count) */
 
 PyObject *mk_config_int_arg(PyObject *obj, const char *op, const char *name) {
     PyObject *value = !PyBool_Check(obj) && PyIndex_Check(obj) ? PyNumber_Index(obj) : NULL;
@@ -65,19 +66,20 @@ fail:
     return NULL;
 }
 
-/* ModelConfig's nine fields `o` (config_fields' order) converted by config_int into `cfg`
+/* ModelConfig's twelve fields `o` (config_fields' order) converted by config_int into `cfg`
  * (the first MK_MAX_HIDDEN hidden widths; num_hidden counts them all, for mk_config_check
  * to refuse too many) and into the returned tuple of Python ints (hidden a tuple). */
 static PyObject *config_from_args(PyObject *const o[CONFIG_FIELDS], int build, mk_config *cfg) {
     int64_t *fields[] = {&cfg->num_tokens, &cfg->num_moves, &cfg->tokens_per_side,
                          &cfg->embed_dim,  &cfg->orders,    &cfg->pair_dim,
-                         NULL,             &cfg->head_width, &cfg->move_pairs};
+                         NULL,             &cfg->head_width, &cfg->move_pairs,
+                         &cfg->board_width, &cfg->board_height, &cfg->board_kinds};
     PyObject *out = PyTuple_New(CONFIG_FIELDS), *hidden = NULL, *widths, *v;
     int64_t width;
     char name[32];
     for (int i = 0; out && i < CONFIG_FIELDS; i++) {
         if (i == 6) continue; /* hidden, after the widths */
-        if (!(v = config_int(o[i], config_fields[i], build, i == MOVE_PAIRS_FIELD, fields[i])))
+        if (!(v = config_int(o[i], config_fields[i], build, i >= FIRST_COUNT_FIELD, fields[i])))
             goto fail;
         PyTuple_SET_ITEM(out, i, v);
     }
@@ -108,14 +110,16 @@ fail:
     return NULL;
 }
 
-/* check_model_config(num_tokens, ..., hidden, head_width, move_pairs) -> the fields as Python ints:
+/* check_model_config(num_tokens, ..., hidden, head_width, move_pairs, board_width,
+ * board_height, board_kinds) -> the fields as Python ints:
  * ModelConfig's check when it is made (types, and mk_config_check_dim). The sizes this
  * build supports are checked when a model is made (mk_config_check). */
 static PyObject *py_check_model_config(PyObject *self, PyObject *args, PyObject *kwargs) {
     PyObject *o[CONFIG_FIELDS];
     mk_config cfg = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOO:check_model_config", config_fields,
-                                     &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8]))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOO:check_model_config",
+                                     config_fields, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                                     &o[6], &o[7], &o[8], &o[9], &o[10], &o[11]))
         return NULL;
     return config_from_args(o, 0, &cfg);
 }
@@ -167,8 +171,9 @@ static int seed_arg(PyObject *obj, uint64_t *seed) {
 
 static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
     static char *kw[] = {"num_tokens", "num_moves",  "tokens_per_side", "embed_dim", "orders",
-                         "pair_dim",   "hidden",     "head_width",      "move_pairs", "backend",
-                         "seed",       "fused_head", NULL}; /* config_fields, then the model's own */
+                         "pair_dim",   "hidden",     "head_width",      "move_pairs", "board_width",
+                         "board_height", "board_kinds", "backend", "seed", "fused_head",
+                         NULL}; /* config_fields, then the model's own */
     PyObject *o[CONFIG_FIELDS];
     PyObject *backend_arg = NULL; /* a name ("cpu") or a capsule of another module's table */
     PyObject *seed_obj = NULL;
@@ -178,9 +183,9 @@ static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
         PyErr_SetString(PyExc_RuntimeError, "_core.Model: already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOO|OOp", kw, &o[0], &o[1], &o[2], &o[3],
-                                     &o[4], &o[5], &o[6], &o[7], &o[8], &backend_arg, &seed_obj,
-                                     &fused_head))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOO|OOp", kw, &o[0], &o[1], &o[2],
+                                     &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10],
+                                     &o[11], &backend_arg, &seed_obj, &fused_head))
         return -1;
     mk_config cfg = {0};
     PyObject *values = config_from_args(o, 1, &cfg);
@@ -520,7 +525,7 @@ static PyObject *model_arena_bytes_for(mk_model_object *self, PyObject *args) {
 static PyMethodDef module_functions[] = {
     {"check_model_config", (PyCFunction)(void (*)(void))py_check_model_config,
      METH_VARARGS | METH_KEYWORDS,
-     "check_model_config(num_tokens, ..., hidden, head_width, move_pairs) -> the fields as Python ints"},
+     "check_model_config(num_tokens, ..., move_pairs, board_width, board_height, board_kinds) -> the fields as Python ints"},
     {NULL, NULL, 0, NULL},
 };
 
