@@ -37,10 +37,10 @@ from .synthetic import SEED_SHAPES
 # Model shapes besides the vocabularies (which come from the data). "small" learns visibly
 # within a minute on a laptop CPU; "seed" is the seed configuration of docs/design.md §5.
 PRESETS = {
-    "small": dict(embed_dim=32, orders=4, pair_dim=4, hidden=(128,), head_width=64, move_pairs=0, batch_size=512,
-                  lr=5e-3),
+    "small": dict(embed_dim=32, orders=4, pair_dim=4, hidden=(128,), head_width=64, move_pairs=0,
+                  move_pair_board=(0, 0, 0), batch_size=512, lr=5e-3),
     "seed": dict(embed_dim=256, orders=4, pair_dim=16, hidden=(512, 512), head_width=300, move_pairs=0,
-                 batch_size=1024, lr=1e-3),
+                 move_pair_board=(0, 0, 0), batch_size=1024, lr=1e-3),
 }
 
 # Training defaults by kind of data, stated once: shogi records (HCPE, PSV) have their own
@@ -115,8 +115,9 @@ def _shogi_preset() -> dict:
     are RECIPES["shogi"]), the default preset for record data."""
     from .shogi.recipe import RECIPE
 
-    return {k: RECIPE[k] for k in ("embed_dim", "orders", "pair_dim", "hidden", "head_width", "move_pairs",
-                                   "batch_size", "lr")}
+    return {"move_pair_board": (RECIPE["board_width"], RECIPE["board_height"], RECIPE["board_kinds"]),
+            **{k: RECIPE[k] for k in ("embed_dim", "orders", "pair_dim", "hidden", "head_width", "move_pairs",
+                                      "batch_size", "lr")}}
 
 
 PRESETS["shogi"] = _shogi_preset()
@@ -191,6 +192,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--head-width", type=int, help="W, the policy head width")
     g.add_argument("--move-pairs", type=int, metavar="C", help="move classes of the move-pair table (a scalar per "
                    "token of the side to move and move class, added to the move's logit; 0: none)")
+    g.add_argument("--move-pair-board", metavar="W,H,K", help="the move-pair table's relative part: a board of W x H "
+                   "squares and K kinds of board token (ModelConfig.board_width, board_height, board_kinds); "
+                   "0,0,0: none")
     g = p.add_argument_group("logging, checkpoints and the model file")
     g.add_argument("--log-every", type=_positive(int), default=25, help="log line every this many steps (default 25)")
     g.add_argument("--checkpoint", metavar="PATH", help="checkpoint file (model, optimizer, schedule, data position), "
@@ -218,12 +222,26 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _board(text: str) -> tuple:
+    """--move-pair-board W,H,K as three ints; anything else is a ValueError naming the option
+    (the fields' own rules are ModelConfig's)."""
+    parts = text.split(",")
+    try:
+        if len(parts) != 3:
+            raise ValueError
+        return tuple(int(x) for x in parts)
+    except ValueError:
+        raise ValueError(f"--move-pair-board: expected three integers W,H,K, got {text!r}") from None
+
+
 def model_config(args, preset: dict, data) -> "mk.ModelConfig":
     pick = lambda name: getattr(args, name) if getattr(args, name) is not None else preset[name]
     hidden = preset["hidden"] if args.hidden is None else tuple(int(h) for h in args.hidden.split(",") if h.strip())
+    board = preset["move_pair_board"] if args.move_pair_board is None else _board(args.move_pair_board)
     cfg = mk.ModelConfig(num_tokens=data.num_tokens, num_moves=data.num_moves, tokens_per_side=data.tokens_per_side,
                          embed_dim=pick("embed_dim"), orders=pick("orders"), pair_dim=pick("pair_dim"),
-                         hidden=hidden, head_width=pick("head_width"), move_pairs=pick("move_pairs"))
+                         hidden=hidden, head_width=pick("head_width"), move_pairs=pick("move_pairs"),
+                         board_width=board[0], board_height=board[1], board_kinds=board[2])
     check_fits_in_memory(cfg, data)
     return cfg
 

@@ -48,6 +48,24 @@ def test_move_pairs_option_gives_the_model_its_table(tmp_path):
     assert table.shape == (model.config.num_tokens, 7) and np.abs(table).max() > 0  # trained from 0
 
 
+def test_move_pair_board_option_gives_the_model_its_relative_part(tmp_path, capsys):
+    from manaka import train
+    out = tmp_path / "m.manaka"
+    args = ["--steps", "2", "--synthetic", "300", "--eval-positions", "0", "--no-progress", "--batch-size", "32",
+            "--device", "cpu", "--move-pairs", "8", *TINY]
+    assert train.main(args + ["--save", str(out), "--move-pair-board", "2,2,1"]) == 0
+    model = mk.Model.load(out)
+    assert (model.config.board_width, model.config.board_height, model.config.board_kinds) == (2, 2, 1)
+    rel = model.parameters()["move_pair_relative"]
+    assert rel.shape == (1 * 3 * 3, 2) and np.abs(rel).max() > 0  # trained from 0
+    capsys.readouterr()
+    for bad, words in (("2,2", "--move-pair-board: expected three integers W,H,K, got '2,2'"),
+                       ("2,2,x", "--move-pair-board: expected three integers W,H,K, got '2,2,x'"),
+                       ("3,2,1", "relative move pairs need move_pairs, a multiple of board_width * board_height = 6")):
+        assert train.main(args + ["--move-pair-board", bad]) == 2
+        assert words in capsys.readouterr().err
+
+
 def small_run(ds, steps, path=None, resume=False, stop=None):
     model = mk.Model(SMALL_MODEL, seed=0)
     trainer = mk.Trainer(model, lr=1e-2, warmup_steps=3, schedule="cosine", total_steps=steps)
