@@ -17,6 +17,11 @@ RECIPE: Dict[str, Any] = {
     # move classes of the move-pair table (ModelConfig.move_pairs): a scalar per (token of the
     # side to move, dlshogi label) added to each legal move's logit; 0: none
     "move_pairs": 2187,
+    # the move-pair table's relative part (ModelConfig.board_*): shogi's 9 x 9 board and 28
+    # kinds of board token (owner x 14 piece kinds), so that a scalar per (piece kind, its
+    # square relative to the move's destination, the move's direction) is shared over the
+    # board; all 0: none
+    "board_width": 9, "board_height": 9, "board_kinds": 28,
     # optimizer
     "batch_size": 512, "lr": 1e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "cosine",
     # which pair-table rows a step updates (manaka.Trainer's pair_update)
@@ -29,7 +34,8 @@ RECIPE: Dict[str, Any] = {
     "keep_best": True,
 }
 
-MODEL_KEYS = ("embed_dim", "orders", "pair_dim", "hidden", "head_width", "move_pairs")
+MODEL_KEYS = ("embed_dim", "orders", "pair_dim", "hidden", "head_width", "move_pairs", "board_width", "board_height",
+              "board_kinds")
 
 
 def recipe(**overrides) -> Dict[str, Any]:
