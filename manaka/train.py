@@ -191,7 +191,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--hidden", help="trunk widths, comma-separated (e.g. 512,512)")
     g.add_argument("--head-width", type=int, help="W, the policy head width")
     g.add_argument("--move-pairs", type=int, metavar="C", help="move classes of the move-pair table (a scalar per "
-                   "token of the side to move and move class, added to the move's logit; 0: none)")
+                   "token of the side to move and move class, added to the move's logit; 0: none, and no "
+                   "relative part)")
     g.add_argument("--move-pair-board", metavar="W,H,K", help="the move-pair table's relative part: a board of W x H "
                    "squares and K kinds of board token (ModelConfig.board_width, board_height, board_kinds); "
                    "0,0,0: none")
@@ -238,6 +239,8 @@ def model_config(args, preset: dict, data) -> "mk.ModelConfig":
     pick = lambda name: getattr(args, name) if getattr(args, name) is not None else preset[name]
     hidden = preset["hidden"] if args.hidden is None else tuple(int(h) for h in args.hidden.split(",") if h.strip())
     board = preset["move_pair_board"] if args.move_pair_board is None else _board(args.move_pair_board)
+    if args.move_pair_board is None and pick("move_pairs") == 0:
+        board = (0, 0, 0)  # the relative part belongs to the table: --move-pairs 0 removes both
     cfg = mk.ModelConfig(num_tokens=data.num_tokens, num_moves=data.num_moves, tokens_per_side=data.tokens_per_side,
                          embed_dim=pick("embed_dim"), orders=pick("orders"), pair_dim=pick("pair_dim"),
                          hidden=hidden, head_width=pick("head_width"), move_pairs=pick("move_pairs"),

@@ -238,15 +238,13 @@ def train_manaka(cfg: dict) -> dict:
     """Trains the recipe's model under the budget; returns its curve and final figures."""
     import manaka as mk
     from ..shogi import open_hcpe
-    from ..shogi.recipe import MODEL_KEYS, recipe
+    from ..shogi.recipe import model_config, recipe
 
     mk.set_num_threads(1)
     r = recipe(**cfg["settings"])
     held = Table(cfg["held"], moves=r["moves"])
     data = open_hcpe(cfg["train"], value=r["value"], mirror=r["mirror"], moves=r["moves"])
-    model = mk.Model(mk.ModelConfig(num_tokens=data.num_tokens, num_moves=data.num_moves,
-                                    tokens_per_side=data.tokens_per_side,
-                                    **{k: r[k] for k in MODEL_KEYS}), seed=cfg["seed"])
+    model = mk.Model(model_config(r), seed=cfg["seed"])  # the vocabularies of open_hcpe's encoding
     loader = mk.Loader(data, batch_size=r["batch_size"], producers=1, prefetch=4, shuffle=True, seed=cfg["seed"])
     total = estimate_steps(cfg, r["batch_size"], len(loader))
     trainer = mk.Trainer(model, lr=r["lr"], weight_decay=r["weight_decay"], eps=r["eps"],

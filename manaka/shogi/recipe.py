@@ -86,8 +86,11 @@ def model_config(r: Dict[str, Any] = None):
     from .position import NUM_TOKENS, TOKENS_PER_SIDE, num_labels
 
     r = RECIPE if r is None else r
+    shapes = {k: r[k] for k in MODEL_KEYS}
+    if not shapes["move_pairs"]:  # the relative part belongs to the table: move_pairs=0 removes both
+        shapes.update(board_width=0, board_height=0, board_kinds=0)
     return ModelConfig(num_tokens=NUM_TOKENS, num_moves=num_labels(r["moves"]), tokens_per_side=TOKENS_PER_SIDE,
-                       **{k: r[k] for k in MODEL_KEYS})
+                       **shapes)
 
 
 def is_records(data) -> bool:

@@ -41,7 +41,8 @@ def test_cli_uses_the_recipe_for_records(tmp_path, capsys):
     assert (f"data: shogi.RecordFiles(160 HCPE records in 1 file(s), value={R['value']!r}, on_bad='raise', "
             f"38 bytes/position{mirrors})") in out, out
     assert (f"embed_dim={R['embed_dim']}, orders={R['orders']}, pair_dim={R['pair_dim']}, "
-            f"hidden={tuple(R['hidden'])}, head_width={R['head_width']}, move_pairs={R['move_pairs']})") in out, out
+            f"hidden={tuple(R['hidden'])}, head_width={R['head_width']}, move_pairs={R['move_pairs']}, "
+            f"board_width={R['board_width']}, board_height={R['board_height']}, board_kinds={R['board_kinds']})") in out, out
     assert (f"lr={R['lr']:g}, betas=(0.9, 0.999), eps={R['eps']:g}, weight_decay={R['weight_decay']:g}, "
             f"warmup_steps={R['warmup']}, schedule={R['schedule']!r}") in out, out
     assert "held-out (40 positions)" in out
@@ -60,3 +61,13 @@ def test_a_time_limit_alone_runs_a_cosine_recipe_at_a_constant_rate_and_says_so(
     assert train.main(base + ["--schedule", "cosine"]) != 0
     err = capsys.readouterr()
     assert "--schedule cosine decays to the last step" in err.out + err.err
+
+
+def test_the_relative_part_follows_the_move_pair_table():
+    from manaka.shogi import recipe as R
+    cfg = R.model_config()
+    assert (cfg.board_width, cfg.board_height, cfg.board_kinds) == (9, 9, 28) and cfg.move_pairs == 2187
+    # 28 kinds (owner x 14) of board token on 81 squares come first in shogi's vocabulary
+    assert cfg.board_kinds * cfg.board_width * cfg.board_height == 2268 <= cfg.num_tokens
+    off = R.model_config(R.recipe(move_pairs=0))
+    assert (off.move_pairs, off.board_width, off.board_height, off.board_kinds) == (0, 0, 0, 0)
