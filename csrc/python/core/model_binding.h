@@ -6,6 +6,7 @@
 #include "core/batch.h"
 #include "core/staging_slots.h"
 #include "core/model.h"
+#include "data/loader.h"
 
 /* _core.Model. `busy` is set (under the GIL) while a call runs without the GIL, so a second
  * thread using the same model gets an error instead of a data race. `keep[slot]` holds the
@@ -95,4 +96,12 @@ PyArrayObject *mk_tensor_arg(const mk_tensor *t, PyObject *value, const char *op
 PyObject *mk_config_int_arg(PyObject *obj, const char *op, const char *name);
 
 int mk_init_trainer(PyObject *module);
+
+/* dataset_binding.c: the dataset's arrays obj = (tokens, legal_offsets, legal_moves, target,
+ * value, policy_target or None) as *view over vocabularies V and M (0: none), read in place
+ * (by other threads too: no copy of a memory-mapped file is made; the caller keeps obj
+ * alive): exact dtypes and dimensions, C-contiguous, aligned, lengths agreeing. 0, or -1
+ * with an exception naming `op` and the array. */
+int mk_dataset_arg(const char *op, PyObject *const obj[6], int64_t V, int64_t M,
+                   mk_dataset_view *view);
 #endif
