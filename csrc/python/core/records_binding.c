@@ -114,17 +114,19 @@ PyObject *mk_row_source_capsule(PyObject *owner, const mk_row_source *source) {
     return capsule;
 }
 
-/* map_records(path, record_bytes) -> (records uint8 [n, record_bytes] read-only, file size
- * in bytes): any game's fixed-width records, memory-mapped (mk_map_records_value). */
+/* map_records(path, record_bytes, who="map_records") -> (records uint8 [n, record_bytes]
+ * read-only, file size in bytes): any game's fixed-width records, memory-mapped
+ * (mk_map_records_value); errors start with `who` (a game's name: "shogi"). */
 static PyObject *py_map_records(PyObject *self, PyObject *args) {
     PyObject *path;
     long long width;
-    if (!PyArg_ParseTuple(args, "O&L", PyUnicode_FSConverter, &path, &width)) return NULL;
+    const char *who = "map_records";
+    if (!PyArg_ParseTuple(args, "O&L|s", PyUnicode_FSConverter, &path, &width, &who)) return NULL;
     PyObject *out = NULL;
     if (width < 1 || width > 1 << 20)
-        PyErr_Format(PyExc_ValueError, "map_records: record_bytes must be in [1, 2^20], got %lld", width);
+        PyErr_Format(PyExc_ValueError, "%s: record_bytes must be in [1, 2^20], got %lld", who, width);
     else
-        out = mk_map_records_value(path, width, "map_records");
+        out = mk_map_records_value(path, width, who);
     Py_DECREF(path);
     return out;
 }
@@ -226,7 +228,7 @@ static PyTypeObject GameRecordsType = {
 
 static PyMethodDef records_methods[] = {
     {"map_records", py_map_records, METH_VARARGS,
-     "map_records(path, record_bytes) -> (records uint8 [n, record_bytes] read-only, size): "
+     "map_records(path, record_bytes, who='map_records') -> (records uint8 [n, record_bytes] read-only, size): "
      "memory-mapped, no file descriptor kept"},
     {NULL, NULL, 0, NULL},
 };
