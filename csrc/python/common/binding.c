@@ -91,43 +91,30 @@ PyArrayObject *mk_int32_arg(PyObject *obj, const char *op, const char *name, int
     if (PyArray_TYPE(arr) == NPY_INT32 && private_copy) return private_int32(arr, obj);
     if (PyArray_TYPE(arr) == NPY_INT32)
         return (PyArrayObject *)PyArray_FROM_OTF(obj, NPY_INT32, NPY_ARRAY_IN_ARRAY);
-    /* Widen to int64, then narrow to int32 with a range check instead of a silent wrap.
-     * uint64 is widened through its bit pattern (NumPy's safe-cast rule refuses it), so
-     * values above INT64_MAX read as negative and are refused by the same check below,
-     * except that they must not pass as the -1 sentinel: reject them here by sign. */
-    int is_u64 = PyArray_TYPE(arr) == NPY_UINT64;
-    PyArrayObject *wide = (PyArrayObject *)PyArray_FROM_OTF(
-        obj, NPY_INT64, NPY_ARRAY_IN_ARRAY | (is_u64 ? NPY_ARRAY_FORCECAST : 0));
-    if (!wide) return NULL;
-    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(ndim, PyArray_DIMS(wide), NPY_INT32);
-    if (!out) {
-        Py_DECREF(wide);
-        return NULL;
-    }
-    const int64_t *src = PyArray_DATA(wide);
-    int32_t *dst = PyArray_DATA(out);
-    npy_intp n = PyArray_SIZE(wide);
-    for (npy_intp i = 0; i < n; i++) {
-        /* `wide` may be the caller's own int64 array: read each entry once, so the value
-         * checked here is the value stored (later checks read `out`, which is private) */
-        int64_t v = ((const volatile int64_t *)src)[i];
-        if (v < INT32_MIN || v > INT32_MAX || (is_u64 && v < 0)) {
-            if (is_u64)
-                PyErr_Format(PyExc_ValueError,
-                             "%s: %s holds %llu at flat position %zd, outside the int32 range", op,
-                             name, (unsigned long long)v, (Py_ssize_t)i);
-            else
-                PyErr_Format(PyExc_ValueError,
-                             "%s: %s holds %lld at flat position %zd, outside the int32 range",
-                             op, name, (long long)v, (Py_ssize_t)i);
-            Py_DECREF(wide);
-            Py_DECREF(out);
-            return NULL;
-        }
-        dst[i] = (int32_t)v;
-    }
-    Py_DECREF(wide);
-    return out;
+    /* Narrowed with a range check instead of a silent wrap, from a native, contiguous copy
+     * (itself when it is one already: mk_narrow_to_int32 reads each element once). */
+    const int is_signed = PyTypeNum_ISSIGNED(PyArray_TYPE(arr));
+    PyArrayObject *src = (PyArrayObject *)PyArray_FROM_OTF(obj, PyArray_TYPE(arr), NPY_ARRAY_IN_ARRAY);
+    PyArrayObject *out = src ? (PyArrayObject *)PyArray_SimpleNew(ndim, PyArray_DIMS(src), NPY_INT32) : NULL;
+    mk_fault bad = {0};
+    if (out)
+        mk_narrow_to_int32(PyArray_DATA(src), (int)PyArray_ITEMSIZE(src), is_signed, PyArray_SIZE(src),
+                           PyArray_DATA(out), &bad);
+    Py_XDECREF(src);
+    if (bad.kind == MK_FAULT_NONE) return out;
+    Py_DECREF(out);
+    mk_narrow_error(op, name, is_signed, &bad);
+    return NULL;
+}
+
+int mk_narrow_error(const char *op, const char *name, int is_signed, const mk_fault *bad) {
+    if (is_signed)
+        PyErr_Format(PyExc_ValueError, "%s: %s holds %lld at flat position %lld, outside the int32 range",
+                     op, name, (long long)bad->value, (long long)bad->index);
+    else /* a uint64 above INT64_MAX: its bits */
+        PyErr_Format(PyExc_ValueError, "%s: %s holds %llu at flat position %lld, outside the int32 range",
+                     op, name, (unsigned long long)bad->value, (long long)bad->index);
+    return -1;
 }
 
 PyObject *mk_array_view(int ndim, npy_intp *dims, int type, void *data, PyObject *owner) {

@@ -38,6 +38,9 @@ PyArrayObject *mk_index_arg(PyObject *obj, const char *op, const char *name, int
  * `private_copy` (a batch's field as stored: the copy is made where it is read). */
 PyArrayObject *mk_int32_arg(PyObject *obj, const char *op, const char *name, int ndim,
                             int private_copy);
+/* A ValueError "<op>: <name> holds <value> at flat position <index>, outside the int32
+ * range" for a narrowing fault (mk_narrow_to_int32, host or device): -1. */
+int mk_narrow_error(const char *op, const char *name, int is_signed, const mk_fault *bad);
 /* A float array of `ndim` dimensions converted to C-contiguous float32 (itself when it is
  * one already): new reference, or NULL with an exception naming `op` and `name`. */
 PyArrayObject *mk_float32_arg(PyObject *obj, const char *op, const char *name, int ndim);
