@@ -46,22 +46,15 @@ static int steps_arg(PyObject *value, const char *op, const char *name, int64_t 
     return overflow || PyErr_Occurred() ? -1 : 0;
 }
 
-/* Takes the keyword pair_state_dtype (default "float32") out of the keywords of __init__
- * or load (`op`), so the rest parse as configure's: *kwargs becomes a new reference (or
- * NULL). */
-static int pop_enum(PyObject **kwargs, const char *op, const char *key,
+/* Takes the enum keyword `key` (pair_state_dtype, pair_update) out of `rest`, a copy of the
+ * keywords of __init__ or load (or NULL), so the rest parse as configure's: its code in
+ * *code, which keeps its default when the keyword is absent. */
+static int pop_enum(PyObject *rest, const char *op, const char *key,
                     mk_status (*code_of)(const char *, const char *, int *), int *code) {
-    if (!*kwargs) return 0;
-    PyObject *rest = PyDict_Copy(*kwargs), *value;
-    if (!rest) return -1;
-    *kwargs = rest;
-    if (!(value = PyDict_GetItemString(rest, key))) return 0; /* borrowed */
+    PyObject *value = rest ? PyDict_GetItemString(rest, key) : NULL; /* borrowed */
+    if (!value) return 0;
     if (enum_arg(value, code_of, op, code) < 0) return -1;
     return PyDict_DelItemString(rest, key);
-}
-static int pop_pair_state(PyObject **kwargs, const char *op, int *pair_state) {
-    *pair_state = MK_PAIR_STATE_F32;
-    return pop_enum(kwargs, op, "pair_state_dtype", mk_trainer_pair_state_code, pair_state);
 }
 
 /* Parses the hyperparameters shared by __init__, configure and load into `cfg`, and
@@ -86,23 +79,20 @@ static int parse_config(PyObject *args, PyObject *kwargs, mk_trainer_config *cfg
 static int trainer_init(trainer_object *self, PyObject *args, PyObject *kwargs) {
     mk_trainer_config cfg;
     PyObject *model;
-    int pair_state;
+    int pair_state = MK_PAIR_STATE_F32, pair_update = MK_PAIR_UPDATE_DENSE;
     if (self->trainer) {
         PyErr_SetString(PyExc_RuntimeError, "_core.Trainer: already initialised");
         return -1;
     }
-    int pair_update = MK_PAIR_UPDATE_DENSE;
-    PyObject *rest = kwargs, *rest2 = NULL;
-    int parsed = pop_pair_state(&rest, "Trainer", &pair_state) < 0 ? -1 : 0;
-    if (parsed == 0) {
-        rest2 = rest;
-        parsed = pop_enum(&rest2, "Trainer", "pair_update", mk_trainer_pair_update_code,
-                          &pair_update) < 0
+    PyObject *rest = kwargs ? PyDict_Copy(kwargs) : NULL;
+    if (kwargs && !rest) return -1;
+    int parsed = pop_enum(rest, "Trainer", "pair_state_dtype", mk_trainer_pair_state_code,
+                          &pair_state) < 0 ||
+                         pop_enum(rest, "Trainer", "pair_update", mk_trainer_pair_update_code,
+                                  &pair_update) < 0
                      ? -1
-                     : parse_config(args, rest2, &cfg, &model);
-    }
-    if (rest2 && rest2 != rest) Py_XDECREF(rest2);
-    if (rest != kwargs) Py_XDECREF(rest);
+                     : parse_config(args, rest, &cfg, &model);
+    Py_XDECREF(rest);
     if (parsed < 0) return -1;
     if (!PyObject_TypeCheck(model, &mk_model_type) || !((mk_model_object *)model)->model) {
         PyErr_Format(PyExc_TypeError, "Trainer: model must be a manaka Model, got %s",
@@ -180,14 +170,16 @@ static PyObject *trainer_load(trainer_object *self, PyObject *args, PyObject *kw
         return NULL;
     if ((st = mk_trainer_check_step_count(op, steps)) != MK_OK) return mk_raise_status(st);
     mk_trainer_config cfg;
-    PyObject *model_args = PyTuple_Pack(1, model), *ignored, *rest = kwargs;
-    int saved_pair_state;
-    if (!model_args) return NULL;
-    int parsed = pop_pair_state(&rest, op, &saved_pair_state) < 0
+    PyObject *model_args = PyTuple_Pack(1, model), *ignored;
+    PyObject *rest = kwargs && model_args ? PyDict_Copy(kwargs) : NULL;
+    int saved_pair_state = MK_PAIR_STATE_F32; /* checked, then unused */
+    int parsed = !model_args || (kwargs && !rest) ? -1
+                 : pop_enum(rest, op, "pair_state_dtype", mk_trainer_pair_state_code,
+                            &saved_pair_state) < 0
                      ? -1
                      : parse_config(model_args, rest, &cfg, &ignored);
-    if (rest != kwargs) Py_XDECREF(rest);
-    Py_DECREF(model_args);
+    Py_XDECREF(rest);
+    Py_XDECREF(model_args);
     if (parsed < 0) return NULL;
     int n = mk_model_num_tensors(self->model->model);
     PyArrayObject **arrays = calloc((size_t)(2 * n > 0 ? 2 * n : 1), sizeof *arrays);
@@ -249,8 +241,12 @@ static PyObject *trainer_config(trainer_object *self, PyObject *unused) {
  * (the stats stay on the device: read_stats(step) fetches them); step, the 1-based number
  * of this step, read while the model is still held, so it is this step's even when
  * another thread steps or loads a state right after (a device Stats fetches the stats of
- * exactly that step). */
-static PyObject *trainer_step(trainer_object *self, PyObject *obj) {
+ * exactly that step).
+ * backward(batch) -> (stats, rows), the first half of a step (mk_trainer_backward; then
+ * manaka/distributed_trainer.py exchanges, and apply() finishes it): stats float32 [MK_STAT_COUNT]
+ * on every backend, rows the number of pair-table rows the batch names (their ids and
+ * gradient rows: pair_rows()). */
+static PyObject *run_batch(trainer_object *self, PyObject *obj, int backward) {
     REQUIRE_TRAINER(self, NULL);
     mk_batch_hold hold;
     mk_batch batch;
@@ -259,42 +255,26 @@ static PyObject *trainer_step(trainer_object *self, PyObject *obj) {
     int slot = stats ? mk_model_batch_begin(self->model, "Trainer.step", obj, 1, &hold, &batch)
                      : -2;
     if (slot < -1) return Py_XDECREF(stats), NULL;
+    float *out = PyArray_DATA((PyArrayObject *)stats);
     mk_status status;
-    int64_t step;
+    int64_t count = 0; /* the step's number, or the rows */
     Py_BEGIN_ALLOW_THREADS;
-    status = mk_trainer_step(self->trainer, &batch, PyArray_DATA((PyArrayObject *)stats));
-    step = mk_trainer_step_count(self->trainer);
+    if (backward) {
+        status = mk_trainer_backward(self->trainer, &batch, out, &count);
+    } else {
+        status = mk_trainer_step(self->trainer, &batch, out);
+        count = mk_trainer_step_count(self->trainer);
+    }
     Py_END_ALLOW_THREADS;
     mk_model_batch_end(self->model, slot, &hold);
     if (status != MK_OK) return Py_DECREF(stats), mk_raise_status(status);
-    if (!mk_model_backend(self->model->model)->host_memory) Py_SETREF(stats, Py_NewRef(Py_None));
-    return Py_BuildValue("(NL)", stats, (long long)step);
+    if (!backward && !mk_model_backend(self->model->model)->host_memory)
+        Py_SETREF(stats, Py_NewRef(Py_None));
+    return Py_BuildValue("(NL)", stats, (long long)count);
 }
 
-/* ------------------------------------------------------------ the step in two halves
- * (mk_trainer_backward / mk_trainer_apply; manaka/distributed.py exchanges between them). */
-
-/* backward(batch) -> (stats, rows): stats float32 [MK_STAT_COUNT] (on every backend), rows
- * the number of pair-table rows the batch names (their ids and gradient rows: pair_rows()). */
-static PyObject *trainer_backward(trainer_object *self, PyObject *obj) {
-    REQUIRE_TRAINER(self, NULL);
-    mk_batch_hold hold;
-    mk_batch batch;
-    npy_intp dims[1] = {MK_STAT_COUNT};
-    PyObject *stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0);
-    int slot = stats ? mk_model_batch_begin(self->model, "Trainer.step", obj, 1, &hold, &batch)
-                     : -2;
-    if (slot < -1) return Py_XDECREF(stats), NULL;
-    mk_status status;
-    int64_t rows = 0;
-    Py_BEGIN_ALLOW_THREADS;
-    status = mk_trainer_backward(self->trainer, &batch, PyArray_DATA((PyArrayObject *)stats),
-                                 &rows);
-    Py_END_ALLOW_THREADS;
-    mk_model_batch_end(self->model, slot, &hold);
-    if (status != MK_OK) return Py_DECREF(stats), mk_raise_status(status);
-    return Py_BuildValue("(NL)", stats, (long long)rows);
-}
+static PyObject *trainer_step(trainer_object *self, PyObject *obj) { return run_batch(self, obj, 0); }
+static PyObject *trainer_backward(trainer_object *self, PyObject *obj) { return run_batch(self, obj, 1); }
 
 /* A device buffer as a __cuda_array_interface__ dict (version 3, no stream: the backward
  * that wrote it synchronised the model's stream before returning). */
@@ -317,13 +297,7 @@ static PyObject *trainer_dense_grads(trainer_object *self, PyObject *unused) {
     if (!mk_model_backend(self->model->model)->host_memory)
         return cuda_interface(g, "<f4", (Py_ssize_t)size, 0, 1);
     npy_intp dims[1] = {(npy_intp)size};
-    PyObject *view = PyArray_SimpleNewFromData(1, dims, NPY_FLOAT32, g);
-    if (!view) return NULL;
-    if (PyArray_SetBaseObject((PyArrayObject *)view, Py_NewRef((PyObject *)self)) < 0) {
-        Py_DECREF(view);
-        return NULL;
-    }
-    return view;
+    return mk_array_view(1, dims, NPY_FLOAT32, g, (PyObject *)self);
 }
 
 /* pair_rows(rows) -> (ids int64 [rows], grads float32 [rows, P]) of the last backward:
