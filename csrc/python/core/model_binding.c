@@ -478,29 +478,20 @@ static PyObject *model_loss_and_grad(mk_model_object *self, PyObject *args) {
     return mk_raise_status(status);
 }
 
-static PyObject *model_backend(mk_model_object *self, void *closure) {
+enum { GET_BACKEND, GET_FUSED_HEAD, GET_STREAM, GET_COPY_STREAM, GET_BATCH_SCANS, GET_ARENA };
+
+/* The read-only properties (model_getset), by their closure. */
+static PyObject *model_get(mk_model_object *self, void *which) {
     REQUIRE_MODEL(self, NULL);
-    return PyUnicode_FromString(mk_model_backend(self->model)->name);
-}
-static PyObject *model_fused_head(mk_model_object *self, void *closure) {
-    REQUIRE_MODEL(self, NULL);
-    return PyBool_FromLong(mk_model_fused_policy_head(self->model));
-}
-static PyObject *model_stream(mk_model_object *self, void *closure) {
-    REQUIRE_MODEL(self, NULL);
-    return PyLong_FromVoidPtr(mk_model_stream(self->model)); /* 0: the legacy default stream */
-}
-static PyObject *model_copy_stream(mk_model_object *self, void *closure) {
-    REQUIRE_MODEL(self, NULL);
-    return PyLong_FromVoidPtr(mk_model_copy_stream(self->model)); /* 0: none */
-}
-static PyObject *model_batch_scans(mk_model_object *self, void *closure) {
-    REQUIRE_MODEL(self, NULL);
-    return PyLong_FromLongLong(mk_model_batch_scans(self->model));
-}
-static PyObject *model_arena_bytes(mk_model_object *self, void *closure) {
-    REQUIRE_MODEL(self, NULL);
-    return PyLong_FromSize_t(mk_model_arena_bytes(self->model));
+    mk_model *m = self->model;
+    switch ((intptr_t)which) {
+    case GET_BACKEND: return PyUnicode_FromString(mk_model_backend(m)->name);
+    case GET_FUSED_HEAD: return PyBool_FromLong(mk_model_fused_policy_head(m));
+    case GET_STREAM: return PyLong_FromVoidPtr(mk_model_stream(m)); /* 0: the legacy default */
+    case GET_COPY_STREAM: return PyLong_FromVoidPtr(mk_model_copy_stream(m)); /* 0: none */
+    case GET_BATCH_SCANS: return PyLong_FromLongLong(mk_model_batch_scans(m));
+    default: return PyLong_FromSize_t(mk_model_arena_bytes(m));
+    }
 }
 
 /* arena_bytes_for(B, L) -> (bytes, scratch bytes) of the activation arena a step on a
@@ -542,17 +533,19 @@ static PyMethodDef model_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 static PyGetSetDef model_getset[] = {
-    {"backend", (getter)model_backend, NULL, "the backend's name", NULL},
-    {"arena_bytes", (getter)model_arena_bytes, NULL, "bytes of activation arena", NULL},
-    {"batch_scans", (getter)model_batch_scans, NULL,
+    {"backend", (getter)model_get, NULL, "the backend's name", (void *)GET_BACKEND},
+    {"arena_bytes", (getter)model_get, NULL, "bytes of activation arena", (void *)GET_ARENA},
+    {"batch_scans", (getter)model_get, NULL,
      "batches whose every entry this model checked (a loader's batch, checked by its "
-     "producer, is not counted)", NULL},
-    {"fused_head", (getter)model_fused_head, NULL,
-     "True if the training step runs the fused policy head", NULL},
-    {"stream", (getter)model_stream, NULL,
-     "the stream the model's steps run on (a cudaStream_t as an int; 0: legacy default)", NULL},
-    {"copy_stream", (getter)model_copy_stream, NULL,
-     "the batch copy stream (a cudaStream_t as an int; 0 when the backend has none)", NULL},
+     "producer, is not counted)", (void *)GET_BATCH_SCANS},
+    {"fused_head", (getter)model_get, NULL,
+     "True if the training step runs the fused policy head", (void *)GET_FUSED_HEAD},
+    {"stream", (getter)model_get, NULL,
+     "the stream the model's steps run on (a cudaStream_t as an int; 0: legacy default)",
+     (void *)GET_STREAM},
+    {"copy_stream", (getter)model_get, NULL,
+     "the batch copy stream (a cudaStream_t as an int; 0 when the backend has none)",
+     (void *)GET_COPY_STREAM},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

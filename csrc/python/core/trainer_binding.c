@@ -517,22 +517,38 @@ static PyObject *trainer_moment_bytes(trainer_object *self, PyObject *unused) {
     return PyLong_FromSize_t(mk_trainer_state_bytes(self->trainer));
 }
 
-/* Getters read without the model: a step on another thread may be running (it returns its
- * own step number, see run_step); an int64 read there is a value from just before or after. */
-static PyObject *trainer_get_steps(trainer_object *self, void *closure) {
+enum { PROP_STEP_COUNT, PROP_FUSED, PROP_PAIR_STATE, PROP_PAIR_UPDATE };
+
+/* The properties (trainer_getset), by their closure. Getters read without the model: a
+ * step on another thread may be running (it returns its own step number, see run_batch);
+ * an int64 read there is a value from just before or after. */
+static PyObject *trainer_get(trainer_object *self, void *which) {
     REQUIRE_TRAINER(self, NULL);
-    return PyLong_FromLongLong(mk_trainer_step_count(self->trainer));
+    mk_trainer *t = self->trainer;
+    switch ((intptr_t)which) {
+    case PROP_STEP_COUNT: return PyLong_FromLongLong(mk_trainer_step_count(t));
+    case PROP_FUSED: return PyBool_FromLong(mk_trainer_fused(t));
+    case PROP_PAIR_STATE: return PyUnicode_FromString(mk_trainer_pair_state_name(mk_trainer_pair_state(t)));
+    default: return PyUnicode_FromString(mk_trainer_pair_update_name(mk_trainer_pair_update(t)));
+    }
 }
-static int trainer_set_steps(trainer_object *self, PyObject *value, void *closure) {
+
+/* step_count and fused, set with the model held: a step moves the one and reads the other. */
+static int trainer_set(trainer_object *self, PyObject *value, void *which) {
     REQUIRE_TRAINER(self, -1);
-    int64_t n;
+    const int steps = (intptr_t)which == PROP_STEP_COUNT;
+    int64_t n = 0;
+    int on = 0;
     if (!value) {
-        PyErr_SetString(PyExc_TypeError, "Trainer: step_count cannot be deleted");
+        PyErr_Format(PyExc_TypeError, "Trainer: %s cannot be deleted", steps ? "step_count" : "fused");
         return -1;
     }
-    if (steps_arg(value, "Trainer", "step_count", &n, NULL) < 0) return -1;
-    if (mk_model_acquire(self->model, "Trainer.step_count") < 0) return -1; /* a step moves it */
-    mk_status st = mk_trainer_set_step_count(self->trainer, n);
+    if (steps ? steps_arg(value, "Trainer", "step_count", &n, NULL) < 0 : (on = PyObject_IsTrue(value)) < 0)
+        return -1;
+    if (mk_model_acquire(self->model, steps ? "Trainer.step_count" : "Trainer.fused") < 0) return -1;
+    mk_status st = MK_OK;
+    if (steps) st = mk_trainer_set_step_count(self->trainer, n);
+    else mk_trainer_set_fused(self->trainer, on);
     mk_model_release(self->model);
     return st == MK_OK ? 0 : (mk_raise_status(st), -1);
 }
@@ -575,41 +591,14 @@ static PyMethodDef trainer_methods[] = {
      "bytes of device memory held by the AdamW moments"},
     {NULL, NULL, 0, NULL},
 };
-static PyObject *trainer_get_fused(trainer_object *self, void *closure) {
-    REQUIRE_TRAINER(self, NULL);
-    return PyBool_FromLong(mk_trainer_fused(self->trainer));
-}
-static int trainer_set_fused(trainer_object *self, PyObject *value, void *closure) {
-    REQUIRE_TRAINER(self, -1);
-    int on = value ? PyObject_IsTrue(value) : -1;
-    if (on < 0) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "Trainer: fused cannot be deleted");
-        return -1;
-    }
-    if (mk_model_acquire(self->model, "Trainer.fused") < 0) return -1; /* a step reads it */
-    mk_trainer_set_fused(self->trainer, on);
-    mk_model_release(self->model);
-    return 0;
-}
-
-static PyObject *trainer_get_pair_state(trainer_object *self, void *closure) {
-    REQUIRE_TRAINER(self, NULL);
-    return PyUnicode_FromString(mk_trainer_pair_state_name(mk_trainer_pair_state(self->trainer)));
-}
-
-static PyObject *trainer_get_pair_update(trainer_object *self, void *closure) {
-    REQUIRE_TRAINER(self, NULL);
-    return PyUnicode_FromString(mk_trainer_pair_update_name(mk_trainer_pair_update(self->trainer)));
-}
-
 static PyGetSetDef trainer_getset[] = {
-    {"pair_update", (getter)trainer_get_pair_update, NULL,
-     "'dense', 'sparse' or 'lazy': which pair-table rows a step updates", NULL},
-    {"step_count", (getter)trainer_get_steps, (setter)trainer_set_steps, NULL, NULL},
-    {"fused", (getter)trainer_get_fused, (setter)trainer_set_fused,
-     "pair-table gradient fused with its AdamW update (default True)", NULL},
-    {"pair_state_dtype", (getter)trainer_get_pair_state, NULL,
-     "storage of the pair table's AdamW moments: 'float32' or 'bf16'", NULL},
+    {"pair_update", (getter)trainer_get, NULL,
+     "'dense', 'sparse' or 'lazy': which pair-table rows a step updates", (void *)PROP_PAIR_UPDATE},
+    {"step_count", (getter)trainer_get, (setter)trainer_set, NULL, (void *)PROP_STEP_COUNT},
+    {"fused", (getter)trainer_get, (setter)trainer_set,
+     "pair-table gradient fused with its AdamW update (default True)", (void *)PROP_FUSED},
+    {"pair_state_dtype", (getter)trainer_get, NULL,
+     "storage of the pair table's AdamW moments: 'float32' or 'bf16'", (void *)PROP_PAIR_STATE},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
