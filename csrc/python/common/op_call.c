@@ -2,15 +2,8 @@
  * results and the op through the layer's backend table, the same for every backend. */
 #include "op_args.h"
 
-#include <stdlib.h>
-
-#define ENTRY_CAPSULE "manaka.op_entry"
-
-/* What an op's function holds as its `self`. */
-typedef struct {
-    const mk_op_spec *spec;
-    const mk_op_layer *layer;
-} entry;
+/* An op's function has as its `self` a capsule of the layer, the op's spec its context. */
+#define LAYER_CAPSULE "manaka.op_layer"
 
 /* The out= objects (Py_None: make new results). */
 static int out_args(const mk_op_spec *s, PyObject *out, PyObject **outs) {
@@ -97,8 +90,8 @@ done:
  * says (an optional array may be left out), the two keywords as mk_op_add_functions says. */
 static PyObject *py_op(PyObject *self, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"out", "check", NULL};
-    const entry *e = PyCapsule_GetPointer(self, ENTRY_CAPSULE);
-    const mk_op_spec *s = e->spec;
+    const mk_op_layer *layer = PyCapsule_GetPointer(self, LAYER_CAPSULE);
+    const mk_op_spec *s = PyCapsule_GetContext(self);
     PyObject *positional[MK_OP_ARRAYS + 1], *out = Py_None, *empty = PyTuple_New(0);
     int check = 1, optional = 0;
     char format[48];
@@ -118,15 +111,13 @@ static PyObject *py_op(PyObject *self, PyObject *args, PyObject *kwargs) {
     }
     for (int i = 0; i < s->n_positional; i++)
         positional[i] = i < given ? PyTuple_GET_ITEM(args, i) : Py_None;
-    return call(s, e->layer, positional, out, check);
+    return call(s, layer, positional, out, check);
 }
 
 static const mk_op_spec *const SPECS[] = {&mk_op_gather_dot, &mk_op_gather_dot_backward,
                                           &mk_op_power_sums, &mk_op_power_sums_backward,
                                           &mk_op_pair_sums,  &mk_op_pair_sums_backward};
 #define NUM_OPS (int)(sizeof SPECS / sizeof SPECS[0])
-
-static void entry_free(PyObject *capsule) { free(PyCapsule_GetPointer(capsule, ENTRY_CAPSULE)); }
 
 int mk_op_add_functions(PyObject *module, const mk_op_layer *layer) {
     /* one definition per op for every module: a function is its definition and its `self` */
@@ -136,11 +127,9 @@ int mk_op_add_functions(PyObject *module, const mk_op_layer *layer) {
     for (int i = 0; i < NUM_OPS; i++) {
         defs[i] = (PyMethodDef){SPECS[i]->name, (PyCFunction)(void (*)(void))py_op,
                                 METH_VARARGS | METH_KEYWORDS, NULL};
-        entry *e = malloc(sizeof *e);
-        PyObject *self = e ? PyCapsule_New(e, ENTRY_CAPSULE, entry_free) : PyErr_NoMemory();
-        if (!self) free(e);
-        else *e = (entry){SPECS[i], layer};
-        PyObject *f = self ? PyCFunction_NewEx(&defs[i], self, name) : NULL;
+        PyObject *self = PyCapsule_New((void *)layer, LAYER_CAPSULE, NULL), *f = NULL;
+        if (self && PyCapsule_SetContext(self, (void *)SPECS[i]) == 0)
+            f = PyCFunction_NewEx(&defs[i], self, name);
         Py_XDECREF(self);
         if (!f || PyModule_AddObject(module, SPECS[i]->name, f) < 0) {
             Py_XDECREF(f);
