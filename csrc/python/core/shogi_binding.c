@@ -15,8 +15,12 @@
 #include "shogi/record_game.h"
 #include "shogi/records.h"
 
-/* Reads (board, hand, side) into *pos; 0, or -1 with an exception. */
-static int position_arg(PyObject *board, PyObject *hand, int side, mk_shogi_pos *pos) {
+/* Reads the call's arguments (board, hand, side) into *pos, and after them what `format`
+ * ("OOi" and "i", "|i" or nothing) says into *extra; 0, or -1 with an exception. */
+static int position_args(PyObject *args, const char *format, mk_shogi_pos *pos, int *extra) {
+    PyObject *board, *hand;
+    int side;
+    if (!PyArg_ParseTuple(args, format, &board, &hand, &side, extra)) return -1;
     Py_buffer b, h;
     if (PyObject_GetBuffer(board, &b, PyBUF_SIMPLE) < 0) return -1;
     if (PyObject_GetBuffer(hand, &h, PyBUF_SIMPLE) < 0) {
@@ -42,14 +46,6 @@ static int position_arg(PyObject *board, PyObject *hand, int side, mk_shogi_pos 
     return 0;
 }
 
-/* Reads the call's arguments (board, hand, side) into *pos; 0, or -1 with an exception. */
-static int position_args(PyObject *args, mk_shogi_pos *pos) {
-    PyObject *board, *hand;
-    int side;
-    if (!PyArg_ParseTuple(args, "OOi", &board, &hand, &side)) return -1;
-    return position_arg(board, hand, side, pos);
-}
-
 /* A move label encoding (MK_SHOGI_MOVES_*) or -1 with a ValueError. */
 static int moves_arg(int moves) {
     if (mk_shogi_num_labels(moves) > 0) return moves;
@@ -66,11 +62,8 @@ static PyObject *new_array(int ndim, npy_intp *dims, int type) {
  * `moves` (MK_SHOGI_MOVES_*). A position that fails validation has status != 0 and no moves. */
 static PyObject *py_analyse(PyObject *self, PyObject *args) {
     mk_shogi_pos pos;
-    PyObject *board, *hand;
-    int side, encoding = MK_SHOGI_MOVES_DLSHOGI;
-    if (!PyArg_ParseTuple(args, "OOi|i", &board, &hand, &side, &encoding) || moves_arg(encoding) < 0 ||
-        position_arg(board, hand, side, &pos) < 0)
-        return NULL;
+    int encoding = MK_SHOGI_MOVES_DLSHOGI;
+    if (position_args(args, "OOi|i", &pos, &encoding) < 0 || moves_arg(encoding) < 0) return NULL;
     int status = mk_shogi_validate(&pos);
     uint16_t moves[MK_SHOGI_MAX_MOVES];
     int32_t labels[MK_SHOGI_MAX_MOVES];
@@ -213,7 +206,7 @@ static PyObject *py_reason(PyObject *self, PyObject *args) {
  * (ValueError when it is not valid or not a full set of pieces). */
 static PyObject *py_encode_hcp(PyObject *self, PyObject *args) {
     mk_shogi_pos pos;
-    if (position_args(args, &pos) < 0) return NULL;
+    if (position_args(args, "OOi", &pos, NULL) < 0) return NULL;
     uint8_t hcp[32];
     int status = mk_shogi_encode_hcp(&pos, hcp);
     if (status != MK_SHOGI_OK) {
@@ -226,7 +219,7 @@ static PyObject *py_encode_hcp(PyObject *self, PyObject *args) {
 /* shogi_in_check(board, hand, side) -> bool for a valid position (ValueError if not). */
 static PyObject *py_in_check(PyObject *self, PyObject *args) {
     mk_shogi_pos pos;
-    if (position_args(args, &pos) < 0) return NULL;
+    if (position_args(args, "OOi", &pos, NULL) < 0) return NULL;
     int status = mk_shogi_validate(&pos);
     if (status != MK_SHOGI_OK) {
         PyErr_Format(PyExc_ValueError, "shogi: not a valid position: %s", mk_shogi_reason(status));
@@ -239,11 +232,9 @@ static PyObject *py_in_check(PyObject *self, PyObject *args) {
  * in_check): the position after the legal move16 `move` and whether its side to move is
  * in check. ValueError when the position is not valid or the move not legal there. */
 static PyObject *py_apply_move(PyObject *self, PyObject *args) {
-    PyObject *board, *hand;
-    int side, move;
-    if (!PyArg_ParseTuple(args, "OOii", &board, &hand, &side, &move)) return NULL;
     mk_shogi_pos pos;
-    if (position_arg(board, hand, side, &pos) < 0) return NULL;
+    int move;
+    if (position_args(args, "OOii", &pos, &move) < 0) return NULL;
     if (move < 0 || move > 0xFFFF) {
         PyErr_Format(PyExc_ValueError, "shogi: move must be a 16-bit move, got %d", move);
         return NULL;
