@@ -275,13 +275,13 @@ const mk_tensor *mk_tensor_named(mk_model *model, const char *name, const char *
     return mk_model_tensor(model, i);
 }
 
-static const mk_tensor *find(mk_model *model, PyObject *name_o, const char *op) {
+static const mk_tensor *find(mk_model *model, PyObject *name_o, const char *op, int *index) {
     const char *name = PyUnicode_Check(name_o) ? PyUnicode_AsUTF8(name_o) : NULL;
     if (!name) {
         if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s: name must be a str", op);
         return NULL;
     }
-    return mk_tensor_named(model, name, op, NULL);
+    return mk_tensor_named(model, name, op, index);
 }
 
 static void shape_of(const mk_tensor *t, npy_intp *dims) {
@@ -299,7 +299,7 @@ PyObject *mk_tensor_empty(const mk_tensor *t) {
  * (a device pointer on a GPU backend), for zero-copy views such as manaka.DeviceArray. */
 static PyObject *model_address(mk_model_object *self, PyObject *name) {
     REQUIRE_MODEL(self, NULL);
-    const mk_tensor *t = find(self->model, name, "Model.parameters");
+    const mk_tensor *t = find(self->model, name, "Model.parameters", NULL);
     if (!t) return NULL;
     PyObject *shape = shape_tuple(t);
     if (!shape) return NULL;
@@ -310,7 +310,7 @@ static PyObject *model_address(mk_model_object *self, PyObject *name) {
 /* view(name): the live parameter as a NumPy view (backends with host memory only). */
 static PyObject *model_view(mk_model_object *self, PyObject *name) {
     REQUIRE_MODEL(self, NULL);
-    const mk_tensor *t = find(self->model, name, "Model.parameters");
+    const mk_tensor *t = find(self->model, name, "Model.parameters", NULL);
     if (!t) return NULL;
     if (!mk_model_backend(self->model)->host_memory) {
         PyErr_SetString(PyExc_RuntimeError,
@@ -323,39 +323,40 @@ static PyObject *model_view(mk_model_object *self, PyObject *name) {
                          (PyObject *)self);
 }
 
-/* Copies t's floats at `src` in the backend's memory into a new host array. */
-static PyObject *read_tensor(mk_model_object *self, const mk_tensor *t, const float *src,
-                             const char *op) {
-    PyObject *out = mk_tensor_empty(t);
-    if (!out) return NULL;
-    if (mk_model_acquire(self, op) < 0) {
-        Py_DECREF(out);
-        return NULL;
-    }
+PyObject *mk_tensor_copy(mk_model_object *self, const char *op, int index, PyObject *value,
+                         mk_trainer *moments, int kind) {
+    const mk_tensor *t = mk_model_tensor(self->model, index);
+    PyArrayObject *arr = value ? mk_tensor_arg(t, value, op) : (PyArrayObject *)mk_tensor_empty(t);
+    if (!arr) return NULL;
+    if (mk_model_acquire(self, op) < 0) return Py_DECREF(arr), NULL;
     const mk_backend *be = mk_model_backend(self->model);
+    void *stream = mk_model_stream(self->model);
+    float *host = PyArray_DATA(arr);
+    float *dev = (kind ? mk_model_grads(self->model) : mk_model_params(self->model)) + t->offset;
+    const size_t bytes = (size_t)t->numel * sizeof(float);
     mk_status status;
     Py_BEGIN_ALLOW_THREADS;
-    status = be->to_host(mk_model_stream(self->model), PyArray_DATA((PyArrayObject *)out), src,
-                         (size_t)t->numel * sizeof(float));
+    if (moments)
+        status = value ? mk_trainer_write_moment(moments, kind, index, host)
+                       : mk_trainer_read_moment(moments, kind, index, host);
+    else
+        status = value ? be->to_device(stream, dev, host, bytes) : be->to_host(stream, host, dev, bytes);
     Py_END_ALLOW_THREADS;
     mk_model_release(self);
-    if (status != MK_OK) {
-        Py_DECREF(out);
-        return mk_raise_status(status);
-    }
-    return out;
+    if (status != MK_OK) return Py_DECREF(arr), mk_raise_status(status);
+    if (!value) return (PyObject *)arr;
+    Py_DECREF(arr);
+    Py_RETURN_NONE;
 }
 
 /* read(name, grad=False): a copy of the parameter (or of its last gradient). */
 static PyObject *model_read(mk_model_object *self, PyObject *args) {
     REQUIRE_MODEL(self, NULL);
     PyObject *name;
-    int grad = 0;
+    int grad = 0, index;
     if (!PyArg_ParseTuple(args, "O|p", &name, &grad)) return NULL;
-    const mk_tensor *t = find(self->model, name, "Model.state_dict");
-    if (!t) return NULL;
-    float *base = grad ? mk_model_grads(self->model) : mk_model_params(self->model);
-    return read_tensor(self, t, base + t->offset, "Model.state_dict");
+    if (!find(self->model, name, "Model.state_dict", &index)) return NULL;
+    return mk_tensor_copy(self, "Model.state_dict", index, NULL, NULL, grad);
 }
 
 /* Checks `value` is a float32 array of t's exact shape; new reference or NULL. */
@@ -379,26 +380,11 @@ PyArrayObject *mk_tensor_arg(const mk_tensor *t, PyObject *value, const char *op
 static PyObject *model_write(mk_model_object *self, PyObject *args) {
     REQUIRE_MODEL(self, NULL);
     PyObject *name, *value;
+    int index;
     static const char op[] = "Model.load_state_dict";
     if (!PyArg_ParseTuple(args, "OO", &name, &value)) return NULL;
-    const mk_tensor *t = find(self->model, name, op);
-    if (!t) return NULL;
-    PyArrayObject *arr = mk_tensor_arg(t, value, op);
-    if (!arr) return NULL;
-    if (mk_model_acquire(self, op) < 0) {
-        Py_DECREF(arr);
-        return NULL;
-    }
-    const mk_backend *be = mk_model_backend(self->model);
-    mk_status status;
-    Py_BEGIN_ALLOW_THREADS;
-    status = be->to_device(mk_model_stream(self->model), mk_model_params(self->model) + t->offset,
-                           PyArray_DATA(arr), (size_t)t->numel * sizeof(float));
-    Py_END_ALLOW_THREADS;
-    mk_model_release(self);
-    Py_DECREF(arr);
-    if (status != MK_OK) return mk_raise_status(status);
-    Py_RETURN_NONE;
+    if (!find(self->model, name, op, &index)) return NULL;
+    return mk_tensor_copy(self, op, index, value, NULL, 0);
 }
 
 int mk_model_batch_begin(mk_model_object *self, const char *op, PyObject *obj, int with_targets,

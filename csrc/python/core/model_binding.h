@@ -6,6 +6,7 @@
 #include "core/batch.h"
 #include "core/staging_slots.h"
 #include "core/model.h"
+#include "core/trainer.h"
 #include "data/loader.h"
 
 /* _core.Model. `busy` is set (under the GIL) while a call runs without the GIL, so a second
@@ -89,6 +90,14 @@ PyObject *mk_tensor_empty(const mk_tensor *t);
 /* Checks `value` is a float32 array of exactly t's shape; new reference, or NULL with
  * an exception naming the tensor. */
 PyArrayObject *mk_tensor_arg(const mk_tensor *t, PyObject *value, const char *op);
+
+/* Copies tensor `index` between a host array and the backend's memory, with the model held
+ * and the GIL released: `value` NULL reads it into a new array (returned), else `value`,
+ * checked against the tensor (mk_tensor_arg), is written (None returned). `moments` NULL:
+ * the parameters (kind 0) or, read only, their last gradient (kind 1); else that trainer's
+ * AdamW moment `kind` (0 exp_avg, 1 exp_avg_sq). NULL with an exception naming `op`. */
+PyObject *mk_tensor_copy(mk_model_object *self, const char *op, int index, PyObject *value,
+                         mk_trainer *moments, int kind);
 
 /* An int argument of a configuration as a Python int (new reference): a Python int or
  * anything with __index__ (a NumPy integer), not a bool; else NULL with a TypeError

@@ -1,7 +1,6 @@
 /* _core.Trainer: AdamW state and the training step behind manaka.Trainer
  * (manaka/trainer.py holds the user-facing class). */
 #include "model_binding.h"
-#include "core/trainer.h"
 
 typedef struct {
     PyObject_HEAD
@@ -441,24 +440,8 @@ static PyObject *trainer_read_moment(trainer_object *self, PyObject *args) {
     REQUIRE_TRAINER(self, NULL);
     static const char op[] = "Trainer.state_dict";
     int kind, index;
-    const mk_tensor *t = moment_tensor(self, args, &kind, NULL, op, &index);
-    if (!t) return NULL;
-    PyObject *out = mk_tensor_empty(t);
-    if (!out) return NULL;
-    if (mk_model_acquire(self->model, op) < 0) {
-        Py_DECREF(out);
-        return NULL;
-    }
-    mk_status status;
-    Py_BEGIN_ALLOW_THREADS;
-    status = mk_trainer_read_moment(self->trainer, kind, index, PyArray_DATA((PyArrayObject *)out));
-    Py_END_ALLOW_THREADS;
-    mk_model_release(self->model);
-    if (status != MK_OK) {
-        Py_DECREF(out);
-        return mk_raise_status(status);
-    }
-    return out;
+    if (!moment_tensor(self, args, &kind, NULL, op, &index)) return NULL;
+    return mk_tensor_copy(self->model, op, index, NULL, self->trainer, kind);
 }
 
 /* write_moment(kind, name, array) */
@@ -467,22 +450,8 @@ static PyObject *trainer_write_moment(trainer_object *self, PyObject *args) {
     static const char op[] = "Trainer.load_state_dict";
     int kind, index;
     PyObject *value;
-    const mk_tensor *t = moment_tensor(self, args, &kind, &value, op, &index);
-    if (!t) return NULL;
-    PyArrayObject *arr = mk_tensor_arg(t, value, op);
-    if (!arr) return NULL;
-    if (mk_model_acquire(self->model, op) < 0) {
-        Py_DECREF(arr);
-        return NULL;
-    }
-    mk_status status;
-    Py_BEGIN_ALLOW_THREADS;
-    status = mk_trainer_write_moment(self->trainer, kind, index, PyArray_DATA(arr));
-    Py_END_ALLOW_THREADS;
-    mk_model_release(self->model);
-    Py_DECREF(arr);
-    if (status != MK_OK) return mk_raise_status(status);
-    Py_RETURN_NONE;
+    if (!moment_tensor(self, args, &kind, &value, op, &index)) return NULL;
+    return mk_tensor_copy(self->model, op, index, value, self->trainer, kind);
 }
 
 static PyObject *trainer_lr_at(trainer_object *self, PyObject *arg) {
