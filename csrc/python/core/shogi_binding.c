@@ -53,10 +53,6 @@ static int moves_arg(int moves) {
     return -1;
 }
 
-static PyObject *new_array(int ndim, npy_intp *dims, int type) {
-    return PyArray_SimpleNew(ndim, dims, type);
-}
-
 /* shogi_analyse(board, hand, side, moves=0) -> (status, moves int32 [n], labels int32 [n],
  * tokens int32 [2, 40]); moves in generation order, labels the moves' own in encoding
  * `moves` (MK_SHOGI_MOVES_*). A position that fails validation has status != 0 and no moves. */
@@ -78,8 +74,8 @@ static PyObject *py_analyse(PyObject *self, PyObject *args) {
         }
     if (n > 0 && encoding != MK_SHOGI_MOVES_DLSHOGI) mk_shogi_legal_moves_encoded(&pos, encoding, moves, labels);
     npy_intp dn = n, dt[2] = {2, MK_SHOGI_TOKENS};
-    PyObject *m = new_array(1, &dn, NPY_INT32), *l = new_array(1, &dn, NPY_INT32);
-    PyObject *t = new_array(2, dt, NPY_INT32);
+    PyObject *m = PyArray_SimpleNew(1, &dn, NPY_INT32), *l = PyArray_SimpleNew(1, &dn, NPY_INT32);
+    PyObject *t = PyArray_SimpleNew(2, dt, NPY_INT32);
     if (!m || !l || !t) {
         Py_XDECREF(m), Py_XDECREF(l), Py_XDECREF(t);
         return NULL;
@@ -121,10 +117,10 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
     PyArrayObject *rec = records_arg(obj, format);
     if (!rec) return NULL;
     npy_intp N = PyArray_DIM(rec, 0), db[2] = {N, 81}, dh[3] = {N, 2, 7};
-    PyObject *out[7] = {new_array(2, db, NPY_UINT8), new_array(3, dh, NPY_UINT8),
-                        new_array(1, &N, NPY_UINT8), new_array(1, &N, NPY_UINT16),
-                        new_array(1, &N, NPY_INT16), new_array(1, &N, NPY_FLOAT32),
-                        new_array(1, &N, NPY_INT32)};
+    PyObject *out[7] = {PyArray_SimpleNew(2, db, NPY_UINT8), PyArray_SimpleNew(3, dh, NPY_UINT8),
+                        PyArray_SimpleNew(1, &N, NPY_UINT8), PyArray_SimpleNew(1, &N, NPY_UINT16),
+                        PyArray_SimpleNew(1, &N, NPY_INT16), PyArray_SimpleNew(1, &N, NPY_FLOAT32),
+                        PyArray_SimpleNew(1, &N, NPY_INT32)};
     for (int i = 0; i < 7; i++)
         if (!out[i]) {
             for (int j = 0; j < 7; j++) Py_XDECREF(out[j]);
@@ -161,9 +157,9 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
     PyArrayObject *rec = records_arg(obj, format);
     if (!rec) return NULL;
     npy_intp N = PyArray_DIM(rec, 0), dt[3] = {N, 2, MK_SHOGI_TOKENS}, N1 = N + 1;
-    PyObject *tok = new_array(3, dt, NPY_INT16), *off = new_array(1, &N1, NPY_INT64);
-    PyObject *tgt = new_array(1, &N, NPY_INT32), *val = new_array(1, &N, NPY_FLOAT32);
-    PyObject *sta = new_array(1, &N, NPY_INT32);
+    PyObject *tok = PyArray_SimpleNew(3, dt, NPY_INT16), *off = PyArray_SimpleNew(1, &N1, NPY_INT64);
+    PyObject *tgt = PyArray_SimpleNew(1, &N, NPY_INT32), *val = PyArray_SimpleNew(1, &N, NPY_FLOAT32);
+    PyObject *sta = PyArray_SimpleNew(1, &N, NPY_INT32);
     int32_t *labels = NULL;
     size_t used = 0;
     int nomem = 0;
@@ -181,7 +177,7 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
     Py_DECREF(rec);
     npy_intp nl = (npy_intp)used;
     int narrow = mk_shogi_num_labels(encoding) <= INT16_MAX + 1;
-    PyObject *lab = nomem ? NULL : new_array(1, &nl, narrow ? NPY_INT16 : NPY_INT32);
+    PyObject *lab = nomem ? NULL : PyArray_SimpleNew(1, &nl, narrow ? NPY_INT16 : NPY_INT32);
     if (lab && narrow) {
         int16_t *l16 = PyArray_DATA((PyArrayObject *)lab);
         for (size_t k = 0; k < used; k++) l16[k] = (int16_t)labels[k];

@@ -229,12 +229,8 @@ static int parse_dlpack(PyObject *obj, const char *op, void *consumer, mk_gpu_ar
     return 0;
 }
 
-int mk_gpu_parse(PyObject *obj, const char *op, const char *name, mk_gpu_array *a) {
-    return mk_gpu_parse_for(obj, op, name, (void *)1, a);
-}
-
-int mk_gpu_parse_for(PyObject *obj, const char *op, const char *name, void *consumer,
-                     mk_gpu_array *a) {
+int mk_gpu_parse(PyObject *obj, const char *op, const char *name, void *consumer,
+                 mk_gpu_array *a) {
     memset(a, 0, sizeof *a);
     a->name = name;
     a->device = -1;

@@ -126,7 +126,7 @@ static PyObject *py_device_batch(PyObject *module, PyObject *args) {
     for (int i = 0; i < FIELDS; i++) {
         if (obj[i] == Py_None && i >= 3) continue;
         const mk_dtype *dtype = i < 4 ? &mk_int32 : &mk_float32;
-        if (mk_gpu_parse_for(obj[i], op, names[i], stream, &a[i]) < 0 ||
+        if (mk_gpu_parse(obj[i], op, names[i], stream, &a[i]) < 0 ||
             mk_gpu_expect(&a[i], op, dtype, ndims[i]) < 0)
             goto fail;
     }

@@ -28,7 +28,7 @@ static int obtain(void *ctx, const char *op, const char *name, int kind, int ndi
     mk_gpu_array *a = &h->a[h->n];
     h->index[h->n] = kind == MK_OP_INDEX;
     h->view[h->n++] = v; /* counted even on failure: parse may hold a tensor */
-    if (mk_gpu_parse(obj, op, name, a) < 0) return -1;
+    if (mk_gpu_parse(obj, op, name, MK_LEGACY_STREAM, a) < 0) return -1;
     if ((kind == MK_OP_INDEX ? mk_gpu_expect_index(a, op, ndim)
                              : mk_gpu_expect(a, op, &mk_float32, ndim)) < 0)
         return -1;
@@ -84,7 +84,7 @@ static PyObject *py_parse_array(PyObject *self, PyObject *args) {
     const char *name = "array";
     mk_gpu_array a;
     if (!PyArg_ParseTuple(args, "O|s", &obj, &name)) return NULL;
-    if (mk_gpu_parse(obj, "_parse_array", name, &a) < 0) {
+    if (mk_gpu_parse(obj, "_parse_array", name, MK_LEGACY_STREAM, &a) < 0) {
         mk_gpu_release(&a);
         return NULL;
     }
