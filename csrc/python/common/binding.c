@@ -117,6 +117,16 @@ int mk_narrow_error(const char *op, const char *name, int is_signed, const mk_fa
     return -1;
 }
 
+PyObject *mk_config_int_arg(PyObject *obj, const char *op, const char *name) {
+    PyObject *value = !PyBool_Check(obj) && PyIndex_Check(obj) ? PyNumber_Index(obj) : NULL;
+    if (!value && (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError))) {
+        PyErr_Clear(); /* also an __index__ that refuses: the message names the argument */
+        PyErr_Format(PyExc_TypeError, "%s: %s must be an int, got %s", op, name,
+                     Py_TYPE(obj)->tp_name);
+    }
+    return value;
+}
+
 PyObject *mk_array_view(int ndim, npy_intp *dims, int type, void *data, PyObject *owner) {
     PyObject *arr = PyArray_SimpleNewFromData(ndim, dims, type, data);
     if (!arr) return NULL;
@@ -125,6 +135,19 @@ PyObject *mk_array_view(int ndim, npy_intp *dims, int type, void *data, PyObject
         return NULL;
     }
     return arr;
+}
+
+static void owned_capsule_release(PyObject *capsule) {
+    Py_XDECREF(PyCapsule_GetContext(capsule));
+}
+
+PyObject *mk_owned_capsule(void *pointer, const char *name, PyObject *owner) {
+    PyObject *capsule = PyCapsule_New(pointer, name, owned_capsule_release);
+    if (capsule && PyCapsule_SetContext(capsule, Py_NewRef(owner)) < 0) {
+        Py_DECREF(owner);
+        Py_CLEAR(capsule);
+    }
+    return capsule;
 }
 
 static PyObject *exception_for(mk_status status) {

@@ -45,9 +45,18 @@ int mk_narrow_error(const char *op, const char *name, int is_signed, const mk_fa
  * one already): new reference, or NULL with an exception naming `op` and `name`. */
 PyArrayObject *mk_float32_arg(PyObject *obj, const char *op, const char *name, int ndim);
 
+/* An int argument (of a configuration, an op's orders) as a Python int (new reference): a
+ * Python int or anything with __index__ (a NumPy integer), not a bool; else NULL with a
+ * TypeError "<op>: <name> must be an int, got <type>". Its rules are C's. */
+PyObject *mk_config_int_arg(PyObject *obj, const char *op, const char *name);
+
 /* A NumPy array of `type` over `data` (not copied) that keeps `owner` alive: new
  * reference, or NULL with an exception. */
 PyObject *mk_array_view(int ndim, npy_intp *dims, int type, void *data, PyObject *owner);
+
+/* A new capsule named `name` of `pointer`, which `owner` owns: the capsule holds a
+ * reference to owner (NULL with an exception). */
+PyObject *mk_owned_capsule(void *pointer, const char *name, PyObject *owner);
 
 /* Raises the Python exception matching a failed mk_status, with mk_error()'s message. */
 PyObject *mk_raise_status(mk_status status);

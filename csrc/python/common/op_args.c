@@ -130,14 +130,11 @@ const mk_op_spec mk_op_pair_sums_backward = {
     .n_outs = 1, .out_ndim = {2}, .out = {{SCALAR, D(0, 2)}}, .out_names = {"out"},
 };
 
-/* The `orders` argument: an int (not a bool) >= 1. */
+/* The `orders` argument: an int >= 1. */
 static int orders_arg(PyObject *obj, const char *op, int64_t *orders) {
-    if (!PyLong_Check(obj) || PyBool_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s: orders must be an int, got %s", op,
-                     Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    long long K = PyLong_AsLongLong(obj);
+    PyObject *value = mk_config_int_arg(obj, op, "orders");
+    long long K = value ? PyLong_AsLongLong(value) : -1;
+    Py_XDECREF(value);
     if (K == -1 && PyErr_Occurred()) return -1;
     if (K < 1) {
         PyErr_Format(PyExc_ValueError, "%s: orders must be >= 1, got %lld", op, K);

@@ -26,16 +26,6 @@ static char *config_fields[] = {"num_tokens", "num_moves", "tokens_per_side", "e
 #define CONFIG_FIELDS 9
 #define MOVE_PAIRS_FIELD 8 /* the one count that may be 0 (mk_config_check_count) */
 
-PyObject *mk_config_int_arg(PyObject *obj, const char *op, const char *name) {
-    PyObject *value = !PyBool_Check(obj) && PyIndex_Check(obj) ? PyNumber_Index(obj) : NULL;
-    if (!value && (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError))) {
-        PyErr_Clear(); /* also an __index__ that refuses: the message names the argument */
-        PyErr_Format(PyExc_TypeError, "%s: %s must be an int, got %s", op, name,
-                     Py_TYPE(obj)->tp_name);
-    }
-    return value;
-}
-
 /* One width of a model config as a Python int (new reference), *out holding it, or NULL.
  * The binding converts its type only (mk_config_int_arg); the rules are C's (model.h).
  * It words only what C cannot hold, a value outside int64: below, the rule of every

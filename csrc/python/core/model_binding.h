@@ -99,11 +99,6 @@ PyArrayObject *mk_tensor_arg(const mk_tensor *t, PyObject *value, const char *op
 PyObject *mk_tensor_copy(mk_model_object *self, const char *op, int index, PyObject *value,
                          mk_trainer *moments, int kind);
 
-/* An int argument of a configuration as a Python int (new reference): a Python int or
- * anything with __index__ (a NumPy integer), not a bool; else NULL with a TypeError
- * "<op>: <name> must be an int, got <type>". Its rules are C's. */
-PyObject *mk_config_int_arg(PyObject *obj, const char *op, const char *name);
-
 int mk_init_trainer(PyObject *module);
 
 /* dataset_binding.c: the dataset's arrays obj = (tokens, legal_offsets, legal_moves, target,

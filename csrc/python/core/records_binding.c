@@ -70,24 +70,6 @@ static void mapping_free(PyObject *capsule) {
     free(m);
 }
 
-static void capsule_release(PyObject *capsule) {
-    PyObject *owner = PyCapsule_GetContext(capsule);
-    Py_XDECREF(owner);
-}
-
-/* A new row source capsule for `source`, which `owner` owns: the capsule holds a reference
- * to owner. */
-static PyObject *row_source_capsule(PyObject *owner, const mk_row_source *source) {
-    PyObject *capsule = PyCapsule_New((void *)source, MK_ROW_SOURCE_CAPSULE, capsule_release);
-    if (!capsule) return NULL;
-    if (PyCapsule_SetContext(capsule, Py_NewRef(owner)) < 0) {
-        Py_DECREF(owner);
-        Py_DECREF(capsule);
-        return NULL;
-    }
-    return capsule;
-}
-
 /* map_records(path, record_bytes, who="map_records") -> (records uint8 [n, record_bytes]
  * read-only, file size in bytes): any game's fixed-width records, the file's whole records
  * memory-mapped (mk_map_records), unmapped when the array goes. Errors start with `who` (a
@@ -194,7 +176,7 @@ static int initialised(GameRecordsObject *self) {
 }
 
 static PyObject *GameRecords_capsule(GameRecordsObject *self, void *closure) {
-    return initialised(self) ? row_source_capsule((PyObject *)self, &self->source) : NULL;
+    return initialised(self) ? mk_owned_capsule(&self->source, MK_ROW_SOURCE_CAPSULE, (PyObject *)self) : NULL;
 }
 
 static PyObject *GameRecords_locate(GameRecordsObject *self, PyObject *args) {
