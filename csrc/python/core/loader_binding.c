@@ -153,10 +153,7 @@ static void Loader_dealloc(LoaderObject *self) {
  * a step reads the held batch (a next() or start() would let the producers refill its
  * slot); else the held batch's handles go stale. */
 static int enter(LoaderObject *self) {
-    if (!self->loader) {
-        PyErr_SetString(PyExc_RuntimeError, "Loader: not initialised");
-        return -1;
-    }
+    MK_REQUIRE(self->loader, "Loader", -1);
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError,
                         "Loader: already in use by another thread (one consumer at a time)");
@@ -301,10 +298,7 @@ static PyObject *Loader_next(LoaderObject *self, PyObject *cls) {
 }
 
 static PyObject *Loader_stats(LoaderObject *self, PyObject *unused) {
-    if (!self->loader) {
-        PyErr_SetString(PyExc_RuntimeError, "Loader: not initialised");
-        return NULL;
-    }
+    MK_REQUIRE(self->loader, "Loader", NULL);
     mk_loader_stats st;
     mk_loader_get_stats(self->loader, &st);
     return Py_BuildValue("{s:L,s:L,s:d,s:i,s:i,s:i,s:L}", "batches", (long long)st.batches,

@@ -190,13 +190,6 @@ static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
     return 0;
 }
 
-/* Methods called on a Model whose __init__ failed or never ran raise instead of crashing. */
-#define REQUIRE_MODEL(self, ret)                                                              \
-    if (!(self)->model) {                                                                     \
-        PyErr_SetString(PyExc_RuntimeError, "manaka._core.Model: not initialised");           \
-        return ret;                                                                           \
-    }
-
 static void model_dealloc(mk_model_object *self) {
     mk_model_destroy(self->model); /* first: waits for every step that reads a kept batch */
     for (int k = 0; k < MK_STAGING_SLOTS; k++) Py_CLEAR(self->keep[k]);
@@ -210,7 +203,7 @@ static PyObject *shape_tuple(const mk_tensor *t) {
 
 /* [(name, shape, decay)] in parameter order. */
 static PyObject *model_tensors(mk_model_object *self, PyObject *unused) {
-    REQUIRE_MODEL(self, NULL);
+    MK_REQUIRE(self->model, "Model", NULL);
     int n = mk_model_num_tensors(self->model);
     PyObject *list = PyList_New(n);
     if (!list) return NULL;
@@ -230,7 +223,7 @@ static PyObject *model_tensors(mk_model_object *self, PyObject *unused) {
 /* [(name, kind, decay, offset, size, [tensor names])]: the parameter groups the trainer
  * updates (mk_model_param_groups), in placement order, offsets and sizes in floats. */
 static PyObject *model_param_groups(mk_model_object *self, PyObject *unused) {
-    REQUIRE_MODEL(self, NULL);
+    MK_REQUIRE(self->model, "Model", NULL);
     mk_param_group groups[MK_MAX_PARAM_GROUPS];
     int n = mk_model_param_groups(self->model, groups, MK_MAX_PARAM_GROUPS);
     PyObject *list = PyList_New(n);
@@ -288,7 +281,7 @@ PyObject *mk_tensor_empty(const mk_tensor *t) {
 /* address(name) -> (pointer, shape): where the live parameter sits in the backend's memory
  * (a device pointer on a GPU backend), for zero-copy views such as manaka.DeviceArray. */
 static PyObject *model_address(mk_model_object *self, PyObject *name) {
-    REQUIRE_MODEL(self, NULL);
+    MK_REQUIRE(self->model, "Model", NULL);
     const mk_tensor *t = find(self->model, name, "Model.parameters", NULL);
     if (!t) return NULL;
     PyObject *shape = shape_tuple(t);
@@ -299,7 +292,7 @@ static PyObject *model_address(mk_model_object *self, PyObject *name) {
 
 /* view(name): the live parameter as a NumPy view (backends with host memory only). */
 static PyObject *model_view(mk_model_object *self, PyObject *name) {
-    REQUIRE_MODEL(self, NULL);
+    MK_REQUIRE(self->model, "Model", NULL);
     const mk_tensor *t = find(self->model, name, "Model.parameters", NULL);
     if (!t) return NULL;
     if (!mk_model_backend(self->model)->host_memory) {
@@ -341,7 +334,7 @@ PyObject *mk_tensor_copy(mk_model_object *self, const char *op, int index, PyObj
 
 /* read(name, grad=False): a copy of the parameter (or of its last gradient). */
 static PyObject *model_read(mk_model_object *self, PyObject *args) {
-    REQUIRE_MODEL(self, NULL);
+    MK_REQUIRE(self->model, "Model", NULL);
     PyObject *name;
     int grad = 0, index;
     if (!PyArg_ParseTuple(args, "O|p", &name, &grad)) return NULL;
@@ -368,7 +361,7 @@ PyArrayObject *mk_tensor_arg(const mk_tensor *t, PyObject *value, const char *op
 
 /* write(name, array): copies a float32 array of the tensor's shape into the parameter. */
 static PyObject *model_write(mk_model_object *self, PyObject *args) {
-    REQUIRE_MODEL(self, NULL);
+    MK_REQUIRE(self->model, "Model", NULL);
     PyObject *name, *value;
     int index;
     static const char op[] = "Model.load_state_dict";
@@ -405,7 +398,7 @@ void mk_model_batch_end(mk_model_object *self, int slot, mk_batch_hold *hold) {
 
 /* forward(batch) -> (logits, value): reads tokens, legal and counts of a _core.Batch. */
 static PyObject *model_forward(mk_model_object *self, PyObject *obj) {
-    REQUIRE_MODEL(self, NULL);
+    MK_REQUIRE(self->model, "Model", NULL);
     mk_batch_hold hold;
     mk_batch batch;
     int slot = mk_model_batch_begin(self, "Model.forward", obj, 0, &hold, &batch);
@@ -432,7 +425,7 @@ static PyObject *model_forward(mk_model_object *self, PyObject *obj) {
 /* loss_and_grad(batch, value_weight) -> stats (float32 [MK_STAT_COUNT]); gradients stay in
  * the model, read with read(name, True). mk_model_loss_and_grad checks value_weight. */
 static PyObject *model_loss_and_grad(mk_model_object *self, PyObject *args) {
-    REQUIRE_MODEL(self, NULL);
+    MK_REQUIRE(self->model, "Model", NULL);
     PyObject *obj, *stats;
     double value_weight;
     mk_batch_hold hold;
@@ -458,7 +451,7 @@ enum { GET_BACKEND, GET_FUSED_HEAD, GET_STREAM, GET_COPY_STREAM, GET_BATCH_SCANS
 
 /* The read-only properties (model_getset), by their closure. */
 static PyObject *model_get(mk_model_object *self, void *which) {
-    REQUIRE_MODEL(self, NULL);
+    MK_REQUIRE(self->model, "Model", NULL);
     mk_model *m = self->model;
     switch ((intptr_t)which) {
     case GET_BACKEND: return PyUnicode_FromString(mk_model_backend(m)->name);
@@ -475,7 +468,7 @@ static PyObject *model_get(mk_model_object *self, void *which) {
  * (MemoryError / ValueError naming B and L), without allocating: tests reach the
  * checked arithmetic of model.c with shapes no machine could hold. */
 static PyObject *model_arena_bytes_for(mk_model_object *self, PyObject *args) {
-    REQUIRE_MODEL(self, NULL);
+    MK_REQUIRE(self->model, "Model", NULL);
     long long B, L;
     if (!PyArg_ParseTuple(args, "LL", &B, &L)) return NULL;
     size_t bytes, work;

@@ -111,13 +111,6 @@ static int trainer_init(trainer_object *self, PyObject *args, PyObject *kwargs) 
     return 0;
 }
 
-/* Methods called on a Trainer whose __init__ failed or never ran raise instead of crashing. */
-#define REQUIRE_TRAINER(self, ret)                                                            \
-    if (!(self)->trainer) {                                                                   \
-        PyErr_SetString(PyExc_RuntimeError, "manaka._core.Trainer: not initialised");         \
-        return ret;                                                                           \
-    }
-
 static void trainer_dealloc(trainer_object *self) {
     /* A sparse trainer leaves rows behind their gaps: catch them up while the model is here
      * (unless another thread holds the model: its step runs on, and the rows stay behind). */
@@ -138,7 +131,7 @@ static void trainer_dealloc(trainer_object *self) {
 
 /* configure(model, lr, ...): replaces the hyperparameters (load_state_dict). */
 static PyObject *trainer_configure(trainer_object *self, PyObject *args, PyObject *kwargs) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     mk_trainer_config cfg;
     PyObject *model;
     if (parse_config(args, kwargs, &cfg, &model) < 0) return NULL;
@@ -158,7 +151,7 @@ static PyObject *trainer_configure(trainer_object *self, PyObject *args, PyObjec
  * step count as they were. Only a failed device copy can interrupt the writes; the
  * hyperparameters and step count are then still the old ones. */
 static PyObject *trainer_load(trainer_object *self, PyObject *args, PyObject *kwargs) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     static const char op[] = "Trainer.load_state_dict";
     PyObject *model, *lists[2], *steps_obj;
     int64_t steps;
@@ -224,7 +217,7 @@ done:
 }
 
 static PyObject *trainer_config(trainer_object *self, PyObject *unused) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     const mk_trainer_config *c = mk_trainer_get_config(self->trainer);
     PyObject *total =
         c->has_total_steps ? PyLong_FromLongLong(c->total_steps) : Py_NewRef(Py_None);
@@ -246,7 +239,7 @@ static PyObject *trainer_config(trainer_object *self, PyObject *unused) {
  * on every backend, rows the number of pair-table rows the batch names (their ids and
  * gradient rows: pair_rows()). */
 static PyObject *run_batch(trainer_object *self, PyObject *obj, int backward) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     mk_batch_hold hold;
     mk_batch batch;
     npy_intp dims[1] = {MK_STAT_COUNT};
@@ -289,7 +282,7 @@ static PyObject *cuda_interface(const void *ptr, const char *typestr, Py_ssize_t
  * float32 [n]: a writable NumPy view on a host backend (the exchange sums into it in
  * place; it keeps this trainer alive), a __cuda_array_interface__ dict on a device. */
 static PyObject *trainer_dense_grads(trainer_object *self, PyObject *unused) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     int64_t offset, size;
     mk_trainer_dense_range(self->trainer, &offset, &size);
     float *g = mk_model_grads(self->model->model) + offset;
@@ -303,7 +296,7 @@ static PyObject *trainer_dense_grads(trainer_object *self, PyObject *unused) {
  * copies on a host backend, __cuda_array_interface__ dicts of the trainer's buffers (valid
  * until the next backward) on a device. */
 static PyObject *trainer_pair_rows(trainer_object *self, PyObject *arg) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     long long n = PyLong_AsLongLong(arg);
     if (n == -1 && PyErr_Occurred()) return NULL;
     const int64_t *ids;
@@ -336,7 +329,7 @@ static PyObject *trainer_pair_rows(trainer_object *self, PyObject *arg) {
  * given as a fourth argument; stats float32 [MK_STAT_COUNT] (host), written back with the
  * step's lr. Returns (stats, step). */
 static PyObject *trainer_apply(trainer_object *self, PyObject *args) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     static const char op[] = "Trainer.apply";
     PyObject *ids_obj, *grads_obj, *stats_obj;
     long long n_given = -1;
@@ -401,7 +394,7 @@ done:
 
 /* read_stats(step) -> float32 [MK_STAT_COUNT]: a device backend's stats of that step. */
 static PyObject *trainer_read_stats(trainer_object *self, PyObject *arg) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     long long step = PyLong_AsLongLong(arg);
     if (step == -1 && PyErr_Occurred()) return NULL;
     npy_intp dims[1] = {MK_STAT_COUNT};
@@ -437,7 +430,7 @@ static const mk_tensor *moment_tensor(trainer_object *self, PyObject *args, int 
 
 /* read_moment(kind, name) -> a copy of exp_avg (0) or exp_avg_sq (1) of that tensor. */
 static PyObject *trainer_read_moment(trainer_object *self, PyObject *args) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     static const char op[] = "Trainer.state_dict";
     int kind, index;
     if (!moment_tensor(self, args, &kind, NULL, op, &index)) return NULL;
@@ -446,7 +439,7 @@ static PyObject *trainer_read_moment(trainer_object *self, PyObject *args) {
 
 /* write_moment(kind, name, array) */
 static PyObject *trainer_write_moment(trainer_object *self, PyObject *args) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     static const char op[] = "Trainer.load_state_dict";
     int kind, index;
     PyObject *value;
@@ -455,7 +448,7 @@ static PyObject *trainer_write_moment(trainer_object *self, PyObject *args) {
 }
 
 static PyObject *trainer_lr_at(trainer_object *self, PyObject *arg) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     long long step = PyLong_AsLongLong(arg);
     if (step == -1 && PyErr_Occurred()) return NULL;
     if (step < 0) {
@@ -466,7 +459,7 @@ static PyObject *trainer_lr_at(trainer_object *self, PyObject *arg) {
 }
 
 static PyObject *trainer_profile(trainer_object *self, PyObject *arg) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     int enable = PyObject_IsTrue(arg);
     if (enable < 0) return NULL;
     mk_trainer_profile(self->trainer, enable);
@@ -474,7 +467,7 @@ static PyObject *trainer_profile(trainer_object *self, PyObject *arg) {
 }
 
 static PyObject *trainer_times(trainer_object *self, PyObject *unused) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     mk_phase_times t = mk_trainer_times(self->trainer);
     return Py_BuildValue("{s:L,s:d,s:d,s:d,s:d}", "steps", (long long)t.steps, "forward",
                          t.forward, "backward", t.backward, "optimizer", t.optimizer,
@@ -482,7 +475,7 @@ static PyObject *trainer_times(trainer_object *self, PyObject *unused) {
 }
 
 static PyObject *trainer_moment_bytes(trainer_object *self, PyObject *unused) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     return PyLong_FromSize_t(mk_trainer_state_bytes(self->trainer));
 }
 
@@ -492,7 +485,7 @@ enum { PROP_STEP_COUNT, PROP_FUSED, PROP_PAIR_STATE, PROP_PAIR_UPDATE };
  * step on another thread may be running (it returns its own step number, see run_batch);
  * an int64 read there is a value from just before or after. */
 static PyObject *trainer_get(trainer_object *self, void *which) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     mk_trainer *t = self->trainer;
     switch ((intptr_t)which) {
     case PROP_STEP_COUNT: return PyLong_FromLongLong(mk_trainer_step_count(t));
@@ -504,7 +497,7 @@ static PyObject *trainer_get(trainer_object *self, void *which) {
 
 /* step_count and fused, set with the model held: a step moves the one and reads the other. */
 static int trainer_set(trainer_object *self, PyObject *value, void *which) {
-    REQUIRE_TRAINER(self, -1);
+    MK_REQUIRE(self->trainer, "Trainer", -1);
     const int steps = (intptr_t)which == PROP_STEP_COUNT;
     int64_t n = 0;
     int on = 0;
@@ -525,7 +518,7 @@ static int trainer_set(trainer_object *self, PyObject *value, void *which) {
 /* flush(): every pair-table row caught up to the current step (pair_update "sparse" /
  * "lazy"; a no-op for "dense"). */
 static PyObject *trainer_flush(trainer_object *self, PyObject *unused) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     if (mk_model_acquire(self->model, "Trainer.flush") < 0) return NULL;
     mk_status st;
     Py_BEGIN_ALLOW_THREADS;
