@@ -58,6 +58,14 @@ PyObject *mk_array_view(int ndim, npy_intp *dims, int type, void *data, PyObject
  * reference to owner (NULL with an exception). */
 PyObject *mk_owned_capsule(void *pointer, const char *name, PyObject *owner);
 
+/* The first line of a method of _core.<what> (Model, Trainer, Loader, GameRecords): one whose __init__
+ * failed or never ran (its C `handle` NULL) raises instead of crashing. */
+#define MK_REQUIRE(handle, what, ret)                                                         \
+    if (!(handle)) {                                                                          \
+        PyErr_SetString(PyExc_RuntimeError, "manaka._core." what ": not initialised");         \
+        return ret;                                                                           \
+    }
+
 /* Raises the Python exception matching a failed mk_status, with mk_error()'s message. */
 PyObject *mk_raise_status(mk_status status);
 /* The same as "<where>: <mk_error()>". */

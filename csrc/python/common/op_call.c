@@ -102,11 +102,8 @@ static PyObject *py_op(PyObject *self, PyObject *args, PyObject *kwargs) {
     Py_XDECREF(empty);
     if (!parsed) return NULL;
     if (given < required || given > s->n_positional) {
-        const char *how = required == s->n_positional ? "exactly"
-                          : given < required            ? "at least"
-                                                        : "at most";
-        PyErr_Format(PyExc_TypeError, "%s() takes %s %d positional arguments (%zd given)", s->name,
-                     how, given < required ? (int)required : s->n_positional, given);
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional arguments%s (%zd given)", s->name,
+                     required, optional ? " and an optional one" : "", given);
         return NULL;
     }
     for (int i = 0; i < s->n_positional; i++)

@@ -23,14 +23,6 @@ typedef struct {
 
 extern PyTypeObject mk_model_type;
 
-/* The first line of a method of _core.<what> (Model, Trainer, Loader): one whose __init__
- * failed or never ran (its C `handle` NULL) raises instead of crashing. */
-#define MK_REQUIRE(handle, what, ret)                                                         \
-    if (!(handle)) {                                                                          \
-        PyErr_SetString(PyExc_RuntimeError, "manaka._core." what ": not initialised");         \
-        return ret;                                                                           \
-    }
-
 /* 0 and busy set, or -1 with RuntimeError if another thread is using the model. */
 int mk_model_acquire(mk_model_object *self, const char *op);
 void mk_model_release(mk_model_object *self);

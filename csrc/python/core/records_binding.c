@@ -169,19 +169,15 @@ static int GameRecords_init(GameRecordsObject *self, PyObject *args, PyObject *k
     return 0;
 }
 
-static int initialised(GameRecordsObject *self) {
-    if (self->arrays) return 1;
-    PyErr_SetString(PyExc_RuntimeError, "GameRecords: not initialised");
-    return 0;
-}
-
 static PyObject *GameRecords_capsule(GameRecordsObject *self, void *closure) {
-    return initialised(self) ? mk_owned_capsule(&self->source, MK_ROW_SOURCE_CAPSULE, (PyObject *)self) : NULL;
+    MK_REQUIRE(self->arrays, "GameRecords", NULL);
+    return mk_owned_capsule(&self->source, MK_ROW_SOURCE_CAPSULE, (PyObject *)self);
 }
 
 static PyObject *GameRecords_locate(GameRecordsObject *self, PyObject *args) {
     long long row;
-    if (!PyArg_ParseTuple(args, "L", &row) || !initialised(self)) return NULL;
+    MK_REQUIRE(self->arrays, "GameRecords", NULL);
+    if (!PyArg_ParseTuple(args, "L", &row)) return NULL;
     if (row < 0 || row >= self->source.num_rows)
         return PyErr_Format(PyExc_IndexError, "GameRecords: row %lld is out of range for %lld rows", row,
                             (long long)self->source.num_rows);
