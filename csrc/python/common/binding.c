@@ -51,11 +51,11 @@ PyArrayObject *mk_float32_arg(PyObject *obj, const char *op, const char *name, i
 /* A new int32 array with the contents of `arr` (int32), owned by the binding alone.
  *
  * Why always a copy: the index arrays are checked and then used as offsets by the
- * kernels, and the check may run long before the kernels read them (after the GIL is
- * released, in trainer.c and model.c; or with the GIL held, just before release, in the
- * ops). Used in place, another thread could write an out-of-range id into the caller's
- * array between the check and the read (that raced write once caused SEGVs in pair_sums.c,
- * gather_dot_rows.h, and an out-of-bounds write in pair_groups.c). No other code holds a
+ * kernels, and the check may run long before the kernels read them, with the GIL
+ * released (in trainer.c, model.c and the ops' entry point, op_call.c). Used in place,
+ * another thread could write an out-of-range id into the caller's array between the check
+ * and the read (that raced write once caused SEGVs in pair_sums.c, gather_dot_rows.h, and
+ * an out-of-bounds write in pair_groups.c). No other code holds a
  * reference to the copy, so what is checked is exactly what is read. The copy is made
  * with memcpy under the GIL, so no Python thread can free or resize the source while it
  * is read; a concurrent writer can only make it a mix of old and new values, which the
