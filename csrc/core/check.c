@@ -1,6 +1,8 @@
 /* mk_find_fault: the host implementation of check.h's rules (csrc/cuda/check.cu is the
- * device one). One pass per rule, in the documented order; the first fault wins. */
+ * device one). One pass per rule, in the documented order; the first fault wins. And
+ * mk_narrow_to_int32, the host twin of check.cu's narrowing. */
 #include <math.h>
+#include <string.h>
 
 #include "check.h"
 
@@ -60,5 +62,33 @@ void mk_find_fault(const mk_check *c, mk_fault *f) {
         }
         if (mk_bad_soft_sum(sum))
             return found(f, MK_FAULT_SOFT_SUM, r, 0, cnt[r], 0, sum);
+    }
+}
+
+/* Element i of src as int64 (a uint64's bit pattern), read once. */
+static int64_t element(const void *src, int itemsize, int is_signed, int64_t i) {
+    switch (is_signed ? itemsize : -itemsize) {
+    case 1: return ((const volatile int8_t *)src)[i];
+    case 2: return ((const volatile int16_t *)src)[i];
+    case 4: return ((const volatile int32_t *)src)[i];
+    case 8: return ((const volatile int64_t *)src)[i];
+    case -1: return ((const volatile uint8_t *)src)[i];
+    case -2: return ((const volatile uint16_t *)src)[i];
+    case -4: return ((const volatile uint32_t *)src)[i];
+    default: return (int64_t)((const volatile uint64_t *)src)[i];
+    }
+}
+
+void mk_narrow_to_int32(const void *src, int itemsize, int is_signed, int64_t n, int32_t *dst,
+                        mk_fault *fault) {
+    memset(fault, 0, sizeof *fault);
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t v = element(src, itemsize, is_signed, i);
+        /* unsigned: a uint64 above INT64_MAX reads as negative and is refused by sign */
+        if (is_signed ? v < INT32_MIN || v > INT32_MAX : (uint64_t)v > (uint64_t)INT32_MAX) {
+            *fault = (mk_fault){.kind = MK_FAULT_NARROW, .index = i, .value = v};
+            return;
+        }
+        dst[i] = (int32_t)v;
     }
 }

@@ -55,8 +55,9 @@ MK_HOST_DEVICE static inline int mk_bad_soft_sum(double sum) {
  * entries (row-major), targets, values, then policy_target rows in order (a row's entries
  * before its sum). A count is judged before any legal entry, so every legal slot read
  * lies within a valid count, and the target is compared with a valid count; only the first
- * fault is meaningful. MK_FAULT_NARROW is the GPU binding's conversion of a wider integer
- * array to int32 (mk_narrow_to_int32_cuda), reported in the same struct. */
+ * fault is meaningful. MK_FAULT_NARROW is the bindings' conversion of a wider integer array
+ * to int32 (mk_narrow_to_int32 on the host, mk_narrow_to_int32_cuda on a device), reported
+ * in the same struct. */
 enum {
     MK_FAULT_NONE = 0,
     MK_FAULT_TOKEN,      /* index: flat position in tokens; value: the token */
@@ -86,6 +87,13 @@ typedef struct {
 
 /* Host arrays: *fault = the first fault of `check` (kind MK_FAULT_NONE when none). */
 void mk_find_fault(const mk_check *check, mk_fault *fault);
+
+/* dst[i] = src[i] for a host integer array of `itemsize` bytes (1, 2, 4, 8; signed or
+ * not), each element read once (src may be the caller's, written by another thread: the
+ * value judged is the value stored); *fault = the first element outside the int32 range as
+ * an MK_FAULT_NARROW, or MK_FAULT_NONE. The host twin of mk_narrow_to_int32_cuda. */
+void mk_narrow_to_int32(const void *src, int itemsize, int is_signed, int64_t n, int32_t *dst,
+                        mk_fault *fault);
 
 #ifdef __cplusplus
 }

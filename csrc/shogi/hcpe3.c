@@ -154,6 +154,24 @@ int mk_hcpe3_policy(const uint8_t *info, int64_t available, int side, const int3
     return MK_SHOGI_OK;
 }
 
+int64_t mk_hcpe3_policy_rows(const uint8_t *data, int64_t size, const int64_t *info,
+                             const uint8_t *side, const int32_t *labels, const int64_t *offsets,
+                             int64_t n, int64_t total, float *policy, int32_t *status) {
+    if (offsets[0] != 0 || offsets[n] != total) return -1;
+    for (int64_t i = 0; i < n; i++)
+        if (offsets[i + 1] < offsets[i] || offsets[i + 1] - offsets[i] > MK_SHOGI_MAX_MOVES ||
+            info[i] < 0 || info[i] >= size)
+            return i;
+    for (int64_t i = 0; i < n; i++) {
+        int k = (int)(offsets[i + 1] - offsets[i]);
+        float *p = policy + offsets[i];
+        status[i] = mk_hcpe3_policy(data + info[i], size - info[i], side[i] & 1, labels + offsets[i], k, p);
+        if (status[i])
+            for (int l = 0; l < k; l++) p[l] = 0.0f;
+    }
+    return n;
+}
+
 const char *mk_hcpe3_reason(int code) {
     switch (code) {
     case MK_HCPE3_CUT_SHORT: return "the game is cut short (the file ends inside it)";

@@ -60,6 +60,16 @@ int64_t mk_hcpe3_count(const uint8_t *data, int64_t size);
 int mk_hcpe3_policy(const uint8_t *info, int64_t available, int side, const int32_t *labels, int n,
                     float *policy);
 
+/* mk_hcpe3_policy over n rows: row i's MoveInfo at data[info[i]:] (data: the file's `size`
+ * bytes), its side to move side[i] & 1, its legal labels labels[offsets[i] .. offsets[i + 1])
+ * and its policy at the same place of policy [total]; status[i] its code (a row with a
+ * fault gets zeros). Checks every row before writing anything: returns -1 when offsets do
+ * not run from 0 to `total`, else the first row whose offsets decrease, hold more than
+ * MK_SHOGI_MAX_MOVES labels or whose info is outside data, else n. */
+int64_t mk_hcpe3_policy_rows(const uint8_t *data, int64_t size, const int64_t *info,
+                             const uint8_t *side, const int32_t *labels, const int64_t *offsets,
+                             int64_t n, int64_t total, float *policy, int32_t *status);
+
 const char *mk_hcpe3_reason(int code);
 
 #endif

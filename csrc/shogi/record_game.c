@@ -11,7 +11,8 @@ static int shogi_row(const void *ctx, const uint8_t *rec, int file, int64_t inde
     const mk_shogi_records *g = ctx;
     int n = mk_shogi_row(g->format, rec, g->eval_weight, variant, g->moves, tokens, legal, target, value);
     if (n > 0 && g->raw && policy) { /* bit 0 of the Huffman code: the side to move (never mirrored) */
-        int64_t at = g->info[file][index], size = g->raw_size[file];
+        int64_t at = index < g->info_size[file] ? g->info[file][index] : -1;
+        int64_t size = g->raw_size[file];
         int code = at >= 0 && at < size
                        ? mk_hcpe3_policy(g->raw[file] + at, size - at, rec[0] & 1, legal, n, policy)
                        : MK_HCPE3_CUT_SHORT;

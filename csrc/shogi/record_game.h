@@ -18,8 +18,9 @@ typedef struct {
     int mirror;          /* 1: two variants, the record and its mirror */
     double eval_weight;  /* in [0, 1] */
     const uint8_t *const *raw;  /* [files] each hcpe3 file's bytes, or NULL: no soft targets */
-    const int64_t *const *info; /* [files][records] each record's MoveInfo offset in raw */
-    const int64_t *raw_size;    /* [files] */
+    const int64_t *const *info; /* [files][info_size[file]] each record's MoveInfo offset in
+                                   raw; a record past its file's info has no candidates */
+    const int64_t *raw_size, *info_size; /* [files] */
 } mk_shogi_records;
 
 /* The game descriptor of `records` (its ctx: records itself, which must outlive it). */

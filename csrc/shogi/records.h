@@ -10,6 +10,8 @@
 #ifndef MANAKA_SHOGI_RECORDS_H
 #define MANAKA_SHOGI_RECORDS_H
 
+#include <stddef.h>
+
 #include "position.h"
 
 #define MK_HCPE_BYTES 38
@@ -50,5 +52,23 @@ int mk_shogi_row(int format, const uint8_t *record, double eval_weight, int mirr
 int mk_shogi_encode_hcp(const mk_shogi_pos *pos, uint8_t *hcp);
 
 const char *mk_shogi_record_reason(int code);
+
+/* ------------------------------------------------------------ many records (record_columns.c)
+ * records: n records of `format`, one after another. */
+
+/* Each record decoded (mk_shogi_decode) into row i of the columns board [n, 81], hand
+ * [n, 14], side, move, eval, result [n], and its code into status[i]. */
+void mk_shogi_decode_all(int format, const uint8_t *records, int64_t n, uint8_t *board,
+                         uint8_t *hand, uint8_t *side, uint16_t *move, int16_t *eval,
+                         float *result, int32_t *status);
+
+/* Each record as mk_shogi_row's training row: tokens [n, 2, 40] (as int16), target, value
+ * [n], status[i] 0 or the fault's code, and the labels of row i at
+ * (*labels)[offsets[i] .. offsets[i + 1]) (offsets [n + 1]); *labels is malloc'd (the
+ * caller frees it), *count = offsets[n]. A bad record has no labels, tokens -1, target -1
+ * and value 0. 0, or -1 when memory ran out (*labels is then NULL). */
+int mk_shogi_rows_all(int format, const uint8_t *records, int64_t n, double eval_weight,
+                      int mirror, int moves, int16_t *tokens, int64_t *offsets, int32_t *target,
+                      float *value, int32_t *status, int32_t **labels, size_t *count);
 
 #endif

@@ -85,9 +85,9 @@ class Hcpe3Files(RecordFiles):
         if self._starts[-1] == 0:
             raise ValueError(f"shogi: no usable hcpe3 record in {self.files!r}")
         keep = [i for i, a in enumerate(self._arrays) if len(a)]
-        self._row_source = _core.ShogiRecords(HCPE, [self._arrays[i] for i in keep], [self.files[i] for i in keep],
-                                              self.eval_weight, on_bad == "skip", False,
-                                              [(self._raw[i], self._info[i]) for i in keep], self._encoding)
+        soft = [(self._raw[i], self._info[i]) for i in keep]
+        self._row_source = _core.GameRecords(_core.shogi_game(HCPE, self.eval_weight, False, self._encoding, soft),
+                                             [self._arrays[i] for i in keep], [self.files[i] for i in keep], on_bad == "skip")
         self.skipped = skipped
         self.meta = {"shogi_format": "hcpe3", "value": value if isinstance(value, str) else float(value),
                      "files": len(self.files), "skipped": skipped, "moves": self.moves}

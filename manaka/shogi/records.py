@@ -77,7 +77,7 @@ def read_records(path: str, fmt: int, on_bad: str = "raise") -> Tuple[np.ndarray
     open at once)."""
     _check_on_bad(on_bad)
     width = RECORD_BYTES[fmt]
-    records, size = _core.shogi_map_records(os.fspath(path), width)
+    records, size = _core.map_records(os.fspath(path), width, "shogi")
     extra = size % width
     if extra and on_bad == "raise":
         raise ValueError(f"shogi: {path}: {size} bytes is not a whole number of {width}-byte {_NAMES[fmt]} "
@@ -134,8 +134,8 @@ class RecordFiles:
         if self._starts[-1] == 0:
             raise ValueError(f"shogi: no record in {self.files!r}")
         keep = [(a, f) for a, f in zip(self._arrays, self.files) if len(a)]
-        self._row_source = _core.ShogiRecords(fmt, [a for a, _ in keep], [f for _, f in keep],
-                                              self.eval_weight, on_bad == "skip", mirror, None, self._encoding)
+        self._row_source = _core.GameRecords(_core.shogi_game(fmt, self.eval_weight, mirror, self._encoding),
+                                             [a for a, _ in keep], [f for _, f in keep], on_bad == "skip")
         self.meta = {"shogi_format": _NAMES[fmt], "value": value if isinstance(value, str) else float(value),
                      "files": len(self.files), "cut_short_files": self.cut_short,
                      "bytes_per_position": RECORD_BYTES[fmt], "mirror": mirror, "moves": self.moves}

@@ -212,3 +212,35 @@ def test_inputs_are_never_modified(rng):
     mk.ops.pair_sums_backward(mk.ops.pair_sums(pair_table, tok), tok, 45)
     for a, b in zip(args, before):
         assert np.array_equal(a, b)
+
+
+def test_out_and_unchecked_calls_on_the_host():
+    """_core's ops take out= and check= as _cuda's do (one entry point for every backend)."""
+    from manaka import _core
+
+    rng = np.random.default_rng(11)
+    hidden, table, indices, counts = legal_batch(rng, 3, 4, 8, 5)
+    out = np.full((3, 4), np.nan, np.float32)
+    res = _core.gather_dot(hidden, table, indices, counts, out=out, check=False)
+    assert res is out
+    assert rel_err(out, ref.gather_dot(hidden, table, indices, counts)) < 1e-6
+    grad = rng.standard_normal((3, 4), dtype=np.float32)
+    gh, gt = np.empty((3, 8), np.float32), np.empty((5, 8), np.float32)
+    res = _core.gather_dot_backward(grad, hidden, table, indices, counts, out=(gh, gt))
+    assert res[0] is gh and res[1] is gt
+    want_h, want_t = ref.gather_dot_backward(grad, hidden, table, indices, counts)
+    assert rel_err(gh, want_h) < 1e-6 and rel_err(gt, want_t) < 1e-6
+    with pytest.raises(ValueError, match=r"gather_dot: out.shape\[1\]: expected 4, got 5"):
+        _core.gather_dot(hidden, table, indices, counts, out=np.empty((3, 5), np.float32))
+    frozen = np.empty((3, 4), np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="gather_dot: out is read-only"):
+        _core.gather_dot(hidden, table, indices, counts, out=frozen)
+    with pytest.raises(ValueError, match="gather_dot: out must be C-contiguous"):
+        _core.gather_dot(hidden, table, indices, counts, out=np.empty((4, 3), np.float32).T)
+    with pytest.raises(TypeError, match="gather_dot: out must have dtype float32"):
+        _core.gather_dot(hidden, table, indices, counts, out=np.empty((3, 4)))
+    with pytest.raises(TypeError, match=r"gather_dot\(\) takes 3 positional arguments and an optional one \(2 given\)"):
+        _core.gather_dot(hidden, table)
+    with pytest.raises(TypeError, match="out must be a \\(grad_hidden, grad_table\\) tuple"):
+        _core.gather_dot_backward(grad, hidden, table, indices, counts, out=gh)

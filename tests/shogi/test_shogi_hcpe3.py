@@ -273,3 +273,39 @@ def test_empty_and_missing(tmp_path):
         shogi.open_hcpe3(str(tmp_path / "missing.hcpe3"))
     with pytest.raises(ValueError, match="on_bad"):
         shogi.open_hcpe3(str(tmp_path / "e.hcpe3"), on_bad="ignore")
+
+
+def test_shogi_game_refusals_and_a_record_past_its_info(tmp_path, games):
+    """_core.shogi_game checks its soft arrays, and a record past its file's info has no
+    candidates (an error naming it, or with skip a row left out) rather than a read past the
+    info array."""
+    from manaka import _core
+
+    data, records, _ = games
+    (tmp_path / "a.hcpe3").write_bytes(data)
+    ds = shogi.open_hcpe3(str(tmp_path / "a.hcpe3"))
+    raw, info, hcpe = ds._raw[0], ds._info[0], ds._arrays[0]
+    with pytest.raises(ValueError, match=r"soft must be a list of \(raw, info\) per HCPE file"):
+        _core.shogi_game(shogi.PSV, 0.0, False, 0, [(raw, info)])
+    with pytest.raises(ValueError, match="mirror is not supported with soft targets"):
+        _core.shogi_game(shogi.HCPE, 0.0, True, 0, [(raw, info)])
+    with pytest.raises(ValueError, match=r"soft\[0\] must be \(uint8 \[bytes\], int64 \[records\]\)"):
+        _core.shogi_game(shogi.HCPE, 0.0, False, 0, [(raw, info.astype(np.int32))])
+    with pytest.raises(ValueError, match=r"eval_weight must be in \[0, 1\]"):
+        _core.shogi_game(shogi.HCPE, 1.5)
+
+    class Short:
+        def __init__(self, skip):
+            game = _core.shogi_game(shogi.HCPE, 0.0, False, 0, [(raw, info[:-1].copy())])
+            self._row_source = _core.GameRecords(game, [hcpe], ["a.hcpe3"], skip)
+
+        def __len__(self):
+            return len(self._row_source)
+
+    last = len(records) - 1
+    with pytest.raises(ValueError, match=rf"a\.hcpe3: record {last}: .*cut short"):
+        with mk.Loader(Short(False), batch_size=len(records), producers=1) as loader:
+            list(loader)
+    with mk.Loader(Short(True), batch_size=len(records), producers=1) as loader:
+        (batch,) = list(loader)
+        assert len(batch.counts) == last and loader.stats["skipped"] == 1

@@ -51,11 +51,11 @@ PyArrayObject *mk_float32_arg(PyObject *obj, const char *op, const char *name, i
 /* A new int32 array with the contents of `arr` (int32), owned by the binding alone.
  *
  * Why always a copy: the index arrays are checked and then used as offsets by the
- * kernels, and the check may run long before the kernels read them (after the GIL is
- * released, in trainer.c and model.c; or with the GIL held, just before release, in the
- * ops). Used in place, another thread could write an out-of-range id into the caller's
- * array between the check and the read (that raced write once caused SEGVs in pair_sums.c,
- * gather_dot_rows.h, and an out-of-bounds write in pair_groups.c). No other code holds a
+ * kernels, and the check may run long before the kernels read them, with the GIL
+ * released (in trainer.c, model.c and the ops' entry point, op_call.c). Used in place,
+ * another thread could write an out-of-range id into the caller's array between the check
+ * and the read (that raced write once caused SEGVs in pair_sums.c, gather_dot_rows.h, and
+ * an out-of-bounds write in pair_groups.c). No other code holds a
  * reference to the copy, so what is checked is exactly what is read. The copy is made
  * with memcpy under the GIL, so no Python thread can free or resize the source while it
  * is read; a concurrent writer can only make it a mix of old and new values, which the
@@ -91,43 +91,40 @@ PyArrayObject *mk_int32_arg(PyObject *obj, const char *op, const char *name, int
     if (PyArray_TYPE(arr) == NPY_INT32 && private_copy) return private_int32(arr, obj);
     if (PyArray_TYPE(arr) == NPY_INT32)
         return (PyArrayObject *)PyArray_FROM_OTF(obj, NPY_INT32, NPY_ARRAY_IN_ARRAY);
-    /* Widen to int64, then narrow to int32 with a range check instead of a silent wrap.
-     * uint64 is widened through its bit pattern (NumPy's safe-cast rule refuses it), so
-     * values above INT64_MAX read as negative and are refused by the same check below,
-     * except that they must not pass as the -1 sentinel: reject them here by sign. */
-    int is_u64 = PyArray_TYPE(arr) == NPY_UINT64;
-    PyArrayObject *wide = (PyArrayObject *)PyArray_FROM_OTF(
-        obj, NPY_INT64, NPY_ARRAY_IN_ARRAY | (is_u64 ? NPY_ARRAY_FORCECAST : 0));
-    if (!wide) return NULL;
-    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(ndim, PyArray_DIMS(wide), NPY_INT32);
-    if (!out) {
-        Py_DECREF(wide);
-        return NULL;
+    /* Narrowed with a range check instead of a silent wrap, from a native, contiguous copy
+     * (itself when it is one already: mk_narrow_to_int32 reads each element once). */
+    const int is_signed = PyTypeNum_ISSIGNED(PyArray_TYPE(arr));
+    PyArrayObject *src = (PyArrayObject *)PyArray_FROM_OTF(obj, PyArray_TYPE(arr), NPY_ARRAY_IN_ARRAY);
+    PyArrayObject *out = src ? (PyArrayObject *)PyArray_SimpleNew(ndim, PyArray_DIMS(src), NPY_INT32) : NULL;
+    mk_fault bad = {0};
+    if (out)
+        mk_narrow_to_int32(PyArray_DATA(src), (int)PyArray_ITEMSIZE(src), is_signed, PyArray_SIZE(src),
+                           PyArray_DATA(out), &bad);
+    Py_XDECREF(src);
+    if (bad.kind == MK_FAULT_NONE) return out;
+    Py_DECREF(out);
+    mk_narrow_error(op, name, is_signed, &bad);
+    return NULL;
+}
+
+int mk_narrow_error(const char *op, const char *name, int is_signed, const mk_fault *bad) {
+    if (is_signed)
+        PyErr_Format(PyExc_ValueError, "%s: %s holds %lld at flat position %lld, outside the int32 range",
+                     op, name, (long long)bad->value, (long long)bad->index);
+    else /* a uint64 above INT64_MAX: its bits */
+        PyErr_Format(PyExc_ValueError, "%s: %s holds %llu at flat position %lld, outside the int32 range",
+                     op, name, (unsigned long long)bad->value, (long long)bad->index);
+    return -1;
+}
+
+PyObject *mk_config_int_arg(PyObject *obj, const char *op, const char *name) {
+    PyObject *value = !PyBool_Check(obj) && PyIndex_Check(obj) ? PyNumber_Index(obj) : NULL;
+    if (!value && (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError))) {
+        PyErr_Clear(); /* also an __index__ that refuses: the message names the argument */
+        PyErr_Format(PyExc_TypeError, "%s: %s must be an int, got %s", op, name,
+                     Py_TYPE(obj)->tp_name);
     }
-    const int64_t *src = PyArray_DATA(wide);
-    int32_t *dst = PyArray_DATA(out);
-    npy_intp n = PyArray_SIZE(wide);
-    for (npy_intp i = 0; i < n; i++) {
-        /* `wide` may be the caller's own int64 array: read each entry once, so the value
-         * checked here is the value stored (later checks read `out`, which is private) */
-        int64_t v = ((const volatile int64_t *)src)[i];
-        if (v < INT32_MIN || v > INT32_MAX || (is_u64 && v < 0)) {
-            if (is_u64)
-                PyErr_Format(PyExc_ValueError,
-                             "%s: %s holds %llu at flat position %zd, outside the int32 range", op,
-                             name, (unsigned long long)v, (Py_ssize_t)i);
-            else
-                PyErr_Format(PyExc_ValueError,
-                             "%s: %s holds %lld at flat position %zd, outside the int32 range",
-                             op, name, (long long)v, (Py_ssize_t)i);
-            Py_DECREF(wide);
-            Py_DECREF(out);
-            return NULL;
-        }
-        dst[i] = (int32_t)v;
-    }
-    Py_DECREF(wide);
-    return out;
+    return value;
 }
 
 PyObject *mk_array_view(int ndim, npy_intp *dims, int type, void *data, PyObject *owner) {
@@ -138,6 +135,19 @@ PyObject *mk_array_view(int ndim, npy_intp *dims, int type, void *data, PyObject
         return NULL;
     }
     return arr;
+}
+
+static void owned_capsule_release(PyObject *capsule) {
+    Py_XDECREF(PyCapsule_GetContext(capsule));
+}
+
+PyObject *mk_owned_capsule(void *pointer, const char *name, PyObject *owner) {
+    PyObject *capsule = PyCapsule_New(pointer, name, owned_capsule_release);
+    if (capsule && PyCapsule_SetContext(capsule, Py_NewRef(owner)) < 0) {
+        Py_DECREF(owner);
+        Py_CLEAR(capsule);
+    }
+    return capsule;
 }
 
 static PyObject *exception_for(mk_status status) {

@@ -38,13 +38,33 @@ PyArrayObject *mk_index_arg(PyObject *obj, const char *op, const char *name, int
  * `private_copy` (a batch's field as stored: the copy is made where it is read). */
 PyArrayObject *mk_int32_arg(PyObject *obj, const char *op, const char *name, int ndim,
                             int private_copy);
+/* A ValueError "<op>: <name> holds <value> at flat position <index>, outside the int32
+ * range" for a narrowing fault (mk_narrow_to_int32, host or device): -1. */
+int mk_narrow_error(const char *op, const char *name, int is_signed, const mk_fault *bad);
 /* A float array of `ndim` dimensions converted to C-contiguous float32 (itself when it is
  * one already): new reference, or NULL with an exception naming `op` and `name`. */
 PyArrayObject *mk_float32_arg(PyObject *obj, const char *op, const char *name, int ndim);
 
+/* An int argument (of a configuration, an op's orders) as a Python int (new reference): a
+ * Python int or anything with __index__ (a NumPy integer), not a bool; else NULL with a
+ * TypeError "<op>: <name> must be an int, got <type>". Its rules are C's. */
+PyObject *mk_config_int_arg(PyObject *obj, const char *op, const char *name);
+
 /* A NumPy array of `type` over `data` (not copied) that keeps `owner` alive: new
  * reference, or NULL with an exception. */
 PyObject *mk_array_view(int ndim, npy_intp *dims, int type, void *data, PyObject *owner);
+
+/* A new capsule named `name` of `pointer`, which `owner` owns: the capsule holds a
+ * reference to owner (NULL with an exception). */
+PyObject *mk_owned_capsule(void *pointer, const char *name, PyObject *owner);
+
+/* The first line of a method of _core.<what> (Model, Trainer, Loader, GameRecords): one whose __init__
+ * failed or never ran (its C `handle` NULL) raises instead of crashing. */
+#define MK_REQUIRE(handle, what, ret)                                                         \
+    if (!(handle)) {                                                                          \
+        PyErr_SetString(PyExc_RuntimeError, "manaka._core." what ": not initialised");         \
+        return ret;                                                                           \
+    }
 
 /* Raises the Python exception matching a failed mk_status, with mk_error()'s message. */
 PyObject *mk_raise_status(mk_status status);

@@ -59,10 +59,10 @@ static mk_status run_pair_sums_backward(const mk_backend *be, const mk_op_call *
 const mk_op_spec mk_op_gather_dot = {
     .name = "gather_dot",
     .run = run_gather_dot,
-    .n_args = 4, .args = {GATHER_DOT_ARGS},
+    .n_args = 4, .args = {GATHER_DOT_ARGS}, .n_positional = 4,
     .n_same = 3, .same = {GATHER_DOT_SAME},
     GATHER_DOT_RANGE,
-    .n_outs = 1, .out_ndim = {2}, .out = {{D(2, 0), D(2, 1)}},
+    .n_outs = 1, .out_ndim = {2}, .out = {{D(2, 0), D(2, 1)}}, .out_names = {"out"},
 };
 #undef G
 
@@ -71,10 +71,11 @@ const mk_op_spec mk_op_gather_dot = {
 const mk_op_spec mk_op_gather_dot_backward = {
     .name = "gather_dot_backward",
     .run = run_gather_dot_backward,
-    .n_args = 5, .args = {GATHER_DOT_ARGS, F32("grad", 2, 0)},
+    .n_args = 5, .args = {GATHER_DOT_ARGS, F32("grad", 2, 0)}, .n_positional = 5,
     .n_same = 5, .same = {GATHER_DOT_SAME, {D(4, 0), D(2, 0), 5, "B"}, {D(4, 1), D(2, 1), 5, "L"}},
     GATHER_DOT_RANGE,
     .n_outs = 2, .out_ndim = {2, 2}, .out = {{D(0, 0), D(0, 1)}, {D(1, 0), D(1, 1)}},
+    .out_names = {"out[0] (grad_hidden)", "out[1] (grad_table)"},
 };
 #undef G
 
@@ -82,11 +83,11 @@ const mk_op_spec mk_op_gather_dot_backward = {
 const mk_op_spec mk_op_power_sums = {
     .name = "power_sums",
     .run = run_power_sums,
-    .n_args = 2, .args = {F32("emb", 2, 0), IDX("tokens", 3, 1)},
+    .n_args = 2, .args = {F32("emb", 2, 0), IDX("tokens", 3, 1)}, .n_positional = 3,
     .scalar = MK_OP_ORDERS,
     .tokens = 1, .legal = -1, .counts = -1,
     .vocab_kind = MK_VOCAB_ROWS, .vocab = D(0, 0), .vocab_words = "emb has that many rows",
-    .n_outs = 1, .out_ndim = {4}, .out = {{D(1, 0), D(1, 1), SCALAR, D(0, 1)}},
+    .n_outs = 1, .out_ndim = {4}, .out = {{D(1, 0), D(1, 1), SCALAR, D(0, 1)}}, .out_names = {"out"},
 };
 
 /* grad [B, S, K, D], emb [V, D], tokens [B, S, T]; grad_emb [V, D] */
@@ -94,12 +95,13 @@ const mk_op_spec mk_op_power_sums_backward = {
     .name = "power_sums_backward",
     .run = run_power_sums_backward,
     .n_args = 3, .args = {F32("grad", 4, 0), F32("emb", 2, 1), IDX("tokens", 3, 2)},
+    .n_positional = 3,
     .n_same = 3, .same = {{D(0, 0), D(2, 0), 3, "B"}, {D(0, 1), D(2, 1), 3, "S"},
                           {D(0, 3), D(1, 1), 3, "D"}},
     .positive = D(0, 2), .positive_what = "orders",
     .tokens = 2, .legal = -1, .counts = -1,
     .vocab_kind = MK_VOCAB_ROWS, .vocab = D(1, 0), .vocab_words = "emb has that many rows",
-    .n_outs = 1, .out_ndim = {2}, .out = {{D(1, 0), D(1, 1)}},
+    .n_outs = 1, .out_ndim = {2}, .out = {{D(1, 0), D(1, 1)}}, .out_names = {"out"},
 };
 
 #define PAIR_WORDS "the pair table's vocabulary size V"
@@ -108,34 +110,31 @@ const mk_op_spec mk_op_power_sums_backward = {
 const mk_op_spec mk_op_pair_sums = {
     .name = "pair_sums",
     .run = run_pair_sums,
-    .n_args = 2, .args = {F32("pair_table", 2, 0), IDX("tokens", 3, 1)},
+    .n_args = 2, .args = {F32("pair_table", 2, 0), IDX("tokens", 3, 1)}, .n_positional = 2,
     .tokens = 1, .legal = -1, .counts = -1,
     .vocab_kind = MK_VOCAB_PAIRS, .vocab = D(0, 0), .vocab_what = "pair_table.shape[0]",
     .vocab_words = PAIR_WORDS,
-    .n_outs = 1, .out_ndim = {3}, .out = {{D(1, 0), D(1, 1), D(0, 1)}},
+    .n_outs = 1, .out_ndim = {3}, .out = {{D(1, 0), D(1, 1), D(0, 1)}}, .out_names = {"out"},
 };
 
 /* grad [B, S, P], tokens [B, S, T], num_pairs; grad_pair_table [num_pairs, P] */
 const mk_op_spec mk_op_pair_sums_backward = {
     .name = "pair_sums_backward",
     .run = run_pair_sums_backward,
-    .n_args = 2, .args = {F32("grad", 3, 0), IDX("tokens", 3, 1)},
+    .n_args = 2, .args = {F32("grad", 3, 0), IDX("tokens", 3, 1)}, .n_positional = 3,
     .scalar = MK_OP_NUM_PAIRS,
     .n_same = 2, .same = {{D(0, 0), D(1, 0), 2, "B"}, {D(0, 1), D(1, 1), 2, "S"}},
     .tokens = 1, .legal = -1, .counts = -1,
     .vocab_kind = MK_VOCAB_PAIRS, .vocab = SCALAR, .vocab_what = "num_pairs",
     .vocab_words = PAIR_WORDS,
-    .n_outs = 1, .out_ndim = {2}, .out = {{SCALAR, D(0, 2)}},
+    .n_outs = 1, .out_ndim = {2}, .out = {{SCALAR, D(0, 2)}}, .out_names = {"out"},
 };
 
-/* The `orders` argument: an int (not a bool) >= 1. */
+/* The `orders` argument: an int >= 1. */
 static int orders_arg(PyObject *obj, const char *op, int64_t *orders) {
-    if (!PyLong_Check(obj) || PyBool_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s: orders must be an int, got %s", op,
-                     Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    long long K = PyLong_AsLongLong(obj);
+    PyObject *value = mk_config_int_arg(obj, op, "orders");
+    long long K = value ? PyLong_AsLongLong(value) : -1;
+    Py_XDECREF(value);
     if (K == -1 && PyErr_Occurred()) return -1;
     if (K < 1) {
         PyErr_Format(PyExc_ValueError, "%s: orders must be >= 1, got %lld", op, K);
@@ -180,17 +179,24 @@ static int check_same(const mk_op_spec *s, const mk_op_call *c, int parsed, int 
     return 0;
 }
 
-int mk_op_prepare(const mk_op_spec *s, PyObject *const *positional, PyObject *scalar,
-                  mk_op_obtain obtain, void *ctx, mk_op_call *c) {
+int mk_op_prepare(const mk_op_spec *s, PyObject *const *positional, const mk_op_layer *layer,
+                  void *held, mk_op_call *c) {
     int next = 0;
+    PyObject *scalar = positional[s->n_positional - 1];
     c->V = 0;
     if (s->scalar == MK_OP_ORDERS && orders_arg(scalar, s->name, &c->scalar) < 0) return -1;
+    if (s->scalar == MK_OP_NUM_PAIRS && (c->scalar = PyLong_AsLongLong(scalar)) == -1 &&
+        PyErr_Occurred())
+        return -1;
     for (int i = 0; i < s->n_args; i++) {
-        PyObject *obj = positional[s->args[i].position];
+        const mk_op_arg *arg = &s->args[i];
+        PyObject *obj = positional[arg->position];
         c->a[i].data = NULL;
         c->a[i].present = 0;
-        if (!(s->args[i].optional && (!obj || obj == Py_None))) {
-            if (obtain(ctx, s, i, obj, &c->a[i]) < 0) return -1;
+        if (!(arg->optional && (!obj || obj == Py_None))) {
+            if (layer->obtain(held, s->name, arg->name, arg->index ? MK_OP_INDEX : MK_OP_FLOAT,
+                              arg->ndim, obj, &c->a[i]) < 0)
+                return -1;
             c->a[i].present = 1;
         }
         if (check_same(s, c, i + 1, &next) < 0) return -1;

@@ -1,14 +1,14 @@
-/* The arguments of the three fused ops, described once for both entry points: ops_binding.c
- * (NumPy arrays, manaka._core) and cuda_ops.c (GPU arrays, manaka._cuda).
+/* The fused ops' Python entry points, once for every backend: manaka._core runs them on
+ * NumPy arrays (python/core/ops_binding.c), manaka._cuda on GPU arrays
+ * (python/cuda/cuda_ops.c), both through mk_op_add_functions.
  *
  * One mk_op_spec per op names its arrays (role, dimensions, optional), how their shapes
  * must agree, where the tokens' vocabulary V comes from, what the range check covers
- * (core/check.h) and the shapes of its results. mk_op_prepare runs that description over
- * the arrays an entry point obtained, in one order, so a bad call raises the same
- * exception, worded the same, on either path; an entry point keeps only what truly
- * differs: how it turns a Python object into a buffer (mk_op_obtain), where the range
- * check runs (mk_find_fault or mk_find_fault_cuda over mk_op_rules), and which backend's
- * table runs the op (mk_op_spec.run). */
+ * (core/check.h) and the shapes of its results. The one entry point runs that description
+ * over a call's arguments, in one order, so a bad call raises the same exception, worded
+ * the same, on every backend; an extension gives only what truly differs, its array layer
+ * (mk_op_layer): how a Python object becomes a buffer, where the range check runs, how a
+ * result is made, and which backend's table runs the op. */
 #ifndef MANAKA_OP_ARGS_H
 #define MANAKA_OP_ARGS_H
 
@@ -55,8 +55,10 @@ typedef struct {
     mk_status (*run)(const mk_backend *backend, const mk_op_call *call, float *const *out);
     int8_t n_args;
     mk_op_arg args[MK_OP_ARRAYS]; /* in the order they are converted */
-    int8_t scalar;                /* MK_OP_ORDERS: an int >= 1, checked before any array;
-                                     MK_OP_NUM_PAIRS: V (V + 1) / 2 for some V */
+    int8_t n_positional;          /* the positional arguments: the arrays, then the scalar */
+    int8_t scalar;                /* the last positional argument, checked before any array:
+                                     MK_OP_ORDERS: an int >= 1; MK_OP_NUM_PAIRS: an int,
+                                     V (V + 1) / 2 for some V */
     int8_t n_same;
     mk_op_same same[5];
     /* a dimension that must be >= 1 (power_sums_backward's orders), checked after `same`;
@@ -73,9 +75,10 @@ typedef struct {
     int8_t vocab_kind;
     mk_op_dim vocab;
     const char *vocab_what, *vocab_words;
-    /* the results: float32 arrays of these shapes */
+    /* the results: float32 arrays of these shapes; out_names: the out= arrays' names */
     int8_t n_outs, out_ndim[2];
     mk_op_dim out[2][MK_OP_DIMS];
+    const char *out_names[2];
 } mk_op_spec;
 
 extern const mk_op_spec mk_op_gather_dot, mk_op_gather_dot_backward, mk_op_power_sums,
@@ -86,6 +89,7 @@ typedef struct {
     int64_t shape[MK_OP_DIMS];
     const void *data; /* NULL for an absent optional array */
     int present;      /* 0: an optional array given as None */
+    int readonly;     /* an out= array that may not be written */
 } mk_op_view;
 
 struct mk_op_call {
@@ -95,18 +99,40 @@ struct mk_op_call {
     int64_t out[2][MK_OP_DIMS]; /* the results' shapes */
 };
 
-/* An entry point's conversion of `obj` (never None) into spec->args[i]: fills view->shape
- * (and view->data, or later), keeps what it must release in ctx. 0, or -1 with an
- * exception naming the argument. */
-typedef int (*mk_op_obtain)(void *ctx, const mk_op_spec *spec, int i, PyObject *obj,
-                            mk_op_view *view);
+enum { MK_OP_FLOAT = 0, MK_OP_INDEX, MK_OP_OUT };
 
-/* Fills *call, of which only call->scalar is read (MK_OP_NUM_PAIRS: num_pairs, set by the
- * caller). Checks `scalar` (MK_OP_ORDERS: the orders object), converts every array of
- * `positional` (the call's positional arguments) through `obtain`, checks the shape
- * rules, finds V and the results' shapes. 0, or -1 with the exception set. No index is read: the range check is mk_op_rules'. */
-int mk_op_prepare(const mk_op_spec *spec, PyObject *const *positional, PyObject *scalar,
-                  mk_op_obtain obtain, void *ctx, mk_op_call *call);
+/* An extension's arrays as the ops read them. */
+typedef struct {
+    const mk_backend *backend; /* whose table runs the ops */
+    size_t held_bytes;         /* the layer's state for one call (zeroed at its start) */
+    /* Converts `obj` (never None) into the array `name` of `ndim` dimensions: MK_OP_INDEX
+     * any integer dtype (as int32), MK_OP_FLOAT float32, MK_OP_OUT a float32 result array
+     * written in place. Fills view->shape, view->readonly and view->data (or ready does);
+     * keeps in `held` what release must drop. 0, or -1 with an exception naming op and name. */
+    int (*obtain)(void *held, const char *op, const char *name, int kind, int ndim, PyObject *obj,
+                  mk_op_view *view);
+    /* Once every array is obtained: their data made readable by the backend (NULL: they are). */
+    int (*ready)(void *held, const char *op);
+    /* The range check, where the arrays are (called without the GIL). */
+    mk_status (*find_fault)(const mk_check *rules, mk_fault *fault);
+    /* A new float32 array of `shape`, *data its buffer; NULL with an exception. */
+    PyObject *(*empty)(int ndim, const int64_t *shape, float **data);
+    void (*release)(void *held);
+} mk_op_layer;
+
+/* Adds the six ops to `module`, run through `layer` (static: it outlives the module):
+ * op(arrays..., [scalar], *, out=None, check=True), the positional arguments as
+ * mk_op_spec.n_positional says; out= results written into these arrays instead of new ones
+ * (gather_dot_backward: a (grad_hidden, grad_table) tuple); check=False skips the index
+ * range check (an out-of-range index is then undefined behaviour: for the benchmarks). */
+int mk_op_add_functions(PyObject *module, const mk_op_layer *layer);
+
+/* Fills *call. Checks the scalar (the last of `positional`, the call's positional
+ * arguments), converts every array through layer->obtain, checks the shape rules, finds V
+ * and the results' shapes. 0, or -1 with the exception set. No index is read: the range
+ * check is mk_op_rules'. */
+int mk_op_prepare(const mk_op_spec *spec, PyObject *const *positional, const mk_op_layer *layer,
+                  void *held, mk_op_call *call);
 
 /* The range check of a prepared call (core/check.h), over call's data pointers. */
 mk_check mk_op_rules(const mk_op_spec *spec, const mk_op_call *call);

@@ -35,6 +35,20 @@ static PyObject *convert_field(int i, PyObject *obj) {
                               : mk_float32_arg(obj, "Batch", field_names[i], field_ndims[i]));
 }
 
+/* The rows of the NumPy fields among field[0 .. n) agree with tokens' (field[0], when it is
+ * one), policy_target's columns with legal's: 0, or -1 with a ValueError naming `op`. */
+static int host_shapes(const char *op, PyObject *const *field, int n) {
+#define HOST(i) (field[i] && PyArray_Check(field[i]))
+#define DIM(i, d) PyArray_DIM((PyArrayObject *)field[i], d)
+    for (int i = 1; HOST(0) && i < n; i++)
+        if (HOST(i) && mk_expect_rows(op, field_names[i], DIM(i, 0), DIM(0, 0)) < 0) return -1;
+    if (n > 5 && HOST(1) && HOST(5) && mk_expect_soft_columns(op, DIM(5, 1), DIM(1, 1)) < 0)
+        return -1;
+    return 0;
+#undef HOST
+#undef DIM
+}
+
 static int batch_init(mk_batch_object *self, PyObject *args, PyObject *kwargs) {
     static char *kw[] = {"tokens", "legal", "counts", "target", "value", "policy_target", NULL};
     PyObject *given[MK_BATCH_FIELDS] = {NULL, NULL, NULL, NULL, NULL, Py_None};
@@ -45,17 +59,7 @@ static int batch_init(mk_batch_object *self, PyObject *args, PyObject *kwargs) {
     for (int i = 0; i < MK_BATCH_FIELDS; i++)
         if (!(i == 5 && given[i] == Py_None) && !(field[i] = convert_field(i, given[i])))
             goto fail;
-    PyArrayObject *tokens = PyArray_Check(field[0]) ? (PyArrayObject *)field[0] : NULL;
-    PyArrayObject *legal = PyArray_Check(field[1]) ? (PyArrayObject *)field[1] : NULL;
-    for (int i = 1; tokens && i < MK_BATCH_FIELDS; i++)
-        if (field[i] && PyArray_Check(field[i]) &&
-            mk_expect_rows("Batch", field_names[i], PyArray_DIM((PyArrayObject *)field[i], 0),
-                           PyArray_DIM(tokens, 0)) < 0)
-            goto fail;
-    if (legal && field[5] && PyArray_Check(field[5]) &&
-        mk_expect_soft_columns("Batch", PyArray_DIM((PyArrayObject *)field[5], 1),
-                               PyArray_DIM(legal, 1)) < 0)
-        goto fail;
+    if (host_shapes("Batch", field, MK_BATCH_FIELDS) < 0) goto fail;
     for (int i = 0; i < MK_BATCH_FIELDS; i++) Py_XSETREF(self->field[i], field[i]);
     Py_CLEAR(self->loader);
     Py_CLEAR(self->owner);
@@ -178,12 +182,7 @@ int mk_batch_take(const char *op, PyObject *obj, int with_targets, const char *d
                 goto fail;
         }
         PyArrayObject **a = hold->a;
-        for (int i = 1; i < n; i++)
-            if (a[i] && mk_expect_rows(op, field_names[i], PyArray_DIM(a[i], 0),
-                                       PyArray_DIM(a[0], 0)) < 0)
-                goto fail;
-        if (a[5] && mk_expect_soft_columns(op, PyArray_DIM(a[5], 1), PyArray_DIM(a[1], 1)) < 0)
-            goto fail;
+        if (host_shapes(op, (PyObject **)a, n) < 0) goto fail;
         *out = (mk_batch){.B = PyArray_DIM(a[0], 0), .S = PyArray_DIM(a[0], 1),
                           .T = PyArray_DIM(a[0], 2), .L = PyArray_DIM(a[1], 1)};
         const void **data[MK_BATCH_FIELDS] = {

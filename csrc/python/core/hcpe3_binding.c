@@ -72,33 +72,23 @@ static PyObject *py_hcpe3_policy(PyObject *self, PyObject *args) {
     for (int i = 0; i < 5; i++)
         if (!(a[i] = flat_arg(o[i], types[i], names[i]))) goto done;
     npy_intp N = PyArray_DIM(a[1], 0), total = PyArray_DIM(a[3], 0);
-    const int64_t *info = PyArray_DATA(a[1]), *off = PyArray_DATA(a[4]);
-    if (PyArray_DIM(a[2], 0) != N || PyArray_DIM(a[4], 0) != N + 1 || off[0] != 0 || off[N] != total) {
-        PyErr_SetString(PyExc_ValueError, "shogi_hcpe3_policy: info, side and offsets disagree with labels");
-        goto done;
-    }
-    for (npy_intp i = 0; i < N; i++)
-        if (off[i + 1] < off[i] || off[i + 1] - off[i] > MK_SHOGI_MAX_MOVES || info[i] < 0 ||
-            info[i] >= PyArray_DIM(a[0], 0)) {
-            PyErr_Format(PyExc_ValueError, "shogi_hcpe3_policy: row %lld's offsets or info are out of range",
-                         (long long)i);
+    int64_t checked = -1; /* -1: the lengths disagree */
+    if (PyArray_DIM(a[2], 0) == N && PyArray_DIM(a[4], 0) == N + 1) {
+        if (!(policy = PyArray_SimpleNew(1, &total, NPY_FLOAT32)) ||
+            !(status = PyArray_SimpleNew(1, &N, NPY_INT32)))
             goto done;
-        }
-    if (!(policy = PyArray_SimpleNew(1, &total, NPY_FLOAT32)) || !(status = PyArray_SimpleNew(1, &N, NPY_INT32)))
-        goto done;
-    const uint8_t *data = PyArray_DATA(a[0]), *side = PyArray_DATA(a[2]);
-    const int32_t *labels = PyArray_DATA(a[3]);
-    float *p = PyArray_DATA((PyArrayObject *)policy);
-    int32_t *st = PyArray_DATA((PyArrayObject *)status);
-    int64_t size = PyArray_DIM(a[0], 0);
-    Py_BEGIN_ALLOW_THREADS;
-    for (npy_intp i = 0; i < N; i++) {
-        int n = (int)(off[i + 1] - off[i]);
-        st[i] = mk_hcpe3_policy(data + info[i], size - info[i], side[i] & 1, labels + off[i], n, p + off[i]);
-        if (st[i])
-            for (int l = 0; l < n; l++) p[off[i] + l] = 0.0f;
+#define D(x) PyArray_DATA((PyArrayObject *)x)
+        Py_BEGIN_ALLOW_THREADS;
+        checked = mk_hcpe3_policy_rows(D(a[0]), PyArray_DIM(a[0], 0), D(a[1]), D(a[2]), D(a[3]),
+                                       D(a[4]), N, total, D(policy), D(status));
+        Py_END_ALLOW_THREADS;
+#undef D
     }
-    Py_END_ALLOW_THREADS;
+    if (checked < 0)
+        PyErr_SetString(PyExc_ValueError, "shogi_hcpe3_policy: info, side and offsets disagree with labels");
+    else if (checked < N)
+        PyErr_Format(PyExc_ValueError, "shogi_hcpe3_policy: row %lld's offsets or info are out of range",
+                     (long long)checked);
 done:
     for (int i = 0; i < 5; i++) Py_XDECREF(a[i]);
     if (PyErr_Occurred()) {

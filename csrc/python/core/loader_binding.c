@@ -42,42 +42,6 @@ enum { FIELDS = MK_BATCH_FIELDS };
 
 static const char OP[] = "Loader";
 
-/* A borrowed, validated array: exact dtype, ndim, C-contiguous and aligned (it is read
- * in place by other threads: no copy of a memory-mapped file is ever made here). */
-static PyArrayObject *dataset_array(PyObject *obj, const char *name, int type1, int type2,
-                                    int ndim) {
-    if (!PyArray_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s: %s must be a NumPy array, got %s", OP, name,
-                     Py_TYPE(obj)->tp_name);
-        return NULL;
-    }
-    PyArrayObject *a = (PyArrayObject *)obj;
-    if (PyArray_TYPE(a) != type1 && PyArray_TYPE(a) != type2) {
-        PyObject *dtype = PyObject_Str((PyObject *)PyArray_DESCR(a));
-        PyErr_Format(PyExc_TypeError, "%s: %s has dtype %S, not the dataset format's", OP, name,
-                     dtype);
-        Py_XDECREF(dtype);
-        return NULL;
-    }
-    if (PyArray_NDIM(a) != ndim) {
-        PyErr_Format(PyExc_ValueError, "%s: %s must have %d dimension(s), got %d", OP, name, ndim,
-                     PyArray_NDIM(a));
-        return NULL;
-    }
-    if (!PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a)) {
-        PyErr_Format(PyExc_ValueError, "%s: %s must be C-contiguous and aligned", OP, name);
-        return NULL;
-    }
-    return a;
-}
-
-static int check_len(PyArrayObject *a, const char *name, int64_t want, const char *why) {
-    if ((int64_t)PyArray_DIM(a, 0) == want) return 0;
-    PyErr_Format(PyExc_ValueError, "%s: %s has %lld entries, expected %lld (%s)", OP, name,
-                 (long long)PyArray_DIM(a, 0), (long long)want, why);
-    return -1;
-}
-
 /* The row source `obj` offers (python/common/row_source_capsule.h): its capsule's, with
  * *capsule a new reference to it; NULL for an object that offers none (an array), or NULL
  * with an exception when its capsule is not one. */
@@ -166,43 +130,13 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kwds) {
         return status;
     }
     if (PyErr_Occurred()) return -1;
-    PyArrayObject *tokens, *offsets, *moves, *target, *value, *policy = NULL;
-    if (!(tokens = dataset_array(obj[0], "tokens", NPY_INT16, NPY_INT16, 3))) return -1;
-    if (!(offsets = dataset_array(obj[1], "legal_offsets", NPY_INT64, NPY_INT64, 1))) return -1;
-    if (!(moves = dataset_array(obj[2], "legal_moves", NPY_INT16, NPY_INT32, 1))) return -1;
-    if (!(target = dataset_array(obj[3], "target", NPY_INT32, NPY_INT32, 1))) return -1;
-    if (!(value = dataset_array(obj[4], "value", NPY_FLOAT32, NPY_FLOAT32, 1))) return -1;
-    if (obj[5] != Py_None &&
-        !(policy = dataset_array(obj[5], "policy_target", NPY_FLOAT32, NPY_FLOAT32, 1)))
+    /* the dataset's vocabularies, which Dataset validated it against: each packed batch is
+     * checked against them again (the files may change), 0 = never vouch */
+    mk_dataset_view data;
+    if (mk_dataset_arg(OP, obj, num_tokens > 0 ? num_tokens : 0, num_moves > 0 ? num_moves : 0,
+                       &data) < 0)
         return -1;
-    int64_t N = PyArray_DIM(tokens, 0);
-    if (PyArray_DIM(tokens, 1) != 2) {
-        PyErr_Format(PyExc_ValueError, "%s: tokens must be [N, 2, T], got shape[1] = %lld", OP,
-                     (long long)PyArray_DIM(tokens, 1));
-        return -1;
-    }
-    if (check_len(offsets, "legal_offsets", N + 1, "N + 1") ||
-        check_len(target, "target", N, "N = tokens.shape[0]") ||
-        check_len(value, "value", N, "N = tokens.shape[0]") ||
-        (policy && check_len(policy, "policy_target", PyArray_DIM(moves, 0), "len(legal_moves)")))
-        return -1;
-    mk_dataset_view data = {
-        .num_positions = N,
-        .tokens_per_side = PyArray_DIM(tokens, 2),
-        .tokens = PyArray_DATA(tokens),
-        .legal_offsets = PyArray_DATA(offsets),
-        .legal_moves = PyArray_DATA(moves),
-        .total_moves = PyArray_DIM(moves, 0),
-        .moves_itemsize = (int)PyArray_ITEMSIZE(moves),
-        .target = PyArray_DATA(target),
-        .value = PyArray_DATA(value),
-        .policy_target = policy ? PyArray_DATA(policy) : NULL,
-        /* the dataset's vocabularies, which Dataset validated it against: each packed batch
-         * is checked against them again (the files may change), 0 = never vouch */
-        .num_tokens = num_tokens > 0 ? num_tokens : 0,
-        .num_moves = num_moves > 0 ? num_moves : 0,
-    };
-    return finish_init(self, &data, &config, obj, policy ? 6 : 5);
+    return finish_init(self, &data, &config, obj, obj[5] != Py_None ? 6 : 5);
 }
 
 static void Loader_dealloc(LoaderObject *self) {
@@ -219,10 +153,7 @@ static void Loader_dealloc(LoaderObject *self) {
  * a step reads the held batch (a next() or start() would let the producers refill its
  * slot); else the held batch's handles go stale. */
 static int enter(LoaderObject *self) {
-    if (!self->loader) {
-        PyErr_SetString(PyExc_RuntimeError, "Loader: not initialised");
-        return -1;
-    }
+    MK_REQUIRE(self->loader, "Loader", -1);
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError,
                         "Loader: already in use by another thread (one consumer at a time)");
@@ -367,10 +298,7 @@ static PyObject *Loader_next(LoaderObject *self, PyObject *cls) {
 }
 
 static PyObject *Loader_stats(LoaderObject *self, PyObject *unused) {
-    if (!self->loader) {
-        PyErr_SetString(PyExc_RuntimeError, "Loader: not initialised");
-        return NULL;
-    }
+    MK_REQUIRE(self->loader, "Loader", NULL);
     mk_loader_stats st;
     mk_loader_get_stats(self->loader, &st);
     return Py_BuildValue("{s:L,s:L,s:d,s:i,s:i,s:i,s:L}", "batches", (long long)st.batches,

@@ -27,16 +27,6 @@ static char *config_fields[] = {"num_tokens", "num_moves", "tokens_per_side", "e
 #define CONFIG_FIELDS 12
 #define FIRST_COUNT_FIELD 8 /* move_pairs and the board: counts that may be 0 (mk_config_check_count) */
 
-PyObject *mk_config_int_arg(PyObject *obj, const char *op, const char *name) {
-    PyObject *value = !PyBool_Check(obj) && PyIndex_Check(obj) ? PyNumber_Index(obj) : NULL;
-    if (!value && (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError))) {
-        PyErr_Clear(); /* also an __index__ that refuses: the message names the argument */
-        PyErr_Format(PyExc_TypeError, "%s: %s must be an int, got %s", op, name,
-                     Py_TYPE(obj)->tp_name);
-    }
-    return value;
-}
-
 /* One width of a model config as a Python int (new reference), *out holding it, or NULL.
  * The binding converts its type only (mk_config_int_arg); the rules are C's (model.h).
  * It words only what C cannot hold, a value outside int64: below, the rule of every
@@ -205,13 +195,6 @@ static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
     return 0;
 }
 
-/* Methods called on a Model whose __init__ failed or never ran raise instead of crashing. */
-#define REQUIRE_MODEL(self, ret)                                                              \
-    if (!(self)->model) {                                                                     \
-        PyErr_SetString(PyExc_RuntimeError, "manaka._core.Model: not initialised");           \
-        return ret;                                                                           \
-    }
-
 static void model_dealloc(mk_model_object *self) {
     mk_model_destroy(self->model); /* first: waits for every step that reads a kept batch */
     for (int k = 0; k < MK_STAGING_SLOTS; k++) Py_CLEAR(self->keep[k]);
@@ -225,7 +208,7 @@ static PyObject *shape_tuple(const mk_tensor *t) {
 
 /* [(name, shape, decay)] in parameter order. */
 static PyObject *model_tensors(mk_model_object *self, PyObject *unused) {
-    REQUIRE_MODEL(self, NULL);
+    MK_REQUIRE(self->model, "Model", NULL);
     int n = mk_model_num_tensors(self->model);
     PyObject *list = PyList_New(n);
     if (!list) return NULL;
@@ -245,7 +228,7 @@ static PyObject *model_tensors(mk_model_object *self, PyObject *unused) {
 /* [(name, kind, decay, offset, size, [tensor names])]: the parameter groups the trainer
  * updates (mk_model_param_groups), in placement order, offsets and sizes in floats. */
 static PyObject *model_param_groups(mk_model_object *self, PyObject *unused) {
-    REQUIRE_MODEL(self, NULL);
+    MK_REQUIRE(self->model, "Model", NULL);
     mk_param_group groups[MK_MAX_PARAM_GROUPS];
     int n = mk_model_param_groups(self->model, groups, MK_MAX_PARAM_GROUPS);
     PyObject *list = PyList_New(n);
@@ -280,13 +263,13 @@ const mk_tensor *mk_tensor_named(mk_model *model, const char *name, const char *
     return mk_model_tensor(model, i);
 }
 
-static const mk_tensor *find(mk_model *model, PyObject *name_o, const char *op) {
+static const mk_tensor *find(mk_model *model, PyObject *name_o, const char *op, int *index) {
     const char *name = PyUnicode_Check(name_o) ? PyUnicode_AsUTF8(name_o) : NULL;
     if (!name) {
         if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s: name must be a str", op);
         return NULL;
     }
-    return mk_tensor_named(model, name, op, NULL);
+    return mk_tensor_named(model, name, op, index);
 }
 
 static void shape_of(const mk_tensor *t, npy_intp *dims) {
@@ -303,8 +286,8 @@ PyObject *mk_tensor_empty(const mk_tensor *t) {
 /* address(name) -> (pointer, shape): where the live parameter sits in the backend's memory
  * (a device pointer on a GPU backend), for zero-copy views such as manaka.DeviceArray. */
 static PyObject *model_address(mk_model_object *self, PyObject *name) {
-    REQUIRE_MODEL(self, NULL);
-    const mk_tensor *t = find(self->model, name, "Model.parameters");
+    MK_REQUIRE(self->model, "Model", NULL);
+    const mk_tensor *t = find(self->model, name, "Model.parameters", NULL);
     if (!t) return NULL;
     PyObject *shape = shape_tuple(t);
     if (!shape) return NULL;
@@ -314,8 +297,8 @@ static PyObject *model_address(mk_model_object *self, PyObject *name) {
 
 /* view(name): the live parameter as a NumPy view (backends with host memory only). */
 static PyObject *model_view(mk_model_object *self, PyObject *name) {
-    REQUIRE_MODEL(self, NULL);
-    const mk_tensor *t = find(self->model, name, "Model.parameters");
+    MK_REQUIRE(self->model, "Model", NULL);
+    const mk_tensor *t = find(self->model, name, "Model.parameters", NULL);
     if (!t) return NULL;
     if (!mk_model_backend(self->model)->host_memory) {
         PyErr_SetString(PyExc_RuntimeError,
@@ -328,39 +311,40 @@ static PyObject *model_view(mk_model_object *self, PyObject *name) {
                          (PyObject *)self);
 }
 
-/* Copies t's floats at `src` in the backend's memory into a new host array. */
-static PyObject *read_tensor(mk_model_object *self, const mk_tensor *t, const float *src,
-                             const char *op) {
-    PyObject *out = mk_tensor_empty(t);
-    if (!out) return NULL;
-    if (mk_model_acquire(self, op) < 0) {
-        Py_DECREF(out);
-        return NULL;
-    }
+PyObject *mk_tensor_copy(mk_model_object *self, const char *op, int index, PyObject *value,
+                         mk_trainer *moments, int kind) {
+    const mk_tensor *t = mk_model_tensor(self->model, index);
+    PyArrayObject *arr = value ? mk_tensor_arg(t, value, op) : (PyArrayObject *)mk_tensor_empty(t);
+    if (!arr) return NULL;
+    if (mk_model_acquire(self, op) < 0) return Py_DECREF(arr), NULL;
     const mk_backend *be = mk_model_backend(self->model);
+    void *stream = mk_model_stream(self->model);
+    float *host = PyArray_DATA(arr);
+    float *dev = (kind ? mk_model_grads(self->model) : mk_model_params(self->model)) + t->offset;
+    const size_t bytes = (size_t)t->numel * sizeof(float);
     mk_status status;
     Py_BEGIN_ALLOW_THREADS;
-    status = be->to_host(mk_model_stream(self->model), PyArray_DATA((PyArrayObject *)out), src,
-                         (size_t)t->numel * sizeof(float));
+    if (moments)
+        status = value ? mk_trainer_write_moment(moments, kind, index, host)
+                       : mk_trainer_read_moment(moments, kind, index, host);
+    else
+        status = value ? be->to_device(stream, dev, host, bytes) : be->to_host(stream, host, dev, bytes);
     Py_END_ALLOW_THREADS;
     mk_model_release(self);
-    if (status != MK_OK) {
-        Py_DECREF(out);
-        return mk_raise_status(status);
-    }
-    return out;
+    if (status != MK_OK) return Py_DECREF(arr), mk_raise_status(status);
+    if (!value) return (PyObject *)arr;
+    Py_DECREF(arr);
+    Py_RETURN_NONE;
 }
 
 /* read(name, grad=False): a copy of the parameter (or of its last gradient). */
 static PyObject *model_read(mk_model_object *self, PyObject *args) {
-    REQUIRE_MODEL(self, NULL);
+    MK_REQUIRE(self->model, "Model", NULL);
     PyObject *name;
-    int grad = 0;
+    int grad = 0, index;
     if (!PyArg_ParseTuple(args, "O|p", &name, &grad)) return NULL;
-    const mk_tensor *t = find(self->model, name, "Model.state_dict");
-    if (!t) return NULL;
-    float *base = grad ? mk_model_grads(self->model) : mk_model_params(self->model);
-    return read_tensor(self, t, base + t->offset, "Model.state_dict");
+    if (!find(self->model, name, "Model.state_dict", &index)) return NULL;
+    return mk_tensor_copy(self, "Model.state_dict", index, NULL, NULL, grad);
 }
 
 /* Checks `value` is a float32 array of t's exact shape; new reference or NULL. */
@@ -382,28 +366,13 @@ PyArrayObject *mk_tensor_arg(const mk_tensor *t, PyObject *value, const char *op
 
 /* write(name, array): copies a float32 array of the tensor's shape into the parameter. */
 static PyObject *model_write(mk_model_object *self, PyObject *args) {
-    REQUIRE_MODEL(self, NULL);
+    MK_REQUIRE(self->model, "Model", NULL);
     PyObject *name, *value;
+    int index;
     static const char op[] = "Model.load_state_dict";
     if (!PyArg_ParseTuple(args, "OO", &name, &value)) return NULL;
-    const mk_tensor *t = find(self->model, name, op);
-    if (!t) return NULL;
-    PyArrayObject *arr = mk_tensor_arg(t, value, op);
-    if (!arr) return NULL;
-    if (mk_model_acquire(self, op) < 0) {
-        Py_DECREF(arr);
-        return NULL;
-    }
-    const mk_backend *be = mk_model_backend(self->model);
-    mk_status status;
-    Py_BEGIN_ALLOW_THREADS;
-    status = be->to_device(mk_model_stream(self->model), mk_model_params(self->model) + t->offset,
-                           PyArray_DATA(arr), (size_t)t->numel * sizeof(float));
-    Py_END_ALLOW_THREADS;
-    mk_model_release(self);
-    Py_DECREF(arr);
-    if (status != MK_OK) return mk_raise_status(status);
-    Py_RETURN_NONE;
+    if (!find(self->model, name, op, &index)) return NULL;
+    return mk_tensor_copy(self, op, index, value, NULL, 0);
 }
 
 int mk_model_batch_begin(mk_model_object *self, const char *op, PyObject *obj, int with_targets,
@@ -434,7 +403,7 @@ void mk_model_batch_end(mk_model_object *self, int slot, mk_batch_hold *hold) {
 
 /* forward(batch) -> (logits, value): reads tokens, legal and counts of a _core.Batch. */
 static PyObject *model_forward(mk_model_object *self, PyObject *obj) {
-    REQUIRE_MODEL(self, NULL);
+    MK_REQUIRE(self->model, "Model", NULL);
     mk_batch_hold hold;
     mk_batch batch;
     int slot = mk_model_batch_begin(self, "Model.forward", obj, 0, &hold, &batch);
@@ -461,7 +430,7 @@ static PyObject *model_forward(mk_model_object *self, PyObject *obj) {
 /* loss_and_grad(batch, value_weight) -> stats (float32 [MK_STAT_COUNT]); gradients stay in
  * the model, read with read(name, True). mk_model_loss_and_grad checks value_weight. */
 static PyObject *model_loss_and_grad(mk_model_object *self, PyObject *args) {
-    REQUIRE_MODEL(self, NULL);
+    MK_REQUIRE(self->model, "Model", NULL);
     PyObject *obj, *stats;
     double value_weight;
     mk_batch_hold hold;
@@ -483,29 +452,20 @@ static PyObject *model_loss_and_grad(mk_model_object *self, PyObject *args) {
     return mk_raise_status(status);
 }
 
-static PyObject *model_backend(mk_model_object *self, void *closure) {
-    REQUIRE_MODEL(self, NULL);
-    return PyUnicode_FromString(mk_model_backend(self->model)->name);
-}
-static PyObject *model_fused_head(mk_model_object *self, void *closure) {
-    REQUIRE_MODEL(self, NULL);
-    return PyBool_FromLong(mk_model_fused_policy_head(self->model));
-}
-static PyObject *model_stream(mk_model_object *self, void *closure) {
-    REQUIRE_MODEL(self, NULL);
-    return PyLong_FromVoidPtr(mk_model_stream(self->model)); /* 0: the legacy default stream */
-}
-static PyObject *model_copy_stream(mk_model_object *self, void *closure) {
-    REQUIRE_MODEL(self, NULL);
-    return PyLong_FromVoidPtr(mk_model_copy_stream(self->model)); /* 0: none */
-}
-static PyObject *model_batch_scans(mk_model_object *self, void *closure) {
-    REQUIRE_MODEL(self, NULL);
-    return PyLong_FromLongLong(mk_model_batch_scans(self->model));
-}
-static PyObject *model_arena_bytes(mk_model_object *self, void *closure) {
-    REQUIRE_MODEL(self, NULL);
-    return PyLong_FromSize_t(mk_model_arena_bytes(self->model));
+enum { GET_BACKEND, GET_FUSED_HEAD, GET_STREAM, GET_COPY_STREAM, GET_BATCH_SCANS, GET_ARENA };
+
+/* The read-only properties (model_getset), by their closure. */
+static PyObject *model_get(mk_model_object *self, void *which) {
+    MK_REQUIRE(self->model, "Model", NULL);
+    mk_model *m = self->model;
+    switch ((intptr_t)which) {
+    case GET_BACKEND: return PyUnicode_FromString(mk_model_backend(m)->name);
+    case GET_FUSED_HEAD: return PyBool_FromLong(mk_model_fused_policy_head(m));
+    case GET_STREAM: return PyLong_FromVoidPtr(mk_model_stream(m)); /* 0: the legacy default */
+    case GET_COPY_STREAM: return PyLong_FromVoidPtr(mk_model_copy_stream(m)); /* 0: none */
+    case GET_BATCH_SCANS: return PyLong_FromLongLong(mk_model_batch_scans(m));
+    default: return PyLong_FromSize_t(mk_model_arena_bytes(m));
+    }
 }
 
 /* arena_bytes_for(B, L) -> (bytes, scratch bytes) of the activation arena a step on a
@@ -513,7 +473,7 @@ static PyObject *model_arena_bytes(mk_model_object *self, void *closure) {
  * (MemoryError / ValueError naming B and L), without allocating: tests reach the
  * checked arithmetic of model.c with shapes no machine could hold. */
 static PyObject *model_arena_bytes_for(mk_model_object *self, PyObject *args) {
-    REQUIRE_MODEL(self, NULL);
+    MK_REQUIRE(self->model, "Model", NULL);
     long long B, L;
     if (!PyArg_ParseTuple(args, "LL", &B, &L)) return NULL;
     size_t bytes, work;
@@ -547,17 +507,19 @@ static PyMethodDef model_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 static PyGetSetDef model_getset[] = {
-    {"backend", (getter)model_backend, NULL, "the backend's name", NULL},
-    {"arena_bytes", (getter)model_arena_bytes, NULL, "bytes of activation arena", NULL},
-    {"batch_scans", (getter)model_batch_scans, NULL,
+    {"backend", (getter)model_get, NULL, "the backend's name", (void *)GET_BACKEND},
+    {"arena_bytes", (getter)model_get, NULL, "bytes of activation arena", (void *)GET_ARENA},
+    {"batch_scans", (getter)model_get, NULL,
      "batches whose every entry this model checked (a loader's batch, checked by its "
-     "producer, is not counted)", NULL},
-    {"fused_head", (getter)model_fused_head, NULL,
-     "True if the training step runs the fused policy head", NULL},
-    {"stream", (getter)model_stream, NULL,
-     "the stream the model's steps run on (a cudaStream_t as an int; 0: legacy default)", NULL},
-    {"copy_stream", (getter)model_copy_stream, NULL,
-     "the batch copy stream (a cudaStream_t as an int; 0 when the backend has none)", NULL},
+     "producer, is not counted)", (void *)GET_BATCH_SCANS},
+    {"fused_head", (getter)model_get, NULL,
+     "True if the training step runs the fused policy head", (void *)GET_FUSED_HEAD},
+    {"stream", (getter)model_get, NULL,
+     "the stream the model's steps run on (a cudaStream_t as an int; 0: legacy default)",
+     (void *)GET_STREAM},
+    {"copy_stream", (getter)model_get, NULL,
+     "the batch copy stream (a cudaStream_t as an int; 0 when the backend has none)",
+     (void *)GET_COPY_STREAM},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

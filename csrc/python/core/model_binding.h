@@ -6,6 +6,8 @@
 #include "core/batch.h"
 #include "core/staging_slots.h"
 #include "core/model.h"
+#include "core/trainer.h"
+#include "data/loader.h"
 
 /* _core.Model. `busy` is set (under the GIL) while a call runs without the GIL, so a second
  * thread using the same model gets an error instead of a data race. `keep[slot]` holds the
@@ -89,10 +91,21 @@ PyObject *mk_tensor_empty(const mk_tensor *t);
  * an exception naming the tensor. */
 PyArrayObject *mk_tensor_arg(const mk_tensor *t, PyObject *value, const char *op);
 
-/* An int argument of a configuration as a Python int (new reference): a Python int or
- * anything with __index__ (a NumPy integer), not a bool; else NULL with a TypeError
- * "<op>: <name> must be an int, got <type>". Its rules are C's. */
-PyObject *mk_config_int_arg(PyObject *obj, const char *op, const char *name);
+/* Copies tensor `index` between a host array and the backend's memory, with the model held
+ * and the GIL released: `value` NULL reads it into a new array (returned), else `value`,
+ * checked against the tensor (mk_tensor_arg), is written (None returned). `moments` NULL:
+ * the parameters (kind 0) or, read only, their last gradient (kind 1); else that trainer's
+ * AdamW moment `kind` (0 exp_avg, 1 exp_avg_sq). NULL with an exception naming `op`. */
+PyObject *mk_tensor_copy(mk_model_object *self, const char *op, int index, PyObject *value,
+                         mk_trainer *moments, int kind);
 
 int mk_init_trainer(PyObject *module);
+
+/* dataset_binding.c: the dataset's arrays obj = (tokens, legal_offsets, legal_moves, target,
+ * value, policy_target or None) as *view over vocabularies V and M (0: none), read in place
+ * (by other threads too: no copy of a memory-mapped file is made; the caller keeps obj
+ * alive): exact dtypes and dimensions, C-contiguous, aligned, lengths agreeing. 0, or -1
+ * with an exception naming `op` and the array. */
+int mk_dataset_arg(const char *op, PyObject *const obj[6], int64_t V, int64_t M,
+                   mk_dataset_view *view);
 #endif

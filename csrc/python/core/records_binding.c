@@ -1,16 +1,25 @@
-/* Record files from Python, for any game's binding: see records_binding.h. */
-#include "records_binding.h"
+/* Record files from Python, for any game: map_records, and _core.GameRecords, the row source
+ * over a game's record files (csrc/data/record_source.h) that the game hands over as a
+ * capsule (python/common/row_source_capsule.h): shogi's from _core.shogi_game, the toy game's
+ * from manaka._testing. */
+#include "python/common/binding.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
+#include "data/record_source.h"
 #include "python/common/row_source_capsule.h"
 
-int mk_record_files_arg(mk_record_files *rf, const mk_record_game *game, PyObject *arrays,
-                        PyObject *names, int skip, const char *who) {
+static const char OP[] = "GameRecords";
+
+/* *rf from `arrays` (a list of C-contiguous uint8 [n, record_bytes] arrays, read in place by
+ * the producers: the caller keeps the list alive) and `names` (a list of str as long): 0,
+ * or -1 with an exception. */
+static int record_files_arg(mk_record_files *rf, const mk_record_game *game, PyObject *arrays,
+                            PyObject *names, int skip) {
     Py_ssize_t n = PyList_GET_SIZE(arrays);
     if (n < 1 || n != PyList_GET_SIZE(names) || n > 1 << 20) {
-        PyErr_Format(PyExc_ValueError, "%s: files and names must be equal, non-empty lists", who);
+        PyErr_Format(PyExc_ValueError, "%s: files and names must be equal, non-empty lists", OP);
         return -1;
     }
     const uint8_t **data = calloc((size_t)n, sizeof *data);
@@ -25,14 +34,14 @@ int mk_record_files_arg(mk_record_files *rf, const mk_record_game *game, PyObjec
             PyArray_NDIM((PyArrayObject *)a) != 2 ||
             PyArray_DIM((PyArrayObject *)a, 1) != game->record_bytes ||
             !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)a)) {
-            PyErr_Format(PyExc_ValueError, "%s: files[%zd] must be a C-contiguous uint8 [n, %lld] array", who, i,
+            PyErr_Format(PyExc_ValueError, "%s: files[%zd] must be a C-contiguous uint8 [n, %lld] array", OP, i,
                          (long long)game->record_bytes);
             ok = 0;
             break;
         }
         text[i] = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
         if (!text[i]) {
-            if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s: names[%zd] must be a str", who, i);
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s: names[%zd] must be a str", OP, i);
             ok = 0;
             break;
         }
@@ -42,7 +51,7 @@ int mk_record_files_arg(mk_record_files *rf, const mk_record_game *game, PyObjec
     if (ok) {
         mk_status status = mk_record_files_init(rf, game, (int)n, data, records, text, skip);
         if (status != MK_OK) {
-            mk_raise_where(who, status);
+            mk_raise_where(OP, status);
             ok = 0;
         }
     }
@@ -61,18 +70,21 @@ static void mapping_free(PyObject *capsule) {
     free(m);
 }
 
-PyObject *mk_map_records_value(PyObject *path, int64_t width, const char *who) {
-    const char *name = PyBytes_AS_STRING(path);
+/* map_records(path, record_bytes, who="map_records") -> (records uint8 [n, record_bytes]
+ * read-only, file size in bytes): any game's fixed-width records, the file's whole records
+ * memory-mapped (mk_map_records), unmapped when the array goes. Errors start with `who` (a
+ * game's name: "shogi"): an OSError, or a ValueError "<who>: <path> is not a regular file". */
+static PyObject *map_file(const char *path, int64_t width, const char *who) {
     mk_record_map map;
     int err;
     Py_BEGIN_ALLOW_THREADS;
-    err = mk_map_records(name, width, &map);
+    err = mk_map_records(path, width, &map);
     Py_END_ALLOW_THREADS;
     if (err > 0) {
         errno = err;
-        return PyErr_SetFromErrnoWithFilename(PyExc_OSError, name);
+        return PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
     }
-    if (err < 0) return PyErr_Format(PyExc_ValueError, "%s: %s is not a regular file", who, name);
+    if (err < 0) return PyErr_Format(PyExc_ValueError, "%s: %s is not a regular file", who, path);
     npy_intp dims[2] = {(npy_intp)(map.len / (size_t)width), (npy_intp)width};
     PyObject *arr;
     if (map.len) {
@@ -98,40 +110,24 @@ PyObject *mk_map_records_value(PyObject *path, int64_t width, const char *who) {
     return Py_BuildValue("NL", arr, (long long)map.size);
 }
 
-static void capsule_release(PyObject *capsule) {
-    PyObject *owner = PyCapsule_GetContext(capsule);
-    Py_XDECREF(owner);
-}
-
-PyObject *mk_row_source_capsule(PyObject *owner, const mk_row_source *source) {
-    PyObject *capsule = PyCapsule_New((void *)source, MK_ROW_SOURCE_CAPSULE, capsule_release);
-    if (!capsule) return NULL;
-    if (PyCapsule_SetContext(capsule, Py_NewRef(owner)) < 0) {
-        Py_DECREF(owner);
-        Py_DECREF(capsule);
-        return NULL;
-    }
-    return capsule;
-}
-
-/* map_records(path, record_bytes) -> (records uint8 [n, record_bytes] read-only, file size
- * in bytes): any game's fixed-width records, memory-mapped (mk_map_records_value). */
 static PyObject *py_map_records(PyObject *self, PyObject *args) {
     PyObject *path;
     long long width;
-    if (!PyArg_ParseTuple(args, "O&L", PyUnicode_FSConverter, &path, &width)) return NULL;
+    const char *who = "map_records";
+    if (!PyArg_ParseTuple(args, "O&L|s", PyUnicode_FSConverter, &path, &width, &who)) return NULL;
     PyObject *out = NULL;
     if (width < 1 || width > 1 << 20)
-        PyErr_Format(PyExc_ValueError, "map_records: record_bytes must be in [1, 2^20], got %lld", width);
+        PyErr_Format(PyExc_ValueError, "%s: record_bytes must be in [1, 2^20], got %lld", who, width);
     else
-        out = mk_map_records_value(path, width, "map_records");
+        out = map_file(PyBytes_AS_STRING(path), width, who);
     Py_DECREF(path);
     return out;
 }
 
+
 /* _core.GameRecords(game, files, names, skip): the record files of any game as a row source
  * for the Loader; game a MK_RECORD_GAME_CAPSULE capsule (row_source_capsule.h), files and
- * names as mk_record_files_arg's. len() is the number of rows, locate(row) -> (file, record
+ * names as record_files_arg's. len() is the number of rows, locate(row) -> (file, record
  * index, variant). */
 typedef struct {
     PyObject_HEAD
@@ -166,26 +162,22 @@ static int GameRecords_init(GameRecordsObject *self, PyObject *args, PyObject *k
                      MK_RECORD_GAME_CAPSULE, Py_TYPE(game)->tp_name);
         return -1;
     }
-    if (mk_record_files_arg(&self->files, g, files, names, skip, "GameRecords") < 0) return -1;
+    if (record_files_arg(&self->files, g, files, names, skip) < 0) return -1;
     self->source = mk_record_row_source(&self->files);
     Py_XSETREF(self->game, Py_NewRef(game));
     self->arrays = Py_NewRef(files);
     return 0;
 }
 
-static int initialised(GameRecordsObject *self) {
-    if (self->arrays) return 1;
-    PyErr_SetString(PyExc_RuntimeError, "GameRecords: not initialised");
-    return 0;
-}
-
 static PyObject *GameRecords_capsule(GameRecordsObject *self, void *closure) {
-    return initialised(self) ? mk_row_source_capsule((PyObject *)self, &self->source) : NULL;
+    MK_REQUIRE(self->arrays, "GameRecords", NULL);
+    return mk_owned_capsule(&self->source, MK_ROW_SOURCE_CAPSULE, (PyObject *)self);
 }
 
 static PyObject *GameRecords_locate(GameRecordsObject *self, PyObject *args) {
     long long row;
-    if (!PyArg_ParseTuple(args, "L", &row) || !initialised(self)) return NULL;
+    MK_REQUIRE(self->arrays, "GameRecords", NULL);
+    if (!PyArg_ParseTuple(args, "L", &row)) return NULL;
     if (row < 0 || row >= self->source.num_rows)
         return PyErr_Format(PyExc_IndexError, "GameRecords: row %lld is out of range for %lld rows", row,
                             (long long)self->source.num_rows);
@@ -226,7 +218,7 @@ static PyTypeObject GameRecordsType = {
 
 static PyMethodDef records_methods[] = {
     {"map_records", py_map_records, METH_VARARGS,
-     "map_records(path, record_bytes) -> (records uint8 [n, record_bytes] read-only, size): "
+     "map_records(path, record_bytes, who='map_records') -> (records uint8 [n, record_bytes] read-only, size): "
      "memory-mapped, no file descriptor kept"},
     {NULL, NULL, 0, NULL},
 };

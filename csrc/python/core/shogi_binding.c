@@ -9,14 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "records_binding.h"
+#include "python/common/row_source_capsule.h"
 #include "shogi/hcpe3.h"
 #include "shogi/move_apply.h"
 #include "shogi/record_game.h"
 #include "shogi/records.h"
 
-/* Reads (board, hand, side) into *pos; 0, or -1 with an exception. */
-static int position_arg(PyObject *board, PyObject *hand, int side, mk_shogi_pos *pos) {
+/* Reads the call's arguments (board, hand, side) into *pos, and after them what `format`
+ * ("OOi" and "i", "|i" or nothing) says into *extra; 0, or -1 with an exception. */
+static int position_args(PyObject *args, const char *format, mk_shogi_pos *pos, int *extra) {
+    PyObject *board, *hand;
+    int side;
+    if (!PyArg_ParseTuple(args, format, &board, &hand, &side, extra)) return -1;
     Py_buffer b, h;
     if (PyObject_GetBuffer(board, &b, PyBUF_SIMPLE) < 0) return -1;
     if (PyObject_GetBuffer(hand, &h, PyBUF_SIMPLE) < 0) {
@@ -42,14 +46,6 @@ static int position_arg(PyObject *board, PyObject *hand, int side, mk_shogi_pos 
     return 0;
 }
 
-/* Reads the call's arguments (board, hand, side) into *pos; 0, or -1 with an exception. */
-static int position_args(PyObject *args, mk_shogi_pos *pos) {
-    PyObject *board, *hand;
-    int side;
-    if (!PyArg_ParseTuple(args, "OOi", &board, &hand, &side)) return -1;
-    return position_arg(board, hand, side, pos);
-}
-
 /* A move label encoding (MK_SHOGI_MOVES_*) or -1 with a ValueError. */
 static int moves_arg(int moves) {
     if (mk_shogi_num_labels(moves) > 0) return moves;
@@ -57,20 +53,13 @@ static int moves_arg(int moves) {
     return -1;
 }
 
-static PyObject *new_array(int ndim, npy_intp *dims, int type) {
-    return PyArray_SimpleNew(ndim, dims, type);
-}
-
 /* shogi_analyse(board, hand, side, moves=0) -> (status, moves int32 [n], labels int32 [n],
  * tokens int32 [2, 40]); moves in generation order, labels the moves' own in encoding
  * `moves` (MK_SHOGI_MOVES_*). A position that fails validation has status != 0 and no moves. */
 static PyObject *py_analyse(PyObject *self, PyObject *args) {
     mk_shogi_pos pos;
-    PyObject *board, *hand;
-    int side, encoding = MK_SHOGI_MOVES_DLSHOGI;
-    if (!PyArg_ParseTuple(args, "OOi|i", &board, &hand, &side, &encoding) || moves_arg(encoding) < 0 ||
-        position_arg(board, hand, side, &pos) < 0)
-        return NULL;
+    int encoding = MK_SHOGI_MOVES_DLSHOGI;
+    if (position_args(args, "OOi|i", &pos, &encoding) < 0 || moves_arg(encoding) < 0) return NULL;
     int status = mk_shogi_validate(&pos);
     uint16_t moves[MK_SHOGI_MAX_MOVES];
     int32_t labels[MK_SHOGI_MAX_MOVES];
@@ -85,8 +74,8 @@ static PyObject *py_analyse(PyObject *self, PyObject *args) {
         }
     if (n > 0 && encoding != MK_SHOGI_MOVES_DLSHOGI) mk_shogi_legal_moves_encoded(&pos, encoding, moves, labels);
     npy_intp dn = n, dt[2] = {2, MK_SHOGI_TOKENS};
-    PyObject *m = new_array(1, &dn, NPY_INT32), *l = new_array(1, &dn, NPY_INT32);
-    PyObject *t = new_array(2, dt, NPY_INT32);
+    PyObject *m = PyArray_SimpleNew(1, &dn, NPY_INT32), *l = PyArray_SimpleNew(1, &dn, NPY_INT32);
+    PyObject *t = PyArray_SimpleNew(2, dt, NPY_INT32);
     if (!m || !l || !t) {
         Py_XDECREF(m), Py_XDECREF(l), Py_XDECREF(t);
         return NULL;
@@ -128,52 +117,23 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
     PyArrayObject *rec = records_arg(obj, format);
     if (!rec) return NULL;
     npy_intp N = PyArray_DIM(rec, 0), db[2] = {N, 81}, dh[3] = {N, 2, 7};
-    PyObject *out[7] = {new_array(2, db, NPY_UINT8), new_array(3, dh, NPY_UINT8),
-                        new_array(1, &N, NPY_UINT8), new_array(1, &N, NPY_UINT16),
-                        new_array(1, &N, NPY_INT16), new_array(1, &N, NPY_FLOAT32),
-                        new_array(1, &N, NPY_INT32)};
+    PyObject *out[7] = {PyArray_SimpleNew(2, db, NPY_UINT8), PyArray_SimpleNew(3, dh, NPY_UINT8),
+                        PyArray_SimpleNew(1, &N, NPY_UINT8), PyArray_SimpleNew(1, &N, NPY_UINT16),
+                        PyArray_SimpleNew(1, &N, NPY_INT16), PyArray_SimpleNew(1, &N, NPY_FLOAT32),
+                        PyArray_SimpleNew(1, &N, NPY_INT32)};
     for (int i = 0; i < 7; i++)
         if (!out[i]) {
             for (int j = 0; j < 7; j++) Py_XDECREF(out[j]);
             Py_DECREF(rec);
             return NULL;
         }
-#define D(i, type) ((type *)PyArray_DATA((PyArrayObject *)out[i]))
-    const uint8_t *r = PyArray_DATA(rec);
-    int width = (int)PyArray_DIM(rec, 1);
+#define D(i) PyArray_DATA((PyArrayObject *)out[i])
     Py_BEGIN_ALLOW_THREADS;
-    for (npy_intp i = 0; i < N; i++) {
-        mk_shogi_record x;
-        memset(&x, 0, sizeof x);
-        int st = mk_shogi_decode(format, r + i * width, &x);
-        memcpy(D(0, uint8_t) + i * 81, x.pos.board, 81);
-        memcpy(D(1, uint8_t) + i * 14, x.pos.hand, 14);
-        D(2, uint8_t)[i] = x.pos.side;
-        D(3, uint16_t)[i] = x.move;
-        D(4, int16_t)[i] = x.eval;
-        D(5, float)[i] = x.result;
-        D(6, int32_t)[i] = st;
-    }
+    mk_shogi_decode_all(format, PyArray_DATA(rec), N, D(0), D(1), D(2), D(3), D(4), D(5), D(6));
     Py_END_ALLOW_THREADS;
 #undef D
     Py_DECREF(rec);
     return Py_BuildValue("NNNNNNN", out[0], out[1], out[2], out[3], out[4], out[5], out[6]);
-}
-
-/* The label buffer of shogi_rows: room for `need` labels, doubling from *cap (or taking
- * `need` itself when doubling is not enough: one record may bring up to
- * MK_SHOGI_MAX_MOVES labels, more than a small buffer's doubling). Every size is checked
- * before it is multiplied. 0, or -1 when the size overflows or realloc fails (the old
- * buffer is then still owned by the caller). */
-static int reserve_labels(int32_t **labels, size_t *cap, size_t need) {
-    if (need <= *cap) return 0;
-    size_t want = *cap <= SIZE_MAX / 2 ? *cap * 2 : SIZE_MAX;
-    if (want < need) want = need;
-    if (want > SIZE_MAX / sizeof **labels) return -1;
-    int32_t *grown = realloc(*labels, want * sizeof **labels);
-    if (!grown) return -1;
-    *labels = grown, *cap = want;
-    return 0;
 }
 
 /* shogi_rows(format, records, eval_weight[, mirror[, moves]]) -> (tokens int16 [N, 2, 40],
@@ -197,53 +157,27 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
     PyArrayObject *rec = records_arg(obj, format);
     if (!rec) return NULL;
     npy_intp N = PyArray_DIM(rec, 0), dt[3] = {N, 2, MK_SHOGI_TOKENS}, N1 = N + 1;
-    PyObject *tok = new_array(3, dt, NPY_INT16), *off = new_array(1, &N1, NPY_INT64);
-    PyObject *tgt = new_array(1, &N, NPY_INT32), *val = new_array(1, &N, NPY_FLOAT32);
-    PyObject *sta = new_array(1, &N, NPY_INT32);
-    /* A first guess of 128 labels per record (real games average fewer), grown as needed. */
-    size_t cap = (size_t)(N > 0 ? N : 1), used = 0;
-    cap = cap <= SIZE_MAX / (128 * sizeof(int32_t)) ? cap * 128 : MK_SHOGI_MAX_MOVES;
-    int32_t *labels = malloc(cap * sizeof *labels);
-    if (!tok || !off || !tgt || !val || !sta || !labels) {
+    PyObject *tok = PyArray_SimpleNew(3, dt, NPY_INT16), *off = PyArray_SimpleNew(1, &N1, NPY_INT64);
+    PyObject *tgt = PyArray_SimpleNew(1, &N, NPY_INT32), *val = PyArray_SimpleNew(1, &N, NPY_FLOAT32);
+    PyObject *sta = PyArray_SimpleNew(1, &N, NPY_INT32);
+    int32_t *labels = NULL;
+    size_t used = 0;
+    int nomem = 0;
+    if (!tok || !off || !tgt || !val || !sta) {
         Py_XDECREF(tok), Py_XDECREF(off), Py_XDECREF(tgt), Py_XDECREF(val), Py_XDECREF(sta);
-        free(labels);
         Py_DECREF(rec);
-        return labels ? NULL : PyErr_NoMemory();
+        return NULL;
     }
-    int16_t *t16 = PyArray_DATA((PyArrayObject *)tok);
-    int64_t *o = PyArray_DATA((PyArrayObject *)off);
-    int32_t *tg = PyArray_DATA((PyArrayObject *)tgt), *st = PyArray_DATA((PyArrayObject *)sta);
-    float *v = PyArray_DATA((PyArrayObject *)val);
-    const uint8_t *r = PyArray_DATA(rec);
-    int width = (int)PyArray_DIM(rec, 1), nomem = 0;
+#define D(a) PyArray_DATA((PyArrayObject *)a)
     Py_BEGIN_ALLOW_THREADS;
-    o[0] = 0;
-    for (npy_intp i = 0; i < N; i++) {
-        int32_t t32[2 * MK_SHOGI_TOKENS], lab[MK_SHOGI_MAX_MOVES], target = -1;
-        float value = 0;
-        int n = mk_shogi_row(format, r + i * width, eval_weight, mirror, encoding, t32, lab, &target, &value);
-        st[i] = n < 0 ? -n : 0;
-        if (n < 0) {
-            n = 0;
-            for (int k = 0; k < 2 * MK_SHOGI_TOKENS; k++) t32[k] = -1;
-            target = -1, value = 0;
-        }
-        if (reserve_labels(&labels, &cap, used + (size_t)n) < 0) {
-            nomem = 1;
-            break;
-        }
-        memcpy(labels + used, lab, (size_t)n * sizeof *lab);
-        used += (size_t)n;
-        o[i + 1] = (int64_t)used;
-        for (int k = 0; k < 2 * MK_SHOGI_TOKENS; k++) t16[i * 2 * MK_SHOGI_TOKENS + k] = (int16_t)t32[k];
-        tg[i] = target;
-        v[i] = value;
-    }
+    nomem = mk_shogi_rows_all(format, PyArray_DATA(rec), N, eval_weight, mirror, encoding, D(tok),
+                              D(off), D(tgt), D(val), D(sta), &labels, &used) < 0;
     Py_END_ALLOW_THREADS;
+#undef D
     Py_DECREF(rec);
     npy_intp nl = (npy_intp)used;
     int narrow = mk_shogi_num_labels(encoding) <= INT16_MAX + 1;
-    PyObject *lab = nomem ? NULL : new_array(1, &nl, narrow ? NPY_INT16 : NPY_INT32);
+    PyObject *lab = nomem ? NULL : PyArray_SimpleNew(1, &nl, narrow ? NPY_INT16 : NPY_INT32);
     if (lab && narrow) {
         int16_t *l16 = PyArray_DATA((PyArrayObject *)lab);
         for (size_t k = 0; k < used; k++) l16[k] = (int16_t)labels[k];
@@ -258,24 +192,6 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
     return Py_BuildValue("NNNNNN", tok, off, lab, tgt, val, sta);
 }
 
-/* shogi_map_records(path, record_bytes) -> (records uint8 [n, record_bytes], read-only,
- * file size in bytes): the file's whole records memory-mapped, n = size // record_bytes.
- * No descriptor is kept (mk_map_records), so any number of files can be mapped at once:
- * np.memmap kept one descriptor per file (Python's mmap holds a duplicate), and a folder
- * of more files than the open-file limit failed. */
-static PyObject *py_map_records(PyObject *self, PyObject *args) {
-    PyObject *path;
-    int width;
-    if (!PyArg_ParseTuple(args, "O&i", PyUnicode_FSConverter, &path, &width)) return NULL;
-    PyObject *out = NULL;
-    if (width != MK_HCPE_BYTES && width != MK_PSV_BYTES)
-        PyErr_Format(PyExc_ValueError, "shogi: record_bytes must be %d or %d, got %d", MK_HCPE_BYTES, MK_PSV_BYTES, width);
-    else
-        out = mk_map_records_value(path, width, "shogi");
-    Py_DECREF(path);
-    return out;
-}
-
 static PyObject *py_reason(PyObject *self, PyObject *args) {
     int code;
     if (!PyArg_ParseTuple(args, "i", &code)) return NULL;
@@ -286,7 +202,7 @@ static PyObject *py_reason(PyObject *self, PyObject *args) {
  * (ValueError when it is not valid or not a full set of pieces). */
 static PyObject *py_encode_hcp(PyObject *self, PyObject *args) {
     mk_shogi_pos pos;
-    if (position_args(args, &pos) < 0) return NULL;
+    if (position_args(args, "OOi", &pos, NULL) < 0) return NULL;
     uint8_t hcp[32];
     int status = mk_shogi_encode_hcp(&pos, hcp);
     if (status != MK_SHOGI_OK) {
@@ -299,7 +215,7 @@ static PyObject *py_encode_hcp(PyObject *self, PyObject *args) {
 /* shogi_in_check(board, hand, side) -> bool for a valid position (ValueError if not). */
 static PyObject *py_in_check(PyObject *self, PyObject *args) {
     mk_shogi_pos pos;
-    if (position_args(args, &pos) < 0) return NULL;
+    if (position_args(args, "OOi", &pos, NULL) < 0) return NULL;
     int status = mk_shogi_validate(&pos);
     if (status != MK_SHOGI_OK) {
         PyErr_Format(PyExc_ValueError, "shogi: not a valid position: %s", mk_shogi_reason(status));
@@ -312,11 +228,9 @@ static PyObject *py_in_check(PyObject *self, PyObject *args) {
  * in_check): the position after the legal move16 `move` and whether its side to move is
  * in check. ValueError when the position is not valid or the move not legal there. */
 static PyObject *py_apply_move(PyObject *self, PyObject *args) {
-    PyObject *board, *hand;
-    int side, move;
-    if (!PyArg_ParseTuple(args, "OOii", &board, &hand, &side, &move)) return NULL;
     mk_shogi_pos pos;
-    if (position_arg(board, hand, side, &pos) < 0) return NULL;
+    int move;
+    if (position_args(args, "OOii", &pos, &move) < 0) return NULL;
     if (move < 0 || move > 0xFFFF) {
         PyErr_Format(PyExc_ValueError, "shogi: move must be a 16-bit move, got %d", move);
         return NULL;
@@ -334,6 +248,96 @@ static PyObject *py_apply_move(PyObject *self, PyObject *args) {
                          (Py_ssize_t)14, (int)pos.side, mk_shogi_in_check(&pos) ? Py_True : Py_False);
 }
 
+/* ---------------------------------------------------------------- the game of record files */
+
+/* shogi_game(format, eval_weight, mirror=False, moves=0, soft=None) -> a MK_RECORD_GAME_CAPSULE
+ * capsule (row_source_capsule.h) for _core.GameRecords: shogi's records as rows
+ * (csrc/shogi/record_game.h), legal labels in encoding `moves` (position.h). soft: for HCPE
+ * records indexed from hcpe3 files (manaka/shogi/hcpe3.py), a list of (raw uint8 [bytes],
+ * info int64 [records]) per file of the GameRecords: the hcpe3 file's bytes and each
+ * record's MoveInfo offset there, from which the producers make the soft policy target.
+ * The capsule owns what the game reads and keeps the soft arrays alive. */
+typedef struct {
+    mk_record_game game; /* first: the capsule's pointer */
+    mk_shogi_records records;
+    const uint8_t **raw; /* soft targets: each file's hcpe3 bytes (NULL without) */
+    const int64_t **info;
+    int64_t *raw_size, *info_size;
+    PyObject *soft; /* the (raw, info) arrays, kept alive */
+} shogi_game;
+
+static void game_free(PyObject *capsule) {
+    shogi_game *g = PyCapsule_GetPointer(capsule, MK_RECORD_GAME_CAPSULE);
+    free(g->raw);
+    free(g->info);
+    free(g->raw_size);
+    free(g->info_size);
+    Py_XDECREF(g->soft);
+    free(g);
+}
+
+/* The soft targets' arrays (hcpe3), one (raw, info) pair per file: 0, or -1 with an exception. */
+static int soft_arg(shogi_game *g, PyObject *soft) {
+    Py_ssize_t n = PyList_GET_SIZE(soft);
+    g->raw = calloc((size_t)n, sizeof *g->raw);
+    g->info = calloc((size_t)n, sizeof *g->info);
+    g->raw_size = calloc((size_t)n, sizeof *g->raw_size);
+    g->info_size = calloc((size_t)n, sizeof *g->info_size);
+    if (!g->raw || !g->info || !g->raw_size || !g->info_size) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(soft, i), *raw, *info;
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_Format(PyExc_ValueError, "shogi_game: soft[%zd] must be a (raw, info) tuple", i);
+            return -1;
+        }
+        raw = PyTuple_GET_ITEM(pair, 0), info = PyTuple_GET_ITEM(pair, 1);
+        /* read in place by the producers: exactly these types, C-contiguous */
+        if (!PyArray_Check(raw) || PyArray_TYPE((PyArrayObject *)raw) != NPY_UINT8 ||
+            PyArray_NDIM((PyArrayObject *)raw) != 1 || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)raw) ||
+            !PyArray_Check(info) || PyArray_TYPE((PyArrayObject *)info) != NPY_INT64 ||
+            PyArray_NDIM((PyArrayObject *)info) != 1 || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)info)) {
+            PyErr_Format(PyExc_ValueError, "shogi_game: soft[%zd] must be (uint8 [bytes], int64 [records]) "
+                         "C-contiguous arrays", i);
+            return -1;
+        }
+        g->raw[i] = PyArray_DATA((PyArrayObject *)raw);
+        g->raw_size[i] = PyArray_DIM((PyArrayObject *)raw, 0);
+        g->info[i] = PyArray_DATA((PyArrayObject *)info);
+        g->info_size[i] = PyArray_DIM((PyArrayObject *)info, 0);
+    }
+    g->records.raw = g->raw, g->records.info = g->info;
+    g->records.raw_size = g->raw_size, g->records.info_size = g->info_size;
+    g->soft = Py_NewRef(soft);
+    return 0;
+}
+
+static PyObject *py_game(PyObject *self, PyObject *args) {
+    PyObject *soft = Py_None;
+    int format, mirror = 0, encoding = MK_SHOGI_MOVES_DLSHOGI;
+    double eval_weight;
+    if (!PyArg_ParseTuple(args, "id|piO", &format, &eval_weight, &mirror, &encoding, &soft) ||
+        format_arg(format) < 0 || moves_arg(encoding) < 0)
+        return NULL;
+    if (!(eval_weight >= 0.0 && eval_weight <= 1.0))
+        return PyErr_Format(PyExc_ValueError, "shogi: eval_weight must be in [0, 1], got %g", eval_weight);
+    if (soft != Py_None && (format != MK_SHOGI_FORMAT_HCPE || !PyList_Check(soft)))
+        return PyErr_Format(PyExc_ValueError, "shogi_game: soft must be a list of (raw, info) per HCPE file");
+    if (soft != Py_None && mirror) /* the candidates' labels are the unmirrored position's */
+        return PyErr_Format(PyExc_ValueError, "shogi_game: mirror is not supported with soft targets (hcpe3)");
+    shogi_game *g = calloc(1, sizeof *g);
+    if (!g) return PyErr_NoMemory();
+    g->records = (mk_shogi_records){.format = format, .moves = encoding, .mirror = mirror,
+                                    .eval_weight = eval_weight};
+    PyObject *capsule = PyCapsule_New(g, MK_RECORD_GAME_CAPSULE, game_free);
+    if (!capsule) return free(g), NULL;
+    if (soft != Py_None && soft_arg(g, soft) < 0) return Py_DECREF(capsule), NULL;
+    g->game = mk_shogi_record_game(&g->records);
+    return capsule;
+}
+
 static PyMethodDef shogi_methods[] = {
     {"shogi_analyse", py_analyse, METH_VARARGS,
      "shogi_analyse(board, hand, side, moves=0) -> (status, moves, labels, tokens)"},
@@ -342,165 +346,14 @@ static PyMethodDef shogi_methods[] = {
     {"shogi_rows", py_rows, METH_VARARGS,
      "shogi_rows(format, records, eval_weight, mirror=False, moves=0) -> (tokens, offsets, labels, target, value, status)"},
     {"shogi_reason", py_reason, METH_VARARGS, "shogi_reason(code) -> str"},
-    {"shogi_map_records", py_map_records, METH_VARARGS,
-     "shogi_map_records(path, record_bytes) -> (records uint8 [n, record_bytes] read-only, size): "
-     "memory-mapped, no file descriptor kept"},
     {"shogi_encode_hcp", py_encode_hcp, METH_VARARGS, "shogi_encode_hcp(board, hand, side) -> bytes"},
     {"shogi_in_check", py_in_check, METH_VARARGS, "shogi_in_check(board, hand, side) -> bool"},
     {"shogi_apply_move", py_apply_move, METH_VARARGS,
      "shogi_apply_move(board, hand, side, move) -> (board, hand, side, in_check)"},
+    {"shogi_game", py_game, METH_VARARGS,
+     "shogi_game(format, eval_weight, mirror=False, moves=0, soft=None) -> the game's capsule "
+     "for _core.GameRecords"},
     {NULL, NULL, 0, NULL},
 };
 
-
-/* ---------------------------------------------------------------- a row source */
-
-/* _core.ShogiRecords(format, files, names, eval_weight, skip, mirror=False, soft=None, moves=0):
- * record files (each a uint8 [n, record bytes] array, usually memory-mapped) as one row
- * source for the Loader (csrc/data/record_source.h, the game csrc/shogi/record_game.h),
- * legal labels in encoding `moves` (position.h): its producers decode each record, generate
- * its legal moves and encode it into the batch. A bad record is an error naming its file
- * and index, or with skip is left out of its batch and counted in the loader's stats.
- * soft: for HCPE records indexed from hcpe3 files (manaka/shogi/hcpe3.py), a list of
- * (raw uint8 [bytes], info int64 [n]) per file: the hcpe3 file's bytes and each record's
- * MoveInfo offset there, from which the producers make the soft policy target.
- * The Loader takes the rows through `_row_source_capsule` (python/common/row_source_capsule.h). */
-typedef struct {
-    PyObject_HEAD
-    mk_shogi_records game;
-    mk_record_files files;
-    mk_row_source source;
-    const uint8_t **raw; /* soft targets: each file's hcpe3 bytes (NULL without) */
-    const int64_t **info;
-    int64_t *raw_size;
-    PyObject *arrays; /* the record arrays, kept alive */
-    PyObject *soft;   /* the (raw, info) arrays, kept alive */
-} RecordsObject;
-
-static void Records_dealloc(RecordsObject *self) {
-    mk_record_files_free(&self->files);
-    free(self->raw);
-    free(self->info);
-    free(self->raw_size);
-    Py_XDECREF(self->arrays);
-    Py_XDECREF(self->soft);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-/* The soft targets' arrays (hcpe3), one (raw, info) pair per file, file i holding
- * start[i + 1] - start[i] records: 0, or -1 with an exception. */
-static int soft_arg(RecordsObject *self, PyObject *soft, Py_ssize_t n, const int64_t *start) {
-    self->raw = calloc((size_t)n, sizeof *self->raw);
-    self->info = calloc((size_t)n, sizeof *self->info);
-    self->raw_size = calloc((size_t)n, sizeof *self->raw_size);
-    if (!self->raw || !self->info || !self->raw_size) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *pair = PyList_GET_ITEM(soft, i), *raw, *info;
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-            PyErr_Format(PyExc_ValueError, "ShogiRecords: soft[%zd] must be a (raw, info) tuple", i);
-            return -1;
-        }
-        raw = PyTuple_GET_ITEM(pair, 0), info = PyTuple_GET_ITEM(pair, 1);
-        /* read in place by the producers: exactly these types, C-contiguous */
-        if (!PyArray_Check(raw) || PyArray_TYPE((PyArrayObject *)raw) != NPY_UINT8 ||
-            PyArray_NDIM((PyArrayObject *)raw) != 1 || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)raw) ||
-            !PyArray_Check(info) || PyArray_TYPE((PyArrayObject *)info) != NPY_INT64 ||
-            PyArray_NDIM((PyArrayObject *)info) != 1 || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)info) ||
-            PyArray_DIM((PyArrayObject *)info, 0) != start[i + 1] - start[i]) {
-            PyErr_Format(PyExc_ValueError, "ShogiRecords: soft[%zd] must be (uint8 [bytes], int64 [records]) "
-                         "C-contiguous arrays", i);
-            return -1;
-        }
-        self->raw[i] = PyArray_DATA((PyArrayObject *)raw);
-        self->raw_size[i] = PyArray_DIM((PyArrayObject *)raw, 0);
-        self->info[i] = PyArray_DATA((PyArrayObject *)info);
-    }
-    return 0;
-}
-
-static int Records_init(RecordsObject *self, PyObject *args, PyObject *kwds) {
-    PyObject *files, *names, *soft = Py_None;
-    int format, skip, mirror = 0, encoding = MK_SHOGI_MOVES_DLSHOGI;
-    double eval_weight;
-    if (self->arrays) {
-        PyErr_SetString(PyExc_RuntimeError, "ShogiRecords: already initialised");
-        return -1;
-    }
-    mk_record_files_free(&self->files); /* what a failed earlier __init__ left */
-    free(self->raw), free(self->info), free(self->raw_size);
-    self->raw = NULL, self->info = NULL, self->raw_size = NULL;
-    if (!PyArg_ParseTuple(args, "iO!O!dp|pOi", &format, &PyList_Type, &files, &PyList_Type, &names,
-                          &eval_weight, &skip, &mirror, &soft, &encoding) ||
-        format_arg(format) < 0 || moves_arg(encoding) < 0)
-        return -1;
-    Py_ssize_t n = PyList_GET_SIZE(files);
-    if (n < 1 || n != PyList_GET_SIZE(names) || n > 1 << 20) {
-        PyErr_SetString(PyExc_ValueError, "ShogiRecords: files and names must be equal, non-empty lists");
-        return -1;
-    }
-    if (!(eval_weight >= 0.0 && eval_weight <= 1.0)) {
-        PyErr_Format(PyExc_ValueError, "ShogiRecords: eval_weight must be in [0, 1], got %g", eval_weight);
-        return -1;
-    }
-    if (soft != Py_None) {
-        if (format != MK_SHOGI_FORMAT_HCPE || !PyList_Check(soft) || PyList_GET_SIZE(soft) != n) {
-            PyErr_SetString(PyExc_ValueError, "ShogiRecords: soft must be a list of (raw, info) per HCPE file");
-            return -1;
-        }
-        if (mirror) { /* the candidates' labels are the unmirrored position's */
-            PyErr_SetString(PyExc_ValueError, "ShogiRecords: mirror is not supported with soft targets (hcpe3)");
-            return -1;
-        }
-    }
-    self->game = (mk_shogi_records){.format = format, .moves = encoding, .mirror = mirror,
-                                    .eval_weight = eval_weight};
-    mk_record_game game = mk_shogi_record_game(&self->game);
-    if (mk_record_files_arg(&self->files, &game, files, names, skip, "ShogiRecords") < 0) return -1;
-    if (soft != Py_None) {
-        if (soft_arg(self, soft, n, self->files.start) < 0) return -1;
-        self->game.raw = self->raw, self->game.info = self->info, self->game.raw_size = self->raw_size;
-        self->files.game = mk_shogi_record_game(&self->game); /* now with soft targets */
-        self->soft = Py_NewRef(soft);
-    }
-    self->source = mk_record_row_source(&self->files);
-    self->arrays = Py_NewRef(files);
-    return 0;
-}
-
-static PyObject *Records_capsule(RecordsObject *self, void *closure) {
-    if (!self->arrays) {
-        PyErr_SetString(PyExc_RuntimeError, "ShogiRecords: not initialised");
-        return NULL;
-    }
-    return mk_row_source_capsule((PyObject *)self, &self->source);
-}
-
-static PyGetSetDef Records_getset[] = {
-    {"_row_source_capsule", (getter)Records_capsule, NULL,
-     "the rows as a row source capsule for the Loader (python/common/row_source_capsule.h)", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-static Py_ssize_t Records_len(RecordsObject *self) { return (Py_ssize_t)self->source.num_rows; }
-
-static PySequenceMethods Records_sequence = {.sq_length = (lenfunc)Records_len};
-
-static PyTypeObject RecordsType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "manaka._core.ShogiRecords",
-    .tp_basicsize = sizeof(RecordsObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Shogi record files as a Loader row source (use manaka.shogi.open_hcpe / open_psv).",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Records_init,
-    .tp_dealloc = (destructor)Records_dealloc,
-    .tp_as_sequence = &Records_sequence,
-    .tp_getset = Records_getset,
-};
-
-int mk_init_shogi(PyObject *module) {
-    if (PyModule_AddFunctions(module, shogi_methods) < 0 || PyType_Ready(&RecordsType) < 0) return -1;
-    return PyModule_AddObjectRef(module, "ShogiRecords", (PyObject *)&RecordsType);
-}
+int mk_init_shogi(PyObject *module) { return PyModule_AddFunctions(module, shogi_methods); }

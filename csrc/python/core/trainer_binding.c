@@ -1,7 +1,6 @@
 /* _core.Trainer: AdamW state and the training step behind manaka.Trainer
  * (manaka/trainer.py holds the user-facing class). */
 #include "model_binding.h"
-#include "core/trainer.h"
 
 typedef struct {
     PyObject_HEAD
@@ -46,22 +45,15 @@ static int steps_arg(PyObject *value, const char *op, const char *name, int64_t 
     return overflow || PyErr_Occurred() ? -1 : 0;
 }
 
-/* Takes the keyword pair_state_dtype (default "float32") out of the keywords of __init__
- * or load (`op`), so the rest parse as configure's: *kwargs becomes a new reference (or
- * NULL). */
-static int pop_enum(PyObject **kwargs, const char *op, const char *key,
+/* Takes the enum keyword `key` (pair_state_dtype, pair_update) out of `rest`, a copy of the
+ * keywords of __init__ or load (or NULL), so the rest parse as configure's: its code in
+ * *code, which keeps its default when the keyword is absent. */
+static int pop_enum(PyObject *rest, const char *op, const char *key,
                     mk_status (*code_of)(const char *, const char *, int *), int *code) {
-    if (!*kwargs) return 0;
-    PyObject *rest = PyDict_Copy(*kwargs), *value;
-    if (!rest) return -1;
-    *kwargs = rest;
-    if (!(value = PyDict_GetItemString(rest, key))) return 0; /* borrowed */
+    PyObject *value = rest ? PyDict_GetItemString(rest, key) : NULL; /* borrowed */
+    if (!value) return 0;
     if (enum_arg(value, code_of, op, code) < 0) return -1;
     return PyDict_DelItemString(rest, key);
-}
-static int pop_pair_state(PyObject **kwargs, const char *op, int *pair_state) {
-    *pair_state = MK_PAIR_STATE_F32;
-    return pop_enum(kwargs, op, "pair_state_dtype", mk_trainer_pair_state_code, pair_state);
 }
 
 /* Parses the hyperparameters shared by __init__, configure and load into `cfg`, and
@@ -86,23 +78,20 @@ static int parse_config(PyObject *args, PyObject *kwargs, mk_trainer_config *cfg
 static int trainer_init(trainer_object *self, PyObject *args, PyObject *kwargs) {
     mk_trainer_config cfg;
     PyObject *model;
-    int pair_state;
+    int pair_state = MK_PAIR_STATE_F32, pair_update = MK_PAIR_UPDATE_DENSE;
     if (self->trainer) {
         PyErr_SetString(PyExc_RuntimeError, "_core.Trainer: already initialised");
         return -1;
     }
-    int pair_update = MK_PAIR_UPDATE_DENSE;
-    PyObject *rest = kwargs, *rest2 = NULL;
-    int parsed = pop_pair_state(&rest, "Trainer", &pair_state) < 0 ? -1 : 0;
-    if (parsed == 0) {
-        rest2 = rest;
-        parsed = pop_enum(&rest2, "Trainer", "pair_update", mk_trainer_pair_update_code,
-                          &pair_update) < 0
+    PyObject *rest = kwargs ? PyDict_Copy(kwargs) : NULL;
+    if (kwargs && !rest) return -1;
+    int parsed = pop_enum(rest, "Trainer", "pair_state_dtype", mk_trainer_pair_state_code,
+                          &pair_state) < 0 ||
+                         pop_enum(rest, "Trainer", "pair_update", mk_trainer_pair_update_code,
+                                  &pair_update) < 0
                      ? -1
-                     : parse_config(args, rest2, &cfg, &model);
-    }
-    if (rest2 && rest2 != rest) Py_XDECREF(rest2);
-    if (rest != kwargs) Py_XDECREF(rest);
+                     : parse_config(args, rest, &cfg, &model);
+    Py_XDECREF(rest);
     if (parsed < 0) return -1;
     if (!PyObject_TypeCheck(model, &mk_model_type) || !((mk_model_object *)model)->model) {
         PyErr_Format(PyExc_TypeError, "Trainer: model must be a manaka Model, got %s",
@@ -121,13 +110,6 @@ static int trainer_init(trainer_object *self, PyObject *args, PyObject *kwargs) 
     self->trainer = trainer;
     return 0;
 }
-
-/* Methods called on a Trainer whose __init__ failed or never ran raise instead of crashing. */
-#define REQUIRE_TRAINER(self, ret)                                                            \
-    if (!(self)->trainer) {                                                                   \
-        PyErr_SetString(PyExc_RuntimeError, "manaka._core.Trainer: not initialised");         \
-        return ret;                                                                           \
-    }
 
 static void trainer_dealloc(trainer_object *self) {
     /* A sparse trainer leaves rows behind their gaps: catch them up while the model is here
@@ -149,7 +131,7 @@ static void trainer_dealloc(trainer_object *self) {
 
 /* configure(model, lr, ...): replaces the hyperparameters (load_state_dict). */
 static PyObject *trainer_configure(trainer_object *self, PyObject *args, PyObject *kwargs) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     mk_trainer_config cfg;
     PyObject *model;
     if (parse_config(args, kwargs, &cfg, &model) < 0) return NULL;
@@ -169,7 +151,7 @@ static PyObject *trainer_configure(trainer_object *self, PyObject *args, PyObjec
  * step count as they were. Only a failed device copy can interrupt the writes; the
  * hyperparameters and step count are then still the old ones. */
 static PyObject *trainer_load(trainer_object *self, PyObject *args, PyObject *kwargs) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     static const char op[] = "Trainer.load_state_dict";
     PyObject *model, *lists[2], *steps_obj;
     int64_t steps;
@@ -180,14 +162,16 @@ static PyObject *trainer_load(trainer_object *self, PyObject *args, PyObject *kw
         return NULL;
     if ((st = mk_trainer_check_step_count(op, steps)) != MK_OK) return mk_raise_status(st);
     mk_trainer_config cfg;
-    PyObject *model_args = PyTuple_Pack(1, model), *ignored, *rest = kwargs;
-    int saved_pair_state;
-    if (!model_args) return NULL;
-    int parsed = pop_pair_state(&rest, op, &saved_pair_state) < 0
+    PyObject *model_args = PyTuple_Pack(1, model), *ignored;
+    PyObject *rest = kwargs && model_args ? PyDict_Copy(kwargs) : NULL;
+    int saved_pair_state = MK_PAIR_STATE_F32; /* checked, then unused */
+    int parsed = !model_args || (kwargs && !rest) ? -1
+                 : pop_enum(rest, op, "pair_state_dtype", mk_trainer_pair_state_code,
+                            &saved_pair_state) < 0
                      ? -1
                      : parse_config(model_args, rest, &cfg, &ignored);
-    if (rest != kwargs) Py_XDECREF(rest);
-    Py_DECREF(model_args);
+    Py_XDECREF(rest);
+    Py_XDECREF(model_args);
     if (parsed < 0) return NULL;
     int n = mk_model_num_tensors(self->model->model);
     PyArrayObject **arrays = calloc((size_t)(2 * n > 0 ? 2 * n : 1), sizeof *arrays);
@@ -233,7 +217,7 @@ done:
 }
 
 static PyObject *trainer_config(trainer_object *self, PyObject *unused) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     const mk_trainer_config *c = mk_trainer_get_config(self->trainer);
     PyObject *total =
         c->has_total_steps ? PyLong_FromLongLong(c->total_steps) : Py_NewRef(Py_None);
@@ -249,9 +233,13 @@ static PyObject *trainer_config(trainer_object *self, PyObject *unused) {
  * (the stats stay on the device: read_stats(step) fetches them); step, the 1-based number
  * of this step, read while the model is still held, so it is this step's even when
  * another thread steps or loads a state right after (a device Stats fetches the stats of
- * exactly that step). */
-static PyObject *trainer_step(trainer_object *self, PyObject *obj) {
-    REQUIRE_TRAINER(self, NULL);
+ * exactly that step).
+ * backward(batch) -> (stats, rows), the first half of a step (mk_trainer_backward; then
+ * manaka/distributed_trainer.py exchanges, and apply() finishes it): stats float32 [MK_STAT_COUNT]
+ * on every backend, rows the number of pair-table rows the batch names (their ids and
+ * gradient rows: pair_rows()). */
+static PyObject *run_batch(trainer_object *self, PyObject *obj, int backward) {
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     mk_batch_hold hold;
     mk_batch batch;
     npy_intp dims[1] = {MK_STAT_COUNT};
@@ -259,42 +247,26 @@ static PyObject *trainer_step(trainer_object *self, PyObject *obj) {
     int slot = stats ? mk_model_batch_begin(self->model, "Trainer.step", obj, 1, &hold, &batch)
                      : -2;
     if (slot < -1) return Py_XDECREF(stats), NULL;
+    float *out = PyArray_DATA((PyArrayObject *)stats);
     mk_status status;
-    int64_t step;
+    int64_t count = 0; /* the step's number, or the rows */
     Py_BEGIN_ALLOW_THREADS;
-    status = mk_trainer_step(self->trainer, &batch, PyArray_DATA((PyArrayObject *)stats));
-    step = mk_trainer_step_count(self->trainer);
+    if (backward) {
+        status = mk_trainer_backward(self->trainer, &batch, out, &count);
+    } else {
+        status = mk_trainer_step(self->trainer, &batch, out);
+        count = mk_trainer_step_count(self->trainer);
+    }
     Py_END_ALLOW_THREADS;
     mk_model_batch_end(self->model, slot, &hold);
     if (status != MK_OK) return Py_DECREF(stats), mk_raise_status(status);
-    if (!mk_model_backend(self->model->model)->host_memory) Py_SETREF(stats, Py_NewRef(Py_None));
-    return Py_BuildValue("(NL)", stats, (long long)step);
+    if (!backward && !mk_model_backend(self->model->model)->host_memory)
+        Py_SETREF(stats, Py_NewRef(Py_None));
+    return Py_BuildValue("(NL)", stats, (long long)count);
 }
 
-/* ------------------------------------------------------------ the step in two halves
- * (mk_trainer_backward / mk_trainer_apply; manaka/distributed.py exchanges between them). */
-
-/* backward(batch) -> (stats, rows): stats float32 [MK_STAT_COUNT] (on every backend), rows
- * the number of pair-table rows the batch names (their ids and gradient rows: pair_rows()). */
-static PyObject *trainer_backward(trainer_object *self, PyObject *obj) {
-    REQUIRE_TRAINER(self, NULL);
-    mk_batch_hold hold;
-    mk_batch batch;
-    npy_intp dims[1] = {MK_STAT_COUNT};
-    PyObject *stats = PyArray_ZEROS(1, dims, NPY_FLOAT32, 0);
-    int slot = stats ? mk_model_batch_begin(self->model, "Trainer.step", obj, 1, &hold, &batch)
-                     : -2;
-    if (slot < -1) return Py_XDECREF(stats), NULL;
-    mk_status status;
-    int64_t rows = 0;
-    Py_BEGIN_ALLOW_THREADS;
-    status = mk_trainer_backward(self->trainer, &batch, PyArray_DATA((PyArrayObject *)stats),
-                                 &rows);
-    Py_END_ALLOW_THREADS;
-    mk_model_batch_end(self->model, slot, &hold);
-    if (status != MK_OK) return Py_DECREF(stats), mk_raise_status(status);
-    return Py_BuildValue("(NL)", stats, (long long)rows);
-}
+static PyObject *trainer_step(trainer_object *self, PyObject *obj) { return run_batch(self, obj, 0); }
+static PyObject *trainer_backward(trainer_object *self, PyObject *obj) { return run_batch(self, obj, 1); }
 
 /* A device buffer as a __cuda_array_interface__ dict (version 3, no stream: the backward
  * that wrote it synchronised the model's stream before returning). */
@@ -310,27 +282,21 @@ static PyObject *cuda_interface(const void *ptr, const char *typestr, Py_ssize_t
  * float32 [n]: a writable NumPy view on a host backend (the exchange sums into it in
  * place; it keeps this trainer alive), a __cuda_array_interface__ dict on a device. */
 static PyObject *trainer_dense_grads(trainer_object *self, PyObject *unused) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     int64_t offset, size;
     mk_trainer_dense_range(self->trainer, &offset, &size);
     float *g = mk_model_grads(self->model->model) + offset;
     if (!mk_model_backend(self->model->model)->host_memory)
         return cuda_interface(g, "<f4", (Py_ssize_t)size, 0, 1);
     npy_intp dims[1] = {(npy_intp)size};
-    PyObject *view = PyArray_SimpleNewFromData(1, dims, NPY_FLOAT32, g);
-    if (!view) return NULL;
-    if (PyArray_SetBaseObject((PyArrayObject *)view, Py_NewRef((PyObject *)self)) < 0) {
-        Py_DECREF(view);
-        return NULL;
-    }
-    return view;
+    return mk_array_view(1, dims, NPY_FLOAT32, g, (PyObject *)self);
 }
 
 /* pair_rows(rows) -> (ids int64 [rows], grads float32 [rows, P]) of the last backward:
  * copies on a host backend, __cuda_array_interface__ dicts of the trainer's buffers (valid
  * until the next backward) on a device. */
 static PyObject *trainer_pair_rows(trainer_object *self, PyObject *arg) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     long long n = PyLong_AsLongLong(arg);
     if (n == -1 && PyErr_Occurred()) return NULL;
     const int64_t *ids;
@@ -363,7 +329,7 @@ static PyObject *trainer_pair_rows(trainer_object *self, PyObject *arg) {
  * given as a fourth argument; stats float32 [MK_STAT_COUNT] (host), written back with the
  * step's lr. Returns (stats, step). */
 static PyObject *trainer_apply(trainer_object *self, PyObject *args) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     static const char op[] = "Trainer.apply";
     PyObject *ids_obj, *grads_obj, *stats_obj;
     long long n_given = -1;
@@ -428,7 +394,7 @@ done:
 
 /* read_stats(step) -> float32 [MK_STAT_COUNT]: a device backend's stats of that step. */
 static PyObject *trainer_read_stats(trainer_object *self, PyObject *arg) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     long long step = PyLong_AsLongLong(arg);
     if (step == -1 && PyErr_Occurred()) return NULL;
     npy_intp dims[1] = {MK_STAT_COUNT};
@@ -464,55 +430,25 @@ static const mk_tensor *moment_tensor(trainer_object *self, PyObject *args, int 
 
 /* read_moment(kind, name) -> a copy of exp_avg (0) or exp_avg_sq (1) of that tensor. */
 static PyObject *trainer_read_moment(trainer_object *self, PyObject *args) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     static const char op[] = "Trainer.state_dict";
     int kind, index;
-    const mk_tensor *t = moment_tensor(self, args, &kind, NULL, op, &index);
-    if (!t) return NULL;
-    PyObject *out = mk_tensor_empty(t);
-    if (!out) return NULL;
-    if (mk_model_acquire(self->model, op) < 0) {
-        Py_DECREF(out);
-        return NULL;
-    }
-    mk_status status;
-    Py_BEGIN_ALLOW_THREADS;
-    status = mk_trainer_read_moment(self->trainer, kind, index, PyArray_DATA((PyArrayObject *)out));
-    Py_END_ALLOW_THREADS;
-    mk_model_release(self->model);
-    if (status != MK_OK) {
-        Py_DECREF(out);
-        return mk_raise_status(status);
-    }
-    return out;
+    if (!moment_tensor(self, args, &kind, NULL, op, &index)) return NULL;
+    return mk_tensor_copy(self->model, op, index, NULL, self->trainer, kind);
 }
 
 /* write_moment(kind, name, array) */
 static PyObject *trainer_write_moment(trainer_object *self, PyObject *args) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     static const char op[] = "Trainer.load_state_dict";
     int kind, index;
     PyObject *value;
-    const mk_tensor *t = moment_tensor(self, args, &kind, &value, op, &index);
-    if (!t) return NULL;
-    PyArrayObject *arr = mk_tensor_arg(t, value, op);
-    if (!arr) return NULL;
-    if (mk_model_acquire(self->model, op) < 0) {
-        Py_DECREF(arr);
-        return NULL;
-    }
-    mk_status status;
-    Py_BEGIN_ALLOW_THREADS;
-    status = mk_trainer_write_moment(self->trainer, kind, index, PyArray_DATA(arr));
-    Py_END_ALLOW_THREADS;
-    mk_model_release(self->model);
-    Py_DECREF(arr);
-    if (status != MK_OK) return mk_raise_status(status);
-    Py_RETURN_NONE;
+    if (!moment_tensor(self, args, &kind, &value, op, &index)) return NULL;
+    return mk_tensor_copy(self->model, op, index, value, self->trainer, kind);
 }
 
 static PyObject *trainer_lr_at(trainer_object *self, PyObject *arg) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     long long step = PyLong_AsLongLong(arg);
     if (step == -1 && PyErr_Occurred()) return NULL;
     if (step < 0) {
@@ -523,7 +459,7 @@ static PyObject *trainer_lr_at(trainer_object *self, PyObject *arg) {
 }
 
 static PyObject *trainer_profile(trainer_object *self, PyObject *arg) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     int enable = PyObject_IsTrue(arg);
     if (enable < 0) return NULL;
     mk_trainer_profile(self->trainer, enable);
@@ -531,7 +467,7 @@ static PyObject *trainer_profile(trainer_object *self, PyObject *arg) {
 }
 
 static PyObject *trainer_times(trainer_object *self, PyObject *unused) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     mk_phase_times t = mk_trainer_times(self->trainer);
     return Py_BuildValue("{s:L,s:d,s:d,s:d,s:d}", "steps", (long long)t.steps, "forward",
                          t.forward, "backward", t.backward, "optimizer", t.optimizer,
@@ -539,26 +475,42 @@ static PyObject *trainer_times(trainer_object *self, PyObject *unused) {
 }
 
 static PyObject *trainer_moment_bytes(trainer_object *self, PyObject *unused) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     return PyLong_FromSize_t(mk_trainer_state_bytes(self->trainer));
 }
 
-/* Getters read without the model: a step on another thread may be running (it returns its
- * own step number, see run_step); an int64 read there is a value from just before or after. */
-static PyObject *trainer_get_steps(trainer_object *self, void *closure) {
-    REQUIRE_TRAINER(self, NULL);
-    return PyLong_FromLongLong(mk_trainer_step_count(self->trainer));
+enum { PROP_STEP_COUNT, PROP_FUSED, PROP_PAIR_STATE, PROP_PAIR_UPDATE };
+
+/* The properties (trainer_getset), by their closure. Getters read without the model: a
+ * step on another thread may be running (it returns its own step number, see run_batch);
+ * an int64 read there is a value from just before or after. */
+static PyObject *trainer_get(trainer_object *self, void *which) {
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
+    mk_trainer *t = self->trainer;
+    switch ((intptr_t)which) {
+    case PROP_STEP_COUNT: return PyLong_FromLongLong(mk_trainer_step_count(t));
+    case PROP_FUSED: return PyBool_FromLong(mk_trainer_fused(t));
+    case PROP_PAIR_STATE: return PyUnicode_FromString(mk_trainer_pair_state_name(mk_trainer_pair_state(t)));
+    default: return PyUnicode_FromString(mk_trainer_pair_update_name(mk_trainer_pair_update(t)));
+    }
 }
-static int trainer_set_steps(trainer_object *self, PyObject *value, void *closure) {
-    REQUIRE_TRAINER(self, -1);
-    int64_t n;
+
+/* step_count and fused, set with the model held: a step moves the one and reads the other. */
+static int trainer_set(trainer_object *self, PyObject *value, void *which) {
+    MK_REQUIRE(self->trainer, "Trainer", -1);
+    const int steps = (intptr_t)which == PROP_STEP_COUNT;
+    int64_t n = 0;
+    int on = 0;
     if (!value) {
-        PyErr_SetString(PyExc_TypeError, "Trainer: step_count cannot be deleted");
+        PyErr_Format(PyExc_TypeError, "Trainer: %s cannot be deleted", steps ? "step_count" : "fused");
         return -1;
     }
-    if (steps_arg(value, "Trainer", "step_count", &n, NULL) < 0) return -1;
-    if (mk_model_acquire(self->model, "Trainer.step_count") < 0) return -1; /* a step moves it */
-    mk_status st = mk_trainer_set_step_count(self->trainer, n);
+    if (steps ? steps_arg(value, "Trainer", "step_count", &n, NULL) < 0 : (on = PyObject_IsTrue(value)) < 0)
+        return -1;
+    if (mk_model_acquire(self->model, steps ? "Trainer.step_count" : "Trainer.fused") < 0) return -1;
+    mk_status st = MK_OK;
+    if (steps) st = mk_trainer_set_step_count(self->trainer, n);
+    else mk_trainer_set_fused(self->trainer, on);
     mk_model_release(self->model);
     return st == MK_OK ? 0 : (mk_raise_status(st), -1);
 }
@@ -566,7 +518,7 @@ static int trainer_set_steps(trainer_object *self, PyObject *value, void *closur
 /* flush(): every pair-table row caught up to the current step (pair_update "sparse" /
  * "lazy"; a no-op for "dense"). */
 static PyObject *trainer_flush(trainer_object *self, PyObject *unused) {
-    REQUIRE_TRAINER(self, NULL);
+    MK_REQUIRE(self->trainer, "Trainer", NULL);
     if (mk_model_acquire(self->model, "Trainer.flush") < 0) return NULL;
     mk_status st;
     Py_BEGIN_ALLOW_THREADS;
@@ -601,41 +553,14 @@ static PyMethodDef trainer_methods[] = {
      "bytes of device memory held by the AdamW moments"},
     {NULL, NULL, 0, NULL},
 };
-static PyObject *trainer_get_fused(trainer_object *self, void *closure) {
-    REQUIRE_TRAINER(self, NULL);
-    return PyBool_FromLong(mk_trainer_fused(self->trainer));
-}
-static int trainer_set_fused(trainer_object *self, PyObject *value, void *closure) {
-    REQUIRE_TRAINER(self, -1);
-    int on = value ? PyObject_IsTrue(value) : -1;
-    if (on < 0) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "Trainer: fused cannot be deleted");
-        return -1;
-    }
-    if (mk_model_acquire(self->model, "Trainer.fused") < 0) return -1; /* a step reads it */
-    mk_trainer_set_fused(self->trainer, on);
-    mk_model_release(self->model);
-    return 0;
-}
-
-static PyObject *trainer_get_pair_state(trainer_object *self, void *closure) {
-    REQUIRE_TRAINER(self, NULL);
-    return PyUnicode_FromString(mk_trainer_pair_state_name(mk_trainer_pair_state(self->trainer)));
-}
-
-static PyObject *trainer_get_pair_update(trainer_object *self, void *closure) {
-    REQUIRE_TRAINER(self, NULL);
-    return PyUnicode_FromString(mk_trainer_pair_update_name(mk_trainer_pair_update(self->trainer)));
-}
-
 static PyGetSetDef trainer_getset[] = {
-    {"pair_update", (getter)trainer_get_pair_update, NULL,
-     "'dense', 'sparse' or 'lazy': which pair-table rows a step updates", NULL},
-    {"step_count", (getter)trainer_get_steps, (setter)trainer_set_steps, NULL, NULL},
-    {"fused", (getter)trainer_get_fused, (setter)trainer_set_fused,
-     "pair-table gradient fused with its AdamW update (default True)", NULL},
-    {"pair_state_dtype", (getter)trainer_get_pair_state, NULL,
-     "storage of the pair table's AdamW moments: 'float32' or 'bf16'", NULL},
+    {"pair_update", (getter)trainer_get, NULL,
+     "'dense', 'sparse' or 'lazy': which pair-table rows a step updates", (void *)PROP_PAIR_UPDATE},
+    {"step_count", (getter)trainer_get, (setter)trainer_set, NULL, (void *)PROP_STEP_COUNT},
+    {"fused", (getter)trainer_get, (setter)trainer_set,
+     "pair-table gradient fused with its AdamW update (default True)", (void *)PROP_FUSED},
+    {"pair_state_dtype", (getter)trainer_get, NULL,
+     "storage of the pair table's AdamW moments: 'float32' or 'bf16'", (void *)PROP_PAIR_STATE},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

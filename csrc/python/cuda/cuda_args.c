@@ -229,12 +229,8 @@ static int parse_dlpack(PyObject *obj, const char *op, void *consumer, mk_gpu_ar
     return 0;
 }
 
-int mk_gpu_parse(PyObject *obj, const char *op, const char *name, mk_gpu_array *a) {
-    return mk_gpu_parse_for(obj, op, name, (void *)1, a);
-}
-
-int mk_gpu_parse_for(PyObject *obj, const char *op, const char *name, void *consumer,
-                     mk_gpu_array *a) {
+int mk_gpu_parse(PyObject *obj, const char *op, const char *name, void *consumer,
+                 mk_gpu_array *a) {
     memset(a, 0, sizeof *a);
     a->name = name;
     a->device = -1;
@@ -304,14 +300,7 @@ int mk_gpu_narrow(mk_gpu_array *a, const char *op) {
         PyErr_Format(PyExc_RuntimeError, "%s: %s: %s", op, a->name, mk_error());
         return -1;
     }
-    if (bad.kind != MK_FAULT_NONE && !is_signed) /* a uint64 above INT64_MAX: its bits */
-        return fail(PyExc_ValueError, op, a->name,
-                    "holds %llu at flat position %lld, outside the int32 range",
-                    (unsigned long long)bad.value, (long long)bad.index);
-    if (bad.kind != MK_FAULT_NONE)
-        return fail(PyExc_ValueError, op, a->name,
-                    "holds %lld at flat position %lld, outside the int32 range",
-                    (long long)bad.value, (long long)bad.index);
+    if (bad.kind != MK_FAULT_NONE) return mk_narrow_error(op, a->name, is_signed, &bad);
     a->ptr = a->narrowed;
     a->dtype = &mk_int32;
     return 0;

@@ -198,13 +198,8 @@ static PyObject *array_from_numpy(PyObject *cls, PyObject *a) {
                      Py_TYPE(a)->tp_name);
         return NULL;
     }
-    const mk_dtype *dt = mk_dtype_from_npy(PyArray_TYPE((PyArrayObject *)a));
-    if (!dt || !PyArray_ISNBO(PyArray_DESCR((PyArrayObject *)a)->byteorder)) {
-        PyObject *s = PyObject_Str((PyObject *)PyArray_DESCR((PyArrayObject *)a));
-        PyErr_Format(PyExc_TypeError, "DeviceArray.from_numpy: dtype %S is not supported", s);
-        Py_XDECREF(s);
-        return NULL;
-    }
+    const mk_dtype *dt = parse_dtype((PyObject *)PyArray_DESCR((PyArrayObject *)a), "DeviceArray.from_numpy");
+    if (!dt) return NULL;
     if (PyArray_NDIM((PyArrayObject *)a) > MK_MAX_DIMS) {
         PyErr_Format(PyExc_ValueError, "DeviceArray.from_numpy: at most %d dimensions", MK_MAX_DIMS);
         return NULL;

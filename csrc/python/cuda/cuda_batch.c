@@ -34,19 +34,10 @@ static void device_batch_dealloc(device_batch_object *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static void capsule_release(PyObject *capsule) { Py_XDECREF(PyCapsule_GetContext(capsule)); }
-
 /* A new capsule each time, holding this object: cached here it would make a cycle between
  * two objects the garbage collector does not track. */
 static PyObject *device_batch_capsule(device_batch_object *self, void *closure) {
-    PyObject *capsule = PyCapsule_New(&self->batch, MK_BATCH_CAPSULE, capsule_release);
-    if (!capsule) return NULL;
-    if (PyCapsule_SetContext(capsule, Py_NewRef((PyObject *)self)) < 0) {
-        Py_DECREF(self);
-        Py_DECREF(capsule);
-        return NULL;
-    }
-    return capsule;
+    return mk_owned_capsule(&self->batch, MK_BATCH_CAPSULE, (PyObject *)self);
 }
 
 /* order_after(stream): every producer that named its stream (CAI v3) waits for the work
@@ -126,7 +117,7 @@ static PyObject *py_device_batch(PyObject *module, PyObject *args) {
     for (int i = 0; i < FIELDS; i++) {
         if (obj[i] == Py_None && i >= 3) continue;
         const mk_dtype *dtype = i < 4 ? &mk_int32 : &mk_float32;
-        if (mk_gpu_parse_for(obj[i], op, names[i], stream, &a[i]) < 0 ||
+        if (mk_gpu_parse(obj[i], op, names[i], stream, &a[i]) < 0 ||
             mk_gpu_expect(&a[i], op, dtype, ndims[i]) < 0)
             goto fail;
     }

@@ -83,13 +83,13 @@ typedef struct {
     int32_t *narrowed;       /* an index array's int32 copy (mk_gpu_narrow), freed at release */
 } mk_gpu_array;
 
-/* Reads obj's layout without touching the device: 0, or -1 with TypeError/ValueError
- * naming `op` and `name`. Checks structure and C-contiguity only (not dtype or ndim). */
-int mk_gpu_parse(PyObject *obj, const char *op, const char *name, mk_gpu_array *out);
-/* The same for a consumer on `stream` (a cudaStream_t; 1 = the legacy default stream, as
- * mk_gpu_parse assumes): a DLPack producer is asked to order its data before it. */
-int mk_gpu_parse_for(PyObject *obj, const char *op, const char *name, void *stream,
-                     mk_gpu_array *out);
+/* Reads obj's layout without touching the device, for a consumer on `stream` (a
+ * cudaStream_t; MK_LEGACY_STREAM, where the ops run): a DLPack producer is asked to order
+ * its data before it. 0, or -1 with TypeError/ValueError naming `op` and `name`. Checks
+ * structure and C-contiguity only (not dtype or ndim). */
+#define MK_LEGACY_STREAM ((void *)1)
+int mk_gpu_parse(PyObject *obj, const char *op, const char *name, void *stream,
+                 mk_gpu_array *out);
 /* dtype and ndim, with the CPU path's messages. */
 int mk_gpu_expect(mk_gpu_array *a, const char *op, const mk_dtype *dtype, int ndim);
 /* An integer dtype (any width) and ndim, with the CPU path's messages. */
