@@ -287,7 +287,8 @@ def test_move_pair_relative_goes_both_ways_and_is_decayed():
 def test_relative_index_parts_are_the_reference_index():
     import reference as ref
     from manaka.move_pair_board import relative_parts
-    for cfg in (cases.config(move_pairs=8, board=(2, 2, 2)), cases.config(num_tokens=40, move_pairs=24, board=(3, 4, 3)),
+    for cfg in (cases.config(move_pairs=8, board=(2, 2, 2)),
+                cases.config(num_tokens=40, move_pairs=24, board=(3, 4, 3)),
                 mk.ModelConfig(num_tokens=28 * 81 + 1, num_moves=2187, tokens_per_side=2, move_pairs=2187,
                                board_width=9, board_height=9, board_kinds=28)):
         token_part, class_part = relative_parts(cfg)
