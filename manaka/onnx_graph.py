@@ -22,6 +22,12 @@ masks and sums, so any ONNX runtime runs the file and manaka is not needed to re
   into [B, C] per position (``ReduceSum``); each legal move's class ``Mod(move, C)``
   picks its sum (``GatherElements``), added to the GatherDot logits before the padded
   slots are set to 0.
+* The relative part (a model with ``board_kinds`` = K > 0): its index
+  ``token_part[v] + class_part[c]`` (:mod:`manaka.move_pair_board`) from two constant
+  int64 lists ([V] and [C]): ``Gather`` of the side to move's token parts [B, T] and of
+  the legal moves' class parts [B, L], their broadcast ``Add`` [B, T, L], ``Gather`` of
+  the flat ``move_pair_relative``, and a ``MatMul`` by the 0/1 weights of the slots that
+  hold a board token [B, 1, T] sums over the tokens; added after MovePairSums.
 
 Inputs and outputs are those of ``mk.Model.forward``: ``tokens`` int32 [B, 2, T] (-1
 empty), ``legal`` int32 [B, L] (padded slots may hold anything), ``counts`` int32 [B]
@@ -38,6 +44,8 @@ import json
 from typing import Dict, List, Mapping
 
 import numpy as np
+
+from .move_pair_board import relative_parts
 
 __all__ = ["MIN_OPSET", "DEFAULT_OPSET", "build", "pair_slots"]
 
@@ -182,6 +190,33 @@ def _move_pair_sums(g: _Graph, present: str, rows: str, move_pair_table: str, mo
     return g.op("GatherElements", [per_class, classes], "move_pair_sums", axis=1)
 
 
+def _move_pair_relative_sums(g: _Graph, present: str, rows: str, relative: np.ndarray, move: str, config) -> str:
+    """[B, L]: the sum over the side to move's board tokens v of relative.flat[token_part[v]
+    + class_part[move[b, l] % C]] (padded slots read class 0: the caller masks them)."""
+    token_part, class_part = relative_parts(config)
+    on_board = token_part >= 0
+    # a token without a part reads token 0's, in range for every class, weighted 0 below
+    token_part = np.where(on_board, token_part, token_part[0])
+    side = g.small([0])
+    side_rows = g.op("Gather", [rows, side], "side_token_row", axis=1)              # [B, 1, T]
+    side_present = g.op("Gather", [present, side], "side_token_present", axis=1)    # [B, 1, T]
+    board = g.op("Gather", [g.const("relative_on_board", on_board), side_rows], "side_token_on_board", axis=0)
+    weight = g.op("Cast", [g.op("And", [side_present, board], "relative_slot_used")], "relative_slot_weight",
+                  to=g.FLOAT)                                                       # [B, 1, T]
+    parts = g.op("Gather", [g.const("relative_token_part", token_part), side_rows], "relative_token_parts",
+                 axis=0)
+    parts = g.op("Transpose", [parts], "relative_token_parts_column", perm=[0, 2, 1])  # [B, T, 1]
+    classes = g.op("Mod", [move, g.small(config.move_pairs)], "relative_move_class")
+    class_parts = g.op("Gather", [g.const("relative_class_part", class_part), classes], "relative_class_parts",
+                       axis=0)
+    class_parts = g.op("Unsqueeze", [class_parts, g.small([1])], "relative_class_parts_row")  # [B, 1, L]
+    index = g.op("Add", [parts, class_parts], "relative_index")                     # [B, T, L]
+    flat = g.const("move_pair_relative", np.ascontiguousarray(relative, dtype=np.float32).reshape(-1))
+    entries = g.op("Gather", [flat, index], "relative_entries", axis=0)            # [B, T, L]
+    sums = g.op("MatMul", [weight, entries], "relative_sums_row")                   # [B, 1, L]
+    return g.op("Squeeze", [sums, g.small([1])], "move_pair_relative_sums")
+
+
 class _Parameters(dict):
     """name -> the constant holding parameter `name`, made on first use."""
 
@@ -220,6 +255,9 @@ def build(config, parameters: Mapping[str, np.ndarray], opset: int = DEFAULT_OPS
     if c.move_pairs:
         pairs = _move_pair_sums(g, present, rows, w["move_pair_table"], move, c.move_pairs)
         scores = g.op("Add", [scores, pairs], "legal_scores_with_move_pairs")
+    if c.board_kinds:
+        relative = _move_pair_relative_sums(g, present, rows, parameters["move_pair_relative"], move, c)
+        scores = g.op("Add", [scores, relative], "legal_scores_with_relative_pairs")
     g.op("Where", [used, scores, g.small(0, np.float32)], "logits")  # 0 at padded slots
     z = g.op("Gemm", [x, w["value.weight"], w["value.bias"]], "value_logit", transB=1)  # [B, 1]
     g.op("Sigmoid", [g.op("Squeeze", [z, g.small([1])], "value_logit_row")], "value")

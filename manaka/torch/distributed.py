@@ -50,6 +50,7 @@ from .network import Network
 __all__ = ["LossModule", "data_parallel", "dense_parameters", "all_reduce_pair_grad", "PAIR_TABLE"]
 
 PAIR_TABLE = "pair_table"
+RELATIVE_INDEX_BUFFERS = ("relative_token_part", "relative_class_part")
 
 
 class LossModule(nn.Module):
@@ -80,14 +81,22 @@ def data_parallel(net: Network, process_group=None, value_weight: float = 1.0, c
 
     With ``net.sparse_pair_grad`` the pair table is left out of DDP (call
     :func:`all_reduce_pair_grad` after each backward) and broadcast from rank 0 here, as DDP
-    broadcasts the parameters it owns. `ddp_kwargs` go to ``DistributedDataParallel``.
+    broadcasts the parameters it owns. The index buffers of the move-pair table's relative
+    part (constants of the config) are left out of DDP's buffer broadcast; its table is a
+    dense parameter like the rest. `ddp_kwargs` go to ``DistributedDataParallel``.
     Needs an initialised default process group (or `process_group`)."""
     if not dist.is_available() or not dist.is_initialized():
         raise RuntimeError("data_parallel: torch.distributed is not initialised: call "
                            "torch.distributed.init_process_group first (torchrun sets its environment)")
     module = LossModule(net, value_weight, check)
+    # the relative part's index buffers are constants of the config, the same on every
+    # rank: DDP would broadcast them before every forward
+    ignore = [f"net.{name}" for name, _ in net.named_buffers() if name in RELATIVE_INDEX_BUFFERS]
     if net.sparse_pair_grad:
-        DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(module, [f"net.{PAIR_TABLE}"])
+        ignore.append(f"net.{PAIR_TABLE}")
+    if ignore:
+        DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(module, ignore)
+    if net.sparse_pair_grad:
         with torch.no_grad():
             dist.broadcast(net.pair_table.data, src=_global_rank(0, process_group), group=process_group)
     return DistributedDataParallel(module, process_group=process_group, **ddp_kwargs)

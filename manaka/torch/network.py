@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from .. import _core
 from ..batch import Batch
 from ..model import Model, ModelConfig
+from ..move_pair_board import relative_parts
 from . import ops, targets
 from .sparse_pairs import pair_sums_sparse_grad
 
@@ -34,7 +35,13 @@ class Network(nn.Module):
     ``nn.Linear``; ReLU after each), ``policy`` (Linear to W), ``move_table`` [M, W],
     ``value`` (Linear to 1), and with ``config.move_pairs`` = C > 0 ``move_pair_table``
     [V, C] (initialised to 0), whose row of each side-to-move token, read at the class
-    ``m % C`` of each legal move m, is added to that move's logit (:meth:`move_pair_sums`).
+    ``m % C`` of each legal move m, is added to that move's logit (:meth:`move_pair_sums`);
+    with ``config.board_kinds`` = K > 0 also ``move_pair_relative`` [K (2W - 1) (2H - 1), C / (W H)]
+    (initialised to 0), whose entry of (a side-to-move board token's kind, its square
+    relative to the move's, the move's kind) is added too (:meth:`move_pair_relative_sums`).
+    Its index splits into a part per token id and a part per class
+    (:func:`manaka.move_pair_board.relative_parts`), held in the non-persistent buffers
+    ``relative_token_part`` [V] and ``relative_class_part`` [C] (not in ``state_dict``).
 
     Args:
         config: the shapes (:class:`manaka.ModelConfig`).
@@ -66,6 +73,14 @@ class Network(nn.Module):
         self.value = nn.Linear(widths[-1], 1)
         if c.move_pairs:
             self.move_pair_table = nn.Parameter(torch.zeros(c.num_tokens, c.move_pairs))
+        if c.board_kinds:
+            S = c.board_width * c.board_height
+            self.move_pair_relative = nn.Parameter(torch.zeros(
+                c.board_kinds * (2 * c.board_width - 1) * (2 * c.board_height - 1), c.move_pairs // S))
+            token_part, class_part = relative_parts(c)
+            # constants of the config: left out of state_dict (mk.Model has no such tensor)
+            self.register_buffer("relative_token_part", torch.from_numpy(token_part), persistent=False)
+            self.register_buffer("relative_class_part", torch.from_numpy(class_part), persistent=False)
         self._load_model_state(Model(config, seed=seed).state_dict())
 
     # ------------------------------------------------------------ compute
@@ -106,12 +121,35 @@ class Network(nn.Module):
         classes = torch.where(used, legal.to(torch.int64), 0) % C
         return torch.where(used, per_class.gather(1, classes), 0)
 
+    def move_pair_relative_sums(self, tokens: Tensor, legal: Tensor, counts: Tensor) -> Tensor:
+        """The relative part's term [B, L] (``mk.ModelConfig``'s board_width, board_height,
+        board_kinds): for l < counts[b], the sum over the side to move's board tokens v
+        (``0 <= tokens[b, 0, t] < K W H``; hand tokens and empty slots add nothing) of
+        ``move_pair_relative.flat[ridx(v, legal[b, l] % C)]``; 0 at padded slots. The index
+        is ``relative_token_part[v] + relative_class_part[c]``, gathered as [B, T, L]."""
+        flat = self.move_pair_relative.reshape(-1)
+        token_part, class_part = self.relative_token_part, self.relative_class_part
+        side = tokens[:, 0].to(torch.int64)                                   # [B, T]
+        part = token_part[side.clamp(min=0)]
+        on_board = (side >= 0) & (part >= 0)
+        # a slot without a board token takes token 0's part, whose index is in range for
+        # every class (any board token's is), and is weighted 0 next
+        part = torch.where(on_board, part, token_part[0])
+        used = torch.arange(legal.shape[1], device=legal.device) < counts.to(torch.int64).unsqueeze(1)
+        classes = torch.where(used, legal.to(torch.int64), 0) % class_part.shape[0]  # [B, L]
+        index = part.unsqueeze(2) + class_part[classes].unsqueeze(1)          # [B, T, L]
+        sums = (flat[index] * on_board.unsqueeze(2).to(flat.dtype)).sum(1)    # [B, L]
+        return torch.where(used, sums, 0)
+
     def logits(self, tokens: Tensor, legal: Tensor, counts: Tensor) -> Tuple[Tensor, Tensor]:
         """(policy logits [B, L], value logit z [B]) before any sigmoid; with
-        ``config.move_pairs`` the logits are :meth:`heads`' plus :meth:`move_pair_sums`."""
+        ``config.move_pairs`` the logits are :meth:`heads`' plus :meth:`move_pair_sums`,
+        with ``config.board_kinds`` then plus :meth:`move_pair_relative_sums`."""
         logits, z = self.heads(self.body(self.features(tokens)), legal, counts)
         if self.config.move_pairs:
             logits = logits + self.move_pair_sums(tokens, legal, counts)
+        if self.config.board_kinds:
+            logits = logits + self.move_pair_relative_sums(tokens, legal, counts)
         return logits, z
 
     def forward(self, tokens: Tensor, legal: Tensor, counts: Tensor) -> Tuple[Tensor, Tensor]:

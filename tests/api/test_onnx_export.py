@@ -39,7 +39,13 @@ CONFIGS = {
                        hidden=(10,), head_width=5, move_pairs=6),
     "seed-like": dict(num_tokens=300, num_moves=2187, tokens_per_side=40, embed_dim=256, orders=4, pair_dim=16,
                       hidden=(512, 512), head_width=300),
+    # the move-pair table's relative part at shogi's board and classes (9 x 9, C = 2187, 27
+    # move kinds) with 3 token kinds (243 board tokens, 57 hand tokens): [3 17 17, 27]
+    "shogi-board-relative": dict(num_tokens=300, num_moves=2187, tokens_per_side=40, embed_dim=8, orders=2,
+                                 pair_dim=4, hidden=(24,), head_width=16, move_pairs=2187, board_width=9,
+                                 board_height=9, board_kinds=3),
 }
+WIDE = ("seed-like", "shogi-board-relative")  # run with L up to 600, as shogi's legal moves
 
 
 def inputs(rng, cfg, B, L, zero_counts=True):
@@ -115,7 +121,7 @@ def test_onnxruntime_equals_model_forward(tmp_path, rng, name):
     assert export_onnx(model, path) == os.fspath(path)
     sess = session(path)
     # one session, several batch sizes and legal widths: both axes are dynamic
-    shapes = [(1, 1), (1, 7), (5, 3), (9, 600 if name == "seed-like" else 17), (4, 2)]
+    shapes = [(1, 1), (1, 7), (5, 3), (9, 600 if name in WIDE else 17), (4, 2)]
     check_runs(sess, model, [inputs(rng, cfg, B, L) for B, L in shapes])
 
     proto = onnx.load(os.fspath(path))
@@ -242,16 +248,29 @@ def test_a_torch_network_exports_the_same(tmp_path, rng):
 
 
 def with_move_pair_table(model, rng, scale=0.7):
-    """`model` (move_pairs > 0) with a random move_pair_table far from its initial 0."""
+    """`model` (move_pairs > 0) with a random move_pair_table (and move_pair_relative, if it
+    has one) far from their initial 0."""
     state = model.state_dict()
-    state["move_pair_table"] = rng.normal(0, scale, state["move_pair_table"].shape).astype(np.float32)
+    for name in ("move_pair_table", "move_pair_relative"):
+        if name in state:
+            state[name] = rng.normal(0, scale, state[name].shape).astype(np.float32)
     model.load_state_dict(state)
     return model
 
 
-@pytest.mark.parametrize("move_pairs", [1, 6, 97], ids=lambda c: f"C{c}")  # 97 > M = 40: classes never read
-def test_move_pair_table_is_in_the_graph(tmp_path, rng, move_pairs):
-    cfg = mk.ModelConfig(**{**CONFIGS["move-pairs"], "move_pairs": move_pairs})
+# (move_pairs, (W, H, K) of the relative part): 97 > M = 40 has classes never read; the
+# relative parts on 13 tokens: 3 x 2 and 2 x 3 boards (W != H), 2 token kinds (12 board
+# tokens, 1 hand token), 1 and 2 move kinds
+GRAPH_CASES = [(1, None), (6, None), (97, None), (6, (3, 2, 2)), (12, (2, 3, 2))]
+
+
+@pytest.mark.parametrize("move_pairs, board", GRAPH_CASES,
+                         ids=lambda c: "C%d" % c if isinstance(c, int) else "" if c is None else "rel%dx%dx%d" % c)
+def test_move_pair_table_is_in_the_graph(tmp_path, rng, move_pairs, board):
+    fields = dict(move_pairs=move_pairs)
+    if board:
+        fields.update(board_width=board[0], board_height=board[1], board_kinds=board[2])
+    cfg = mk.ModelConfig(**{**CONFIGS["move-pairs"], **fields})
     model = with_move_pair_table(trained_looking(mk.Model(cfg, seed=3), rng), rng)
     path = export_onnx(model, tmp_path / "m.onnx")
     sess = session(path)
@@ -262,29 +281,37 @@ def test_move_pair_table_is_in_the_graph(tmp_path, rng, move_pairs):
     proto = onnx.load(path)
     assert {"Mod", "GatherElements", "ReduceSum"} <= {n.op_type for n in proto.graph.node}
     assert {n.domain for n in proto.graph.node} == {""}, "only standard ONNX operators"
-    assert json.loads({p.key: p.value for p in proto.metadata_props}["manaka_config"])["move_pairs"] == move_pairs
+    assert json.loads({p.key: p.value for p in proto.metadata_props}["manaka_config"]) == cfg.to_dict()
+    assert ("move_pair_relative_sums" in {n.output[0] for n in proto.graph.node}) == bool(board)
 
-    # the table changes the logits: the same parameters without it give other numbers
-    plain = mk.Model(mk.ModelConfig(**{**CONFIGS["move-pairs"], "move_pairs": 0}))
-    plain.load_state_dict({k: v for k, v in model.state_dict().items() if k != "move_pair_table"})
+    # the table (or its relative part) changes the logits: the same parameters without it
+    # give other numbers
+    last = "move_pair_relative" if board else "move_pair_table"
+    plain = mk.Model(mk.ModelConfig(**{**CONFIGS["move-pairs"], "move_pairs": move_pairs if board else 0}))
+    plain.load_state_dict({k: v for k, v in model.state_dict().items() if k != last})
     feed = feeds[2]
     with_table = sess.run(["logits"], feed)[0]
     without = session(export_onnx(plain, tmp_path / "plain.onnx")).run(["logits"], feed)[0]
-    assert "Mod" not in {n.op_type for n in onnx.load(tmp_path / "plain.onnx").graph.node}
+    plain_nodes = {n.output[0] for n in onnx.load(tmp_path / "plain.onnx").graph.node}
+    assert ("move_pair_relative_sums" if board else "move_pair_sums") not in plain_nodes
     used = np.arange(with_table.shape[1])[None, :] < feed["counts"][:, None]
     if move_pairs > 1:  # one class adds a number per position, as large
         assert np.abs(with_table - without)[used].max() > 0.1
     np.testing.assert_allclose(without, forward(plain, feed)[0], rtol=1e-4, atol=1e-5)
 
 
-def test_a_torch_network_with_a_move_pair_table_exports_the_same(tmp_path, rng):
+@pytest.mark.parametrize("board", [None, (3, 2, 2)], ids=["table", "table-and-relative"])
+def test_a_torch_network_with_a_move_pair_table_exports_the_same(tmp_path, rng, board):
     torch = pytest.importorskip("torch", reason="torch not installed: pip install torch (manaka[torch])")
     import manaka.torch as mkt
 
-    cfg = mk.ModelConfig(**CONFIGS["move-pairs"])
+    fields = dict(board_width=board[0], board_height=board[1], board_kinds=board[2]) if board else {}
+    cfg = mk.ModelConfig(**{**CONFIGS["move-pairs"], **fields})
     net = mkt.Network(cfg, seed=2)
     state = net.state_dict()
-    state["move_pair_table"] = torch.from_numpy(rng.normal(0, 0.7, (cfg.num_tokens, cfg.move_pairs)).astype(np.float32))
+    for name in ("move_pair_table", "move_pair_relative"):
+        if name in state:
+            state[name] = torch.from_numpy(rng.normal(0, 0.7, tuple(state[name].shape)).astype(np.float32))
     net.load_state_dict(state)
     path = mkt.export_onnx(net, tmp_path / "net.onnx")
     feed = inputs(rng, cfg, 7, 12)
@@ -315,8 +342,17 @@ def test_networks_that_compute_something_else_are_refused(tmp_path):
         def move_pair_sums(self, tokens, legal, counts):
             return 2 * super().move_pair_sums(tokens, legal, counts)
 
+    class OtherRelative(mkt.Network):
+        def move_pair_relative_sums(self, tokens, legal, counts):
+            return 2 * super().move_pair_relative_sums(tokens, legal, counts)
+
     with pytest.raises(TypeError, match="OtherPairs overrides move_pair_sums"):
         mkt.export_onnx(OtherPairs(mk.ModelConfig(**CONFIGS["move-pairs"])), tmp_path / "d.onnx")
+    relative = mk.ModelConfig(**{**CONFIGS["move-pairs"], "board_width": 3, "board_height": 2, "board_kinds": 2})
+    with pytest.raises(TypeError, match="OtherRelative overrides move_pair_relative_sums"):
+        mkt.export_onnx(OtherRelative(relative), tmp_path / "e.onnx")
+    mkt.export_onnx(mkt.Network(relative), tmp_path / "f.onnx")  # its index buffers are no extra state
+    os.remove(tmp_path / "f.onnx")
     with pytest.raises(TypeError, match="Tanh overrides body"):
         mkt.export_onnx(Tanh(cfg), tmp_path / "a.onnx")
     with pytest.raises(TypeError, match=r"Extra has parameters or buffers .*'scale'"):
@@ -371,3 +407,11 @@ def test_command(tmp_path, rng):
         assert len(lines) == 1 and lines[0].startswith("python -m manaka.export: ") and message in lines[0], lines
     assert (tmp_path / "m.onnx").read_bytes() == before and not (tmp_path / "n.onnx").exists()
     assert run_cli("m.manaka", "m.onnx", "--overwrite", cwd=tmp_path).returncode == 0
+
+    # a saved model with the move-pair table's relative part: the file keeps it, the command writes it
+    relative = mk.ModelConfig(**{**CONFIGS["move-pairs"], "board_width": 3, "board_height": 2, "board_kinds": 2})
+    model = with_move_pair_table(mk.Model(relative, seed=8), rng)
+    model.save(tmp_path / "r.manaka")
+    done = run_cli("r.manaka", "r.onnx", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    check_runs(session(tmp_path / "r.onnx"), model, [inputs(rng, relative, 5, 9)])

@@ -1,6 +1,6 @@
 """torch.compile(fullgraph=True) of a small module using all three manaka.torch operators:
 no graph break (fullgraph raises on one), and the same outputs and gradients as eager; and
-Network.loss with a move_pair_table compiled whole."""
+Network.loss with a move_pair_table (and its relative part) compiled whole."""
 import numpy as np
 import pytest
 
@@ -51,18 +51,22 @@ def test_compiled_module_has_no_graph_break_and_matches_eager():
         torch.testing.assert_close(p.grad, want[name], rtol=1e-5, atol=1e-6, msg=name)
 
 
-def test_compiled_network_with_a_move_pair_table_matches_eager():
+@pytest.mark.parametrize("move_pairs, board", [(5, (0, 0, 0)), (8, (2, 2, 2))], ids=["table", "table-and-relative"])
+def test_compiled_network_with_a_move_pair_table_matches_eager(move_pairs, board):
     import model_cases as cases
 
-    cfg = cases.config(hidden=(8,), move_pairs=5)
+    cfg = cases.config(hidden=(8,), move_pairs=move_pairs, board=board)
     net = mkt.Network(cfg, seed=2)
+    tables = [n for n in ("move_pair_table", "move_pair_relative") if hasattr(net, n)]
     with torch.no_grad():
-        net.move_pair_table.copy_(torch.randn(net.move_pair_table.shape, generator=torch.Generator().manual_seed(1)))
+        for k, name in enumerate(tables):
+            p = getattr(net, name)
+            p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(1 + k)))
     tens = mkt.batch_tensors(cases.batch(cfg, B=7, L=10, seed=3, soft=True))
     eager = net.loss(**tens, check=False)
     eager.backward()
     want = {n: p.grad.clone() for n, p in net.named_parameters()}
-    assert want["move_pair_table"].abs().max() > 0
+    assert len(tables) == 1 + any(board) and all(want[n].abs().max() > 0 for n in tables)
     net.zero_grad()
     torch._dynamo.reset()
     compiled = torch.compile(net.loss, fullgraph=True)(**tens, check=False)

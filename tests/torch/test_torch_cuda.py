@@ -61,13 +61,22 @@ def test_mixed_devices_is_the_manaka_ops_error(rng):
         mkt.gather_dot(cuda(np.ones((2, 3), np.float32)), torch.ones(4, 3), cuda(np.zeros((2, 5), np.int32)))
 
 
-def test_network_on_cuda_matches_cpu(rng):
+@pytest.mark.parametrize("move_pairs, board", [(0, (0, 0, 0)), (8, (2, 2, 2))], ids=["plain", "relative-pairs"])
+def test_network_on_cuda_matches_cpu(rng, move_pairs, board):
     import model_cases as cases
 
-    cfg = cases.config(hidden=(8,))
+    cfg = cases.config(hidden=(8,), move_pairs=move_pairs, board=board)
     b = cases.batch(cfg)
-    net = mkt.Network(cfg, seed=3)
+    net = mkt.Network.from_model(cases.model(cfg, seed=3))  # random move-pair tables, if any
     tens = mkt.network.batch_tensors(b)
     want = net.loss(**tens)
-    got = net.cuda().loss(**mkt.network.batch_tensors(b, "cuda"))
+    want.backward()
+    grads = {n: p.grad.clone() for n, p in net.named_parameters()}
+    net.zero_grad()
+    net = net.cuda()  # the relative part's index buffers move with it
+    assert all(t.is_cuda for t in net.buffers())
+    got = net.loss(**mkt.network.batch_tensors(b, "cuda"))
+    got.backward()
     assert float(got) == pytest.approx(float(want), rel=1e-5)
+    for name, p in net.named_parameters():
+        assert_close(p.grad.cpu().numpy(), grads[name].numpy(), tol=1e-4)

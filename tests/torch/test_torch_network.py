@@ -80,12 +80,16 @@ def test_bad_arguments():
         mkt.Network.from_model("model.mk")
 
 
-@pytest.mark.parametrize("move_pairs", [0, 5])
+# (move_pairs, board): no table, a table, a table with a relative part (2 x 2 board, 2 kinds)
+PAIR_CASES = [(0, (0, 0, 0)), (5, (0, 0, 0)), (8, (2, 2, 2))]
+
+
+@pytest.mark.parametrize("move_pairs, board", PAIR_CASES, ids=["no-table", "C5", "C8-relative"])
 @pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
-def test_twenty_adamw_steps_track_trainer(soft, move_pairs):
-    cfg = cases.config(hidden=(8, 6), move_pairs=move_pairs)
+def test_twenty_adamw_steps_track_trainer(soft, move_pairs, board):
+    cfg = cases.config(hidden=(8, 6), move_pairs=move_pairs, board=board)
     b = cases.batch(cfg, soft=soft)
-    trainer = mk.Trainer(cases.model(cfg, seed=1), lr=1e-2, weight_decay=0.05)  # a random move_pair_table
+    trainer = mk.Trainer(cases.model(cfg, seed=1), lr=1e-2, weight_decay=0.05)  # random move-pair tables
     net = mkt.Network.from_model(trainer.model)
     opt = torch.optim.AdamW(mkt.param_groups(net, 0.05), lr=1e-2, betas=(0.9, 0.999), eps=1e-8)
     tens = mkt.batch_tensors(b)
@@ -171,14 +175,17 @@ def test_compiled_loss_keeps_the_check():
 
 
 def _with_move_pairs(cfg, seed):
-    """A Network of `cfg` (move_pairs > 0) whose move_pair_table is random and nonzero (set
-    through load_state_dict), the mk.Model holding its parameters, and a batch whose second
-    position has no token for the side to move (and some padded legal slots)."""
+    """A Network of `cfg` (move_pairs > 0) whose move_pair_table and move_pair_relative (if
+    any) are random and nonzero (set through load_state_dict), the mk.Model holding its
+    parameters, and a batch whose second position has no token for the side to move (and
+    some padded legal slots)."""
     net = mkt.Network(cfg, seed=seed)
     rng = np.random.default_rng(seed)
     state = net.state_dict()
-    assert torch.count_nonzero(state["move_pair_table"]) == 0  # initialised to 0, as mk.Model's
-    state["move_pair_table"] = torch.from_numpy(rng.normal(0, 0.7, (cfg.num_tokens, cfg.move_pairs)).astype(np.float32))
+    for name in ("move_pair_table", "move_pair_relative"):
+        if name in state:
+            assert torch.count_nonzero(state[name]) == 0  # initialised to 0, as mk.Model's
+            state[name] = torch.from_numpy(rng.normal(0, 0.7, tuple(state[name].shape)).astype(np.float32))
     net.load_state_dict(state)
     b = cases.batch(cfg, B=7, L=10, seed=seed, soft=bool(seed % 2))
     b.tokens[1, 0] = -1
@@ -186,10 +193,18 @@ def _with_move_pairs(cfg, seed):
     return net, net.to_model(), b
 
 
-@pytest.mark.parametrize("move_pairs", [1, 5, 23], ids=lambda c: f"C{c}")  # C = 23 > M = 17: unused classes
+# (move_pairs, (W, H, K) of the relative part): C = 23 > M = 17 has unused classes; with a
+# relative part, V = 11 tokens of which the first K W H are board tokens: 8 (3 hand
+# tokens), 6 on a 3 x 2 board (W != H; 2 move kinds), and all 11 (1 x 1 board: the
+# relative table is a [K, C] table per token kind)
+TABLE_CASES = [(1, None), (5, None), (23, None), (8, (2, 2, 2)), (12, (3, 2, 1)), (22, (1, 1, 11))]
+
+
+@pytest.mark.parametrize("move_pairs, board", TABLE_CASES,
+                         ids=lambda c: "C%d" % c if isinstance(c, int) else "" if c is None else "rel%dx%dx%d" % c)
 @pytest.mark.parametrize("seed", [0, 1], ids=["hard", "soft"])
-def test_move_pair_table_forward_and_gradients_equal_model(move_pairs, seed):
-    cfg = cases.config(hidden=(8,), move_pairs=move_pairs)
+def test_move_pair_table_forward_and_gradients_equal_model(move_pairs, board, seed):
+    cfg = cases.config(hidden=(8,), move_pairs=move_pairs, board=board or (0, 0, 0))
     net, model, b = _with_move_pairs(cfg, seed)
     tens = mkt.batch_tensors(b)
     logits, value = net(tens["tokens"], tens["legal"], tens["counts"])
@@ -203,6 +218,14 @@ def test_move_pair_table_forward_and_gradients_equal_model(move_pairs, seed):
     want_term = ref.move_pair_sums(net.move_pair_table.detach().numpy(), b.tokens[:, 0], b.legal, b.counts)
     assert np.abs(want_term).max() > 0.1 and rel(term, want_term) < 1e-5
     assert np.all(term.numpy()[1][~padded[1]] == 0)  # no side-to-move token: nothing added
+    if board:
+        relative = net.move_pair_relative_sums(tens["tokens"], tens["legal"], tens["counts"]).detach()
+        want_rel = ref.move_pair_relative_sums(net.move_pair_relative.detach().numpy(), b.tokens[:, 0], b.legal,
+                                               b.counts, move_pairs, *board)
+        assert np.abs(want_rel).max() > 0.1 and rel(relative, want_rel) < 1e-5
+        assert np.all(relative.numpy()[padded] == 0) and np.all(relative.numpy()[1] == 0)
+        # the batch holds hand tokens (which add nothing) wherever the config has some
+        assert (b.tokens[:, 0] >= board[0] * board[1] * board[2]).any() == (board[2] != 11)
 
     losses = net.losses(**tens, value_weight=0.7)
     losses.loss.backward()
@@ -210,8 +233,13 @@ def test_move_pair_table_forward_and_gradients_equal_model(move_pairs, seed):
     for name in ("loss", "policy_loss", "value_loss", "accuracy"):
         assert float(getattr(losses, name).detach()) == pytest.approx(stats[name], rel=1e-5, abs=1e-7), name
     params = dict(net.named_parameters())
-    assert set(params) == set(grads) and "move_pair_table" in params
+    assert set(params) == set(grads) and "move_pair_table" in params and ("move_pair_relative" in params) == bool(board)
     table_grad = grads.pop("move_pair_table")
+    if board:
+        relative_grad = grads.pop("move_pair_relative")
+        want_grad = ref.move_pair_relative_backward(table_grad, move_pairs, *board)
+        assert np.abs(relative_grad).max() > 0.01 and rel(relative_grad, want_grad) < 1e-5  # the model, checked
+        assert rel(params["move_pair_relative"].grad, relative_grad) < 1e-4
     for name, g in grads.items():
         assert rel(params[name].grad, g) < 1e-4, name
     if move_pairs == 1:  # one class: the same number added to every legal logit, which the softmax ignores
@@ -232,5 +260,46 @@ def test_move_pair_table_goes_both_ways_and_is_decayed():
     assert any(p is net.move_pair_table for p in decayed["params"])
     assert not any(p is net.move_pair_table for p in plain["params"])
     assert not hasattr(mkt.Network(cases.config(hidden=(6,))), "move_pair_table")  # move_pairs = 0: no table
+    assert not hasattr(net, "move_pair_relative")  # board_kinds = 0: no relative part
+
+
+def test_move_pair_relative_goes_both_ways_and_is_decayed():
+    cfg = cases.config(hidden=(6,), move_pairs=12, board=(3, 2, 1))
+    net, model, b = _with_move_pairs(cfg, 3)
+    assert model.shapes["move_pair_relative"] == (5 * 3, 2) == tuple(net.move_pair_relative.shape)
+    assert list(model.shapes)[-2:] == ["move_pair_table", "move_pair_relative"]
+    # the index buffers are constants of the config, not parameters: no state_dict entry
+    assert set(net.state_dict()) == set(model.shapes)
+    assert {n for n, _ in net.named_buffers()} == {"relative_token_part", "relative_class_part"}
+    back = mkt.Network.from_model(model)
+    for name, p in net.state_dict().items():
+        np.testing.assert_array_equal(model.state_dict()[name], p.numpy(), err_msg=name)
+        np.testing.assert_array_equal(back.state_dict()[name].numpy(), p.numpy(), err_msg=name)
+    assert float(back.loss(**mkt.batch_tensors(b))) == pytest.approx(model.loss_and_grad(b)[0]["loss"], rel=1e-5)
+    decayed, plain = mkt.param_groups(net, 0.05)
+    assert any(p is net.move_pair_relative for p in decayed["params"])
+    assert not any(p is net.move_pair_relative for p in plain["params"])
+    # the buffers keep int64 when the network changes float dtype
+    half = mkt.Network(cfg).to(torch.bfloat16)
+    assert half.move_pair_relative.dtype == torch.bfloat16 and half.relative_token_part.dtype == torch.int64
+
+
+def test_relative_index_parts_are_the_reference_index():
+    import reference as ref
+    from manaka.move_pair_board import relative_parts
+    for cfg in (cases.config(move_pairs=8, board=(2, 2, 2)),
+                cases.config(num_tokens=40, move_pairs=24, board=(3, 4, 3)),
+                mk.ModelConfig(num_tokens=28 * 81 + 1, num_moves=2187, tokens_per_side=2, move_pairs=2187,
+                               board_width=9, board_height=9, board_kinds=28)):
+        token_part, class_part = relative_parts(cfg)
+        W, H, K, C = cfg.board_width, cfg.board_height, cfg.board_kinds, cfg.move_pairs
+        rng = np.random.default_rng(0)
+        tokens = np.concatenate([np.arange(min(cfg.num_tokens, 60)), rng.integers(0, cfg.num_tokens, 200)])
+        for v in tokens:
+            for c in (np.arange(C) if C < 100 else rng.integers(0, C, 30)):
+                want = ref.relative_index(int(v), int(c), C, W, H, K)
+                got = token_part[v] + class_part[c] if token_part[v] >= 0 else -1
+                assert got == want, (cfg, v, c)
+        assert (token_part >= 0).sum() == K * W * H
 
 
