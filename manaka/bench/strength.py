@@ -251,7 +251,7 @@ def train_manaka(cfg: dict) -> dict:
                          warmup_steps=r["warmup"], schedule=r["schedule"], total_steps=total,
                          pair_update=r["pair_update"])
     budget = Budget(cfg["seconds"], cfg["positions"], cfg["every"], cfg["every_positions"])
-    curve, best, best_state, steps = [], None, None, 0
+    curve, best, best_state, steps, schedule_end = [], None, None, 0, None
     t = time.perf_counter()
     try:
         while not budget.spent():
@@ -261,6 +261,8 @@ def train_manaka(cfg: dict) -> dict:
                 now = time.perf_counter()
                 budget.trained += now - t
                 budget.seen += len(batch)
+                if r["schedule"] == "cosine" and steps == total:  # lr is min_lr from here on
+                    schedule_end = {"steps": steps, "seconds": budget.trained, "positions_seen": budget.seen}
                 if budget.due() or budget.spent():
                     point = _curve_point(budget, steps, evaluate_manaka(model, held, cfg["eval_positions"]))
                     curve.append(point)
@@ -274,7 +276,9 @@ def train_manaka(cfg: dict) -> dict:
     last = curve[-1] if curve else None
     out = {"curve": curve, "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in r.items()},
            "parameters": model.num_parameters(), "steps": steps, "positions_seen": budget.seen,
-           "seconds": budget.trained, "final_of_last": evaluate_manaka(model, held)}
+           "seconds": budget.trained, "final_of_last": evaluate_manaka(model, held), "total_steps": total}
+    if schedule_end and steps > total:
+        out["schedule_end"] = schedule_end
     if r["keep_best"] and best is not None and best is not last:
         model.load_state_dict(best_state)
         out["kept"] = {"seconds": best["seconds"], "steps": best["steps"]}
@@ -428,6 +432,11 @@ def report(out: dict) -> List[str]:
         for p in res["curve"]:
             lines.append(f"{p['seconds']:8.1f} {p['positions_seen']:10,} {p['steps']:7,} {100 * p['top1']:6.1f}% "
                          f"{100 * p['top5']:6.1f}% {p['policy_nll']:10.4f} {p['value_bce']:10.4f} {100 * p['value_accuracy']:9.1f}%")
+        if res.get("schedule_end"):
+            e, rate = res["schedule_end"], res["positions_seen"] / max(res["seconds"], 1e-9)
+            lines.append(f"note: the cosine schedule (total_steps {res['total_steps']:,} from --rate-guess "
+                         f"{c['rate_guess']:g}) ended at {e['seconds']:.1f} s of {res['seconds']:.1f}: the rest trained "
+                         f"at min_lr; this run's rate was {rate:,.0f} positions/s (--rate-guess {rate:.0f} fits it)")
         if "kept" in res:
             f = res["final_of_last"]
             lines.append(f"kept the best curve point ({res['kept']['seconds']:.1f} s, step {res['kept']['steps']}); "

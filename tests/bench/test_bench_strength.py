@@ -249,6 +249,24 @@ def test_report_lists_every_row(quick_run):
     assert "manaka curve" in text and "resnet curve" in text and "load average" in text
 
 
+def test_a_schedule_that_ends_before_the_time_budget_is_reported(tmp_path):
+    """--rate-guess sizes the cosine schedule for --time; a faster machine ends it early and
+    trains the rest at min_lr: the report says when, and which rate guess fits."""
+    random_games(tmp_path / "train.hcpe", 20, seed=5)
+    random_games(tmp_path / "held.hcpe", 4, seed=6)
+    # 6 s at 1,800 positions/s is 21 steps of 512, one past the warm-up
+    assert strength.main([str(tmp_path / "train.hcpe"), str(tmp_path / "held.hcpe"), "--quick", "--time", "6",
+                          "--rate-guess", "1800", "--only", "manaka", "--out", str(tmp_path), "--tag", "s"]) == 0
+    out = json.loads((tmp_path / "strength-s.json").read_text())["manaka"]
+    assert out["total_steps"] == 21
+    if out["steps"] > 21:  # a machine slower than 3.5 steps/s ends inside the schedule
+        assert out["schedule_end"]["steps"] == 21 and out["schedule_end"]["seconds"] < out["seconds"]
+        text = (tmp_path / "strength-s.md").read_text()
+        assert "note: the cosine schedule (total_steps 21 from --rate-guess 1800) ended at" in text
+    else:
+        assert "schedule_end" not in out
+
+
 def test_bad_arguments(tmp_path, capsys):
     assert strength.main([str(tmp_path / "none.hcpe"), str(tmp_path / "none.hcpe")]) == 2
     assert "no such file" in capsys.readouterr().err
