@@ -24,27 +24,53 @@ static inline void classes(const int32_t *moves, int64_t n, int64_t C, int32_t *
     for (int64_t l = 0; l < n; l++) cls[l] = (int32_t)(moves[l] % C);
 }
 
+/* The relative part's board (NULL: the table itself, read at (token, class)). */
+typedef struct {
+    int64_t W, H, K;
+} board;
+
+/* Where token v's entries start (-1: it adds nothing), and move m's offset from there. */
+static inline int64_t row_base(int64_t v, int64_t C, const board *g) {
+    if (g) return mk_relative_token(v, C, g->W, g->H, g->K);
+    return v < 0 ? -1 : v * C;
+}
+static inline int32_t column(int32_t m, int64_t C, const board *g) {
+    const int64_t c = m % C;
+    return (int32_t)(g ? mk_relative_class(c, C, g->W, g->H) : c);
+}
+
+/* The forward of both: logits[b, l] += table[row_base(token) + column(move)] over the
+ * position's tokens, ascending t. A constant `g` at each call, so each is specialised. */
+static inline __attribute__((always_inline)) void add_pairs(const float *table, const int32_t *tokens,
+                                                            int64_t token_stride, const int32_t *legal,
+                                                            const int32_t *counts, int64_t B, int64_t T,
+                                                            int64_t L, int64_t C, const board *g,
+                                                            float *logits) {
+#pragma omp parallel for schedule(static) num_threads(mk_threads_for_items(B, B * L * T))
+    for (int64_t b = 0; b < B; b++) {
+        const int32_t *tok = tokens + b * token_stride;
+        int64_t n = row_count(counts, b, L);
+        int32_t col[CHUNK];
+        for (int64_t l0 = 0; l0 < n; l0 += CHUNK) {
+            int64_t k = n - l0 < CHUNK ? n - l0 : CHUNK;
+            float *out = logits + b * L + l0;
+            for (int64_t l = 0; l < k; l++) col[l] = column(legal[b * L + l0 + l], C, g);
+            for (int64_t t = 0; t < T; t++) {
+                int64_t base = row_base(tok[t], C, g);
+                if (base < 0) continue; /* an empty slot (and, relative, a piece in hand) */
+                const float *row = table + base;
+                for (int64_t l = 0; l < k; l++) out[l] += row[col[l]];
+            }
+        }
+    }
+}
+
 mk_status mk_move_pair_sums_cpu(void *stream, const float *table, const int32_t *tokens,
                                 int64_t token_stride, const int32_t *legal,
                                 const int32_t *counts, int64_t B, int64_t T, int64_t L, int64_t C,
                                 float *logits) {
     (void)stream;
-#pragma omp parallel for schedule(static) num_threads(mk_threads_for_items(B, B * L * T))
-    for (int64_t b = 0; b < B; b++) {
-        const int32_t *tok = tokens + b * token_stride;
-        int64_t n = row_count(counts, b, L);
-        int32_t cls[CHUNK];
-        for (int64_t l0 = 0; l0 < n; l0 += CHUNK) {
-            int64_t k = n - l0 < CHUNK ? n - l0 : CHUNK;
-            float *out = logits + b * L + l0;
-            classes(legal + b * L + l0, k, C, cls);
-            for (int64_t t = 0; t < T; t++) {
-                if (tok[t] < 0) continue;
-                const float *row = table + (int64_t)tok[t] * C;
-                for (int64_t l = 0; l < k; l++) out[l] += row[cls[l]];
-            }
-        }
-    }
+    add_pairs(table, tokens, token_stride, legal, counts, B, T, L, C, NULL, logits);
     return MK_OK;
 }
 
@@ -86,24 +112,8 @@ mk_status mk_move_pair_relative_sums_cpu(void *stream, const float *relative, co
                                          int64_t C, int64_t W, int64_t H, int64_t K,
                                          float *logits) {
     (void)stream;
-#pragma omp parallel for schedule(static) num_threads(mk_threads_for_items(B, B * L * T))
-    for (int64_t b = 0; b < B; b++) {
-        const int32_t *tok = tokens + b * token_stride;
-        int64_t n = row_count(counts, b, L);
-        int32_t part[CHUNK]; /* each move's class part of the index */
-        for (int64_t l0 = 0; l0 < n; l0 += CHUNK) {
-            int64_t k = n - l0 < CHUNK ? n - l0 : CHUNK;
-            float *out = logits + b * L + l0;
-            for (int64_t l = 0; l < k; l++)
-                part[l] = (int32_t)mk_relative_class(legal[b * L + l0 + l] % C, C, W, H);
-            for (int64_t t = 0; t < T; t++) {
-                int64_t base = mk_relative_token(tok[t], C, W, H, K);
-                if (base < 0) continue; /* a piece in hand or an empty slot */
-                const float *row = relative + base;
-                for (int64_t l = 0; l < k; l++) out[l] += row[part[l]];
-            }
-        }
-    }
+    const board g = {W, H, K};
+    add_pairs(relative, tokens, token_stride, legal, counts, B, T, L, C, &g, logits);
     return MK_OK;
 }
 
