@@ -65,10 +65,12 @@ enum {
  * scratch_bytes: gather_dot_backward over legal moves [B, L] out of M; power_sums_backward,
  * pair_sums_backward and pair_sums_backward_adamw(_bf16) over tokens [rows, T] out of V
  * (num_pairs = mk_num_pairs(V)); move_pair_sums_backward over the side to move's tokens
- * [B, T] out of V and legal moves [B, L]. */
+ * [B, T] out of V and legal moves [B, L]; move_hidden_backward over the same with C move
+ * classes and D units (D = 0: the model has no MoveHidden). */
 typedef struct {
     int64_t B, L, M;
     int64_t rows, T, V;
+    int64_t C, D;
 } mk_step_shapes;
 
 /* Scratch of batch_check (its answer: one first-fault key per rule, copied back at once). */
