@@ -4,10 +4,10 @@
 #include "common.cuh"
 
 /* Every scratch user is a bucket sort (move_pair_sums_backward's also holds its merged
- * [B, L] classes), and they run one after another on the step's stream: the largest of
- * them is enough for all. */
+ * [B, L] classes, move_hidden_backward's the offsets of its legal slots), and they run one
+ * after another on the step's stream: the largest of them is enough for all. */
 extern "C" mk_status mk_scratch_bytes_cuda(const mk_step_shapes *sh, size_t *bytes) {
-    size_t gather = 0, power = 0, pair = 0, moves = 0;
+    size_t gather = 0, power = 0, pair = 0, moves = 0, hidden = 0;
     mk_status st;
     *bytes = 0;
     if ((st = mk_gather_dot_backward_cuda_ws_bytes(sh->B, sh->L, sh->M, &gather)) != MK_OK ||
@@ -16,12 +16,15 @@ extern "C" mk_status mk_scratch_bytes_cuda(const mk_step_shapes *sh, size_t *byt
             MK_OK ||
         /* the step's move pairs: the side to move's T tokens of each of the B positions */
         (st = mk_move_pair_sums_backward_cuda_ws_bytes(sh->B, sh->T, sh->L, sh->V, &moves)) !=
-            MK_OK)
+            MK_OK ||
+        /* MoveHidden over the same tokens and moves (D = 0: none) */
+        (st = mk_move_hidden_backward_cuda_ws_bytes(sh->B, sh->T, sh->L, sh->D, &hidden)) != MK_OK)
         return st;
     if (pair) pair += MK_ROWS_WORD_BYTES; /* pair_grad_rows' count word */
     *bytes = gather > power ? gather : power;
     if (pair > *bytes) *bytes = pair;
     if (moves > *bytes) *bytes = moves;
+    if (hidden > *bytes) *bytes = hidden;
     return MK_OK;
 }
 

@@ -20,10 +20,11 @@ extern const mk_backend mk_backend_cuda;
  * pair-table update), pair_rows.cu (the rows a data-parallel step exchanges),
  * policy_head.cu, streams.cu (the batch copy stream and its events),
  * check.cu (batch_check: mk_find_fault_cuda, runtime.h, over mk_batch_rules) and
- * move_pairs.cu (move_pair_sums and its backward) and backend_cuda.cu (scratch_bytes: the
- * largest of the bucket sorts of gather_dot_backward, power_sums_backward,
- * move_pair_sums_backward and the pair-table backward, which run one after another on the
- * step's stream and so share one region). */
+ * move_pairs.cu (move_pair_sums and its backward), move_pairs_relative.cu (its relative
+ * part), move_hidden.cu and move_hidden_backward.cu (MoveHidden) and backend_cuda.cu
+ * (scratch_bytes: the largest of the sorts of gather_dot_backward, power_sums_backward,
+ * move_pair_sums_backward, move_hidden_backward and the pair-table backward, which run one
+ * after another on the step's stream and so share one region). */
 #define MK_OP(ret, name, params) ret mk_##name##_cuda params;
 #include "core/backend_ops.def"
 #undef MK_OP
@@ -63,6 +64,20 @@ mk_status mk_move_pair_sums_backward_cuda_ws(const float *grad, const int32_t *t
                                              const int32_t *counts, int64_t B, int64_t T,
                                              int64_t L, int64_t V, int64_t C, float *grad_table,
                                              void *work, size_t work_bytes, void *stream);
+/* move_hidden_backward_ws also takes less than its query's scratch (down to one position's
+ * share): it then sorts the batch in more chunks, with the same bits. */
+/* move_hidden.cu, move_hidden_backward.cu: the most units their shared memory takes (a
+ * slot's D products and its row index in one block's shared memory). */
+#define MK_MOVE_HIDDEN_MAX_D 4096
+mk_status mk_move_hidden_backward_cuda_ws_bytes(int64_t B, int64_t T, int64_t L, int64_t D,
+                                                size_t *bytes);
+mk_status mk_move_hidden_backward_cuda_ws(const float *grad, const float *pre, const float *out,
+                                          const int32_t *tokens, int64_t token_stride,
+                                          const int32_t *legal, const int32_t *counts, int64_t B,
+                                          int64_t T, int64_t L, int64_t C, int64_t W, int64_t H,
+                                          int64_t K, int64_t D, float *grad_relative,
+                                          float *grad_class, float *grad_out, void *work,
+                                          size_t work_bytes, void *stream);
 
 #ifdef __cplusplus
 }
