@@ -3,15 +3,16 @@
  * float atomics; every sum is the def's sequence of float adds, so the bits are the CPU's.
  *
  * grad_out: each of its D sums runs over every legal slot of the batch in (b, l) order, a
- * chain of sum(counts) dependent adds that nothing can split. One block walks it in tiles:
- * the exclusive prefix of counts (offsets, one small block-scan kernel) numbers the legal
- * slots densely, the block's threads compute a tile's products G[b, l] max(pre, 0) into
- * shared memory in parallel, then the thread of unit d adds its column in order.
+ * chain of sum(counts) dependent adds that nothing can split. The legal slots are numbered
+ * densely (an exclusive prefix of counts by one small block-scan kernel, then a kernel that
+ * lists each slot at its number), and one block walks them in tiles: while its first warp
+ * adds one tile's products G[b, l] max(pre, 0), column d by lane d, in slot order, the
+ * other warps compute the next tile's into a second shared-memory buffer.
  *
  * grad_class and grad_relative: each entry ((b, l) for a class, (b, t, l) for a relative
  * row) is keyed by the row it adds to, the entries sorted by key with CUB's radix sort,
- * which is stable, so a row's entries stay in (b, l) or (b, t, l) order; a thread per
- * (run of equal keys, d) then adds its run in that order. The entries of all B T L
+ * which is stable, so a row's entries stay in (b, l) or (b, t, l) order; a warp then adds
+ * each run of equal keys in that order, lane d unit d. The entries of all B T L
  * triples would need gigabytes of scratch at training shapes (and pass 2^31), so the
  * positions go in chunks of at most MH_CHUNK_ENTRIES triples (fewer when the scratch given
  * is smaller than the query's: down to one position), in increasing b: both
@@ -33,7 +34,7 @@
 /* triples (b, t, l) sorted at once: ~4M, about 70 MB of keys, ids and CUB's buffers */
 #define MH_CHUNK_ENTRIES ((int64_t)1 << 22)
 #define MH_OUT_THREADS 256
-/* shared memory of a grad_out tile: its slots' row index and D products each */
+/* shared memory of grad_out's two tiles of products */
 #define MH_OUT_SMEM 32768
 
 static size_t mh_round_up(size_t bytes) { return (bytes + MH_ALIGN - 1) / MH_ALIGN * MH_ALIGN; }
@@ -69,42 +70,52 @@ static __global__ void move_hidden_offsets_kernel(const int32_t *__restrict__ co
     if (tid == blockDim.x - 1) offsets[B] = part[tid];
 }
 
-/* grad_out, one block: legal slot f (of offsets[B]) is (b, f - offsets[b]) for the last b
- * with offsets[b] <= f. */
+/* slots[offsets[b] + l] = b L + l for every legal slot: the dense numbering grad_out walks. */
+static __global__ void move_hidden_slots_kernel(const int32_t *__restrict__ counts,
+                                                const int64_t *__restrict__ offsets, int64_t B,
+                                                int64_t L, int64_t *__restrict__ slots) {
+    MK_GRID_STRIDE(i, B * L) {
+        const int64_t b = i / L, l = i - b * L;
+        if (l < (counts ? counts[b] : L)) slots[offsets[b] + l] = i;
+    }
+}
+
+/* grad_out, one block: warp 0 adds tile k - 1's products column by column (unit d: lane d,
+ * d + 32, ...) while warps 1.. compute tile k's into the other buffer; a barrier per tile.
+ * The consumer's add chain, sum(counts) adds per unit, is the floor the def's order sets. */
 static __global__ void move_hidden_out_kernel(const float *__restrict__ grad,
                                               const float *__restrict__ pre,
-                                              const int64_t *__restrict__ offsets, int64_t B,
-                                              int64_t L, int64_t D, int64_t tile,
+                                              const int64_t *__restrict__ offsets,
+                                              const int64_t *__restrict__ slots, int64_t B,
+                                              int64_t D, int64_t tile,
                                               float *__restrict__ grad_out) {
     extern __shared__ float4 smem4[];
-    int64_t *slot = reinterpret_cast<int64_t *>(smem4); /* [tile]: b L + l */
-    float *prod = reinterpret_cast<float *>(slot + tile); /* [tile, D] */
-    const int64_t total = offsets[B];
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) grad_out[d] = 0.0f;
-    for (int64_t f0 = 0; f0 < total; f0 += tile) {
-        const int64_t m = total - f0 < tile ? total - f0 : tile;
-        for (int64_t e = threadIdx.x; e < m; e += blockDim.x) {
-            int64_t lo = 0, hi = B - 1; /* the last b with offsets[b] <= f */
-            while (lo < hi) {
-                const int64_t mid = (lo + hi + 1) / 2;
-                if (offsets[mid] <= f0 + e) lo = mid;
-                else hi = mid - 1;
+    float *prod = reinterpret_cast<float *>(smem4); /* [2][tile, D] */
+    const int64_t total = offsets[B], tiles = (total + tile - 1) / tile;
+    const bool consumer = threadIdx.x < 32;
+    const int64_t producer = (int64_t)threadIdx.x - 32, producers = (int64_t)blockDim.x - 32;
+    if (consumer)
+        for (int64_t d = threadIdx.x; d < D; d += 32) grad_out[d] = 0.0f;
+    for (int64_t k = 0; k <= tiles; k++) {
+        if (!consumer && k < tiles) {
+            const int64_t f0 = k * tile, m = total - f0 < tile ? total - f0 : tile;
+            float *buf = prod + (k % 2) * tile * D;
+            for (int64_t j = producer; j < m * D; j += producers) {
+                const int64_t e = j / D, bl = slots[f0 + e];
+                const float p = pre[bl * D + (j - e * D)];
+                buf[j] = __fmul_rn(grad[bl], p > 0.0f ? p : 0.0f);
             }
-            slot[e] = lo * L + (f0 + e - offsets[lo]);
         }
-        __syncthreads();
-        for (int64_t j = threadIdx.x; j < m * D; j += blockDim.x) {
-            const int64_t e = j / D, bl = slot[e];
-            const float p = pre[bl * D + (j - e * D)];
-            prod[j] = __fmul_rn(grad[bl], p > 0.0f ? p : 0.0f);
+        if (consumer && k > 0) {
+            const int64_t f0 = (k - 1) * tile, m = total - f0 < tile ? total - f0 : tile;
+            const float *buf = prod + ((k - 1) % 2) * tile * D;
+            for (int64_t d = threadIdx.x; d < D; d += 32) {
+                float acc = grad_out[d];
+                for (int64_t e = 0; e < m; e++) acc = __fadd_rn(acc, buf[e * D + d]);
+                grad_out[d] = acc;
+            }
         }
-        __syncthreads();
-        for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-            float acc = grad_out[d];
-            for (int64_t e = 0; e < m; e++) acc = __fadd_rn(acc, prod[e * D + d]);
-            grad_out[d] = acc;
-        }
-        __syncthreads(); /* before the next tile overwrites slot and prod */
+        __syncthreads(); /* tile k is written, tile k - 1's buffer free again */
     }
 }
 
@@ -142,9 +153,11 @@ static __global__ void move_hidden_relative_keys_kernel(
     }
 }
 
-/* A thread per (sorted entry j, unit d); the first entry of each run of equal keys adds
- * the run's g onto dst[key, d] in order (the sort kept each run in entry order). Entry e is
- * slot (b0 + e / per, e % L) with per = L (classes) or T L (relative rows). */
+/* A warp per 32 consecutive sorted entries: each entry that starts a run of equal keys
+ * (the sort kept each run in entry order) has its run added onto dst[key, :] by the whole
+ * warp, lane d adding unit d (d + 32, ...) in run order. Entry e is slot (b0 + e / per,
+ * e % L), per = L (classes) or T L (relative rows). The run starts are gathered with
+ * shuffles (an OR over the warp), so every lane walks the same runs. */
 static __global__ void move_hidden_scatter_kernel(const uint32_t *__restrict__ sorted,
                                                   const int32_t *__restrict__ order, int64_t n,
                                                   uint32_t ignore, int64_t per, int64_t L,
@@ -152,18 +165,32 @@ static __global__ void move_hidden_scatter_kernel(const uint32_t *__restrict__ s
                                                   const float *__restrict__ pre,
                                                   const float *__restrict__ out, int64_t D,
                                                   float *__restrict__ dst) {
-    MK_GRID_STRIDE(i, n * D) {
-        const int64_t j = i / D, d = i - j * D;
-        const uint32_t key = sorted[j];
-        if (key == ignore || (j > 0 && sorted[j - 1] == key)) continue;
-        const float od = out[d];
-        float acc = dst[(int64_t)key * D + d];
-        for (int64_t k = j; k < n && sorted[k] == key; k++) {
-            const int64_t e = order[k], bl = (b0 + e / per) * L + e % L;
-            const float p = pre[bl * D + d];
-            acc = __fadd_rn(acc, p > 0.0f ? __fmul_rn(grad[bl], od) : 0.0f);
+    const int lane = threadIdx.x % 32;
+    const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+    for (int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32; w * 32 < n;
+         w += warps) { /* the same w in every lane of a warp */
+        const int64_t j = w * 32 + lane;
+        int starts = 0;
+        if (j < n) {
+            const uint32_t key = sorted[j];
+            if (key != ignore && (j == 0 || sorted[j - 1] != key)) starts = (int)(1u << lane);
         }
-        dst[(int64_t)key * D + d] = acc;
+        for (int off = 16; off > 0; off >>= 1) starts |= __shfl_xor_sync(0xffffffffu, starts, off);
+        for (int i = 0; i < 32; i++) {
+            if (!(((unsigned)starts >> i) & 1u)) continue;
+            const int64_t first = w * 32 + i;
+            const uint32_t key = sorted[first];
+            for (int64_t d = lane; d < D; d += 32) {
+                const float od = out[d];
+                float acc = dst[(int64_t)key * D + d];
+                for (int64_t k = first; k < n && sorted[k] == key; k++) {
+                    const int64_t e = order[k], bl = (b0 + e / per) * L + e % L;
+                    const float p = pre[bl * D + d];
+                    acc = __fadd_rn(acc, p > 0.0f ? __fmul_rn(grad[bl], od) : 0.0f);
+                }
+                dst[(int64_t)key * D + d] = acc;
+            }
+        }
     }
 }
 
@@ -174,10 +201,11 @@ static int64_t chunk_positions(int64_t B, int64_t T, int64_t L) {
 }
 
 typedef struct {
-    size_t offsets, words, temp, total; /* bytes of each part (rounded) and in all */
+    size_t offsets, slots, words, temp, total; /* bytes of each part (rounded) and in all */
 } mh_layout;
 
-/* The scratch for chunks of `chunk` positions: the offsets [B + 1], then keys, sorted keys,
+/* The scratch for chunks of `chunk` positions: the offsets [B + 1] and slots [B L] of
+ * grad_out, then keys, sorted keys,
  * ids and order of a chunk's entries, then CUB's scratch for sorting them on 32 bits. */
 static mk_status layout(int64_t B, int64_t T, int64_t L, int64_t chunk, mh_layout *lay) {
     mk_status status = MK_OK;
@@ -188,9 +216,10 @@ static mk_status layout(int64_t B, int64_t T, int64_t L, int64_t chunk, mh_layou
                                                 (uint32_t *)NULL, (const int32_t *)NULL,
                                                 (int32_t *)NULL, (int)n, 0, 32));
     lay->offsets = mh_round_up((size_t)(B + 1) * sizeof(int64_t));
+    lay->slots = mh_round_up((size_t)(B * L > 0 ? B * L : 1) * sizeof(int64_t));
     lay->words = mh_round_up(n * 4);
     lay->temp = mh_round_up(temp ? temp : 1);
-    lay->total = lay->offsets + 4 * lay->words + lay->temp + MH_ALIGN - 1;
+    lay->total = lay->offsets + lay->slots + 4 * lay->words + lay->temp + MH_ALIGN - 1;
 done:
     return status;
 }
@@ -281,7 +310,7 @@ extern "C" mk_status mk_move_hidden_backward_cuda_ws(
     cudaStream_t s = MK_STREAM(stream);
     mh_layout lay;
     char *at;
-    int64_t *offsets;
+    int64_t *offsets, *slots;
     uint32_t *keys, *sorted;
     int32_t *ids, *order;
     int64_t R, chunk = 1, tile;
@@ -310,7 +339,8 @@ extern "C" mk_status mk_move_hidden_backward_cuda_ws(
         return status;
     at = (char *)(((uintptr_t)work + MH_ALIGN - 1) / MH_ALIGN * MH_ALIGN);
     offsets = (int64_t *)at;
-    keys = (uint32_t *)(at += lay.offsets);
+    slots = (int64_t *)(at += lay.offsets);
+    keys = (uint32_t *)(at += lay.slots);
     sorted = (uint32_t *)(at += lay.words);
     ids = (int32_t *)(at += lay.words);
     order = (int32_t *)(at += lay.words);
@@ -320,10 +350,13 @@ extern "C" mk_status mk_move_hidden_backward_cuda_ws(
 
     move_hidden_offsets_kernel<<<1, MH_OUT_THREADS, 0, s>>>(counts, B, L, offsets);
     MK_CUDA_LAUNCHED("move_hidden_offsets_kernel");
-    tile = MH_OUT_SMEM / (int64_t)(sizeof(int64_t) + (size_t)D * sizeof(float)); /* >= 1 */
-    out_smem = (size_t)tile * (sizeof(int64_t) + (size_t)D * sizeof(float));
-    move_hidden_out_kernel<<<1, MH_OUT_THREADS, out_smem, s>>>(grad, pre, offsets, B, L, D, tile,
-                                                               grad_out);
+    move_hidden_slots_kernel<<<mk_blocks_for(B * L, 256), 256, 0, s>>>(counts, offsets, B, L,
+                                                                        slots);
+    MK_CUDA_LAUNCHED("move_hidden_slots_kernel");
+    tile = MH_OUT_SMEM / 2 / (D * (int64_t)sizeof(float)); /* >= 1: D <= MK_MOVE_HIDDEN_MAX_D */
+    out_smem = 2 * (size_t)(tile * D) * sizeof(float);
+    move_hidden_out_kernel<<<1, MH_OUT_THREADS, out_smem, s>>>(grad, pre, offsets, slots, B, D,
+                                                               tile, grad_out);
     MK_CUDA_LAUNCHED("move_hidden_out_kernel");
 
     for (int64_t b0 = 0; b0 < B; b0 += chunk) {
