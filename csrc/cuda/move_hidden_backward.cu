@@ -31,7 +31,7 @@
 #include "core/move_pair_board.h"
 
 #define MH_ALIGN ((size_t)256)
-/* triples (b, t, l) sorted at once: ~4M, about 70 MB of keys, ids and CUB's buffers */
+/* triples (b, t, l) sorted at once: ~4 M, ~100 MB of keys, ids, order and CUB's buffers */
 #define MH_CHUNK_ENTRIES ((int64_t)1 << 22)
 #define MH_OUT_THREADS 256
 /* shared memory of grad_out's two tiles of products */
