@@ -34,6 +34,8 @@
 /* triples (b, t, l) sorted at once: ~4 M, ~100 MB of keys, ids, order and CUB's buffers */
 #define MH_CHUNK_ENTRIES ((int64_t)1 << 22)
 #define MH_OUT_THREADS 256
+/* entries of a run whose loads the scatter has in flight at once */
+#define MH_DEPTH 8
 /* shared memory of grad_out's two tiles of products */
 #define MH_OUT_SMEM 32768
 
@@ -183,10 +185,25 @@ static __global__ void move_hidden_scatter_kernel(const uint32_t *__restrict__ s
             for (int64_t d = lane; d < D; d += 32) {
                 const float od = out[d];
                 float acc = dst[(int64_t)key * D + d];
-                for (int64_t k = first; k < n && sorted[k] == key; k++) {
-                    const int64_t e = order[k], bl = (b0 + e / per) * L + e % L;
-                    const float p = pre[bl * D + d];
-                    acc = __fadd_rn(acc, p > 0.0f ? __fmul_rn(grad[bl], od) : 0.0f);
+                /* MH_DEPTH entries' loads in flight before their adds: the run's entries
+                 * are contiguous, so `in` is true for a prefix of each batch */
+                for (int64_t k0 = first;; k0 += MH_DEPTH) {
+                    bool in[MH_DEPTH];
+                    float x[MH_DEPTH];
+#pragma unroll
+                    for (int q = 0; q < MH_DEPTH; q++) {
+                        const int64_t k = k0 + q;
+                        in[q] = k < n && sorted[k] == key;
+                        x[q] = 0.0f;
+                        if (in[q]) {
+                            const int64_t e = order[k], bl = (b0 + e / per) * L + e % L;
+                            if (pre[bl * D + d] > 0.0f) x[q] = __fmul_rn(grad[bl], od);
+                        }
+                    }
+#pragma unroll
+                    for (int q = 0; q < MH_DEPTH; q++)
+                        if (in[q]) acc = __fadd_rn(acc, x[q]);
+                    if (!in[MH_DEPTH - 1]) break;
                 }
                 dst[(int64_t)key * D + d] = acc;
             }
@@ -294,7 +311,7 @@ static mk_status sort_and_scatter(uint32_t *keys, uint32_t *sorted, int32_t *ids
     }
     MK_CUDA_TRY(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, sorted, ids, order,
                                                 (int)n, 0, bits, s));
-    move_hidden_scatter_kernel<<<mk_blocks_for(n * D, 256), 256, 0, s>>>(
+    move_hidden_scatter_kernel<<<mk_blocks_for(n, 256), 256, 0, s>>>(
             sorted, order, n, (uint32_t)num_keys, per, L, b0, grad, pre, out, D, dst);
     MK_CUDA_LAUNCHED("move_hidden_scatter_kernel");
 done:
