@@ -36,7 +36,7 @@
 #define MH_OUT_THREADS 256
 /* entries of a run whose loads the scatter has in flight at once */
 #define MH_DEPTH 8
-/* shared memory of grad_out's two tiles of products */
+/* shared memory of grad_out's two tiles of products (its D sums come on top: 16 KB at most) */
 #define MH_OUT_SMEM 32768
 
 static size_t mh_round_up(size_t bytes) { return (bytes + MH_ALIGN - 1) / MH_ALIGN * MH_ALIGN; }
@@ -93,11 +93,12 @@ static __global__ void move_hidden_out_kernel(const float *__restrict__ grad,
                                               float *__restrict__ grad_out) {
     extern __shared__ float4 smem4[];
     float *prod = reinterpret_cast<float *>(smem4); /* [2][tile, D] */
+    float *sums = prod + 2 * tile * D;              /* [D]: grad_out's running sums */
     const int64_t total = offsets[B], tiles = (total + tile - 1) / tile;
     const bool consumer = threadIdx.x < 32;
     const int64_t producer = (int64_t)threadIdx.x - 32, producers = (int64_t)blockDim.x - 32;
     if (consumer)
-        for (int64_t d = threadIdx.x; d < D; d += 32) grad_out[d] = 0.0f;
+        for (int64_t d = threadIdx.x; d < D; d += 32) sums[d] = 0.0f;
     for (int64_t k = 0; k <= tiles; k++) {
         if (!consumer && k < tiles) {
             const int64_t f0 = k * tile, m = total - f0 < tile ? total - f0 : tile;
@@ -112,13 +113,15 @@ static __global__ void move_hidden_out_kernel(const float *__restrict__ grad,
             const int64_t f0 = (k - 1) * tile, m = total - f0 < tile ? total - f0 : tile;
             const float *buf = prod + ((k - 1) % 2) * tile * D;
             for (int64_t d = threadIdx.x; d < D; d += 32) {
-                float acc = grad_out[d];
+                float acc = sums[d];
                 for (int64_t e = 0; e < m; e++) acc = __fadd_rn(acc, buf[e * D + d]);
-                grad_out[d] = acc;
+                sums[d] = acc;
             }
         }
         __syncthreads(); /* tile k is written, tile k - 1's buffer free again */
     }
+    if (consumer)
+        for (int64_t d = threadIdx.x; d < D; d += 32) grad_out[d] = sums[d];
 }
 
 /* Entry e = (b - b0) L + l keyed by its class, or C (ignored) when padded. */
@@ -371,7 +374,7 @@ extern "C" mk_status mk_move_hidden_backward_cuda_ws(
                                                                         slots);
     MK_CUDA_LAUNCHED("move_hidden_slots_kernel");
     tile = MH_OUT_SMEM / 2 / (D * (int64_t)sizeof(float)); /* >= 1: D <= MK_MOVE_HIDDEN_MAX_D */
-    out_smem = 2 * (size_t)(tile * D) * sizeof(float);
+    out_smem = (2 * (size_t)(tile * D) + (size_t)D) * sizeof(float); /* <= 48 KB */
     move_hidden_out_kernel<<<1, MH_OUT_THREADS, out_smem, s>>>(grad, pre, offsets, slots, B, D,
                                                                tile, grad_out);
     MK_CUDA_LAUNCHED("move_hidden_out_kernel");

@@ -113,7 +113,9 @@ CASES = [pytest.param(dict(B=5, T=10, L=300, W=3, H=4, K=3, D=16), id="long-rows
          pytest.param(dict(B=4, T=7, L=40, W=5, H=2, K=2, D=5, with_counts=False), id="no-counts"),
          pytest.param(dict(B=3, T=6, L=20, W=2, H=3, K=2, D=300), id="D-past-a-block"),
          # the tokens' row parts no longer fit shared memory: the forward reads them in place
-         pytest.param(dict(B=2, T=6200, L=5, W=3, H=3, K=2, D=2), id="tokens-past-shared-memory")]
+         pytest.param(dict(B=2, T=6200, L=5, W=3, H=3, K=2, D=2), id="tokens-past-shared-memory"),
+         # the most units the kernels' shared memory takes (MK_MOVE_HIDDEN_MAX_D)
+         pytest.param(dict(B=2, T=5, L=6, W=2, H=2, K=2, D=4096), id="D-at-the-limit")]
 
 
 @pytest.mark.parametrize("shape", CASES)
@@ -187,6 +189,11 @@ def test_too_many_units_is_a_clear_error(backends):
             cuda.empty((case.B, case.L, big)), cuda.put(case.logits)]
     with pytest.raises(bt.BackendError, match="D must be in"):
         cuda.call("move_hidden", None, *args)
+    work, nbytes = cuda.scratch(B=case.B, L=case.L, T=case.T, C=case.C, D=big)
+    grads = [cuda.empty((case.R, big)), cuda.empty((case.C, big)), cuda.empty((big,))]
+    with pytest.raises(bt.BackendError, match="D <= 4096"):
+        cuda.call("move_hidden_backward", None, cuda.put(case.grad), args[15], args[2], *args[3:15],
+                  *grads, work, nbytes)
 
 
 # ------------------------------------------------------------------ the model on the GPU
