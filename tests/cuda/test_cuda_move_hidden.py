@@ -34,15 +34,15 @@ def backends():
 
 
 class Case:
-    """Random inputs for a W x H board with K token kinds, C = 2 W H classes and D units:
+    """Random inputs for a W x H board with K token kinds, C = class_kinds W H classes and D units:
     tokens [B, stride] of which the first T are read (a third from 5 common tokens, ~10 %
     empty, one piece in hand per position at most), legal moves below 3 C (classes repeat
     in a position), counts with zeros and a full row, padded grad and legal slots NaN / -1."""
 
-    def __init__(self, rng, B, T, L, W, H, K, D, with_counts=True):
+    def __init__(self, rng, B, T, L, W, H, K, D, with_counts=True, class_kinds=2):
         S = W * H
         self.B, self.T, self.L, self.W, self.H, self.K, self.D = B, T, L, W, H, K, D
-        self.C, self.stride = 2 * S, T + 3
+        self.C, self.stride = class_kinds * S, T + 3
         self.R = K * (2 * W - 1) * (2 * H - 1) * (self.C // S)
         tokens = rng.integers(0, K * S + 9, (B, self.stride)).astype(np.int32)  # >= K S: in hand
         tokens[:, :T // 3] = rng.integers(0, 5, (B, T // 3))
@@ -115,7 +115,10 @@ CASES = [pytest.param(dict(B=5, T=10, L=300, W=3, H=4, K=3, D=16), id="long-rows
          # the tokens' row parts no longer fit shared memory: the forward reads them in place
          pytest.param(dict(B=2, T=6200, L=5, W=3, H=3, K=2, D=2), id="tokens-past-shared-memory"),
          # the most units the kernels' shared memory takes (MK_MOVE_HIDDEN_MAX_D)
-         pytest.param(dict(B=2, T=5, L=6, W=2, H=2, K=2, D=4096), id="D-at-the-limit")]
+         pytest.param(dict(B=2, T=5, L=6, W=2, H=2, K=2, D=4096), id="D-at-the-limit"),
+         # shogi's board at the seed batch's widths: the backward sorts in two chunks
+         pytest.param(dict(B=256, T=40, L=600, W=9, H=9, K=28, D=16, class_kinds=27), id="shogi-shapes",
+                      marks=pytest.mark.skipif(EMULATED, reason="too large for the CPU emulation of the device"))]
 
 
 @pytest.mark.parametrize("shape", CASES)
