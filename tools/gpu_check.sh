@@ -192,8 +192,8 @@ install_missing() {
 
 GPU_TESTS="tests/cuda/test_cuda_ops.py tests/cuda/test_device_array.py tests/cuda/test_cuda_step.py
 tests/cuda/test_cuda_bf16.py tests/cuda/test_cuda_policy_head.py tests/cuda/test_cuda_device_batch.py
-tests/cuda/test_cuda_arena.py tests/cuda/test_cuda_parsing.py tests/bench/test_bench_step_cuda.py
-tests/bench/test_bench_ops_cuda.py tests/torch/test_torch_cuda.py tests/conformance/test_backend_ops.py"
+tests/cuda/test_cuda_arena.py tests/cuda/test_cuda_parsing.py tests/cuda/test_cuda_move_hidden.py
+tests/bench/test_bench_step_cuda.py tests/bench/test_bench_ops_cuda.py tests/torch/test_torch_cuda.py tests/conformance/test_backend_ops.py"
 mkdir -p "$W/bench"
 echo "gpu_check ($MODE$([ $CHEAP -eq 1 ] && echo ' --cheap')): $(date -u +%FT%TZ) in $REPO" \
     "($(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo 'no git')), budget ${BUDGET}s"
