@@ -1,6 +1,6 @@
 """Where one training step's GPU time goes, kernel by kernel, at the seed configuration:
 
-    python tools/kernel_profile.py [--small] [--steps N] [--out DIR]
+    python tools/kernel_profile.py [--small] [--steps N] [--out DIR] [--move-hidden D]
 
 With PyTorch (CUDA build) installed, the steps run under torch.profiler, whose CUPTI
 tracing sees every GPU operation of the process, manaka's included: each kernel (CUB's
@@ -13,7 +13,11 @@ Without torch it falls back to the trainer's phase counters (forward, backward, 
 each phase synchronised, so their sum exceeds the pipelined step) and says so: there is no
 per-kernel split then.
 
-Writes DIR/kernel-profile.json and .md (default bench/results)."""
+--move-hidden D adds the move-pair table with shogi's relative part (9 x 9 board, 28 token
+kinds, 2,187 classes) and MoveHidden with D units, whose kernels then show in the table.
+
+Writes DIR/kernel-profile.json and .md (default bench/results; kernel-profile-move-hidden-D.*
+with --move-hidden)."""
 from __future__ import annotations
 
 import argparse
@@ -75,6 +79,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-legal", type=int, default=600)
     ap.add_argument("--small", action="store_true", help="a small configuration, to test the tool itself")
     ap.add_argument("--out", default=None, help="results folder (default bench/results)")
+    ap.add_argument("--move-hidden", type=int, default=0, metavar="D",
+                    help="with the relative move pairs and MoveHidden of D units (default 0: neither)")
     ap.add_argument("--dry-run", action="store_true", help="parse the arguments, print them and exit")
     args = ap.parse_args(argv)
     if args.dry_run:
@@ -83,7 +89,12 @@ def main(argv=None) -> int:
     if not cuda.is_available():
         print(f"kernel_profile: {cuda.why_unavailable()}", file=sys.stderr)
         return 2
-    cfg = mk.ModelConfig(**(SMALL if args.small else SEED))
+    shapes = dict(SMALL if args.small else SEED)
+    if args.move_hidden:  # shogi's board; the small one: a 3 x 3 board, 2 kinds, 18 classes
+        W, K, C = (3, 2, 18) if args.small else (9, 28, 2187)
+        shapes.update(move_pairs=C, board_width=W, board_height=W, board_kinds=K,
+                      move_hidden=args.move_hidden)
+    cfg = mk.ModelConfig(**shapes)
     batch = seed_batch(cfg, args.batch, args.max_legal)
     model = mk.Model(cfg, device="cuda", seed=0)
     trainer = mk.Trainer(model, lr=1e-3)
@@ -98,7 +109,8 @@ def main(argv=None) -> int:
     result = {"config": cfg.to_dict(), "batch": args.batch, "max_legal": args.max_legal, "steps": args.steps,
               "device": cuda.device_name(), "wall_ms_per_step": wall_ms,
               "manaka_launch_counter": None}
-    lines = [f"{'small test' if args.small else 'seed'} configuration, B={args.batch} L={args.max_legal}, "
+    lines = [f"{'small test' if args.small else 'seed'} configuration"
+             f"{f' with MoveHidden D={args.move_hidden}' if args.move_hidden else ''}, B={args.batch} L={args.max_legal}, "
              f"{cuda.device_name()}: {wall_ms:.3f} ms/step wall (no per-step sync, {args.steps} steps)"]
     torch = cuda_torch()
     if torch is not None:
@@ -120,7 +132,8 @@ def main(argv=None) -> int:
         lines.append("no torch with CUDA here: per-phase split only (each phase synchronised)")
         lines += [f"  {k:<10} {v:8.3f} ms" for k, v in phases.items()]
     print("\n".join(lines))
-    print("wrote", write_results("kernel", "profile", result, lines, args.out))
+    tag = f"profile-move-hidden-{args.move_hidden}" if args.move_hidden else "profile"
+    print("wrote", write_results("kernel", tag, result, lines, args.out))
     return 0
 
 
