@@ -62,7 +62,7 @@ static PyObject *py_backend_layout(PyObject *self, PyObject *unused) {
 
     if (!(fields = PyDict_New()) || FIELD(mk_step_shapes, B) || FIELD(mk_step_shapes, L) ||
         FIELD(mk_step_shapes, M) || FIELD(mk_step_shapes, rows) || FIELD(mk_step_shapes, T) ||
-        FIELD(mk_step_shapes, V))
+        FIELD(mk_step_shapes, V) || FIELD(mk_step_shapes, C) || FIELD(mk_step_shapes, D))
         goto fail;
     if (add_struct(out, "mk_step_shapes", sizeof(mk_step_shapes), fields) < 0) goto fail_out;
 
