@@ -224,9 +224,9 @@ typedef struct {
     size_t offsets, slots, words, temp, total; /* bytes of each part (rounded) and in all */
 } mh_layout;
 
-/* The scratch for chunks of `chunk` positions: the offsets [B + 1] and slots [B L] of
- * grad_out, then keys, sorted keys,
- * ids and order of a chunk's entries, then CUB's scratch for sorting them on 32 bits. */
+/* The scratch for chunks of `chunk` positions: grad_out's offsets [B + 1] and slots [B L]
+ * (int64), then the keys, sorted keys, ids and order of a chunk's entries, then CUB's
+ * scratch for sorting them on up to 32 bits. */
 static mk_status layout(int64_t B, int64_t T, int64_t L, int64_t chunk, mh_layout *lay) {
     mk_status status = MK_OK;
     size_t temp = 0;
