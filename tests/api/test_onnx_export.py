@@ -323,6 +323,7 @@ def test_move_hidden_at_shogi_shapes(tmp_path, rng):
     board_tokens = cfg.board_kinds * cfg.board_width * cfg.board_height
     for feed in feeds[1:]:
         side = feed["tokens"][:, 0]
+        side[:, -3:] = rng.integers(board_tokens, cfg.num_tokens, (len(side), 3))  # pieces in hand: add nothing
         assert (side >= board_tokens).any() and (side == -1).any()  # hand tokens, empty slots
         assert (feed["counts"] < feed["legal"].shape[1]).any()        # padded slots
     sess = session(path)
