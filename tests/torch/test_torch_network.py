@@ -380,7 +380,7 @@ def test_move_hidden_goes_both_ways_and_is_decayed():
     assert list(model.shapes)[-5:] == ["move_pair_table", "move_pair_relative", *shapes]
     assert {n: tuple(net.state_dict()[n].shape) for n in shapes} == shapes
     assert {n: model.shapes[n] for n in shapes} == shapes
-    assert list(net.state_dict()) == list(model.shapes)  # the same names in the same order
+    assert set(net.state_dict()) == set(model.shapes)  # no index buffer in state_dict
     back = mkt.Network.from_model(model)
     for name, p in net.state_dict().items():
         np.testing.assert_array_equal(model.state_dict()[name], p.numpy(), err_msg=name)
