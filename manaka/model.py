@@ -38,6 +38,13 @@ class ModelConfig:
             token of the side to move, the entry of (the token's kind, its square minus
             the move's, the move's kind): shared over the board where the table is per
             square. All 0 (the default): no relative part. Shogi: (9, 9, 28) with C = 2187.
+        move_hidden: D, the units of MoveHidden (docs/design.md §1), a hidden layer per legal
+            move over the relative part's keys (it needs the board fields): each legal move
+            m of class c = m % C gets ``u = move_hidden_class[c] + sum over the side to
+            move's board tokens v of move_hidden_relative[ridx(v, c)]`` (D wide, ridx the
+            relative part's entry) and ``move_hidden_out[0] . ReLU(u)`` added to its logit,
+            a nonlinear function of what stands where around the move. 0 (the default):
+            no such layer.
     """
 
     num_tokens: int
@@ -52,6 +59,7 @@ class ModelConfig:
     board_width: int = 0
     board_height: int = 0
     board_kinds: int = 0
+    move_hidden: int = 0
 
     def __post_init__(self):
         # The core converts and checks (_core.check_model_config: every field an int, or a
@@ -93,9 +101,14 @@ def expected_shapes(config: ModelConfig) -> Dict[str, Tuple[int, ...]]:
                    "value.bias": (1,)})
     if c.move_pairs:
         shapes["move_pair_table"] = (c.num_tokens, c.move_pairs)
+    squares = max(c.board_width * c.board_height, 1)  # a config without a board is refused when a Model is made
+    relative = (c.board_kinds * (2 * c.board_width - 1) * (2 * c.board_height - 1), c.move_pairs // squares)
     if c.board_kinds:
-        shapes["move_pair_relative"] = (c.board_kinds * (2 * c.board_width - 1) * (2 * c.board_height - 1),
-                                        c.move_pairs // (c.board_width * c.board_height))
+        shapes["move_pair_relative"] = relative
+    if c.move_hidden:
+        shapes["move_hidden_relative"] = (relative[0] * relative[1], c.move_hidden)
+        shapes["move_hidden_class"] = (c.move_pairs, c.move_hidden)
+        shapes["move_hidden_out"] = (1, c.move_hidden)
     return shapes
 
 
@@ -173,7 +186,10 @@ class Model:
     ``policy.weight`` [W, H_n], ``policy.bias`` [W], ``move_table`` [M, W],
     ``value.weight`` [1, H_n], ``value.bias`` [1], and with ``move_pairs`` = C > 0
     ``move_pair_table`` [V, C], then with ``board_kinds`` = K > 0 ``move_pair_relative``
-    [K (2W - 1) (2H - 1), C / (W H)] (0 at the start, like the table). Such a model's
+    [K (2W - 1) (2H - 1), C / (W H)] (0 at the start, like the table), then with
+    ``move_hidden`` = D > 0 ``move_hidden_relative`` [K (2W - 1) (2H - 1) C / (W H), D] and
+    ``move_hidden_class`` [C, D] (uniform, std 0.02) and ``move_hidden_out`` [1, D] (0 at
+    the start: the policy starts as without the layer). Such a model's
     training step always runs the split policy head (MovePairSums adds to the logits
     between GatherDot and the loss).
 
@@ -196,7 +212,7 @@ class Model:
         self._core = _core.Model(d["num_tokens"], d["num_moves"], d["tokens_per_side"],
                                  d["embed_dim"], d["orders"], d["pair_dim"], d["hidden"],
                                  d["head_width"], d["move_pairs"], d["board_width"], d["board_height"],
-                                 d["board_kinds"], backend=_resolve_device(device), seed=seed,
+                                 d["board_kinds"], d["move_hidden"], backend=_resolve_device(device), seed=seed,
                                  fused_head=policy_head == "fused")
         self.seed = int(seed)  # checked by the core: an int in [0, 2**64)
         self._shapes = {name: shape for name, shape, _ in self._core.tensors()}

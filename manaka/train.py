@@ -38,9 +38,9 @@ from .synthetic import SEED_SHAPES
 # within a minute on a laptop CPU; "seed" is the seed configuration of docs/design.md §5.
 PRESETS = {
     "small": dict(embed_dim=32, orders=4, pair_dim=4, hidden=(128,), head_width=64, move_pairs=0,
-                  move_pair_board=(0, 0, 0), batch_size=512, lr=5e-3),
+                  move_pair_board=(0, 0, 0), move_hidden=0, batch_size=512, lr=5e-3),
     "seed": dict(embed_dim=256, orders=4, pair_dim=16, hidden=(512, 512), head_width=300, move_pairs=0,
-                 move_pair_board=(0, 0, 0), batch_size=1024, lr=1e-3),
+                 move_pair_board=(0, 0, 0), move_hidden=0, batch_size=1024, lr=1e-3),
 }
 
 # Training defaults by kind of data, stated once: shogi records (HCPE, PSV) have their own
@@ -117,7 +117,7 @@ def _shogi_preset() -> dict:
 
     return {"move_pair_board": (RECIPE["board_width"], RECIPE["board_height"], RECIPE["board_kinds"]),
             **{k: RECIPE[k] for k in ("embed_dim", "orders", "pair_dim", "hidden", "head_width", "move_pairs",
-                                      "batch_size", "lr")}}
+                                      "move_hidden", "batch_size", "lr")}}
 
 
 PRESETS["shogi"] = _shogi_preset()
@@ -196,6 +196,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--move-pair-board", metavar="W,H,K", help="the move-pair table's relative part: a board of W x H "
                    "squares and K kinds of board token (ModelConfig.board_width, board_height, board_kinds); "
                    "0,0,0: none")
+    g.add_argument("--move-hidden", type=int, metavar="D", help="MoveHidden's units: a hidden layer per legal move "
+                   "over the relative part's keys (needs --move-pair-board; 0: none)")
     g = p.add_argument_group("logging, checkpoints and the model file")
     g.add_argument("--log-every", type=_positive(int), default=25, help="log line every this many steps (default 25)")
     g.add_argument("--checkpoint", metavar="PATH", help="checkpoint file (model, optimizer, schedule, data position), "
@@ -241,10 +243,14 @@ def model_config(args, preset: dict, data) -> "mk.ModelConfig":
     board = preset["move_pair_board"] if args.move_pair_board is None else _board(args.move_pair_board)
     if args.move_pair_board is None and pick("move_pairs") == 0:
         board = (0, 0, 0)  # the relative part belongs to the table: --move-pairs 0 removes both
+    move_hidden = pick("move_hidden")
+    if args.move_hidden is None and board[2] == 0:
+        move_hidden = 0  # MoveHidden reads the relative part's keys: no board, no layer
     cfg = mk.ModelConfig(num_tokens=data.num_tokens, num_moves=data.num_moves, tokens_per_side=data.tokens_per_side,
                          embed_dim=pick("embed_dim"), orders=pick("orders"), pair_dim=pick("pair_dim"),
                          hidden=hidden, head_width=pick("head_width"), move_pairs=pick("move_pairs"),
-                         board_width=board[0], board_height=board[1], board_kinds=board[2])
+                         board_width=board[0], board_height=board[1], board_kinds=board[2],
+                         move_hidden=move_hidden)
     check_fits_in_memory(cfg, data)
     return cfg
 

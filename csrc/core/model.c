@@ -37,6 +37,7 @@ typedef struct {
     float *q, *dq;           /* [B, W] */
     float *z, *dz, *v;       /* [B] */
     float *logits, *dlogits; /* [B, L] */
+    float *hidden_pre;       /* [B, L, move_hidden]: MoveHidden's units before the ReLU */
     float *row_policy, *row_value, *row_correct;
     void *work;         /* the primitives' scratch (backend.h: scratch_bytes) */
     size_t work_bytes;
@@ -47,7 +48,9 @@ struct mk_model {
     const mk_backend *be;
     void *stream;
     int num_tensors;
-    mk_tensor tensors[2 + 2 * MK_MAX_HIDDEN + 5];
+    /* embedding, pair table, the trunk's layers, then at most 10 head tensors: policy (2),
+     * move table, value (2), move-pair table, its relative part, MoveHidden (3) */
+    mk_tensor tensors[2 + 2 * MK_MAX_HIDDEN + 10];
     mk_param_group groups[MK_MAX_PARAM_GROUPS];
     int num_groups;
     int64_t buffer_size;
@@ -113,12 +116,34 @@ static mk_status check_board(const mk_config *c) {
     return MK_OK;
 }
 
+/* MoveHidden (after the board is checked): D units over the relative part's keys, so a
+ * board, and a table of [entries, D] an int32 still indexes element by element. */
+static mk_status check_move_hidden(const mk_config *c) {
+    const int64_t D = c->move_hidden;
+    if (!D) return MK_OK;
+    if (!c->board_kinds)
+        return mk_fail(MK_ERR_VALUE,
+                       "ModelConfig: move_hidden = %lld needs the relative move pairs "
+                       "(board_width, board_height, board_kinds >= 1)", (long long)D);
+    const int64_t W = c->board_width, H = c->board_height;
+    const int64_t entries = c->board_kinds * (2 * W - 1) * (2 * H - 1) * (c->move_pairs / (W * H));
+    int64_t n; /* entries < 2^31 (check_board), D < 2^31 */
+    if (mk_mul_too_big(entries, D, &n) || n > INT32_MAX ||
+        mk_mul_too_big(c->move_pairs, D, &n) || n > INT32_MAX)
+        return mk_fail(MK_ERR_VALUE,
+                       "ModelConfig: move_hidden = %lld makes MoveHidden's tables (%lld relative "
+                       "entries and move_pairs = %lld classes, times move_hidden) above 2^31 - 1 "
+                       "values", (long long)D, (long long)entries, (long long)c->move_pairs);
+    return MK_OK;
+}
+
 mk_status mk_config_check(const mk_config *c) {
     mk_status st;
     if ((st = mk_config_check_count("move_pairs", c->move_pairs)) != MK_OK) return st;
     if ((st = mk_config_check_count("board_width", c->board_width)) != MK_OK) return st;
     if ((st = mk_config_check_count("board_height", c->board_height)) != MK_OK) return st;
     if ((st = mk_config_check_count("board_kinds", c->board_kinds)) != MK_OK) return st;
+    if ((st = mk_config_check_count("move_hidden", c->move_hidden)) != MK_OK) return st;
     const char *names[] = {"num_tokens", "num_moves", "tokens_per_side", "embed_dim",
                            "orders",     "pair_dim",  "head_width"};
     const int64_t values[] = {c->num_tokens, c->num_moves, c->tokens_per_side, c->embed_dim,
@@ -150,8 +175,10 @@ mk_status mk_config_check(const mk_config *c) {
     AT_MOST_INT32(num_moves) AT_MOST_INT32(embed_dim) AT_MOST_INT32(orders)
     AT_MOST_INT32(pair_dim) AT_MOST_INT32(head_width) AT_MOST_INT32(move_pairs)
     AT_MOST_INT32(board_width) AT_MOST_INT32(board_height) AT_MOST_INT32(board_kinds)
+    AT_MOST_INT32(move_hidden)
 #undef AT_MOST_INT32
     if ((st = check_board(c)) != MK_OK) return st;
+    if ((st = check_move_hidden(c)) != MK_OK) return st;
     for (int i = 0; i < c->num_hidden; i++)
         if (c->hidden[i] > INT32_MAX)
             return mk_fail(MK_ERR_VALUE, "ModelConfig: hidden[%d] = %lld is above 2^31 - 1", i,
@@ -254,6 +281,14 @@ static void layout(mk_model *m) {
         add_tensor(m, "move_pair_relative",
                    c->board_kinds * (2 * c->board_width - 1) * (2 * c->board_height - 1),
                    c->move_pairs / (c->board_width * c->board_height), 2);
+    if (c->move_hidden) {
+        add_tensor(m, "move_hidden_relative",
+                   c->board_kinds * (2 * c->board_width - 1) * (2 * c->board_height - 1) *
+                       (c->move_pairs / (c->board_width * c->board_height)),
+                   c->move_hidden, 2);
+        add_tensor(m, "move_hidden_class", c->move_pairs, c->move_hidden, 2);
+        add_tensor(m, "move_hidden_out", 1, c->move_hidden, 2);
+    }
     place_tensors(m);
 }
 
@@ -262,7 +297,8 @@ static float *G(mk_model *m, int i) { return m->grads + m->tensors[i].offset; }
 static int trunk_w(int i) { return 2 + 2 * i; }
 static int trunk_b(int i) { return 3 + 2 * i; }
 static int head(const mk_model *m, int k) { return 2 + 2 * m->cfg.num_hidden + k; }
-enum { H_POLICY_W = 0, H_POLICY_B, H_MOVES, H_VALUE_W, H_VALUE_B, H_MOVE_PAIRS, H_MOVE_PAIR_REL };
+enum { H_POLICY_W = 0, H_POLICY_B, H_MOVES, H_VALUE_W, H_VALUE_B, H_MOVE_PAIRS, H_MOVE_PAIR_REL,
+       H_MOVE_HIDDEN_REL, H_MOVE_HIDDEN_CLASS, H_MOVE_HIDDEN_OUT };
 /* The training step fuses GatherDot into the softmax (policy_head) only when nothing else
  * adds to the logits: MovePairSums needs them in memory between the two. */
 static int fused_head(const mk_model *m) { return m->fused_head && !m->cfg.move_pairs; }
@@ -277,6 +313,11 @@ static float init_std(const mk_model *m, int i) {
     if (i == head(m, H_MOVES)) return (float)(1.0 / sqrt((double)c->head_width));
     if (i == head(m, H_MOVE_PAIRS) || i == head(m, H_MOVE_PAIR_REL))
         return 0.0f; /* the policy starts as without the table */
+    /* MoveHidden starts with units of ~0.1 (30-odd tokens' entries summed) and a zero
+     * output, so the policy starts as without it and every unit's input already varies */
+    if (c->move_hidden && (i == head(m, H_MOVE_HIDDEN_REL) || i == head(m, H_MOVE_HIDDEN_CLASS)))
+        return 0.02f;
+    if (c->move_hidden && i == head(m, H_MOVE_HIDDEN_OUT)) return 0.0f;
     double in = (double)t->shape[1];
     if (i < head(m, 0)) return (float)sqrt(2.0 / in); /* trunk: He */
     return (float)(1.0 / sqrt(in));
@@ -398,6 +439,9 @@ static size_t carve(mk_model *m, char *base, int64_t B, int64_t L, size_t work_b
     MK_ARENA_TAKE(a->v, float, B, 1);
     MK_ARENA_TAKE(a->logits, float, B, L);
     MK_ARENA_TAKE(a->dlogits, float, B, L);
+    int64_t LD = 0; /* L D, checked like every product the arena takes */
+    too_big = too_big || mk_mul_too_big(L, c->move_hidden, &LD);
+    MK_ARENA_TAKE(a->hidden_pre, float, B, LD);
     MK_ARENA_TAKE(a->row_policy, float, B, 1);
     MK_ARENA_TAKE(a->row_value, float, B, 1);
     MK_ARENA_TAKE(a->row_correct, float, B, 1);
@@ -420,7 +464,8 @@ mk_status mk_model_arena_bytes_for(const mk_model *m, int64_t B, int64_t L, size
         return mk_fail(MK_ERR_NOMEM, "Model: a batch of B = %lld positions with L = %lld "
                        "legal slots is too large", (long long)B, (long long)L);
     mk_step_shapes shapes = {.B = B, .L = L, .M = c->num_moves, .rows = B * S,
-                             .T = c->tokens_per_side, .V = c->num_tokens};
+                             .T = c->tokens_per_side, .V = c->num_tokens,
+                             .C = c->move_pairs, .D = c->move_hidden};
     MK_TRY(m->be->scratch_bytes(&shapes, work));
     acts sizing; /* measuring leaves m->a, the step's views, as they are */
     *bytes = carve((mk_model *)m, NULL, B, L, *work, &sizing);
@@ -574,6 +619,12 @@ static mk_status forward_net(mk_model *m, int logits) {
                                            S * T, bt->legal, bt->counts, B, T, L, c->move_pairs,
                                            c->board_width, c->board_height, c->board_kinds,
                                            a->logits));
+    if (logits && c->move_hidden)
+        MK_TRY(be->move_hidden(m->stream, P(m, head(m, H_MOVE_HIDDEN_REL)),
+                               P(m, head(m, H_MOVE_HIDDEN_CLASS)), P(m, head(m, H_MOVE_HIDDEN_OUT)),
+                               bt->tokens, S * T, bt->legal, bt->counts, B, T, L, c->move_pairs,
+                               c->board_width, c->board_height, c->board_kinds, c->move_hidden,
+                               a->hidden_pre, a->logits));
     MK_TRY(linear(m, &x, P(m, head(m, H_VALUE_W)), B, 1, a->z));
     MK_TRY(be->bias_act(m->stream, a->z, P(m, head(m, H_VALUE_B)), B, 1, 0));
     return MK_OK;
@@ -649,6 +700,13 @@ mk_status mk_model_backward(mk_model *m, int pair_table) {
                                                c->num_tokens, c->move_pairs, c->board_width,
                                                c->board_height, c->board_kinds,
                                                G(m, head(m, H_MOVE_PAIR_REL))));
+    if (c->move_hidden)
+        MK_TRY(be->move_hidden_backward(
+            m->stream, a->dlogits, a->hidden_pre, P(m, head(m, H_MOVE_HIDDEN_OUT)), bt->tokens,
+            S * T, bt->legal, bt->counts, B, T, bt->L, c->move_pairs, c->board_width,
+            c->board_height, c->board_kinds, c->move_hidden, G(m, head(m, H_MOVE_HIDDEN_REL)),
+            G(m, head(m, H_MOVE_HIDDEN_CLASS)), G(m, head(m, H_MOVE_HIDDEN_OUT)), a->work,
+            a->work_bytes));
     MK_TRY(be->bias_act_backward(m->stream, a->dq, a->q, B, W, 0, G(m, head(m, H_POLICY_B))));
     MK_TRY(be->bias_act_backward(m->stream, a->dz, a->z, B, 1, 0, G(m, head(m, H_VALUE_B))));
     /* both heads read x_n: the value head's dx accumulates onto the policy head's */

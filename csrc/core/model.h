@@ -50,6 +50,9 @@ typedef struct {
      * move classes (kind, square), and move_pair_relative [K (2W - 1) (2H - 1), C / (W H)]
      * is read at the token's square relative to the move's. All 0: no such part. */
     int64_t board_width, board_height, board_kinds;
+    /* D: MoveHidden's units (core/backend_ops.def move_hidden), a hidden layer per legal move
+     * over the relative part's keys, which it needs; 0: no such layer. */
+    int64_t move_hidden;
 } mk_config;
 
 /* The configuration is checked here only; the bindings convert types and add nothing
@@ -67,7 +70,7 @@ typedef struct {
  * <= 2^31 - 1). MK_OK, or MK_ERR_VALUE naming the bad field. mk_model_create runs it,
  * and then refuses a config whose tensors pass 2^56 values (their layout). */
 mk_status mk_config_check_dim(const char *name, int64_t value);
-/* The rule of a count that may be 0 (move_pairs, board_*): >= 0, else MK_ERR_VALUE
+/* The rule of a count that may be 0 (move_pairs, board_*, move_hidden): >= 0, else MK_ERR_VALUE
  * "ModelConfig: <name> must be >= 0, got <v>". */
 mk_status mk_config_check_count(const char *name, int64_t value);
 mk_status mk_config_check(const mk_config *cfg);

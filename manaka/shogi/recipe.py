@@ -22,6 +22,9 @@ RECIPE: Dict[str, Any] = {
     # square relative to the move's destination, the move's direction) is shared over the
     # board; all 0: none
     "board_width": 9, "board_height": 9, "board_kinds": 28,
+    # MoveHidden's units (ModelConfig.move_hidden): a hidden layer per legal move over the
+    # relative part's keys; 0: none
+    "move_hidden": 0,
     # optimizer
     "batch_size": 512, "lr": 1e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "cosine",
     # which pair-table rows a step updates (manaka.Trainer's pair_update)
@@ -35,7 +38,7 @@ RECIPE: Dict[str, Any] = {
 }
 
 MODEL_KEYS = ("embed_dim", "orders", "pair_dim", "hidden", "head_width", "move_pairs", "board_width", "board_height",
-              "board_kinds")
+              "board_kinds", "move_hidden")
 
 
 def recipe(**overrides) -> Dict[str, Any]:
@@ -87,8 +90,8 @@ def model_config(r: Dict[str, Any] = None):
 
     r = RECIPE if r is None else r
     shapes = {k: r[k] for k in MODEL_KEYS}
-    if not shapes["move_pairs"]:  # the relative part belongs to the table: move_pairs=0 removes both
-        shapes.update(board_width=0, board_height=0, board_kinds=0)
+    if not shapes["move_pairs"]:  # the relative part and MoveHidden need the table: move_pairs=0 removes all
+        shapes.update(board_width=0, board_height=0, board_kinds=0, move_hidden=0)
     return ModelConfig(num_tokens=NUM_TOKENS, num_moves=num_labels(r["moves"]), tokens_per_side=TOKENS_PER_SIDE,
                        **shapes)
 

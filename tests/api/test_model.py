@@ -16,8 +16,10 @@ CONFIGS = [
     dict(hidden=(12,), move_pairs=5),  # fewer classes than moves: m % C collide
     # a 2 x 2 board of 2 token kinds (8 board tokens, 3 in hand) and 2 class kinds
     dict(hidden=(12,), move_pairs=8, board=(2, 2, 2)),
+    # MoveHidden's 3 units over a 3 x 2 board (6 board tokens of one kind, 5 in hand)
+    dict(hidden=(12,), move_pairs=12, board=(3, 2, 1), move_hidden=3),
 ]
-IDS = ["hidden0", "hidden1", "hidden2", "hidden3", "move_pairs", "relative"]
+IDS = ["hidden0", "hidden1", "hidden2", "hidden3", "move_pairs", "relative", "move_hidden"]
 
 
 @pytest.mark.parametrize("kw", CONFIGS, ids=IDS)
@@ -77,6 +79,45 @@ def test_gradient_matches_finite_differences():
             flat[i] = old
             numeric = (up - down) / (hp + hm)
             assert grads[name].reshape(-1)[i] == pytest.approx(numeric, rel=2e-3, abs=2e-5), (name, i)
+
+
+def test_move_hidden_gradient_matches_finite_differences():
+    """MoveHidden's three tensors, at units far from the ReLU's kink: a perturbation that
+    turns a unit on or off (the loss has no derivative there) is skipped, and at least
+    half of them must be kept."""
+    cfg = cases.config(hidden=(6,), num_tokens=9, num_moves=8, T=5, D=3, W=4, orders=2, pair_dim=2,
+                       move_pairs=4, board=(2, 2, 2), move_hidden=4)  # 8 board tokens and one in hand
+    model = cases.model(cfg, seed=13)
+    params = model.parameters()
+    rng = np.random.default_rng(1)
+    for name in ("move_hidden_relative", "move_hidden_class", "move_hidden_out"):
+        params[name][...] = rng.standard_normal(params[name].shape, dtype=np.float32)
+    b = cases.batch(cfg, B=4, L=6, seed=4, soft=True)
+    _, grads = model.loss_and_grad(b, value_weight=0.7)
+
+    def f():
+        act = refm.forward(params, cfg, b.tokens, b.legal, b.counts)
+        return refm.loss_and_grad(params, cfg, b, 0.7)[0]["loss"], act["hidden_pre"] > 0
+
+    _, on = f()
+    kept = tried = 0
+    for name in ("move_hidden_relative", "move_hidden_class", "move_hidden_out"):
+        flat = params[name].reshape(-1)
+        assert np.abs(grads[name]).max() > 0, name
+        for i in rng.choice(flat.size, min(12, flat.size), replace=False):
+            old = flat[i]
+            flat[i] = old + np.float32(1e-3)
+            (up, on_up), hp = f(), np.float64(flat[i]) - np.float64(old)
+            flat[i] = old - np.float32(1e-3)
+            (down, on_down), hm = f(), np.float64(old) - np.float64(flat[i])
+            flat[i] = old
+            tried += 1
+            if (on_up != on).any() or (on_down != on).any():
+                continue
+            kept += 1
+            numeric = (up - down) / (hp + hm)
+            assert grads[name].reshape(-1)[i] == pytest.approx(numeric, rel=2e-3, abs=2e-5), (name, i)
+    assert kept >= tried // 2, (kept, tried)
 
 
 def test_arena_grows_and_shrinks_between_batch_shapes():

@@ -66,6 +66,24 @@ def test_move_pair_board_option_gives_the_model_its_relative_part(tmp_path, caps
         assert words in capsys.readouterr().err
 
 
+def test_move_hidden_option_gives_the_model_its_layer(tmp_path, capsys):
+    from manaka import train
+    out = tmp_path / "m.manaka"
+    args = ["--steps", "2", "--synthetic", "300", "--eval-positions", "0", "--no-progress", "--batch-size", "32",
+            "--device", "cpu", "--move-pairs", "8", *TINY]
+    assert train.main(args + ["--save", str(out), "--move-pair-board", "2,2,1", "--move-hidden", "5"]) == 0
+    model = mk.Model.load(out)
+    assert model.config.move_hidden == 5
+    p = model.parameters()
+    assert p["move_hidden_relative"].shape == (1 * 3 * 3 * 2, 5) and p["move_hidden_class"].shape == (8, 5)
+    assert np.abs(p["move_hidden_out"]).max() > 0  # trained from 0
+    capsys.readouterr()
+    assert train.main(args + ["--move-hidden", "5"]) == 2  # no board
+    assert "move_hidden = 5 needs the relative move pairs" in capsys.readouterr().err
+    assert train.main(args + ["--move-pair-board", "2,2,1", "--move-hidden", "-1"]) == 2
+    assert "move_hidden must be >= 0, got -1" in capsys.readouterr().err
+
+
 def small_run(ds, steps, path=None, resume=False, stop=None):
     model = mk.Model(SMALL_MODEL, seed=0)
     trainer = mk.Trainer(model, lr=1e-2, warmup_steps=3, schedule="cosine", total_steps=steps)

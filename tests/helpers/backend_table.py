@@ -43,7 +43,8 @@ class Fault(ctypes.Structure):  # mk_fault, check.h
 
 
 class StepShapes(ctypes.Structure):  # mk_step_shapes, backend.h
-    _fields_ = [("B", I64), ("L", I64), ("M", I64), ("rows", I64), ("T", I64), ("V", I64)]
+    _fields_ = [("B", I64), ("L", I64), ("M", I64), ("rows", I64), ("T", I64), ("V", I64), ("C", I64),
+                ("D", I64)]
 
 
 class AdamwArgs(ctypes.Structure):  # mk_adamw_args, backend.h

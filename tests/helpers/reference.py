@@ -131,6 +131,53 @@ def move_pair_relative_sums(relative, tokens, legal, counts, C, W, H, K):
     return out
 
 
+def move_hidden_units(relative, class_rows, tokens, legal, counts, C, W, H, K):
+    """MoveHidden's units before the ReLU, pre [B, L, D]: for each legal slot, class_rows
+    at the move's class plus, over the position's board tokens (tokens [B, T]),
+    relative[ridx(token, class)]; 0 at padded slots. Written from the definition."""
+    rel, cls = np.float64(relative), np.float64(class_rows)
+    mask = legal_mask(legal, counts)
+    out = np.zeros(legal.shape + (cls.shape[1],))
+    for b in range(legal.shape[0]):
+        for l in np.flatnonzero(mask[b]):
+            c = int(legal[b, l]) % C
+            out[b, l] = cls[c]
+            for t in tokens[b]:
+                r = relative_index(int(t), c, C, W, H, K)
+                if r >= 0:
+                    out[b, l] += rel[r]
+    return out
+
+
+def move_hidden(relative, class_rows, out, tokens, legal, counts, C, W, H, K):
+    """(logits [B, L] to add, pre [B, L, D]): out . ReLU(pre) at each legal slot, 0 at padded ones."""
+    pre = move_hidden_units(relative, class_rows, tokens, legal, counts, C, W, H, K)
+    add = np.maximum(pre, 0.0) @ np.float64(out).reshape(-1)
+    return np.where(legal_mask(legal, counts), add, 0.0), pre
+
+
+def move_hidden_backward(grad, pre, out, tokens, legal, counts, C, W, H, K, rows):
+    """(grad_relative [rows, D], grad_class [C, D], grad_out [D]) for the upstream grad
+    [B, L] (padded slots ignored), pre from move_hidden."""
+    mask = legal_mask(legal, counts)
+    G = np.where(mask, np.float64(grad), 0.0)
+    on = np.where(mask[:, :, None], pre > 0, False)
+    g = np.where(on, G[:, :, None] * np.float64(out).reshape(-1), 0.0)  # [B, L, D]
+    D = pre.shape[2]
+    grad_out = (G[:, :, None] * np.maximum(np.where(mask[:, :, None], pre, 0.0), 0.0)).sum(axis=(0, 1))
+    grad_class = np.zeros((C, D))
+    grad_relative = np.zeros((rows, D))
+    for b in range(legal.shape[0]):
+        for l in np.flatnonzero(mask[b]):
+            c = int(legal[b, l]) % C
+            grad_class[c] += g[b, l]
+            for t in tokens[b]:
+                r = relative_index(int(t), c, C, W, H, K)
+                if r >= 0:
+                    grad_relative[r] += g[b, l]
+    return grad_relative, grad_class, grad_out
+
+
 def move_pair_relative_backward(grad_table, C, W, H, K):
     """grad_relative [K (2W-1) (2H-1), C / (W H)]: grad_table [V, C] summed over the pairs
     (v, c) of each relative entry."""

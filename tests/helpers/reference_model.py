@@ -35,9 +35,14 @@ def forward(p, cfg, tokens, legal, counts):
     if "move_pair_relative" in p:
         logits = logits + ref.move_pair_relative_sums(p["move_pair_relative"], tokens[:, 0], legal, counts,
                                                       cfg.move_pairs, *board(cfg))
+    hidden_pre = None
+    if "move_hidden_out" in p:
+        add, hidden_pre = ref.move_hidden(p["move_hidden_relative"], p["move_hidden_class"], p["move_hidden_out"],
+                                          tokens[:, 0], legal, counts, cfg.move_pairs, *board(cfg))
+        logits = logits + add
     z = (x @ p["value.weight"].T)[:, 0] + p["value.bias"][0]
     return {"p": p, "ps": ps, "pair": pair, "xs": xs, "q": q, "logits": logits, "z": z,
-            "value": 1.0 / (1.0 + np.exp(-z))}
+            "value": 1.0 / (1.0 + np.exp(-z)), "hidden_pre": hidden_pre}
 
 
 def log_softmax_masked(logits, counts):
@@ -100,6 +105,11 @@ def backward(act, cfg, tokens, legal, counts, dlogits, dz):
                                                            *p["move_pair_table"].shape)
     if "move_pair_relative" in p:
         g["move_pair_relative"] = ref.move_pair_relative_backward(g["move_pair_table"], cfg.move_pairs, *board(cfg))
+    if "move_hidden_out" in p:
+        rel, cls, out = ref.move_hidden_backward(dlogits, act["hidden_pre"], p["move_hidden_out"], tokens[:, 0],
+                                                 legal, counts, cfg.move_pairs, *board(cfg),
+                                                 p["move_hidden_relative"].shape[0])
+        g["move_hidden_relative"], g["move_hidden_class"], g["move_hidden_out"] = rel, cls, out.reshape(1, -1)
     x = xs[-1]
     g["policy.weight"] = dq.T @ x
     g["policy.bias"] = dq.sum(axis=0)

@@ -195,13 +195,13 @@ done:
 
 /* The backend's scratch_bytes for the shapes of mk_step_shapes (backend.h). */
 static PyObject *py_backend_scratch_bytes(PyObject *self, PyObject *args, PyObject *kwargs) {
-    static char *kw[] = {"backend", "B", "L", "M", "rows", "T", "V", NULL};
+    static char *kw[] = {"backend", "B", "L", "M", "rows", "T", "V", "C", "D", NULL};
     PyObject *backend;
-    long long d[6] = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|LLLLLL", kw, &backend, &d[0], &d[1], &d[2],
-                                     &d[3], &d[4], &d[5]))
+    long long d[8] = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|LLLLLLLL", kw, &backend, &d[0], &d[1], &d[2],
+                                     &d[3], &d[4], &d[5], &d[6], &d[7]))
         return NULL;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 8; i++)
         if (d[i] < 0) {
             PyErr_Format(PyExc_ValueError, "backend_scratch_bytes: %s must be >= 0, got %lld",
                          kw[i + 1], d[i]);
@@ -210,7 +210,7 @@ static PyObject *py_backend_scratch_bytes(PyObject *self, PyObject *args, PyObje
     const mk_backend *be = mk_backend_from_arg(backend);
     if (!be) return NULL;
     const mk_step_shapes shapes = {.B = d[0], .L = d[1], .M = d[2], .rows = d[3], .T = d[4],
-                                   .V = d[5]};
+                                   .V = d[5], .C = d[6], .D = d[7]};
     size_t bytes = 0;
     mk_status st = be->scratch_bytes(&shapes, &bytes);
     if (st != MK_OK) return mk_raise_status(st);
