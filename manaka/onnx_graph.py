@@ -296,7 +296,7 @@ def build(config, parameters: Mapping[str, np.ndarray], opset: int = DEFAULT_OPS
         keys = _relative_keys(g, present, rows, move, c)
         relative = _move_pair_relative_sums(g, keys, parameters["move_pair_relative"])
         scores = g.op("Add", [scores, relative], "legal_scores_with_relative_pairs")
-    if getattr(c, "move_hidden", 0):
+    if c.move_hidden:
         hidden = _move_hidden(g, keys, w, parameters["move_hidden_out"])
         scores = g.op("Add", [scores, hidden], "legal_scores_with_move_hidden")
     g.op("Where", [used, scores, g.small(0, np.float32)], "logits")  # 0 at padded slots

@@ -85,7 +85,7 @@ class Network(nn.Module):
             # constants of the config: left out of state_dict (mk.Model has no such tensor)
             self.register_buffer("relative_token_part", torch.from_numpy(token_part), persistent=False)
             self.register_buffer("relative_class_part", torch.from_numpy(class_part), persistent=False)
-        if getattr(c, "move_hidden", 0):
+        if c.move_hidden:
             rows = c.board_kinds * (2 * c.board_width - 1) * (2 * c.board_height - 1) * (c.move_pairs // S)
             self.move_hidden_relative = nn.Parameter(torch.empty(rows, c.move_hidden))
             self.move_hidden_class = nn.Parameter(torch.empty(c.move_pairs, c.move_hidden))
@@ -173,7 +173,7 @@ class Network(nn.Module):
             logits = logits + self.move_pair_sums(tokens, legal, counts)
         if self.config.board_kinds:
             logits = logits + self.move_pair_relative_sums(tokens, legal, counts)
-        if getattr(self.config, "move_hidden", 0):
+        if self.config.move_hidden:
             logits = logits + self.move_hidden(tokens, legal, counts)
         return logits, z
 
