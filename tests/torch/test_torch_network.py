@@ -398,3 +398,43 @@ def test_move_hidden_goes_both_ways_and_is_decayed():
     half = mkt.Network(cfg).to(torch.bfloat16)
     assert half.move_hidden_relative.dtype == torch.bfloat16 and half.relative_class_part.dtype == torch.int64
     assert not hasattr(mkt.Network(cases.config(move_pairs=12, board=(3, 2, 1))), "move_hidden_out")
+
+
+def test_move_hidden_saves_no_tensor_of_its_gather_for_backward():
+    """The [B, T, L, D] gather is made in forward and again (its gradient) in backward, but
+    autograd holds none of that size in between (network.move_hidden_sums' docstring)."""
+    cfg = cases.config(hidden=(8,), T=9, move_pairs=12, board=(3, 2, 1), move_hidden=4)
+    net, _, b = _with_move_hidden(cfg, 2)
+    tens = mkt.batch_tensors(b)
+    B, T, L, D = *tens["tokens"][:, 0].shape, tens["legal"].shape[1], 4
+    saved = []
+
+    def pack(t):
+        saved.append(t.numel())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        term = net.move_hidden(tens["tokens"], tens["legal"], tens["counts"])
+    assert saved and max(saved) < B * T * L * D / 2
+    term.sum().backward()  # the graph still differentiates
+    assert net.move_hidden_relative.grad.abs().max() > 0
+
+
+def test_move_hidden_under_cpu_autocast_bf16_is_near_float32():
+    cfg = cases.config(hidden=(8,), move_pairs=12, board=(3, 2, 1), move_hidden=4)
+    net, _, b = _with_move_hidden(cfg, 1)
+    tens = mkt.batch_tensors(b)
+    want = net.loss(**tens)
+    want.backward()
+    grads = {n: p.grad.clone() for n, p in net.named_parameters()}
+    net.zero_grad()
+    with torch.autocast("cpu", torch.bfloat16):
+        logits, _ = net.logits(tens["tokens"], tens["legal"], tens["counts"])
+        got = net.loss(**tens)
+    assert logits.dtype == torch.float32 and got.dtype == torch.float32
+    assert abs(got.item() - want.item()) <= 2e-2 * abs(want.item())
+    got.backward()
+    for name in MOVE_HIDDEN:
+        g = getattr(net, name).grad
+        assert g.dtype == torch.float32, name
+        assert float((g - grads[name]).norm()) <= 5e-2 * float(grads[name].norm()), name
