@@ -94,9 +94,11 @@ def test_damaged_checkpoints_name_the_file(tmp_path, damage):
 CFG = dict(num_tokens=300, num_moves=500, tokens_per_side=8, orders=2, pair_dim=2, hidden=(16,), head_width=8)
 
 
-def _run(ds, path, steps, embed_dim=8, resume=False, trainer_cls=mk.Trainer, move_pairs=0, board=(0, 0, 0)):
+def _run(ds, path, steps, embed_dim=8, resume=False, trainer_cls=mk.Trainer, move_pairs=0, board=(0, 0, 0),
+         move_hidden=0):
     model = mk.Model(mk.ModelConfig(embed_dim=embed_dim, move_pairs=move_pairs, board_width=board[0],
-                                    board_height=board[1], board_kinds=board[2], **CFG), seed=0)
+                                    board_height=board[1], board_kinds=board[2], move_hidden=move_hidden, **CFG),
+                     seed=0)
     trainer = trainer_cls(model, lr=1e-2)
     loader = mk.Loader(ds, batch_size=48, producers=2, seed=7)
     mk.fit(model, loader, steps=steps, trainer=trainer, checkpoint=str(path), resume=resume, progress=False,
@@ -125,20 +127,24 @@ def test_resume_refuses_another_model_another_dataset_or_fewer_steps(ds, tmp_pat
     assert trainer.step_count == 6
 
 
-@pytest.mark.parametrize("C, board", [(5, (0, 0, 0)), (8, (2, 2, 3))], ids=["table", "relative"])
-def test_a_move_pair_table_resumes_and_old_checkpoints_without_the_field_still_resume(ds, tmp_path, C, board):
+@pytest.mark.parametrize("C, board, D", [(5, (0, 0, 0), 0), (8, (2, 2, 3), 0), (8, (2, 2, 3), 4)],
+                         ids=["table", "relative", "move_hidden"])
+def test_a_move_pair_table_resumes_and_old_checkpoints_without_the_field_still_resume(ds, tmp_path, C, board, D):
     path = tmp_path / "pairs.ckpt"
-    _, straight = _run(ds, tmp_path / "straight.ckpt", 6, move_pairs=C, board=board)
-    _run(ds, path, 3, move_pairs=C, board=board)
+    _, straight = _run(ds, tmp_path / "straight.ckpt", 6, move_pairs=C, board=board, move_hidden=D)
+    _run(ds, path, 3, move_pairs=C, board=board, move_hidden=D)
     saved = ckpt.load(path)
     assert saved["model_config"]["move_pairs"] == C and saved["model"]["move_pair_table"].shape == (300, C)
-    assert saved["model_config"]["board_kinds"] == board[2]
-    trained = ["move_pair_table"] + (["move_pair_relative"] if board[2] else [])
+    assert saved["model_config"]["board_kinds"] == board[2] and saved["model_config"]["move_hidden"] == D
+    trained = ["move_pair_table"] + (["move_pair_relative"] if board[2] else []) + (["move_hidden_out"] if D else [])
     for name in trained:  # trained: no longer their initial 0
         assert np.abs(saved["model"][name]).max() > 0, name
     with pytest.raises(mk.CheckpointMismatch, match=f"move_pairs={C}.*this run's model has .*move_pairs=0"):
         _run(ds, path, 6, resume=True)
-    model, trainer = _run(ds, path, 6, resume=True, move_pairs=C, board=board)
+    if D:
+        with pytest.raises(mk.CheckpointMismatch, match=f"move_hidden={D}.*this run's model has .*move_hidden=0"):
+            _run(ds, path, 6, resume=True, move_pairs=C, board=board)
+    model, trainer = _run(ds, path, 6, resume=True, move_pairs=C, board=board, move_hidden=D)
     assert trainer.step_count == 6
     for name, arr in straight.model.state_dict().items():  # 3 + 3 steps are the 6 steps of one run
         np.testing.assert_array_equal(model.state_dict()[name], arr, err_msg=name)
@@ -147,7 +153,7 @@ def test_a_move_pair_table_resumes_and_old_checkpoints_without_the_field_still_r
     old = tmp_path / "old.ckpt"
     _run(ds, old, 2)
     state = ckpt.load(old)
-    for key in ("move_pairs", "board_width", "board_height", "board_kinds"):
+    for key in ("move_pairs", "board_width", "board_height", "board_kinds", "move_hidden"):
         del state["model_config"][key]
     ckpt.save(old, state)
     _, trainer = _run(ds, old, 4, resume=True)

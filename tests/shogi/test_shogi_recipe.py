@@ -42,7 +42,8 @@ def test_cli_uses_the_recipe_for_records(tmp_path, capsys):
             f"38 bytes/position{mirrors})") in out, out
     assert (f"embed_dim={R['embed_dim']}, orders={R['orders']}, pair_dim={R['pair_dim']}, "
             f"hidden={tuple(R['hidden'])}, head_width={R['head_width']}, move_pairs={R['move_pairs']}, "
-            f"board_width={R['board_width']}, board_height={R['board_height']}, board_kinds={R['board_kinds']})") in out, out
+            f"board_width={R['board_width']}, board_height={R['board_height']}, board_kinds={R['board_kinds']}, "
+            f"move_hidden={R['move_hidden']})") in out, out
     assert (f"lr={R['lr']:g}, betas=(0.9, 0.999), eps={R['eps']:g}, weight_decay={R['weight_decay']:g}, "
             f"warmup_steps={R['warmup']}, schedule={R['schedule']!r}") in out, out
     assert "held-out (40 positions)" in out
@@ -70,4 +71,5 @@ def test_the_relative_part_follows_the_move_pair_table():
     # 28 kinds (owner x 14) of board token on 81 squares come first in shogi's vocabulary
     assert cfg.board_kinds * cfg.board_width * cfg.board_height == 2268 <= cfg.num_tokens
     off = R.model_config(R.recipe(move_pairs=0))
-    assert (off.move_pairs, off.board_width, off.board_height, off.board_kinds) == (0, 0, 0, 0)
+    assert (off.move_pairs, off.board_width, off.board_height, off.board_kinds, off.move_hidden) == (0, 0, 0, 0, 0)
+    assert R.model_config(R.recipe(move_hidden=16)).move_hidden == 16
