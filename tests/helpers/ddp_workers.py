@@ -37,7 +37,8 @@ def config(relative: bool = False, move_hidden: int = 0):
 
 def global_batch(world: int, step: int, seed: int, relative: bool = False, move_hidden: int = 0):
     """The concatenated batch of all ranks at `step`: a dict of tensors, W * B rows."""
-    return mkt.batch_tensors(cases.batch(config(relative, move_hidden), B=world * B, L=L, seed=seed + step, empty_fraction=0.3))
+    return mkt.batch_tensors(cases.batch(config(relative, move_hidden), B=world * B, L=L, seed=seed + step,
+                                         empty_fraction=0.3))
 
 
 def optimizers(net, sparse: bool):
