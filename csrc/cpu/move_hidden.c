@@ -2,7 +2,7 @@
  * class's row plus the relative entries (core/move_pair_board.h) of the side to move's board
  * tokens, then a ReLU and a dot with `out` added to the move's logit.
  *
- * The forward is parallel over positions. The backward gives each thread a contiguous
+ * The forward is parallel over positions, a move at a time. The backward gives each thread a contiguous
  * range of token kinds (rows of grad_relative: a kind's entries are contiguous) and of
  * classes (rows of grad_class), and every thread walks all positions in order, so each
  * row sums its terms in (b, t, l) (relative) or (b, l) (class) order whatever the thread
@@ -13,8 +13,6 @@
 #include "backend_cpu.h"
 #include "core/move_pair_board.h"
 #include "threads.h"
-
-enum { CHUNK = 64 }; /* moves whose units the forward keeps in flight together */
 
 static inline int64_t row_count(const int32_t *counts, int64_t b, int64_t L) {
     return counts ? counts[b] : L;
@@ -29,42 +27,65 @@ static inline void move_parts(const int32_t *moves, int64_t n, int64_t C, int64_
     }
 }
 
+/* One move's units: u = class_row + the rows at base[j] + col over the position's n board
+ * tokens in increasing t, then out . ReLU(u) (d ascending). The rows are random lines of
+ * the table, so the next token's is prefetched; D a constant where it is 16 or 8 (the
+ * units then stay in registers). */
+static inline __attribute__((always_inline)) float move_units(const float *relative,
+                                                              const float *class_row,
+                                                              const float *out,
+                                                              const int64_t *base, int64_t n,
+                                                              int64_t col, int64_t D,
+                                                              float *restrict u) {
+    for (int64_t d = 0; d < D; d++) u[d] = class_row[d];
+    for (int64_t j = 0; j < n; j++) {
+        if (j + 4 < n) __builtin_prefetch(relative + (base[j + 4] + col) * D);
+        const float *row = relative + (base[j] + col) * D;
+#pragma omp simd
+        for (int64_t d = 0; d < D; d++) u[d] += row[d];
+    }
+    float acc = 0.0f;
+    for (int64_t d = 0; d < D; d++) acc += out[d] * (u[d] > 0.0f ? u[d] : 0.0f);
+    return acc;
+}
+
 mk_status mk_move_hidden_cpu(void *stream, const float *relative, const float *class_rows,
                              const float *out, const int32_t *tokens, int64_t token_stride,
                              const int32_t *legal, const int32_t *counts, int64_t B, int64_t T,
                              int64_t L, int64_t C, int64_t W, int64_t H, int64_t K, int64_t D,
                              float *pre, float *logits) {
     (void)stream;
-#pragma omp parallel for schedule(static) num_threads(mk_threads_for_items(B, B * L * T * D))
-    for (int64_t b = 0; b < B; b++) {
-        const int32_t *tok = tokens + b * token_stride;
-        const int64_t n = row_count(counts, b, L);
-        int64_t cls[CHUNK], col[CHUNK];
-        for (int64_t l0 = 0; l0 < n; l0 += CHUNK) {
-            const int64_t k = n - l0 < CHUNK ? n - l0 : CHUNK;
-            float *s = pre + (b * L + l0) * D; /* the chunk's units, [k, D] */
-            move_parts(legal + b * L + l0, k, C, W, H, cls, col);
-            for (int64_t l = 0; l < k; l++)
-                memcpy(s + l * D, class_rows + cls[l] * D, (size_t)D * sizeof(float));
+    int failed = 0;
+#pragma omp parallel num_threads(mk_threads_for_items(B, B * L * T * D)) reduction(| : failed)
+    {
+        /* a position's board tokens' row bases, in increasing t */
+        int64_t *base = malloc((size_t)(T > 0 ? T : 1) * sizeof(int64_t));
+        if (!base) failed = 1;
+#pragma omp for schedule(static)
+        for (int64_t b = 0; b < B; b++) {
+            if (!base) continue;
+            const int32_t *tok = tokens + b * token_stride;
+            int64_t nb = 0;
             for (int64_t t = 0; t < T; t++) {
-                const int64_t base = mk_relative_token(tok[t], C, W, H, K);
-                if (base < 0) continue; /* an empty slot or a piece in hand */
-                for (int64_t l = 0; l < k; l++) {
-                    const float *row = relative + (base + col[l]) * D;
-                    float *u = s + l * D;
-#pragma omp simd
-                    for (int64_t d = 0; d < D; d++) u[d] += row[d];
-                }
+                const int64_t r = mk_relative_token(tok[t], C, W, H, K);
+                if (r >= 0) base[nb++] = r; /* not an empty slot or a piece in hand */
             }
-            for (int64_t l = 0; l < k; l++) {
-                const float *u = s + l * D;
-                float acc = 0.0f;
-                for (int64_t d = 0; d < D; d++) acc += out[d] * (u[d] > 0.0f ? u[d] : 0.0f);
-                logits[b * L + l0 + l] += acc;
+            const int64_t n = row_count(counts, b, L);
+            for (int64_t l = 0; l < n; l++) {
+                const int64_t c = legal[b * L + l] % C, col = mk_relative_class(c, C, W, H);
+                float *u = pre + (b * L + l) * D;
+                float add;
+                if (D == 16) add = move_units(relative, class_rows + c * 16, out, base, nb, col, 16, u);
+                else if (D == 8) add = move_units(relative, class_rows + c * 8, out, base, nb, col, 8, u);
+                else add = move_units(relative, class_rows + c * D, out, base, nb, col, D, u);
+                logits[b * L + l] += add;
             }
         }
+        free(base);
     }
-    return MK_OK;
+    return failed ? mk_fail(MK_ERR_NOMEM, "move_hidden: out of memory for %lld token slots",
+                            (long long)T)
+                  : MK_OK;
 }
 
 /* g[l, :] = G[l] out[:] where the unit is on, else 0, for a position's n moves. */
@@ -120,6 +141,7 @@ mk_status mk_move_hidden_backward_cpu(void *stream, const float *grad, const flo
                 if (!have) unit_grads(grad + b * L, pre + b * L * D, out, n, D, g), have = 1;
                 const int64_t base = mk_relative_token(v, C, W, H, K);
                 for (int64_t l = 0; l < n; l++) {
+                    if (l + 8 < n) __builtin_prefetch(grad_relative + (base + col[l + 8]) * D, 1);
                     float *row = grad_relative + (base + col[l]) * D;
                     const float *gl = g + l * D;
 #pragma omp simd
