@@ -208,11 +208,8 @@ class Model:
         self.config = config
         self.policy_head = policy_head
         self.device = device
-        d = config.to_dict()
-        self._core = _core.Model(d["num_tokens"], d["num_moves"], d["tokens_per_side"],
-                                 d["embed_dim"], d["orders"], d["pair_dim"], d["hidden"],
-                                 d["head_width"], d["move_pairs"], d["board_width"], d["board_height"],
-                                 d["board_kinds"], d["move_hidden"], backend=_resolve_device(device), seed=seed,
+        # the fields in ModelConfig's order, which is _core.Model's (model_binding.c)
+        self._core = _core.Model(*config.to_dict().values(), backend=_resolve_device(device), seed=seed,
                                  fused_head=policy_head == "fused")
         self.seed = int(seed)  # checked by the core: an int in [0, 2**64)
         self._shapes = {name: shape for name, shape, _ in self._core.tensors()}

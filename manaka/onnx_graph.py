@@ -28,6 +28,12 @@ masks and sums, so any ONNX runtime runs the file and manaka is not needed to re
   the legal moves' class parts [B, L], their broadcast ``Add`` [B, T, L], ``Gather`` of
   the flat ``move_pair_relative``, and a ``MatMul`` by the 0/1 weights of the slots that
   hold a board token [B, 1, T] sums over the tokens; added after MovePairSums.
+* MoveHidden (a model with ``move_hidden`` = D > 0, over the relative part's index): the
+  same index [B, T, L] ``Gather``s rows of ``move_hidden_relative`` [B, T, L, D], a
+  ``MatMul`` by the slot weights sums them over the tokens, ``Gather`` of
+  ``move_hidden_class`` at each move's class and ``Add`` give the pre-activations
+  [B, L, D], then ``Relu`` and a ``MatMul`` by ``move_hidden_out`` [D, 1]; added after
+  the relative part.
 
 Inputs and outputs are those of ``mk.Model.forward``: ``tokens`` int32 [B, 2, T] (-1
 empty), ``legal`` int32 [B, L] (padded slots may hold anything), ``counts`` int32 [B]
@@ -190,12 +196,15 @@ def _move_pair_sums(g: _Graph, present: str, rows: str, move_pair_table: str, mo
     return g.op("GatherElements", [per_class, classes], "move_pair_sums", axis=1)
 
 
-def _move_pair_relative_sums(g: _Graph, present: str, rows: str, relative: np.ndarray, move: str, config) -> str:
-    """[B, L]: the sum over the side to move's board tokens v of relative.flat[token_part[v]
-    + class_part[move[b, l] % C]] (padded slots read class 0: the caller masks them)."""
+def _relative_keys(g: _Graph, present: str, rows: str, move: str, config):
+    """(weight [B, 1, T] float: 1 at the side to move's slots holding a board token, index
+    [B, T, L] int64: ridx(token, move[b, l] % C) = token_part[v] + class_part[c], classes
+    [B, L] int64: move[b, l] % C) of the relative part (:mod:`manaka.move_pair_board`),
+    read by the relative sums and by MoveHidden; padded slots read class 0 (the caller
+    masks them)."""
     token_part, class_part = relative_parts(config)
     on_board = token_part >= 0
-    # a token without a part reads token 0's, in range for every class, weighted 0 below
+    # a token without a part reads token 0's, in range for every class, weighted 0
     token_part = np.where(on_board, token_part, token_part[0])
     side = g.small([0])
     side_rows = g.op("Gather", [rows, side], "side_token_row", axis=1)              # [B, 1, T]
@@ -211,10 +220,38 @@ def _move_pair_relative_sums(g: _Graph, present: str, rows: str, relative: np.nd
                        axis=0)
     class_parts = g.op("Unsqueeze", [class_parts, g.small([1])], "relative_class_parts_row")  # [B, 1, L]
     index = g.op("Add", [parts, class_parts], "relative_index")                     # [B, T, L]
+    return weight, index, classes
+
+
+def _move_pair_relative_sums(g: _Graph, keys, relative: np.ndarray) -> str:
+    """[B, L]: the sum over the side to move's board tokens v of relative.flat[token_part[v]
+    + class_part[move[b, l] % C]] (padded slots read class 0: the caller masks them)."""
+    weight, index, _ = keys
     flat = g.const("move_pair_relative", np.ascontiguousarray(relative, dtype=np.float32).reshape(-1))
     entries = g.op("Gather", [flat, index], "relative_entries", axis=0)            # [B, T, L]
     sums = g.op("MatMul", [weight, entries], "relative_sums_row")                   # [B, 1, L]
     return g.op("Squeeze", [sums, g.small([1])], "move_pair_relative_sums")
+
+
+def _move_hidden(g: _Graph, keys, w: "_Parameters", out: np.ndarray) -> str:
+    """[B, L]: MoveHidden, sum_d out[d] relu(pre[b, l, d]) with pre[b, l, :] =
+    move_hidden_class[c, :] + the sum over the side to move's board tokens v of
+    move_hidden_relative[ridx(v, c), :], c = move[b, l] % C (padded slots read class 0:
+    the caller masks them). The rows are gathered as [B, T, L, D] (1.5 MB per position
+    at T = 40, L = 600, D = 16) and summed over the tokens by a MatMul with the slot
+    weights."""
+    weight, index, classes = keys
+    D = out.shape[-1]
+    rows = g.op("Gather", [w["move_hidden_relative"], index], "move_hidden_rows", axis=0)     # [B, T, L, D]
+    flat = g.op("Reshape", [rows, g.small([0, 0, -1])], "move_hidden_rows_flat")             # [B, T, L D]
+    board = g.op("MatMul", [weight, flat], "move_hidden_board_sums_flat")                    # [B, 1, L D]
+    board = g.op("Reshape", [board, g.small([0, -1, D])], "move_hidden_board_sums")          # [B, L, D]
+    class_rows = g.op("Gather", [w["move_hidden_class"], classes], "move_hidden_class_rows", axis=0)  # [B, L, D]
+    pre = g.op("Add", [class_rows, board], "move_hidden_pre")
+    hidden = g.op("Relu", [pre], "move_hidden_units")
+    column = g.const("move_hidden_out_column", np.ascontiguousarray(out, dtype=np.float32).reshape(D, 1))
+    dots = g.op("MatMul", [hidden, column], "move_hidden_dots")                             # [B, L, 1]
+    return g.op("Squeeze", [dots, g.small([2])], "move_hidden")
 
 
 class _Parameters(dict):
@@ -256,8 +293,12 @@ def build(config, parameters: Mapping[str, np.ndarray], opset: int = DEFAULT_OPS
         pairs = _move_pair_sums(g, present, rows, w["move_pair_table"], move, c.move_pairs)
         scores = g.op("Add", [scores, pairs], "legal_scores_with_move_pairs")
     if c.board_kinds:
-        relative = _move_pair_relative_sums(g, present, rows, parameters["move_pair_relative"], move, c)
+        keys = _relative_keys(g, present, rows, move, c)
+        relative = _move_pair_relative_sums(g, keys, parameters["move_pair_relative"])
         scores = g.op("Add", [scores, relative], "legal_scores_with_relative_pairs")
+    if c.move_hidden:
+        hidden = _move_hidden(g, keys, w, parameters["move_hidden_out"])
+        scores = g.op("Add", [scores, hidden], "legal_scores_with_move_hidden")
     g.op("Where", [used, scores, g.small(0, np.float32)], "logits")  # 0 at padded slots
     z = g.op("Gemm", [x, w["value.weight"], w["value.bias"]], "value_logit", transB=1)  # [B, 1]
     g.op("Sigmoid", [g.op("Squeeze", [z, g.small([1])], "value_logit_row")], "value")

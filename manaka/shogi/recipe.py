@@ -23,8 +23,8 @@ RECIPE: Dict[str, Any] = {
     # board; all 0: none
     "board_width": 9, "board_height": 9, "board_kinds": 28,
     # MoveHidden's units (ModelConfig.move_hidden): a hidden layer per legal move over the
-    # relative part's keys; 0: none
-    "move_hidden": 0,
+    # relative part's keys, a nonlinear function of what stands around the move; 0: none
+    "move_hidden": 16,
     # optimizer
     "batch_size": 512, "lr": 1e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "cosine",
     # which pair-table rows a step updates (manaka.Trainer's pair_update)

@@ -82,9 +82,9 @@ def data_parallel(net: Network, process_group=None, value_weight: float = 1.0, c
     With ``net.sparse_pair_grad`` the pair table is left out of DDP (call
     :func:`all_reduce_pair_grad` after each backward) and broadcast from rank 0 here, as DDP
     broadcasts the parameters it owns. The index buffers of the move-pair table's relative
-    part (constants of the config) are left out of DDP's buffer broadcast; its table is a
-    dense parameter like the rest. `ddp_kwargs` go to ``DistributedDataParallel``.
-    Needs an initialised default process group (or `process_group`)."""
+    part (constants of the config) are left out of DDP's buffer broadcast; its table and
+    MoveHidden's three parameters are dense parameters like the rest. `ddp_kwargs` go to
+    ``DistributedDataParallel``. Needs an initialised default process group (or `process_group`)."""
     if not dist.is_available() or not dist.is_initialized():
         raise RuntimeError("data_parallel: torch.distributed is not initialised: call "
                            "torch.distributed.init_process_group first (torchrun sets its environment)")

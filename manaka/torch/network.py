@@ -17,7 +17,7 @@ from ..move_pair_board import relative_parts
 from . import ops, targets
 from .sparse_pairs import pair_sums_sparse_grad
 
-__all__ = ["Network", "batch_tensors", "check_batch", "param_groups"]
+__all__ = ["Network", "batch_tensors", "check_batch", "move_hidden_sums", "param_groups"]
 
 SIDES = 2  # perspectives per position: tokens are [B, 2, T]
 
@@ -42,6 +42,10 @@ class Network(nn.Module):
     Its index splits into a part per token id and a part per class
     (:func:`manaka.move_pair_board.relative_parts`), held in the non-persistent buffers
     ``relative_token_part`` [V] and ``relative_class_part`` [C] (not in ``state_dict``).
+    With ``config.move_hidden`` = D > 0 (MoveHidden, a hidden layer of D units per legal
+    move over the same keys, :meth:`move_hidden`): ``move_hidden_relative``
+    [K (2W - 1) (2H - 1) C / (W H), D] (row r the relative index r), ``move_hidden_class``
+    [C, D] and ``move_hidden_out`` [1, D].
 
     Args:
         config: the shapes (:class:`manaka.ModelConfig`).
@@ -81,6 +85,11 @@ class Network(nn.Module):
             # constants of the config: left out of state_dict (mk.Model has no such tensor)
             self.register_buffer("relative_token_part", torch.from_numpy(token_part), persistent=False)
             self.register_buffer("relative_class_part", torch.from_numpy(class_part), persistent=False)
+        if c.move_hidden:
+            rows = c.board_kinds * (2 * c.board_width - 1) * (2 * c.board_height - 1) * (c.move_pairs // S)
+            self.move_hidden_relative = nn.Parameter(torch.empty(rows, c.move_hidden))
+            self.move_hidden_class = nn.Parameter(torch.empty(c.move_pairs, c.move_hidden))
+            self.move_hidden_out = nn.Parameter(torch.empty(1, c.move_hidden))
         self._load_model_state(Model(config, seed=seed).state_dict())
 
     # ------------------------------------------------------------ compute
@@ -141,15 +150,31 @@ class Network(nn.Module):
         sums = (flat[index] * on_board.unsqueeze(2).to(flat.dtype)).sum(1)    # [B, L]
         return torch.where(used, sums, 0)
 
+    def move_hidden(self, tokens: Tensor, legal: Tensor, counts: Tensor) -> Tensor:
+        """MoveHidden's term [B, L] (``mk.ModelConfig``'s move_hidden = D): for l < counts[b],
+        with c = legal[b, l] % C,
+
+            pre[b, l, :] = move_hidden_class[c, :] + sum over the side to move's board tokens v
+                           (0 <= tokens[b, 0, t] < K W H) of move_hidden_relative[ridx(v, c), :]
+            term[b, l]   = sum_d move_hidden_out[0, d] relu(pre[b, l, d])
+
+        (ridx as :meth:`move_pair_relative_sums`'); 0 at padded slots. See
+        :func:`move_hidden_sums` for its memory."""
+        return move_hidden_sums(self.move_hidden_relative, self.move_hidden_class, self.move_hidden_out,
+                                self.relative_token_part, self.relative_class_part, tokens, legal, counts)
+
     def logits(self, tokens: Tensor, legal: Tensor, counts: Tensor) -> Tuple[Tensor, Tensor]:
         """(policy logits [B, L], value logit z [B]) before any sigmoid; with
         ``config.move_pairs`` the logits are :meth:`heads`' plus :meth:`move_pair_sums`,
-        with ``config.board_kinds`` then plus :meth:`move_pair_relative_sums`."""
+        with ``config.board_kinds`` then plus :meth:`move_pair_relative_sums`, with
+        ``config.move_hidden`` then plus :meth:`move_hidden`."""
         logits, z = self.heads(self.body(self.features(tokens)), legal, counts)
         if self.config.move_pairs:
             logits = logits + self.move_pair_sums(tokens, legal, counts)
         if self.config.board_kinds:
             logits = logits + self.move_pair_relative_sums(tokens, legal, counts)
+        if self.config.move_hidden:
+            logits = logits + self.move_hidden(tokens, legal, counts)
         return logits, z
 
     def forward(self, tokens: Tensor, legal: Tensor, counts: Tensor) -> Tuple[Tensor, Tensor]:
@@ -214,6 +239,38 @@ class Network(nn.Module):
             own = dict(self.named_parameters())
             for name, arr in state.items():
                 own[name].copy_(torch.from_numpy(np.asarray(arr, np.float32)))
+
+
+def move_hidden_sums(relative: Tensor, class_rows: Tensor, out: Tensor, token_part: Tensor, class_part: Tensor,
+                     tokens: Tensor, legal: Tensor, counts: Tensor) -> Tensor:
+    """MoveHidden's term [B, L] (:meth:`Network.move_hidden`) from its parameters
+    (relative [R, D], class_rows [C, D], out [1, D]) and the relative index's parts
+    (token_part [V], -1 off the board, and class_part [C]:
+    :func:`manaka.move_pair_board.relative_parts`); 0 at padded slots.
+
+    Memory: the relative rows are gathered per (token slot, legal move), a [B, T, L, D]
+    tensor in the parameters' dtype (at T = 40, L = 600, D = 16 in float32: 1.5 MB per
+    position, 1.6 GB for a batch of 1,024), and backward makes its gradient of the same
+    shape once, to scatter it into relative's; autograd keeps no tensor of that size
+    between the two (the int64 index [B, T, L], the weights [B, 1, T] and relu(pre)
+    [B, L, D] are what it saves). Plain gathers, a batched product and a relu:
+    torch.compile traces it without a break."""
+    side = tokens[:, 0].to(torch.int64)                                   # [B, T]: the side to move
+    part = token_part[side.clamp(min=0)]
+    on_board = (side >= 0) & (part >= 0)
+    # a slot without a board token reads token 0's rows (in range for every class), weighted 0
+    part = torch.where(on_board, part, token_part[0])
+    used = torch.arange(legal.shape[1], device=legal.device) < counts.to(torch.int64).unsqueeze(1)
+    # padded slots may hold anything (-1): they read class 0 and are zeroed at the end
+    classes = torch.where(used, legal.to(torch.int64), 0) % class_part.shape[0]  # [B, L]
+    index = part.unsqueeze(2) + class_part[classes].unsqueeze(1)          # [B, T, L]
+    rows = relative[index]                                                 # [B, T, L, D]
+    B, T, L, D = rows.shape
+    weight = on_board.to(relative.dtype).unsqueeze(1)                      # [B, 1, T]
+    board = torch.bmm(weight, rows.reshape(B, T, L * D)).reshape(B, L, D)  # sum over the board tokens
+    pre = class_rows[classes] + board                                      # [B, L, D]
+    term = torch.relu(pre) @ out[0]                                        # [B, L]
+    return torch.where(used, term, 0)
 
 
 _BATCH_FIELDS = ("tokens", "legal", "counts", "target", "value", "policy_target")

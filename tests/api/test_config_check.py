@@ -14,11 +14,11 @@ import manaka as mk
 from manaka import _core
 
 FIELDS = ("num_tokens", "num_moves", "tokens_per_side", "embed_dim", "orders", "pair_dim", "hidden", "head_width",
-          "move_pairs", "board_width", "board_height", "board_kinds")
+          "move_pairs", "board_width", "board_height", "board_kinds", "move_hidden")
 BASE = dict(num_tokens=10, num_moves=12, tokens_per_side=4, embed_dim=4, orders=2, pair_dim=2, hidden=(4,),
-            head_width=4, move_pairs=0, board_width=0, board_height=0, board_kinds=0)
+            head_width=4, move_pairs=0, board_width=0, board_height=0, board_kinds=0, move_hidden=0)
 INTS = [f for f in FIELDS if f != "hidden"]
-COUNTS = ("move_pairs", "board_width", "board_height", "board_kinds")  # counts: 0 is allowed
+COUNTS = ("move_pairs", "board_width", "board_height", "board_kinds", "move_hidden")  # counts: 0 is allowed
 WIDTHS = [f for f in INTS if f not in COUNTS]
 
 
@@ -72,6 +72,14 @@ def test_every_count_must_be_at_least_0_in_c(field, value):
      "the relative move-pair table (board_kinds (2 board_width - 1) (2 board_height - 1) move_pairs / "
      "(board_width board_height) entries) is above 2^31 - 1"),
     (dict(move_pairs=8, board_width=2**31, board_height=1, board_kinds=1), "board_width = 2147483648 is above 2^31 - 1"),
+    # MoveHidden reads the relative part's keys
+    (dict(move_pairs=8, move_hidden=3), "move_hidden = 3 needs the relative move pairs (board_width, board_height, "
+                                        "board_kinds >= 1)"),
+    (dict(move_pairs=8, board_width=2, board_height=2, board_kinds=1, move_hidden=2**31),
+     "move_hidden = 2147483648 is above 2^31 - 1"),
+    (dict(move_pairs=8, board_width=2, board_height=2, board_kinds=1, move_hidden=2**28),
+     "move_hidden = 268435456 makes MoveHidden's tables (18 relative entries and move_pairs = 8 classes, times "
+     "move_hidden) above 2^31 - 1 values"),
 ])
 def test_the_relative_board_is_checked_by_c_when_a_model_is_made(change, message):
     cfg = {**BASE, **change}
@@ -87,6 +95,20 @@ def test_a_relative_board_that_fits_makes_its_table():
     assert model.shapes["move_pair_relative"] == (1 * 3 * 5, 2) == mk.model.expected_shapes(config)["move_pair_relative"]
     assert list(model.shapes)[-2:] == ["move_pair_table", "move_pair_relative"]
     assert not model.state_dict()["move_pair_relative"].any()  # starts at 0, like the table
+
+
+def test_move_hidden_that_fits_makes_its_three_tensors_after_the_relative_part():
+    config = mk.ModelConfig(**{**BASE, "move_pairs": 12, "board_width": 2, "board_height": 3, "board_kinds": 1,
+                               "move_hidden": 5})
+    model = mk.Model(config)
+    want = {"move_hidden_relative": (1 * 3 * 5 * 2, 5), "move_hidden_class": (12, 5), "move_hidden_out": (1, 5)}
+    assert list(model.shapes)[-3:] == list(want)
+    for name, shape in want.items():
+        assert model.shapes[name] == shape == mk.model.expected_shapes(config)[name]
+    state = model.state_dict()
+    assert not state["move_hidden_out"].any()  # the policy starts as without the layer
+    for name in ("move_hidden_relative", "move_hidden_class"):  # uniform, std 0.02
+        assert 0.01 < state[name].std() < 0.03 and np.abs(state[name]).max() <= 0.02 * 3 ** 0.5, name
 
 
 def test_every_hidden_width_must_be_at_least_1_in_c():
@@ -154,7 +176,7 @@ def test_numpy_integers_and_iterables_convert_to_python_ints():
                                "hidden": (h for h in (np.int32(5), 7))})
     assert config.embed_dim == 6 and config.orders == 3 and config.hidden == (5, 7)
     assert type(config.embed_dim) is int and all(type(h) is int for h in config.hidden)
-    assert _core.check_model_config(**{**BASE, "hidden": [np.int16(3)]}) == (10, 12, 4, 4, 2, 2, (3,), 4, 0, 0, 0, 0)
+    assert _core.check_model_config(**{**BASE, "hidden": [np.int16(3)]}) == (10, 12, 4, 4, 2, 2, (3,), 4, 0, 0, 0, 0, 0)
     assert mk.Model(config).shapes["trunk.1.weight"] == (7, 5)
 
 

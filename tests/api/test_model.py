@@ -120,6 +120,21 @@ def test_move_hidden_gradient_matches_finite_differences():
     assert kept >= tried // 2, (kept, tried)
 
 
+def test_the_deepest_trunk_with_every_head_tensor_lays_out_and_computes():
+    """16 trunk layers (the most a model has) and all ten head tensors: every name in its
+    place, and the forward still the reference's."""
+    cfg = cases.config(hidden=(5,) * 16, move_pairs=8, board=(2, 2, 2), move_hidden=3)
+    model = cases.model(cfg, seed=2)
+    assert list(model.shapes) == list(mk.model.expected_shapes(cfg))
+    assert list(model.shapes)[-10:] == ["policy.weight", "policy.bias", "move_table", "value.weight", "value.bias",
+                                        "move_pair_table", "move_pair_relative", "move_hidden_relative",
+                                        "move_hidden_class", "move_hidden_out"]
+    b = cases.batch(cfg, seed=6)
+    logits, _ = model.forward(b)
+    act = refm.forward(model.parameters(), cfg, b.tokens, b.legal, b.counts)
+    assert cases.rel_err(logits, act["logits"]) < 1e-4
+
+
 def test_arena_grows_and_shrinks_between_batch_shapes():
     cfg = cases.config()
     model = mk.Model(cfg, seed=1)

@@ -44,8 +44,14 @@ CONFIGS = {
     "shogi-board-relative": dict(num_tokens=300, num_moves=2187, tokens_per_side=40, embed_dim=8, orders=2,
                                  pair_dim=4, hidden=(24,), head_width=16, move_pairs=2187, board_width=9,
                                  board_height=9, board_kinds=3),
+    # MoveHidden of 16 units at shogi's shapes: 28 token kinds on the 9 x 9 board (2,268 board
+    # tokens, 38 hand tokens), C = 2187: move_hidden_relative [28 17 17 27, 16]; a pair table
+    # of width 1 (V = 2306: 2.7 M rows)
+    "shogi-move-hidden": dict(num_tokens=28 * 81 + 38, num_moves=2187, tokens_per_side=40, embed_dim=4, orders=2,
+                              pair_dim=1, hidden=(16,), head_width=8, move_pairs=2187, board_width=9,
+                              board_height=9, board_kinds=28, move_hidden=16),
 }
-WIDE = ("seed-like", "shogi-board-relative")  # run with L up to 600, as shogi's legal moves
+WIDE = ("seed-like", "shogi-board-relative", "shogi-move-hidden")  # run with L up to 600, as shogi's legal moves
 
 
 def inputs(rng, cfg, B, L, zero_counts=True):
@@ -247,13 +253,18 @@ def test_a_torch_network_exports_the_same(tmp_path, rng):
     check_runs(session(path), widened.to_model(), [feed])
 
 
+# MoveHidden's parameters and the scales with_move_pair_table draws them at: the units'
+# pre-activations of both signs, move_hidden_out (0 at the start) of the order of 1
+MOVE_HIDDEN = {"move_hidden_relative": 0.15, "move_hidden_class": 0.6, "move_hidden_out": 1.0}
+
+
 def with_move_pair_table(model, rng, scale=0.7):
-    """`model` (move_pairs > 0) with a random move_pair_table (and move_pair_relative, if it
-    has one) far from their initial 0."""
+    """`model` (move_pairs > 0) with a random move_pair_table (and move_pair_relative and
+    MoveHidden's parameters, if it has them) far from their initial values."""
     state = model.state_dict()
-    for name in ("move_pair_table", "move_pair_relative"):
+    for name, s in [("move_pair_table", scale), ("move_pair_relative", scale), *MOVE_HIDDEN.items()]:
         if name in state:
-            state[name] = rng.normal(0, scale, state[name].shape).astype(np.float32)
+            state[name] = rng.normal(0, s, state[name].shape).astype(np.float32)
     model.load_state_dict(state)
     return model
 
@@ -300,19 +311,51 @@ def test_move_pair_table_is_in_the_graph(tmp_path, rng, move_pairs, board):
     np.testing.assert_allclose(without, forward(plain, feed)[0], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("board", [None, (3, 2, 2)], ids=["table", "table-and-relative"])
-def test_a_torch_network_with_a_move_pair_table_exports_the_same(tmp_path, rng, board):
+def test_move_hidden_at_shogi_shapes(tmp_path, rng):
+    """MoveHidden at W = H = 9, K = 28, C = 2187, D = 16 with its parameters far from their
+    start: onnxruntime against mk.Model.forward with hand tokens, empty slots, padded
+    slots holding garbage, L up to 600; and the term changes the logits (the same model
+    with move_hidden_out 0 gives other numbers)."""
+    cfg = mk.ModelConfig(**CONFIGS["shogi-move-hidden"])
+    model = with_move_pair_table(trained_looking(mk.Model(cfg, seed=4), rng), rng)
+    path = export_onnx(model, tmp_path / "m.onnx")
+    feeds = [inputs(rng, cfg, B, L) for B, L in [(1, 1), (3, 600), (8, 120), (2, 37)]]
+    board_tokens = cfg.board_kinds * cfg.board_width * cfg.board_height
+    for feed in feeds[1:]:
+        side = feed["tokens"][:, 0]
+        side[:, -3:] = rng.integers(board_tokens, cfg.num_tokens, (len(side), 3))  # pieces in hand: add nothing
+        assert (side >= board_tokens).any() and (side == -1).any()  # hand tokens, empty slots
+        assert (feed["counts"] < feed["legal"].shape[1]).any()        # padded slots
+    sess = session(path)
+    check_runs(sess, model, feeds)
+    proto = onnx.load(path)
+    nodes = {n.output[0]: n.op_type for n in proto.graph.node}
+    assert nodes["move_hidden"] == "Squeeze" and nodes["move_hidden_units"] == "Relu"
+    assert {n.domain for n in proto.graph.node} == {""}, "only standard ONNX operators"
+    silent = mk.Model(cfg)
+    silent.load_state_dict({**model.state_dict(), "move_hidden_out": np.zeros((1, 16), np.float32)})
+    feed = feeds[2]
+    used = np.arange(feed["legal"].shape[1])[None, :] < feed["counts"][:, None]
+    difference = sess.run(["logits"], feed)[0] - forward(silent, feed)[0]
+    assert np.abs(difference[used]).max() > 0.5
+
+
+@pytest.mark.parametrize("board, move_hidden", [(None, 0), ((3, 2, 2), 0), ((3, 2, 2), 4)],
+                         ids=["table", "table-and-relative", "table-relative-and-move-hidden"])
+def test_a_torch_network_with_a_move_pair_table_exports_the_same(tmp_path, rng, board, move_hidden):
     torch = pytest.importorskip("torch", reason="torch not installed: pip install torch (manaka[torch])")
     import manaka.torch as mkt
 
     fields = dict(board_width=board[0], board_height=board[1], board_kinds=board[2]) if board else {}
-    cfg = mk.ModelConfig(**{**CONFIGS["move-pairs"], **fields})
+    cfg = mk.ModelConfig(**{**CONFIGS["move-pairs"], **fields, "move_hidden": move_hidden})
     net = mkt.Network(cfg, seed=2)
     state = net.state_dict()
-    for name in ("move_pair_table", "move_pair_relative"):
+    for name, scale in [("move_pair_table", 0.7), ("move_pair_relative", 0.7), *MOVE_HIDDEN.items()]:
         if name in state:
-            state[name] = torch.from_numpy(rng.normal(0, 0.7, tuple(state[name].shape)).astype(np.float32))
+            state[name] = torch.from_numpy(rng.normal(0, scale, tuple(state[name].shape)).astype(np.float32))
     net.load_state_dict(state)
+    assert ("move_hidden" in {n.output[0] for n in onnx.load(mkt.export_onnx(net, tmp_path / "n.onnx")).graph.node}
+            ) == bool(move_hidden)
     path = mkt.export_onnx(net, tmp_path / "net.onnx")
     feed = inputs(rng, cfg, 7, 12)
     logits, value = session(path).run(["logits", "value"], feed)
@@ -353,6 +396,14 @@ def test_networks_that_compute_something_else_are_refused(tmp_path):
         mkt.export_onnx(OtherRelative(relative), tmp_path / "e.onnx")
     mkt.export_onnx(mkt.Network(relative), tmp_path / "f.onnx")  # its index buffers are no extra state
     os.remove(tmp_path / "f.onnx")
+
+    class OtherHidden(mkt.Network):
+        def move_hidden(self, tokens, legal, counts):
+            return torch.tanh(super().move_hidden(tokens, legal, counts))
+
+    with pytest.raises(TypeError, match="OtherHidden overrides move_hidden"):
+        mkt.export_onnx(OtherHidden(mk.ModelConfig(**{**relative.to_dict(), "hidden": (10,), "move_hidden": 3})),
+                        tmp_path / "g.onnx")
     with pytest.raises(TypeError, match="Tanh overrides body"):
         mkt.export_onnx(Tanh(cfg), tmp_path / "a.onnx")
     with pytest.raises(TypeError, match=r"Extra has parameters or buffers .*'scale'"):
@@ -415,3 +466,12 @@ def test_command(tmp_path, rng):
     done = run_cli("r.manaka", "r.onnx", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     check_runs(session(tmp_path / "r.onnx"), model, [inputs(rng, relative, 5, 9)])
+
+    # and with MoveHidden
+    hidden = mk.ModelConfig(**{**relative.to_dict(), "hidden": (10,), "move_hidden": 3})
+    model = with_move_pair_table(mk.Model(hidden, seed=8), rng)
+    model.save(tmp_path / "h.manaka")
+    done = run_cli("h.manaka", "h.onnx", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "move_hidden" in {n.output[0] for n in onnx.load(tmp_path / "h.onnx").graph.node}
+    check_runs(session(tmp_path / "h.onnx"), model, [inputs(rng, hidden, 5, 9)])

@@ -20,23 +20,25 @@ STEPS, B, L = 3, 4, 8
 
 LR = 0.02  # every optimizer of the workers and of the one-process reference
 
-def config(relative: bool = False):
+def config(relative: bool = False, move_hidden: int = 0):
     # with a move-pair table (the shogi recipe has one), exchanged with the other dense
     # parameters. C = num_moves gives every move its own class: with fewer, a class can hold
     # all of a position's legal moves, whose softmax gradients sum to 0, and the zero-started
     # entry's first Adam step (about lr whatever the gradient) would take its sign from the
     # rounding of that sum, which ranks and one process order differently. `relative` adds
     # the table's relative part: 18 moves, a 3 x 3 board of 2 token kinds (18 board tokens,
-    # 5 hand tokens) and 2 move kinds, [2 5 5, 2]
+    # 5 hand tokens) and 2 move kinds, [2 5 5, 2]; `move_hidden` MoveHidden's units over it
+    # (its parameters dense, through DDP)
     if relative:
         return cases.config(hidden=(9,), num_tokens=23, num_moves=18, T=7, pair_dim=3, move_pairs=18,
-                            board=(3, 3, 2))
+                            board=(3, 3, 2), move_hidden=move_hidden)
     return cases.config(hidden=(9,), num_tokens=23, T=7, pair_dim=3, move_pairs=17)
 
 
-def global_batch(world: int, step: int, seed: int, relative: bool = False):
+def global_batch(world: int, step: int, seed: int, relative: bool = False, move_hidden: int = 0):
     """The concatenated batch of all ranks at `step`: a dict of tensors, W * B rows."""
-    return mkt.batch_tensors(cases.batch(config(relative), B=world * B, L=L, seed=seed + step, empty_fraction=0.3))
+    return mkt.batch_tensors(cases.batch(config(relative, move_hidden), B=world * B, L=L, seed=seed + step,
+                                         empty_fraction=0.3))
 
 
 def optimizers(net, sparse: bool):
@@ -57,13 +59,13 @@ def step(model, net, opts, tensors, sparse: bool, stats=None):
         o.step()
 
 
-def one_process(world: int, sparse: bool, seed: int, relative: bool = False):
+def one_process(world: int, sparse: bool, seed: int, relative: bool = False, move_hidden: int = 0):
     """The reference: one process on the concatenated batches."""
-    net = mkt.Network(config(relative), seed=3, sparse_pair_grad=sparse)
+    net = mkt.Network(config(relative, move_hidden), seed=3, sparse_pair_grad=sparse)
     model = mktd.LossModule(net)
     opts = optimizers(net, sparse)
     for k in range(STEPS):
-        loss = model(**global_batch(world, k, seed, relative))
+        loss = model(**global_batch(world, k, seed, relative, move_hidden))
         for o in opts:
             o.zero_grad(set_to_none=True)
         loss.backward()
@@ -73,12 +75,12 @@ def one_process(world: int, sparse: bool, seed: int, relative: bool = False):
 
 
 def run(rank: int, world: int, rendezvous: str, out: str, sparse: bool, seed: int, kill: int = -1,
-        how: str = "exit", relative: bool = False):
+        how: str = "exit", relative: bool = False, move_hidden: int = 0):
     torch.set_num_threads(1)
     try:
         dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=20))
-        net = mkt.Network(config(relative), seed=3, sparse_pair_grad=sparse)
+        net = mkt.Network(config(relative, move_hidden), seed=3, sparse_pair_grad=sparse)
         model = mktd.data_parallel(net)
         if relative:  # constants of the config: not broadcast by DDP before every forward
             assert not any(b is net.relative_token_part or b is net.relative_class_part
@@ -86,7 +88,7 @@ def run(rank: int, world: int, rendezvous: str, out: str, sparse: bool, seed: in
         opts = optimizers(net, sparse)
         for k in range(STEPS):
             tensors = {n: None if t is None else t[rank * B:(rank + 1) * B]
-                       for n, t in global_batch(world, k, seed, relative).items()}
+                       for n, t in global_batch(world, k, seed, relative, move_hidden).items()}
             if k == 1 and rank == kill:
                 model(**tensors)
                 if how == "stall":  # alive but silent: the others must time out

@@ -136,10 +136,7 @@ def staged_twin(model):
     twin = mk.Model.__new__(mk.Model)
     twin.config, twin.device, twin.seed = model.config, "cpu_staged", model.seed
     twin.policy_head = model.policy_head
-    d = model.config.to_dict()
-    twin._core = mk._core.Model(d["num_tokens"], d["num_moves"], d["tokens_per_side"], d["embed_dim"],
-                                d["orders"], d["pair_dim"], d["hidden"], d["head_width"], d["move_pairs"],
-                                d["board_width"], d["board_height"], d["board_kinds"], backend="cpu_staged", seed=model.seed,
+    twin._core = mk._core.Model(*model.config.to_dict().values(), backend="cpu_staged", seed=model.seed,
                                 fused_head=model.policy_head == "fused")
     twin._shapes = model.shapes
     twin.load_state_dict(model.state_dict())  # a move_pair_table made random by `model()`

@@ -20,10 +20,11 @@ import spawn_ranks  # noqa: E402
 LIMIT_S = 240  # per spawned group: a hang fails the test instead of blocking the suite
 
 
-def spawn(tmp_path, world, sparse, kill=-1, how="exit", relative=False):
+def spawn(tmp_path, world, sparse, kill=-1, how="exit", relative=False, move_hidden=0):
     seed = int(np.random.default_rng().integers(1 << 20))
     codes = spawn_ranks.run(ddp_workers.run, lambda r: (r, world, str(tmp_path / "rendezvous"), str(tmp_path),
-                                                        sparse, seed, kill, how, relative), world, LIMIT_S, kill, how)
+                                                        sparse, seed, kill, how, relative, move_hidden), world,
+                                  LIMIT_S, kill, how)
     return seed, codes
 
 
@@ -32,11 +33,12 @@ def one_thread(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
 
 
-@pytest.mark.parametrize("world,sparse,relative", [(2, True, False), (2, False, False), (3, True, False),
-                                                   (2, True, True)],
-                         ids=["2-sparse", "2-dense", "3-sparse", "2-sparse-relative"])
-def test_ranks_agree_bitwise_and_with_one_process(tmp_path, world, sparse, relative):
-    seed, codes = spawn(tmp_path, world, sparse, relative=relative)
+@pytest.mark.parametrize("world,sparse,relative,move_hidden", [(2, True, False, 0), (2, False, False, 0),
+                                                               (3, True, False, 0), (2, True, True, 0),
+                                                               (2, True, True, 3)],
+                         ids=["2-sparse", "2-dense", "3-sparse", "2-sparse-relative", "2-sparse-relative-hidden"])
+def test_ranks_agree_bitwise_and_with_one_process(tmp_path, world, sparse, relative, move_hidden):
+    seed, codes = spawn(tmp_path, world, sparse, relative=relative, move_hidden=move_hidden)
     errors = {r: (tmp_path / f"error{r}.txt").read_text() for r in range(world)
               if (tmp_path / f"error{r}.txt").exists()}
     assert codes == [0] * world and not errors, (codes, errors)
@@ -44,9 +46,9 @@ def test_ranks_agree_bitwise_and_with_one_process(tmp_path, world, sparse, relat
     for r in range(1, world):
         for name, p in ranks[0].items():
             assert torch.equal(ranks[r][name], p), f"rank {r} differs from rank 0 in {name}"
-    want = ddp_workers.one_process(world, sparse, seed, relative)
-    start = ddp_workers.mkt.Network(ddp_workers.config(relative), seed=3).state_dict()
-    assert ("move_pair_relative" in want) == relative
+    want = ddp_workers.one_process(world, sparse, seed, relative, move_hidden)
+    start = ddp_workers.mkt.Network(ddp_workers.config(relative, move_hidden), seed=3).state_dict()
+    assert ("move_pair_relative" in want) == relative and ("move_hidden_out" in want) == bool(move_hidden)
     for name, p in want.items():
         assert not torch.equal(p, start[name]), f"{name} did not train"
         assert_adam_close(ranks[0][name].numpy(), p.numpy(), ddp_workers.LR, name)

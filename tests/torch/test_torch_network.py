@@ -80,16 +80,19 @@ def test_bad_arguments():
         mkt.Network.from_model("model.mk")
 
 
-# (move_pairs, board): no table, a table, a table with a relative part (2 x 2 board, 2 kinds)
-PAIR_CASES = [(0, (0, 0, 0)), (5, (0, 0, 0)), (8, (2, 2, 2))]
+# (move_pairs, board, move_hidden): no table, a table, a table with a relative part (2 x 2
+# board, 2 kinds), and with MoveHidden of 3 units over it
+PAIR_CASES = [(0, (0, 0, 0), 0), (5, (0, 0, 0), 0), (8, (2, 2, 2), 0), (8, (2, 2, 2), 3)]
 
 
-@pytest.mark.parametrize("move_pairs, board", PAIR_CASES, ids=["no-table", "C5", "C8-relative"])
+@pytest.mark.parametrize("move_pairs, board, move_hidden", PAIR_CASES,
+                         ids=["no-table", "C5", "C8-relative", "C8-relative-hidden3"])
 @pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
-def test_twenty_adamw_steps_track_trainer(soft, move_pairs, board):
-    cfg = cases.config(hidden=(8, 6), move_pairs=move_pairs, board=board)
+def test_twenty_adamw_steps_track_trainer(soft, move_pairs, board, move_hidden):
+    cfg = cases.config(hidden=(8, 6), move_pairs=move_pairs, board=board, move_hidden=move_hidden)
     b = cases.batch(cfg, soft=soft)
-    trainer = mk.Trainer(cases.model(cfg, seed=1), lr=1e-2, weight_decay=0.05)  # random move-pair tables
+    # random move-pair tables and move_hidden_out (they start at 0)
+    trainer = mk.Trainer(cases.model(cfg, seed=1), lr=1e-2, weight_decay=0.05)
     net = mkt.Network.from_model(trainer.model)
     opt = torch.optim.AdamW(mkt.param_groups(net, 0.05), lr=1e-2, betas=(0.9, 0.999), eps=1e-8)
     tens = mkt.batch_tensors(b)
@@ -303,3 +306,135 @@ def test_relative_index_parts_are_the_reference_index():
         assert (token_part >= 0).sum() == K * W * H
 
 
+
+
+# ------------------------------------------------------------ MoveHidden
+MOVE_HIDDEN = ("move_hidden_relative", "move_hidden_class", "move_hidden_out")
+
+# (move_pairs, (W, H, K), move_hidden = D) over TABLE_CASES' relative parts: 2 x 2 with 3 hand
+# tokens, 3 x 2 (W != H), 1 x 1 (every token on the board, one unit)
+HIDDEN_CASES = [(8, (2, 2, 2), 3), (12, (3, 2, 1), 5), (22, (1, 1, 11), 1)]
+
+
+def _with_move_hidden(cfg, seed):
+    """_with_move_pairs' network, batch and model, with MoveHidden's parameters random too:
+    move_hidden_out (0 at the start, as mk.Model's) at scale 1 and the units' rows at a
+    scale where the pre-activations take both signs."""
+    net, _, b = _with_move_pairs(cfg, seed)
+    rng = np.random.default_rng(100 + seed)
+    state = net.state_dict()
+    assert torch.count_nonzero(state["move_hidden_out"]) == 0
+    for name, scale in zip(MOVE_HIDDEN, (0.4, 0.6, 1.0)):
+        state[name] = torch.from_numpy(rng.normal(0, scale, tuple(state[name].shape)).astype(np.float32))
+    net.load_state_dict(state)
+    return net, net.to_model(), b
+
+
+@pytest.mark.parametrize("move_pairs, board, move_hidden", HIDDEN_CASES,
+                         ids=lambda c: "rel%dx%dx%d" % c if isinstance(c, tuple) else str(c))
+@pytest.mark.parametrize("seed", [0, 1], ids=["hard", "soft"])
+def test_move_hidden_forward_and_gradients_equal_model_and_reference(move_pairs, board, move_hidden, seed):
+    import reference as ref
+    cfg = cases.config(hidden=(8,), move_pairs=move_pairs, board=board, move_hidden=move_hidden)
+    net, model, b = _with_move_hidden(cfg, seed)
+    tens = mkt.batch_tensors(b)
+    logits, value = net(tens["tokens"], tens["legal"], tens["counts"])
+    want_logits, want_value = model.forward(b)
+    assert rel(logits.detach(), want_logits) < 1e-5 and rel(value.detach(), want_value) < 1e-5
+    padded = np.arange(10)[None, :] >= b.counts[:, None]
+    assert np.all(logits.detach().numpy()[padded] == 0)
+
+    # the term and its gradients against the NumPy reference, for a random upstream gradient
+    params = dict(net.named_parameters())
+    relative, class_rows, out = (params[n] for n in MOVE_HIDDEN)
+    term = net.move_hidden(tens["tokens"], tens["legal"], tens["counts"])
+    args = (b.tokens[:, 0], b.legal, b.counts, move_pairs, *board)
+    want_term, pre = ref.move_hidden(*(p.detach().numpy() for p in (relative, class_rows, out)), *args)
+    assert np.abs(want_term).max() > 0.1 and rel(term.detach(), want_term) < 1e-5
+    assert np.all(term.detach().numpy()[padded] == 0)
+    units = pre[~padded]
+    assert (units > 0.05).any() and (units < -0.05).any()  # the ReLU both passes and cuts
+    G = np.random.default_rng(seed).normal(size=term.shape).astype(np.float32)
+    got = torch.autograd.grad(term, (relative, class_rows, out), torch.from_numpy(G))
+    want = ref.move_hidden_backward(G, pre, out.detach().numpy(), *args, relative.shape[0])
+    for name, g, w in zip(MOVE_HIDDEN, got, want):
+        assert np.abs(w).max() > 0.01 and rel(g.reshape(w.shape), w) < 1e-5, name
+
+    # the whole loss and every gradient against mk.Model's
+    losses = net.losses(**tens, value_weight=0.7)
+    losses.loss.backward()
+    stats, grads = model.loss_and_grad(b, value_weight=0.7)
+    for name in ("loss", "policy_loss", "value_loss", "accuracy"):
+        assert float(getattr(losses, name).detach()) == pytest.approx(stats[name], rel=1e-5, abs=1e-7), name
+    assert set(params) == set(grads) and set(MOVE_HIDDEN) <= set(params)
+    for name, g in grads.items():
+        assert rel(params[name].grad, g) < 1e-4, name
+    for name in MOVE_HIDDEN:
+        assert np.abs(grads[name]).max() > 1e-3, name
+
+
+def test_move_hidden_goes_both_ways_and_is_decayed():
+    cfg = cases.config(hidden=(6,), move_pairs=12, board=(3, 2, 1), move_hidden=4)
+    net, model, b = _with_move_hidden(cfg, 3)
+    shapes = {"move_hidden_relative": (5 * 3 * 2, 4), "move_hidden_class": (12, 4), "move_hidden_out": (1, 4)}
+    assert list(model.shapes)[-5:] == ["move_pair_table", "move_pair_relative", *shapes]
+    assert {n: tuple(net.state_dict()[n].shape) for n in shapes} == shapes
+    assert {n: model.shapes[n] for n in shapes} == shapes
+    assert set(net.state_dict()) == set(model.shapes)  # no index buffer in state_dict
+    back = mkt.Network.from_model(model)
+    for name, p in net.state_dict().items():
+        np.testing.assert_array_equal(model.state_dict()[name], p.numpy(), err_msg=name)
+        np.testing.assert_array_equal(back.state_dict()[name].numpy(), p.numpy(), err_msg=name)
+    assert float(back.loss(**mkt.batch_tensors(b))) == pytest.approx(model.loss_and_grad(b)[0]["loss"], rel=1e-5)
+    # a new Network starts as mk.Model: the units' rows random, move_hidden_out 0
+    fresh, fresh_model = mkt.Network(cfg, seed=5), mk.Model(cfg, seed=5)
+    for name in shapes:
+        np.testing.assert_array_equal(fresh.state_dict()[name].numpy(), fresh_model.state_dict()[name])
+    assert torch.count_nonzero(fresh.move_hidden_out) == 0 and torch.count_nonzero(fresh.move_hidden_class) > 0
+    decayed, plain = mkt.param_groups(net, 0.05)
+    for name in shapes:
+        assert any(p is getattr(net, name) for p in decayed["params"]), name
+        assert not any(p is getattr(net, name) for p in plain["params"]), name
+    half = mkt.Network(cfg).to(torch.bfloat16)
+    assert half.move_hidden_relative.dtype == torch.bfloat16 and half.relative_class_part.dtype == torch.int64
+    assert not hasattr(mkt.Network(cases.config(move_pairs=12, board=(3, 2, 1))), "move_hidden_out")
+
+
+def test_move_hidden_saves_no_tensor_of_its_gather_for_backward():
+    """The [B, T, L, D] gather is made in forward and again (its gradient) in backward, but
+    autograd holds none of that size in between (network.move_hidden_sums' docstring)."""
+    cfg = cases.config(hidden=(8,), T=9, move_pairs=12, board=(3, 2, 1), move_hidden=4)
+    net, _, b = _with_move_hidden(cfg, 2)
+    tens = mkt.batch_tensors(b)
+    B, T, L, D = *tens["tokens"][:, 0].shape, tens["legal"].shape[1], 4
+    saved = []
+
+    def pack(t):
+        saved.append(t.numel())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        term = net.move_hidden(tens["tokens"], tens["legal"], tens["counts"])
+    assert saved and max(saved) < B * T * L * D / 2
+    term.sum().backward()  # the graph still differentiates
+    assert net.move_hidden_relative.grad.abs().max() > 0
+
+
+def test_move_hidden_under_cpu_autocast_bf16_is_near_float32():
+    cfg = cases.config(hidden=(8,), move_pairs=12, board=(3, 2, 1), move_hidden=4)
+    net, _, b = _with_move_hidden(cfg, 1)
+    tens = mkt.batch_tensors(b)
+    want = net.loss(**tens)
+    want.backward()
+    grads = {n: p.grad.clone() for n, p in net.named_parameters()}
+    net.zero_grad()
+    with torch.autocast("cpu", torch.bfloat16):
+        logits, _ = net.logits(tens["tokens"], tens["legal"], tens["counts"])
+        got = net.loss(**tens)
+    assert logits.dtype == torch.float32 and got.dtype == torch.float32
+    assert abs(got.item() - want.item()) <= 2e-2 * abs(want.item())
+    got.backward()
+    for name in MOVE_HIDDEN:
+        g = getattr(net, name).grad
+        assert g.dtype == torch.float32, name
+        assert float((g - grads[name]).norm()) <= 5e-2 * float(grads[name].norm()), name
