@@ -259,6 +259,9 @@ extern "C" mk_status mk_move_hidden_backward_cuda_ws_bytes(int64_t B, int64_t T,
     mk_status status;
     *bytes = 0;
     if (D <= 0 || B == 0 || L == 0) return MK_OK;
+    if (D > MK_MOVE_HIDDEN_MAX_D) /* refused here too: a model sizing its scratch learns it */
+        return mk_fail(MK_ERR_VALUE, "move_hidden: D must be in [0, %d] on the GPU, got %lld",
+                       MK_MOVE_HIDDEN_MAX_D, (long long)D);
     if ((status = check_shapes(B, T, L)) != MK_OK ||
         (status = layout(B, T, L, chunk_positions(B, T, L), &lay)) != MK_OK)
         return status;

@@ -192,7 +192,9 @@ def test_too_many_units_is_a_clear_error(backends):
             cuda.empty((case.B, case.L, big)), cuda.put(case.logits)]
     with pytest.raises(bt.BackendError, match="D must be in"):
         cuda.call("move_hidden", None, *args)
-    work, nbytes = cuda.scratch(B=case.B, L=case.L, T=case.T, C=case.C, D=big)
+    with pytest.raises(bt.BackendError, match="D must be in"):  # a model sizing its scratch
+        cuda.scratch(B=case.B, L=case.L, T=case.T, C=case.C, D=big)
+    work, nbytes = cuda.scratch(B=case.B, L=case.L, T=case.T, C=case.C, D=4096)
     grads = [cuda.empty((case.R, big)), cuda.empty((case.C, big)), cuda.empty((big,))]
     with pytest.raises(bt.BackendError, match="D <= 4096"):
         cuda.call("move_hidden_backward", None, cuda.put(case.grad), args[15], args[2], *args[3:15],
