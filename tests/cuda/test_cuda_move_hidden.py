@@ -258,3 +258,21 @@ def test_model_five_adamw_steps_match_the_cpu(schedule):
     start = cases.model(cfg, seed=3).parameters()
     for name in ("move_hidden_relative", "move_hidden_class", "move_hidden_out"):
         assert not np.array_equal(gpu.parameters()[name].numpy(), start[name]), f"{name} never moved"
+
+
+def test_scratch_for_more_than_2_31_triples_is_chunked(backends):
+    """B T L = 4.8 G (token, move) triples: MoveHidden's scratch holds one chunk's sort
+    (~4 M triples) plus B + 1 offsets and B L slot numbers of 8 bytes, not B T L of anything
+    (the step's scratch is the largest of its users': here GatherDot's backward's)."""
+    import ctypes
+
+    cuda, _ = backends
+    B, T, L = 200_000, 40, 600
+    sizes = []
+    for D in (0, 16):
+        size = ctypes.c_size_t()
+        shapes = bt.StepShapes(B=B, L=L, T=T, V=300, M=700, C=2187, D=D)
+        cuda.call("scratch_bytes", ctypes.byref(shapes), ctypes.byref(size))
+        sizes.append(size.value)
+    assert B * T * L > 2**31
+    assert sizes[1] <= max(sizes[0], 8 * B * L + 8 * B + 200 * 2**20)
