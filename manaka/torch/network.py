@@ -137,16 +137,8 @@ class Network(nn.Module):
         ``move_pair_relative.flat[ridx(v, legal[b, l] % C)]``; 0 at padded slots. The index
         is ``relative_token_part[v] + relative_class_part[c]``, gathered as [B, T, L]."""
         flat = self.move_pair_relative.reshape(-1)
-        token_part, class_part = self.relative_token_part, self.relative_class_part
-        side = tokens[:, 0].to(torch.int64)                                   # [B, T]
-        part = token_part[side.clamp(min=0)]
-        on_board = (side >= 0) & (part >= 0)
-        # a slot without a board token takes token 0's part, whose index is in range for
-        # every class (any board token's is), and is weighted 0 next
-        part = torch.where(on_board, part, token_part[0])
-        used = torch.arange(legal.shape[1], device=legal.device) < counts.to(torch.int64).unsqueeze(1)
-        classes = torch.where(used, legal.to(torch.int64), 0) % class_part.shape[0]  # [B, L]
-        index = part.unsqueeze(2) + class_part[classes].unsqueeze(1)          # [B, T, L]
+        index, on_board, used, _ = relative_keys(self.relative_token_part, self.relative_class_part, tokens,
+                                                 legal, counts)
         sums = (flat[index] * on_board.unsqueeze(2).to(flat.dtype)).sum(1)    # [B, L]
         return torch.where(used, sums, 0)
 
@@ -241,6 +233,24 @@ class Network(nn.Module):
                 own[name].copy_(torch.from_numpy(np.asarray(arr, np.float32)))
 
 
+def relative_keys(token_part: Tensor, class_part: Tensor, tokens: Tensor, legal: Tensor,
+                  counts: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The relative part's keys, read by its sums and by MoveHidden: (index [B, T, L] int64,
+    ridx(v, c) = token_part[v] + class_part[c] of each side-to-move slot and legal move;
+    on_board [B, T], the slots holding a board token; used [B, L], the slots below counts;
+    classes [B, L], each move's class). A slot without a board token takes token 0's part,
+    in range for every class, and must be weighted 0 by on_board; padded move slots may
+    hold anything (-1): they read class 0 and must be zeroed by used."""
+    side = tokens[:, 0].to(torch.int64)                                   # [B, T]: the side to move
+    part = token_part[side.clamp(min=0)]
+    on_board = (side >= 0) & (part >= 0)
+    part = torch.where(on_board, part, token_part[0])
+    used = torch.arange(legal.shape[1], device=legal.device) < counts.to(torch.int64).unsqueeze(1)
+    classes = torch.where(used, legal.to(torch.int64), 0) % class_part.shape[0]  # [B, L]
+    index = part.unsqueeze(2) + class_part[classes].unsqueeze(1)          # [B, T, L]
+    return index, on_board, used, classes
+
+
 def move_hidden_sums(relative: Tensor, class_rows: Tensor, out: Tensor, token_part: Tensor, class_part: Tensor,
                      tokens: Tensor, legal: Tensor, counts: Tensor) -> Tensor:
     """MoveHidden's term [B, L] (:meth:`Network.move_hidden`) from its parameters
@@ -255,15 +265,7 @@ def move_hidden_sums(relative: Tensor, class_rows: Tensor, out: Tensor, token_pa
     between the two (the int64 index [B, T, L], the weights [B, 1, T] and relu(pre)
     [B, L, D] are what it saves). Plain gathers, a batched product and a relu:
     torch.compile traces it without a break."""
-    side = tokens[:, 0].to(torch.int64)                                   # [B, T]: the side to move
-    part = token_part[side.clamp(min=0)]
-    on_board = (side >= 0) & (part >= 0)
-    # a slot without a board token reads token 0's rows (in range for every class), weighted 0
-    part = torch.where(on_board, part, token_part[0])
-    used = torch.arange(legal.shape[1], device=legal.device) < counts.to(torch.int64).unsqueeze(1)
-    # padded slots may hold anything (-1): they read class 0 and are zeroed at the end
-    classes = torch.where(used, legal.to(torch.int64), 0) % class_part.shape[0]  # [B, L]
-    index = part.unsqueeze(2) + class_part[classes].unsqueeze(1)          # [B, T, L]
+    index, on_board, used, classes = relative_keys(token_part, class_part, tokens, legal, counts)
     rows = relative[index]                                                 # [B, T, L, D]
     B, T, L, D = rows.shape
     weight = on_board.to(relative.dtype).unsqueeze(1)                      # [B, 1, T]

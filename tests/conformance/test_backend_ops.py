@@ -361,18 +361,23 @@ def _(r):
         assert got[0].reshape(-1).tobytes() == seq.tobytes(), f"W={W} H={H}: not the documented order"
 
 
-def _move_hidden_inputs(r, board, B, T, L, D, with_counts):
-    """(args after `stream` up to D, relative, class_rows, out, tokens, legal, counts, C) of
-    a random MoveHidden case on `board` (a _BOARDS entry)."""
-    W, H, K, DK, hand = board
-    S, C = W * H, W * H * DK
-    relative = r.randn(K * (2 * W - 1) * (2 * H - 1) * DK, D)
-    class_rows, out = r.randn(C, D), r.randn(D)
-    tokens = op_inputs.tokens(r.rng, B, 2, T, K * S + hand)
-    legal, counts = _legal(r, B, L, 3 * C, with_counts)  # classes repeat: m % C
-    args = [r.be.put(a) for a in (relative, class_rows, out, tokens)] + [2 * T] + \
-        [r.be.put(a) for a in (legal, counts)] + [B, T, L, C, W, H, K, D]
-    return args, relative, class_rows, out, tokens, legal, counts, C
+def _move_hidden_cases(r):
+    """Every MoveHidden case, as (what, B, T, L, D, board, args after `stream` up to D,
+    relative, class_rows, out, tokens, legal, counts, C): the boards of the relative part
+    (_BOARDS), legal slots beyond a CUDA block's threads, D of 1, 3 and 16, with and
+    without counts."""
+    for board, B, T, L, D in zip(_BOARDS, (6, 3, 4), (7, 9, 5), (9, 700, 6), (3, 16, 1)):
+        W, H, K, DK, hand = board
+        S, C = W * H, W * H * DK
+        for with_counts in (True, False):
+            relative = r.randn(K * (2 * W - 1) * (2 * H - 1) * DK, D)
+            class_rows, out = r.randn(C, D), r.randn(D)
+            tokens = op_inputs.tokens(r.rng, B, 2, T, K * S + hand)
+            legal, counts = _legal(r, B, L, 3 * C, with_counts)  # classes repeat: m % C
+            args = [r.be.put(a) for a in (relative, class_rows, out, tokens)] + [2 * T] + \
+                [r.be.put(a) for a in (legal, counts)] + [B, T, L, C, W, H, K, D]
+            what = f"W={W} H={H} K={K} L={L} D={D} counts={with_counts}"
+            yield what, B, T, L, D, board, args, relative, class_rows, out, tokens, legal, counts, C
 
 
 def _move_hidden_in_order(relative, class_rows, out, tokens, legal, counts, C, board):
@@ -398,70 +403,64 @@ def _move_hidden_in_order(relative, class_rows, out, tokens, legal, counts, C, b
 
 @case("move_hidden", tol=1e-5)
 def _(r):
-    # the boards of the relative part; legal slots beyond a CUDA block's threads; D of 1 and 16
-    for board, B, T, L, D in zip(_BOARDS, (6, 3, 4), (7, 9, 5), (9, 700, 6), (3, 16, 1)):
-        W, H, K = board[:3]
-        for with_counts in (True, False):
-            args, relative, class_rows, out, tokens, legal, counts, C = \
-                _move_hidden_inputs(r, board, B, T, L, D, with_counts)
-            base = r.randn(B, L)
-            logits, pre = r.be.put(base), r.be.put(np.full((B, L, D), np.nan, np.float32))
-            r.op("move_hidden", None, *args, pre, logits)
-            add, want_pre = ref.move_hidden(relative, class_rows, out, tokens[:, 0], legal, counts, C, W, H, K)
-            what = f"W={W} H={H} K={K} L={L} D={D} counts={with_counts}"
-            r.close(r.be.get(logits), base + add, what)
-            mask = ref.legal_mask(legal, counts)
-            r.close(r.be.get(pre)[mask], want_pre[mask], what + " pre")
-            if L <= 9:  # the documented order, bitwise
-                seq_add, seq_pre = _move_hidden_in_order(relative, class_rows, out, tokens, legal,
-                                                         counts, C, board)
-                assert r.be.get(pre)[mask].tobytes() == seq_pre[mask].tobytes(), what + " pre order"
-                assert r.be.get(logits)[mask].tobytes() == (base + seq_add)[mask].tobytes(), what + " order"
+    for what, B, T, L, D, board, args, relative, class_rows, out, tokens, legal, counts, C in _move_hidden_cases(r):
+        base = r.randn(B, L)
+        logits, pre = r.be.put(base), r.be.put(np.full((B, L, D), np.nan, np.float32))
+        r.op("move_hidden", None, *args, pre, logits)
+        add, want_pre = ref.move_hidden(relative, class_rows, out, tokens[:, 0], legal, counts, C, *board[:3])
+        r.close(r.be.get(logits), base + add, what)
+        mask = ref.legal_mask(legal, counts)
+        r.close(r.be.get(pre)[mask], want_pre[mask], what + " pre")
+        if L <= 9:  # the documented order, bitwise
+            seq_add, seq_pre = _move_hidden_in_order(relative, class_rows, out, tokens, legal, counts, C, board)
+            assert r.be.get(pre)[mask].tobytes() == seq_pre[mask].tobytes(), what + " pre order"
+            assert r.be.get(logits)[mask].tobytes() == (base + seq_add)[mask].tobytes(), what + " order"
+
+
+def _move_hidden_grads_in_order(grad, pre, out, tokens, legal, counts, C, board, rows):
+    """(grad_relative, grad_class, grad_out) in float32, in the orders backend_ops.def states."""
+    W, H, K = board[:3]
+    B, L = legal.shape
+    D = len(out)
+    n = counts if counts is not None else np.full(B, L)
+    g_out = np.zeros(D, np.float32)
+    g_cls, g_rel = np.zeros((C, D), np.float32), np.zeros((rows, D), np.float32)
+    unit = lambda b, l: np.where(pre[b, l] > 0, np.float32(grad[b, l]) * out, np.float32(0)).astype(np.float32)
+    for b in range(B):
+        for l in range(n[b]):  # grad_out and grad_class: (b, l)
+            g_out = (g_out + np.float32(grad[b, l]) * np.maximum(pre[b, l], 0)).astype(np.float32)
+            c = int(legal[b, l]) % C
+            g_cls[c] = (g_cls[c] + unit(b, l)).astype(np.float32)
+        for t in tokens[b, 0]:  # grad_relative: (b, t, l)
+            for l in range(n[b]):
+                i = ref.relative_index(int(t), int(legal[b, l]) % C, C, W, H, K)
+                if i >= 0:
+                    g_rel[i] = (g_rel[i] + unit(b, l)).astype(np.float32)
+    return g_rel, g_cls, g_out
 
 
 @case("move_hidden_backward", tol=1e-5)
 def _(r):
-    for board, B, T, L, D in zip(_BOARDS, (6, 3, 4), (7, 9, 5), (9, 700, 6), (3, 16, 1)):
-        W, H, K = board[:3]
-        for with_counts in (True, False):
-            args, relative, class_rows, out, tokens, legal, counts, C = \
-                _move_hidden_inputs(r, board, B, T, L, D, with_counts)
-            add, pre = ref.move_hidden(relative, class_rows, out, tokens[:, 0], legal, counts, C, W, H, K)
-            pre = np.float32(pre)
-            grad = r.randn(B, L)
-            want = ref.move_hidden_backward(grad, pre, out, tokens[:, 0], legal, counts, C, W, H, K, len(relative))
-            work, nbytes = r.be.scratch(B=B, L=L, M=3 * C, rows=2 * B, T=T, V=int(tokens.max()) + 1, C=C, D=D)
-            fwd = args[:3]
-            got = []
-            for _ in range(2):
-                outs = [r.be.put(np.full(a.shape, np.nan, np.float32)) for a in want[:2]] + \
-                    [r.be.put(np.full(D, np.nan, np.float32))]
-                r.op("move_hidden_backward", None, r.be.put(grad), r.be.put(pre), fwd[2], *args[3:], *outs,
-                     work, nbytes)
-                got.append([r.be.get(o) for o in outs])
-            what = f"W={W} H={H} K={K} L={L} D={D} counts={with_counts}"
-            for g, w, name in zip(got[0], want, ("relative", "class", "out")):
-                r.close(g.reshape(w.shape), w, f"{what} grad_{name}")
-            assert all(a.tobytes() == b.tobytes() for a, b in zip(*got)), f"{what}: two runs differ in their bits"
-            if L <= 9:  # the documented orders, bitwise
-                n = counts if counts is not None else np.full(B, L)
-                g_out = np.zeros(D, np.float32)
-                g_cls, g_rel = np.zeros((C, D), np.float32), np.zeros((len(relative), D), np.float32)
-                for b in range(B):
-                    for l in range(n[b]):
-                        G = grad[b, l]
-                        g_out = (g_out + np.float32(G) * np.maximum(pre[b, l], 0)).astype(np.float32)
-                        gl = np.where(pre[b, l] > 0, np.float32(G) * out, np.float32(0)).astype(np.float32)
-                        c = int(legal[b, l]) % C
-                        g_cls[c] = (g_cls[c] + gl).astype(np.float32)
-                    for t in tokens[b, 0]:
-                        for l in range(n[b]):
-                            gl = np.where(pre[b, l] > 0, np.float32(grad[b, l]) * out, np.float32(0)).astype(np.float32)
-                            i = ref.relative_index(int(t), int(legal[b, l]) % C, C, W, H, K)
-                            if i >= 0:
-                                g_rel[i] = (g_rel[i] + gl).astype(np.float32)
-                for g, w, name in zip(got[0], (g_rel, g_cls, g_out), ("relative", "class", "out")):
-                    assert g.reshape(-1).tobytes() == w.reshape(-1).tobytes(), f"{what} grad_{name}: not the documented order"
+    for what, B, T, L, D, board, args, relative, class_rows, out, tokens, legal, counts, C in _move_hidden_cases(r):
+        _, pre = ref.move_hidden(relative, class_rows, out, tokens[:, 0], legal, counts, C, *board[:3])
+        pre = np.float32(pre)
+        grad = r.randn(B, L)
+        want = ref.move_hidden_backward(grad, pre, out, tokens[:, 0], legal, counts, C, *board[:3], len(relative))
+        work, nbytes = r.be.scratch(B=B, L=L, M=3 * C, rows=2 * B, T=T, V=int(tokens.max()) + 1, C=C, D=D)
+        got = []
+        for _ in range(2):
+            outs = [r.be.put(np.full(a.shape, np.nan, np.float32)) for a in want[:2]] + \
+                [r.be.put(np.full(D, np.nan, np.float32))]
+            r.op("move_hidden_backward", None, r.be.put(grad), r.be.put(pre), args[2], *args[3:], *outs,
+                 work, nbytes)
+            got.append([r.be.get(o) for o in outs])
+        for g, w, name in zip(got[0], want, ("relative", "class", "out")):
+            r.close(g.reshape(w.shape), w, f"{what} grad_{name}")
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(*got)), f"{what}: two runs differ in their bits"
+        if L <= 9:  # the documented orders, bitwise
+            seq = _move_hidden_grads_in_order(grad, pre, out, tokens, legal, counts, C, board, len(relative))
+            for g, w, name in zip(got[0], seq, ("relative", "class", "out")):
+                assert g.reshape(-1).tobytes() == w.reshape(-1).tobytes(), f"{what} grad_{name}: not the documented order"
 
 
 def _too_little(r, out, entry, *args, before=None):

@@ -14,23 +14,10 @@ import numpy as np
 import pytest
 
 import backend_table as bt
-import manaka as mk
-import model_cases as cases
-from manaka import cuda
 
 pytestmark = pytest.mark.cuda  # tools/cuda_emu/run_gpu_tests.py runs it on the emulated device
 EMULATED = os.environ.get("MANAKA_CUDA_EMULATED") == "1"
 NAN = np.float32(np.nan)
-
-
-@pytest.fixture(scope="module")
-def backends():
-    cuda, cpu = bt.table("cuda"), bt.table("cpu")
-    if isinstance(cuda, str):
-        pytest.skip(f"no cuda backend: {cuda}")
-    yield cuda, cpu
-    cuda.close()
-    cpu.close()
 
 
 class Case:
@@ -201,63 +188,8 @@ def test_too_many_units_is_a_clear_error(backends):
                   *grads, work, nbytes)
 
 
-# ------------------------------------------------------------------ the model on the GPU
-# A model with MoveHidden on the CUDA backend against the same model on the CPU (whose
-# gradients tests/api/test_model.py holds to the NumPy reference and to finite
-# differences): the trunk's GEMMs differ in their last bits between cuBLAS and OpenBLAS, so
-# these agree to TOL, as tests/cuda/test_cuda_step.py's do.
-TOL = 1e-4
-
-
-def _model_config(D):
-    """A 3 x 2 board with 2 token kinds (tokens 12..14 are pieces in hand), 12 classes."""
-    return cases.config(hidden=(12,), num_tokens=15, move_pairs=12, board=(3, 2, 2), move_hidden=D)
-
-
-def _twins(cfg, seed=3):
-    if not cuda.is_available():
-        pytest.skip(f"no CUDA device: {cuda.why_unavailable()}")
-    cpu, gpu = cases.model(cfg, seed=seed), mk.Model(cfg, device="cuda", seed=seed)
-    gpu.load_state_dict(cpu.state_dict())  # with the random move_hidden_out of cases.model
-    return cpu, gpu
-
-
-@pytest.mark.parametrize("D, L", [(16, 9), (1, 9), (16, 40)], ids=["D16", "D1", "D16-L40"])
-@pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
-def test_model_forward_and_gradients_match_the_cpu(D, L, soft):
-    cfg = _model_config(D)
-    cpu, gpu = _twins(cfg)
-    b = cases.batch(cfg, B=6, L=L, seed=7, soft=soft)
-    for x, y in zip(cpu.forward(b), gpu.forward(b)):
-        assert cases.rel_err(y, x) < TOL
-    (s1, g1), (s2, g2) = cpu.loss_and_grad(b, 0.7), gpu.loss_and_grad(b, 0.7)
-    for key in ("loss", "policy_loss", "value_loss"):
-        assert abs(s2[key] - s1[key]) <= TOL * max(1.0, abs(s1[key])), key
-    assert s1["accuracy"] == s2["accuracy"]
-    assert {"move_hidden_relative", "move_hidden_class", "move_hidden_out"} <= set(g1)
-    for name in g1:
-        assert cases.rel_err(g2[name], g1[name]) < TOL, name
-    for name in ("move_hidden_relative", "move_hidden_class", "move_hidden_out"):
-        assert np.abs(g1[name]).max() > 0, f"{name}: a zero gradient tests nothing"
-
-
-@pytest.mark.parametrize("schedule", ["constant", "cosine"])
-def test_model_five_adamw_steps_match_the_cpu(schedule):
-    cfg = _model_config(16)
-    cpu, gpu = _twins(cfg)
-    opts = dict(lr=3e-2, warmup_steps=2, schedule=schedule, total_steps=5, weight_decay=0.1)
-    t1, t2 = mk.Trainer(cpu, **opts), mk.Trainer(gpu, **opts)
-    for step in range(5):
-        b = cases.batch(cfg, seed=20 + step, soft=step % 2 == 1)
-        s1, s2 = t1.step(b), t2.step(b)
-        assert abs(s1.loss - s2.loss) <= TOL * max(1.0, abs(s1.loss))
-        assert s1.lr == s2.lr
-    assert t1.step_count == t2.step_count == 5
-    cases.assert_parameters_match(gpu, cpu, TOL)
-    cases.assert_moments_match(t2, t1, TOL)
-    start = cases.model(cfg, seed=3).parameters()
-    for name in ("move_hidden_relative", "move_hidden_class", "move_hidden_out"):
-        assert not np.array_equal(gpu.parameters()[name].numpy(), start[name]), f"{name} never moved"
+# A model with MoveHidden on the CUDA backend against the same model on the CPU:
+# tests/cuda/test_cuda_step.py (forward, every gradient, five AdamW steps).
 
 
 def test_scratch_for_more_than_2_31_triples_is_chunked(backends):

@@ -10,21 +10,10 @@ import os
 import numpy as np
 import pytest
 
-import backend_table as bt
 from assertions import assert_close
 
 pytestmark = pytest.mark.cuda  # tools/cuda_emu/run_gpu_tests.py runs it on the emulated device
 EMULATED = os.environ.get("MANAKA_CUDA_EMULATED") == "1"
-
-
-@pytest.fixture(scope="module")
-def backends():
-    cuda, cpu = bt.table("cuda"), bt.table("cpu")
-    if isinstance(cuda, str):
-        pytest.skip(f"no cuda backend: {cuda}")
-    yield cuda, cpu
-    cuda.close()
-    cpu.close()
 
 
 def _inputs(rng, B, T, L, V, C):

@@ -30,15 +30,20 @@ def test_initial_parameters_are_identical():
     cases.assert_parameters_match(gpu, cpu)
 
 
-@pytest.mark.parametrize("hidden, move_pairs, board", [((), 0, (0, 0, 0)), ((12,), 0, (0, 0, 0)),
-                                                       ((10, 6), 0, (0, 0, 0)), ((12,), 5, (0, 0, 0)),
-                                                       ((12,), 8, (2, 2, 2))],
-                         ids=["hidden0", "hidden1", "hidden2", "move_pairs", "relative"])
+MOVE_HIDDEN = ("move_hidden_relative", "move_hidden_class", "move_hidden_out")
+
+
+@pytest.mark.parametrize("hidden, move_pairs, board, move_hidden, L",
+                         [((), 0, (0, 0, 0), 0, 9), ((12,), 0, (0, 0, 0), 0, 9), ((10, 6), 0, (0, 0, 0), 0, 9),
+                          ((12,), 5, (0, 0, 0), 0, 9), ((12,), 8, (2, 2, 2), 0, 9), ((12,), 8, (2, 2, 2), 16, 9),
+                          ((12,), 8, (2, 2, 2), 1, 9), ((12,), 8, (2, 2, 2), 16, 40)],
+                         ids=["hidden0", "hidden1", "hidden2", "move_pairs", "relative", "move_hidden16",
+                              "move_hidden1", "move_hidden16-L40"])
 @pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
-def test_forward_loss_and_gradients_match_cpu(hidden, move_pairs, board, soft):
-    cfg = cases.config(hidden=hidden, move_pairs=move_pairs, board=board)
+def test_forward_loss_and_gradients_match_cpu(hidden, move_pairs, board, move_hidden, L, soft):
+    cfg = cases.config(hidden=hidden, move_pairs=move_pairs, board=board, move_hidden=move_hidden)
     cpu, gpu = twins(cfg)
-    b = cases.batch(cfg, seed=7, soft=soft)
+    b = cases.batch(cfg, L=L, seed=7, soft=soft)
     for x, y in zip(cpu.forward(b), gpu.forward(b)):
         assert cases.rel_err(y, x) < TOL
     (s1, g1), (s2, g2) = cpu.loss_and_grad(b, 0.7), gpu.loss_and_grad(b, 0.7)
@@ -47,12 +52,19 @@ def test_forward_loss_and_gradients_match_cpu(hidden, move_pairs, board, soft):
     assert s1["accuracy"] == s2["accuracy"]
     for name in g1:
         assert cases.rel_err(g2[name], g1[name]) < TOL, name
+    for name in MOVE_HIDDEN if move_hidden else ():
+        assert np.abs(g1[name]).max() > 0, f"{name}: a zero gradient tests nothing"
 
 
 @pytest.mark.parametrize("schedule", ["constant", "cosine"])
-@pytest.mark.parametrize("move_pairs, board", [(0, (0, 0, 0)), (5, (0, 0, 0)), (8, (2, 2, 2))])
-def test_five_adamw_steps_match_cpu(schedule, move_pairs, board):
-    cfg = cases.config(hidden=(9,), move_pairs=move_pairs, board=board)
+@pytest.mark.parametrize("kw", [dict(hidden=(9,)), dict(hidden=(9,), move_pairs=5),
+                                dict(hidden=(9,), move_pairs=8, board=(2, 2, 2)),
+                                # a 3 x 2 board of 2 token kinds (tokens 12..14 in hand), 12 classes
+                                dict(hidden=(12,), num_tokens=15, move_pairs=12, board=(3, 2, 2), move_hidden=16)],
+                         ids=["plain", "move_pairs", "relative", "move_hidden"])
+def test_five_adamw_steps_match_cpu(schedule, kw):
+    cfg = cases.config(**kw)
+    move_hidden = cfg.move_hidden
     cpu, gpu = twins(cfg)
     opts = dict(lr=3e-2, warmup_steps=2, schedule=schedule, total_steps=5, weight_decay=0.1)
     t1, t2 = mk.Trainer(cpu, **opts), mk.Trainer(gpu, **opts)
@@ -64,6 +76,9 @@ def test_five_adamw_steps_match_cpu(schedule, move_pairs, board):
     assert t1.step_count == t2.step_count == 5
     cases.assert_parameters_match(gpu, cpu, TOL)
     cases.assert_moments_match(t2, t1, TOL)
+    start = cases.model(cfg, seed=3).parameters()
+    for name in MOVE_HIDDEN if move_hidden else ():
+        assert not np.array_equal(gpu.parameters()[name].numpy(), start[name]), f"{name} never moved"
 
 
 def test_bad_batch_changes_nothing():

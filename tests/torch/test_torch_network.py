@@ -177,6 +177,18 @@ def test_compiled_loss_keeps_the_check():
         compiled(**dict(good, value=torch.where(torch.arange(6) == 2, 3.0, good["value"])))
 
 
+def _forward_equals_model(net, model, b):
+    """Asserts net's logits and values equal model's on b (0 at padded slots); returns
+    (b's tensors, the padded-slot mask [B, 10])."""
+    tens = mkt.batch_tensors(b)
+    logits, value = net(tens["tokens"], tens["legal"], tens["counts"])
+    want_logits, want_value = model.forward(b)
+    assert rel(logits.detach(), want_logits) < 1e-5 and rel(value.detach(), want_value) < 1e-5
+    padded = np.arange(10)[None, :] >= b.counts[:, None]
+    assert np.all(logits.detach().numpy()[padded] == 0)
+    return tens, padded
+
+
 def _with_move_pairs(cfg, seed):
     """A Network of `cfg` (move_pairs > 0) whose move_pair_table and move_pair_relative (if
     any) are random and nonzero (set through load_state_dict), the mk.Model holding its
@@ -209,12 +221,7 @@ TABLE_CASES = [(1, None), (5, None), (23, None), (8, (2, 2, 2)), (12, (3, 2, 1))
 def test_move_pair_table_forward_and_gradients_equal_model(move_pairs, board, seed):
     cfg = cases.config(hidden=(8,), move_pairs=move_pairs, board=board or (0, 0, 0))
     net, model, b = _with_move_pairs(cfg, seed)
-    tens = mkt.batch_tensors(b)
-    logits, value = net(tens["tokens"], tens["legal"], tens["counts"])
-    want_logits, want_value = model.forward(b)
-    assert rel(logits.detach(), want_logits) < 1e-5 and rel(value.detach(), want_value) < 1e-5
-    padded = np.arange(10)[None, :] >= b.counts[:, None]
-    assert np.all(logits.detach().numpy()[padded] == 0)
+    tens, padded = _forward_equals_model(net, model, b)
     # the term itself against the NumPy reference: what the table adds to the GatherDot logits
     import reference as ref
     term = net.move_pair_sums(tens["tokens"], tens["legal"], tens["counts"]).detach()
@@ -337,12 +344,7 @@ def test_move_hidden_forward_and_gradients_equal_model_and_reference(move_pairs,
     import reference as ref
     cfg = cases.config(hidden=(8,), move_pairs=move_pairs, board=board, move_hidden=move_hidden)
     net, model, b = _with_move_hidden(cfg, seed)
-    tens = mkt.batch_tensors(b)
-    logits, value = net(tens["tokens"], tens["legal"], tens["counts"])
-    want_logits, want_value = model.forward(b)
-    assert rel(logits.detach(), want_logits) < 1e-5 and rel(value.detach(), want_value) < 1e-5
-    padded = np.arange(10)[None, :] >= b.counts[:, None]
-    assert np.all(logits.detach().numpy()[padded] == 0)
+    tens, padded = _forward_equals_model(net, model, b)
 
     # the term and its gradients against the NumPy reference, for a random upstream gradient
     params = dict(net.named_parameters())
