@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import backend_table as bt
+from cuda_backends import backends  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cuda  # tools/cuda_emu/run_gpu_tests.py runs it on the emulated device
 EMULATED = os.environ.get("MANAKA_CUDA_EMULATED") == "1"

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from assertions import assert_close
+from cuda_backends import backends  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cuda  # tools/cuda_emu/run_gpu_tests.py runs it on the emulated device
 EMULATED = os.environ.get("MANAKA_CUDA_EMULATED") == "1"

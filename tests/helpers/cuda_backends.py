@@ -1,4 +1,4 @@
-"""Fixtures of the CUDA tests."""
+"""The `backends` fixture of the CUDA op tests (a test module imports it by name)."""
 import pytest
 
 import backend_table as bt
