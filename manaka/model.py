@@ -197,7 +197,7 @@ class Model:
     """
 
     POLICY_HEADS = ("fused", "split")
-    _pair_owner = None  # weakref to the sparse Trainer whose pair-table rows may lag (_sync)
+    _pair_owner = None  # weakref to the sparse Trainer whose table rows may lag (_sync)
 
     def __init__(self, config: ModelConfig, device: str = "cpu", seed: int = 0,
                  policy_head: str = "fused"):
@@ -228,8 +228,8 @@ class Model:
         self._pair_owner = weakref.ref(trainer)
 
     def _sync(self) -> None:
-        """Catches the pair table's rows up (Trainer.flush) before the parameters are read
-        or written, when a sparse trainer has left rows behind."""
+        """Catches the sparse tables' rows up (Trainer.flush) before the parameters are
+        read or written, when a sparse trainer has left rows behind."""
         owner = self._pair_owner() if self._pair_owner is not None else None
         if owner is not None:
             owner.flush()

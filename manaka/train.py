@@ -52,11 +52,13 @@ def _shogi_recipe() -> dict:
 
     return dict(weight_decay=RECIPE["weight_decay"], warmup=RECIPE["warmup"], schedule=RECIPE["schedule"],
                 eps=RECIPE["eps"], value=RECIPE["value"], on_bad="raise", mirror=RECIPE["mirror"],
-                keep_best=RECIPE["keep_best"], moves=RECIPE["moves"], pair_update=RECIPE["pair_update"])
+                keep_best=RECIPE["keep_best"], moves=RECIPE["moves"], pair_update=RECIPE["pair_update"],
+                move_update=RECIPE["move_update"])
 
 
 RECIPES = {
-    "data": dict(weight_decay=0.01, warmup=20, schedule="constant", eps=1e-8, keep_best=False, pair_update="dense"),
+    "data": dict(weight_decay=0.01, warmup=20, schedule="constant", eps=1e-8, keep_best=False, pair_update="dense",
+             move_update="dense"),
     "shogi": _shogi_recipe(),
 }
 # What --data and --eval-data accept, for the messages that refuse anything else.
@@ -176,6 +178,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--pair-update", choices=["dense", "sparse", "lazy"],
                    help="which pair-table rows a step updates: every row (dense), or only the rows the batch "
                         f"names (sparse, lazy; see manaka.Trainer) ({_default('pair_update')})")
+    g.add_argument("--move-update", choices=["dense", "sparse", "lazy"],
+                   help="which move-table rows a step updates: every row (dense), or only the labels of the "
+                        f"batch's legal moves (sparse, lazy; see manaka.Trainer) ({_default('move_update')})")
     g.add_argument("--producers", type=_positive(int), default=4, help="C threads packing batches (default 4)")
     g.add_argument("--prefetch", type=_positive(int), default=8, help="batches packed ahead of the trainer (default 8)")
     g.add_argument("--threads", type=_positive(int), help="CPU threads of the model's ops (default: all cores)")
@@ -480,9 +485,15 @@ def _train(args, rank: int = 0, world: int = 1, group=None) -> int:
                    else f"{total} steps do not pass the {option('warmup')} warm-up steps")
             print(f"schedule: constant (the recipe's cosine decays to a last step, which {why}; "
                   "give --steps or --epochs for it)")
+        move_update = option("move_update")
+        if group is not None and args.move_update is None and move_update != "dense":
+            # the rows another rank's batch names are not this one's: a data-parallel step is dense
+            print(f"move_update: dense (the recipe's {move_update!r} updates the rows one process's batch "
+                  "names; a data-parallel run exchanges every rank's)")
+            move_update = "dense"
         trainer = mk.Trainer(model, lr=args.lr or preset["lr"], weight_decay=option("weight_decay"),
                              eps=recipe["eps"], warmup_steps=option("warmup"), schedule=schedule, total_steps=total,
-                             pair_update=option("pair_update"), process_group=group)
+                             pair_update=option("pair_update"), move_update=move_update, process_group=group)
         shared = f" x {world} processes" if world > 1 else ""
         print(f"training: batch {batch_size}{shared}, {loader.producers} producers, {trainer!r}"
               + (f", until {format_duration(time_limit)} have passed" if by_time else ""))

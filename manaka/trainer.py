@@ -104,6 +104,14 @@ class Trainer:
     a flush changes later steps by float rounding only, and two runs that flush at the same
     steps (a checkpointed run and its resumption) give the same bits.
 
+    ``move_update`` is the same choice for the policy head's move table (``move_table``,
+    one row per move label): a batch names the rows of its legal moves' labels, ~10 % of
+    them for 512 engine positions with shogi's richest move encoding, whose dense AdamW
+    is then most of the step's optimizer time (docs/design.md, "Sparse move-table
+    update"). The same semantics, catch-up and flushes as ``pair_update``; a data-parallel
+    trainer (``process_group``) needs ``move_update="dense"``, since another rank's batch
+    names rows this one's does not.
+
     ``process_group`` (a ``torch.distributed`` ProcessGroup; torch is imported only then)
     makes the trainer one rank of a data-parallel run (:mod:`manaka.distributed_trainer`,
     docs/design.md §8): each rank steps on its own batch (``mk.Loader(rank=, world_size=)``),
@@ -121,12 +129,16 @@ class Trainer:
                  eps: float = 1e-8, weight_decay: float = 0.01, warmup_steps: int = 0,
                  schedule: str = "constant", total_steps: Optional[int] = None,
                  min_lr: float = 0.0, value_weight: float = 1.0, pair_state_dtype: str = "float32",
-                 pair_update: str = "dense", process_group=None):
+                 pair_update: str = "dense", process_group=None, move_update: str = "dense"):
         if not isinstance(model, Model):
             raise TypeError(f"Trainer: model must be a manaka.Model, got {type(model).__name__}")
         self.model = model
+        if process_group is not None and move_update != "dense":
+            raise ValueError(f"Trainer: move_update={move_update!r} cannot be used with a process_group "
+                             "(another rank's batch names move-table rows this one's does not); "
+                             "use move_update='dense'")
         self._core = _core.Trainer(model._core, pair_state_dtype=pair_state_dtype,
-                                   pair_update=pair_update,
+                                   pair_update=pair_update, move_update=move_update,
                                    **self._hyper(lr, betas, eps, weight_decay, warmup_steps,
                                                  schedule, total_steps, min_lr, value_weight))
         self._exchange = None
@@ -154,7 +166,7 @@ class Trainer:
 
         On a CUDA model the batch may hold GPU arrays, read in place after a check on the
         device (one small device -> host read; see :meth:`Model._read`)."""
-        if self._core.pair_update != "dense":
+        if self._core.pair_update != "dense" or self._core.move_update != "dense":
             self.model._own_pair_table(self)
         if self._exchange is not None:
             return self._exchange.step(batch)
@@ -189,6 +201,11 @@ class Trainer:
         return self._core.pair_update
 
     @property
+    def move_update(self) -> str:
+        """Which move-table rows a step updates: "dense", "sparse" or "lazy"."""
+        return self._core.move_update
+
+    @property
     def process_group(self):
         """The ``torch.distributed`` group this trainer exchanges gradients over (None:
         one process)."""
@@ -221,8 +238,9 @@ class Trainer:
         return bool(flag) if self._exchange is None else self._exchange.any(bool(flag))
 
     def flush(self) -> None:
-        """Catches every pair-table row up to the current step ("sparse" / "lazy"; a no-op
-        for "dense"). Reads of the model and of :meth:`state_dict` do it themselves."""
+        """Catches every row of the pair table and the move table up to the current step
+        (``pair_update`` / ``move_update`` "sparse" or "lazy"; a no-op when both are
+        "dense"). Reads of the model and of :meth:`state_dict` do it themselves."""
         self._core.flush()
 
     @property
@@ -294,4 +312,4 @@ class Trainer:
                 f"eps={h['eps']:g}, weight_decay={h['weight_decay']:g}, warmup_steps={h['warmup_steps']}, "
                 f"schedule={h['schedule']!r}, total_steps={h['total_steps']}, min_lr={h['min_lr']:g}, "
                 f"value_weight={h['value_weight']:g}, pair_state_dtype={self.pair_state_dtype!r}, "
-                f"pair_update={self.pair_update!r})")
+                f"pair_update={self.pair_update!r}, move_update={self.move_update!r})")

@@ -658,7 +658,7 @@ mk_status mk_model_forward_loss_prepared(mk_model *m, const mk_batch *batch, flo
     int64_t B = batch->B;
     MK_TRY(reserve(m, B, batch->L));
     MK_TRY(stage(m, batch));
-    if (prepare) MK_TRY(prepare(ctx, m->batch.tokens, B * S));
+    if (prepare) MK_TRY(prepare(ctx, m->batch.tokens, B * S, &m->batch));
     MK_TRY(forward_net(m, !fused_head(m)));
     const mk_batch *bt = &m->batch;
     float inv_B = 1.0f / (float)B;

@@ -178,10 +178,12 @@ int64_t mk_model_batch_scans(const mk_model *model);
  * After forward_loss (even a failed one), mk_model_end_batch must follow the last work
  * that reads the batch: it marks the end of the batch's slot use (staging.h). */
 mk_status mk_model_forward_loss(mk_model *model, const mk_batch *batch, float value_weight);
-/* The same, calling prepare(ctx, tokens [rows, T] as the backend reads them, rows) once the
- * batch is staged and before the network reads any parameter: the sparse pair-table update
- * catches the rows the batch names up there (trainer.c). */
-typedef mk_status (*mk_batch_prepare_fn)(void *ctx, const int32_t *tokens, int64_t rows);
+/* The same, calling prepare(ctx, tokens [rows, T] as the backend reads them, rows, the
+ * staged batch) once the batch is staged and before the network reads any parameter: the
+ * sparse pair-table and move-table updates catch the rows the batch names up there
+ * (trainer.c). */
+typedef mk_status (*mk_batch_prepare_fn)(void *ctx, const int32_t *tokens, int64_t rows,
+                                         const mk_batch *staged);
 mk_status mk_model_forward_loss_prepared(mk_model *model, const mk_batch *batch,
                                          float value_weight, mk_batch_prepare_fn prepare,
                                          void *ctx);

@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "adamw_consts.h"
+#include "arena.h"
 #include "bf16.h"
 #include "pair_gap.h"
 #include "trainer.h"
@@ -52,6 +53,13 @@ struct mk_trainer {
     int32_t *stamps;
     double *gaps;
     int64_t base;
+    /* move_update "sparse" / "lazy": the move table (GatherDot's), its rows' stamps (in the
+     * same window as the pair table's, sharing its gap entries), and the mask of the rows
+     * the staged batch names, written by the catch-up and read by the update */
+    int move_update;
+    const mk_tensor *moves;
+    int32_t *move_stamps;
+    uint8_t *move_mask;
     /* the sparse update's own scratch (device memory, grown to the model's work_bytes): the
      * catch-up buckets the batch's tokens there and the step's update reuses that
      * (`bucketed`: set by a catch-up that succeeded, cleared when used); the model's own
@@ -129,6 +137,12 @@ mk_status mk_trainer_pair_update_code(const char *op, const char *name, int *pai
     return mk_fail(MK_ERR_VALUE, "%s: pair_update must be 'dense', 'sparse' or 'lazy', got '%s'",
                    op, name);
 }
+mk_status mk_trainer_move_update_code(const char *op, const char *name, int *move_update) {
+    for (int i = 0; i < 3; i++)
+        if (strcmp(name, pair_update_names[i]) == 0) return *move_update = i, MK_OK;
+    return mk_fail(MK_ERR_VALUE, "%s: move_update must be 'dense', 'sparse' or 'lazy', got '%s'",
+                   op, name);
+}
 const char *mk_trainer_pair_update_name(int u) {
     return u >= 0 && u < 3 ? pair_update_names[u] : NULL;
 }
@@ -147,15 +161,22 @@ double mk_trainer_lr_at(const mk_trainer_config *c, int64_t s) {
 
 /* The sparse update multiplies the decay factors 1 - lr_t wd of a gap together; a factor
  * <= 0 (a decay that flips or zeroes every weight) has no meaning there. */
-static mk_status check_sparse_config(int pair_update, const mk_trainer_config *c) {
-    if (pair_update == MK_PAIR_UPDATE_DENSE) return MK_OK;
+static mk_status check_sparse_config(int pair_update, int move_update,
+                                     const mk_trainer_config *c) {
+    const int pair = pair_update != MK_PAIR_UPDATE_DENSE;
+    if (!pair && move_update == MK_PAIR_UPDATE_DENSE) return MK_OK;
     double top = c->lr > c->min_lr ? c->lr : c->min_lr;
     if (top * c->weight_decay >= 1.0)
         return mk_fail(MK_ERR_VALUE,
-                       "Trainer: pair_update='%s' needs lr * weight_decay < 1 at every step, got "
+                       "Trainer: %s='%s' needs lr * weight_decay < 1 at every step, got "
                        "lr = %g (min_lr = %g) and weight_decay = %g",
-                       mk_trainer_pair_update_name(pair_update), c->lr, c->min_lr, c->weight_decay);
+                       pair ? "pair_update" : "move_update",
+                       mk_trainer_pair_update_name(pair ? pair_update : move_update), c->lr,
+                       c->min_lr, c->weight_decay);
     return MK_OK;
+}
+static int any_sparse(const mk_trainer *t) {
+    return t->pair_update != MK_PAIR_UPDATE_DENSE || t->move_update != MK_PAIR_UPDATE_DENSE;
 }
 
 /* Where a tensor's moments start in the fp32 moment buffers m, v (floats): its place in its
@@ -179,6 +200,10 @@ static mk_status plan_moments(mk_trainer *t) {
         const mk_tensor *tn = mk_model_tensor(model, i);
         if (t->groups[tn->group].kind == MK_GROUP_PAIR_TABLE) t->pair = tn;
     }
+    const int moves = mk_model_find(model, "move_table");
+    t->moves = moves >= 0 ? mk_model_tensor(model, moves) : NULL;
+    if (!t->moves) /* model.c always makes one, in a dense group */
+        return mk_fail(MK_ERR_VALUE, "Trainer: the model reports no move table");
     if (!t->pair) /* model.c always makes one: a model without it is a bug there */
         return mk_fail(MK_ERR_VALUE, "Trainer: the model reports no pair-table parameter group");
     return MK_OK;
@@ -200,28 +225,38 @@ static mk_status alloc_pair_bf16(mk_trainer *t, const mk_backend *be, void *stre
     return MK_OK;
 }
 
-/* The stamps (all 0) and the gap window (entry 0 reset) of a sparse trainer. */
-static mk_status alloc_sparse(mk_trainer *t, const mk_backend *be, void *stream) {
-    int64_t n = t->pair->shape[0];
-    void *stamps = NULL, *gaps = NULL;
+/* n stamps, all 0 (int32 0 has float 0's bits). */
+static mk_status alloc_stamps(const mk_backend *be, void *stream, int64_t n, int32_t **out) {
+    void *stamps = NULL;
     mk_status st = be->alloc(stream, (size_t)(n ? n : 1) * sizeof(int32_t), &stamps);
-    if (st == MK_OK)
-        st = be->alloc(stream, (size_t)MK_GAP_WINDOW * MK_GAP_FIELDS * sizeof(double), &gaps);
-    if (st == MK_OK) st = be->fill(stream, stamps, 0.0f, n); /* int32 0 has float 0's bits */
-    if (st == MK_OK) st = be->pair_gap_advance(stream, gaps, 0, 1.0, 0.0, 1.0, 1.0, 1.0, NULL);
-    if (st != MK_OK) {
-        be->free(stream, stamps);
-        be->free(stream, gaps);
-        return st;
-    }
-    t->stamps = stamps;
+    if (st == MK_OK) st = be->fill(stream, stamps, 0.0f, n);
+    if (st != MK_OK) be->free(stream, stamps);
+    *out = st == MK_OK ? stamps : NULL;
+    return st;
+}
+
+/* The stamps (all 0) of each sparse table, the move table's mask, and the gap window
+ * (entry 0 reset) of a sparse trainer; freed by mk_trainer_destroy on failure. */
+static mk_status alloc_sparse(mk_trainer *t, const mk_backend *be, void *stream) {
+    void *gaps = NULL;
+    MK_TRY(be->alloc(stream, (size_t)MK_GAP_WINDOW * MK_GAP_FIELDS * sizeof(double), &gaps));
     t->gaps = gaps;
+    MK_TRY(be->pair_gap_advance(stream, t->gaps, 0, 1.0, 0.0, 1.0, 1.0, 1.0, NULL));
     t->base = 0;
+    if (t->pair_update != MK_PAIR_UPDATE_DENSE)
+        MK_TRY(alloc_stamps(be, stream, t->pair->shape[0], &t->stamps));
+    if (t->move_update != MK_PAIR_UPDATE_DENSE) {
+        const int64_t rows = t->moves->shape[0];
+        MK_TRY(alloc_stamps(be, stream, rows, &t->move_stamps));
+        void *mask = NULL;
+        MK_TRY(be->alloc(stream, (size_t)(rows ? rows : 1), &mask));
+        t->move_mask = mask;
+    }
     return MK_OK;
 }
 
 mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, int pair_state,
-                            int pair_update, mk_trainer **out) {
+                            int pair_update, int move_update, mk_trainer **out) {
     *out = NULL;
     mk_status st = mk_trainer_config_check(cfg);
     if (st != MK_OK) return st;
@@ -229,13 +264,16 @@ mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, int p
         return mk_fail(MK_ERR_VALUE, "Trainer: unknown pair_state_dtype %d", pair_state);
     if (!mk_trainer_pair_update_name(pair_update))
         return mk_fail(MK_ERR_VALUE, "Trainer: unknown pair_update %d", pair_update);
-    if ((st = check_sparse_config(pair_update, cfg)) != MK_OK) return st;
+    if (!mk_trainer_pair_update_name(move_update))
+        return mk_fail(MK_ERR_VALUE, "Trainer: unknown move_update %d", move_update);
+    if ((st = check_sparse_config(pair_update, move_update, cfg)) != MK_OK) return st;
     mk_trainer *t = calloc(1, sizeof *t);
     if (!t) return mk_fail(MK_ERR_NOMEM, "Trainer: out of memory");
     t->model = model;
     t->cfg = *cfg;
     t->pair_state = pair_state;
     t->pair_update = pair_update;
+    t->move_update = move_update;
     const mk_backend *be = mk_model_backend(model);
     void *stream = mk_model_stream(model);
     if ((st = plan_moments(t)) != MK_OK ||
@@ -243,9 +281,8 @@ mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, int p
         free(t);
         return st;
     }
-    if (pair_update != MK_PAIR_UPDATE_DENSE && (st = alloc_sparse(t, be, stream)) != MK_OK) {
-        be->free(stream, t->pair_m16);
-        free(t);
+    if (any_sparse(t) && (st = alloc_sparse(t, be, stream)) != MK_OK) {
+        mk_trainer_destroy(t);
         return st;
     }
     int64_t n = t->moment_floats;
@@ -257,10 +294,7 @@ mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, int p
          (st = be->alloc(stream, MK_STATS_RING * MK_STAT_COUNT * sizeof(float), (void **)&t->ring)) != MK_OK)) {
         be->free(stream, m);
         be->free(stream, v);
-        be->free(stream, t->pair_m16);
-        be->free(stream, t->stamps);
-        be->free(stream, t->gaps);
-        free(t);
+        mk_trainer_destroy(t);
         return st;
     }
     t->m = m;
@@ -279,6 +313,8 @@ void mk_trainer_destroy(mk_trainer *t) {
     be->free(mk_model_stream(t->model), t->pair_m16);
     be->free(mk_model_stream(t->model), t->stamps);
     be->free(mk_model_stream(t->model), t->gaps);
+    be->free(mk_model_stream(t->model), t->move_stamps);
+    be->free(mk_model_stream(t->model), t->move_mask);
     be->free(mk_model_stream(t->model), t->pair_work);
     be->free(mk_model_stream(t->model), t->row_ids);
     be->free(mk_model_stream(t->model), t->row_grads);
@@ -288,7 +324,7 @@ void mk_trainer_destroy(mk_trainer *t) {
 const mk_trainer_config *mk_trainer_get_config(const mk_trainer *t) { return &t->cfg; }
 mk_status mk_trainer_set_config(mk_trainer *t, const mk_trainer_config *cfg) {
     mk_status st = mk_trainer_config_check(cfg);
-    if (st == MK_OK) st = check_sparse_config(t->pair_update, cfg);
+    if (st == MK_OK) st = check_sparse_config(t->pair_update, t->move_update, cfg);
     if (st == MK_OK) t->cfg = *cfg;
     return st;
 }
@@ -313,6 +349,7 @@ mk_status mk_trainer_set_step_count(mk_trainer *t, int64_t steps) {
     return st;
 }
 int mk_trainer_pair_update(const mk_trainer *t) { return t->pair_update; }
+int mk_trainer_move_update(const mk_trainer *t) { return t->move_update; }
 
 /* The pair table's moments as the backend entries take them, and its parameters. */
 static void pair_moments(mk_trainer *t, void **m, void **v) {
@@ -326,31 +363,51 @@ static void pair_moments(mk_trainer *t, void **m, void **v) {
 }
 static int64_t pair_rows(const mk_trainer *t) { return t->pair->shape[0]; }
 
+/* The move table's rows caught up: those the staged batch names (legal, counts), or every
+ * row (legal NULL). */
+static mk_status catch_up_moves(mk_trainer *t, const mk_batch *staged) {
+    const mk_backend *be = mk_model_backend(t->model);
+    const int64_t o = t->moves->offset, mo = moment_offset(t, t->moves);
+    return be->move_rows_catch_up(
+        mk_model_stream(t->model), staged ? staged->legal : NULL, staged ? staged->counts : NULL,
+        staged ? staged->B : 0, staged ? staged->L : 0, t->moves->shape[0], t->moves->shape[1],
+        mk_model_params(t->model) + o, t->m + mo, t->v + mo, t->move_stamps, t->gaps,
+        t->steps - t->base, t->move_update == MK_PAIR_UPDATE_SPARSE, (float)t->cfg.eps,
+        t->move_mask);
+}
+
 mk_status mk_trainer_flush(mk_trainer *t) {
-    if (t->pair_update == MK_PAIR_UPDATE_DENSE) return MK_OK;
+    if (!any_sparse(t)) return MK_OK;
     const mk_backend *be = mk_model_backend(t->model);
     void *stream = mk_model_stream(t->model);
-    void *m, *v;
-    pair_moments(t, &m, &v);
-    int64_t now = t->steps - t->base, P = mk_model_config(t->model)->pair_dim;
-    MK_TRY(be->pair_catch_up(stream, NULL, 0, 0, P, mk_model_config(t->model)->num_tokens,
-                             mk_model_params(t->model) + t->pair->offset, m, v,
-                             t->pair_state == MK_PAIR_STATE_BF16, t->stamps, t->gaps, now,
-                             t->pair_update == MK_PAIR_UPDATE_SPARSE, (float)t->cfg.eps,
-                             mk_gap_seed(mk_bf16_step_seed(t->steps)), NULL, 0));
+    if (t->pair_update != MK_PAIR_UPDATE_DENSE) {
+        void *m, *v;
+        pair_moments(t, &m, &v);
+        int64_t now = t->steps - t->base, P = mk_model_config(t->model)->pair_dim;
+        MK_TRY(be->pair_catch_up(stream, NULL, 0, 0, P, mk_model_config(t->model)->num_tokens,
+                                 mk_model_params(t->model) + t->pair->offset, m, v,
+                                 t->pair_state == MK_PAIR_STATE_BF16, t->stamps, t->gaps, now,
+                                 t->pair_update == MK_PAIR_UPDATE_SPARSE, (float)t->cfg.eps,
+                                 mk_gap_seed(mk_bf16_step_seed(t->steps)), NULL, 0));
+    }
+    if (t->move_update != MK_PAIR_UPDATE_DENSE) MK_TRY(catch_up_moves(t, NULL));
     /* the window restarts here: every stamp 0, entry 0 the identity */
-    MK_TRY(be->fill(stream, (float *)t->stamps, 0.0f, pair_rows(t)));
+    if (t->stamps) MK_TRY(be->fill(stream, (float *)t->stamps, 0.0f, pair_rows(t)));
+    if (t->move_stamps) MK_TRY(be->fill(stream, (float *)t->move_stamps, 0.0f, t->moves->shape[0]));
     MK_TRY(be->pair_gap_advance(stream, t->gaps, 0, 1.0, 0.0, 1.0, 1.0, 1.0, NULL));
     t->base = t->steps;
     return MK_OK;
 }
 
-/* Before the forward pass reads the pair table: the rows the batch names caught up to the
- * last step (and every row first, when the window is full). */
-static mk_status catch_up_batch(void *ctx, const int32_t *tokens, int64_t rows) {
+/* Before the forward pass reads the sparse tables: the rows the batch names caught up to
+ * the last step (and every row first, when the window is full). */
+static mk_status catch_up_batch(void *ctx, const int32_t *tokens, int64_t rows,
+                                const mk_batch *staged) {
     mk_trainer *t = ctx;
     t->bucketed = 0;
     if (t->steps - t->base >= MK_GAP_WINDOW - 1) MK_TRY(mk_trainer_flush(t));
+    if (t->move_update != MK_PAIR_UPDATE_DENSE) MK_TRY(catch_up_moves(t, staged));
+    if (t->pair_update == MK_PAIR_UPDATE_DENSE) return MK_OK;
     const mk_backend *be = mk_model_backend(t->model);
     void *stream = mk_model_stream(t->model);
     const size_t need = mk_model_work_bytes(t->model);
@@ -481,27 +538,60 @@ static mk_status update_pair_table(mk_trainer *t, mk_adamw_args *args, float *ds
         MK_TRY(mk_model_pair_table_adamw(model, pm, pv, args, dstats));
     else
         MK_TRY(be->adamw(stream, p + po, g + po, pm, pv, pn, args, dstats));
-    if (sparse) { /* every stamp's gap entry takes this step (the device skips it, too) */
-        const mk_adamw_consts k = mk_adamw_prepare(args);
-        MK_TRY(be->pair_gap_advance(stream, t->gaps, step - t->base, (double)k.decay,
-                                    (double)k.step_size, (double)k.inv_bc2_sqrt, (double)k.b1,
-                                    sqrt((double)k.b2), dstats));
-    }
     return MK_OK;
 }
 
+/* A sparse move table: AdamW on the rows the staged batch names (the mask its catch-up
+ * left), from the dense gradient the backward wrote. */
+static mk_status update_moves(mk_trainer *t, mk_adamw_args *args, float *dstats, int64_t step) {
+    if (t->move_update == MK_PAIR_UPDATE_DENSE) return MK_OK;
+    const mk_backend *be = mk_model_backend(t->model);
+    const int64_t o = t->moves->offset, mo = moment_offset(t, t->moves);
+    args->weight_decay = t->groups[t->moves->group].decay ? (float)t->cfg.weight_decay : 0.0f;
+    return be->move_rows_adamw(mk_model_stream(t->model), t->move_mask, t->moves->shape[0],
+                               t->moves->shape[1], mk_model_params(t->model) + o,
+                               mk_model_grads(t->model) + o, t->m + mo, t->v + mo, t->move_stamps,
+                               step - t->base, args, dstats);
+}
+
+/* After a step's updates: every stamp's gap entry takes the step (the device skips it when
+ * the step was skipped, too). Both sparse tables are decayed tensors (their groups decay),
+ * so one window of entries serves both. */
+static mk_status advance_gaps(mk_trainer *t, const mk_adamw_args *args, float *dstats,
+                              int64_t step) {
+    if (!any_sparse(t)) return MK_OK;
+    mk_adamw_args decayed = *args;
+    decayed.weight_decay = (float)t->cfg.weight_decay;
+    const mk_adamw_consts k = mk_adamw_prepare(&decayed);
+    return mk_model_backend(t->model)->pair_gap_advance(
+        mk_model_stream(t->model), t->gaps, step - t->base, (double)k.decay, (double)k.step_size,
+        (double)k.inv_bc2_sqrt, (double)k.b1, sqrt((double)k.b2), dstats);
+}
+
 /* Every other group, one launch each over its whole range (the model keeps the padding
- * between its tensors at 0, which AdamW leaves at 0). */
+ * between its tensors at 0, which AdamW leaves at 0); a sparse move table's range (with
+ * its padding) is left out, split around. */
 static mk_status update_dense(mk_trainer *t, mk_adamw_args *args, float *dstats) {
     const mk_backend *be = mk_model_backend(t->model);
     float *p = mk_model_params(t->model), *g = mk_model_grads(t->model);
+    const int sparse_moves = t->move_update != MK_PAIR_UPDATE_DENSE;
+    const int64_t skip0 = t->moves->offset, skip1 = skip0 + mk_arena_aligned(t->moves->numel);
     for (int k = 0; k < t->num_groups; k++) {
         const mk_param_group *pg = &t->groups[k];
         if (pg->kind != MK_GROUP_DENSE) continue;
-        int64_t o = pg->offset, mo = t->moments_at[k];
         args->weight_decay = pg->decay ? (float)t->cfg.weight_decay : 0.0f;
-        MK_TRY(be->adamw(mk_model_stream(t->model), p + o, g + o, t->m + mo, t->v + mo, pg->size,
-                         args, dstats));
+        int64_t lo[2] = {pg->offset, 0}, hi[2] = {pg->offset + pg->size, 0};
+        if (sparse_moves && t->moves->group == k) {
+            lo[1] = skip1;
+            hi[1] = hi[0];
+            hi[0] = skip0;
+        }
+        for (int r = 0; r < 2; r++) {
+            if (hi[r] <= lo[r]) continue;
+            const int64_t mo = t->moments_at[k] + (lo[r] - pg->offset);
+            MK_TRY(be->adamw(mk_model_stream(t->model), p + lo[r], g + lo[r], t->m + mo, t->v + mo,
+                             hi[r] - lo[r], args, dstats));
+        }
     }
     return MK_OK;
 }
@@ -542,7 +632,7 @@ static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats)
 
     const int sparse = t->pair_update != MK_PAIR_UPDATE_DENSE;
     MK_TRY(mk_model_forward_loss_prepared(model, batch, (float)t->cfg.value_weight,
-                                          sparse ? catch_up_batch : NULL, t));
+                                          any_sparse(t) ? catch_up_batch : NULL, t));
     float lr = (float)mk_trainer_lr_at(&t->cfg, t->steps);
     MK_TRY(be->fill(stream, dstats + MK_STAT_LR, lr, 1));
     if (be->host_memory) {
@@ -557,7 +647,9 @@ static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats)
     mk_adamw_args args = adamw_args(t, lr, step);
     MK_TRY(update_pair_table(t, &args, dstats, step, NULL));
     if (t->profile) t_pair = lap(t, &mark);
+    MK_TRY(update_moves(t, &args, dstats, step));
     MK_TRY(update_dense(t, &args, dstats));
+    MK_TRY(advance_gaps(t, &args, dstats, step));
     if (t->profile) t_opt = t_pair + lap(t, &mark);
     MK_TRY(finish_step(t, step, dstats, stats));
     if (t->profile) {
@@ -627,6 +719,12 @@ static mk_status backward_staged(mk_trainer *t, const mk_batch *batch, float *st
 
 mk_status mk_trainer_backward(mk_trainer *t, const mk_batch *batch, float *stats, int64_t *rows) {
     *rows = 0;
+    if (t->move_update != MK_PAIR_UPDATE_DENSE)
+        return mk_fail(MK_ERR_VALUE,
+                       "Trainer: move_update='%s' cannot step in two halves (a data-parallel "
+                       "run): another rank's batch names move-table rows this one's does not; "
+                       "use move_update='dense' there",
+                       mk_trainer_pair_update_name(t->move_update));
     MK_TRY(mk_model_check_batch(t->model, "Trainer.step", batch, 1));
     t->pending = 0;
     t->row_count = 0;
@@ -686,6 +784,7 @@ mk_status mk_trainer_apply(mk_trainer *t, const int64_t *ids, const float *grads
     const given_rows given = {ids, grads, n};
     MK_TRY(update_pair_table(t, &args, dstats, step, &given));
     MK_TRY(update_dense(t, &args, dstats));
+    MK_TRY(advance_gaps(t, &args, dstats, step));
     return finish_step(t, step, dstats, stats);
 }
 
@@ -736,7 +835,7 @@ static mk_status pair_moment_copy(mk_trainer *t, int kind, float *read, const fl
 
 mk_status mk_trainer_read_moment(mk_trainer *t, int kind, int tensor, float *host) {
     const mk_tensor *tn = mk_model_tensor(t->model, tensor);
-    if (tn == t->pair) MK_TRY(mk_trainer_flush(t)); /* what is read is the caught-up state */
+    if (tn == t->pair || tn == t->moves) MK_TRY(mk_trainer_flush(t)); /* the caught-up state */
     if (t->pair_state == MK_PAIR_STATE_BF16 && tn == t->pair)
         return pair_moment_copy(t, kind, host, NULL);
     const mk_backend *be = mk_model_backend(t->model);
@@ -746,7 +845,7 @@ mk_status mk_trainer_read_moment(mk_trainer *t, int kind, int tensor, float *hos
 
 mk_status mk_trainer_write_moment(mk_trainer *t, int kind, int tensor, const float *host) {
     const mk_tensor *tn = mk_model_tensor(t->model, tensor);
-    if (tn == t->pair) MK_TRY(mk_trainer_flush(t)); /* no row keeps a gap to apply to new moments */
+    if (tn == t->pair || tn == t->moves) MK_TRY(mk_trainer_flush(t)); /* no gap left to apply */
     if (t->pair_state == MK_PAIR_STATE_BF16 && tn == t->pair)
         return pair_moment_copy(t, kind, NULL, host);
     const mk_backend *be = mk_model_backend(t->model);

@@ -249,7 +249,7 @@ def train_manaka(cfg: dict) -> dict:
     total = estimate_steps(cfg, r["batch_size"], len(loader))
     trainer = mk.Trainer(model, lr=r["lr"], weight_decay=r["weight_decay"], eps=r["eps"],
                          warmup_steps=r["warmup"], schedule=r["schedule"], total_steps=total,
-                         pair_update=r["pair_update"])
+                         pair_update=r["pair_update"], move_update=r["move_update"])
     budget = Budget(cfg["seconds"], cfg["positions"], cfg["every"], cfg["every_positions"])
     curve, best, best_state, steps, schedule_end = [], None, None, 0, None
     t = time.perf_counter()

@@ -29,6 +29,8 @@ RECIPE: Dict[str, Any] = {
     "batch_size": 512, "lr": 1e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "cosine",
     # which pair-table rows a step updates (manaka.Trainer's pair_update)
     "pair_update": "dense",
+    # which move-table rows a step updates (manaka.Trainer's move_update)
+    "move_update": "dense",
     # value target: (1 - value) * result + value * sigmoid(eval / 756)
     "value": "eval",
     # train on every record and its left-right mirror (open_hcpe / open_psv(mirror=True))
@@ -77,10 +79,10 @@ def parse_setting(text: str):
 
 def trainer_settings(r: Dict[str, Any] = None) -> Dict[str, Any]:
     """The recipe's mk.Trainer keyword arguments (lr, weight_decay, eps, warmup_steps, schedule,
-    pair_update)."""
+    pair_update, move_update)."""
     r = RECIPE if r is None else r
     return {"lr": r["lr"], "weight_decay": r["weight_decay"], "eps": r["eps"], "warmup_steps": r["warmup"],
-            "schedule": r["schedule"], "pair_update": r["pair_update"]}
+            "schedule": r["schedule"], "pair_update": r["pair_update"], "move_update": r["move_update"]}
 
 
 def model_config(r: Dict[str, Any] = None):

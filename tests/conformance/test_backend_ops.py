@@ -940,6 +940,85 @@ def _(r):
     _rows_adamw_case(r, bf16=True)
 
 
+# ------------------------------------------------------------------ sparse move-table update
+
+def _move_rows_case_inputs(r, rows, P, B, L, now):
+    """A move table, its fp32 moments (row 0's decaying to nothing), stamps up to now, and
+    a batch of legal labels with padding (-1, never read) naming some rows, some twice."""
+    p0, (m0, v0) = r.randn(rows, P), _moments(r, rows * P, False)
+    m0, v0 = m0.reshape(rows, P), v0.reshape(rows, P)
+    m0[0] = 0
+    counts = r.rng.integers(1, L + 1, B).astype(np.int32)
+    legal = np.full((B, L), -1, np.int32)
+    for b in range(B):
+        legal[b, :counts[b]] = r.rng.choice(rows // 2, counts[b])  # the upper half: never named
+    stamps0 = r.rng.integers(0, now + 1, rows).astype(np.int32)
+    return p0, m0, v0, legal, counts, stamps0
+
+
+@case("move_rows_catch_up", tol=0)
+def _(r):
+    """The mask is exactly the named rows; the named rows behind `now` (every row when
+    legal is NULL) get pair_gap.h's catch-up, the same bits as the float32 reference of
+    mk_gap_apply, and the stamp now; nothing else changes."""
+    rows, P, B, L, now, eps = 37, 5, 4, 6, 7, 1e-3
+    p0, m0, v0, legal, counts, stamps0 = _move_rows_case_inputs(r, rows, P, B, L, now)
+    gaps = _gap_window(r, now + 1)
+    named = np.unique(np.concatenate([legal[b, :counts[b]] for b in range(B)]))
+    for drift in (1, 0):
+        for every in (False, True):
+            p, m, v, st = r.be.put(p0), r.be.put(m0), r.be.put(v0), r.be.put(stamps0)
+            mask = r.be.put(np.full(rows, 7, np.uint8))
+            r.op("move_rows_catch_up", None, None if every else r.be.put(legal),
+                 None if every else r.be.put(counts), B, L, rows, P, p, m, v, st, r.be.put(gaps), now,
+                 drift, eps, mask)
+            want_mask = np.zeros(rows, np.uint8)
+            want_mask[named] = 1
+            if not every:
+                np.testing.assert_array_equal(r.be.get(mask), want_mask, err_msg="mask")
+            todo = np.arange(rows) if every else named
+            todo = todo[stamps0[todo] != now]
+            want_p, want_m, want_v, want_st = p0.copy(), m0.copy(), v0.copy(), stamps0.copy()
+            a, b, c = rbf.gap_apply(gaps[stamps0[todo]], drift, eps, p0[todo], m0[todo], v0[todo])
+            want_p[todo], want_m[todo], want_v[todo], want_st[todo] = a, b, c, now
+            what = f"drift={drift} every={every}"
+            r.close(r.be.get(p), want_p, "p " + what)
+            for name, buf, w in (("m", m, want_m), ("v", v, want_v), ("stamps", st, want_st)):
+                np.testing.assert_array_equal(r.be.get(buf), w, err_msg=f"{name} {what}")
+            assert len(todo) and (want_p[todo] != p0[todo]).any()  # the case caught something up
+
+
+@case("move_rows_adamw", tol=0)
+def _(r):
+    """The masked rows get exactly the dense adamw entry's bits (the gradient of the other
+    rows is never read: it is NaN here) and the stamp now; no other row, moment or stamp
+    changes; a non-finite step changes nothing."""
+    rows, P, now = 41, 6, 9
+    p0, m0, v0, _, _, stamps0 = _move_rows_case_inputs(r, rows, P, 1, 1, now - 1)
+    mask0 = (r.rng.random(rows) < 0.3).astype(np.uint8)
+    mask0[:2] = 1
+    grad = r.randn(rows, P)
+    grad[mask0 == 0] = np.nan
+    args = bt.AdamwArgs(*HYPER)
+    for finite in (False, True):
+        p, m, v, st = r.be.put(p0), r.be.put(m0), r.be.put(v0), r.be.put(stamps0)
+        r.op("move_rows_adamw", None, r.be.put(mask0), rows, P, p, r.be.put(grad), m, v, st, now,
+             ctypes.byref(args), _stats(r, finite))
+        got = [r.be.get(b) for b in (p, m, v, st)]
+        if not finite:
+            for name, a, w in zip("pmvs", got, (p0, m0, v0, stamps0)):
+                np.testing.assert_array_equal(a, w, err_msg=f"{name} changed on a non-finite step")
+            continue
+        on = mask0 == 1
+        wp, wm, wv = r.be.put(p0[on]), r.be.put(m0[on]), r.be.put(v0[on])
+        r.be.call("adamw", None, wp, r.be.put(grad[on]), wm, wv, int(on.sum()) * P, ctypes.byref(args),
+                  _stats(r, True))
+        for name, a, w, b in zip("pmv", got, (r.be.get(wp), r.be.get(wm), r.be.get(wv)), (p0, m0, v0)):
+            np.testing.assert_array_equal(a[on], w, err_msg=name)
+            np.testing.assert_array_equal(a[~on], b[~on], err_msg=f"{name}: an unmasked row changed")
+        np.testing.assert_array_equal(got[3], np.where(on, now, stamps0))
+
+
 # ------------------------------------------------------------------ fused policy head
 
 @case("policy_head", tol=1e-5)

@@ -1,7 +1,7 @@
-"""The sparse pair-table update (pair_update "sparse" / "lazy") on the CUDA backend against
-the CPU backend, which tests/api/test_trainer_sparse.py holds to the float64 reference: the same
-steps agree to rounding (fp32 and bf16 moments), and moments of a row without gradient end as
-exact zeros on both. The kernels' own bits are held to the CPU's by test_backend_ops.py.
+"""The sparse pair-table and move-table updates (pair_update, move_update "sparse" / "lazy")
+on the CUDA backend against the CPU backend, which tests/api/test_trainer_sparse*.py hold to
+the float64 reference: the same steps agree to rounding (fp32 and bf16 moments), and moments
+of a row without gradient end as exact zeros on both. The kernels' own bits are held to the CPU's by test_backend_ops.py.
 Skipped, saying why, where there is no usable CUDA device; tools/cuda_emu/run_gpu_tests.py
 runs it on the CPU emulation of the device."""
 import numpy as np
@@ -11,7 +11,7 @@ import manaka as mk
 import model_cases as cases
 import reference_model as refm
 from manaka import cuda
-from sparse_cases import HYPER, SCHEDULE, batches, sparse_config
+from sparse_cases import HYPER, SCHEDULE, batches, move_config, sparse_config
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not cuda.is_available(), reason=f"no CUDA device: {cuda.why_unavailable()}")]
@@ -32,6 +32,22 @@ def test_steps_match_cpu(mode, dtype):
     for n in cpu:
         assert cases.rel_err(gpu[n], cpu[n]) < TOL, n
     cases.assert_moments_match(trainers[1], trainers[0], TOL if dtype == "float32" else 2e-2)
+
+
+@pytest.mark.parametrize("move,pair", [("sparse", "dense"), ("lazy", "sparse")])
+def test_sparse_move_table_steps_match_cpu(move, pair):
+    """move_update: the batch's labels marked and caught up on the device, the masked AdamW,
+    a flush of every row at the end (state_dict): the CPU's result to rounding."""
+    cfg = move_config()
+    models = [mk.Model(cfg, device=d, seed=4) for d in ("cpu", "cuda")]
+    trainers = [mk.Trainer(m, pair_update=pair, move_update=move, **HYPER, **SCHEDULE) for m in models]
+    for b in batches(cfg, 8):
+        s1, s2 = (t.step(b) for t in trainers)
+        assert abs(s1.loss - s2.loss) <= TOL * max(1.0, abs(s1.loss))
+    cpu, gpu = (m.state_dict() for m in models)
+    for n in cpu:
+        assert cases.rel_err(gpu[n], cpu[n]) < TOL, n
+    cases.assert_moments_match(trainers[1], trainers[0], TOL)
 
 
 @pytest.mark.parametrize("mode", ["dense", "sparse"])

@@ -227,46 +227,66 @@ def dense_gap(p, m, v, s, u, lr_of, betas, eps, weight_decay):
     return p, m, v
 
 
-class SparseAdamW:
-    """Trainer(pair_update="sparse" | "lazy") in float64: every tensor but the pair table gets
-    AdamW each step; a pair-table row named by the batch is caught up over its gap
-    (gap_terms, catch_up_row) before the forward pass, then gets AdamW; flush() catches every
-    row up. `lr_of(s)` is the learning rate of the step with 0-based index s."""
+def named_move_rows(batch):
+    """The move-table rows (labels) some legal move of the batch names (padding ignored)."""
+    legal, counts = np.asarray(batch.legal), np.asarray(batch.counts)
+    return np.unique(np.concatenate([legal[b, :counts[b]] for b in range(len(counts))]
+                                    + [np.zeros(0, legal.dtype)])).astype(np.int64)
 
-    def __init__(self, params, mode, lr_of, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+
+class SparseAdamW:
+    """Trainer(pair_update=mode, move_update=move_mode) in float64: every tensor but the
+    sparse tables gets AdamW each step; a row of a sparse table named by the batch (the
+    pair table: a pair of its tokens; the move table: a legal move's label) is caught up
+    over its gap (gap_terms, catch_up_row) before the forward pass, then gets AdamW;
+    flush() catches every row up. "dense" leaves a table to the dense update. `lr_of(s)` is
+    the learning rate of the step with 0-based index s."""
+
+    NAMED = {"pair_table": lambda batch: named_pair_rows(batch.tokens), "move_table": named_move_rows}
+
+    def __init__(self, params, mode, lr_of, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01,
+                 move_mode="dense"):
         self.params = {n: np.float64(a) for n, a in params.items()}
         self.m = {n: np.zeros_like(a) for n, a in self.params.items()}
         self.v = {n: np.zeros_like(a) for n, a in self.params.items()}
-        self.stamp = np.zeros(len(self.params["pair_table"]), np.int64)
-        self.mode, self.lr_of, self.betas, self.eps, self.wd = mode, lr_of, betas, eps, weight_decay
+        self.modes = {n: md for n, md in (("pair_table", mode), ("move_table", move_mode)) if md != "dense"}
+        self.stamps = {n: np.zeros(len(self.params[n]), np.int64) for n in self.modes}
+        self.lr_of, self.betas, self.eps, self.wd = lr_of, betas, eps, weight_decay
         self.t = 0
 
-    def catch_up(self, rows):
-        p, m, v = self.params["pair_table"], self.m["pair_table"], self.v["pair_table"]
+    @property
+    def stamp(self):
+        return self.stamps["pair_table"]
+
+    def catch_up(self, rows, name="pair_table"):
+        p, m, v, stamp = self.params[name], self.m[name], self.v[name], self.stamps[name]
         for q in rows:
-            if self.stamp[q] < self.t:
-                terms = gap_terms(int(self.stamp[q]), self.t, self.lr_of, self.betas, self.wd)
-                p[q], m[q], v[q] = catch_up_row(p[q], m[q], v[q], terms, self.mode, self.eps)
-                self.stamp[q] = self.t
+            if stamp[q] < self.t:
+                terms = gap_terms(int(stamp[q]), self.t, self.lr_of, self.betas, self.wd)
+                p[q], m[q], v[q] = catch_up_row(p[q], m[q], v[q], terms, self.modes[name], self.eps)
+                stamp[q] = self.t
 
     def flush(self):
-        self.catch_up(range(len(self.stamp)))
+        for name, stamp in self.stamps.items():
+            self.catch_up(range(len(stamp)), name)
 
     def step(self, cfg, batch, value_weight=1.0):
-        rows = named_pair_rows(batch.tokens)
-        self.catch_up(rows)
+        named = {name: self.NAMED[name](batch) for name in self.modes}
+        for name, rows in named.items():
+            self.catch_up(rows, name)
         stats, grads = loss_and_grad(self.params, cfg, batch, value_weight)
         t, lr = self.t + 1, self.lr_of(self.t)
-        names = [n for n in self.params if n != "pair_table"]
+        names = [n for n in self.params if n not in self.modes]
         new = adamw({n: self.params[n] for n in names}, grads, self.m, self.v, t, lr, self.betas,
                     self.eps, self.wd)
         for n in names:
             self.params[n], self.m[n], self.v[n] = new[0][n], new[1][n], new[2][n]
-        sub = {k: {"pair_table": d["pair_table"][rows]} for k, d in
-               (("p", self.params), ("g", grads), ("m", self.m), ("v", self.v))}
-        p, m, v = adamw(sub["p"], sub["g"], sub["m"], sub["v"], t, lr, self.betas, self.eps, self.wd)
-        self.params["pair_table"][rows] = p["pair_table"]
-        self.m["pair_table"][rows], self.v["pair_table"][rows] = m["pair_table"], v["pair_table"]
-        self.stamp[rows] = t
+        for name, rows in named.items():
+            sub = {k: {name: d[name][rows]} for k, d in
+                   (("p", self.params), ("g", grads), ("m", self.m), ("v", self.v))}
+            p, m, v = adamw(sub["p"], sub["g"], sub["m"], sub["v"], t, lr, self.betas, self.eps, self.wd)
+            self.params[name][rows] = p[name]
+            self.m[name][rows], self.v[name][rows] = m[name], v[name]
+            self.stamps[name][rows] = t
         self.t = t
         return stats

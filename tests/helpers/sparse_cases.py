@@ -1,6 +1,7 @@
-"""The sparse pair-table update's cases, shared by its CPU tests (against the float64
-reference) and its CUDA tests (against the CPU): hyperparameters, a schedule, a pair table
-that small batches name only a few rows of, and batches whose rows come back after gaps."""
+"""The sparse table updates' cases (pair_update, move_update), shared by their CPU tests
+(against the float64 reference) and their CUDA tests (against the CPU): hyperparameters, a
+schedule, a pair table and a move table that small batches name only a few rows of, and
+batches whose rows come back after gaps."""
 import manaka as mk
 import model_cases as cases
 
@@ -13,10 +14,19 @@ def sparse_config():
     return cases.config(hidden=(8,), num_tokens=40, T=4)
 
 
+def move_config():
+    """sparse_config with a move table of 120 rows, of which batches of 3 positions (up to
+    27 legal moves) name only a few."""
+    return cases.config(hidden=(8,), num_tokens=40, T=4, num_moves=120)
+
+
 def batches(cfg, n, seed=0):
-    """n batches; every third one repeats the first batch's tokens, so some rows come back
-    after gaps of different lengths while most stay untouched."""
+    """n batches; every third one repeats the first batch's tokens (the move tests' configs:
+    and its legal moves), so some rows come back after gaps of different lengths while most
+    stay untouched."""
     out = [cases.batch(cfg, B=3, seed=seed + i, empty_fraction=0.3) for i in range(n)]
+    moves = cfg.num_moves == move_config().num_moves
     for i in range(3, n, 3):
-        out[i] = mk.Batch(out[0].tokens, out[i].legal, out[i].counts, out[i].target, out[i].value)
+        legal = (out[0] if moves else out[i])
+        out[i] = mk.Batch(out[0].tokens, legal.legal, legal.counts, legal.target, out[i].value)
     return out

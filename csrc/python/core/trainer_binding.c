@@ -45,7 +45,7 @@ static int steps_arg(PyObject *value, const char *op, const char *name, int64_t 
     return overflow || PyErr_Occurred() ? -1 : 0;
 }
 
-/* Takes the enum keyword `key` (pair_state_dtype, pair_update) out of `rest`, a copy of the
+/* Takes the enum keyword `key` (pair_state_dtype, pair_update, move_update) out of `rest`, a copy of the
  * keywords of __init__ or load (or NULL), so the rest parse as configure's: its code in
  * *code, which keeps its default when the keyword is absent. */
 static int pop_enum(PyObject *rest, const char *op, const char *key,
@@ -78,7 +78,8 @@ static int parse_config(PyObject *args, PyObject *kwargs, mk_trainer_config *cfg
 static int trainer_init(trainer_object *self, PyObject *args, PyObject *kwargs) {
     mk_trainer_config cfg;
     PyObject *model;
-    int pair_state = MK_PAIR_STATE_F32, pair_update = MK_PAIR_UPDATE_DENSE;
+    int pair_state = MK_PAIR_STATE_F32, pair_update = MK_PAIR_UPDATE_DENSE,
+        move_update = MK_PAIR_UPDATE_DENSE;
     if (self->trainer) {
         PyErr_SetString(PyExc_RuntimeError, "_core.Trainer: already initialised");
         return -1;
@@ -88,7 +89,9 @@ static int trainer_init(trainer_object *self, PyObject *args, PyObject *kwargs) 
     int parsed = pop_enum(rest, "Trainer", "pair_state_dtype", mk_trainer_pair_state_code,
                           &pair_state) < 0 ||
                          pop_enum(rest, "Trainer", "pair_update", mk_trainer_pair_update_code,
-                                  &pair_update) < 0
+                                  &pair_update) < 0 ||
+                         pop_enum(rest, "Trainer", "move_update", mk_trainer_move_update_code,
+                                  &move_update) < 0
                      ? -1
                      : parse_config(args, rest, &cfg, &model);
     Py_XDECREF(rest);
@@ -102,7 +105,7 @@ static int trainer_init(trainer_object *self, PyObject *args, PyObject *kwargs) 
     mk_status status;
     Py_BEGIN_ALLOW_THREADS;
     status = mk_trainer_create(((mk_model_object *)model)->model, &cfg, pair_state, pair_update,
-                               &trainer);
+                               move_update, &trainer);
     Py_END_ALLOW_THREADS;
     if (status != MK_OK) return mk_raise_status(status), -1;
     Py_INCREF(model);
@@ -114,7 +117,8 @@ static int trainer_init(trainer_object *self, PyObject *args, PyObject *kwargs) 
 static void trainer_dealloc(trainer_object *self) {
     /* A sparse trainer leaves rows behind their gaps: catch them up while the model is here
      * (unless another thread holds the model: its step runs on, and the rows stay behind). */
-    if (self->trainer && mk_trainer_pair_update(self->trainer) != MK_PAIR_UPDATE_DENSE) {
+    if (self->trainer && (mk_trainer_pair_update(self->trainer) != MK_PAIR_UPDATE_DENSE ||
+                          mk_trainer_move_update(self->trainer) != MK_PAIR_UPDATE_DENSE)) {
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
         if (mk_model_acquire(self->model, "Trainer") == 0) {
@@ -479,7 +483,7 @@ static PyObject *trainer_moment_bytes(trainer_object *self, PyObject *unused) {
     return PyLong_FromSize_t(mk_trainer_state_bytes(self->trainer));
 }
 
-enum { PROP_STEP_COUNT, PROP_FUSED, PROP_PAIR_STATE, PROP_PAIR_UPDATE };
+enum { PROP_STEP_COUNT, PROP_FUSED, PROP_PAIR_STATE, PROP_PAIR_UPDATE, PROP_MOVE_UPDATE };
 
 /* The properties (trainer_getset), by their closure. Getters read without the model: a
  * step on another thread may be running (it returns its own step number, see run_batch);
@@ -491,6 +495,7 @@ static PyObject *trainer_get(trainer_object *self, void *which) {
     case PROP_STEP_COUNT: return PyLong_FromLongLong(mk_trainer_step_count(t));
     case PROP_FUSED: return PyBool_FromLong(mk_trainer_fused(t));
     case PROP_PAIR_STATE: return PyUnicode_FromString(mk_trainer_pair_state_name(mk_trainer_pair_state(t)));
+    case PROP_MOVE_UPDATE: return PyUnicode_FromString(mk_trainer_pair_update_name(mk_trainer_move_update(t)));
     default: return PyUnicode_FromString(mk_trainer_pair_update_name(mk_trainer_pair_update(t)));
     }
 }
@@ -515,8 +520,8 @@ static int trainer_set(trainer_object *self, PyObject *value, void *which) {
     return st == MK_OK ? 0 : (mk_raise_status(st), -1);
 }
 
-/* flush(): every pair-table row caught up to the current step (pair_update "sparse" /
- * "lazy"; a no-op for "dense"). */
+/* flush(): every row of the sparse tables caught up to the current step (pair_update or
+ * move_update "sparse" / "lazy"; a no-op when both are "dense"). */
 static PyObject *trainer_flush(trainer_object *self, PyObject *unused) {
     MK_REQUIRE(self->trainer, "Trainer", NULL);
     if (mk_model_acquire(self->model, "Trainer.flush") < 0) return NULL;
@@ -531,7 +536,7 @@ static PyObject *trainer_flush(trainer_object *self, PyObject *unused) {
 
 static PyMethodDef trainer_methods[] = {
     {"flush", (PyCFunction)trainer_flush, METH_NOARGS,
-     "catches every pair-table row up to the current step (sparse / lazy updates)"},
+     "catches every row of the sparse tables up to the current step (sparse / lazy updates)"},
     {"step", (PyCFunction)trainer_step, METH_O, "step(batch) -> (stats or None, step)."},
     {"read_stats", (PyCFunction)trainer_read_stats, METH_O, NULL},
     {"backward", (PyCFunction)trainer_backward, METH_O, "backward(batch) -> (stats, rows)"},
@@ -556,6 +561,8 @@ static PyMethodDef trainer_methods[] = {
 static PyGetSetDef trainer_getset[] = {
     {"pair_update", (getter)trainer_get, NULL,
      "'dense', 'sparse' or 'lazy': which pair-table rows a step updates", (void *)PROP_PAIR_UPDATE},
+    {"move_update", (getter)trainer_get, NULL,
+     "'dense', 'sparse' or 'lazy': which move-table rows a step updates", (void *)PROP_MOVE_UPDATE},
     {"step_count", (getter)trainer_get, (setter)trainer_set, NULL, (void *)PROP_STEP_COUNT},
     {"fused", (getter)trainer_get, (setter)trainer_set,
      "pair-table gradient fused with its AdamW update (default True)", (void *)PROP_FUSED},

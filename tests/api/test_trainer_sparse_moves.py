@@ -1,0 +1,218 @@
+"""Trainer(move_update="sparse" | "lazy"): the move table's rows a batch's legal moves name,
+against the float64 reference of the documented semantics (reference_model.SparseAdamW),
+alone and beside a sparse pair table; near the dense update; bitwise deterministic for any
+thread count; exact resume; the device-memory path; bad arguments."""
+import math
+
+import numpy as np
+import pytest
+
+import manaka as mk
+import model_cases as cases
+import reference_model as refm
+from sparse_cases import HYPER, SCHEDULE, batches, move_config
+
+
+def lr_of(step):
+    return refm.lr_at(step, HYPER["lr"], SCHEDULE["warmup_steps"], "cosine", SCHEDULE["total_steps"],
+                      SCHEDULE["min_lr"])
+
+
+def train(move, pair="dense", steps=12, seed=5, **extra):
+    cfg = move_config()
+    model = mk.Model(cfg, seed=seed)
+    trainer = mk.Trainer(model, pair_update=pair, move_update=move, **HYPER, **SCHEDULE, **extra)
+    losses = [trainer.step(b).loss for b in batches(cfg, steps)]
+    return model, trainer, losses
+
+
+def raw_bits(model, trainer):
+    state = trainer.state_dict()
+    out = {n: a.tobytes() for n, a in model.state_dict().items()}
+    for kind in ("exp_avg", "exp_avg_sq"):
+        out.update({f"{kind}.{n}": a.tobytes() for n, a in state[kind].items()})
+    return out
+
+
+# ------------------------------------------------------------------ against the reference
+
+@pytest.mark.parametrize("move,pair", [("sparse", "dense"), ("lazy", "dense"), ("sparse", "sparse"),
+                                       ("lazy", "sparse")])
+def test_matches_the_reference_of_the_documented_semantics(move, pair):
+    cfg = move_config()
+    model = mk.Model(cfg, seed=5)
+    ref = refm.SparseAdamW(model.state_dict(), pair, lr_of, HYPER["betas"], HYPER["eps"],
+                           HYPER["weight_decay"], move_mode=move)
+    trainer = mk.Trainer(model, pair_update=pair, move_update=move, **HYPER, **SCHEDULE)
+    named = []
+    for b in batches(cfg, 12):
+        want = ref.step(cfg, b)
+        assert trainer.step(b).loss == pytest.approx(want["loss"], rel=1e-5)
+        named.append(set(refm.named_move_rows(b)))
+    # the case exercises what it should: few rows per step, and rows coming back after gaps
+    assert max(len(n) for n in named) < 0.25 * cfg.num_moves
+    assert any(q in named[k] and q not in named[k - 1] for k in range(2, 12) for q in named[0])
+    ref.flush()
+    got, state = model.state_dict(), trainer.state_dict()
+    for n in got:
+        assert cases.rel_err(got[n], ref.params[n]) < 2e-5, n
+        assert cases.rel_err(state["exp_avg"][n], ref.m[n]) < 1e-4, n
+        assert cases.rel_err(state["exp_avg_sq"][n], ref.v[n]) < 1e-4, n
+    # rows no batch ever named only decayed: exactly p0 * prod(1 - lr wd) (to float rounding)
+    never = np.setdiff1d(np.arange(cfg.num_moves), sorted(set().union(*named)))
+    assert len(never) > 0
+    p0 = mk.Model(cfg, seed=5).state_dict()["move_table"][never]
+    decay = math.prod(1 - lr_of(s) * HYPER["weight_decay"] for s in range(12))
+    np.testing.assert_allclose(got["move_table"][never], p0 * decay, rtol=1e-6)
+
+
+def test_the_reference_move_update_is_not_the_dense_one():
+    """The reference with a sparse move table differs from its dense AdamW (the check above
+    would otherwise pass against a trainer that ignored move_update)."""
+    cfg = move_config()
+    params = mk.Model(cfg, seed=5).state_dict()
+    refs = {mode: refm.SparseAdamW(params, "dense", lr_of, HYPER["betas"], HYPER["eps"],
+                                   HYPER["weight_decay"], move_mode=mode) for mode in ("dense", "lazy")}
+    for b in batches(cfg, 8):
+        for r in refs.values():
+            r.step(cfg, b)
+    for r in refs.values():
+        r.flush()
+    assert cases.rel_err(refs["lazy"].params["move_table"], refs["dense"].params["move_table"]) > 1e-3
+
+
+def test_sparse_stays_near_dense_and_lazy_does_not():
+    """The C trainers on the same batches: "sparse" differs from "dense" by its eps
+    approximation and rounding only; "lazy" leaves the drift out, a visible change."""
+    dense, _, dl = train("dense")
+    sparse, _, sl = train("sparse")
+    lazy, _, ll = train("lazy")
+    d, s, z = (m.state_dict()["move_table"] for m in (dense, sparse, lazy))
+    assert cases.rel_err(s, d) < 1e-4
+    assert cases.rel_err(z, d) > 10 * cases.rel_err(s, d)
+    np.testing.assert_allclose(sl, dl, rtol=1e-5)
+
+
+# ------------------------------------------------------------------ determinism and state
+
+@pytest.mark.parametrize("move,pair", [("sparse", "dense"), ("lazy", "sparse")])
+def test_bitwise_the_same_for_1_2_3_threads(move, pair):
+    before = mk.get_num_threads()
+    try:
+        runs = []
+        for n in (1, 2, 3):
+            mk.set_num_threads(n)
+            runs.append(raw_bits(*train(move, pair, steps=8)[:2]))
+    finally:
+        mk.set_num_threads(before)
+    assert runs[0] == runs[1] == runs[2]
+
+
+@pytest.mark.parametrize("move,pair", [("sparse", "dense"), ("lazy", "sparse")])
+def test_resume_mid_run_is_bitwise_the_uninterrupted_run(move, pair, tmp_path):
+    cfg = move_config()
+    bs = batches(cfg, 12)
+    model = mk.Model(cfg, seed=5)
+    trainer = mk.Trainer(model, pair_update=pair, move_update=move, **HYPER, **SCHEDULE)
+    for b in bs[:6]:
+        trainer.step(b)
+    model.save(tmp_path / "m.mkm")
+    saved = trainer.state_dict()
+    for b in bs[6:]:
+        trainer.step(b)
+
+    resumed = mk.Model.load(tmp_path / "m.mkm")
+    again = mk.Trainer(resumed, pair_update=pair, move_update=move, **HYPER, **SCHEDULE)
+    again.load_state_dict(saved)
+    for b in bs[6:]:
+        again.step(b)
+    assert raw_bits(resumed, again) == raw_bits(model, trainer)
+
+
+def test_reads_are_caught_up():
+    """A read of the model or the trainer's moments flushes: what is read is the
+    caught-up state, the same as after an explicit flush, and reading twice changes nothing."""
+    model, trainer, _ = train("sparse", steps=7)
+    first = model.state_dict()["move_table"]
+    np.testing.assert_array_equal(model.parameters()["move_table"], first)
+    m = trainer.state_dict()["exp_avg"]["move_table"]
+    trainer.flush()
+    np.testing.assert_array_equal(trainer.state_dict()["exp_avg"]["move_table"], m)
+    np.testing.assert_array_equal(model.state_dict()["move_table"], first)
+
+
+def test_device_memory_path_matches_and_skips_non_finite_steps_on_the_device():
+    """The "cpu_staged" backend runs the sparse move update through the device path of
+    trainer.c (the staged batch's labels marked on the device, the non-finite guard on the
+    device flag): the same bits as the host path, and a skipped step leaves parameters,
+    moments and the move table's rows exactly as they were."""
+    from model_cases import staged_twin, state_bytes as snapshot
+
+    cfg = move_config()
+    host = mk.Model(cfg, seed=6)
+    staged = staged_twin(host)
+    t1 = mk.Trainer(host, move_update="sparse", **HYPER, **SCHEDULE)
+    t2 = mk.Trainer(staged, move_update="sparse", **HYPER, **SCHEDULE)
+    bs = batches(cfg, 6)
+    for b in bs:
+        assert t1.step(b).as_dict() == t2.step(b).as_dict()
+    assert snapshot(host, t1) == snapshot(staged, t2)
+    staged._core.write("value.bias", np.array([np.inf], np.float32))
+    before = snapshot(staged, t2)
+    stats = t2.step(bs[1])
+    with pytest.raises(FloatingPointError, match="its update was skipped on the device"):
+        stats.loss
+    after = snapshot(staged, t2)
+    assert after.pop("step_count") == 7 and before.pop("step_count") == 6
+    assert after == before
+
+
+# ------------------------------------------------------------------ arguments
+
+@pytest.mark.parametrize("bad", ["Sparse", "", "dense ", None, 1])
+def test_bad_move_update_raises_naming_it(bad):
+    model = mk.Model(cases.config(), seed=0)
+    with pytest.raises(ValueError, match="move_update must be 'dense', 'sparse' or 'lazy'"):
+        mk.Trainer(model, move_update=bad)
+
+
+def test_move_update_is_reported_and_needs_a_decay_below_one():
+    model = mk.Model(cases.config(), seed=0)
+    for mode in ("dense", "sparse", "lazy"):
+        t = mk.Trainer(model, move_update=mode)
+        assert t.move_update == mode and f"move_update='{mode}'" in repr(t)
+    with pytest.raises(ValueError, match="move_update='lazy' needs lr \\* weight_decay < 1"):
+        mk.Trainer(model, lr=2.0, weight_decay=0.5, move_update="lazy")
+    t = mk.Trainer(model, move_update="sparse")
+    state = t.state_dict()
+    state["hyperparameters"] = {**state["hyperparameters"], "lr": 2.0, "weight_decay": 0.5}
+    with pytest.raises(ValueError, match="move_update='sparse' needs lr \\* weight_decay < 1"):
+        t.load_state_dict(state)
+    assert t.hyperparameters["lr"] == pytest.approx(1e-3)
+
+
+def test_a_step_in_two_halves_refuses_a_sparse_move_table():
+    """A data-parallel trainer exchanges gradients between the halves; the move table's
+    rows another rank's batch names would be missed: refused, in Python before any torch
+    import and in C for a direct call."""
+    cfg = move_config()
+    model = mk.Model(cfg, seed=0)
+    with pytest.raises(ValueError, match="move_update='sparse' cannot be used with a process_group"):
+        mk.Trainer(model, move_update="sparse", process_group=object())
+    trainer = mk.Trainer(model, move_update="lazy")
+    with pytest.raises(ValueError, match="move_update='lazy' cannot step in two halves"):
+        trainer._core.backward(batches(cfg, 1)[0])
+    assert trainer.step_count == 0
+
+
+def test_cli_takes_move_update(capsys):
+    from manaka import train
+
+    args = ["--steps", "3", "--synthetic", "600", "--eval-positions", "100", "--log-every", "3",
+            "--no-progress", "--no-save", "--batch-size", "32", "--device", "cpu", "--move-update", "sparse",
+            "--embed-dim", "8", "--pair-dim", "2", "--hidden", "16", "--head-width", "16"]
+    assert train.main(args) == 0
+    out = capsys.readouterr().out
+    assert "move_update='sparse'" in out and "done: step 3" in out
+    with pytest.raises(SystemExit):
+        train.main(args[:-8] + ["--move-update", "sprase"])
