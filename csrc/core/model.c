@@ -680,7 +680,7 @@ mk_status mk_model_forward_loss_prepared(mk_model *m, const mk_batch *batch, flo
  * table row an owner and write a row with no entries as 0), so a step has no fill pass
  * over the gradients to fold into a kernel. The scratch `a->work` is shared: these
  * primitives and the fused pair-table update run one after another on the stream. */
-mk_status mk_model_backward(mk_model *m, int pair_table) {
+mk_status mk_model_backward(mk_model *m, int pair_table, const uint8_t *move_rows) {
     const mk_config *c = &m->cfg;
     const mk_backend *be = m->be;
     const mk_batch *bt = &m->batch;
@@ -689,8 +689,8 @@ mk_status mk_model_backward(mk_model *m, int pair_table) {
     int n = c->num_hidden;
     MK_TRY(be->gather_dot_backward(m->stream, a->dlogits, a->q, P(m, head(m, H_MOVES)), bt->legal,
                                    bt->counts, B, bt->L, W, c->num_moves,
-                                   fused_head(m) ? NULL : a->dq, G(m, head(m, H_MOVES)), a->work,
-                                   a->work_bytes));
+                                   fused_head(m) ? NULL : a->dq, G(m, head(m, H_MOVES)), move_rows,
+                                   a->work, a->work_bytes));
     if (c->move_pairs)
         MK_TRY(be->move_pair_sums_backward(m->stream, a->dlogits, bt->tokens, S * T, bt->legal,
                                            bt->counts, B, T, bt->L, c->num_tokens, c->move_pairs,
@@ -776,7 +776,7 @@ mk_status mk_model_pair_grad_rows(mk_model *m, int64_t *ids, float *rows, int64_
 
 static mk_status loss_and_grad_staged(mk_model *m, const mk_batch *batch, float value_weight) {
     MK_TRY(mk_model_forward_loss(m, batch, value_weight));
-    return mk_model_backward(m, 1);
+    return mk_model_backward(m, 1, NULL);
 }
 
 mk_status mk_check_value_weight(const char *op, double w) {

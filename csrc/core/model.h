@@ -187,7 +187,10 @@ typedef mk_status (*mk_batch_prepare_fn)(void *ctx, const int32_t *tokens, int64
 mk_status mk_model_forward_loss_prepared(mk_model *model, const mk_batch *batch,
                                          float value_weight, mk_batch_prepare_fn prepare,
                                          void *ctx);
-mk_status mk_model_backward(mk_model *model, int pair_table);
+/* Every gradient of the staged batch (the pair table's unless `pair_table` is 0: the fused
+ * update computes it); move_rows not NULL: only those rows of the move table's gradient are
+ * written (backend gather_dot_backward), the mask of a sparse move update. */
+mk_status mk_model_backward(mk_model *model, int pair_table, const uint8_t *move_rows);
 mk_status mk_model_end_batch(mk_model *model);
 
 /* Device backends (else -1 / MK_OK / NULL): the batch slot the next step takes; a host

@@ -640,7 +640,7 @@ static mk_status step_staged(mk_trainer *t, const mk_batch *batch, float *stats)
         if (stats[MK_STAT_FINITE] == 0.0f) return not_finite(t, stats);
     }
     if (t->profile) t_fwd = lap(t, &mark);
-    MK_TRY(mk_model_backward(model, !t->fuse_pair_table && !sparse));
+    MK_TRY(mk_model_backward(model, !t->fuse_pair_table && !sparse, t->move_mask));
     if (t->profile) t_bwd = lap(t, &mark);
 
     int64_t step = t->steps + 1;
@@ -702,7 +702,7 @@ static mk_status backward_staged(mk_trainer *t, const mk_batch *batch, float *st
     MK_TRY(be->fill(stream, dstats + MK_STAT_LR, (float)mk_trainer_lr_at(&t->cfg, t->steps), 1));
     MK_TRY(be->to_host(stream, stats, dstats, MK_STAT_COUNT * sizeof(float)));
     if (stats[MK_STAT_FINITE] == 0.0f) return MK_OK; /* no gradient: nothing to apply */
-    MK_TRY(mk_model_backward(model, 0));
+    MK_TRY(mk_model_backward(model, 0, NULL));
     int64_t n = 0;
     MK_TRY(mk_model_pair_grad_rows(model, t->row_ids, t->row_grads, t->row_capacity, &n));
     if (n > t->row_capacity) {

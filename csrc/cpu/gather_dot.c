@@ -27,7 +27,8 @@ mk_status mk_gather_dot_cpu(void *stream, const float *hidden, const float *tabl
 mk_status mk_gather_dot_backward_cpu(void *stream, const float *grad, const float *hidden,
                                      const float *table, const int32_t *indices,
                                      const int32_t *counts, int64_t B, int64_t L, int64_t W,
-                                     int64_t M, float *grad_hidden, float *grad_table, void *work,
+                                     int64_t M, float *grad_hidden, float *grad_table,
+                                     const uint8_t *rows, void *work,
                                      size_t work_bytes) { /* no scratch: none needed */
     if (grad_hidden) {
 #pragma omp parallel for schedule(static) num_threads(mk_threads_for_items(B, B * L * W))
@@ -40,7 +41,11 @@ mk_status mk_gather_dot_backward_cpu(void *stream, const float *grad, const floa
         {
             int64_t m0, m1;
             mk_owned_rows(M, &m0, &m1);
-            memset(grad_table + m0 * W, 0, (size_t)((m1 - m0) * W) * sizeof(float));
+            if (!rows)
+                memset(grad_table + m0 * W, 0, (size_t)((m1 - m0) * W) * sizeof(float));
+            else /* only the rows the mask names: the entries land in no other */
+                for (int64_t m = m0; m < m1; m++)
+                    if (rows[m]) memset(grad_table + m * W, 0, (size_t)W * sizeof(float));
             for (int64_t b = 0; b < B; b++) {
                 const float *h = hidden + b * W;
                 const float *g = grad + b * L;

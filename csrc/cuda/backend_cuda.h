@@ -45,7 +45,8 @@ mk_status mk_gather_dot_backward_cuda_ws(const float *grad, const float *hidden,
                                          const float *table, const int32_t *indices,
                                          const int32_t *counts, int64_t B, int64_t L, int64_t W,
                                          int64_t M, float *grad_hidden, float *grad_table,
-                                         void *work, size_t work_bytes, void *stream);
+                                         const uint8_t *rows, void *work, size_t work_bytes,
+                                         void *stream);
 mk_status mk_power_sums_backward_cuda_ws_bytes(int64_t rows, int64_t T, int64_t V, size_t *bytes);
 mk_status mk_power_sums_backward_cuda_ws(const float *grad, const float *emb,
                                          const int32_t *tokens, int64_t rows, int64_t T,

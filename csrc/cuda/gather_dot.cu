@@ -74,14 +74,17 @@ static __global__ void gather_dot_keys_kernel(const int32_t *__restrict__ indice
     }
 }
 
-/* One block per table row m: grad_table[m, w] = sum over m's entries, in order. */
+/* One block per table row m: grad_table[m, w] = sum over m's entries, in order (rows not
+ * NULL: only the rows it marks). */
 static __global__ void gather_dot_grad_table_kernel(const float *__restrict__ grad,
                                                     const float *__restrict__ hidden,
                                                     const int32_t *__restrict__ order,
                                                     const int32_t *__restrict__ starts,
+                                                    const uint8_t *__restrict__ rows,
                                                     int64_t M, int64_t L, int W,
                                                     float *__restrict__ grad_table) {
     for (int64_t m = blockIdx.x; m < M; m += gridDim.x) {
+        if (rows && !rows[m]) continue; /* the same for the whole block */
         const int32_t begin = starts[m], end = starts[m + 1];
         for (int w = threadIdx.x; w < W; w += blockDim.x) {
             float acc = 0.0f;
@@ -148,8 +151,8 @@ extern "C" mk_status mk_gather_dot_backward_cuda_ws(const float *grad, const flo
                                                     const float *table, const int32_t *indices,
                                                     const int32_t *counts, int64_t B, int64_t L,
                                                     int64_t W, int64_t M, float *grad_hidden,
-                                                    float *grad_table, void *work,
-                                                    size_t work_bytes, void *stream) {
+                                                    float *grad_table, const uint8_t *rows,
+                                                    void *work, size_t work_bytes, void *stream) {
     mk_status status = check_sizes(B, W);
     cudaStream_t s = MK_STREAM(stream);
     const bool table_grad = wants_table_grad(grad_table, M, W);
@@ -172,7 +175,7 @@ extern "C" mk_status mk_gather_dot_backward_cuda_ws(const float *grad, const flo
     if ((status = mk_buckets_sort(&bk, s)) != MK_OK) goto done;
     gather_dot_grad_table_kernel<<<(unsigned)(M < 65535LL * 16 ? M : 65535LL * 16),
                                    mk_column_threads(W, 32, 256), 0, s>>>(
-        grad, hidden, bk.order, bk.starts, M, L, (int)W, grad_table);
+        grad, hidden, bk.order, bk.starts, rows, M, L, (int)W, grad_table);
     MK_CUDA_LAUNCHED("gather_dot_grad_table_kernel");
 done:
     return status;
@@ -185,10 +188,12 @@ extern "C" mk_status mk_gather_dot_backward_cuda(void *stream, const float *grad
                                                  const int32_t *indices, const int32_t *counts,
                                                  int64_t B, int64_t L, int64_t W, int64_t M,
                                                  float *grad_hidden, float *grad_table,
-                                                 void *work, size_t work_bytes) {
+                                                 const uint8_t *rows, void *work,
+                                                 size_t work_bytes) {
     if (work || work_bytes)
         return mk_gather_dot_backward_cuda_ws(grad, hidden, table, indices, counts, B, L, W, M,
-                                              grad_hidden, grad_table, work, work_bytes, stream);
+                                              grad_hidden, grad_table, rows, work, work_bytes,
+                                              stream);
     size_t bytes = 0;
     mk_status status = wants_table_grad(grad_table, M, W)
                            ? mk_gather_dot_backward_cuda_ws_bytes(B, L, M, &bytes)
@@ -196,6 +201,6 @@ extern "C" mk_status mk_gather_dot_backward_cuda(void *stream, const float *grad
     if (status == MK_OK) status = mk_work_alloc(&work, bytes, MK_STREAM(stream));
     if (status != MK_OK) return status;
     status = mk_gather_dot_backward_cuda_ws(grad, hidden, table, indices, counts, B, L, W, M,
-                                            grad_hidden, grad_table, work, bytes, stream);
+                                            grad_hidden, grad_table, rows, work, bytes, stream);
     return mk_work_free(work, status, MK_STREAM(stream));
 }

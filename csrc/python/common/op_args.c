@@ -13,7 +13,7 @@ static mk_status run_gather_dot(const mk_backend *be, const mk_op_call *c, float
 static mk_status run_gather_dot_backward(const mk_backend *be, const mk_op_call *c,
                                          float *const *out) {
     return be->gather_dot_backward(NULL, IN_F(4), IN_F(0), IN_F(1), IN_I(2), IN_I(3), DIM(2, 0),
-                                   DIM(2, 1), DIM(0, 1), DIM(1, 0), out[0], out[1], NULL, 0);
+                                   DIM(2, 1), DIM(0, 1), DIM(1, 0), out[0], out[1], NULL, NULL, 0);
 }
 /* emb, tokens */
 static mk_status run_power_sums(const mk_backend *be, const mk_op_call *c, float *const *out) {

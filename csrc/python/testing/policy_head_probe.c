@@ -109,7 +109,7 @@ static PyObject *py_backend_policy_head(PyObject *self, PyObject *args, PyObject
                                      dres[0], dres[2], dres[3]);
         if (st == MK_OK)
             st = bf.be->gather_dot_backward(NULL, dres[0], dq_in, dtable, dlegal, dcounts, B, L, W,
-                                            M, dres[1], NULL, NULL, 0); /* no table: no scratch */
+                                            M, dres[1], NULL, NULL, NULL, 0); /* no table: no scratch */
     }
     for (int i = 0; i < 4 && st == MK_OK; i++)
         st = bf.be->to_host(NULL, PyArray_DATA(out[i]), dres[i], sizes[i]);
