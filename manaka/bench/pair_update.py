@@ -1,10 +1,12 @@
 """The step with each pair-table update (``python -m manaka.bench step --pair-update
-dense,sparse,lazy``): one trainer per mode on its own copy of the seed model, timed
-interleaved (round r runs one step of every mode, in a rotating order), so the machine's
-load falls on all of them alike. The batches cycle through ``--pair-batches`` distinct ones,
-so rows come back after gaps and the sparse modes pay their catch-up as in training; with
-``--records FILES`` (dlshogi HCPE or YaneuraOu PSV) they are real positions, whose tokens
-name far fewer pair rows than the uniform seed batch (that share is printed)."""
+dense,sparse,lazy``) or move-table update (``--move-update dense,sparse --records FILES``):
+one trainer per mode on its own copy of the model, timed interleaved (round r runs one step
+of every mode, in a rotating order), so the machine's load falls on all of them alike. The
+batches cycle through ``--pair-batches`` distinct ones, so rows come back after gaps and the
+sparse modes pay their catch-up as in training; with ``--records FILES`` (dlshogi HCPE or
+YaneuraOu PSV) they are real positions, whose tokens name far fewer pair rows than the
+uniform seed batch (that share is printed). The move-table comparison runs the shogi
+recipe's model and settings (manaka/shogi/recipe.py) on records in its move encoding."""
 from __future__ import annotations
 
 import time
@@ -27,14 +29,21 @@ def named_rows(batch: mk.Batch) -> int:
     return int(np.unique(hi * (hi + 1) // 2 + lo).size)
 
 
-def record_batches(path: str, B: int, count: int, seed: int = 0) -> List[mk.Batch]:
+def named_moves(batch: mk.Batch) -> int:
+    """How many move-table rows (labels) the batch's legal moves name (distinct)."""
+    legal, counts = np.asarray(batch.legal), np.asarray(batch.counts)
+    return int(np.unique(np.concatenate([legal[b, :counts[b]] for b in range(len(counts))])).size)
+
+
+def record_batches(path: str, B: int, count: int, seed: int = 0, moves: str = "dlshogi") -> List[mk.Batch]:
     """`count` shuffled batches of B positions from shogi records (HCPE / PSV / hcpe3: labels in
-    the dlshogi encoding, the seed configuration's 2,187 moves; no mirrors) or a dataset folder,
-    opened as ``python -m manaka.train`` opens them (copies: safe to keep)."""
+    the `moves` encoding, by default dlshogi's, the seed configuration's 2,187 moves; no
+    mirrors) or a dataset folder, opened as ``python -m manaka.train`` opens them (copies:
+    safe to keep)."""
     from manaka.train import data_kind, open_data
 
     try:
-        data = open_data(path, data_kind(path, "--records"), moves="dlshogi")
+        data = open_data(path, data_kind(path, "--records"), moves=moves)
     except ValueError as e:
         raise SystemExit(str(e))
     with mk.Loader(data, batch_size=B, producers=1, shuffle=True, seed=seed, drop_last=True,
@@ -49,23 +58,26 @@ def record_batches(path: str, B: int, count: int, seed: int = 0) -> List[mk.Batc
     return out
 
 
-def parse_modes(text: str) -> List[str]:
+def parse_modes(text: str, option: str = "--pair-update") -> List[str]:
     modes = [m.strip() for m in text.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
-        raise SystemExit(f"--pair-update: each of {text!r} must be one of {', '.join(MODES)}")
+        raise SystemExit(f"{option}: each of {text!r} must be one of {', '.join(MODES)}")
     return modes
 
 
 def compare(cfg: mk.ModelConfig, state: Dict[str, np.ndarray], batches: Sequence[mk.Batch],
-            modes: Sequence[str], rounds: int, warmup: int, device: str = "cpu"):
+            modes: Sequence[str], rounds: int, warmup: int, device: str = "cpu", table: str = "pair",
+            settings: Dict = None):
     """(lines, results): per mode the median / min / max ms of `rounds` interleaved steps.
-    On a GPU each timed step ends by reading its loss, which waits for the step."""
+    On a GPU each timed step ends by reading its loss, which waits for the step. `table`:
+    "pair" (each mode is a pair_update) or "move" (a move_update); `settings`: the trainers'
+    other arguments (default lr 1e-3)."""
     trainers = {}
     for mode in modes:
         model = mk.Model(cfg, device=device, seed=0)
         model.load_state_dict(state)
-        trainers[mode] = mk.Trainer(model, lr=1e-3, pair_update=mode)
+        trainers[mode] = mk.Trainer(model, **(settings or {"lr": 1e-3}), **{f"{table}_update": mode})
     times = {m: [] for m in modes}
     k = 0
     for r in range(warmup + rounds):
@@ -80,10 +92,12 @@ def compare(cfg: mk.ModelConfig, state: Dict[str, np.ndarray], batches: Sequence
             dt = time.perf_counter() - t0
             if r >= warmup:
                 times[mode].append(dt * 1e3)
-    named = [named_rows(b) for b in batches]
-    share = float(np.mean(named)) / cfg.num_pairs
-    lines = [f"  pair-table update, {rounds} interleaved rounds over {len(batches)} batches "
-             f"(a batch names {share:.1%} of the {cfg.num_pairs:,} pair rows on average):"]
+    if table == "pair":
+        share, rows = float(np.mean([named_rows(b) for b in batches])) / cfg.num_pairs, cfg.num_pairs
+    else:
+        share, rows = float(np.mean([named_moves(b) for b in batches])) / cfg.num_moves, cfg.num_moves
+    lines = [f"  {table}-table update, {rounds} interleaved rounds over {len(batches)} batches "
+             f"(a batch names {share:.1%} of the {rows:,} {table} rows on average):"]
     results = {"named_rows_share": share, "rounds": rounds, "batches": len(batches)}
     base = float(np.median(times[modes[0]]))
     for mode in modes:

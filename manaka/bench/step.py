@@ -83,6 +83,9 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--pair-update", default=None, metavar="MODES",
                     help="compare pair-table updates, e.g. dense,sparse,lazy (manaka/bench/pair_update.py): "
                          "timed interleaved, instead of the default suite")
+    ap.add_argument("--move-update", default=None, metavar="MODES",
+                    help="compare move-table updates, e.g. dense,sparse (manaka/bench/pair_update.py) on the "
+                         "shogi recipe's model and settings; needs --records")
     ap.add_argument("--pair-batches", type=int, default=8,
                     help="distinct batches the --pair-update steps cycle through (default 8)")
     ap.add_argument("--records", default=None, metavar="FILES",
@@ -94,6 +97,12 @@ def main(argv: List[str]) -> int:
                     help="with --pair-update: a small configuration, to test the benchmark itself")
     ap.add_argument("--dry-run", action="store_true", help="with --pair-update: parse the arguments only")
     args, rest = ap.parse_known_args(argv)
+    if args.move_update is not None:
+        if rest:
+            ap.error(f"unrecognized arguments: {' '.join(rest)}")
+        if not args.records and not args.dry_run:
+            ap.error("--move-update needs --records (the recipe's model reads shogi positions)")
+        return main_pair_update(args, table="move")
     if args.pair_update is not None:
         if rest:
             ap.error(f"unrecognized arguments: {' '.join(rest)}")
@@ -174,12 +183,12 @@ def main(argv: List[str]) -> int:
     return 0
 
 
-def main_pair_update(args) -> int:
-    """--pair-update: the step with each pair-table update, interleaved (pair_update.py), on
-    the CPU or (--device cuda) the GPU."""
+def main_pair_update(args, table: str = "pair") -> int:
+    """--pair-update / --move-update: the step with each pair-table (move-table) update,
+    interleaved (pair_update.py), on the CPU or (--device cuda) the GPU."""
     from . import pair_update
 
-    modes = pair_update.parse_modes(args.pair_update)
+    modes = pair_update.parse_modes(getattr(args, f"{table}_update"), f"--{table}-update")
     if args.dry_run:
         print(f"dry run: {vars(args)}")
         return 0
@@ -192,23 +201,32 @@ def main_pair_update(args) -> int:
             return 1
     mk.set_num_threads(args.threads)
     load = os.getloadavg()
-    if args.small:
+    settings, moves = None, "dlshogi"
+    if table == "move":  # the shogi recipe, whose move table is the step's largest
+        from manaka.shogi import recipe
+
+        cfg, moves = recipe.model_config(), recipe.RECIPE["moves"]
+        settings = {**recipe.trainer_settings(), "schedule": "constant"}
+        settings.pop("move_update")
+    elif args.small:
         from .step_cuda import SMALL
 
         cfg = mk.ModelConfig(**SMALL)
     else:
         cfg = mk.ModelConfig(**SEED)
     if args.records:
-        batches = pair_update.record_batches(args.records, args.batch, args.pair_batches)
+        batches = pair_update.record_batches(args.records, args.batch, args.pair_batches, moves=moves)
         source = f"records {args.records}"
     else:
         batches = [seed_batch(cfg, args.batch, args.max_legal, seed=i) for i in range(args.pair_batches)]
         source = "seed batches (uniform random tokens)"
     state = mk.Model(cfg, seed=0).state_dict()
-    lines = [f"{'small test' if args.small else 'seed'} configuration: {cfg}",
+    name = "shogi recipe" if table == "move" else "small test" if args.small else "seed"
+    lines = [f"{name} configuration: {cfg}",
              f"B={args.batch} device={args.device} threads={mk.get_num_threads()} batches: {source}",
              f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", ""]
-    more, results = pair_update.compare(cfg, state, batches, modes, args.runs, args.warmup, args.device)
+    more, results = pair_update.compare(cfg, state, batches, modes, args.runs, args.warmup, args.device,
+                                        table, settings)
     lines += more
     results.update({"config": cfg.to_dict(), "batch": args.batch, "device": args.device,
                     "threads": mk.get_num_threads(),
@@ -216,7 +234,7 @@ def main_pair_update(args) -> int:
     note_resources(lines, results, "other processes inflate every time above")
     print("\n".join(lines))
     if not args.no_write:
-        print("wrote", write_results("step-pair-update", args.tag, results, lines, args.out))
+        print("wrote", write_results(f"step-{table}-update", args.tag, results, lines, args.out))
     return 0
 
 

@@ -239,7 +239,7 @@ def test_bad_pair_state_dtype_raises_naming_the_argument():
         mk._core.Trainer(model._core, pair_state_dtype="fp8")
     trainer = mk.Trainer(model, pair_state_dtype="bf16")
     assert "pair_state_dtype='bf16'" in repr(trainer)
-    assert repr(mk.Trainer(model)).endswith("pair_state_dtype='float32', pair_update='dense')")
+    assert repr(mk.Trainer(model)).endswith("pair_state_dtype='float32', pair_update='dense', move_update='dense')")
     state = trainer.state_dict()
     state["pair_state_dtype"] = "int8"
     with pytest.raises(ValueError, match="pair_state_dtype"):

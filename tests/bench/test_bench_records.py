@@ -79,3 +79,23 @@ def test_bench_step_pair_update_on_records_runs(hcpe, tmp_path):
     results = json.loads((tmp_path / "step-pair-update-t.json").read_text())
     assert results["source"] == f"records {hcpe}"
     assert 0 < results["named_rows_share"] < 1
+
+
+def test_bench_step_move_update_runs_the_recipe_on_records(hcpe, tmp_path):
+    from manaka.shogi.recipe import RECIPE, model_config
+
+    out = subprocess.run([sys.executable, "-m", "manaka.bench", "step", "--move-update", "dense,sparse", "--records",
+                          str(hcpe), "--batch", "8", "--pair-batches", "2", "--runs", "1", "--warmup", "0",
+                          "--threads", "1", "--out", str(tmp_path), "--tag", "t"],
+                         capture_output=True, text=True, timeout=900, env={"PYTHONPATH": ROOT, "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    results = json.loads((tmp_path / "step-move-update-t.json").read_text())
+    assert results["config"]["num_moves"] == model_config().num_moves
+    # the share is of the recipe's labels: the batches' distinct labels over the table's rows
+    batches = pair_update.record_batches(str(hcpe), 8, 2, moves=RECIPE["moves"])
+    want = np.mean([pair_update.named_moves(b) for b in batches]) / model_config().num_moves
+    assert results["named_rows_share"] == pytest.approx(want)
+    assert set(results) >= {"dense", "sparse"}
+    missing = subprocess.run([sys.executable, "-m", "manaka.bench", "step", "--move-update", "dense,sparse"],
+                             capture_output=True, text=True, timeout=300, env={"PYTHONPATH": ROOT, "PATH": "/usr/bin:/bin"})
+    assert missing.returncode != 0 and "--move-update needs --records" in missing.stderr

@@ -42,12 +42,12 @@ FAULT_NONE, FAULT_TOKEN, FAULT_COUNT, FAULT_LEGAL, FAULT_NARROW = 0, 1, 2, 3, 8 
 # the launchers with the stream last.
 SIGNATURES = {
     "mk_gather_dot_cuda": [P, P, P, P, P, I64, I64, I64, P],
-    "mk_gather_dot_backward_cuda": [P, P, P, P, P, P, I64, I64, I64, I64, P, P, P, SIZE],
+    "mk_gather_dot_backward_cuda": [P, P, P, P, P, P, I64, I64, I64, I64, P, P, P, P, SIZE],
     "mk_power_sums_cuda": [P, P, P, I64, I64, I64, I64, P],
     "mk_power_sums_backward_cuda": [P, P, P, P, I64, I64, I64, I64, I64, P, P, SIZE],
     "mk_pair_sums_cuda": [P, P, P, I64, I64, I64, P],
     "mk_pair_sums_backward_cuda": [P, P, P, I64, I64, I64, I64, P, P, SIZE],
-    "mk_gather_dot_backward_cuda_ws": [P, P, P, P, P, I64, I64, I64, I64, P, P, P, SIZE, P],
+    "mk_gather_dot_backward_cuda_ws": [P, P, P, P, P, I64, I64, I64, I64, P, P, P, P, SIZE, P],
     "mk_power_sums_backward_cuda_ws": [P, P, P, I64, I64, I64, I64, I64, P, P, SIZE, P],
     "mk_pair_sums_backward_cuda_ws": [P, P, I64, I64, I64, I64, P, P, SIZE, P],
     "mk_gather_dot_backward_cuda_ws_bytes": [I64, I64, I64, ctypes.POINTER(SIZE)],
@@ -119,11 +119,17 @@ def call(lib, name, *args):
 
 def entry(lib, name, *args):
     """An op table entry (stream first) on the legacy default stream; a backward pass with
-    work = NULL, work_bytes = 0, so that it takes its scratch from the workspace pool."""
-    work = (None, 0) if "backward" in name else ()
+    work = NULL, work_bytes = 0, so that it takes its scratch from the workspace pool (and
+    GatherDot's with rows = NULL: every row of the table written)."""
+    work = ((None,) if "gather_dot_backward" in name else ()) + ((None, 0) if "backward" in name else ())
     status = getattr(lib, name)(None, *[ptr(a) if isinstance(a, np.ndarray) or a is None else a for a in args],
                                 *work)
     assert status == 0, lib.mk_error().decode()
+
+
+def all_rows(op):
+    """The arguments after a _ws launcher's outputs: GatherDot's row mask, NULL (every row)."""
+    return [None] if op == "gather_dot" else []
 
 
 def unwritten(shape):
@@ -280,7 +286,7 @@ def test_backward_on_caller_scratch_equals_the_pool_path_and_stays_inside_it(emu
     entry(emu, f"mk_{op}_backward_cuda", *inputs, *want)
     got = [unwritten(s) for s in shapes]
     status = getattr(emu, f"mk_{op}_backward_cuda_ws")(
-        *[ptr(a) if isinstance(a, np.ndarray) or a is None else a for a in inputs + got],
+        *[ptr(a) if isinstance(a, np.ndarray) or a is None else a for a in inputs + got + all_rows(op)],
         buf.ctypes.data + offset, need, None)
     assert status == 0, emu.mk_error().decode()
     for a, b in zip(got, want):
@@ -297,7 +303,8 @@ def test_backward_refuses_too_little_scratch_and_writes_nothing(emu, op, short):
     given, work = (need - 1, buf.ctypes.data) if short == 1 else (0, None)
     out = [unwritten(s) for s in shapes]
     status = getattr(emu, f"mk_{op}_backward_cuda_ws")(
-        *[ptr(a) if isinstance(a, np.ndarray) or a is None else a for a in inputs + out], work, given, None)
+        *[ptr(a) if isinstance(a, np.ndarray) or a is None else a for a in inputs + out + all_rows(op)],
+        work, given, None)
     assert status == 1  # MK_ERR_VALUE
     assert f"{op}_backward: the scratch given holds {given} bytes" in emu.mk_error().decode()
     assert f"needs {need}" in emu.mk_error().decode()
