@@ -45,6 +45,12 @@ class ModelConfig:
             relative part's entry) and ``move_hidden_out[0] . ReLU(u)`` added to its logit,
             a nonlinear function of what stands where around the move. 0 (the default):
             no such layer.
+        move_shared: 1 for the shared move embeddings (docs/design.md §1): a legal move m of
+            class c = m % C and group g = m // C (C = move_pairs, num_moves a multiple of it)
+            also gets ``q . move_shared_class[c] + q . move_shared_group[g]`` added to its
+            logit, q being the policy head's vector: rows shared by every move of a class and
+            of a group, which a label seen rarely learns from. Both start at 0. 0 (the
+            default): none.
     """
 
     num_tokens: int
@@ -60,6 +66,7 @@ class ModelConfig:
     board_height: int = 0
     board_kinds: int = 0
     move_hidden: int = 0
+    move_shared: int = 0
 
     def __post_init__(self):
         # The core converts and checks (_core.check_model_config: every field an int, or a
@@ -109,6 +116,9 @@ def expected_shapes(config: ModelConfig) -> Dict[str, Tuple[int, ...]]:
         shapes["move_hidden_relative"] = (relative[0] * relative[1], c.move_hidden)
         shapes["move_hidden_class"] = (c.move_pairs, c.move_hidden)
         shapes["move_hidden_out"] = (1, c.move_hidden)
+    if c.move_shared:
+        shapes["move_shared_class"] = (c.move_pairs, c.head_width)
+        shapes["move_shared_group"] = (c.num_moves // max(c.move_pairs, 1), c.head_width)
     return shapes
 
 

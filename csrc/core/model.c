@@ -38,6 +38,8 @@ typedef struct {
     float *z, *dz, *v;       /* [B] */
     float *logits, *dlogits; /* [B, L] */
     float *hidden_pre;       /* [B, L, move_hidden]: MoveHidden's units before the ReLU */
+    float *cls, *dcls;       /* [B, C]: q against move_shared_class, and its gradient */
+    float *grp, *dgrp;       /* [B, M / C]: q against move_shared_group, and its gradient */
     float *row_policy, *row_value, *row_correct;
     void *work;         /* the primitives' scratch (backend.h: scratch_bytes) */
     size_t work_bytes;
@@ -48,9 +50,10 @@ struct mk_model {
     const mk_backend *be;
     void *stream;
     int num_tensors;
-    /* embedding, pair table, the trunk's layers, then at most 10 head tensors: policy (2),
-     * move table, value (2), move-pair table, its relative part, MoveHidden (3) */
-    mk_tensor tensors[2 + 2 * MK_MAX_HIDDEN + 10];
+    /* embedding, pair table, the trunk's layers, then at most 12 head tensors: policy (2),
+     * move table, value (2), move-pair table, its relative part, MoveHidden (3), the shared
+     * move embeddings (2) */
+    mk_tensor tensors[2 + 2 * MK_MAX_HIDDEN + 12];
     mk_param_group groups[MK_MAX_PARAM_GROUPS];
     int num_groups;
     int64_t buffer_size;
@@ -137,6 +140,22 @@ static mk_status check_move_hidden(const mk_config *c) {
     return MK_OK;
 }
 
+/* The shared move embeddings: on or off, over the move-pair classes, every class with the
+ * same number of groups. */
+static mk_status check_move_shared(const mk_config *c) {
+    if (!c->move_shared) return MK_OK;
+    if (c->move_shared != 1)
+        return mk_fail(MK_ERR_VALUE, "ModelConfig: move_shared must be 0 or 1, got %lld",
+                       (long long)c->move_shared);
+    if (!c->move_pairs || c->num_moves % c->move_pairs)
+        return mk_fail(MK_ERR_VALUE,
+                       "ModelConfig: move_shared = 1 needs move_pairs = C >= 1 classes with "
+                       "num_moves a multiple of C (a move m is of class m %% C and group m / C), "
+                       "got move_pairs = %lld and num_moves = %lld",
+                       (long long)c->move_pairs, (long long)c->num_moves);
+    return MK_OK;
+}
+
 mk_status mk_config_check(const mk_config *c) {
     mk_status st;
     if ((st = mk_config_check_count("move_pairs", c->move_pairs)) != MK_OK) return st;
@@ -144,6 +163,7 @@ mk_status mk_config_check(const mk_config *c) {
     if ((st = mk_config_check_count("board_height", c->board_height)) != MK_OK) return st;
     if ((st = mk_config_check_count("board_kinds", c->board_kinds)) != MK_OK) return st;
     if ((st = mk_config_check_count("move_hidden", c->move_hidden)) != MK_OK) return st;
+    if ((st = mk_config_check_count("move_shared", c->move_shared)) != MK_OK) return st;
     const char *names[] = {"num_tokens", "num_moves", "tokens_per_side", "embed_dim",
                            "orders",     "pair_dim",  "head_width"};
     const int64_t values[] = {c->num_tokens, c->num_moves, c->tokens_per_side, c->embed_dim,
@@ -179,6 +199,7 @@ mk_status mk_config_check(const mk_config *c) {
 #undef AT_MOST_INT32
     if ((st = check_board(c)) != MK_OK) return st;
     if ((st = check_move_hidden(c)) != MK_OK) return st;
+    if ((st = check_move_shared(c)) != MK_OK) return st;
     for (int i = 0; i < c->num_hidden; i++)
         if (c->hidden[i] > INT32_MAX)
             return mk_fail(MK_ERR_VALUE, "ModelConfig: hidden[%d] = %lld is above 2^31 - 1", i,
@@ -289,6 +310,10 @@ static void layout(mk_model *m) {
         add_tensor(m, "move_hidden_class", c->move_pairs, c->move_hidden, 2);
         add_tensor(m, "move_hidden_out", 1, c->move_hidden, 2);
     }
+    if (c->move_shared) {
+        add_tensor(m, "move_shared_class", c->move_pairs, c->head_width, 2);
+        add_tensor(m, "move_shared_group", c->num_moves / c->move_pairs, c->head_width, 2);
+    }
     place_tensors(m);
 }
 
@@ -299,6 +324,13 @@ static int trunk_b(int i) { return 3 + 2 * i; }
 static int head(const mk_model *m, int k) { return 2 + 2 * m->cfg.num_hidden + k; }
 enum { H_POLICY_W = 0, H_POLICY_B, H_MOVES, H_VALUE_W, H_VALUE_B, H_MOVE_PAIRS, H_MOVE_PAIR_REL,
        H_MOVE_HIDDEN_REL, H_MOVE_HIDDEN_CLASS, H_MOVE_HIDDEN_OUT };
+/* The shared move embeddings' two tensors follow the head tensors the config has. */
+static int shared_head(const mk_model *m, int k) {
+    const mk_config *c = &m->cfg;
+    return head(m, H_MOVE_PAIRS) + (c->move_pairs ? 1 : 0) + (c->board_kinds ? 1 : 0) +
+           (c->move_hidden ? 3 : 0) + k;
+}
+enum { S_CLASS = 0, S_GROUP };
 /* The training step fuses GatherDot into the softmax (policy_head) only when nothing else
  * adds to the logits: MovePairSums needs them in memory between the two. */
 static int fused_head(const mk_model *m) { return m->fused_head && !m->cfg.move_pairs; }
@@ -318,6 +350,9 @@ static float init_std(const mk_model *m, int i) {
     if (c->move_hidden && (i == head(m, H_MOVE_HIDDEN_REL) || i == head(m, H_MOVE_HIDDEN_CLASS)))
         return 0.02f;
     if (c->move_hidden && i == head(m, H_MOVE_HIDDEN_OUT)) return 0.0f;
+    /* the shared rows start at 0: a new model's policy is the one without them */
+    if (c->move_shared && (i == shared_head(m, S_CLASS) || i == shared_head(m, S_GROUP)))
+        return 0.0f;
     double in = (double)t->shape[1];
     if (i < head(m, 0)) return (float)sqrt(2.0 / in); /* trunk: He */
     return (float)(1.0 / sqrt(in));
@@ -442,6 +477,11 @@ static size_t carve(mk_model *m, char *base, int64_t B, int64_t L, size_t work_b
     int64_t LD = 0; /* L D, checked like every product the arena takes */
     too_big = too_big || mk_mul_too_big(L, c->move_hidden, &LD);
     MK_ARENA_TAKE(a->hidden_pre, float, B, LD);
+    const int64_t C = c->move_shared ? c->move_pairs : 0, groups = C ? c->num_moves / C : 0;
+    MK_ARENA_TAKE(a->cls, float, B, C);
+    MK_ARENA_TAKE(a->dcls, float, B, C);
+    MK_ARENA_TAKE(a->grp, float, B, groups);
+    MK_ARENA_TAKE(a->dgrp, float, B, groups);
     MK_ARENA_TAKE(a->row_policy, float, B, 1);
     MK_ARENA_TAKE(a->row_value, float, B, 1);
     MK_ARENA_TAKE(a->row_correct, float, B, 1);
@@ -625,6 +665,15 @@ static mk_status forward_net(mk_model *m, int logits) {
                                bt->tokens, S * T, bt->legal, bt->counts, B, T, L, c->move_pairs,
                                c->board_width, c->board_height, c->board_kinds, c->move_hidden,
                                a->hidden_pre, a->logits));
+    if (logits && c->move_shared) { /* cls = q Sc^T, grp = q Sg^T, then each move's two entries */
+        const int64_t C = c->move_pairs, groups = c->num_moves / C, W = c->head_width;
+        MK_TRY(be->gemm(m->stream, 0, 1, B, C, W, 1.0f, a->q, W, P(m, shared_head(m, S_CLASS)), W,
+                        0.0f, a->cls, C));
+        MK_TRY(be->gemm(m->stream, 0, 1, B, groups, W, 1.0f, a->q, W,
+                        P(m, shared_head(m, S_GROUP)), W, 0.0f, a->grp, groups));
+        MK_TRY(be->move_shared_add(m->stream, a->cls, a->grp, bt->legal, bt->counts, B, L, C,
+                                   groups, a->logits));
+    }
     MK_TRY(linear(m, &x, P(m, head(m, H_VALUE_W)), B, 1, a->z));
     MK_TRY(be->bias_act(m->stream, a->z, P(m, head(m, H_VALUE_B)), B, 1, 0));
     return MK_OK;
@@ -707,6 +756,19 @@ mk_status mk_model_backward(mk_model *m, int pair_table, const uint8_t *move_row
             c->board_height, c->board_kinds, c->move_hidden, G(m, head(m, H_MOVE_HIDDEN_REL)),
             G(m, head(m, H_MOVE_HIDDEN_CLASS)), G(m, head(m, H_MOVE_HIDDEN_OUT)), a->work,
             a->work_bytes));
+    if (c->move_shared) { /* dcls, dgrp; the tables' gradients dS = d^T q; dq += d S */
+        const int64_t C = c->move_pairs, groups = c->num_moves / C;
+        MK_TRY(be->move_shared_backward(m->stream, a->dlogits, bt->legal, bt->counts, B, bt->L, C,
+                                        groups, a->dcls, a->dgrp));
+        MK_TRY(be->gemm(m->stream, 1, 0, C, W, B, 1.0f, a->dcls, C, a->q, W, 0.0f,
+                        G(m, shared_head(m, S_CLASS)), W));
+        MK_TRY(be->gemm(m->stream, 1, 0, groups, W, B, 1.0f, a->dgrp, groups, a->q, W, 0.0f,
+                        G(m, shared_head(m, S_GROUP)), W));
+        MK_TRY(be->gemm(m->stream, 0, 0, B, W, C, 1.0f, a->dcls, C, P(m, shared_head(m, S_CLASS)),
+                        W, 1.0f, a->dq, W));
+        MK_TRY(be->gemm(m->stream, 0, 0, B, W, groups, 1.0f, a->dgrp, groups,
+                        P(m, shared_head(m, S_GROUP)), W, 1.0f, a->dq, W));
+    }
     MK_TRY(be->bias_act_backward(m->stream, a->dq, a->q, B, W, 0, G(m, head(m, H_POLICY_B))));
     MK_TRY(be->bias_act_backward(m->stream, a->dz, a->z, B, 1, 0, G(m, head(m, H_VALUE_B))));
     /* both heads read x_n: the value head's dx accumulates onto the policy head's */

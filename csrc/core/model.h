@@ -53,6 +53,11 @@ typedef struct {
     /* D: MoveHidden's units (core/backend_ops.def move_hidden), a hidden layer per legal move
      * over the relative part's keys, which it needs; 0: no such layer. */
     int64_t move_hidden;
+    /* 1: the shared move embeddings (core/backend_ops.def move_shared_add): besides its row of
+     * the move table, a move m's logit reads q against move_shared_class[m % C] (shared by
+     * every move of its class) and move_shared_group[m / C] (shared by every move of its
+     * group); needs the move-pair classes C, with num_moves a multiple of C. 0: none. */
+    int64_t move_shared;
 } mk_config;
 
 /* The configuration is checked here only; the bindings convert types and add nothing
@@ -70,7 +75,7 @@ typedef struct {
  * <= 2^31 - 1). MK_OK, or MK_ERR_VALUE naming the bad field. mk_model_create runs it,
  * and then refuses a config whose tensors pass 2^56 values (their layout). */
 mk_status mk_config_check_dim(const char *name, int64_t value);
-/* The rule of a count that may be 0 (move_pairs, board_*, move_hidden): >= 0, else MK_ERR_VALUE
+/* The rule of a count that may be 0 (move_pairs, board_*, move_hidden, move_shared): >= 0, else MK_ERR_VALUE
  * "ModelConfig: <name> must be >= 0, got <v>". */
 mk_status mk_config_check_count(const char *name, int64_t value);
 mk_status mk_config_check(const mk_config *cfg);

@@ -188,3 +188,29 @@ def move_pair_relative_backward(grad_table, C, W, H, K):
         for c in range(C):
             out[relative_index(v, c, C, W, H, K)] += g[v, c]
     return out.reshape(-1, C // S)
+
+
+def move_shared_add(cls, grp, legal, counts, C):
+    """The shared move embeddings' term [B, L] (backend_ops.def move_shared_add), float64:
+    cls[b, m % C] + grp[b, m // C] for each legal move m (l < counts[b]), 0 at padded slots."""
+    legal = np.asarray(legal, np.int64)
+    B, L = legal.shape
+    used = np.arange(L)[None, :] < np.asarray(counts)[:, None]
+    m = np.where(used, legal, 0)
+    rows = np.arange(B)[:, None]
+    out = np.float64(cls)[rows, m % C] + np.float64(grp)[rows, m // C]
+    return np.where(used, out, 0.0)
+
+
+def move_shared_backward(dlogits, legal, counts, C, G):
+    """(dcls [B, C], dgrp [B, G]), float64: each legal move's upstream gradient summed into
+    its class's and its group's entry of its position (backend_ops.def move_shared_backward)."""
+    legal = np.asarray(legal, np.int64)
+    B, L = legal.shape
+    dcls, dgrp = np.zeros((B, C)), np.zeros((B, G))
+    for b in range(B):
+        for l in range(int(counts[b])):
+            m = int(legal[b, l])
+            dcls[b, m % C] += dlogits[b, l]
+            dgrp[b, m // C] += dlogits[b, l]
+    return dcls, dgrp

@@ -40,6 +40,9 @@ def forward(p, cfg, tokens, legal, counts):
         add, hidden_pre = ref.move_hidden(p["move_hidden_relative"], p["move_hidden_class"], p["move_hidden_out"],
                                           tokens[:, 0], legal, counts, cfg.move_pairs, *board(cfg))
         logits = logits + add
+    if "move_shared_class" in p:
+        logits = logits + ref.move_shared_add(q @ p["move_shared_class"].T, q @ p["move_shared_group"].T,
+                                              legal, counts, cfg.move_pairs)
     z = (x @ p["value.weight"].T)[:, 0] + p["value.bias"][0]
     return {"p": p, "ps": ps, "pair": pair, "xs": xs, "q": q, "logits": logits, "z": z,
             "value": 1.0 / (1.0 + np.exp(-z)), "hidden_pre": hidden_pre}
@@ -110,6 +113,11 @@ def backward(act, cfg, tokens, legal, counts, dlogits, dz):
                                                  legal, counts, cfg.move_pairs, *board(cfg),
                                                  p["move_hidden_relative"].shape[0])
         g["move_hidden_relative"], g["move_hidden_class"], g["move_hidden_out"] = rel, cls, out.reshape(1, -1)
+    if "move_shared_class" in p:
+        sc, sg = p["move_shared_class"], p["move_shared_group"]
+        dcls, dgrp = ref.move_shared_backward(dlogits, legal, counts, sc.shape[0], sg.shape[0])
+        g["move_shared_class"], g["move_shared_group"] = dcls.T @ act["q"], dgrp.T @ act["q"]
+        dq = dq + dcls @ sc + dgrp @ sg
     x = xs[-1]
     g["policy.weight"] = dq.T @ x
     g["policy.bias"] = dq.sum(axis=0)
