@@ -18,8 +18,12 @@ CONFIGS = [
     dict(hidden=(12,), move_pairs=8, board=(2, 2, 2)),
     # MoveHidden's 3 units over a 3 x 2 board (6 board tokens of one kind, 5 in hand)
     dict(hidden=(12,), move_pairs=12, board=(3, 2, 1), move_hidden=3),
+    # the shared move embeddings over 5 classes and 4 groups, alone and after MoveHidden
+    dict(hidden=(12,), num_moves=20, move_pairs=5, move_shared=1),
+    dict(hidden=(12,), num_moves=24, move_pairs=12, board=(3, 2, 1), move_hidden=3, move_shared=1),
 ]
-IDS = ["hidden0", "hidden1", "hidden2", "hidden3", "move_pairs", "relative", "move_hidden"]
+IDS = ["hidden0", "hidden1", "hidden2", "hidden3", "move_pairs", "relative", "move_hidden", "move_shared",
+       "move_hidden_shared"]
 
 
 @pytest.mark.parametrize("kw", CONFIGS, ids=IDS)
@@ -57,8 +61,8 @@ def test_loss_and_grad_match_reference(kw, soft, value_weight):
 
 def test_gradient_matches_finite_differences():
     """Perturbs parameters through the live views and differentiates the float64 loss."""
-    cfg = cases.config(hidden=(6,), num_tokens=5, num_moves=6, T=4, D=3, W=4, orders=3, pair_dim=2,
-                       move_pairs=4, board=(2, 2, 1))  # 4 board tokens and one in hand
+    cfg = cases.config(hidden=(6,), num_tokens=5, num_moves=8, T=4, D=3, W=4, orders=3, pair_dim=2,
+                       move_pairs=4, board=(2, 2, 1), move_shared=1)  # 4 board tokens and one in hand
     model = cases.model(cfg, seed=11)
     b = cases.batch(cfg, B=4, L=5, seed=3, soft=True)
     _, grads = model.loss_and_grad(b, value_weight=0.7)
@@ -121,14 +125,16 @@ def test_move_hidden_gradient_matches_finite_differences():
 
 
 def test_the_deepest_trunk_with_every_head_tensor_lays_out_and_computes():
-    """16 trunk layers (the most a model has) and all ten head tensors: every name in its
+    """16 trunk layers (the most a model has) and all twelve head tensors: every name in its
     place, and the forward still the reference's."""
-    cfg = cases.config(hidden=(5,) * 16, move_pairs=8, board=(2, 2, 2), move_hidden=3)
+    cfg = cases.config(hidden=(5,) * 16, num_moves=24, move_pairs=8, board=(2, 2, 2), move_hidden=3, move_shared=1)
     model = cases.model(cfg, seed=2)
     assert list(model.shapes) == list(mk.model.expected_shapes(cfg))
-    assert list(model.shapes)[-10:] == ["policy.weight", "policy.bias", "move_table", "value.weight", "value.bias",
+    assert list(model.shapes)[-12:] == ["policy.weight", "policy.bias", "move_table", "value.weight", "value.bias",
                                         "move_pair_table", "move_pair_relative", "move_hidden_relative",
-                                        "move_hidden_class", "move_hidden_out"]
+                                        "move_hidden_class", "move_hidden_out", "move_shared_class",
+                                        "move_shared_group"]
+    assert model.shapes["move_shared_class"] == (8, 7) and model.shapes["move_shared_group"] == (3, 7)
     b = cases.batch(cfg, seed=6)
     logits, _ = model.forward(b)
     act = refm.forward(model.parameters(), cfg, b.tokens, b.legal, b.counts)
@@ -342,3 +348,17 @@ def test_batch_argument_errors_name_the_argument():
         model.forward(short)
     with pytest.raises(ValueError, match="value_weight"):
         model.loss_and_grad(b, value_weight=float("nan"))
+
+
+def test_move_shared_starts_at_zero_and_changes_nothing_until_trained():
+    """Both shared tables start at 0 (a new model's policy is the one without them): the
+    same seed with and without them gives the same logits; a step moves them."""
+    with_shared = cases.config(hidden=(8,), num_moves=20, move_pairs=5, move_shared=1)
+    without = cases.config(hidden=(8,), num_moves=20, move_pairs=5)
+    a, b = mk.Model(with_shared, seed=4), mk.Model(without, seed=4)
+    assert not a.parameters()["move_shared_class"].any() and not a.parameters()["move_shared_group"].any()
+    batch = cases.batch(with_shared, seed=5)
+    np.testing.assert_array_equal(a.forward(batch)[0], b.forward(batch)[0])
+    trainer = mk.Trainer(a, lr=1e-2)
+    trainer.step(batch)
+    assert a.parameters()["move_shared_class"].any() and a.parameters()["move_shared_group"].any()

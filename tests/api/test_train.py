@@ -236,3 +236,24 @@ def test_a_time_limit_alone_trains_until_it_over_many_epochs(tmp_path):
     # one evaluation at the first step after each tenth of the budget, and one at the end
     evaluations = [line for line in out.stdout.splitlines() if EVAL_LOG.match(line)]
     assert 2 <= len(evaluations) <= 11, out.stdout
+
+
+def test_move_shared_option_gives_the_model_its_rows(tmp_path, capsys):
+    from manaka import train
+    out = tmp_path / "m.manaka"
+    args = ["--steps", "2", "--synthetic", "300", "--eval-positions", "0", "--no-progress", "--batch-size", "32",
+            "--device", "cpu", *TINY]
+    moves = mk.Dataset.synthetic(300).num_moves
+    C = next(c for c in (8, 7, 6, 5, 4, 3, 2) if moves % c == 0)  # classes that divide the moves
+    assert train.main(args + ["--save", str(out), "--move-pairs", str(C), "--move-shared", "1"]) == 0
+    model = mk.Model.load(out)
+    assert model.config.move_shared == 1
+    p = model.parameters()
+    assert p["move_shared_class"].shape == (C, model.config.head_width)
+    assert p["move_shared_group"].shape == (moves // C, model.config.head_width)
+    assert np.abs(p["move_shared_class"]).max() > 0 and np.abs(p["move_shared_group"]).max() > 0  # trained from 0
+    capsys.readouterr()
+    assert train.main(args + ["--move-shared", "1"]) == 2  # no classes
+    assert "move_shared = 1 needs move_pairs = C >= 1 classes" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train.main(args + ["--move-pairs", str(C), "--move-shared", "2"])

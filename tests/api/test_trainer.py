@@ -15,13 +15,16 @@ import reference_model as refm
 HYPER = dict(lr=3e-2, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1)
 
 
-@pytest.mark.parametrize("hidden, move_pairs, board, move_hidden",
-                         [((), 0, (0, 0, 0), 0), ((10, 6), 0, (0, 0, 0), 0), ((10,), 5, (0, 0, 0), 0),
-                          ((10,), 8, (2, 2, 2), 0), ((10,), 8, (2, 2, 2), 3)],
-                         ids=["hidden0", "hidden2", "move_pairs", "relative", "move_hidden"])
+@pytest.mark.parametrize("hidden, move_pairs, board, move_hidden, shared",
+                         [((), 0, (0, 0, 0), 0, 0), ((10, 6), 0, (0, 0, 0), 0, 0), ((10,), 5, (0, 0, 0), 0, 0),
+                          ((10,), 8, (2, 2, 2), 0, 0), ((10,), 8, (2, 2, 2), 3, 0), ((10,), 5, (0, 0, 0), 0, 1),
+                          ((10,), 8, (2, 2, 2), 3, 1)],
+                         ids=["hidden0", "hidden2", "move_pairs", "relative", "move_hidden", "move_shared",
+                              "move_hidden_shared"])
 @pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
-def test_steps_match_reference_adamw(hidden, move_pairs, board, move_hidden, soft):
-    cfg = cases.config(hidden=hidden, move_pairs=move_pairs, board=board, move_hidden=move_hidden)
+def test_steps_match_reference_adamw(hidden, move_pairs, board, move_hidden, shared, soft):
+    cfg = cases.config(hidden=hidden, move_pairs=move_pairs, board=board, move_hidden=move_hidden,
+                       num_moves=4 * move_pairs if shared else 17, move_shared=shared)
     model = cases.model(cfg, seed=2)
     trainer = mk.Trainer(model, warmup_steps=2, schedule="cosine", total_steps=5, min_lr=1e-3,
                          value_weight=0.5, **HYPER)
@@ -330,10 +333,12 @@ def test_fused_pair_update_takes_the_backend_scratch_and_refuses_less():
         _testing.backend_scratch_bytes("cpu", rows=-1)
 
 
-@pytest.mark.parametrize("move_pairs, board, move_hidden", [(0, (0, 0, 0), 0), (5, (0, 0, 0), 0), (8, (2, 2, 2), 0),
-                                                          (8, (2, 2, 2), 4)])
-def test_device_memory_path_matches_host_path(move_pairs, board, move_hidden):
-    cfg = cases.config(hidden=(8,), move_pairs=move_pairs, board=board, move_hidden=move_hidden)
+@pytest.mark.parametrize("move_pairs, board, move_hidden, shared", [(0, (0, 0, 0), 0, 0), (5, (0, 0, 0), 0, 0),
+                                                                  (8, (2, 2, 2), 0, 0), (8, (2, 2, 2), 4, 0),
+                                                                  (8, (2, 2, 2), 4, 1)])
+def test_device_memory_path_matches_host_path(move_pairs, board, move_hidden, shared):
+    cfg = cases.config(hidden=(8,), move_pairs=move_pairs, board=board, move_hidden=move_hidden,
+                       num_moves=24 if shared else 17, move_shared=shared)
     host = cases.model(cfg, seed=6)
     staged = staged_twin(host)
     assert staged._core.backend == "cpu_staged"
@@ -390,15 +395,17 @@ def test_device_path_keeps_the_stats_of_recent_steps_on_the_device():
         kept[43][1].loss
 
 
-@pytest.mark.parametrize("move_pairs, board, move_hidden", [(0, (0, 0, 0), 0), (30, (0, 0, 0), 0), (36, (3, 3, 4), 0),
-                                                          (36, (3, 3, 4), 16)])
-def test_training_is_bitwise_identical_for_any_thread_count(move_pairs, board, move_hidden):
+@pytest.mark.parametrize("move_pairs, board, move_hidden, shared", [(0, (0, 0, 0), 0, 0), (30, (0, 0, 0), 0, 0),
+                                                                  (36, (3, 3, 4), 0, 0), (36, (3, 3, 4), 16, 0),
+                                                                  (30, (0, 0, 0), 0, 1)])
+def test_training_is_bitwise_identical_for_any_thread_count(move_pairs, board, move_hidden, shared):
     """Every CPU primitive splits work so that results do not depend on the team size
     (GEMMs into tiles fixed by the shape, one OpenBLAS call per tile; reductions by owned
     columns or owned table rows; AdamW elementwise): 1 to 5 threads and one more than the
     cores."""
     cfg = cases.config(hidden=(300, 200), num_tokens=40, num_moves=120, T=12, D=64, W=96,
-                       orders=3, pair_dim=8, move_pairs=move_pairs, board=board, move_hidden=move_hidden)
+                       orders=3, pair_dim=8, move_pairs=move_pairs, board=board, move_hidden=move_hidden,
+                       move_shared=shared)
     results = []
     try:
         for threads in (1, 2, 3, 4, 5, (os.cpu_count() or 1) + 1):

@@ -955,6 +955,54 @@ def _(r):
     _rows_adamw_case(r, bf16=True)
 
 
+# ------------------------------------------------------------------ the shared move embeddings
+
+def _move_shared_inputs(r, B, L, C, G, counts=True):
+    """Legal moves over C classes and G groups (classes and groups repeat within a position:
+    the scatter adds several moves into one entry), their two score matrices, and the
+    documented float32 results computed slot by slot: (inputs, add, dcls, dgrp, dlogits)."""
+    legal, n = _legal(r, B, L, C * G, counts)
+    cls, grp, base, dlogits = r.randn(B, C), r.randn(B, G), r.randn(B, L), r.randn(B, L)
+    want = base.copy()
+    dcls, dgrp = np.zeros((B, C), np.float32), np.zeros((B, G), np.float32)
+    for b in range(B):
+        for l in range(n[b] if n is not None else L):
+            m = int(legal[b, l])
+            want[b, l] = np.float32(np.float32(want[b, l] + cls[b, m % C]) + grp[b, m // C])
+            dcls[b, m % C] = np.float32(dcls[b, m % C] + dlogits[b, l])
+            dgrp[b, m // C] = np.float32(dgrp[b, m // C] + dlogits[b, l])
+    return legal, n, cls, grp, base, dlogits, want, dcls, dgrp
+
+
+@case("move_shared_add", tol=0)
+def _(r):
+    """The documented order bitwise (the padded slots keep what they held), against the
+    float64 reference to float rounding, with and without counts."""
+    for B, L, C, G, counts in ((5, 9, 4, 3, True), (3, 300, 7, 5, True), (2, 6, 3, 2, False)):
+        legal, n, cls, grp, base, _, want, _, _ = _move_shared_inputs(r, B, L, C, G, counts)
+        logits = r.be.put(base)
+        r.op("move_shared_add", None, r.be.put(cls), r.be.put(grp), r.be.put(legal), r.be.put(n), B, L,
+             C, G, logits)
+        got = r.be.get(logits)
+        r.close(got, want, f"B={B} L={L}")
+        ref_add = ref.move_shared_add(cls, grp, legal, n if n is not None else np.full(B, L), C)
+        assert rel_err(got - base, ref_add) < 1e-5
+
+
+@case("move_shared_backward", tol=0)
+def _(r):
+    """Both outputs overwritten (entries no move lands on are 0, whatever they held), each
+    sum in slot order bitwise, against the float64 reference to float rounding."""
+    for B, L, C, G, counts in ((5, 9, 4, 3, True), (3, 300, 7, 5, True), (2, 6, 3, 2, False)):
+        legal, n, _, _, _, dlogits, _, dcls, dgrp = _move_shared_inputs(r, B, L, C, G, counts)
+        gc, gg = r.be.put(np.full((B, C), np.nan, np.float32)), r.be.put(np.full((B, G), np.nan, np.float32))
+        r.op("move_shared_backward", None, r.be.put(dlogits), r.be.put(legal), r.be.put(n), B, L, C, G, gc, gg)
+        r.close(r.be.get(gc), dcls, f"dcls B={B} L={L}")
+        r.close(r.be.get(gg), dgrp, f"dgrp B={B} L={L}")
+        want = ref.move_shared_backward(dlogits, legal, n if n is not None else np.full(B, L), C, G)
+        assert rel_err(r.be.get(gc), want[0]) < 1e-5 and rel_err(r.be.get(gg), want[1]) < 1e-5
+
+
 # ------------------------------------------------------------------ sparse move-table update
 
 def _move_rows_case_inputs(r, rows, P, B, L, now):

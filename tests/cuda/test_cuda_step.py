@@ -31,17 +31,21 @@ def test_initial_parameters_are_identical():
 
 
 MOVE_HIDDEN = ("move_hidden_relative", "move_hidden_class", "move_hidden_out")
+MOVE_SHARED = ("move_shared_class", "move_shared_group")
 
 
-@pytest.mark.parametrize("hidden, move_pairs, board, move_hidden, L",
-                         [((), 0, (0, 0, 0), 0, 9), ((12,), 0, (0, 0, 0), 0, 9), ((10, 6), 0, (0, 0, 0), 0, 9),
-                          ((12,), 5, (0, 0, 0), 0, 9), ((12,), 8, (2, 2, 2), 0, 9), ((12,), 8, (2, 2, 2), 16, 9),
-                          ((12,), 8, (2, 2, 2), 1, 9), ((12,), 8, (2, 2, 2), 16, 40)],
+@pytest.mark.parametrize("hidden, move_pairs, board, move_hidden, L, shared",
+                         [((), 0, (0, 0, 0), 0, 9, 0), ((12,), 0, (0, 0, 0), 0, 9, 0), ((10, 6), 0, (0, 0, 0), 0, 9, 0),
+                          ((12,), 5, (0, 0, 0), 0, 9, 0), ((12,), 8, (2, 2, 2), 0, 9, 0),
+                          ((12,), 8, (2, 2, 2), 16, 9, 0), ((12,), 8, (2, 2, 2), 1, 9, 0),
+                          ((12,), 8, (2, 2, 2), 16, 40, 0), ((12,), 5, (0, 0, 0), 0, 9, 1),
+                          ((12,), 8, (2, 2, 2), 16, 40, 1)],
                          ids=["hidden0", "hidden1", "hidden2", "move_pairs", "relative", "move_hidden16",
-                              "move_hidden1", "move_hidden16-L40"])
+                              "move_hidden1", "move_hidden16-L40", "move_shared", "move_hidden_shared-L40"])
 @pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
-def test_forward_loss_and_gradients_match_cpu(hidden, move_pairs, board, move_hidden, L, soft):
-    cfg = cases.config(hidden=hidden, move_pairs=move_pairs, board=board, move_hidden=move_hidden)
+def test_forward_loss_and_gradients_match_cpu(hidden, move_pairs, board, move_hidden, L, shared, soft):
+    cfg = cases.config(hidden=hidden, move_pairs=move_pairs, board=board, move_hidden=move_hidden,
+                       num_moves=4 * move_pairs if shared else 17, move_shared=shared)
     cpu, gpu = twins(cfg)
     b = cases.batch(cfg, L=L, seed=7, soft=soft)
     for x, y in zip(cpu.forward(b), gpu.forward(b)):
@@ -52,7 +56,7 @@ def test_forward_loss_and_gradients_match_cpu(hidden, move_pairs, board, move_hi
     assert s1["accuracy"] == s2["accuracy"]
     for name in g1:
         assert cases.rel_err(g2[name], g1[name]) < TOL, name
-    for name in MOVE_HIDDEN if move_hidden else ():
+    for name in (MOVE_HIDDEN if move_hidden else ()) + (MOVE_SHARED if shared else ()):
         assert np.abs(g1[name]).max() > 0, f"{name}: a zero gradient tests nothing"
 
 
@@ -60,8 +64,9 @@ def test_forward_loss_and_gradients_match_cpu(hidden, move_pairs, board, move_hi
 @pytest.mark.parametrize("kw", [dict(hidden=(9,)), dict(hidden=(9,), move_pairs=5),
                                 dict(hidden=(9,), move_pairs=8, board=(2, 2, 2)),
                                 # a 3 x 2 board of 2 token kinds (tokens 12..14 in hand), 12 classes
-                                dict(hidden=(12,), num_tokens=15, move_pairs=12, board=(3, 2, 2), move_hidden=16)],
-                         ids=["plain", "move_pairs", "relative", "move_hidden"])
+                                dict(hidden=(12,), num_tokens=15, move_pairs=12, board=(3, 2, 2), move_hidden=16),
+                                dict(hidden=(9,), num_moves=20, move_pairs=5, move_shared=1)],
+                         ids=["plain", "move_pairs", "relative", "move_hidden", "move_shared"])
 def test_five_adamw_steps_match_cpu(schedule, kw):
     cfg = cases.config(**kw)
     move_hidden = cfg.move_hidden
@@ -77,7 +82,7 @@ def test_five_adamw_steps_match_cpu(schedule, kw):
     cases.assert_parameters_match(gpu, cpu, TOL)
     cases.assert_moments_match(t2, t1, TOL)
     start = cases.model(cfg, seed=3).parameters()
-    for name in MOVE_HIDDEN if move_hidden else ():
+    for name in (MOVE_HIDDEN if move_hidden else ()) + (MOVE_SHARED if cfg.move_shared else ()):
         assert not np.array_equal(gpu.parameters()[name].numpy(), start[name]), f"{name} never moved"
 
 
