@@ -34,6 +34,11 @@ masks and sums, so any ONNX runtime runs the file and manaka is not needed to re
   ``move_hidden_class`` at each move's class and ``Add`` give the pre-activations
   [B, L, D], then ``Relu`` and a ``MatMul`` by ``move_hidden_out`` [D, 1]; added after
   the relative part.
+* The shared move embeddings (a model with ``move_shared`` = 1): the policy vector times
+  the transposed tables (``MatMul`` by ``move_shared_class``^T [W, C] and by
+  ``move_shared_group``^T [W, M / C]), then ``GatherElements`` of each legal move's class
+  ``Mod(move, C)`` and group ``Div(move, C)``; added last, class then group, as mk.Model
+  adds them.
 
 Inputs and outputs are those of ``mk.Model.forward``: ``tokens`` int32 [B, 2, T] (-1
 empty), ``legal`` int32 [B, L] (padded slots may hold anything), ``counts`` int32 [B]
@@ -254,6 +259,23 @@ def _move_hidden(g: _Graph, keys, w: "_Parameters", out: np.ndarray) -> str:
     return g.op("Squeeze", [dots, g.small([2])], "move_hidden")
 
 
+def _move_shared(g: _Graph, q: str, parameters: Mapping[str, np.ndarray], move: str, C: int):
+    """(class part, group part), each [B, L]: q [B, W] . move_shared_class[move[b, l] % C]
+    and q . move_shared_group[move[b, l] // C] (padded slots read move 0: the caller
+    masks them), as the products with the whole tables [B, C] and [B, M / C] followed by
+    a gather of each move's entry."""
+    tables = {}
+    for name in ("move_shared_class", "move_shared_group"):
+        tables[name] = g.const(f"{name}_transposed", np.ascontiguousarray(parameters[name], dtype=np.float32).T)
+    per_class = g.op("MatMul", [q, tables["move_shared_class"]], "move_shared_class_scores")  # [B, C]
+    per_group = g.op("MatMul", [q, tables["move_shared_group"]], "move_shared_group_scores")  # [B, M / C]
+    # move >= 0: Mod and Div (which truncates) are Python's % and //
+    classes = g.op("Mod", [move, g.small(C)], "move_shared_move_class")
+    groups = g.op("Div", [move, g.small(C)], "move_shared_move_group")
+    return (g.op("GatherElements", [per_class, classes], "move_shared_class_part", axis=1),
+            g.op("GatherElements", [per_group, groups], "move_shared_group_part", axis=1))
+
+
 class _Parameters(dict):
     """name -> the constant holding parameter `name`, made on first use."""
 
@@ -299,6 +321,10 @@ def build(config, parameters: Mapping[str, np.ndarray], opset: int = DEFAULT_OPS
     if c.move_hidden:
         hidden = _move_hidden(g, keys, w, parameters["move_hidden_out"])
         scores = g.op("Add", [scores, hidden], "legal_scores_with_move_hidden")
+    if c.move_shared:
+        class_part, group_part = _move_shared(g, q, parameters, move, c.move_pairs)
+        scores = g.op("Add", [scores, class_part], "legal_scores_with_move_shared_class")
+        scores = g.op("Add", [scores, group_part], "legal_scores_with_move_shared")
     g.op("Where", [used, scores, g.small(0, np.float32)], "logits")  # 0 at padded slots
     z = g.op("Gemm", [x, w["value.weight"], w["value.bias"]], "value_logit", transB=1)  # [B, 1]
     g.op("Sigmoid", [g.op("Squeeze", [z, g.small([1])], "value_logit_row")], "value")

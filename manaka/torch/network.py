@@ -45,7 +45,9 @@ class Network(nn.Module):
     With ``config.move_hidden`` = D > 0 (MoveHidden, a hidden layer of D units per legal
     move over the same keys, :meth:`move_hidden`): ``move_hidden_relative``
     [K (2W - 1) (2H - 1) C / (W H), D] (row r the relative index r), ``move_hidden_class``
-    [C, D] and ``move_hidden_out`` [1, D].
+    [C, D] and ``move_hidden_out`` [1, D]. With ``config.move_shared`` (the shared move
+    embeddings, :meth:`move_shared`): ``move_shared_class`` [C, W] and ``move_shared_group``
+    [M / C, W] (both initialised to 0).
 
     Args:
         config: the shapes (:class:`manaka.ModelConfig`).
@@ -90,6 +92,9 @@ class Network(nn.Module):
             self.move_hidden_relative = nn.Parameter(torch.empty(rows, c.move_hidden))
             self.move_hidden_class = nn.Parameter(torch.empty(c.move_pairs, c.move_hidden))
             self.move_hidden_out = nn.Parameter(torch.empty(1, c.move_hidden))
+        if c.move_shared:
+            self.move_shared_class = nn.Parameter(torch.zeros(c.move_pairs, c.head_width))
+            self.move_shared_group = nn.Parameter(torch.zeros(c.num_moves // c.move_pairs, c.head_width))
         self._load_model_state(Model(config, seed=seed).state_dict())
 
     # ------------------------------------------------------------ compute
@@ -155,18 +160,41 @@ class Network(nn.Module):
         return move_hidden_sums(self.move_hidden_relative, self.move_hidden_class, self.move_hidden_out,
                                 self.relative_token_part, self.relative_class_part, tokens, legal, counts)
 
+    def move_shared(self, q: Tensor, legal: Tensor, counts: Tensor) -> Tensor:
+        """The shared move embeddings' term [B, L] (``mk.ModelConfig``'s move_shared = 1) from
+        the policy head's vector q [B, W] (``self.policy(x)``): for l < counts[b], with
+        m = legal[b, l], C = move_pairs,
+
+            term[b, l] = q[b] . move_shared_class[m % C] + q[b] . move_shared_group[m // C]
+
+        computed as mk.Model does: cls = q move_shared_class^T [B, C] and grp =
+        q move_shared_group^T [B, M / C], then a gather of each move's class and group
+        entry; 0 at padded slots."""
+        C = self.move_shared_class.shape[0]
+        used = torch.arange(legal.shape[1], device=legal.device) < counts.to(torch.int64).unsqueeze(1)
+        # padded slots may hold anything (-1): they read move 0 and are zeroed at the end
+        move = torch.where(used, legal.to(torch.int64), 0)
+        cls = (q @ self.move_shared_class.T).gather(1, move % C)    # [B, L]
+        grp = (q @ self.move_shared_group.T).gather(1, move // C)   # [B, L]
+        return torch.where(used, cls + grp, 0)
+
     def logits(self, tokens: Tensor, legal: Tensor, counts: Tensor) -> Tuple[Tensor, Tensor]:
         """(policy logits [B, L], value logit z [B]) before any sigmoid; with
         ``config.move_pairs`` the logits are :meth:`heads`' plus :meth:`move_pair_sums`,
         with ``config.board_kinds`` then plus :meth:`move_pair_relative_sums`, with
-        ``config.move_hidden`` then plus :meth:`move_hidden`."""
-        logits, z = self.heads(self.body(self.features(tokens)), legal, counts)
+        ``config.move_hidden`` then plus :meth:`move_hidden`, with ``config.move_shared``
+        then plus :meth:`move_shared` of the policy vector ``self.policy(x)`` (computed
+        again here, outside :meth:`heads`)."""
+        x = self.body(self.features(tokens))
+        logits, z = self.heads(x, legal, counts)
         if self.config.move_pairs:
             logits = logits + self.move_pair_sums(tokens, legal, counts)
         if self.config.board_kinds:
             logits = logits + self.move_pair_relative_sums(tokens, legal, counts)
         if self.config.move_hidden:
             logits = logits + self.move_hidden(tokens, legal, counts)
+        if self.config.move_shared:
+            logits = logits + self.move_shared(self.policy(x), legal, counts)
         return logits, z
 
     def forward(self, tokens: Tensor, legal: Tensor, counts: Tensor) -> Tuple[Tensor, Tensor]:

@@ -50,8 +50,15 @@ CONFIGS = {
     "shogi-move-hidden": dict(num_tokens=28 * 81 + 38, num_moves=2187, tokens_per_side=40, embed_dim=4, orders=2,
                               pair_dim=1, hidden=(16,), head_width=8, move_pairs=2187, board_width=9,
                               board_height=9, board_kinds=28, move_hidden=16),
+    # the shared move embeddings: 42 moves in 6 classes of 7 groups; and at shogi's moves
+    # (C = 2187 classes of 120 groups: M = 262,440) with W = 8
+    "move-shared": dict(num_tokens=13, num_moves=42, tokens_per_side=7, embed_dim=4, orders=2, pair_dim=3,
+                        hidden=(10,), head_width=5, move_pairs=6, move_shared=1),
+    "shogi-move-shared": dict(num_tokens=300, num_moves=2187 * 120, tokens_per_side=40, embed_dim=4, orders=2,
+                              pair_dim=1, hidden=(16,), head_width=8, move_pairs=2187, move_shared=1),
 }
-WIDE = ("seed-like", "shogi-board-relative", "shogi-move-hidden")  # run with L up to 600, as shogi's legal moves
+# run with L up to 600, as shogi's legal moves
+WIDE = ("seed-like", "shogi-board-relative", "shogi-move-hidden", "shogi-move-shared")
 
 
 def inputs(rng, cfg, B, L, zero_counts=True):
@@ -256,13 +263,17 @@ def test_a_torch_network_exports_the_same(tmp_path, rng):
 # MoveHidden's parameters and the scales with_move_pair_table draws them at: the units'
 # pre-activations of both signs, move_hidden_out (0 at the start) of the order of 1
 MOVE_HIDDEN = {"move_hidden_relative": 0.15, "move_hidden_class": 0.6, "move_hidden_out": 1.0}
+# the shared move embeddings' tables (0 at the start): terms of the order of 1
+MOVE_SHARED = {"move_shared_class": 0.5, "move_shared_group": 0.5}
 
 
 def with_move_pair_table(model, rng, scale=0.7):
-    """`model` (move_pairs > 0) with a random move_pair_table (and move_pair_relative and
-    MoveHidden's parameters, if it has them) far from their initial values."""
+    """`model` (move_pairs > 0) with a random move_pair_table (and move_pair_relative,
+    MoveHidden's parameters and the shared move embeddings, if it has them) far from their
+    initial values."""
     state = model.state_dict()
-    for name, s in [("move_pair_table", scale), ("move_pair_relative", scale), *MOVE_HIDDEN.items()]:
+    for name, s in [("move_pair_table", scale), ("move_pair_relative", scale), *MOVE_HIDDEN.items(),
+                    *MOVE_SHARED.items()]:
         if name in state:
             state[name] = rng.normal(0, s, state[name].shape).astype(np.float32)
     model.load_state_dict(state)
@@ -340,22 +351,61 @@ def test_move_hidden_at_shogi_shapes(tmp_path, rng):
     assert np.abs(difference[used]).max() > 0.5
 
 
-@pytest.mark.parametrize("board, move_hidden", [(None, 0), ((3, 2, 2), 0), ((3, 2, 2), 4)],
-                         ids=["table", "table-and-relative", "table-relative-and-move-hidden"])
-def test_a_torch_network_with_a_move_pair_table_exports_the_same(tmp_path, rng, board, move_hidden):
+def test_move_shared_at_shogi_shapes(tmp_path, rng):
+    """The shared move embeddings at shogi's moves (C = 2187 classes, 120 groups, M =
+    262,440) with both tables far from their start at 0: onnxruntime against
+    mk.Model.forward with L up to 600 and padded slots holding garbage; the term is made
+    of the standard operators named, and each table changes the logits (the model with it
+    at 0 gives other numbers, which its graph gives too)."""
+    cfg = mk.ModelConfig(**CONFIGS["shogi-move-shared"])
+    model = with_move_pair_table(trained_looking(mk.Model(cfg, seed=6), rng), rng)
+    path = export_onnx(model, tmp_path / "m.onnx")
+    feeds = [inputs(rng, cfg, B, L) for B, L in [(1, 1), (3, 600), (8, 120), (2, 37)]]
+    for feed in feeds[1:]:
+        assert (feed["counts"] < feed["legal"].shape[1]).any()  # padded slots
+    feeds[2]["legal"][1, :8] = np.arange(8) * 2187 + 5  # one class, eight groups: moves m = 2187 g + 5
+    sess = session(path)
+    check_runs(sess, model, feeds)
+    proto = onnx.load(path)
+    nodes = {n.output[0]: n.op_type for n in proto.graph.node}
+    assert nodes["move_shared_move_class"] == "Mod" and nodes["move_shared_move_group"] == "Div"
+    assert nodes["move_shared_class_scores"] == nodes["move_shared_group_scores"] == "MatMul"
+    assert nodes["move_shared_class_part"] == nodes["move_shared_group_part"] == "GatherElements"
+    assert {n.domain for n in proto.graph.node} == {""}, "only standard ONNX operators"
+    feed = feeds[2]
+    used = np.arange(feed["legal"].shape[1])[None, :] < feed["counts"][:, None]
+    logits = sess.run(["logits"], feed)[0]
+    for name in MOVE_SHARED:
+        state = model.state_dict()
+        state[name] = np.zeros_like(state[name])
+        without = mk.Model(cfg)
+        without.load_state_dict(state)
+        other = session(export_onnx(without, tmp_path / f"without-{name}.onnx")).run(["logits"], feed)[0]
+        assert np.abs(logits - other)[used].max() > 0.5, name
+        np.testing.assert_allclose(other, forward(without, feed)[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("board, move_hidden, move_shared", [(None, 0, 0), ((3, 2, 2), 0, 0), ((3, 2, 2), 4, 0),
+                                                             (None, 0, 1), ((3, 2, 2), 4, 1)],
+                         ids=["table", "table-and-relative", "table-relative-and-move-hidden", "table-and-shared",
+                              "table-relative-move-hidden-and-shared"])
+def test_a_torch_network_with_a_move_pair_table_exports_the_same(tmp_path, rng, board, move_hidden, move_shared):
     torch = pytest.importorskip("torch", reason="torch not installed: pip install torch (manaka[torch])")
     import manaka.torch as mkt
 
     fields = dict(board_width=board[0], board_height=board[1], board_kinds=board[2]) if board else {}
+    if move_shared:
+        fields.update(move_shared=1, num_moves=42)  # 6 classes of 7 groups
     cfg = mk.ModelConfig(**{**CONFIGS["move-pairs"], **fields, "move_hidden": move_hidden})
     net = mkt.Network(cfg, seed=2)
     state = net.state_dict()
-    for name, scale in [("move_pair_table", 0.7), ("move_pair_relative", 0.7), *MOVE_HIDDEN.items()]:
+    for name, scale in [("move_pair_table", 0.7), ("move_pair_relative", 0.7), *MOVE_HIDDEN.items(),
+                        *MOVE_SHARED.items()]:
         if name in state:
             state[name] = torch.from_numpy(rng.normal(0, scale, tuple(state[name].shape)).astype(np.float32))
     net.load_state_dict(state)
-    assert ("move_hidden" in {n.output[0] for n in onnx.load(mkt.export_onnx(net, tmp_path / "n.onnx")).graph.node}
-            ) == bool(move_hidden)
+    names = {n.output[0] for n in onnx.load(mkt.export_onnx(net, tmp_path / "n.onnx")).graph.node}
+    assert ("move_hidden" in names) == bool(move_hidden) and ("move_shared_group_part" in names) == bool(move_shared)
     path = mkt.export_onnx(net, tmp_path / "net.onnx")
     feed = inputs(rng, cfg, 7, 12)
     logits, value = session(path).run(["logits", "value"], feed)
@@ -404,6 +454,16 @@ def test_networks_that_compute_something_else_are_refused(tmp_path):
     with pytest.raises(TypeError, match="OtherHidden overrides move_hidden"):
         mkt.export_onnx(OtherHidden(mk.ModelConfig(**{**relative.to_dict(), "hidden": (10,), "move_hidden": 3})),
                         tmp_path / "g.onnx")
+
+    class OtherShared(mkt.Network):
+        def move_shared(self, q, legal, counts):
+            return 2 * super().move_shared(q, legal, counts)
+
+    shared = mk.ModelConfig(**CONFIGS["move-shared"])
+    with pytest.raises(TypeError, match="OtherShared overrides move_shared"):
+        mkt.export_onnx(OtherShared(shared), tmp_path / "h.onnx")
+    mkt.export_onnx(mkt.Network(shared), tmp_path / "i.onnx")
+    os.remove(tmp_path / "i.onnx")
     with pytest.raises(TypeError, match="Tanh overrides body"):
         mkt.export_onnx(Tanh(cfg), tmp_path / "a.onnx")
     with pytest.raises(TypeError, match=r"Extra has parameters or buffers .*'scale'"):
@@ -475,3 +535,12 @@ def test_command(tmp_path, rng):
     assert done.returncode == 0, done.stderr
     assert "move_hidden" in {n.output[0] for n in onnx.load(tmp_path / "h.onnx").graph.node}
     check_runs(session(tmp_path / "h.onnx"), model, [inputs(rng, hidden, 5, 9)])
+
+    # and with the shared move embeddings
+    shared = mk.ModelConfig(**CONFIGS["move-shared"])
+    model = with_move_pair_table(mk.Model(shared, seed=8), rng)
+    model.save(tmp_path / "s.manaka")
+    done = run_cli("s.manaka", "s.onnx", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "move_shared_group_part" in {n.output[0] for n in onnx.load(tmp_path / "s.onnx").graph.node}
+    check_runs(session(tmp_path / "s.onnx"), model, [inputs(rng, shared, 5, 9)])

@@ -80,18 +80,23 @@ def test_bad_arguments():
         mkt.Network.from_model("model.mk")
 
 
-# (move_pairs, board, move_hidden): no table, a table, a table with a relative part (2 x 2
-# board, 2 kinds), and with MoveHidden of 3 units over it
-PAIR_CASES = [(0, (0, 0, 0), 0), (5, (0, 0, 0), 0), (8, (2, 2, 2), 0), (8, (2, 2, 2), 3)]
+# (move_pairs, board, move_hidden, move_shared): no table, a table, a table with a relative
+# part (2 x 2 board, 2 kinds), with MoveHidden of 3 units over it, and with the shared move
+# embeddings (C = 5 classes of 15 moves: 3 groups; then all four terms, C = 8 of 24 moves)
+PAIR_CASES = [(0, (0, 0, 0), 0, 0), (5, (0, 0, 0), 0, 0), (8, (2, 2, 2), 0, 0), (8, (2, 2, 2), 3, 0),
+              (5, (0, 0, 0), 0, 1), (8, (2, 2, 2), 3, 1)]
 
 
-@pytest.mark.parametrize("move_pairs, board, move_hidden", PAIR_CASES,
-                         ids=["no-table", "C5", "C8-relative", "C8-relative-hidden3"])
+@pytest.mark.parametrize("move_pairs, board, move_hidden, move_shared", PAIR_CASES,
+                         ids=["no-table", "C5", "C8-relative", "C8-relative-hidden3", "C5-shared",
+                              "C8-relative-hidden3-shared"])
 @pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
-def test_twenty_adamw_steps_track_trainer(soft, move_pairs, board, move_hidden):
-    cfg = cases.config(hidden=(8, 6), move_pairs=move_pairs, board=board, move_hidden=move_hidden)
+def test_twenty_adamw_steps_track_trainer(soft, move_pairs, board, move_hidden, move_shared):
+    num_moves = 3 * move_pairs if move_shared else 17  # a multiple of C
+    cfg = cases.config(hidden=(8, 6), num_moves=num_moves, move_pairs=move_pairs, board=board,
+                       move_hidden=move_hidden, move_shared=move_shared)
     b = cases.batch(cfg, soft=soft)
-    # random move-pair tables and move_hidden_out (they start at 0)
+    # random move-pair tables, move_hidden_out and shared move rows (they start at 0)
     trainer = mk.Trainer(cases.model(cfg, seed=1), lr=1e-2, weight_decay=0.05)
     net = mkt.Network.from_model(trainer.model)
     opt = torch.optim.AdamW(mkt.param_groups(net, 0.05), lr=1e-2, betas=(0.9, 0.999), eps=1e-8)
@@ -440,3 +445,116 @@ def test_move_hidden_under_cpu_autocast_bf16_is_near_float32():
         g = getattr(net, name).grad
         assert g.dtype == torch.float32, name
         assert float((g - grads[name]).norm()) <= 5e-2 * float(grads[name].norm()), name
+
+
+# ------------------------------------------------------------ the shared move embeddings
+MOVE_SHARED = ("move_shared_class", "move_shared_group")
+
+# (move_pairs = C, num_moves, board, move_hidden): 5 classes of 4 groups; 3 classes of 13 groups
+# (more groups than classes); one class (its part the same for every move: the softmax ignores
+# it); one group (likewise); and after every other term, C = 8 over a 2 x 2 board with
+# MoveHidden, 3 groups
+SHARED_CASES = [(5, 20, (0, 0, 0), 0), (3, 39, (0, 0, 0), 0), (1, 17, (0, 0, 0), 0), (17, 17, (0, 0, 0), 0),
+                (8, 24, (2, 2, 2), 3)]
+
+
+def _shared_case(move_pairs, num_moves, board, move_hidden, seed):
+    """A Network with the shared move embeddings (and every other table of the config)
+    random, far from their start at 0; the mk.Model it came from; a batch with padded slots
+    holding -1."""
+    cfg = cases.config(hidden=(8,), num_moves=num_moves, move_pairs=move_pairs, board=board,
+                       move_hidden=move_hidden, move_shared=1)
+    model = cases.model(cfg, seed=seed)  # random move-pair tables, move_hidden_out, shared rows
+    net = mkt.Network.from_model(model)
+    assert all(torch.count_nonzero(getattr(net, n)) > 0 for n in MOVE_SHARED)
+    b = cases.batch(cfg, B=7, L=10, seed=seed, soft=bool(seed % 2))
+    assert (b.counts < 10).any() and (b.legal[np.arange(10)[None, :] >= b.counts[:, None]] == -1).all()
+    return net, model, b
+
+
+@pytest.mark.parametrize("move_pairs, num_moves, board, move_hidden", SHARED_CASES,
+                         ids=["C5-G4", "C3-G13", "C1", "G1", "C8-G3-relative-hidden3"])
+@pytest.mark.parametrize("seed", [0, 1], ids=["hard", "soft"])
+def test_move_shared_forward_and_gradients_equal_model_and_reference(move_pairs, num_moves, board, move_hidden,
+                                                                      seed):
+    import reference as ref
+    net, model, b = _shared_case(move_pairs, num_moves, board, move_hidden, seed)
+    tens, padded = _forward_equals_model(net, model, b)
+    C, G = move_pairs, num_moves // move_pairs
+
+    # the term and its gradients (into q and both tables) against the NumPy reference
+    q = net.policy(net.body(net.features(tens["tokens"])))
+    classes, groups = net.move_shared_class, net.move_shared_group
+    term = net.move_shared(q, tens["legal"], tens["counts"])
+    q64, c64, g64 = (np.float64(t.detach().numpy()) for t in (q, classes, groups))
+    want_term = ref.move_shared_add(q64 @ c64.T, q64 @ g64.T, b.legal, b.counts, C)
+    assert np.abs(want_term).max() > 0.5 and rel(term.detach(), want_term) < 1e-5
+    assert np.all(term.detach().numpy()[padded] == 0)
+    # both parts are in it: neither alone is the term
+    used = ~padded
+    for part in (ref.move_shared_add(q64 @ c64.T, np.zeros((7, G)), b.legal, b.counts, C),
+                 ref.move_shared_add(np.zeros((7, C)), q64 @ g64.T, b.legal, b.counts, C)):
+        assert np.abs(part - want_term)[used].max() > 0.1
+    U = np.random.default_rng(seed).normal(size=term.shape)
+    got = torch.autograd.grad(term, (q, classes, groups), torch.from_numpy(U.astype(np.float32)))
+    dcls, dgrp = ref.move_shared_backward(U, b.legal, b.counts, C, G)
+    want = (dcls @ c64 + dgrp @ g64, dcls.T @ q64, dgrp.T @ q64)
+    for name, g, w in zip(("q", *MOVE_SHARED), got, want):
+        assert np.abs(w).max() > 0.01 and rel(g, w) < 1e-5, name
+
+    # the whole loss and every gradient against mk.Model's
+    losses = net.losses(**tens, value_weight=0.7)
+    losses.loss.backward()
+    stats, grads = model.loss_and_grad(b, value_weight=0.7)
+    for name in ("loss", "policy_loss", "value_loss", "accuracy"):
+        assert float(getattr(losses, name).detach()) == pytest.approx(stats[name], rel=1e-5, abs=1e-7), name
+    params = dict(net.named_parameters())
+    assert set(params) == set(grads) and set(MOVE_SHARED) <= set(params)
+    # a table read the same for every move of a position (one class, one group) moves no
+    # softmax: its gradient is 0 up to rounding, on both sides
+    flat = {"move_pair_table", "move_shared_class"} if C == 1 else {"move_shared_group"} if G == 1 else set()
+    for name, g in grads.items():
+        if name in flat:
+            assert np.abs(g).max() < 1e-5 and params[name].grad.abs().max() < 1e-5, name
+        else:
+            assert rel(params[name].grad, g) < 1e-4, name
+    for name in set(MOVE_SHARED) - flat:
+        assert np.abs(grads[name]).max() > 1e-3, name
+
+
+def test_move_shared_goes_both_ways_starts_at_zero_and_is_decayed():
+    net, model, b = _shared_case(5, 20, (0, 0, 0), 0, 3)
+    shapes = {"move_shared_class": (5, 7), "move_shared_group": (4, 7)}  # [C, W], [M / C, W]
+    assert list(model.shapes)[-3:] == ["move_pair_table", *shapes]
+    assert {n: tuple(net.state_dict()[n].shape) for n in shapes} == {n: model.shapes[n] for n in shapes} == shapes
+    assert set(net.state_dict()) == set(model.shapes)
+    own = [n for n in net.state_dict() if n in model.shapes]
+    assert own.index("move_shared_class") + 1 == own.index("move_shared_group")  # mk.Model's order
+    back = mkt.Network.from_model(model)
+    for name, p in net.state_dict().items():
+        np.testing.assert_array_equal(model.state_dict()[name], p.numpy(), err_msg=name)
+        np.testing.assert_array_equal(back.state_dict()[name].numpy(), p.numpy(), err_msg=name)
+    np.testing.assert_array_equal(net.to_model().state_dict()["move_shared_group"],
+                                  net.move_shared_group.detach().numpy())
+    assert float(back.loss(**mkt.batch_tensors(b))) == pytest.approx(model.loss_and_grad(b)[0]["loss"], rel=1e-5)
+
+    # a new Network starts as mk.Model, both tables 0: the logits of the network without them
+    cfg = model.config
+    fresh, fresh_model = mkt.Network(cfg, seed=5), mk.Model(cfg, seed=5)
+    for name in fresh_model.shapes:
+        np.testing.assert_array_equal(fresh.state_dict()[name].numpy(), fresh_model.state_dict()[name])
+    assert all(torch.count_nonzero(getattr(fresh, n)) == 0 for n in shapes)
+    plain = mkt.Network(mk.ModelConfig(**{**cfg.to_dict(), "move_shared": 0}), seed=5)
+    tens = mkt.batch_tensors(b)
+    args = (tens["tokens"], tens["legal"], tens["counts"])
+    assert torch.equal(fresh(*args)[0], plain(*args)[0])
+
+    decayed, undecayed = mkt.param_groups(net, 0.05)
+    for name in shapes:
+        assert any(p is getattr(net, name) for p in decayed["params"]), name
+        assert not any(p is getattr(net, name) for p in undecayed["params"]), name
+    half = mkt.Network.from_model(model).to(torch.bfloat16)
+    logits = half(*args)[0]
+    assert half.move_shared_group.dtype == logits.dtype == torch.bfloat16
+    assert rel(logits.float().detach(), model.forward(b)[0]) < 0.05
+    assert not hasattr(plain, "move_shared_class") and not hasattr(plain, "move_shared_group")
