@@ -28,7 +28,7 @@ RECIPE: Dict[str, Any] = {
     # the shared move embeddings (ModelConfig.move_shared): q against a row shared by every
     # move of a dlshogi label and one shared by every move of a class of the encoding, added
     # to each legal move's logit; 0: none
-    "move_shared": 0,
+    "move_shared": 1,
     # optimizer
     "batch_size": 512, "lr": 1e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "cosine",
     # which pair-table rows a step updates (manaka.Trainer's pair_update)

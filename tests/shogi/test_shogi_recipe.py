@@ -71,5 +71,8 @@ def test_the_relative_part_follows_the_move_pair_table():
     # 28 kinds (owner x 14) of board token on 81 squares come first in shogi's vocabulary
     assert cfg.board_kinds * cfg.board_width * cfg.board_height == 2268 <= cfg.num_tokens
     off = R.model_config(R.recipe(move_pairs=0))
-    assert (off.move_pairs, off.board_width, off.board_height, off.board_kinds, off.move_hidden) == (0, 0, 0, 0, 0)
+    assert (off.move_pairs, off.board_width, off.board_height, off.board_kinds, off.move_hidden,
+            off.move_shared) == (0, 0, 0, 0, 0, 0)
     assert R.model_config(R.recipe(move_hidden=16)).move_hidden == 16
+    # the shared rows are keyed by the move-pair classes: 120 classes of the encoding per dlshogi label
+    assert cfg.move_shared == R.RECIPE["move_shared"] and cfg.num_moves == 120 * cfg.move_pairs
