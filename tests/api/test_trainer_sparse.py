@@ -10,12 +10,8 @@ import pytest
 import manaka as mk
 import model_cases as cases
 import reference_model as refm
-from sparse_cases import HYPER, SCHEDULE, batches, sparse_config
-
-
-def lr_of(step):
-    return refm.lr_at(step, HYPER["lr"], SCHEDULE["warmup_steps"], "cosine", SCHEDULE["total_steps"],
-                      SCHEDULE["min_lr"])
+from sparse_cases import (HYPER, SCHEDULE, batches, check_device_path, check_resume_is_bitwise, lr_of,
+                          sparse_config, train_bits)
 
 
 def train(mode, steps=12, seed=5, threads=None, **extra):
@@ -109,49 +105,17 @@ def test_sparse_stays_near_dense_and_lazy_does_not():
 
 # ------------------------------------------------------------------ determinism and state
 
-def raw_bits(model, trainer):
-    state = trainer.state_dict()
-    out = {n: a.tobytes() for n, a in model.state_dict().items()}
-    for kind in ("exp_avg", "exp_avg_sq"):
-        out.update({f"{kind}.{n}": a.tobytes() for n, a in state[kind].items()})
-    return out
-
-
 @pytest.mark.parametrize("mode", ["sparse", "lazy"])
 @pytest.mark.parametrize("dtype", ["float32", "bf16"])
 def test_bitwise_the_same_for_1_2_3_threads(mode, dtype):
-    before = mk.get_num_threads()
-    try:
-        runs = []
-        for n in (1, 2, 3):
-            mk.set_num_threads(n)
-            runs.append(raw_bits(*train(mode, steps=8, pair_state_dtype=dtype)[:2]))
-    finally:
-        mk.set_num_threads(before)
+    runs = [train_bits(sparse_config(), 8, n, pair_update=mode, pair_state_dtype=dtype) for n in (1, 2, 3)]
     assert runs[0] == runs[1] == runs[2]
 
 
 @pytest.mark.parametrize("mode", ["sparse", "lazy"])
 @pytest.mark.parametrize("dtype", ["float32", "bf16"])
 def test_resume_mid_run_is_bitwise_the_uninterrupted_run(mode, dtype, tmp_path):
-    cfg = sparse_config()
-    bs = batches(cfg, 12)
-    model = mk.Model(cfg, seed=5)
-    trainer = mk.Trainer(model, pair_update=mode, pair_state_dtype=dtype, **HYPER, **SCHEDULE)
-    for b in bs[:6]:
-        trainer.step(b)
-    model.save(tmp_path / "m.mkm")
-    saved = trainer.state_dict()
-    for b in bs[6:]:
-        trainer.step(b)
-
-    resumed = mk.Model.load(tmp_path / "m.mkm")
-    again = mk.Trainer(resumed, pair_update=mode, pair_state_dtype=dtype, **HYPER, **SCHEDULE)
-    again.load_state_dict(saved)
-    assert again.step_count == 6
-    for b in bs[6:]:
-        again.step(b)
-    assert raw_bits(resumed, again) == raw_bits(model, trainer)
+    check_resume_is_bitwise(sparse_config(), tmp_path, pair_update=mode, pair_state_dtype=dtype)
 
 
 def test_state_dict_round_trip_and_reads_are_caught_up():
@@ -331,29 +295,4 @@ def test_the_gap_window_restarts_after_8191_steps():
 
 
 def test_device_memory_path_matches_and_skips_non_finite_steps_on_the_device():
-    """The "cpu_staged" backend runs the sparse update through the device path of trainer.c
-    (staged batch, the non-finite guard on the device flag, the gap window advanced or
-    skipped on the device): the same bits as the host path, and a skipped step leaves
-    parameters and moments exactly as they were."""
-    from model_cases import staged_twin, state_bytes as snapshot
-
-    cfg = sparse_config()
-    host = mk.Model(cfg, seed=6)
-    staged = staged_twin(host)
-    t1 = mk.Trainer(host, pair_update="sparse", **HYPER, **SCHEDULE)
-    t2 = mk.Trainer(staged, pair_update="sparse", **HYPER, **SCHEDULE)
-    bs = batches(cfg, 6)
-    for b in bs:
-        assert t1.step(b).as_dict() == t2.step(b).as_dict()
-    assert snapshot(host, t1) == snapshot(staged, t2)
-    staged._core.write("value.bias", np.array([np.inf], np.float32))
-    weight = staged.state_dict()["value.weight"]
-    weight[0, 0] = -np.inf
-    staged._core.write("value.weight", weight)
-    before = snapshot(staged, t2)
-    stats = t2.step(bs[1])
-    with pytest.raises(FloatingPointError, match="its update was skipped on the device"):
-        stats.loss
-    after = snapshot(staged, t2)
-    assert after.pop("step_count") == 7 and before.pop("step_count") == 6
-    assert after == before
+    check_device_path(sparse_config(), pair_update="sparse")

@@ -10,12 +10,8 @@ import pytest
 import manaka as mk
 import model_cases as cases
 import reference_model as refm
-from sparse_cases import HYPER, SCHEDULE, batches, move_config
-
-
-def lr_of(step):
-    return refm.lr_at(step, HYPER["lr"], SCHEDULE["warmup_steps"], "cosine", SCHEDULE["total_steps"],
-                      SCHEDULE["min_lr"])
+from sparse_cases import (HYPER, SCHEDULE, batches, check_device_path, check_resume_is_bitwise, lr_of, move_config,
+                          train_bits)
 
 
 def train(move, pair="dense", steps=12, seed=5, **extra):
@@ -24,14 +20,6 @@ def train(move, pair="dense", steps=12, seed=5, **extra):
     trainer = mk.Trainer(model, pair_update=pair, move_update=move, **HYPER, **SCHEDULE, **extra)
     losses = [trainer.step(b).loss for b in batches(cfg, steps)]
     return model, trainer, losses
-
-
-def raw_bits(model, trainer):
-    state = trainer.state_dict()
-    out = {n: a.tobytes() for n, a in model.state_dict().items()}
-    for kind in ("exp_avg", "exp_avg_sq"):
-        out.update({f"{kind}.{n}": a.tobytes() for n, a in state[kind].items()})
-    return out
 
 
 # ------------------------------------------------------------------ against the reference
@@ -97,36 +85,13 @@ def test_sparse_stays_near_dense_and_lazy_does_not():
 
 @pytest.mark.parametrize("move,pair", [("sparse", "dense"), ("lazy", "sparse")])
 def test_bitwise_the_same_for_1_2_3_threads(move, pair):
-    before = mk.get_num_threads()
-    try:
-        runs = []
-        for n in (1, 2, 3):
-            mk.set_num_threads(n)
-            runs.append(raw_bits(*train(move, pair, steps=8)[:2]))
-    finally:
-        mk.set_num_threads(before)
+    runs = [train_bits(move_config(), 8, n, pair_update=pair, move_update=move) for n in (1, 2, 3)]
     assert runs[0] == runs[1] == runs[2]
 
 
 @pytest.mark.parametrize("move,pair", [("sparse", "dense"), ("lazy", "sparse")])
 def test_resume_mid_run_is_bitwise_the_uninterrupted_run(move, pair, tmp_path):
-    cfg = move_config()
-    bs = batches(cfg, 12)
-    model = mk.Model(cfg, seed=5)
-    trainer = mk.Trainer(model, pair_update=pair, move_update=move, **HYPER, **SCHEDULE)
-    for b in bs[:6]:
-        trainer.step(b)
-    model.save(tmp_path / "m.mkm")
-    saved = trainer.state_dict()
-    for b in bs[6:]:
-        trainer.step(b)
-
-    resumed = mk.Model.load(tmp_path / "m.mkm")
-    again = mk.Trainer(resumed, pair_update=pair, move_update=move, **HYPER, **SCHEDULE)
-    again.load_state_dict(saved)
-    for b in bs[6:]:
-        again.step(b)
-    assert raw_bits(resumed, again) == raw_bits(model, trainer)
+    check_resume_is_bitwise(move_config(), tmp_path, pair_update=pair, move_update=move)
 
 
 def test_reads_are_caught_up():
@@ -142,29 +107,9 @@ def test_reads_are_caught_up():
 
 
 def test_device_memory_path_matches_and_skips_non_finite_steps_on_the_device():
-    """The "cpu_staged" backend runs the sparse move update through the device path of
-    trainer.c (the staged batch's labels marked on the device, the non-finite guard on the
-    device flag): the same bits as the host path, and a skipped step leaves parameters,
-    moments and the move table's rows exactly as they were."""
-    from model_cases import staged_twin, state_bytes as snapshot
-
-    cfg = move_config()
-    host = mk.Model(cfg, seed=6)
-    staged = staged_twin(host)
-    t1 = mk.Trainer(host, move_update="sparse", **HYPER, **SCHEDULE)
-    t2 = mk.Trainer(staged, move_update="sparse", **HYPER, **SCHEDULE)
-    bs = batches(cfg, 6)
-    for b in bs:
-        assert t1.step(b).as_dict() == t2.step(b).as_dict()
-    assert snapshot(host, t1) == snapshot(staged, t2)
-    staged._core.write("value.bias", np.array([np.inf], np.float32))
-    before = snapshot(staged, t2)
-    stats = t2.step(bs[1])
-    with pytest.raises(FloatingPointError, match="its update was skipped on the device"):
-        stats.loss
-    after = snapshot(staged, t2)
-    assert after.pop("step_count") == 7 and before.pop("step_count") == 6
-    assert after == before
+    """The staged batch's labels marked and caught up on the device path, the masked update
+    skipped with the rest on a non-finite step."""
+    check_device_path(move_config(), move_update="sparse")
 
 
 # ------------------------------------------------------------------ arguments

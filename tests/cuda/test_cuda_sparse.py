@@ -19,12 +19,17 @@ pytestmark = [pytest.mark.cuda,
 TOL = 1e-4
 
 
-@pytest.mark.parametrize("mode", ["sparse", "lazy"])
-@pytest.mark.parametrize("dtype", ["float32", "bf16"])
-def test_steps_match_cpu(mode, dtype):
-    cfg = sparse_config()
+@pytest.mark.parametrize("pair, move, dtype", [("sparse", "dense", "float32"), ("sparse", "dense", "bf16"),
+                                              ("lazy", "dense", "float32"), ("lazy", "dense", "bf16"),
+                                              ("dense", "sparse", "float32"), ("sparse", "lazy", "float32")])
+def test_steps_match_cpu(pair, move, dtype):
+    """Each update of the pair table and the move table (for a sparse move table: the batch's
+    labels marked and caught up on the device, the masked AdamW), then a flush of every row
+    (state_dict): the CPU's result to rounding."""
+    cfg = sparse_config() if move == "dense" else move_config()
     models = [mk.Model(cfg, device=d, seed=4) for d in ("cpu", "cuda")]
-    trainers = [mk.Trainer(m, pair_update=mode, pair_state_dtype=dtype, **HYPER, **SCHEDULE) for m in models]
+    trainers = [mk.Trainer(m, pair_update=pair, move_update=move, pair_state_dtype=dtype, **HYPER, **SCHEDULE)
+                for m in models]
     for b in batches(cfg, 8):
         s1, s2 = (t.step(b) for t in trainers)
         assert abs(s1.loss - s2.loss) <= TOL * max(1.0, abs(s1.loss))
@@ -32,22 +37,6 @@ def test_steps_match_cpu(mode, dtype):
     for n in cpu:
         assert cases.rel_err(gpu[n], cpu[n]) < TOL, n
     cases.assert_moments_match(trainers[1], trainers[0], TOL if dtype == "float32" else 2e-2)
-
-
-@pytest.mark.parametrize("move,pair", [("sparse", "dense"), ("lazy", "sparse")])
-def test_sparse_move_table_steps_match_cpu(move, pair):
-    """move_update: the batch's labels marked and caught up on the device, the masked AdamW,
-    a flush of every row at the end (state_dict): the CPU's result to rounding."""
-    cfg = move_config()
-    models = [mk.Model(cfg, device=d, seed=4) for d in ("cpu", "cuda")]
-    trainers = [mk.Trainer(m, pair_update=pair, move_update=move, **HYPER, **SCHEDULE) for m in models]
-    for b in batches(cfg, 8):
-        s1, s2 = (t.step(b) for t in trainers)
-        assert abs(s1.loss - s2.loss) <= TOL * max(1.0, abs(s1.loss))
-    cpu, gpu = (m.state_dict() for m in models)
-    for n in cpu:
-        assert cases.rel_err(gpu[n], cpu[n]) < TOL, n
-    cases.assert_moments_match(trainers[1], trainers[0], TOL)
 
 
 @pytest.mark.parametrize("mode", ["dense", "sparse"])

@@ -2,8 +2,12 @@
 (against the float64 reference) and their CUDA tests (against the CPU): hyperparameters, a
 schedule, a pair table and a move table that small batches name only a few rows of, and
 batches whose rows come back after gaps."""
+import numpy as np
+import pytest
+
 import manaka as mk
 import model_cases as cases
+import reference_model as refm
 
 HYPER = dict(lr=3e-2, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1)
 SCHEDULE = dict(warmup_steps=3, schedule="cosine", total_steps=14, min_lr=1e-3)
@@ -30,3 +34,81 @@ def batches(cfg, n, seed=0):
         legal = (out[0] if moves else out[i])
         out[i] = mk.Batch(out[0].tokens, legal.legal, legal.counts, legal.target, out[i].value)
     return out
+
+
+def lr_of(step):
+    """The learning rate of step `step` (0-based) under HYPER and SCHEDULE."""
+    return refm.lr_at(step, HYPER["lr"], SCHEDULE["warmup_steps"], "cosine", SCHEDULE["total_steps"],
+                      SCHEDULE["min_lr"])
+
+
+def raw_bits(model, trainer):
+    """Every parameter and moment as bytes (reads flush: the caught-up state)."""
+    state = trainer.state_dict()
+    out = {n: a.tobytes() for n, a in model.state_dict().items()}
+    for kind in ("exp_avg", "exp_avg_sq"):
+        out.update({f"{kind}.{n}": a.tobytes() for n, a in state[kind].items()})
+    return out
+
+
+def train_bits(cfg, steps, threads, **trainer_kw):
+    """raw_bits after `steps` steps of batches(cfg) on `threads` threads (seed 5)."""
+    before = mk.get_num_threads()
+    try:
+        mk.set_num_threads(threads)
+        model = mk.Model(cfg, seed=5)
+        trainer = mk.Trainer(model, **HYPER, **SCHEDULE, **trainer_kw)
+        for b in batches(cfg, steps):
+            trainer.step(b)
+        return raw_bits(model, trainer)
+    finally:
+        mk.set_num_threads(before)
+
+
+def check_resume_is_bitwise(cfg, tmp_path, **trainer_kw):
+    """Twelve steps straight against six, a saved model and trainer state, a fresh trainer
+    loading them, and six more: the same bits."""
+    bs = batches(cfg, 12)
+    model = mk.Model(cfg, seed=5)
+    trainer = mk.Trainer(model, **HYPER, **SCHEDULE, **trainer_kw)
+    for b in bs[:6]:
+        trainer.step(b)
+    model.save(tmp_path / "m.mkm")
+    saved = trainer.state_dict()
+    for b in bs[6:]:
+        trainer.step(b)
+    resumed = mk.Model.load(tmp_path / "m.mkm")
+    again = mk.Trainer(resumed, **HYPER, **SCHEDULE, **trainer_kw)
+    again.load_state_dict(saved)
+    assert again.step_count == 6
+    for b in bs[6:]:
+        again.step(b)
+    assert raw_bits(resumed, again) == raw_bits(model, trainer)
+
+
+def check_device_path(cfg, **trainer_kw):
+    """The "cpu_staged" backend runs the sparse updates through the device path of
+    trainer.c (the staged batch, the non-finite guard on the device flag, the gap window
+    advanced or skipped on the device): the same bits as the host path, and a skipped step
+    leaves parameters and moments exactly as they were."""
+    from model_cases import staged_twin, state_bytes as snapshot
+
+    host = mk.Model(cfg, seed=6)
+    staged = staged_twin(host)
+    t1 = mk.Trainer(host, **HYPER, **SCHEDULE, **trainer_kw)
+    t2 = mk.Trainer(staged, **HYPER, **SCHEDULE, **trainer_kw)
+    bs = batches(cfg, 6)
+    for b in bs:
+        assert t1.step(b).as_dict() == t2.step(b).as_dict()
+    assert snapshot(host, t1) == snapshot(staged, t2)
+    staged._core.write("value.bias", np.array([np.inf], np.float32))
+    weight = staged.state_dict()["value.weight"]
+    weight[0, 0] = -np.inf
+    staged._core.write("value.weight", weight)
+    before = snapshot(staged, t2)
+    stats = t2.step(bs[1])
+    with pytest.raises(FloatingPointError, match="its update was skipped on the device"):
+        stats.loss
+    after = snapshot(staged, t2)
+    assert after.pop("step_count") == 7 and before.pop("step_count") == 6
+    assert after == before
