@@ -83,7 +83,7 @@ def _craft(path, header: dict, data: bytes = b"", version=2):
 
 
 def test_a_small_crafted_file_is_refused_before_anything_is_allocated(tmp_path, monkeypatch):
-    """A 256-byte file claiming a huge model must not build it."""
+    """A file of a few hundred bytes claiming a huge model must not build it."""
     built = []
     monkeypatch.setattr(mk.Model, "__init__", lambda self, *a, **k: built.append(a))
     huge = cases.config(num_tokens=30000, D=1 << 20).to_dict()
@@ -91,7 +91,7 @@ def test_a_small_crafted_file_is_refused_before_anything_is_allocated(tmp_path, 
     _craft(path, {"kind": "model", "meta": {"config": huge, "seed": 0},
                   "tensors": [{"name": "embedding", "dtype": "<f4", "shape": [1], "offset": 0, "nbytes": 4}],
                   "data_bytes": 64, "crc32": zlib.crc32(bytes(64))}, bytes(64))
-    assert path.stat().st_size <= 512
+    assert path.stat().st_size <= 640
     with pytest.raises(mk.ModelFileError, match="m.manaka.*do not match its config"):
         mk.Model.load(path)
     # tensors that claim more than the file holds are refused from the header alone
