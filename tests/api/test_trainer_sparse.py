@@ -175,21 +175,24 @@ def test_two_sparse_trainers_on_one_model_flush_each_other():
 
 # ------------------------------------------------------------------ arguments
 
+@pytest.mark.parametrize("option", ["pair_update", "move_update"])
 @pytest.mark.parametrize("bad", ["Sparse", "", "dense ", None, 1])
-def test_bad_pair_update_raises_naming_it(bad):
+def test_a_bad_update_mode_raises_naming_it(option, bad):
     model = mk.Model(cases.config(), seed=0)
-    with pytest.raises(ValueError, match="pair_update must be 'dense', 'sparse' or 'lazy'"):
-        mk.Trainer(model, pair_update=bad)
+    with pytest.raises(ValueError, match=f"{option} must be 'dense', 'sparse' or 'lazy'"):
+        mk.Trainer(model, **{option: bad})
 
 
-def test_pair_update_is_reported_and_needs_a_decay_below_one():
+@pytest.mark.parametrize("option", ["pair_update", "move_update"])
+def test_the_update_mode_is_reported_and_needs_a_decay_below_one(option):
     model = mk.Model(cases.config(), seed=0)
     for mode in ("dense", "sparse", "lazy"):
-        t = mk.Trainer(model, pair_update=mode)
-        assert t.pair_update == mode and f"pair_update='{mode}'" in repr(t)
-    mk.Trainer(model, lr=2.0, weight_decay=0.5, pair_update="dense")  # allowed where it means something
-    with pytest.raises(ValueError, match="lr \\* weight_decay < 1"):
-        mk.Trainer(model, lr=2.0, weight_decay=0.5, pair_update="sparse")
+        t = mk.Trainer(model, **{option: mode})
+        assert getattr(t, option) == mode and f"{option}='{mode}'" in repr(t)
+    mk.Trainer(model, lr=2.0, weight_decay=0.5, **{option: "dense"})  # allowed where it means something
+    for mode in ("sparse", "lazy"):
+        with pytest.raises(ValueError, match=f"{option}='{mode}' needs lr \\* weight_decay < 1"):
+            mk.Trainer(model, lr=2.0, weight_decay=0.5, **{option: mode})
 
 
 # ------------------------------------------------------------------ denormal moments
