@@ -256,17 +256,18 @@ def test_fit_checkpoint_resume_is_bitwise_the_run_that_saved_it(tmp_path):
         assert np.array_equal(a[name], b[name]), name
 
 
-def test_cli_takes_pair_update(capsys):
+@pytest.mark.parametrize("option, mode", [("pair-update", "lazy"), ("move-update", "sparse")])
+def test_cli_takes_the_update_modes(option, mode, capsys):
     from manaka import train
 
     args = ["--steps", "3", "--synthetic", "600", "--eval-positions", "100", "--log-every", "3",
-            "--no-progress", "--no-save", "--batch-size", "32", "--device", "cpu", "--pair-update", "lazy",
+            "--no-progress", "--no-save", "--batch-size", "32", "--device", "cpu", f"--{option}", mode,
             "--embed-dim", "8", "--pair-dim", "2", "--hidden", "16", "--head-width", "16"]
     assert train.main(args) == 0
     out = capsys.readouterr().out
-    assert "pair_update='lazy'" in out and "done: step 3" in out
+    assert f"{option.replace('-', '_')}='{mode}'" in out and "done: step 3" in out
     with pytest.raises(SystemExit):
-        train.main(args[:-8] + ["--pair-update", "sprase"])
+        train.main(args[:-8] + [f"--{option}", "sprase"])
 
 
 def test_the_gap_window_restarts_after_8191_steps():

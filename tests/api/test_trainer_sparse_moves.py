@@ -138,16 +138,3 @@ def test_a_step_in_two_halves_refuses_a_sparse_move_table():
     with pytest.raises(ValueError, match="move_update='lazy' cannot step in two halves"):
         trainer._core.backward(batches(cfg, 1)[0])
     assert trainer.step_count == 0
-
-
-def test_cli_takes_move_update(capsys):
-    from manaka import train
-
-    args = ["--steps", "3", "--synthetic", "600", "--eval-positions", "100", "--log-every", "3",
-            "--no-progress", "--no-save", "--batch-size", "32", "--device", "cpu", "--move-update", "sparse",
-            "--embed-dim", "8", "--pair-dim", "2", "--hidden", "16", "--head-width", "16"]
-    assert train.main(args) == 0
-    out = capsys.readouterr().out
-    assert "move_update='sparse'" in out and "done: step 3" in out
-    with pytest.raises(SystemExit):
-        train.main(args[:-8] + ["--move-update", "sprase"])
