@@ -22,6 +22,9 @@
 /* Rows per parallel chunk: the marked rows are scattered, so chunks are handed out
  * dynamically. */
 #define ROW_CHUNK 4096
+static inline int64_t chunk_end(int64_t k, int64_t rows) {
+    return (k + 1) * ROW_CHUNK < rows ? (k + 1) * ROW_CHUNK : rows;
+}
 
 static void mark_rows(const int32_t *legal, const int32_t *counts, int64_t B, int64_t L,
                       int64_t rows, uint8_t *mask) {
@@ -44,8 +47,7 @@ mk_status mk_move_rows_catch_up_cpu(void *stream, const int32_t *legal, const in
     const int64_t chunks = (rows + ROW_CHUNK - 1) / ROW_CHUNK;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(mk_threads_for_items(chunks, rows * P / 8))
     for (int64_t k = 0; k < chunks; k++) {
-        const int64_t end = (k + 1) * ROW_CHUNK < rows ? (k + 1) * ROW_CHUNK : rows;
-        for (int64_t q = k * ROW_CHUNK; q < end; q++) {
+        for (int64_t q = k * ROW_CHUNK; q < chunk_end(k, rows); q++) {
             if ((named && !named[q]) || stamps[q] == stamp) continue;
             const mk_gap_row r = mk_gap_row_of(gaps + (int64_t)stamps[q] * MK_GAP_FIELDS, drift);
             float *restrict pq = p + q * P, *restrict mq = m + q * P, *restrict vq = v + q * P;
@@ -68,8 +70,7 @@ mk_status mk_move_rows_adamw_cpu(void *stream, const uint8_t *mask, int64_t rows
     const int64_t chunks = (rows + ROW_CHUNK - 1) / ROW_CHUNK;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(mk_threads_for_items(chunks, rows * P / 8))
     for (int64_t c = 0; c < chunks; c++) {
-        const int64_t end = (c + 1) * ROW_CHUNK < rows ? (c + 1) * ROW_CHUNK : rows;
-        for (int64_t q = c * ROW_CHUNK; q < end; q++) {
+        for (int64_t q = c * ROW_CHUNK; q < chunk_end(c, rows); q++) {
             if (!mask[q]) continue;
             const int64_t o = q * P;
             adamw_run(&k, p + o, grad + o, m + o, v + o, P);

@@ -10,8 +10,8 @@ import pytest
 import manaka as mk
 import model_cases as cases
 import reference_model as refm
-from sparse_cases import (HYPER, SCHEDULE, batches, check_device_path, check_resume_is_bitwise, lr_of,
-                          sparse_config, train_bits)
+from sparse_cases import (HYPER, SCHEDULE, batches, check_against_reference, check_device_path,
+                          check_resume_is_bitwise, lr_of, sparse_config, train_bits)
 
 
 def train(mode, steps=12, seed=5, threads=None, **extra):
@@ -26,30 +26,7 @@ def train(mode, steps=12, seed=5, threads=None, **extra):
 
 @pytest.mark.parametrize("mode", ["sparse", "lazy"])
 def test_matches_the_reference_of_the_documented_semantics(mode):
-    cfg = sparse_config()
-    model = mk.Model(cfg, seed=5)
-    ref = refm.SparseAdamW(model.state_dict(), mode, lr_of, HYPER["betas"], HYPER["eps"],
-                           HYPER["weight_decay"])
-    trainer = mk.Trainer(model, pair_update=mode, **HYPER, **SCHEDULE)
-    named = []
-    for b in batches(cfg, 12):
-        want = ref.step(cfg, b)
-        assert trainer.step(b).loss == pytest.approx(want["loss"], rel=1e-5)
-        named.append(set(refm.named_pair_rows(b.tokens)))
-    # the case exercises what it should: few rows per step, and rows coming back after gaps
-    assert max(len(n) for n in named) < 0.1 * cfg.num_pairs
-    assert any(q in named[k] and q not in named[k - 1] for k in range(2, 12) for q in named[0])
-    ref.flush()
-    got, state = model.state_dict(), trainer.state_dict()
-    for n in got:
-        assert cases.rel_err(got[n], ref.params[n]) < 2e-5, n
-        assert cases.rel_err(state["exp_avg"][n], ref.m[n]) < 1e-4, n
-        assert cases.rel_err(state["exp_avg_sq"][n], ref.v[n]) < 1e-4, n
-    # rows no batch ever named only decayed: exactly p0 * prod(1 - lr wd) (to float rounding)
-    never = np.setdiff1d(np.arange(cfg.num_pairs), sorted(set().union(*named)))
-    p0 = mk.Model(cfg, seed=5).state_dict()["pair_table"][never]
-    decay = math.prod(1 - lr_of(s) * HYPER["weight_decay"] for s in range(12))
-    np.testing.assert_allclose(got["pair_table"][never], p0 * decay, rtol=1e-6)
+    check_against_reference(sparse_config(), "pair_table", 0.1, pair=mode)
 
 
 def test_the_reference_pair_update_is_not_the_dense_one():

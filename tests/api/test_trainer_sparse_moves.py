@@ -2,16 +2,14 @@
 against the float64 reference of the documented semantics (reference_model.SparseAdamW),
 alone and beside a sparse pair table; near the dense update; bitwise deterministic for any
 thread count; exact resume; the device-memory path; bad arguments."""
-import math
-
 import numpy as np
 import pytest
 
 import manaka as mk
 import model_cases as cases
 import reference_model as refm
-from sparse_cases import (HYPER, SCHEDULE, batches, check_device_path, check_resume_is_bitwise, lr_of, move_config,
-                          train_bits)
+from sparse_cases import (HYPER, SCHEDULE, batches, check_against_reference, check_device_path,
+                          check_resume_is_bitwise, lr_of, move_config, train_bits)
 
 
 def train(move, pair="dense", steps=12, seed=5, **extra):
@@ -27,31 +25,8 @@ def train(move, pair="dense", steps=12, seed=5, **extra):
 @pytest.mark.parametrize("move,pair", [("sparse", "dense"), ("lazy", "dense"), ("sparse", "sparse"),
                                        ("lazy", "sparse")])
 def test_matches_the_reference_of_the_documented_semantics(move, pair):
-    cfg = move_config()
-    model = mk.Model(cfg, seed=5)
-    ref = refm.SparseAdamW(model.state_dict(), pair, lr_of, HYPER["betas"], HYPER["eps"],
-                           HYPER["weight_decay"], move_mode=move)
-    trainer = mk.Trainer(model, pair_update=pair, move_update=move, **HYPER, **SCHEDULE)
-    named = []
-    for b in batches(cfg, 12):
-        want = ref.step(cfg, b)
-        assert trainer.step(b).loss == pytest.approx(want["loss"], rel=1e-5)
-        named.append(set(refm.named_move_rows(b)))
-    # the case exercises what it should: few rows per step, and rows coming back after gaps
-    assert max(len(n) for n in named) < 0.25 * cfg.num_moves
-    assert any(q in named[k] and q not in named[k - 1] for k in range(2, 12) for q in named[0])
-    ref.flush()
-    got, state = model.state_dict(), trainer.state_dict()
-    for n in got:
-        assert cases.rel_err(got[n], ref.params[n]) < 2e-5, n
-        assert cases.rel_err(state["exp_avg"][n], ref.m[n]) < 1e-4, n
-        assert cases.rel_err(state["exp_avg_sq"][n], ref.v[n]) < 1e-4, n
-    # rows no batch ever named only decayed: exactly p0 * prod(1 - lr wd) (to float rounding)
-    never = np.setdiff1d(np.arange(cfg.num_moves), sorted(set().union(*named)))
+    never = check_against_reference(move_config(), "move_table", 0.25, pair=pair, move=move)
     assert len(never) > 0
-    p0 = mk.Model(cfg, seed=5).state_dict()["move_table"][never]
-    decay = math.prod(1 - lr_of(s) * HYPER["weight_decay"] for s in range(12))
-    np.testing.assert_allclose(got["move_table"][never], p0 * decay, rtol=1e-6)
 
 
 def test_the_reference_move_update_is_not_the_dense_one():

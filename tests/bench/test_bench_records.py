@@ -70,13 +70,19 @@ def test_padded_batches_keep_their_positions(hcpe):
     assert len(batches) == 1 and "seed batch" in source
 
 
-def test_bench_step_pair_update_on_records_runs(hcpe, tmp_path):
-    out = subprocess.run([sys.executable, "-m", "manaka.bench", "step", "--pair-update", "dense,sparse", "--records",
+def bench_step(option, hcpe, tmp_path):
+    """`python -m manaka.bench step --<option> dense,sparse` on two batches of 8 of the records:
+    its results file, after a successful run."""
+    out = subprocess.run([sys.executable, "-m", "manaka.bench", "step", f"--{option}", "dense,sparse", "--records",
                           str(hcpe), "--batch", "8", "--pair-batches", "2", "--runs", "1", "--warmup", "0",
                           "--threads", "1", "--out", str(tmp_path), "--tag", "t"],
                          capture_output=True, text=True, timeout=900, env={"PYTHONPATH": ROOT, "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    results = json.loads((tmp_path / "step-pair-update-t.json").read_text())
+    return json.loads((tmp_path / f"step-{option}-t.json").read_text())
+
+
+def test_bench_step_pair_update_on_records_runs(hcpe, tmp_path):
+    results = bench_step("pair-update", hcpe, tmp_path)
     assert results["source"] == f"records {hcpe}"
     assert 0 < results["named_rows_share"] < 1
 
@@ -84,12 +90,7 @@ def test_bench_step_pair_update_on_records_runs(hcpe, tmp_path):
 def test_bench_step_move_update_runs_the_recipe_on_records(hcpe, tmp_path):
     from manaka.shogi.recipe import RECIPE, model_config
 
-    out = subprocess.run([sys.executable, "-m", "manaka.bench", "step", "--move-update", "dense,sparse", "--records",
-                          str(hcpe), "--batch", "8", "--pair-batches", "2", "--runs", "1", "--warmup", "0",
-                          "--threads", "1", "--out", str(tmp_path), "--tag", "t"],
-                         capture_output=True, text=True, timeout=900, env={"PYTHONPATH": ROOT, "PATH": "/usr/bin:/bin"})
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    results = json.loads((tmp_path / "step-move-update-t.json").read_text())
+    results = bench_step("move-update", hcpe, tmp_path)
     assert results["config"]["num_moves"] == model_config().num_moves
     # the share is of the recipe's labels: the batches' distinct labels over the table's rows
     batches = pair_update.record_batches(str(hcpe), 8, 2, moves=RECIPE["moves"])

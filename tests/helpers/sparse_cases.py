@@ -2,6 +2,8 @@
 (against the float64 reference) and their CUDA tests (against the CPU): hyperparameters, a
 schedule, a pair table and a move table that small batches name only a few rows of, and
 batches whose rows come back after gaps."""
+import math
+
 import numpy as np
 import pytest
 
@@ -112,3 +114,35 @@ def check_device_path(cfg, **trainer_kw):
     after = snapshot(staged, t2)
     assert after.pop("step_count") == 7 and before.pop("step_count") == 6
     assert after == before
+
+
+def check_against_reference(cfg, table, share, pair="dense", move="dense"):
+    """Twelve steps of the C trainer against reference_model.SparseAdamW on batches(cfg):
+    each loss, then every parameter and moment after a flush, and the rows of `table` no
+    batch named equal to their decay alone. The case must exercise the update: a batch
+    names under `share` of the table's rows, and rows come back after gaps. Returns the
+    rows never named."""
+    model = mk.Model(cfg, seed=5)
+    ref = refm.SparseAdamW(model.state_dict(), pair, lr_of, HYPER["betas"], HYPER["eps"],
+                           HYPER["weight_decay"], move_mode=move)
+    trainer = mk.Trainer(model, pair_update=pair, move_update=move, **HYPER, **SCHEDULE)
+    named = []
+    for b in batches(cfg, 12):
+        want = ref.step(cfg, b)
+        assert trainer.step(b).loss == pytest.approx(want["loss"], rel=1e-5)
+        named.append(set(refm.SparseAdamW.NAMED[table](b)))
+    rows = model.shapes[table][0]
+    assert max(len(n) for n in named) < share * rows
+    assert any(q in named[k] and q not in named[k - 1] for k in range(2, 12) for q in named[0])
+    ref.flush()
+    got, state = model.state_dict(), trainer.state_dict()
+    for n in got:
+        assert cases.rel_err(got[n], ref.params[n]) < 2e-5, n
+        assert cases.rel_err(state["exp_avg"][n], ref.m[n]) < 1e-4, n
+        assert cases.rel_err(state["exp_avg_sq"][n], ref.v[n]) < 1e-4, n
+    # rows no batch ever named only decayed: exactly p0 * prod(1 - lr wd) (to float rounding)
+    never = np.setdiff1d(np.arange(rows), sorted(set().union(*named)))
+    p0 = mk.Model(cfg, seed=5).state_dict()[table][never]
+    decay = math.prod(1 - lr_of(s) * HYPER["weight_decay"] for s in range(12))
+    np.testing.assert_allclose(got[table][never], p0 * decay, rtol=1e-6)
+    return never

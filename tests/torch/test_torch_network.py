@@ -16,6 +16,17 @@ def rel(got, want):
     return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
 
 
+def backward_both(net, model, tens, b):
+    """The network's loss (value weight 0.7) backward, and mk.Model's loss_and_grad on the
+    same batch: the four stats must agree; (mk.Model's stats, its gradients)."""
+    losses = net.losses(**tens, value_weight=0.7)
+    losses.loss.backward()
+    stats, grads = model.loss_and_grad(b, value_weight=0.7)
+    for name in ("loss", "policy_loss", "value_loss", "accuracy"):
+        assert float(getattr(losses, name).detach()) == pytest.approx(stats[name], rel=1e-5, abs=1e-7), name
+    return stats, grads
+
+
 @pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
 @pytest.mark.parametrize("hidden", [(12,), (8, 6), ()], ids=str)
 def test_forward_loss_and_gradients_equal_model(hidden, soft):
@@ -29,11 +40,7 @@ def test_forward_loss_and_gradients_equal_model(hidden, soft):
     want_logits, want_value = model.forward(b)
     assert rel(logits.detach(), want_logits) < 1e-5 and rel(value.detach(), want_value) < 1e-5
 
-    losses = net.losses(**tens, value_weight=0.7)
-    losses.loss.backward()
-    stats, grads = model.loss_and_grad(b, value_weight=0.7)
-    for name in ("loss", "policy_loss", "value_loss", "accuracy"):
-        assert float(getattr(losses, name).detach()) == pytest.approx(stats[name], rel=1e-5, abs=1e-7), name
+    stats, grads = backward_both(net, model, tens, b)
     assert float(net.loss(**tens, value_weight=0.7)) == pytest.approx(stats["loss"], rel=1e-5)
     params = dict(net.named_parameters())
     assert set(params) == set(grads)
@@ -242,11 +249,7 @@ def test_move_pair_table_forward_and_gradients_equal_model(move_pairs, board, se
         # the batch holds hand tokens (which add nothing) wherever the config has some
         assert (b.tokens[:, 0] >= board[0] * board[1] * board[2]).any() == (board[2] != 11)
 
-    losses = net.losses(**tens, value_weight=0.7)
-    losses.loss.backward()
-    stats, grads = model.loss_and_grad(b, value_weight=0.7)
-    for name in ("loss", "policy_loss", "value_loss", "accuracy"):
-        assert float(getattr(losses, name).detach()) == pytest.approx(stats[name], rel=1e-5, abs=1e-7), name
+    stats, grads = backward_both(net, model, tens, b)
     params = dict(net.named_parameters())
     assert set(params) == set(grads) and "move_pair_table" in params and ("move_pair_relative" in params) == bool(board)
     table_grad = grads.pop("move_pair_table")
@@ -368,11 +371,7 @@ def test_move_hidden_forward_and_gradients_equal_model_and_reference(move_pairs,
         assert np.abs(w).max() > 0.01 and rel(g.reshape(w.shape), w) < 1e-5, name
 
     # the whole loss and every gradient against mk.Model's
-    losses = net.losses(**tens, value_weight=0.7)
-    losses.loss.backward()
-    stats, grads = model.loss_and_grad(b, value_weight=0.7)
-    for name in ("loss", "policy_loss", "value_loss", "accuracy"):
-        assert float(getattr(losses, name).detach()) == pytest.approx(stats[name], rel=1e-5, abs=1e-7), name
+    stats, grads = backward_both(net, model, tens, b)
     assert set(params) == set(grads) and set(MOVE_HIDDEN) <= set(params)
     for name, g in grads.items():
         assert rel(params[name].grad, g) < 1e-4, name
@@ -503,11 +502,7 @@ def test_move_shared_forward_and_gradients_equal_model_and_reference(move_pairs,
         assert np.abs(w).max() > 0.01 and rel(g, w) < 1e-5, name
 
     # the whole loss and every gradient against mk.Model's
-    losses = net.losses(**tens, value_weight=0.7)
-    losses.loss.backward()
-    stats, grads = model.loss_and_grad(b, value_weight=0.7)
-    for name in ("loss", "policy_loss", "value_loss", "accuracy"):
-        assert float(getattr(losses, name).detach()) == pytest.approx(stats[name], rel=1e-5, abs=1e-7), name
+    stats, grads = backward_both(net, model, tens, b)
     params = dict(net.named_parameters())
     assert set(params) == set(grads) and set(MOVE_SHARED) <= set(params)
     # a table read the same for every move of a position (one class, one group) moves no
