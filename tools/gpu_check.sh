@@ -26,7 +26,8 @@
 #   probe 30, gpu-tests 120 (the GPU test files alone, -x; a failure is recorded and the
 #   benchmarks run anyway), step-fp32 90, step-tf32 60 (bench step --device cuda, no torch;
 #   bf16 moments and a batch already on the GPU are rows of each), pair-update 60 (bench step
-#   --pair-update dense,sparse,lazy: the step with each pair-table update), nccl-ddp 60
+#   --pair-update dense,sparse,lazy: the step with each pair-table update), move-update 60
+#   (bench step --move-update dense,sparse on the shipped example games), nccl-ddp 60
 #   (tools/nccl_check.py: Trainer(process_group=NCCL) on 2 GPUs, a group of one on 1), kernel-profile 60,
 #   ops 90 (bench ops --device cuda, no torch.compile), torch-baselines 150 (bench step with
 #   PyTorch eager and torch.compile beside manaka), step-torch-module 120 (bench step_torch
@@ -291,6 +292,9 @@ step step-fp32 90 "${RUN[@]}" -m manaka.bench step --device cuda --no-torch --ta
 step step-tf32 60 "${RUN[@]}" -m manaka.bench step --device cuda --no-torch --tf32 --head-runs 0 --tag cuda-tf32 "${BENCH[@]}"
 # The pair-table update: every row (dense) against the rows the batch names (sparse, lazy).
 step pair-update 60 "${RUN[@]}" -m manaka.bench step --device cuda --pair-update dense,sparse,lazy --tag cuda "${BENCH[@]}"
+# The move-table update on the shogi recipe's model, batches of the shipped example games.
+step move-update 60 "${RUN[@]}" -m manaka.bench step --device cuda --move-update dense,sparse \
+    --records examples/data/fsf-train.hcpe --batch 512 --tag cuda "${BENCH[@]}"
 # The native trainer data-parallel over NCCL: 2 processes, one GPU each; with one GPU a
 # group of one process (the CUDA path without a second rank); skipped, saying so, without a
 # GPU (a rehearsal: torch here has no CUDA).

@@ -15,7 +15,7 @@ from paths import ROOT
 
 SCRIPT = os.path.join(ROOT, "tools", "gpu_check.sh")
 ORDER = ["preflight", "timeout-drill", "wheels", "probe", "gpu-tests", "step-fp32", "step-tf32",
-         "pair-update", "nccl-ddp", "kernel-profile", "ops", "torch-baselines", "step-torch-module"]
+         "pair-update", "move-update", "nccl-ddp", "kernel-profile", "ops", "torch-baselines", "step-torch-module"]
 WHEELS = ["scipy_openblas32-0.3.30.0.1-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
           "tqdm-4.67.1-py3-none-any.whl", "hypothesis-6.150.0-py3-none-any.whl",
           "sortedcontainers-2.4.0-py2.py3-none-any.whl", "attrs-25.3.0-py3-none-any.whl"]
@@ -58,13 +58,16 @@ def test_every_benchmark_parsed_its_own_arguments(cheap):
     done, out = cheap
     log = (out / "gpu_check.log").read_text()
     dry = [json_like for json_like in log.splitlines() if json_like.startswith("dry run: {")]
-    assert len(dry) == 7, dry  # step fp32, step tf32, pair update, kernel profile, ops, torch baselines, manaka.torch
+    assert len(dry) == 8, dry  # step fp32, step tf32, pair update, move update, kernel profile, ops,
+    #                            torch baselines, manaka.torch
     assert "'tag': 'cuda'" in dry[0] and "'no_torch': True" in dry[0]
     assert "'tf32': True" in dry[1] and "'tag': 'cuda-tf32'" in dry[1]
     assert "'pair_update': 'dense,sparse,lazy'" in dry[2] and "'device': 'cuda'" in dry[2]
-    assert "'no_compile': True" in dry[4]
-    assert "'tag': 'cuda-torch'" in dry[5] and "'no_torch': False" in dry[5]
-    assert "'device': 'cuda'" in dry[6] and "'no_compile': False" in dry[6]
+    assert "'move_update': 'dense,sparse'" in dry[3] and "'device': 'cuda'" in dry[3]
+    assert "fsf-train.hcpe" in dry[3]
+    assert "'no_compile': True" in dry[5]
+    assert "'tag': 'cuda-torch'" in dry[6] and "'no_torch': False" in dry[6]
+    assert "'device': 'cuda'" in dry[7] and "'no_compile': False" in dry[7]
 
 
 def test_results_tar_holds_the_step_records(cheap):
