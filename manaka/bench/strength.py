@@ -238,7 +238,7 @@ def train_manaka(cfg: dict) -> dict:
     """Trains the recipe's model under the budget; returns its curve and final figures."""
     import manaka as mk
     from ..shogi import open_hcpe
-    from ..shogi.recipe import model_config, recipe
+    from ..shogi.recipe import model_config, recipe, trainer_settings
 
     mk.set_num_threads(1)
     r = recipe(**cfg["settings"])
@@ -247,9 +247,7 @@ def train_manaka(cfg: dict) -> dict:
     model = mk.Model(model_config(r), seed=cfg["seed"])  # the vocabularies of open_hcpe's encoding
     loader = mk.Loader(data, batch_size=r["batch_size"], producers=1, prefetch=4, shuffle=True, seed=cfg["seed"])
     total = estimate_steps(cfg, r["batch_size"], len(loader))
-    trainer = mk.Trainer(model, lr=r["lr"], weight_decay=r["weight_decay"], eps=r["eps"],
-                         warmup_steps=r["warmup"], schedule=r["schedule"], total_steps=total,
-                         pair_update=r["pair_update"], move_update=r["move_update"])
+    trainer = mk.Trainer(model, **trainer_settings(r), total_steps=total)
     budget = Budget(cfg["seconds"], cfg["positions"], cfg["every"], cfg["every_positions"])
     curve, best, best_state, steps, schedule_end = [], None, None, 0, None
     t = time.perf_counter()
