@@ -74,12 +74,12 @@ static mk_slab slab_at(int64_t d, int64_t D) {
 /* Vector j of a slab of nv vectors at p, whose last vector holds `last` <= 16 columns
  * (both names in scope at the use). */
 #define MK_SLAB_LOAD(p, j)                                                                     \
-    (last < 16 && (j) == nv - 1 ? mk_f16v_load_part((p) + 16 * (j), last)                      \
-                                : mk_f16v_load((p) + 16 * (j)))
+    (last < 16 && (j) == nv - 1 ? MK_F16V_LOAD_PART((p) + 16 * (j), last)                      \
+                                : MK_F16V_LOAD((p) + 16 * (j)))
 #define MK_SLAB_STORE(p, j, v)                                                                 \
     do {                                                                                       \
-        if (last < 16 && (j) == nv - 1) mk_f16v_store_part((p) + 16 * (j), (v), last);         \
-        else mk_f16v_store((p) + 16 * (j), (v));                                               \
+        if (last < 16 && (j) == nv - 1) MK_F16V_STORE_PART((p) + 16 * (j), (v), last);         \
+        else MK_F16V_STORE((p) + 16 * (j), (v));                                               \
     } while (0)
 
 /* dst[v * 16 nv + c] = src[v * D + c] for the slab's columns, n rows. */
