@@ -35,11 +35,10 @@
  * (and the backward's packed gradient slab) can stay in L2. */
 #define MK_POWER_PACK_BYTES ((int64_t)1 << 20)
 
-/* Rows of G read, or of out written, this many rows ahead of use are prefetched: the
- * packed paths walk them a slab (K x 256 bytes) at a time, K D floats apart, a pattern
- * the hardware prefetchers do not follow, and out's stores otherwise stall on their
- * read-for-ownership misses. */
-#define MK_POWER_AHEAD 2
+/* Tokens ahead whose packed rows are prefetched into L1: they come from L2 (600 KB a slab
+ * at the seed's shapes; the backward also writes its gradient slab's), and one token's
+ * work hides little of that latency. */
+#define MK_POWER_TOKENS_AHEAD 4
 
 static int use_packed(int64_t rows, int64_t T, int64_t V) {
     return rows * T >= MK_POWER_PACK_USES * V &&
@@ -82,26 +81,29 @@ static mk_slab slab_at(int64_t d, int64_t D) {
         else MK_F16V_STORE((p) + 16 * (j), (v));                                               \
     } while (0)
 
+/* Rows this many ahead are prefetched while packing: the table's slab is read a piece of
+ * 64 floats per row, D floats apart, which the hardware prefetchers do not follow. */
+#define MK_POWER_PACK_AHEAD 8
+
 /* dst[v * 16 nv + c] = src[v * D + c] for the slab's columns, n rows. */
 MK_INLINE void pack_slab(const float *src, int64_t D, int64_t n, int64_t nv, int64_t last,
                          float *dst) {
-    for (int64_t v = 0; v < n; v++)
+    for (int64_t v = 0; v < n; v++) {
+        if (v + MK_POWER_PACK_AHEAD < n)
+            for (int64_t j = 0; j < nv; j++) __builtin_prefetch(src + (v + MK_POWER_PACK_AHEAD) * D + 16 * j);
         for (int64_t j = 0; j < nv; j++) MK_SLAB_STORE(dst + v * 16 * nv, j, MK_SLAB_LOAD(src + v * D, j));
+    }
 }
-/* The other way. */
-MK_INLINE void unpack_slab(const float *src, int64_t D, int64_t n, int64_t nv, int64_t last,
-                           float *dst) {
-    for (int64_t v = 0; v < n; v++)
-        for (int64_t j = 0; j < nv; j++) MK_SLAB_STORE(dst + v * D, j, MK_SLAB_LOAD(src + v * 16 * nv, j));
-}
-
-/* Prefetches the K pieces of a slab at p + k * D (for writing when `write`). */
-MK_INLINE void prefetch_slab(const float *p, int64_t D, int64_t K, int64_t width, int write) {
-    for (int64_t k = 0; k < K; k++)
-        for (int64_t c = 0; c < width; c += 16) {
-            if (write) __builtin_prefetch(p + k * D + c, 1);
-            else __builtin_prefetch(p + k * D + c, 0);
+/* The other way, zeroing src behind it (ready for the next slab's sums). */
+MK_INLINE void unpack_slab(float *src, int64_t D, int64_t n, int64_t nv, int64_t last, float *dst) {
+    for (int64_t v = 0; v < n; v++) {
+        if (v + MK_POWER_PACK_AHEAD < n)
+            for (int64_t j = 0; j < nv; j++) __builtin_prefetch(dst + (v + MK_POWER_PACK_AHEAD) * D + 16 * j, 1);
+        for (int64_t j = 0; j < nv; j++) {
+            MK_SLAB_STORE(dst + v * D, j, MK_SLAB_LOAD(src + v * 16 * nv, j));
+            MK_F16V_STORE(src + v * 16 * nv + 16 * j, (mk_f16v){0});
         }
+    }
 }
 
 /* The tokens of rows [r0, r1) that lie in [v0, v1), less v0, in order:
@@ -125,16 +127,20 @@ static void list_tokens(const int32_t *tokens, int64_t r0, int64_t r1, int64_t T
 
 /* o[k * D + c] = sum over the n tokens ids[i] (in order, from +0) of e[ids[i]][c] ^ (k + 1)
  * for the columns of one slab, with e[v] = table + v * stride; ids < 0 are skipped when
- * `skip`. Each power is the chain e, e * e, (e * e) * e, ... of the plain loop. */
+ * `skip`. Each power is the chain e, e * e, (e * e) * e, ... of the plain loop. `listed`
+ * tokens at ids are valid rows (the next rows' too): those ahead are prefetched. */
 MK_INLINE void power_slab_row(const float *table, int64_t stride, const int32_t *ids, int64_t n,
-                              int skip, int64_t D, int64_t K, int64_t nv, int64_t last,
-                              mk_f16v *spill, float *o) {
+                              int64_t listed, int skip, int64_t D, int64_t K, int64_t nv,
+                              int64_t last, mk_f16v *spill, float *o) {
     /* K of 1 to 4 (a constant): a local array, which the compiler keeps in registers (a
      * caller's array it would store back on every token); more orders: `spill` */
     mk_f16v local[4 * MK_POWER_NV];
     mk_f16v *const acc = K <= 4 ? local : spill;
     for (int64_t i = 0; i < K * nv; i++) acc[i] = (mk_f16v){0};
     for (int64_t i = 0; i < n; i++) {
+        if (i + MK_POWER_TOKENS_AHEAD < listed) /* the packed path: rows from L2 into L1 */
+            for (int64_t j = 0; j < nv; j++)
+                __builtin_prefetch(table + (int64_t)ids[i + MK_POWER_TOKENS_AHEAD] * stride + 16 * j);
         if (skip && ids[i] < 0) continue;
         const float *e = table + (int64_t)ids[i] * stride;
         for (int64_t j = 0; j < nv; j++) {
@@ -157,7 +163,7 @@ MK_INLINE void power_rows(const float *emb, const int32_t *tokens, int64_t r0, i
         for (int64_t d = 0; d < D;) {
             const mk_slab s = slab_at(d, D);
 #define MK_BODY(nv, last)                                                                      \
-    power_slab_row(emb + d, D, tokens + r * T, T, 1, D, K, nv, last, spill, out + r * K * D + d)
+    power_slab_row(emb + d, D, tokens + r * T, T, 0, 1, D, K, nv, last, spill, out + r * K * D + d)
             MK_SLAB_DISPATCH(s, MK_BODY);
 #undef MK_BODY
             d += s.width;
@@ -174,10 +180,9 @@ MK_INLINE void power_rows_packed(const float *emb, const int32_t *ids, const int
 #define MK_BODY(nv, last)                                                                      \
     pack_slab(emb + d, D, V, nv, last, packed);                                                \
     for (int64_t r = r0; r < r1; r++) {                                                        \
-        if (r + MK_POWER_AHEAD < r1)                                                           \
-            prefetch_slab(out + (r + MK_POWER_AHEAD) * K * D + d, D, K, s.width, 1);           \
         power_slab_row(packed, 16 * (nv), ids + begin[r - r0], begin[r - r0 + 1] - begin[r - r0], \
-                       0, D, K, nv, last, spill, out + r * K * D + d);                         \
+                       begin[r1 - r0] - begin[r - r0], 0, D, K, nv, last, spill,               \
+                       out + r * K * D + d);                                                   \
     }
         MK_SLAB_DISPATCH(s, MK_BODY);
 #undef MK_BODY
@@ -243,40 +248,26 @@ MK_INLINE void scale_grad(const float *g, int64_t D, int64_t K, int64_t nv, int6
         for (int64_t j = 0; j < nv; j++) G[k * nv + j] = (float)(k + 1) * MK_SLAB_LOAD(g + k * D, j);
 }
 
-/* acc[u * nv + j] = sum_k (k + 1) g_k e_u^k for vector j of a slab, for the `nu` embedding
- * rows e[u], by Horner's rule from the top order: acc = K g_{K-1}; acc = acc * e + (k + 1) g_k
- * for k = K-2 .. 0 (a product, then a sum: two statements, never fused). The nu * nv chains
- * are independent: interleaved, they hide each other's latency. */
-MK_INLINE void horner(const mk_f16v *G, const float *const *e, int64_t nu, int64_t K, int64_t nv,
-                      int64_t last, mk_f16v *acc) {
-    mk_f16v x[2 * MK_POWER_NV];
-    for (int64_t u = 0; u < nu; u++)
-        for (int64_t j = 0; j < nv; j++) {
-            x[u * nv + j] = MK_SLAB_LOAD(e[u], j);
-            acc[u * nv + j] = G[(K - 1) * nv + j];
-        }
+/* ge[c] += sum_k (k + 1) g_k[c] e[c]^k by Horner's rule from the top order, for one slab:
+ * acc = K g_{K-1}; acc = acc * e + (k + 1) g_k for k = K-2 .. 0 (a product, then a sum:
+ * two statements, never fused); then ge += acc. The nv chains are independent: interleaved,
+ * they hide each other's latency. G: the scaled slab of the token's row of G. */
+MK_INLINE void add_grad_slab(const mk_f16v *G, const float *e, int64_t K, int64_t nv, int64_t last,
+                             float *ge) {
+    mk_f16v x[MK_POWER_NV], acc[MK_POWER_NV];
+    for (int64_t j = 0; j < nv; j++) {
+        x[j] = MK_SLAB_LOAD(e, j);
+        acc[j] = G[(K - 1) * nv + j];
+    }
     for (int64_t k = K - 2; k >= 0; k--)
-        for (int64_t u = 0; u < nu; u++)
-            for (int64_t j = 0; j < nv; j++) {
-                const mk_f16v t = acc[u * nv + j] * x[u * nv + j];
-                acc[u * nv + j] = t + G[k * nv + j];
-            }
-}
-
-/* ge += acc over one slab. */
-MK_INLINE void add_slab(const mk_f16v *acc, int64_t nv, int64_t last, float *ge) {
+        for (int64_t j = 0; j < nv; j++) {
+            const mk_f16v t = acc[j] * x[j];
+            acc[j] = t + G[k * nv + j];
+        }
     for (int64_t j = 0; j < nv; j++) {
         const mk_f16v sum = MK_SLAB_LOAD(ge, j) + acc[j];
         MK_SLAB_STORE(ge, j, sum);
     }
-}
-
-/* ge[c] += sum_k (k + 1) g_k[c] e[c]^k for one token, over one slab. */
-MK_INLINE void add_grad_slab(const mk_f16v *G, const float *e, int64_t K, int64_t nv, int64_t last,
-                             float *ge) {
-    mk_f16v acc[MK_POWER_NV];
-    horner(G, &e, 1, K, nv, last, acc);
-    add_slab(acc, nv, last, ge);
 }
 
 /* Row by row, every token in [v0, v1) adds its gradient over all columns, straight into
@@ -317,22 +308,21 @@ MK_INLINE void grad_rows_packed(const float *grad, const float *emb, const int32
         const mk_slab s = slab_at(d, D);
 #define MK_BODY(nv, last)                                                                      \
     pack_slab(emb + v0 * D + d, D, n, nv, last, pe);                                           \
-    memset(pg, 0, (size_t)(n * 16 * (nv)) * sizeof(float));                                    \
     for (int64_t r = 0; r < rows; r++) {                                                       \
         if (begin[r] == begin[r + 1]) continue;                                                \
         mk_f16v local[4 * MK_POWER_NV];                                                        \
         mk_f16v *const G = K <= 4 ? local : spill;                                             \
         scale_grad(grad + r * K * D + d, D, K, nv, last, G);                                   \
-        int64_t i = begin[r];                                                                  \
-        for (; i + 1 < begin[r + 1]; i += 2) { /* two tokens' chains at once; sums in order */ \
-            mk_f16v acc[2 * MK_POWER_NV];                                                      \
-            const float *e[2] = {pe + ids[i] * 16 * (nv), pe + ids[i + 1] * 16 * (nv)};        \
-            horner(G, e, 2, K, nv, last, acc);                                                 \
-            add_slab(acc, nv, last, pg + ids[i] * 16 * (nv));                                  \
-            add_slab(acc + (nv), nv, last, pg + ids[i + 1] * 16 * (nv));                       \
-        }                                                                                      \
-        if (i < begin[r + 1])                                                                  \
+        for (int64_t i = begin[r]; i < begin[r + 1]; i++) {                                    \
+            if (i + MK_POWER_TOKENS_AHEAD < begin[rows]) {                                     \
+                const int64_t u = ids[i + MK_POWER_TOKENS_AHEAD] * 16 * (nv);                  \
+                for (int64_t j = 0; j < (nv); j++) {                                           \
+                    __builtin_prefetch(pe + u + 16 * j);                                       \
+                    __builtin_prefetch(pg + u + 16 * j, 1);                                    \
+                }                                                                              \
+            }                                                                                  \
             add_grad_slab(G, pe + ids[i] * 16 * (nv), K, nv, last, pg + ids[i] * 16 * (nv));   \
+        }                                                                                      \
     }                                                                                          \
     unpack_slab(pg, D, n, nv, last, grad_emb + v0 * D + d)
         MK_SLAB_DISPATCH(s, MK_BODY);
@@ -365,6 +355,7 @@ mk_status mk_power_sums_backward_cpu(void *stream, const float *grad, const floa
             failed = 1;
         } else if (packed) {
             float *pe = pack, *pg = pack + (v1 - v0) * 16 * MK_POWER_NV;
+            memset(pg, 0, (size_t)((v1 - v0) * 16 * MK_POWER_NV) * sizeof(float)); /* then unpack_slab */
             list_tokens(tokens, 0, rows, T, v0, v1, ids, begin);
             switch (K) { /* K of 1 to 4, a constant: the order loops unroll */
             case 1: grad_rows_packed(grad, emb, ids, begin, rows, D, 1, v0, v1, pe, pg, spill, grad_emb); break;
