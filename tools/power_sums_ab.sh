@@ -3,14 +3,15 @@
 # (forward, backward) at the seed shapes in two built trees (source trees after
 # `setup.py build_ext --inplace`, or copies of their manaka/ folder): each round runs
 # tools/power_sums_cpu_time.py once per tree, in the order A B, then B A, ..., so load from
-# other processes falls on both alike; the first round also prints the floors. Prints one
-# line per run: tree, round, median process CPU ms of each direction, load.
+# other processes falls on both alike. Prints the floors first (manaka.bench.floors of
+# this checkout, with B's build), then one line per run: tree, round, median process CPU
+# ms of each direction, load.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 A=$(cd "$1" && pwd); B=$(cd "$2" && pwd); R=${3:-4}; TH=${4:-1}; N=${5:-15}
 PY=${PYTHON:-python}
-run() { echo "$1 r$2 th$TH $(PYTHONPATH="$1" nice "$PY" "$HERE/power_sums_cpu_time.py" "$TH" "$N" $3)"; }
+echo "floors: $(PYTHONPATH="$B" "$PY" "$HERE/power_sums_cpu_time.py" "$TH" 1 --floor)"
+run() { echo "$1 r$2 th$TH $(PYTHONPATH="$1" nice "$PY" "$HERE/power_sums_cpu_time.py" "$TH" "$N")"; }
 for r in $(seq 1 "$R"); do
-    floor=""; [ "$r" = 1 ] && floor=--floor
-    if [ $((r % 2)) = 1 ]; then run "$A" "$r" "$floor"; run "$B" "$r" "$floor"; else run "$B" "$r"; run "$A" "$r"; fi
+    if [ $((r % 2)) = 1 ]; then run "$A" "$r"; run "$B" "$r"; else run "$B" "$r"; run "$A" "$r"; fi
 done

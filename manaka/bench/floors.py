@@ -6,11 +6,12 @@ floor = max(bytes / copy rate, FLOPs / FP32 GEMM rate): an op moves at least its
 (every input read once, every output written once) and does at least its FLOPs, and at
 best overlaps the two. On the CPU the copy rate is one NumPy copy of a large float32 array
 (bytes read plus bytes written, one core) and the GEMM rate is NumPy's float32 matmul with
-as many BLAS threads as manaka uses, measured in a child process so that the count holds."""
+as many BLAS threads as manaka uses, measured in a child process so that the count holds;
+each rate is the best of several runs (what the machine can do: on a shared machine the
+other runs measure the load)."""
 from __future__ import annotations
 
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -61,7 +62,7 @@ def floor_ms(need: Dict[str, float], copy_gbs: float, gemm_gflops: float) -> flo
 
 
 def cpu_copy_gbs(mib: int = 256, runs: int = 7) -> float:
-    """One core's copy rate in GB/s (bytes read plus bytes written), median of `runs`."""
+    """One core's copy rate in GB/s (bytes read plus bytes written), the best of `runs`."""
     src = np.ones((mib << 20) // 4, np.float32)
     dst = np.empty_like(src)
     np.copyto(dst, src)
@@ -70,21 +71,21 @@ def cpu_copy_gbs(mib: int = 256, runs: int = 7) -> float:
         start = time.perf_counter()
         np.copyto(dst, src)
         times.append(time.perf_counter() - start)
-    return 2 * src.nbytes / statistics.median(times) / 1e9
+    return 2 * src.nbytes / min(times) / 1e9
 
 
 _GEMM_PROBE = """
-import statistics, sys, time
+import sys, time
 import numpy as np
 n = int(sys.argv[1])
 a, b = np.ones((n, n), np.float32), np.ones((n, n), np.float32)
 a @ b
 times = []
-for _ in range(5):
+for _ in range(7):
     start = time.perf_counter()
     a @ b
     times.append(time.perf_counter() - start)
-print(2 * n ** 3 / statistics.median(times) / 1e9)
+print(2 * n ** 3 / min(times) / 1e9)
 """
 
 
