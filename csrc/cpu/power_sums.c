@@ -39,6 +39,12 @@
  * at the seed's shapes; the backward also writes its gradient slab's), and one token's
  * work hides little of that latency. */
 #define MK_POWER_TOKENS_AHEAD 4
+/* Rows ahead whose slab of out the forward prefetches for writing (its stores otherwise
+ * wait on their read-for-ownership misses), and whose slab of G the backward prefetches:
+ * a line per token, since a burst of K x 4 prefetches stalls on the fill buffers. A slab
+ * of a row is K pieces of 256 bytes, D floats apart, a pattern the hardware prefetchers
+ * do not follow. */
+#define MK_POWER_ROWS_AHEAD 2
 
 static int use_packed(int64_t rows, int64_t T, int64_t V) {
     return rows * T >= MK_POWER_PACK_USES * V &&
@@ -128,10 +134,11 @@ static void list_tokens(const int32_t *tokens, int64_t r0, int64_t r1, int64_t T
 /* o[k * D + c] = sum over the n tokens ids[i] (in order, from +0) of e[ids[i]][c] ^ (k + 1)
  * for the columns of one slab, with e[v] = table + v * stride; ids < 0 are skipped when
  * `skip`. Each power is the chain e, e * e, (e * e) * e, ... of the plain loop. `listed`
- * tokens at ids are valid rows (the next rows' too): those ahead are prefetched. */
+ * tokens at ids are valid rows (the next rows' too): those ahead are prefetched, and so
+ * is o_ahead (unless NULL), a later row's slab of out, a line per token. */
 MK_INLINE void power_slab_row(const float *table, int64_t stride, const int32_t *ids, int64_t n,
                               int64_t listed, int skip, int64_t D, int64_t K, int64_t nv,
-                              int64_t last, mk_f16v *spill, float *o) {
+                              int64_t last, mk_f16v *spill, float *o, float *o_ahead) {
     /* K of 1 to 4 (a constant): a local array, which the compiler keeps in registers (a
      * caller's array it would store back on every token); more orders: `spill` */
     mk_f16v local[4 * MK_POWER_NV];
@@ -141,6 +148,8 @@ MK_INLINE void power_slab_row(const float *table, int64_t stride, const int32_t 
         if (i + MK_POWER_TOKENS_AHEAD < listed) /* the packed path: rows from L2 into L1 */
             for (int64_t j = 0; j < nv; j++)
                 __builtin_prefetch(table + (int64_t)ids[i + MK_POWER_TOKENS_AHEAD] * stride + 16 * j);
+        if (o_ahead && i < K * nv) /* line i of a later row's slab of out, to be written */
+            __builtin_prefetch(o_ahead + i / nv * D + 16 * (i % nv), 1);
         if (skip && ids[i] < 0) continue;
         const float *e = table + (int64_t)ids[i] * stride;
         for (int64_t j = 0; j < nv; j++) {
@@ -163,7 +172,8 @@ MK_INLINE void power_rows(const float *emb, const int32_t *tokens, int64_t r0, i
         for (int64_t d = 0; d < D;) {
             const mk_slab s = slab_at(d, D);
 #define MK_BODY(nv, last)                                                                      \
-    power_slab_row(emb + d, D, tokens + r * T, T, 0, 1, D, K, nv, last, spill, out + r * K * D + d)
+    power_slab_row(emb + d, D, tokens + r * T, T, 0, 1, D, K, nv, last, spill, out + r * K * D + d, \
+                   NULL)
             MK_SLAB_DISPATCH(s, MK_BODY);
 #undef MK_BODY
             d += s.width;
@@ -182,7 +192,8 @@ MK_INLINE void power_rows_packed(const float *emb, const int32_t *ids, const int
     for (int64_t r = r0; r < r1; r++) {                                                        \
         power_slab_row(packed, 16 * (nv), ids + begin[r - r0], begin[r - r0 + 1] - begin[r - r0], \
                        begin[r1 - r0] - begin[r - r0], 0, D, K, nv, last, spill,               \
-                       out + r * K * D + d);                                                   \
+                       out + r * K * D + d,                                                    \
+                       r + MK_POWER_ROWS_AHEAD < r1 ? out + (r + MK_POWER_ROWS_AHEAD) * K * D + d : NULL); \
     }
         MK_SLAB_DISPATCH(s, MK_BODY);
 #undef MK_BODY
@@ -321,6 +332,10 @@ MK_INLINE void grad_rows_packed(const float *grad, const float *emb, const int32
                     __builtin_prefetch(pg + u + 16 * j, 1);                                    \
                 }                                                                              \
             }                                                                                  \
+            const int64_t q = i - begin[r]; /* line q of row r + 2's slab of G */              \
+            if (q < K * (nv) && r + MK_POWER_ROWS_AHEAD < rows)                                \
+                __builtin_prefetch(grad + (r + MK_POWER_ROWS_AHEAD) * K * D + d + q / (nv) * D \
+                                   + 16 * (q % (nv)));                                         \
             add_grad_slab(G, pe + ids[i] * 16 * (nv), K, nv, last, pg + ids[i] * 16 * (nv));   \
         }                                                                                      \
     }                                                                                          \
