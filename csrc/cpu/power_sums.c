@@ -46,6 +46,11 @@
  * do not follow. */
 #define MK_POWER_ROWS_AHEAD 2
 
+/* K x MK_POWER_NV vectors for more than 4 orders (K is not bounded: not on the stack). */
+static mk_f16v *alloc_spill(int64_t K) {
+    return aligned_alloc(sizeof(mk_f16v), (size_t)K * MK_POWER_NV * sizeof(mk_f16v));
+}
+
 static int use_packed(int64_t rows, int64_t T, int64_t V) {
     return rows * T >= MK_POWER_PACK_USES * V &&
            V * 16 * MK_POWER_NV * (int64_t)sizeof(float) <= MK_POWER_PACK_BYTES;
@@ -96,15 +101,18 @@ MK_INLINE void pack_slab(const float *src, int64_t D, int64_t n, int64_t nv, int
                          float *dst) {
     for (int64_t v = 0; v < n; v++) {
         if (v + MK_POWER_PACK_AHEAD < n)
-            for (int64_t j = 0; j < nv; j++) __builtin_prefetch(src + (v + MK_POWER_PACK_AHEAD) * D + 16 * j);
-        for (int64_t j = 0; j < nv; j++) MK_SLAB_STORE(dst + v * 16 * nv, j, MK_SLAB_LOAD(src + v * D, j));
+            for (int64_t j = 0; j < nv; j++)
+                __builtin_prefetch(src + (v + MK_POWER_PACK_AHEAD) * D + 16 * j);
+        for (int64_t j = 0; j < nv; j++)
+            MK_SLAB_STORE(dst + v * 16 * nv, j, MK_SLAB_LOAD(src + v * D, j));
     }
 }
 /* The other way, zeroing src behind it (ready for the next slab's sums). */
 MK_INLINE void unpack_slab(float *src, int64_t D, int64_t n, int64_t nv, int64_t last, float *dst) {
     for (int64_t v = 0; v < n; v++) {
         if (v + MK_POWER_PACK_AHEAD < n)
-            for (int64_t j = 0; j < nv; j++) __builtin_prefetch(dst + (v + MK_POWER_PACK_AHEAD) * D + 16 * j, 1);
+            for (int64_t j = 0; j < nv; j++)
+                __builtin_prefetch(dst + (v + MK_POWER_PACK_AHEAD) * D + 16 * j, 1);
         for (int64_t j = 0; j < nv; j++) {
             MK_SLAB_STORE(dst + v * D, j, MK_SLAB_LOAD(src + v * 16 * nv, j));
             MK_F16V_STORE(src + v * 16 * nv + 16 * j, (mk_f16v){0});
@@ -146,8 +154,10 @@ MK_INLINE void power_slab_row(const float *table, int64_t stride, const int32_t 
     for (int64_t i = 0; i < K * nv; i++) acc[i] = (mk_f16v){0};
     for (int64_t i = 0; i < n; i++) {
         if (i + MK_POWER_TOKENS_AHEAD < listed) /* the packed path: rows from L2 into L1 */
-            for (int64_t j = 0; j < nv; j++)
-                __builtin_prefetch(table + (int64_t)ids[i + MK_POWER_TOKENS_AHEAD] * stride + 16 * j);
+            for (int64_t j = 0; j < nv; j++) {
+                const int64_t u = ids[i + MK_POWER_TOKENS_AHEAD];
+                __builtin_prefetch(table + u * stride + 16 * j);
+            }
         if (o_ahead && i < K * nv) /* line i of a later row's slab of out, to be written */
             __builtin_prefetch(o_ahead + i / nv * D + 16 * (i % nv), 1);
         if (skip && ids[i] < 0) continue;
@@ -214,7 +224,7 @@ mk_status mk_power_sums_cpu(void *stream, const float *emb, const int32_t *token
         int64_t r0, r1;
         mk_owned_rows(rows, &r0, &r1);
         /* the sums of more than 4 orders (K is not bounded); the packed path's slab and lists */
-        mk_f16v *spill = K > 4 ? aligned_alloc(sizeof(mk_f16v), (size_t)K * MK_POWER_NV * sizeof(mk_f16v)) : NULL;
+        mk_f16v *spill = K > 4 ? alloc_spill(K) : NULL;
         float *pk = packed ? malloc((size_t)(V * 16 * MK_POWER_NV) * sizeof(float)) : NULL;
         int32_t *ids = packed ? malloc((size_t)((r1 - r0) * T) * sizeof(int32_t) + 1) : NULL;
         int64_t *begin = packed ? malloc((size_t)(r1 - r0 + 1) * sizeof(int64_t)) : NULL;
@@ -256,7 +266,8 @@ mk_status mk_power_sums_cpu(void *stream, const float *emb, const int32_t *token
 MK_INLINE void scale_grad(const float *g, int64_t D, int64_t K, int64_t nv, int64_t last,
                           mk_f16v *G) {
     for (int64_t k = 0; k < K; k++)
-        for (int64_t j = 0; j < nv; j++) G[k * nv + j] = (float)(k + 1) * MK_SLAB_LOAD(g + k * D, j);
+        for (int64_t j = 0; j < nv; j++)
+            G[k * nv + j] = (float)(k + 1) * MK_SLAB_LOAD(g + k * D, j);
 }
 
 /* ge[c] += sum_k (k + 1) g_k[c] e[c]^k by Horner's rule from the top order, for one slab:
@@ -361,8 +372,9 @@ mk_status mk_power_sums_backward_cpu(void *stream, const float *grad, const floa
         int64_t v0, v1;
         mk_owned_rows(V, &v0, &v1);
         /* a scaled row of G for more than 4 orders; the packed path's slabs and lists */
-        mk_f16v *spill = K > 4 ? aligned_alloc(sizeof(mk_f16v), (size_t)K * MK_POWER_NV * sizeof(mk_f16v)) : NULL;
-        float *pack = packed ? malloc((size_t)(2 * (v1 - v0) * 16 * MK_POWER_NV) * sizeof(float) + 1) : NULL;
+        mk_f16v *spill = K > 4 ? alloc_spill(K) : NULL;
+        const size_t pack_floats = (size_t)(2 * (v1 - v0) * 16 * MK_POWER_NV);
+        float *pack = packed ? malloc(pack_floats * sizeof(float) + 1) : NULL;
         int32_t *ids = packed ? malloc((size_t)(rows * T) * sizeof(int32_t) + 1) : NULL;
         int64_t *begin = packed ? malloc((size_t)(rows + 1) * sizeof(int64_t)) : NULL;
         if ((K > 4 && !spill) || (packed && (!pack || !ids || !begin))) {
