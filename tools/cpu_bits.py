@@ -49,6 +49,19 @@ for k in (1, 2, 3, 5, 7):  # other orders, odd widths
         t[rng.random(t.shape) < 0.2] = -1
         f = ops.power_sums(e, t, k)
         digest(f"power_sums K={k} D={d}", f, ops.power_sums_backward(rng.standard_normal(f.shape).astype(np.float32), e, t))
+# the kernel's other paths and slab shapes (csrc/cpu/power_sums.c): direct gathers for small
+# batches (one position at the seed's shapes, two), packed slabs at wider odd widths; a rng
+# of their own, so the lines below keep their inputs
+rng_p = np.random.default_rng(2)
+for (B, T_, Vp, d), ks in [((1, 40, V, D), (4,)), ((2, 40, 300, 100), (3, 4, 6)),
+                           ((16, 40, 50, 100), (2, 4)), ((16, 40, 50, 143), (4, 5))]:
+    e = (rng_p.standard_normal((Vp, d)) * 0.9).astype(np.float32)
+    t = rng_p.integers(0, Vp, (B, 2, T_), dtype=np.int32)
+    t[rng_p.random(t.shape) < 0.2] = -1
+    for k in ks:
+        f = ops.power_sums(e, t, k)
+        digest(f"power_sums B={B} V={Vp} K={k} D={d}", f,
+               ops.power_sums_backward(rng_p.standard_normal(f.shape).astype(np.float32), e, t))
 num_pairs = V * (V + 1) // 2
 table = rng.standard_normal((num_pairs, P)).astype(np.float32)
 pr = ops.pair_sums(table, tok)

@@ -3,7 +3,9 @@ configuration, beside its materialising NumPy version (the A/B that proved the i
 
 Times are medians of N runs after warm-up, with min and max; peak memory is the largest
 amount of memory one call allocated (tracemalloc, which sees NumPy's and manaka's arrays).
-Every pair of results is checked to agree before any time is reported.
+Every pair of results is checked to agree before any time is reported. Each fused row
+also gives the op's floor on this machine and its time over it (floor_ms, over_floor:
+manaka.bench.floors; one core's copy rate, so run --threads 1 for a fair ratio).
 ``--device cuda`` runs the GPU suite (manaka.bench.ops_cuda) instead.
 """
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 import manaka as mk
 
 from . import numpy_ops
+from .floors import cpu_copy_gbs, cpu_gemm_gflops, floor_ms, floors
 from .seed import SeedShapes, op_inputs
 from .timing import HEADER, measure, write_results, OUT_HELP
 
@@ -69,6 +72,8 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=None, help="timed runs of each fused op (default 10)")
     parser.add_argument("--baseline-runs", type=int, default=3, help="timed runs of each NumPy version (default 3)")
     parser.add_argument("--batch", type=int, default=SeedShapes.B, help="batch size (default: the seed's 1024)")
+    parser.add_argument("--threads", type=int, default=0, help="manaka's threads, and the GEMM rate's (0: default)")
+    parser.add_argument("--copy-mib", type=int, default=256, help="size of the copy-rate probe in MiB (default 256)")
     parser.add_argument("--out", default=None, help=OUT_HELP)
     args, rest = parser.parse_known_args(argv)
     args.runs_given = args.runs is not None
@@ -80,10 +85,15 @@ def main(argv=None) -> int:
             forwarded += ["--runs", str(args.runs)]
         return ops_cuda.main(rest + forwarded)
 
+    mk.set_num_threads(args.threads)
     shapes = SeedShapes(B=args.batch)
-    print(f"manaka.bench ops (cpu): {shapes}\n{mk.build_info()}", flush=True)
+    print(f"manaka.bench ops (cpu): {shapes}, threads {mk.get_num_threads()}\n{mk.build_info()}", flush=True)
     x = op_inputs(shapes)
-    lines, results = [HEADER], []
+    need = floors(x, shapes)
+    copy_gbs, gemm_gflops = cpu_copy_gbs(args.copy_mib), cpu_gemm_gflops(mk.get_num_threads())
+    rates = f"copy {copy_gbs:.1f} GB/s (read + write, one core); float32 GEMM {gemm_gflops:.1f} GFLOP/s"
+    print(rates, flush=True)
+    lines, results = [rates, HEADER], []
     for name, fused, naive in cases(x, shapes):
         err = agree(fused(), naive())
         if not err < 1e-4:
@@ -94,13 +104,17 @@ def main(argv=None) -> int:
         time.sleep(0.5)
         fast = measure(f"{name}: manaka fused", fused, runs=args.runs, warmup=2,
                        peak_mb=round(peak_alloc_mb(fused), 1), rel_diff=f"{err:.1e}")
+        floor = floor_ms(need[name], copy_gbs, gemm_gflops)
+        fast.extra.update(floor_ms=f"{floor:.3f}", over_floor=f"{fast.median_ms / floor:.2f}")
         base = measure(f"{name}: NumPy, materialising", naive, runs=args.baseline_runs, warmup=1,
                        peak_mb=round(peak_alloc_mb(naive), 1))
         for line in (base.row(), fast.row(base)):
             lines.append(line)
             print(line, flush=True)
-        results.append({"op": name, "numpy": base, "fused": fast, "speedup": base.median_ms / fast.median_ms})
+        results.append({"op": name, "numpy": base, "fused": fast, "speedup": base.median_ms / fast.median_ms,
+                        "floor_ms": floor, "fused_over_floor": fast.median_ms / floor, **need[name]})
     path = write_results("ops", "cpu", {"shapes": shapes.__dict__, "threads": mk.get_num_threads(),
+                                        "copy_gbs": copy_gbs, "gemm_gflops": gemm_gflops,
                                         "results": results}, lines, args.out)
     print(f"wrote {path}")
     return 0

@@ -29,6 +29,7 @@ import numpy as np
 import manaka as mk
 from manaka import cuda
 
+from .floors import floors
 from .ops import agree
 from .seed import SeedShapes, op_inputs
 from .timing import HEADER, Timing, measure, write_results, OUT_HELP
@@ -59,39 +60,6 @@ def fp32_tflops(torch) -> Optional[float]:
     a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
     t = timed("sgemm", lambda: a @ b, runs=5, inner=3)
     return 2 * n**3 / (t.median_ms * 1e-3) / 1e12
-
-
-def floors(x: dict, s: SeedShapes) -> Dict[str, Dict[str, float]]:
-    """Bytes each op must move to or from device memory and FLOPs it must do, for these
-    inputs: every input read once, every output written once, table rows counted once
-    however often they are gathered (they stay in L2), and only the rows actually used."""
-    f = 4  # bytes per float32 / int32
-    n_legal = int(x["counts"].sum())
-    tok = x["tokens"]
-    n_tok = int((tok >= 0).sum())
-    moves_used = len(np.unique(x["indices"][x["indices"] >= 0]))
-    vocab_used = len(np.unique(tok[tok >= 0]))
-    i, j = np.triu_indices(s.T, k=1)
-    a, b = tok[..., i], tok[..., j]
-    valid = (a >= 0) & (b >= 0)
-    n_pairs = int(valid.sum())
-    lo, hi = np.minimum(a, b).astype(np.int64), np.maximum(a, b).astype(np.int64)
-    pairs_used = len(np.unique((hi * (hi + 1) // 2 + lo)[valid]))
-    BL, rows = s.B * s.L, s.B * s.S
-    return {
-        "gather_dot forward": {"bytes": f * (s.B * s.W + moves_used * s.W + n_legal + s.B + BL),
-                               "flops": 2 * n_legal * s.W},
-        "gather_dot backward": {"bytes": f * (BL + 2 * s.B * s.W + 2 * s.M * s.W + n_legal + s.B),
-                                "flops": 4 * n_legal * s.W},
-        "power_sums forward": {"bytes": f * (tok.size + vocab_used * s.D + rows * s.K * s.D),
-                               "flops": 2 * s.K * s.D * n_tok},
-        "power_sums backward": {"bytes": f * (rows * s.K * s.D + tok.size + 2 * s.V * s.D),
-                                "flops": 3 * s.K * s.D * n_tok},
-        "pair_sums forward": {"bytes": f * (tok.size + pairs_used * s.P + rows * s.P),
-                              "flops": n_pairs * s.P},
-        "pair_sums backward": {"bytes": f * (rows * s.P + tok.size + s.num_pairs * s.P),
-                               "flops": n_pairs * s.P},
-    }
 
 
 def import_torch():

@@ -85,6 +85,10 @@ def test_default_output_is_bench_results_not_the_committed_folder(tmp_path):
     assert digest(committed) == before
     written = json.loads((tmp_path / "bench_results" / "ops-cpu.json").read_text())
     assert written["suite"] == "ops" and written["results"]
+    # each op beside its floor (manaka.bench.floors): positive rates, floor and ratio
+    assert written["copy_gbs"] > 0 and written["gemm_gflops"] > 0
+    for r in written["results"]:
+        assert r["floor_ms"] > 0 and r["fused_over_floor"] == r["fused"]["median_ms"] / r["floor_ms"]
     assert (tmp_path / "bench_results" / "ops-cpu.md").read_text().startswith("# manaka.bench ops")
 
 
