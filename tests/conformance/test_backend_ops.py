@@ -269,6 +269,12 @@ def _(r):
     got = r.be.get(gt)
     r.close(got[rows == 1], want_big[rows == 1], "grad_table (masked rows)")
     assert (got[M + 3] == 0).all() and np.isnan(got[rows == 0]).all(), "rows outside the mask written"
+    # no mask: every row is written, 0 where no index lands (runs of such rows between and
+    # after the named ones)
+    gt = r.be.empty((2 * M, W))
+    r.op("gather_dot_backward", None, args[0], args[1], r.be.put(big), args[3], args[4], B, L, W,
+         2 * M, None, gt, None, work2, nbytes2)
+    r.close(r.be.get(gt), want_big, "grad_table (every row, most without an entry)")
     gt = r.be.empty((M, W))
     _too_little(r, gt, "gather_dot_backward", None, *args, B, L, W, M, None, gt, None, work, nbytes - 1)
 

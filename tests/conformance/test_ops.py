@@ -33,6 +33,7 @@ GATHER_SHAPES = [  # B, L, W, M
     (4, 16, 33, 9),  # W not a multiple of the vector width
     (17, 40, 64, 2),  # heavy collisions: 2 rows for 680 slots
     (64, 128, 300, 2187),
+    (5, 593, 125, 700),  # > 256 legal moves; W = 64 + 32 + 16 + 8 + 4 + 1: every column block
 ]
 
 
