@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend_cpu.h"
+#include "core/checked.h"
 #include "gather_dot_rows.h"
 #include "threads.h"
 
@@ -70,52 +71,62 @@ static void table_row(const float *hidden, int64_t W, const int64_t *pos, const 
     }
 }
 
-static mk_status grad_table_cpu(const float *grad, const float *hidden, const int32_t *indices,
-                                const int32_t *counts, int64_t B, int64_t L, int64_t W, int64_t M,
-                                float *grad_table, const uint8_t *rows) {
+size_t mk_gather_dot_work_bytes_cpu(int64_t B, int64_t L, int64_t M) {
+    int64_t slots, a, b, total; /* SIZE_MAX past 2^56 bytes: the arena then refuses (B, L) */
+    if (mk_mul_too_big(B, L, &slots) || mk_mul_too_big(slots, 8 + 4, &a) ||
+        mk_mul_too_big(M, 8 + 4, &b) || mk_add_too_big(a, b, &total))
+        return SIZE_MAX;
+    return (size_t)total;
+}
+
+/* `work` holds end[M] (int64), then pos[N] (int64), g[N] (float) and rows_used[M] (int32),
+ * N = the legal slots (<= B L). The sort costs O(M) only in one memset of end: rows with
+ * entries are listed as first met, and only they are visited (a batch names a few thousand
+ * of the recipe's 262,440 moves). Rows are computed in any order, each by one thread. */
+static void grad_table_cpu(const float *grad, const float *hidden, const int32_t *indices,
+                           const int32_t *counts, int64_t B, int64_t L, int64_t W, int64_t M,
+                           float *grad_table, const uint8_t *rows, void *work) {
     int64_t N = 0;
     for (int64_t b = 0; b < B; b++) N += row_count(counts, b, L);
-    /* first[m] .. first[m + 1]: row m's entries (first has M + 2 slots for the sort) */
-    int64_t *first = calloc((size_t)M + 2, sizeof(int64_t));
-    int64_t *pos = malloc((size_t)(N ? N : 1) * sizeof(int64_t));
-    float *g = malloc((size_t)(N ? N : 1) * sizeof(float));
-    if (!first || !pos || !g) {
-        free(first), free(pos), free(g);
-        return mk_fail(MK_ERR_NOMEM, "gather_dot_backward: out of memory for its scratch");
-    }
-    for (int64_t b = 0; b < B; b++) {
+    int64_t *end = work, *pos = end + M;
+    float *g = (float *)(pos + N);
+    int32_t *used = (int32_t *)(g + N);
+    int64_t n_used = 0;
+    memset(end, 0, (size_t)M * sizeof(int64_t));
+    for (int64_t b = 0; b < B; b++) { /* each row's count; the rows in the order first met */
         const int32_t *idx = indices + b * L;
-        for (int64_t l = 0, n = row_count(counts, b, L); l < n; l++) first[idx[l] + 2]++;
+        for (int64_t l = 0, n = row_count(counts, b, L); l < n; l++)
+            if (end[idx[l]]++ == 0) used[n_used++] = idx[l];
     }
-    for (int64_t m = 2; m < M + 2; m++) first[m] += first[m - 1];
-    for (int64_t b = 0; b < B; b++) { /* ascending (b, l) within each row */
+    for (int64_t u = 0, at = 0; u < n_used; u++) { /* row used[u]'s entries: [at, at + count) */
+        int64_t c = end[used[u]];
+        end[used[u]] = at;
+        at += c;
+    }
+    for (int64_t b = 0; b < B; b++) { /* ascending (b, l) within each row; end[m] ends row m */
         const int32_t *idx = indices + b * L;
         const float *gb = grad + b * L;
         for (int64_t l = 0, n = row_count(counts, b, L); l < n; l++) {
-            int64_t k = first[idx[l] + 1]++;
+            int64_t k = end[idx[l]]++;
             pos[k] = b, g[k] = gb[l];
         }
     }
 #pragma omp parallel num_threads(mk_threads_for_items(M, B * L * W))
     {
-        int64_t m0, m1, zeros;
+        int64_t m0, m1, u0, u1;
         mk_owned_rows(M, &m0, &m1);
-        zeros = m0; /* rows [zeros, m) have no entry and are still to be zeroed (rows NULL) */
-        for (int64_t m = m0; m < m1; m++) {
-            float *out = grad_table + m * W;
-            if (first[m] == first[m + 1]) {
-                if (rows && rows[m]) memset(out, 0, (size_t)W * sizeof(float));
-                continue;
-            }
-            if (!rows && zeros < m) memset(grad_table + zeros * W, 0, (size_t)((m - zeros) * W) * sizeof(float));
-            zeros = m + 1;
-            table_row(hidden, W, pos, g, first[m], first[m + 1], out);
+        if (!rows) /* one memset (large ones stream past the cache), then the rows with entries */
+            memset(grad_table + m0 * W, 0, (size_t)((m1 - m0) * W) * sizeof(float));
+        else /* the named rows no entry lands in (end stays 0 only there) */
+            for (int64_t m = m0; m < m1; m++)
+                if (rows[m] && end[m] == 0) memset(grad_table + m * W, 0, (size_t)W * sizeof(float));
+#pragma omp barrier
+        mk_owned_rows(n_used, &u0, &u1);
+        for (int64_t u = u0; u < u1; u++) {
+            int64_t m = used[u], first = u ? end[used[u - 1]] : 0;
+            table_row(hidden, W, pos, g, first, end[m], grad_table + m * W);
         }
-        if (!rows && zeros < m1)
-            memset(grad_table + zeros * W, 0, (size_t)((m1 - zeros) * W) * sizeof(float));
     }
-    free(first), free(pos), free(g);
-    return MK_OK;
 }
 
 mk_status mk_gather_dot_backward_cpu(void *stream, const float *grad, const float *hidden,
@@ -123,13 +134,26 @@ mk_status mk_gather_dot_backward_cpu(void *stream, const float *grad, const floa
                                      const int32_t *counts, int64_t B, int64_t L, int64_t W,
                                      int64_t M, float *grad_hidden, float *grad_table,
                                      const uint8_t *rows, void *work,
-                                     size_t work_bytes) { /* grad_table allocates its own */
+                                     size_t work_bytes) {
     if (grad_hidden) {
 #pragma omp parallel for schedule(static) num_threads(mk_threads_for_items(B, B * L * W))
         for (int64_t b = 0; b < B; b++)
             mk_gather_dot_grad_hidden_row(grad + b * L, table, indices + b * L,
                                           row_count(counts, b, L), W, grad_hidden + b * W);
     }
-    return grad_table ? grad_table_cpu(grad, hidden, indices, counts, B, L, W, M, grad_table, rows)
-                      : MK_OK;
+    if (!grad_table) return MK_OK;
+    /* the caller's scratch (the step's, scratch_bytes), else (the public ops) its own */
+    const size_t need = mk_gather_dot_work_bytes_cpu(B, L, M);
+    void *own = NULL;
+    if (!work) {
+        if (!(work = own = malloc(need)))
+            return mk_fail(MK_ERR_NOMEM, "gather_dot_backward: out of memory for %zu bytes of "
+                           "scratch", need);
+    } else if (work_bytes < need) {
+        return mk_fail(MK_ERR_VALUE, "gather_dot_backward: the scratch given holds %zu bytes; "
+                       "%zu are needed", work_bytes, need);
+    }
+    grad_table_cpu(grad, hidden, indices, counts, B, L, W, M, grad_table, rows, work);
+    free(own);
+    return MK_OK;
 }

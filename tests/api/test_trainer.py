@@ -304,15 +304,18 @@ def test_fused_pair_table_update_equals_unfused(threads):
 
 
 def test_fused_pair_update_takes_the_backend_scratch_and_refuses_less():
-    """The CPU's scratch_bytes is the fused pair-table update's bucket space (sorted tokens
+    """The CPU's scratch_bytes holds the fused pair-table update's bucket space (sorted tokens
     [rows, T], counts [rows], starts [V + 1], slots [rows, T] int32). Given exactly that, the
     update runs; given one byte less, or none, it raises naming the scratch and changes
     nothing (the probe returns fresh arrays only on success)."""
     rng = np.random.default_rng(5)
     V, P, rows, T = 9, 3, 10, 6
     assert _testing.backend_scratch_bytes("cpu", rows=rows, T=T, V=V) == 4 * (2 * rows * T + rows + V + 1)
-    assert _testing.backend_scratch_bytes("cpu", B=50, L=70, M=300, rows=rows, T=T, V=V) == \
-        _testing.backend_scratch_bytes("cpu", rows=rows, T=T, V=V)  # the CPU buckets moves on its own
+    # GatherDot's grad_table shares the scratch: its sort by row, end [M] int64 + rows used
+    # [M] int32, and each legal slot's position (int64) and gradient (float)
+    assert _testing.backend_scratch_bytes("cpu", B=50, L=70, M=300, rows=rows, T=T, V=V) == 12 * (50 * 70 + 300)
+    assert _testing.backend_scratch_bytes("cpu", B=1, L=1, M=1, rows=rows, T=T, V=V) == \
+        _testing.backend_scratch_bytes("cpu", rows=rows, T=T, V=V)  # the larger of the two
     need = _testing.backend_scratch_bytes("cpu", rows=rows, T=T, V=V)
     tokens = rng.integers(-1, V, (rows, T)).astype(np.int32)
     grad = rng.standard_normal((rows, P)).astype(np.float32)

@@ -104,13 +104,18 @@ static PyObject *py_backend_policy_head(PyObject *self, PyObject *args, PyObject
                        (size_t)(M * W) * 4};
     for (int i = 0; i < outs; i++) dres[i] = mk_probe_put(&bf, NULL, sizes[i], &st);
     float *logits = split ? mk_probe_put(&bf, NULL, sizes[0], &st) : NULL;
+    /* grad_table's scratch, as a step has it (scratch_bytes for these shapes) */
+    size_t work_bytes = 0;
+    mk_step_shapes shapes = {.B = B, .L = L, .M = M};
+    if (table_grad && st == MK_OK) st = bf.be->scratch_bytes(&shapes, &work_bytes);
+    void *work = work_bytes ? mk_probe_put(&bf, NULL, work_bytes, &st) : NULL;
     for (int r = 0; r < repeats && st == MK_OK; r++) {
         if (!split) {
             st = bf.be->policy_head(NULL, dq_in, dtable, dlegal, dcounts, dtarget, dsoft, B, L, W,
                                     grad_scale, dres[0], dres[1], dres[2], dres[3]);
             if (st == MK_OK && table_grad)
                 st = bf.be->gather_dot_backward(NULL, dres[0], dq_in, dtable, dlegal, dcounts, B,
-                                                L, W, M, NULL, dres[4], NULL, NULL, 0);
+                                                L, W, M, NULL, dres[4], NULL, work, work_bytes);
             continue;
         }
         st = bf.be->gather_dot(NULL, dq_in, dtable, dlegal, dcounts, B, L, W, logits);
@@ -119,7 +124,7 @@ static PyObject *py_backend_policy_head(PyObject *self, PyObject *args, PyObject
                                      dres[0], dres[2], dres[3]);
         if (st == MK_OK)
             st = bf.be->gather_dot_backward(NULL, dres[0], dq_in, dtable, dlegal, dcounts, B, L, W,
-                                            M, dres[1], dres[4], NULL, NULL, 0); /* no scratch */
+                                            M, dres[1], dres[4], NULL, work, work_bytes);
     }
     for (int i = 0; i < outs && st == MK_OK; i++)
         st = bf.be->to_host(NULL, PyArray_DATA(out[i]), dres[i], sizes[i]);
