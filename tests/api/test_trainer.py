@@ -311,9 +311,11 @@ def test_fused_pair_update_takes_the_backend_scratch_and_refuses_less():
     rng = np.random.default_rng(5)
     V, P, rows, T = 9, 3, 10, 6
     assert _testing.backend_scratch_bytes("cpu", rows=rows, T=T, V=V) == 4 * (2 * rows * T + rows + V + 1)
-    # GatherDot's grad_table shares the scratch: its sort by row, end [M] int64 + rows used
-    # [M] int32, and each legal slot's position (int64) and gradient (float)
-    assert _testing.backend_scratch_bytes("cpu", B=50, L=70, M=300, rows=rows, T=T, V=V) == 12 * (50 * 70 + 300)
+    # GatherDot's grad_table shares the scratch: its radix sort by row, a histogram of
+    # 2^digit int64 counts and one (row, position, gradient) entry of 12 bytes per legal slot,
+    # twice when it takes more than one pass of at most 12 bits
+    assert _testing.backend_scratch_bytes("cpu", B=50, L=70, M=300, rows=rows, T=T, V=V) == 12 * 50 * 70 + 8 * 2**9
+    assert _testing.backend_scratch_bytes("cpu", B=50, L=70, M=262440) == 2 * 12 * 50 * 70 + 8 * 2**10  # 19 bits: 2 passes of 10
     assert _testing.backend_scratch_bytes("cpu", B=1, L=1, M=1, rows=rows, T=T, V=V) == \
         _testing.backend_scratch_bytes("cpu", rows=rows, T=T, V=V)  # the larger of the two
     need = _testing.backend_scratch_bytes("cpu", rows=rows, T=T, V=V)

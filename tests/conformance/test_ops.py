@@ -34,6 +34,7 @@ GATHER_SHAPES = [  # B, L, W, M
     (17, 40, 64, 2),  # heavy collisions: 2 rows for 680 slots
     (64, 128, 300, 2187),
     (5, 593, 125, 700),  # > 256 legal moves; W = 64 + 32 + 16 + 8 + 4 + 1: every column block
+    (6, 300, 13, 9000),  # > 4096 moves: the CPU's sort by table row takes two passes
 ]
 
 
