@@ -17,13 +17,13 @@ falls on all alike) that times, on one thread, in process CPU time, the backend'
   recipe split+table  the same and grad_table (every row written: move_update="dense")
 q and the table are random normals (logits ~ N(0, 1)), as in policy_head.compare_ops.
 
-The floor (printed once, from the first tree): the bytes that must move, at this core's
-copy bandwidth (a 256 MiB NumPy copy, read + write), plus the multiply-adds at manaka's
-own sgemm rate (2048-cube), both measured in the same run (step_floor.cpu_rates). Bytes: q
-and the legal slots read, each distinct table row read once, dlogits [B, L] and dq written,
-the per-row stats; with the table, grad_table [M, W] written. FLOPs: 2 n W for the logits,
-2 n W for dq, 2 n W for grad_table (n legal slots). The exponentials and logarithms are
-not counted."""
+The floor (measured once, before the rounds, with this repository's manaka): the bytes that
+must move, at this core's copy bandwidth (a 256 MiB NumPy copy, read + write), plus the
+multiply-adds at manaka's own sgemm rate (2048-cube), both on one thread
+(step_floor.cpu_rates). Bytes (step_floor.policy_head_floor): q and the legal slots read, each
+distinct table row read once, dlogits [B, L] and dq written, the per-row stats; with the
+table, grad_table [M, W] written. FLOPs: 2 n W for the logits, 2 n W for dq, 2 n W for
+grad_table (n legal slots). The exponentials and logarithms are not counted."""
 import json
 import os
 import statistics
@@ -60,19 +60,20 @@ def inputs(records):
 
 
 def floors(data):
-    from manaka.bench.step_floor import cpu_rates
+    """The floor of each case (bench/step_floor.py's model: policy_head_floor, plus grad_table
+    [M, W] written and 2 n W FLOPs with the table), at this core's rates, one thread."""
+    import manaka as mk
+    from manaka.bench.step_floor import cpu_rates, floor_ms, policy_head_floor
+    mk.set_num_threads(1)
     rates = cpu_rates(9)
     out = {"copy_gbs": rates["copy_gbs"], "gemm_gflops": rates["gemm_gflops"]}
     for name, (q, table, legal, counts, _) in data.items():
-        (B, W), M, L = q.shape, len(table), legal.shape[1]
-        n = int(counts.sum())
-        rows = len(np.unique(legal[np.arange(L)[None] < counts[:, None]]))
-        head = 4 * (B * W + n + 2 * B + rows * W + B * L + B * W + 2 * B), 4 * n * W
-        table_ = head[0] + 4 * M * W, head[1] + 2 * n * W
-        for case, (nbytes, flops) in ((f"{name} {'fused' if name == 'seed' else 'split'}", head),
-                                      (f"{name} {'fused' if name == 'seed' else 'split'}+table", table_)):
-            ms = nbytes / (rates["copy_gbs"] * 1e9) * 1e3 + flops / (rates["gemm_gflops"] * 1e9) * 1e3
-            out[case] = {"bytes": nbytes, "flops": flops, "floor_ms": ms}
+        W, M, n = q.shape[1], len(table), int(counts.sum())
+        head = policy_head_floor(legal, counts, W)
+        with_table = {"bytes": head["bytes"] + 4 * M * W, "flops": head["flops"] + 2 * n * W}
+        kind = "fused" if name == "seed" else "split"
+        for case, need in ((f"{name} {kind}", head), (f"{name} {kind}+table", with_table)):
+            out[case] = {**need, "floor_ms": floor_ms(need, rates["copy_gbs"], rates["gemm_gflops"])}
     return out
 
 
@@ -101,8 +102,6 @@ def child(records, calls=7, R=8):
             tR.append(run(R))
         res[case] = (statistics.median(tR) - statistics.median(t1)) / (R - 1) * 1e3
     res["load"] = os.getloadavg()[0]
-    if os.environ.get("POLICY_HEAD_FLOOR"):
-        res["floor"] = floors(data)
     print(json.dumps(res))
 
 
@@ -115,19 +114,16 @@ def main(argv):
     if argv and argv[0] == "--child":
         return child(records)
     rounds, trees = int(argv[0]), [os.path.abspath(t) for t in argv[1:]]
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    floor = floors(inputs(records))  # this repository's manaka, measured before the rounds
     got = {t: [] for t in trees}
-    floor = None
     for r in range(rounds):
         for k in range(len(trees)):
             tree = trees[(r + k) % len(trees)]
             env = dict(os.environ, PYTHONPATH=tree)
-            if floor is None:
-                env["POLICY_HEAD_FLOOR"] = "1"
             cmd = [sys.executable, os.path.abspath(__file__), "--child"] + (["--records", records] if records else [])
             line = json.loads(subprocess.run(cmd, env=env, cwd="/tmp", check=True, capture_output=True,
                                              text=True).stdout.strip().splitlines()[-1])
-            floor = floor or line.pop("floor", None)
-            line.pop("floor", None)
             got[tree].append(line)
             print(f"round {r + 1} {tree}: " + " | ".join(f"{k} {v:.3f}" for k, v in line.items()), flush=True)
     print(f"floor: copy {floor['copy_gbs']:.1f} GB/s, sgemm {floor['gemm_gflops']:.1f} GFLOP/s")
