@@ -75,6 +75,18 @@ legal = np.argsort(rng.random((B, M)), axis=1)[:, :L].astype(np.int32)
 legal[np.arange(L)[None, :] >= counts[:, None]] = -1
 target = (rng.random(B) * counts).astype(np.int32)
 digest("policy_head", *_testing.backend_policy_head("cpu", q, moves, legal, counts, target))
+digest("policy_head + grad_table", *_testing.backend_policy_head("cpu", q, moves, legal, counts, target, table_grad=True))
+# GatherDot at odd widths (every column block of the CPU's kernels), counts 0, 1 and many
+for w in (1, 3, 13, 125, 300):
+    b, ll, m = 37, 300, 97
+    h = rng.standard_normal((b, w)).astype(np.float32)
+    t = rng.standard_normal((m, w)).astype(np.float32)
+    idx = rng.integers(0, m, (b, ll)).astype(np.int32)
+    c = rng.integers(0, ll + 1, b).astype(np.int32)
+    c[:3] = (0, 1, ll)
+    idx[np.arange(ll)[None, :] >= c[:, None]] = -1
+    lg = ops.gather_dot(h, t, idx, c)
+    digest(f"gather_dot W={w}", lg, *ops.gather_dot_backward(rng.standard_normal(lg.shape).astype(np.float32), h, t, idx, c))
 for m, n, k, ta, tb in [(1024, 512, 2080, 0, 1), (512, 2080, 1024, 1, 0), (1024, 2080, 512, 0, 0),
                         (1024, 512, 512, 0, 1), (512, 512, 1024, 1, 0), (1024, 300, 512, 0, 1),
                         (97, 1000, 33, 0, 0)]:
@@ -85,7 +97,7 @@ cfg = mk.ModelConfig(**SEED)
 batch = seed_batch(cfg, 256, 600)
 for mode in ("dense", "sparse"):
     model = mk.Model(cfg, seed=0)
-    trainer = mk.Trainer(model, lr=1e-3, pair_update=mode)
+    trainer = mk.Trainer(model, lr=1e-3, pair_update=mode, move_update=mode)
     losses = [trainer.step(batch).loss for _ in range(3)]
     state = model.state_dict()
     digest(f"trainer {mode}: 3 losses", np.float64(losses))

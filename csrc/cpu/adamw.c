@@ -83,11 +83,14 @@ static void update_bf16(void *ctx, int64_t h, const float *acc, const int32_t *t
                    (h + 1) * u->P, u->seed, o);
 }
 
-/* The table's scratch_bytes: only the fused pair-table updates use `work` on the CPU. */
+/* The table's scratch_bytes: the fused pair-table updates and GatherDot's grad_table use
+ * `work` on the CPU, one after the other. */
 mk_status mk_scratch_bytes_cpu(const mk_step_shapes *shapes, size_t *bytes) {
     *bytes = 0;
     MK_TRY(mk_pair_groups_check("Model", shapes->rows, shapes->T));
-    *bytes = (size_t)mk_pair_adamw_work_ints(shapes->rows, shapes->T, shapes->V) * sizeof(int32_t);
+    size_t pair = (size_t)mk_pair_adamw_work_ints(shapes->rows, shapes->T, shapes->V) * sizeof(int32_t);
+    size_t moves = mk_gather_dot_work_bytes_cpu(shapes->B, shapes->L, shapes->M);
+    *bytes = pair > moves ? pair : moves;
     return MK_OK;
 }
 

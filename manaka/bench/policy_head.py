@@ -25,6 +25,7 @@ import numpy as np
 import manaka as mk
 
 from . import testing_hooks
+from .step_floor import floor_ms, policy_head_floor
 from .timing import measure_interleaved, phase_ms
 
 GRAD_TOL = 1e-4  # the fused and split gradients agree to float rounding (tests: 1e-5 .. 1e-4)
@@ -91,10 +92,13 @@ def compare(fused: mk.Model, fused_trainer: mk.Trainer, batch: mk.Batch, runs: i
 
 
 def compare_ops(backend, batch: mk.Batch, W: int, M: int, runs: int, repeats: int,
-                sync: Callable[[], None] = lambda: None) -> Tuple[List[str], Dict[str, object]]:
+                sync: Callable[[], None] = lambda: None,
+                rates: Optional[Dict[str, float]] = None) -> Tuple[List[str], Dict[str, object]]:
     """(report lines, results): the fused policy head entry against the split entries, on
     `backend` (a name or a capsule), for q [B, W] and a move table [M, W] of random normals
-    (logits ~ N(0, 1)) over the batch's legal lists and targets."""
+    (logits ~ N(0, 1)) over the batch's legal lists and targets. With `rates` (the CPU's,
+    step_floor.cpu_rates), also the fused entry's floor (step_floor.policy_head_floor) and
+    its time over it."""
     hooks = testing_hooks("the policy head comparison of python -m manaka.bench step")
     rng = np.random.default_rng(0)
     B = len(batch)
@@ -123,4 +127,11 @@ def compare_ops(backend, batch: mk.Batch, W: int, M: int, runs: int, repeats: in
     results = {"per_op_ms": per_op, "split_over_fused": ratio, "repeats": repeats, "rounds": runs,
                "calls_ms": {f"{h} x{r}": v for (h, r), v in t.items()},
                "max_rel_difference": worst}
+    if rates is not None and rates.get("gemm_gflops"):
+        need = policy_head_floor(batch.legal, batch.counts, W)
+        ms = floor_ms(need, rates["copy_gbs"], rates["gemm_gflops"])
+        results["floor"] = {**need, **rates, "floor_ms": ms, "fused_over_floor": per_op["fused"] / ms}
+        lines.append(f"  fused floor: {need['bytes'] / 1e6:.2f} MB at {rates['copy_gbs']:.1f} GB/s + "
+                     f"{need['flops'] / 1e6:.1f} MFLOP at {rates['gemm_gflops']:.1f} GFLOP/s = {ms:.3f} ms;"
+                     f" the fused entry takes {per_op['fused'] / ms:.2f}x that")
     return lines, results

@@ -32,6 +32,19 @@ def floor(cfg: mk.ModelConfig, batch: mk.Batch, num_parameters: int) -> Dict[str
     return {"bytes": nbytes, "flops": flops}
 
 
+def policy_head_floor(legal: np.ndarray, counts: np.ndarray, W: int) -> Dict[str, float]:
+    """Bytes and FLOPs the fused policy head entry (logits, cross-entropy, dq) cannot avoid for
+    legal [B, L] with counts [B] and a head of width W: q and the legal slots read, each
+    distinct move row read once, dlogits [B, L] and dq [B, W] written, counts, targets and the
+    two per-row stats; 2 n W FLOPs for the logits and 2 n W for dq (n legal slots). The
+    exponentials and logarithms are not counted."""
+    B, L = legal.shape
+    n = int(counts.sum())
+    rows = len(np.unique(legal[np.arange(L)[None] < counts[:, None]]))
+    nbytes = 4 * (B * W + n + 2 * B + rows * W + B * L + B * W + 2 * B)
+    return {"bytes": nbytes, "flops": 4 * n * W}
+
+
 def floor_ms(need: Dict[str, float], gbs: float, gflops: float) -> float:
     """The step's floor: its bytes at `gbs` plus its FLOPs at `gflops` (summed, not
     overlapped: a single core either streams or multiplies)."""

@@ -304,15 +304,20 @@ def test_fused_pair_table_update_equals_unfused(threads):
 
 
 def test_fused_pair_update_takes_the_backend_scratch_and_refuses_less():
-    """The CPU's scratch_bytes is the fused pair-table update's bucket space (sorted tokens
+    """The CPU's scratch_bytes holds the fused pair-table update's bucket space (sorted tokens
     [rows, T], counts [rows], starts [V + 1], slots [rows, T] int32). Given exactly that, the
     update runs; given one byte less, or none, it raises naming the scratch and changes
     nothing (the probe returns fresh arrays only on success)."""
     rng = np.random.default_rng(5)
     V, P, rows, T = 9, 3, 10, 6
     assert _testing.backend_scratch_bytes("cpu", rows=rows, T=T, V=V) == 4 * (2 * rows * T + rows + V + 1)
-    assert _testing.backend_scratch_bytes("cpu", B=50, L=70, M=300, rows=rows, T=T, V=V) == \
-        _testing.backend_scratch_bytes("cpu", rows=rows, T=T, V=V)  # the CPU buckets moves on its own
+    # GatherDot's grad_table shares the scratch: its radix sort by row, a histogram of
+    # 2^digit int64 counts and one (row, position, gradient) entry of 12 bytes per legal slot,
+    # twice when it takes more than one pass of at most 12 bits
+    assert _testing.backend_scratch_bytes("cpu", B=50, L=70, M=300, rows=rows, T=T, V=V) == 12 * 50 * 70 + 8 * 2**9
+    assert _testing.backend_scratch_bytes("cpu", B=50, L=70, M=262440) == 2 * 12 * 50 * 70 + 8 * 2**10  # 19 bits: 2 passes of 10
+    assert _testing.backend_scratch_bytes("cpu", B=1, L=1, M=1, rows=rows, T=T, V=V) == \
+        _testing.backend_scratch_bytes("cpu", rows=rows, T=T, V=V)  # the larger of the two
     need = _testing.backend_scratch_bytes("cpu", rows=rows, T=T, V=V)
     tokens = rng.integers(-1, V, (rows, T)).astype(np.int32)
     grad = rng.standard_normal((rows, P)).astype(np.float32)

@@ -33,6 +33,8 @@ GATHER_SHAPES = [  # B, L, W, M
     (4, 16, 33, 9),  # W not a multiple of the vector width
     (17, 40, 64, 2),  # heavy collisions: 2 rows for 680 slots
     (64, 128, 300, 2187),
+    (5, 593, 125, 700),  # > 256 legal moves; W = 64 + 32 + 16 + 8 + 4 + 1: every column block
+    (6, 300, 13, 9000),  # > 4096 moves: the CPU's sort by table row takes two passes
 ]
 
 
@@ -244,3 +246,34 @@ def test_out_and_unchecked_calls_on_the_host():
         _core.gather_dot(hidden, table)
     with pytest.raises(TypeError, match="out must be a \\(grad_hidden, grad_table\\) tuple"):
         _core.gather_dot_backward(grad, hidden, table, indices, counts, out=gh)
+
+
+def documented_order_dots(hidden, table, indices, counts):
+    """GatherDot's logits in the order docs/design.md gives for the CPU, in float32 NumPy:
+    eight lanes over w below W - W mod 8, the rest into lane 0, then the lanes in order."""
+    W = hidden.shape[1]
+    W8 = W - W % 8
+    b, l = np.nonzero(np.arange(indices.shape[1])[None] < counts[:, None])
+    prod = hidden[b] * table[indices[b, l]]  # float32 products, each rounded
+    lanes = np.zeros((len(b), 8), np.float32)
+    for c in range(0, W8, 8):
+        lanes = lanes + prod[:, c:c + 8]
+    for w in range(W8, W):
+        lanes[:, 0] = lanes[:, 0] + prod[:, w]
+    total = np.zeros(len(b), np.float32)
+    for j in range(8):
+        total = total + lanes[:, j]
+    out = np.zeros(indices.shape, np.float32)
+    out[b, l] = total
+    return out
+
+
+@pytest.mark.parametrize("W", [1, 7, 8, 13, 64, 125, 300])
+def test_gather_dot_sums_in_the_documented_order(rng, W):
+    """The CPU's logits are bitwise the documented order's (eight moves at a time and the
+    leftovers one by one: counts 0 to 23, 599 and 600)."""
+    hidden, table, _, _ = legal_batch(rng, 26, 600, W, 97)
+    indices = rng.integers(0, 97, (26, 600)).astype(np.int32)
+    counts = np.concatenate([np.arange(24), [600, 599]]).astype(np.int32)
+    want = documented_order_dots(hidden, table, indices, counts)
+    np.testing.assert_array_equal(mk.ops.gather_dot(hidden, table, indices, counts), want)

@@ -213,9 +213,25 @@ def test_benchmark_comparison_runs_and_checks_agreement():
 
 def test_benchmark_op_comparison_runs():
     from manaka.bench import policy_head
+    from manaka.bench.step_floor import floor_ms, policy_head_floor
 
     cfg = cases.config()
-    lines, results = policy_head.compare_ops("cpu", cases.batch(cfg, B=32, L=20, seed=1),
-                                             W=16, M=40, runs=2, repeats=3)
+    batch = cases.batch(cfg, B=32, L=20, seed=1)
+    rates = {"copy_gbs": 10.0, "gemm_gflops": 100.0}
+    lines, results = policy_head.compare_ops("cpu", batch, W=16, M=40, runs=2, repeats=3, rates=rates)
     assert set(results["per_op_ms"]) == {"fused", "split"}
     assert results["max_rel_difference"] < 1e-4 and any("split / fused" in line for line in lines)
+    want = floor_ms(policy_head_floor(batch.legal, batch.counts, 16), 10.0, 100.0)
+    assert results["floor"]["floor_ms"] == want and any("fused floor" in line for line in lines)
+
+
+def test_policy_head_floor_counts_the_bytes_and_flops():
+    """The floor's model on a batch counted by hand: 2 positions, 5 legal slots over 3
+    distinct moves, W = 4."""
+    from manaka.bench.step_floor import floor_ms, policy_head_floor
+
+    legal = np.array([[3, 1, -1], [1, 1, 2]], np.int32)
+    need = policy_head_floor(legal, np.array([2, 3], np.int32), 4)
+    # q 2x4, 5 slots, counts + targets 2 + 2, rows {1, 2, 3} x 4, dlogits 2x3, dq 2x4, stats 2 + 2
+    assert need == {"bytes": 4 * (8 + 5 + 4 + 12 + 6 + 8 + 4), "flops": 2 * 2 * 5 * 4}
+    assert floor_ms(need, 1.0, 1.0) == pytest.approx(need["bytes"] / 1e6 + need["flops"] / 1e6)

@@ -6,9 +6,13 @@
  *
  *   _testing.backend_policy_head(backend, q, table, legal, counts, target,
  *                                policy_target=None, grad_scale=1.0, head="fused",
- *                                repeats=1)
- *       -> (dlogits, dq, row_loss, row_correct)
+ *                                repeats=1, table_grad=False)
+ *       -> (dlogits, dq, row_loss, row_correct[, grad_table])
  *
+ * table_grad=True also runs gather_dot_backward's grad_table [M, W] (every row written,
+ * as the step with move_update="dense" does): the whole policy head of a training step;
+ * the split head then computes dq and grad_table in one gather_dot_backward call, as the
+ * step does.
  * repeats > 1 runs the head that many times on the same device buffers (for timing: the
  * copies in and out happen once).
  * backend: a name or a backend capsule (manaka._cuda.backend_table()); q float32 [B, W];
@@ -24,20 +28,20 @@
 static PyObject *py_backend_policy_head(PyObject *self, PyObject *args, PyObject *kwargs) {
     static const char op[] = "backend_policy_head";
     static char *kw[] = {"backend", "q", "table", "legal", "counts", "target", "policy_target",
-                         "grad_scale", "head", "repeats", NULL};
+                         "grad_scale", "head", "repeats", "table_grad", NULL};
     PyObject *backend, *qo, *tableo, *legalo, *countso, *targeto, *softo = Py_None;
     PyObject *result = NULL;
     float grad_scale = 1.0f;
     const char *head = "fused";
-    int repeats = 1;
+    int repeats = 1, table_grad = 0;
     PyArrayObject *q = NULL, *table = NULL, *legal = NULL, *counts = NULL, *target = NULL,
-                  *soft = NULL, *out[4] = {NULL, NULL, NULL, NULL};
+                  *soft = NULL, *out[5] = {NULL, NULL, NULL, NULL, NULL};
     int32_t *no_tokens = NULL;
     float *values = NULL;
     mk_probe_buffers bf = {NULL, {0}, 0};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|Ofsi", kw, &backend, &qo, &tableo,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|Ofsip", kw, &backend, &qo, &tableo,
                                      &legalo, &countso, &targeto, &softo, &grad_scale, &head,
-                                     &repeats) ||
+                                     &repeats, &table_grad) ||
         !(q = mk_float_arg(qo, op, "q", 2)) || !(table = mk_float_arg(tableo, op, "table", 2)) ||
         !(legal = mk_index_arg(legalo, op, "legal", 2)) ||
         !(counts = mk_index_arg(countso, op, "counts", 1)) ||
@@ -80,12 +84,14 @@ static PyObject *py_backend_policy_head(PyObject *self, PyObject *args, PyObject
         mk_raise_status(st);
         goto done;
     }
-    npy_intp bl[2] = {B, L}, bw[2] = {B, W}, b1[1] = {B};
+    npy_intp bl[2] = {B, L}, bw[2] = {B, W}, b1[1] = {B}, mw[2] = {M, W};
     out[0] = (PyArrayObject *)PyArray_SimpleNew(2, bl, NPY_FLOAT32);
     out[1] = (PyArrayObject *)PyArray_SimpleNew(2, bw, NPY_FLOAT32);
     out[2] = (PyArrayObject *)PyArray_SimpleNew(1, b1, NPY_FLOAT32);
     out[3] = (PyArrayObject *)PyArray_SimpleNew(1, b1, NPY_FLOAT32);
-    if (!out[0] || !out[1] || !out[2] || !out[3]) goto done;
+    if (table_grad) out[4] = (PyArrayObject *)PyArray_SimpleNew(2, mw, NPY_FLOAT32);
+    const int outs = table_grad ? 5 : 4;
+    if (!out[0] || !out[1] || !out[2] || !out[3] || (table_grad && !out[4])) goto done;
     Py_BEGIN_ALLOW_THREADS;
     const float *dq_in = mk_probe_put(&bf, PyArray_DATA(q), (size_t)(B * W) * 4, &st);
     const float *dtable = mk_probe_put(&bf, PyArray_DATA(table), (size_t)(M * W) * 4, &st);
@@ -93,14 +99,23 @@ static PyObject *py_backend_policy_head(PyObject *self, PyObject *args, PyObject
     const int32_t *dcounts = mk_probe_put(&bf, PyArray_DATA(counts), (size_t)B * 4, &st);
     const int32_t *dtarget = mk_probe_put(&bf, PyArray_DATA(target), (size_t)B * 4, &st);
     const float *dsoft = soft ? mk_probe_put(&bf, PyArray_DATA(soft), (size_t)(B * L) * 4, &st) : NULL;
-    float *dres[4];
-    size_t sizes[4] = {(size_t)(B * L) * 4, (size_t)(B * W) * 4, (size_t)B * 4, (size_t)B * 4};
-    for (int i = 0; i < 4; i++) dres[i] = mk_probe_put(&bf, NULL, sizes[i], &st);
+    float *dres[5] = {NULL};
+    size_t sizes[5] = {(size_t)(B * L) * 4, (size_t)(B * W) * 4, (size_t)B * 4, (size_t)B * 4,
+                       (size_t)(M * W) * 4};
+    for (int i = 0; i < outs; i++) dres[i] = mk_probe_put(&bf, NULL, sizes[i], &st);
     float *logits = split ? mk_probe_put(&bf, NULL, sizes[0], &st) : NULL;
+    /* grad_table's scratch, as a step has it (scratch_bytes for these shapes) */
+    size_t work_bytes = 0;
+    mk_step_shapes shapes = {.B = B, .L = L, .M = M};
+    if (table_grad && st == MK_OK) st = bf.be->scratch_bytes(&shapes, &work_bytes);
+    void *work = work_bytes ? mk_probe_put(&bf, NULL, work_bytes, &st) : NULL;
     for (int r = 0; r < repeats && st == MK_OK; r++) {
         if (!split) {
             st = bf.be->policy_head(NULL, dq_in, dtable, dlegal, dcounts, dtarget, dsoft, B, L, W,
                                     grad_scale, dres[0], dres[1], dres[2], dres[3]);
+            if (st == MK_OK && table_grad)
+                st = bf.be->gather_dot_backward(NULL, dres[0], dq_in, dtable, dlegal, dcounts, B,
+                                                L, W, M, NULL, dres[4], NULL, work, work_bytes);
             continue;
         }
         st = bf.be->gather_dot(NULL, dq_in, dtable, dlegal, dcounts, B, L, W, logits);
@@ -109,9 +124,9 @@ static PyObject *py_backend_policy_head(PyObject *self, PyObject *args, PyObject
                                      dres[0], dres[2], dres[3]);
         if (st == MK_OK)
             st = bf.be->gather_dot_backward(NULL, dres[0], dq_in, dtable, dlegal, dcounts, B, L, W,
-                                            M, dres[1], NULL, NULL, NULL, 0); /* no table: no scratch */
+                                            M, dres[1], dres[4], NULL, work, work_bytes);
     }
-    for (int i = 0; i < 4 && st == MK_OK; i++)
+    for (int i = 0; i < outs && st == MK_OK; i++)
         st = bf.be->to_host(NULL, PyArray_DATA(out[i]), dres[i], sizes[i]);
     mk_probe_free(&bf);
     Py_END_ALLOW_THREADS;
@@ -119,12 +134,13 @@ static PyObject *py_backend_policy_head(PyObject *self, PyObject *args, PyObject
         mk_raise_status(st);
         goto done;
     }
-    result = Py_BuildValue("(NNNN)", out[0], out[1], out[2], out[3]);
-    for (int i = 0; i < 4; i++) out[i] = NULL; /* stolen (or freed) by Py_BuildValue's N */
+    result = table_grad ? Py_BuildValue("(NNNNN)", out[0], out[1], out[2], out[3], out[4])
+                        : Py_BuildValue("(NNNN)", out[0], out[1], out[2], out[3]);
+    for (int i = 0; i < 5; i++) out[i] = NULL; /* stolen (or freed) by Py_BuildValue's N */
 done:
     free(no_tokens);
     free(values);
-    for (int i = 0; i < 4; i++) Py_XDECREF(out[i]);
+    for (int i = 0; i < 5; i++) Py_XDECREF(out[i]);
     Py_XDECREF(q);
     Py_XDECREF(table);
     Py_XDECREF(legal);
@@ -138,8 +154,9 @@ static PyMethodDef policy_head_probe_methods[] = {
     {"backend_policy_head", (PyCFunction)(void (*)(void))py_backend_policy_head,
      METH_VARARGS | METH_KEYWORDS,
      "backend_policy_head(backend, q, table, legal, counts, target, policy_target=None, "
-     "grad_scale=1.0, head='fused', repeats=1) -> (dlogits, dq, row_loss, row_correct): the "
-     "backend's fused policy head, or the split ops it replaces, on copies (tests, benchmark)."},
+     "grad_scale=1.0, head='fused', repeats=1, table_grad=False) -> (dlogits, dq, row_loss, "
+     "row_correct[, grad_table]): the backend's fused policy head, or the split ops it replaces, "
+     "on copies (tests, benchmark)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,7 +15,7 @@
 
 /* The device buffers of one hook call: made by the backend's alloc, filled from the
  * host, and freed together. */
-#define MK_PROBE_BUFFERS 11 /* the most one hook uses: backend_policy_head, split */
+#define MK_PROBE_BUFFERS 13 /* the most one hook uses: backend_policy_head, split, table_grad */
 typedef struct {
     const mk_backend *be;
     void *dev[MK_PROBE_BUFFERS];
