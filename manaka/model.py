@@ -51,6 +51,12 @@ class ModelConfig:
             logit, q being the policy head's vector: rows shared by every move of a class and
             of a group, which a label seen rarely learns from. Both start at 0. 0 (the
             default): none.
+        move_hidden_gate: 1 to read MoveHidden's units with a vector of the position
+            (docs/design.md §1; it needs move_hidden): ``(move_hidden_out[0] + q
+            move_hidden_gate) . ReLU(u)`` instead of ``move_hidden_out[0] . ReLU(u)``, q the
+            policy head's vector and move_hidden_gate [head_width, D], so that the position
+            chooses which of a move's local features matter. It starts at 0. 0 (the
+            default): none.
     """
 
     num_tokens: int
@@ -67,6 +73,7 @@ class ModelConfig:
     board_kinds: int = 0
     move_hidden: int = 0
     move_shared: int = 0
+    move_hidden_gate: int = 0
 
     def __post_init__(self):
         # The core converts and checks (_core.check_model_config: every field an int, or a
@@ -119,6 +126,8 @@ def expected_shapes(config: ModelConfig) -> Dict[str, Tuple[int, ...]]:
     if c.move_shared:
         shapes["move_shared_class"] = (c.move_pairs, c.head_width)
         shapes["move_shared_group"] = (c.num_moves // max(c.move_pairs, 1), c.head_width)
+    if c.move_hidden_gate:
+        shapes["move_hidden_gate"] = (c.head_width, c.move_hidden)
     return shapes
 
 

@@ -33,7 +33,10 @@ masks and sums, so any ONNX runtime runs the file and manaka is not needed to re
   ``MatMul`` by the slot weights sums them over the tokens, ``Gather`` of
   ``move_hidden_class`` at each move's class and ``Add`` give the pre-activations
   [B, L, D], then ``Relu`` and a ``MatMul`` by ``move_hidden_out`` [D, 1]; added after
-  the relative part.
+  the relative part. With its gated readout (``move_hidden_gate`` = 1) the readout is a
+  row per position, ``MatMul`` of the policy vector by ``move_hidden_gate`` [W, D] and
+  ``Add`` of ``move_hidden_out`` [1, D], ``Unsqueeze``d to [B, D, 1] for a batched
+  ``MatMul`` in place of the one by the constant column.
 * The shared move embeddings (a model with ``move_shared`` = 1): the policy vector times
   the transposed tables (``MatMul`` by ``move_shared_class``^T [W, C] and by
   ``move_shared_group``^T [W, M / C]), then ``GatherElements`` of each legal move's class
@@ -238,13 +241,14 @@ def _move_pair_relative_sums(g: _Graph, keys, relative: np.ndarray) -> str:
     return g.op("Squeeze", [sums, g.small([1])], "move_pair_relative_sums")
 
 
-def _move_hidden(g: _Graph, keys, w: "_Parameters", out: np.ndarray) -> str:
-    """[B, L]: MoveHidden, sum_d out[d] relu(pre[b, l, d]) with pre[b, l, :] =
+def _move_hidden(g: _Graph, keys, w: "_Parameters", out: np.ndarray, readout: str = None) -> str:
+    """[B, L]: MoveHidden, sum_d o[d] relu(pre[b, l, d]) with pre[b, l, :] =
     move_hidden_class[c, :] + the sum over the side to move's board tokens v of
     move_hidden_relative[ridx(v, c), :], c = move[b, l] % C (padded slots read class 0:
-    the caller masks them). The rows are gathered as [B, T, L, D] (1.5 MB per position
-    at T = 40, L = 600, D = 16) and summed over the tokens by a MatMul with the slot
-    weights."""
+    the caller masks them); o is out [1, D], or the value `readout` [B, D], a row per
+    position (the gated readout, :func:`_move_hidden_readout`). The rows are gathered as
+    [B, T, L, D] (1.5 MB per position at T = 40, L = 600, D = 16) and summed over the
+    tokens by a MatMul with the slot weights."""
     weight, index, classes = keys
     D = out.shape[-1]
     rows = g.op("Gather", [w["move_hidden_relative"], index], "move_hidden_rows", axis=0)     # [B, T, L, D]
@@ -254,9 +258,19 @@ def _move_hidden(g: _Graph, keys, w: "_Parameters", out: np.ndarray) -> str:
     class_rows = g.op("Gather", [w["move_hidden_class"], classes], "move_hidden_class_rows", axis=0)  # [B, L, D]
     pre = g.op("Add", [class_rows, board], "move_hidden_pre")
     hidden = g.op("Relu", [pre], "move_hidden_units")
-    column = g.const("move_hidden_out_column", np.ascontiguousarray(out, dtype=np.float32).reshape(D, 1))
+    if readout is None:  # one readout: a constant column [D, 1]
+        column = g.const("move_hidden_out_column", np.ascontiguousarray(out, dtype=np.float32).reshape(D, 1))
+    else:                # a column per position [B, D, 1]: a batched MatMul
+        column = g.op("Unsqueeze", [readout, g.small([2])], "move_hidden_readout_column")
     dots = g.op("MatMul", [hidden, column], "move_hidden_dots")                             # [B, L, 1]
     return g.op("Squeeze", [dots, g.small([2])], "move_hidden")
+
+
+def _move_hidden_readout(g: _Graph, q: str, w: "_Parameters") -> str:
+    """[B, D]: MoveHidden's gated readout, move_hidden_out + q move_hidden_gate, q [B, W]
+    the policy vector (as mk.Model: the product, then move_hidden_out added to each row)."""
+    gated = g.op("MatMul", [q, w["move_hidden_gate"]], "move_hidden_gated")                  # [B, D]
+    return g.op("Add", [gated, w["move_hidden_out"]], "move_hidden_readout")                # + [1, D]
 
 
 def _move_shared(g: _Graph, q: str, parameters: Mapping[str, np.ndarray], move: str, C: int):
@@ -319,7 +333,8 @@ def build(config, parameters: Mapping[str, np.ndarray], opset: int = DEFAULT_OPS
         relative = _move_pair_relative_sums(g, keys, parameters["move_pair_relative"])
         scores = g.op("Add", [scores, relative], "legal_scores_with_relative_pairs")
     if c.move_hidden:
-        hidden = _move_hidden(g, keys, w, parameters["move_hidden_out"])
+        readout = _move_hidden_readout(g, q, w) if c.move_hidden_gate else None
+        hidden = _move_hidden(g, keys, w, parameters["move_hidden_out"], readout)
         scores = g.op("Add", [scores, hidden], "legal_scores_with_move_hidden")
     if c.move_shared:
         class_part, group_part = _move_shared(g, q, parameters, move, c.move_pairs)

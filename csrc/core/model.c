@@ -40,6 +40,7 @@ typedef struct {
     float *hidden_pre;       /* [B, L, move_hidden]: MoveHidden's units before the ReLU */
     float *cls, *dcls;       /* [B, C]: q against move_shared_class, and its gradient */
     float *grp, *dgrp;       /* [B, M / C]: q against move_shared_group, and its gradient */
+    float *gate, *dgate;     /* [B, D]: MoveHidden's readout per position, and its gradient */
     float *row_policy, *row_value, *row_correct;
     void *work;         /* the primitives' scratch (backend.h: scratch_bytes) */
     size_t work_bytes;
@@ -156,6 +157,18 @@ static mk_status check_move_shared(const mk_config *c) {
     return MK_OK;
 }
 
+/* MoveHidden's gated readout: on or off, over MoveHidden's units. */
+static mk_status check_move_hidden_gate(const mk_config *c) {
+    if (!c->move_hidden_gate) return MK_OK;
+    if (c->move_hidden_gate != 1)
+        return mk_fail(MK_ERR_VALUE, "ModelConfig: move_hidden_gate must be 0 or 1, got %lld",
+                       (long long)c->move_hidden_gate);
+    if (!c->move_hidden)
+        return mk_fail(MK_ERR_VALUE, "ModelConfig: move_hidden_gate = 1 needs MoveHidden's units "
+                       "(move_hidden >= 1)");
+    return MK_OK;
+}
+
 mk_status mk_config_check(const mk_config *c) {
     mk_status st;
     if ((st = mk_config_check_count("move_pairs", c->move_pairs)) != MK_OK) return st;
@@ -164,6 +177,7 @@ mk_status mk_config_check(const mk_config *c) {
     if ((st = mk_config_check_count("board_kinds", c->board_kinds)) != MK_OK) return st;
     if ((st = mk_config_check_count("move_hidden", c->move_hidden)) != MK_OK) return st;
     if ((st = mk_config_check_count("move_shared", c->move_shared)) != MK_OK) return st;
+    if ((st = mk_config_check_count("move_hidden_gate", c->move_hidden_gate)) != MK_OK) return st;
     const char *names[] = {"num_tokens", "num_moves", "tokens_per_side", "embed_dim",
                            "orders",     "pair_dim",  "head_width"};
     const int64_t values[] = {c->num_tokens, c->num_moves, c->tokens_per_side, c->embed_dim,
@@ -200,6 +214,7 @@ mk_status mk_config_check(const mk_config *c) {
     if ((st = check_board(c)) != MK_OK) return st;
     if ((st = check_move_hidden(c)) != MK_OK) return st;
     if ((st = check_move_shared(c)) != MK_OK) return st;
+    if ((st = check_move_hidden_gate(c)) != MK_OK) return st;
     for (int i = 0; i < c->num_hidden; i++)
         if (c->hidden[i] > INT32_MAX)
             return mk_fail(MK_ERR_VALUE, "ModelConfig: hidden[%d] = %lld is above 2^31 - 1", i,
@@ -314,6 +329,7 @@ static void layout(mk_model *m) {
         add_tensor(m, "move_shared_class", c->move_pairs, c->head_width, 2);
         add_tensor(m, "move_shared_group", c->num_moves / c->move_pairs, c->head_width, 2);
     }
+    if (c->move_hidden_gate) add_tensor(m, "move_hidden_gate", c->head_width, c->move_hidden, 2);
     place_tensors(m);
 }
 
@@ -331,6 +347,8 @@ static int shared_head(const mk_model *m, int k) {
            (c->move_hidden ? 3 : 0) + k;
 }
 enum { S_CLASS = 0, S_GROUP };
+/* MoveHidden's gate follows them. */
+static int gate_head(const mk_model *m) { return shared_head(m, 0) + (m->cfg.move_shared ? 2 : 0); }
 /* The training step fuses GatherDot into the softmax (policy_head) only when nothing else
  * adds to the logits: MovePairSums needs them in memory between the two. */
 static int fused_head(const mk_model *m) { return m->fused_head && !m->cfg.move_pairs; }
@@ -353,6 +371,7 @@ static float init_std(const mk_model *m, int i) {
     /* the shared rows start at 0: a new model's policy is the one without them */
     if (c->move_shared && (i == shared_head(m, S_CLASS) || i == shared_head(m, S_GROUP)))
         return 0.0f;
+    if (c->move_hidden_gate && i == gate_head(m)) return 0.0f; /* the readout starts as out alone */
     double in = (double)t->shape[1];
     if (i < head(m, 0)) return (float)sqrt(2.0 / in); /* trunk: He */
     return (float)(1.0 / sqrt(in));
@@ -482,6 +501,8 @@ static size_t carve(mk_model *m, char *base, int64_t B, int64_t L, size_t work_b
     MK_ARENA_TAKE(a->dcls, float, B, C);
     MK_ARENA_TAKE(a->grp, float, B, groups);
     MK_ARENA_TAKE(a->dgrp, float, B, groups);
+    MK_ARENA_TAKE(a->gate, float, B, c->move_hidden_gate ? c->move_hidden : 0);
+    MK_ARENA_TAKE(a->dgate, float, B, c->move_hidden_gate ? c->move_hidden : 0);
     MK_ARENA_TAKE(a->row_policy, float, B, 1);
     MK_ARENA_TAKE(a->row_value, float, B, 1);
     MK_ARENA_TAKE(a->row_correct, float, B, 1);
@@ -659,9 +680,17 @@ static mk_status forward_net(mk_model *m, int logits) {
                                            S * T, bt->legal, bt->counts, B, T, L, c->move_pairs,
                                            c->board_width, c->board_height, c->board_kinds,
                                            a->logits));
+    if (logits && c->move_hidden_gate) { /* gate = q G + out, a readout per position */
+        const int64_t D = c->move_hidden, W = c->head_width;
+        MK_TRY(be->gemm(m->stream, 0, 0, B, D, W, 1.0f, a->q, W, P(m, gate_head(m)), D, 0.0f,
+                        a->gate, D));
+        MK_TRY(be->bias_act(m->stream, a->gate, P(m, head(m, H_MOVE_HIDDEN_OUT)), B, D, 0));
+    }
     if (logits && c->move_hidden)
         MK_TRY(be->move_hidden(m->stream, P(m, head(m, H_MOVE_HIDDEN_REL)),
-                               P(m, head(m, H_MOVE_HIDDEN_CLASS)), P(m, head(m, H_MOVE_HIDDEN_OUT)),
+                               P(m, head(m, H_MOVE_HIDDEN_CLASS)),
+                               c->move_hidden_gate ? a->gate : P(m, head(m, H_MOVE_HIDDEN_OUT)),
+                               c->move_hidden_gate ? c->move_hidden : 0,
                                bt->tokens, S * T, bt->legal, bt->counts, B, T, L, c->move_pairs,
                                c->board_width, c->board_height, c->board_kinds, c->move_hidden,
                                a->hidden_pre, a->logits));
@@ -751,11 +780,22 @@ mk_status mk_model_backward(mk_model *m, int pair_table, const uint8_t *move_row
                                                G(m, head(m, H_MOVE_PAIR_REL))));
     if (c->move_hidden)
         MK_TRY(be->move_hidden_backward(
-            m->stream, a->dlogits, a->hidden_pre, P(m, head(m, H_MOVE_HIDDEN_OUT)), bt->tokens,
-            S * T, bt->legal, bt->counts, B, T, bt->L, c->move_pairs, c->board_width,
-            c->board_height, c->board_kinds, c->move_hidden, G(m, head(m, H_MOVE_HIDDEN_REL)),
-            G(m, head(m, H_MOVE_HIDDEN_CLASS)), G(m, head(m, H_MOVE_HIDDEN_OUT)), a->work,
+            m->stream, a->dlogits, a->hidden_pre,
+            c->move_hidden_gate ? a->gate : P(m, head(m, H_MOVE_HIDDEN_OUT)),
+            c->move_hidden_gate ? c->move_hidden : 0, bt->tokens, S * T, bt->legal, bt->counts,
+            B, T, bt->L, c->move_pairs, c->board_width, c->board_height, c->board_kinds,
+            c->move_hidden, G(m, head(m, H_MOVE_HIDDEN_REL)), G(m, head(m, H_MOVE_HIDDEN_CLASS)),
+            c->move_hidden_gate ? a->dgate : G(m, head(m, H_MOVE_HIDDEN_OUT)), a->work,
             a->work_bytes));
+    if (c->move_hidden_gate) { /* dout = the column sums of dgate; dG = q^T dgate; dq += dgate G^T */
+        const int64_t D = c->move_hidden;
+        MK_TRY(be->bias_act_backward(m->stream, a->dgate, a->gate, B, D, 0,
+                                     G(m, head(m, H_MOVE_HIDDEN_OUT))));
+        MK_TRY(be->gemm(m->stream, 1, 0, W, D, B, 1.0f, a->q, W, a->dgate, D, 0.0f,
+                        G(m, gate_head(m)), D));
+        MK_TRY(be->gemm(m->stream, 0, 1, B, W, D, 1.0f, a->dgate, D, P(m, gate_head(m)), D, 1.0f,
+                        a->dq, W));
+    }
     if (c->move_shared) { /* dcls, dgrp; the tables' gradients dS = d^T q; dq += d S */
         const int64_t C = c->move_pairs, groups = c->num_moves / C;
         MK_TRY(be->move_shared_backward(m->stream, a->dlogits, bt->legal, bt->counts, B, bt->L, C,

@@ -58,6 +58,10 @@ typedef struct {
      * every move of its class) and move_shared_group[m / C] (shared by every move of its
      * group); needs the move-pair classes C, with num_moves a multiple of C. 0: none. */
     int64_t move_shared;
+    /* 1: MoveHidden's readout gated by the position: a move's units are read with
+     * move_hidden_out + q move_hidden_gate (q the policy head's vector, the gate [W, D])
+     * instead of move_hidden_out alone; needs move_hidden. 0: none. */
+    int64_t move_hidden_gate;
 } mk_config;
 
 /* The configuration is checked here only; the bindings convert types and add nothing
@@ -75,7 +79,7 @@ typedef struct {
  * <= 2^31 - 1). MK_OK, or MK_ERR_VALUE naming the bad field. mk_model_create runs it,
  * and then refuses a config whose tensors pass 2^56 values (their layout). */
 mk_status mk_config_check_dim(const char *name, int64_t value);
-/* The rule of a count that may be 0 (move_pairs, board_*, move_hidden, move_shared): >= 0, else MK_ERR_VALUE
+/* The rule of a count that may be 0 (move_pairs, board_*, move_hidden, move_shared, move_hidden_gate): >= 0, else MK_ERR_VALUE
  * "ModelConfig: <name> must be >= 0, got <v>". */
 mk_status mk_config_check_count(const char *name, int64_t value);
 mk_status mk_config_check(const mk_config *cfg);

@@ -1,6 +1,7 @@
 /* MoveHidden on the CPU (core/backend_ops.def): D units per legal move, each the move
  * class's row plus the relative entries (core/move_pair_board.h) of the side to move's board
- * tokens, then a ReLU and a dot with `out` added to the move's logit.
+ * tokens, then a ReLU and a dot with `out` (one row, or a row per position: the gated
+ * readout) added to the move's logit.
  *
  * The forward is parallel over positions, a move at a time. The backward gives each thread a contiguous
  * range of token kinds (rows of grad_relative: a kind's entries are contiguous) and of
@@ -50,10 +51,10 @@ static inline __attribute__((always_inline)) float move_units(const float *relat
 }
 
 mk_status mk_move_hidden_cpu(void *stream, const float *relative, const float *class_rows,
-                             const float *out, const int32_t *tokens, int64_t token_stride,
-                             const int32_t *legal, const int32_t *counts, int64_t B, int64_t T,
-                             int64_t L, int64_t C, int64_t W, int64_t H, int64_t K, int64_t D,
-                             float *pre, float *logits) {
+                             const float *out, int64_t out_stride, const int32_t *tokens,
+                             int64_t token_stride, const int32_t *legal, const int32_t *counts,
+                             int64_t B, int64_t T, int64_t L, int64_t C, int64_t W, int64_t H,
+                             int64_t K, int64_t D, float *pre, float *logits) {
     (void)stream;
     int failed = 0;
 #pragma omp parallel num_threads(mk_threads_for_items(B, B * L * T * D)) reduction(| : failed)
@@ -71,13 +72,14 @@ mk_status mk_move_hidden_cpu(void *stream, const float *relative, const float *c
                 if (r >= 0) base[nb++] = r; /* not an empty slot or a piece in hand */
             }
             const int64_t n = row_count(counts, b, L);
+            const float *o = out + b * out_stride;
             for (int64_t l = 0; l < n; l++) {
                 const int64_t c = legal[b * L + l] % C, col = mk_relative_class(c, C, W, H);
                 float *u = pre + (b * L + l) * D;
                 float add;
-                if (D == 16) add = move_units(relative, class_rows + c * 16, out, base, nb, col, 16, u);
-                else if (D == 8) add = move_units(relative, class_rows + c * 8, out, base, nb, col, 8, u);
-                else add = move_units(relative, class_rows + c * D, out, base, nb, col, D, u);
+                if (D == 16) add = move_units(relative, class_rows + c * 16, o, base, nb, col, 16, u);
+                else if (D == 8) add = move_units(relative, class_rows + c * 8, o, base, nb, col, 8, u);
+                else add = move_units(relative, class_rows + c * D, o, base, nb, col, D, u);
                 logits[b * L + l] += add;
             }
         }
@@ -97,7 +99,7 @@ static void unit_grads(const float *G, const float *pre, const float *out, int64
 }
 
 mk_status mk_move_hidden_backward_cpu(void *stream, const float *grad, const float *pre,
-                                      const float *out, const int32_t *tokens,
+                                      const float *out, int64_t out_stride, const int32_t *tokens,
                                       int64_t token_stride, const int32_t *legal,
                                       const int32_t *counts, int64_t B, int64_t T, int64_t L,
                                       int64_t C, int64_t W, int64_t H, int64_t K, int64_t D,
@@ -105,12 +107,15 @@ mk_status mk_move_hidden_backward_cpu(void *stream, const float *grad, const flo
                                       void *work, size_t work_bytes) { /* scratch: malloc'd per thread */
     (void)stream, (void)work, (void)work_bytes;
     const int64_t S = W * H, per_kind = (2 * W - 1) * (2 * H - 1) * (C / S);
-    memset(grad_out, 0, (size_t)D * sizeof(float));
-    for (int64_t b = 0; b < B; b++) /* b, then l, ascending: one pass */
+    /* out_stride 0: one row summed over b, then l, ascending; D: a row per position, over l */
+    memset(grad_out, 0, (size_t)(out_stride ? B * D : D) * sizeof(float));
+    for (int64_t b = 0; b < B; b++) {
+        float *go = grad_out + (out_stride ? b * D : 0);
         for (int64_t l = 0; l < row_count(counts, b, L); l++) {
             const float G = grad[b * L + l], *u = pre + (b * L + l) * D;
-            for (int64_t d = 0; d < D; d++) grad_out[d] += G * (u[d] > 0.0f ? u[d] : 0.0f);
+            for (int64_t d = 0; d < D; d++) go[d] += G * (u[d] > 0.0f ? u[d] : 0.0f);
         }
+    }
     int failed = 0;
 #pragma omp parallel num_threads(mk_threads_for_items(K, B * L * T * D)) reduction(| : failed)
     {
@@ -131,14 +136,14 @@ mk_status mk_move_hidden_backward_cpu(void *stream, const float *grad, const flo
             int have = 0; /* g of this position, computed at its first owned row */
             for (int64_t l = 0; l < n; l++) {
                 if (cls[l] < c0 || cls[l] >= c1) continue;
-                if (!have) unit_grads(grad + b * L, pre + b * L * D, out, n, D, g), have = 1;
+                if (!have) unit_grads(grad + b * L, pre + b * L * D, out + b * out_stride, n, D, g), have = 1;
                 float *row = grad_class + cls[l] * D;
                 for (int64_t d = 0; d < D; d++) row[d] += g[l * D + d];
             }
             for (int64_t t = 0; t < T; t++) {
                 const int64_t v = tok[t];
                 if (v < k0 * S || v >= k1 * S) continue; /* not ours, empty (-1), or in hand */
-                if (!have) unit_grads(grad + b * L, pre + b * L * D, out, n, D, g), have = 1;
+                if (!have) unit_grads(grad + b * L, pre + b * L * D, out + b * out_stride, n, D, g), have = 1;
                 const int64_t base = mk_relative_token(v, C, W, H, K);
                 for (int64_t l = 0; l < n; l++) {
                     if (l + 8 < n) __builtin_prefetch(grad_relative + (base + col[l + 8]) * D, 1);

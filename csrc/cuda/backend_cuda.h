@@ -73,7 +73,8 @@ mk_status mk_move_pair_sums_backward_cuda_ws(const float *grad, const int32_t *t
 mk_status mk_move_hidden_backward_cuda_ws_bytes(int64_t B, int64_t T, int64_t L, int64_t D,
                                                 size_t *bytes);
 mk_status mk_move_hidden_backward_cuda_ws(const float *grad, const float *pre, const float *out,
-                                          const int32_t *tokens, int64_t token_stride,
+                                          int64_t out_stride, const int32_t *tokens,
+                                          int64_t token_stride,
                                           const int32_t *legal, const int32_t *counts, int64_t B,
                                           int64_t T, int64_t L, int64_t C, int64_t W, int64_t H,
                                           int64_t K, int64_t D, float *grad_relative,

@@ -1,6 +1,6 @@
 /* MoveHidden's forward on the GPU (math and summation orders: core/backend_ops.def; the
  * relative index: core/move_pair_board.h; the backward: move_hidden_backward.cu). Contract:
- *   relative [R, D], class_rows [C, D], out [D] f32; tokens: position b's T slots at
+ *   relative [R, D], class_rows [C, D], out [D] (out_stride 0) or [B, D] (out_stride D) f32; tokens: position b's T slots at
  *   tokens + b * token_stride, i32 (-1 = empty; >= K S: a piece in hand, adds nothing);
  *   legal [B, L] i32 >= 0 with counts [B] or NULL (= L); pre [B, L, D] and logits [B, L]
  *   f32. Padded slots (l >= counts[b]) are never read or written.
@@ -26,8 +26,8 @@ static __host__ __device__ int64_t mh_stride(int64_t D) { return D | 1; }
 template <bool SMEM_TOKENS>
 static __global__ void move_hidden_forward_kernel(
     const float *__restrict__ relative, const float *__restrict__ class_rows,
-    const float *__restrict__ out, const int32_t *__restrict__ tokens, int64_t token_stride,
-    const int32_t *__restrict__ legal, const int32_t *__restrict__ counts, int64_t B, int64_t T,
+    const float *__restrict__ out, int64_t out_stride, const int32_t *__restrict__ tokens,
+    int64_t token_stride, const int32_t *__restrict__ legal, const int32_t *__restrict__ counts, int64_t B, int64_t T,
     int64_t L, int64_t C, int64_t W, int64_t H, int64_t K, int64_t D, float *__restrict__ pre,
     float *__restrict__ logits) {
     extern __shared__ float4 smem4[];
@@ -56,7 +56,8 @@ static __global__ void move_hidden_forward_kernel(
                     if (base >= 0) acc = __fadd_rn(acc, __ldg(relative + (base + part) * D + d));
                 }
                 pre[(b * L + l) * D + d] = acc;
-                prod[e * stride + d] = __fmul_rn(__ldg(out + d), acc > 0.0f ? acc : 0.0f);
+                prod[e * stride + d] =
+                    __fmul_rn(__ldg(out + b * out_stride + d), acc > 0.0f ? acc : 0.0f);
             }
             __syncthreads();
             for (int64_t e = threadIdx.x; e < per && l0 + e < n; e += blockDim.x) {
@@ -80,7 +81,8 @@ static size_t products_bytes(int threads, int64_t D) {
 
 extern "C" mk_status mk_move_hidden_cuda(void *stream, const float *relative,
                                          const float *class_rows, const float *out,
-                                         const int32_t *tokens, int64_t token_stride,
+                                         int64_t out_stride, const int32_t *tokens,
+                                         int64_t token_stride,
                                          const int32_t *legal, const int32_t *counts, int64_t B,
                                          int64_t T, int64_t L, int64_t C, int64_t W, int64_t H,
                                          int64_t K, int64_t D, float *pre, float *logits) {
@@ -100,8 +102,8 @@ extern "C" mk_status mk_move_hidden_cuda(void *stream, const float *relative,
     auto kernel = smem ? move_hidden_forward_kernel<true> : move_hidden_forward_kernel<false>;
     kernel<<<(unsigned)(B < 65535LL * 16 ? B : 65535LL * 16), threads,
              prod + (smem ? (size_t)T * sizeof(int64_t) : 0), MK_STREAM(stream)>>>(
-            relative, class_rows, out, tokens, token_stride, legal, counts, B, T, L, C, W, H, K,
-            D, pre, logits);
+            relative, class_rows, out, out_stride, tokens, token_stride, legal, counts, B, T, L, C,
+            W, H, K, D, pre, logits);
     MK_CUDA_LAUNCHED("move_hidden_forward_kernel");
 done:
     return status;

@@ -22,6 +22,9 @@
  * (mk_step_shapes has no board size), not on the relative table's K (2W - 1) (2H - 1)
  * (C / S) rows.
  *
+ * With a readout per position (out_stride D: out [B, D], the gated readout) grad_out is
+ * [B, D] too, a thread per (b, d) adding its position's slots in ascending l.
+ *
  * The adds of g = G[b, l] out[d] (0 where pre <= 0) onto a sum that starts from +0: a sum
  * from +0 is never -0, so adding 0 for a slot with pre <= 0 is exact, as is skipping it. */
 #include <cub/device/device_radix_sort.cuh>
@@ -124,6 +127,25 @@ static __global__ void move_hidden_out_kernel(const float *__restrict__ grad,
         for (int64_t d = threadIdx.x; d < D; d += 32) grad_out[d] = sums[d];
 }
 
+/* grad_out [B, D] of a readout per position: thread (b, d) adds G[b, l] max(pre, 0) over
+ * l < counts[b] in ascending order from +0. */
+static __global__ void move_hidden_out_rows_kernel(const float *__restrict__ grad,
+                                                   const float *__restrict__ pre,
+                                                   const int32_t *__restrict__ counts, int64_t B,
+                                                   int64_t L, int64_t D,
+                                                   float *__restrict__ grad_out) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < B * D;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t b = i / D, d = i - b * D, n = counts ? counts[b] : L;
+        float acc = 0.0f;
+        for (int64_t l = 0; l < n; l++) {
+            const float p = pre[(b * L + l) * D + d];
+            acc = __fadd_rn(acc, __fmul_rn(grad[b * L + l], p > 0.0f ? p : 0.0f));
+        }
+        grad_out[i] = acc;
+    }
+}
+
 /* Entry e = (b - b0) L + l keyed by its class, or C (ignored) when padded. */
 static __global__ void move_hidden_class_keys_kernel(const int32_t *__restrict__ legal,
                                                      const int32_t *__restrict__ counts,
@@ -168,7 +190,8 @@ static __global__ void move_hidden_scatter_kernel(const uint32_t *__restrict__ s
                                                   uint32_t ignore, int64_t per, int64_t L,
                                                   int64_t b0, const float *__restrict__ grad,
                                                   const float *__restrict__ pre,
-                                                  const float *__restrict__ out, int64_t D,
+                                                  const float *__restrict__ out,
+                                                  int64_t out_stride, int64_t D,
                                                   float *__restrict__ dst) {
     const int lane = threadIdx.x % 32;
     const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
@@ -186,7 +209,6 @@ static __global__ void move_hidden_scatter_kernel(const uint32_t *__restrict__ s
             const int64_t first = w * 32 + i;
             const uint32_t key = sorted[first];
             for (int64_t d = lane; d < D; d += 32) {
-                const float od = out[d];
                 float acc = dst[(int64_t)key * D + d];
                 /* MH_DEPTH entries' loads in flight before their adds: the run's entries
                  * are contiguous, so `in` is true for a prefix of each batch */
@@ -199,8 +221,9 @@ static __global__ void move_hidden_scatter_kernel(const uint32_t *__restrict__ s
                         in[q] = k < n && sorted[k] == key;
                         x[q] = 0.0f;
                         if (in[q]) {
-                            const int64_t e = order[k], bl = (b0 + e / per) * L + e % L;
-                            if (pre[bl * D + d] > 0.0f) x[q] = __fmul_rn(grad[bl], od);
+                            const int64_t e = order[k], b = b0 + e / per, bl = b * L + e % L;
+                            if (pre[bl * D + d] > 0.0f)
+                                x[q] = __fmul_rn(grad[bl], out[b * out_stride + d]);
                         }
                     }
 #pragma unroll
@@ -301,8 +324,8 @@ static mk_status fit_chunk(int64_t B, int64_t T, int64_t L, size_t work_bytes, i
 static mk_status sort_and_scatter(uint32_t *keys, uint32_t *sorted, int32_t *ids, int32_t *order,
                                   void *temp, size_t temp_bytes, int64_t n, int64_t num_keys,
                                   int64_t per, int64_t L, int64_t b0, const float *grad,
-                                  const float *pre, const float *out, int64_t D, float *dst,
-                                  cudaStream_t s) {
+                                  const float *pre, const float *out, int64_t out_stride,
+                                  int64_t D, float *dst, cudaStream_t s) {
     mk_status status = MK_OK;
     size_t need = 0;
     const int bits = key_bits(num_keys);
@@ -318,14 +341,14 @@ static mk_status sort_and_scatter(uint32_t *keys, uint32_t *sorted, int32_t *ids
     MK_CUDA_TRY(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, sorted, ids, order,
                                                 (int)n, 0, bits, s));
     move_hidden_scatter_kernel<<<mk_blocks_for(n, 256), 256, 0, s>>>(
-            sorted, order, n, (uint32_t)num_keys, per, L, b0, grad, pre, out, D, dst);
+            sorted, order, n, (uint32_t)num_keys, per, L, b0, grad, pre, out, out_stride, D, dst);
     MK_CUDA_LAUNCHED("move_hidden_scatter_kernel");
 done:
     return status;
 }
 
 extern "C" mk_status mk_move_hidden_backward_cuda_ws(
-    const float *grad, const float *pre, const float *out, const int32_t *tokens,
+    const float *grad, const float *pre, const float *out, int64_t out_stride, const int32_t *tokens,
     int64_t token_stride, const int32_t *legal, const int32_t *counts, int64_t B, int64_t T,
     int64_t L, int64_t C, int64_t W, int64_t H, int64_t K, int64_t D, float *grad_relative,
     float *grad_class, float *grad_out, void *work, size_t work_bytes, void *stream) {
@@ -353,7 +376,7 @@ extern "C" mk_status mk_move_hidden_backward_cuda_ws(
     if (B == 0 || L == 0) { /* no slot adds anything: every gradient is 0 */
         MK_CUDA_TRY(cudaMemsetAsync(grad_relative, 0, (size_t)(R * D) * sizeof(float), s));
         MK_CUDA_TRY(cudaMemsetAsync(grad_class, 0, (size_t)(C * D) * sizeof(float), s));
-        MK_CUDA_TRY(cudaMemsetAsync(grad_out, 0, (size_t)D * sizeof(float), s));
+        MK_CUDA_TRY(cudaMemsetAsync(grad_out, 0, (size_t)(out_stride ? B * D : D) * sizeof(float), s));
         return MK_OK;
     }
     /* the scratch is checked before anything is launched: too small writes nothing */
@@ -376,11 +399,17 @@ extern "C" mk_status mk_move_hidden_backward_cuda_ws(
     move_hidden_slots_kernel<<<mk_blocks_for(B * L, 256), 256, 0, s>>>(counts, offsets, B, L,
                                                                         slots);
     MK_CUDA_LAUNCHED("move_hidden_slots_kernel");
-    tile = MH_OUT_SMEM / 2 / (D * (int64_t)sizeof(float)); /* >= 1: D <= MK_MOVE_HIDDEN_MAX_D */
-    out_smem = (2 * (size_t)(tile * D) + (size_t)D) * sizeof(float); /* <= 48 KB */
-    move_hidden_out_kernel<<<1, MH_OUT_THREADS, out_smem, s>>>(grad, pre, offsets, slots, B, D,
-                                                               tile, grad_out);
-    MK_CUDA_LAUNCHED("move_hidden_out_kernel");
+    if (out_stride) {
+        move_hidden_out_rows_kernel<<<mk_blocks_for(B * D, 256), 256, 0, s>>>(grad, pre, counts, B,
+                                                                             L, D, grad_out);
+        MK_CUDA_LAUNCHED("move_hidden_out_rows_kernel");
+    } else {
+        tile = MH_OUT_SMEM / 2 / (D * (int64_t)sizeof(float)); /* >= 1: D <= MK_MOVE_HIDDEN_MAX_D */
+        out_smem = (2 * (size_t)(tile * D) + (size_t)D) * sizeof(float); /* <= 48 KB */
+        move_hidden_out_kernel<<<1, MH_OUT_THREADS, out_smem, s>>>(grad, pre, offsets, slots, B,
+                                                                   D, tile, grad_out);
+        MK_CUDA_LAUNCHED("move_hidden_out_kernel");
+    }
 
     for (int64_t b0 = 0; b0 < B; b0 += chunk) {
         const int64_t nb = B - b0 < chunk ? B - b0 : chunk, n_class = nb * L, n_rel = nb * T * L;
@@ -388,14 +417,14 @@ extern "C" mk_status mk_move_hidden_backward_cuda_ws(
                 legal, counts, b0, n_class, L, C, keys, ids);
         MK_CUDA_LAUNCHED("move_hidden_class_keys_kernel");
         if ((status = sort_and_scatter(keys, sorted, ids, order, at, lay.temp, n_class, C, L, L,
-                                       b0, grad, pre, out, D, grad_class, s)) != MK_OK)
+                                       b0, grad, pre, out, out_stride, D, grad_class, s)) != MK_OK)
             goto done;
         if (n_rel == 0 || R == 0) continue;
         move_hidden_relative_keys_kernel<<<mk_blocks_for(n_rel, 256), 256, 0, s>>>(
                 tokens, token_stride, legal, counts, b0, n_rel, T, L, C, W, H, K, R, keys, ids);
         MK_CUDA_LAUNCHED("move_hidden_relative_keys_kernel");
         if ((status = sort_and_scatter(keys, sorted, ids, order, at, lay.temp, n_rel, R, T * L, L,
-                                       b0, grad, pre, out, D, grad_relative, s)) != MK_OK)
+                                       b0, grad, pre, out, out_stride, D, grad_relative, s)) != MK_OK)
             goto done;
     }
 done:
@@ -405,19 +434,20 @@ done:
 /* The table's entry: on the caller's scratch, or (work = NULL, work_bytes = 0: the public
  * op, which has no arena) on scratch from the workspace pool. */
 extern "C" mk_status mk_move_hidden_backward_cuda(
-    void *stream, const float *grad, const float *pre, const float *out, const int32_t *tokens,
+    void *stream, const float *grad, const float *pre, const float *out, int64_t out_stride,
+    const int32_t *tokens,
     int64_t token_stride, const int32_t *legal, const int32_t *counts, int64_t B, int64_t T,
     int64_t L, int64_t C, int64_t W, int64_t H, int64_t K, int64_t D, float *grad_relative,
     float *grad_class, float *grad_out, void *work, size_t work_bytes) {
     if (work || work_bytes)
-        return mk_move_hidden_backward_cuda_ws(grad, pre, out, tokens, token_stride, legal, counts,
+        return mk_move_hidden_backward_cuda_ws(grad, pre, out, out_stride, tokens, token_stride, legal, counts,
                                                B, T, L, C, W, H, K, D, grad_relative, grad_class,
                                                grad_out, work, work_bytes, stream);
     size_t bytes = 0;
     mk_status status = mk_move_hidden_backward_cuda_ws_bytes(B, T, L, D, &bytes);
     if (status == MK_OK) status = mk_work_alloc(&work, bytes, MK_STREAM(stream));
     if (status != MK_OK) return status;
-    status = mk_move_hidden_backward_cuda_ws(grad, pre, out, tokens, token_stride, legal, counts,
+    status = mk_move_hidden_backward_cuda_ws(grad, pre, out, out_stride, tokens, token_stride, legal, counts,
                                              B, T, L, C, W, H, K, D, grad_relative, grad_class,
                                              grad_out, work, bytes, stream);
     return mk_work_free(work, status, MK_STREAM(stream));

@@ -29,6 +29,9 @@ RECIPE: Dict[str, Any] = {
     # move of a dlshogi label and one shared by every move of a class of the encoding, added
     # to each legal move's logit; 0: none
     "move_shared": 1,
+    # MoveHidden's readout gated by the position (ModelConfig.move_hidden_gate): the units are
+    # read with move_hidden_out + q move_hidden_gate; 0: out alone
+    "move_hidden_gate": 0,
     # optimizer
     "batch_size": 512, "lr": 1e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "cosine",
     # which pair-table rows a step updates (manaka.Trainer's pair_update)
@@ -44,7 +47,7 @@ RECIPE: Dict[str, Any] = {
 }
 
 MODEL_KEYS = ("embed_dim", "orders", "pair_dim", "hidden", "head_width", "move_pairs", "board_width", "board_height",
-              "board_kinds", "move_hidden", "move_shared")
+              "board_kinds", "move_hidden", "move_shared", "move_hidden_gate")
 
 
 def recipe(**overrides) -> Dict[str, Any]:
@@ -97,7 +100,8 @@ def model_config(r: Dict[str, Any] = None):
     r = RECIPE if r is None else r
     shapes = {k: r[k] for k in MODEL_KEYS}
     if not shapes["move_pairs"]:  # the relative part, MoveHidden and the shared rows need its classes:
-        shapes.update(board_width=0, board_height=0, board_kinds=0, move_hidden=0, move_shared=0)
+        shapes.update(board_width=0, board_height=0, board_kinds=0, move_hidden=0, move_shared=0,
+                      move_hidden_gate=0)
     return ModelConfig(num_tokens=NUM_TOKENS, num_moves=num_labels(r["moves"]), tokens_per_side=TOKENS_PER_SIDE,
                        **shapes)
 

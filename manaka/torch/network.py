@@ -47,7 +47,9 @@ class Network(nn.Module):
     [K (2W - 1) (2H - 1) C / (W H), D] (row r the relative index r), ``move_hidden_class``
     [C, D] and ``move_hidden_out`` [1, D]. With ``config.move_shared`` (the shared move
     embeddings, :meth:`move_shared`): ``move_shared_class`` [C, W] and ``move_shared_group``
-    [M / C, W] (both initialised to 0).
+    [M / C, W] (both initialised to 0). With ``config.move_hidden_gate`` (MoveHidden's
+    readout gated by the position, :meth:`move_hidden_readout`): ``move_hidden_gate``
+    [W, D] (initialised to 0), the last parameter, as in ``mk.Model``.
 
     Args:
         config: the shapes (:class:`manaka.ModelConfig`).
@@ -95,6 +97,8 @@ class Network(nn.Module):
         if c.move_shared:
             self.move_shared_class = nn.Parameter(torch.zeros(c.move_pairs, c.head_width))
             self.move_shared_group = nn.Parameter(torch.zeros(c.num_moves // c.move_pairs, c.head_width))
+        if c.move_hidden_gate:  # registered last: mk.Model's tensor order
+            self.move_hidden_gate = nn.Parameter(torch.zeros(c.head_width, c.move_hidden))
         self._load_model_state(Model(config, seed=seed).state_dict())
 
     # ------------------------------------------------------------ compute
@@ -147,18 +151,33 @@ class Network(nn.Module):
         sums = (flat[index] * on_board.unsqueeze(2).to(flat.dtype)).sum(1)    # [B, L]
         return torch.where(used, sums, 0)
 
-    def move_hidden(self, tokens: Tensor, legal: Tensor, counts: Tensor) -> Tensor:
+    def move_hidden(self, tokens: Tensor, legal: Tensor, counts: Tensor, q: Optional[Tensor] = None) -> Tensor:
         """MoveHidden's term [B, L] (``mk.ModelConfig``'s move_hidden = D): for l < counts[b],
         with c = legal[b, l] % C,
 
             pre[b, l, :] = move_hidden_class[c, :] + sum over the side to move's board tokens v
                            (0 <= tokens[b, 0, t] < K W H) of move_hidden_relative[ridx(v, c), :]
-            term[b, l]   = sum_d move_hidden_out[0, d] relu(pre[b, l, d])
+            term[b, l]   = sum_d o[b, d] relu(pre[b, l, d])
 
-        (ridx as :meth:`move_pair_relative_sums`'); 0 at padded slots. See
-        :func:`move_hidden_sums` for its memory."""
-        return move_hidden_sums(self.move_hidden_relative, self.move_hidden_class, self.move_hidden_out,
+        (ridx as :meth:`move_pair_relative_sums`'), o the readout
+        :meth:`move_hidden_readout` (``move_hidden_out[0]`` for every position, or with
+        ``config.move_hidden_gate`` ``move_hidden_out[0] + q[b] move_hidden_gate``, which
+        needs q [B, W], the policy head's vector ``self.policy(x)``; q is not read
+        without the gate); 0 at padded slots. See :func:`move_hidden_sums` for its memory."""
+        return move_hidden_sums(self.move_hidden_relative, self.move_hidden_class, self.move_hidden_readout(q),
                                 self.relative_token_part, self.relative_class_part, tokens, legal, counts)
+
+    def move_hidden_readout(self, q: Optional[Tensor] = None) -> Tensor:
+        """MoveHidden's readout: ``move_hidden_out`` [1, D], one for every position; with
+        ``config.move_hidden_gate`` = 1 a row per position [B, D],
+        ``move_hidden_out + q move_hidden_gate`` from the policy head's vector q [B, W]
+        (as mk.Model: a GEMM, then move_hidden_out added to each row)."""
+        if not self.config.move_hidden_gate:
+            return self.move_hidden_out
+        if q is None:
+            raise ValueError("Network.move_hidden: q (the policy head's vector [B, W]) is needed with "
+                             "config.move_hidden_gate = 1")
+        return self.move_hidden_out + q @ self.move_hidden_gate
 
     def move_shared(self, q: Tensor, legal: Tensor, counts: Tensor) -> Tensor:
         """The shared move embeddings' term [B, L] (``mk.ModelConfig``'s move_shared = 1) from
@@ -182,19 +201,25 @@ class Network(nn.Module):
         """(policy logits [B, L], value logit z [B]) before any sigmoid; with
         ``config.move_pairs`` the logits are :meth:`heads`' plus :meth:`move_pair_sums`,
         with ``config.board_kinds`` then plus :meth:`move_pair_relative_sums`, with
-        ``config.move_hidden`` then plus :meth:`move_hidden`, with ``config.move_shared``
-        then plus :meth:`move_shared` of the policy vector ``self.policy(x)`` (computed
-        again here, outside :meth:`heads`)."""
+        ``config.move_hidden`` then plus :meth:`move_hidden` (given the policy vector with
+        ``config.move_hidden_gate``), with ``config.move_shared`` then plus
+        :meth:`move_shared` of the policy vector. The policy vector ``self.policy(x)`` is
+        computed again here, outside :meth:`heads`, once for both."""
+        c = self.config
         x = self.body(self.features(tokens))
         logits, z = self.heads(x, legal, counts)
-        if self.config.move_pairs:
+        q = self.policy(x) if c.move_shared or c.move_hidden_gate else None
+        if c.move_pairs:
             logits = logits + self.move_pair_sums(tokens, legal, counts)
-        if self.config.board_kinds:
+        if c.board_kinds:
             logits = logits + self.move_pair_relative_sums(tokens, legal, counts)
-        if self.config.move_hidden:
-            logits = logits + self.move_hidden(tokens, legal, counts)
-        if self.config.move_shared:
-            logits = logits + self.move_shared(self.policy(x), legal, counts)
+        if c.move_hidden:
+            # q only with the gate: a subclass's move_hidden(tokens, legal, counts) keeps working
+            hidden = self.move_hidden(tokens, legal, counts, q) if c.move_hidden_gate else \
+                self.move_hidden(tokens, legal, counts)
+            logits = logits + hidden
+        if c.move_shared:
+            logits = logits + self.move_shared(q, legal, counts)
         return logits, z
 
     def forward(self, tokens: Tensor, legal: Tensor, counts: Tensor) -> Tuple[Tensor, Tensor]:
@@ -282,7 +307,9 @@ def relative_keys(token_part: Tensor, class_part: Tensor, tokens: Tensor, legal:
 def move_hidden_sums(relative: Tensor, class_rows: Tensor, out: Tensor, token_part: Tensor, class_part: Tensor,
                      tokens: Tensor, legal: Tensor, counts: Tensor) -> Tensor:
     """MoveHidden's term [B, L] (:meth:`Network.move_hidden`) from its parameters
-    (relative [R, D], class_rows [C, D], out [1, D]) and the relative index's parts
+    (relative [R, D], class_rows [C, D], and the readout out: [1, D], one for every
+    position, or [B, D], a row per position, as the gated readout
+    :meth:`Network.move_hidden_readout`) and the relative index's parts
     (token_part [V], -1 off the board, and class_part [C]:
     :func:`manaka.move_pair_board.relative_parts`); 0 at padded slots.
 
@@ -290,16 +317,23 @@ def move_hidden_sums(relative: Tensor, class_rows: Tensor, out: Tensor, token_pa
     tensor in the parameters' dtype (at T = 40, L = 600, D = 16 in float32: 1.5 MB per
     position, 1.6 GB for a batch of 1,024), and backward makes its gradient of the same
     shape once, to scatter it into relative's; autograd keeps no tensor of that size
-    between the two (the int64 index [B, T, L], the weights [B, 1, T] and relu(pre)
-    [B, L, D] are what it saves). Plain gathers, a batched product and a relu:
+    between the two (the int64 index [B, T, L], the weights [B, 1, T], relu(pre)
+    [B, L, D] and out are what it saves). Plain gathers, batched products and a relu:
     torch.compile traces it without a break."""
+    B, L = legal.shape
+    if out.dim() != 2 or out.shape[0] not in (1, B) or out.shape[1] != relative.shape[1]:
+        raise ValueError(f"move_hidden_sums: out must be [1, {relative.shape[1]}] or [{B}, {relative.shape[1]}] "
+                         f"(one readout, or one per position), got {list(out.shape)}")
     index, on_board, used, classes = relative_keys(token_part, class_part, tokens, legal, counts)
     rows = relative[index]                                                 # [B, T, L, D]
     B, T, L, D = rows.shape
     weight = on_board.to(relative.dtype).unsqueeze(1)                      # [B, 1, T]
     board = torch.bmm(weight, rows.reshape(B, T, L * D)).reshape(B, L, D)  # sum over the board tokens
     pre = class_rows[classes] + board                                      # [B, L, D]
-    term = torch.relu(pre) @ out[0]                                        # [B, L]
+    if out.shape[0] == 1:  # one readout (at B = 1 both readings are this one)
+        term = torch.relu(pre) @ out[0]                                    # [B, L]
+    else:                  # a readout per position
+        term = torch.bmm(torch.relu(pre), out.unsqueeze(2)).squeeze(2)     # [B, L]
     return torch.where(used, term, 0)
 
 

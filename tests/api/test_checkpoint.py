@@ -153,7 +153,8 @@ def test_a_move_pair_table_resumes_and_old_checkpoints_without_the_field_still_r
     old = tmp_path / "old.ckpt"
     _run(ds, old, 2)
     state = ckpt.load(old)
-    for key in ("move_pairs", "board_width", "board_height", "board_kinds", "move_hidden", "move_shared"):
+    for key in ("move_pairs", "board_width", "board_height", "board_kinds", "move_hidden", "move_shared",
+                "move_hidden_gate"):
         del state["model_config"][key]
     ckpt.save(old, state)
     _, trainer = _run(ds, old, 4, resume=True)

@@ -14,11 +14,13 @@ import manaka as mk
 from manaka import _core
 
 FIELDS = ("num_tokens", "num_moves", "tokens_per_side", "embed_dim", "orders", "pair_dim", "hidden", "head_width",
-          "move_pairs", "board_width", "board_height", "board_kinds", "move_hidden", "move_shared")
+          "move_pairs", "board_width", "board_height", "board_kinds", "move_hidden", "move_shared", "move_hidden_gate")
 BASE = dict(num_tokens=10, num_moves=12, tokens_per_side=4, embed_dim=4, orders=2, pair_dim=2, hidden=(4,),
-            head_width=4, move_pairs=0, board_width=0, board_height=0, board_kinds=0, move_hidden=0, move_shared=0)
+            head_width=4, move_pairs=0, board_width=0, board_height=0, board_kinds=0, move_hidden=0, move_shared=0,
+            move_hidden_gate=0)
 INTS = [f for f in FIELDS if f != "hidden"]
-COUNTS = ("move_pairs", "board_width", "board_height", "board_kinds", "move_hidden", "move_shared")  # 0 is allowed
+COUNTS = ("move_pairs", "board_width", "board_height", "board_kinds", "move_hidden", "move_shared",
+          "move_hidden_gate")  # 0 is allowed
 WIDTHS = [f for f in INTS if f not in COUNTS]
 
 
@@ -87,6 +89,10 @@ def test_every_count_must_be_at_least_0_in_c(field, value):
     (dict(move_pairs=5, move_shared=1), "move_shared = 1 needs move_pairs = C >= 1 classes with num_moves a multiple "
                                         "of C (a move m is of class m % C and group m / C), got move_pairs = 5 and "
                                         "num_moves = 12"),
+    # MoveHidden's gated readout: on or off, over MoveHidden's units
+    (dict(move_pairs=8, board_width=2, board_height=2, board_kinds=1, move_hidden=2, move_hidden_gate=2),
+     "move_hidden_gate must be 0 or 1, got 2"),
+    (dict(move_hidden_gate=1), "move_hidden_gate = 1 needs MoveHidden's units (move_hidden >= 1)"),
 ])
 def test_the_relative_board_is_checked_by_c_when_a_model_is_made(change, message):
     cfg = {**BASE, **change}
@@ -183,7 +189,7 @@ def test_numpy_integers_and_iterables_convert_to_python_ints():
                                "hidden": (h for h in (np.int32(5), 7))})
     assert config.embed_dim == 6 and config.orders == 3 and config.hidden == (5, 7)
     assert type(config.embed_dim) is int and all(type(h) is int for h in config.hidden)
-    assert _core.check_model_config(**{**BASE, "hidden": [np.int16(3)]}) == (10, 12, 4, 4, 2, 2, (3,), 4, 0, 0, 0, 0, 0, 0)
+    assert _core.check_model_config(**{**BASE, "hidden": [np.int16(3)]}) == (10, 12, 4, 4, 2, 2, (3,), 4, 0, 0, 0, 0, 0, 0, 0)
     assert mk.Model(config).shapes["trunk.1.weight"] == (7, 5)
 
 
@@ -329,6 +335,15 @@ def test_the_seed_is_converted_once_by_the_binding():
     assert top.seed == 2**64 - 1 and type(top.seed) is int
     assert all(np.array_equal(a, b) for a, b in zip(top.state_dict().values(),
                                                     mk.Model(config, seed=2**64 - 1).state_dict().values()))
+
+
+def test_move_hidden_gate_makes_its_tensor_last_and_at_zero():
+    config = mk.ModelConfig(**{**BASE, "move_pairs": 4, "board_width": 2, "board_height": 2, "board_kinds": 1,
+                               "move_hidden": 3, "move_shared": 1, "move_hidden_gate": 1})
+    model = mk.Model(config)
+    assert list(model.shapes)[-3:] == ["move_shared_class", "move_shared_group", "move_hidden_gate"]
+    assert model.shapes["move_hidden_gate"] == (4, 3) == mk.model.expected_shapes(config)["move_hidden_gate"]
+    assert not model.state_dict()["move_hidden_gate"].any()
 
 
 def test_move_shared_makes_its_two_tensors_last_and_at_zero():

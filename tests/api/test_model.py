@@ -21,9 +21,13 @@ CONFIGS = [
     # the shared move embeddings over 5 classes and 4 groups, alone and after MoveHidden
     dict(hidden=(12,), num_moves=20, move_pairs=5, move_shared=1),
     dict(hidden=(12,), num_moves=24, move_pairs=12, board=(3, 2, 1), move_hidden=3, move_shared=1),
+    # MoveHidden's readout gated by q, alone and with the shared rows
+    dict(hidden=(12,), move_pairs=12, board=(3, 2, 1), move_hidden=3, move_hidden_gate=1),
+    dict(hidden=(12,), num_moves=24, move_pairs=12, board=(3, 2, 1), move_hidden=3, move_shared=1,
+         move_hidden_gate=1),
 ]
 IDS = ["hidden0", "hidden1", "hidden2", "hidden3", "move_pairs", "relative", "move_hidden", "move_shared",
-       "move_hidden_shared"]
+       "move_hidden_shared", "move_hidden_gate", "move_hidden_gate_shared"]
 
 
 @pytest.mark.parametrize("kw", CONFIGS, ids=IDS)

@@ -56,6 +56,11 @@ CONFIGS = {
                         hidden=(10,), head_width=5, move_pairs=6, move_shared=1),
     "shogi-move-shared": dict(num_tokens=300, num_moves=2187 * 120, tokens_per_side=40, embed_dim=4, orders=2,
                               pair_dim=1, hidden=(16,), head_width=8, move_pairs=2187, move_shared=1),
+    # MoveHidden's gated readout (3 units over a 3 x 2 board of 2 token kinds, C = 6) with the
+    # shared move embeddings (42 moves: 7 groups)
+    "move-hidden-gate": dict(num_tokens=13, num_moves=42, tokens_per_side=7, embed_dim=4, orders=2, pair_dim=3,
+                             hidden=(10,), head_width=5, move_pairs=6, board_width=3, board_height=2, board_kinds=2,
+                             move_hidden=3, move_shared=1, move_hidden_gate=1),
 }
 # run with L up to 600, as shogi's legal moves
 WIDE = ("seed-like", "shogi-board-relative", "shogi-move-hidden", "shogi-move-shared")
@@ -217,9 +222,12 @@ print("ran without manaka")
 """
 
 
-def test_runs_where_manaka_cannot_be_imported(tmp_path, rng):
-    cfg = mk.ModelConfig(**CONFIGS["two-layers"])
+@pytest.mark.parametrize("name", ["two-layers", "move-hidden-gate"])
+def test_runs_where_manaka_cannot_be_imported(tmp_path, rng, name):
+    cfg = mk.ModelConfig(**CONFIGS[name])
     model = trained_looking(mk.Model(cfg, seed=5), rng)
+    if cfg.move_pairs:
+        model = with_move_pair_table(model, rng)
     export_onnx(model, tmp_path / "m.onnx")
     feeds = [inputs(rng, cfg, B, L) for B, L in [(1, 4), (6, 11), (3, 1)]]
     for k, feed in enumerate(feeds):
@@ -265,15 +273,17 @@ def test_a_torch_network_exports_the_same(tmp_path, rng):
 MOVE_HIDDEN = {"move_hidden_relative": 0.15, "move_hidden_class": 0.6, "move_hidden_out": 1.0}
 # the shared move embeddings' tables (0 at the start): terms of the order of 1
 MOVE_SHARED = {"move_shared_class": 0.5, "move_shared_group": 0.5}
+# MoveHidden's gate (0 at the start): q move_hidden_gate of the order of move_hidden_out
+MOVE_HIDDEN_GATE = {"move_hidden_gate": 0.3}
 
 
 def with_move_pair_table(model, rng, scale=0.7):
     """`model` (move_pairs > 0) with a random move_pair_table (and move_pair_relative,
-    MoveHidden's parameters and the shared move embeddings, if it has them) far from their
-    initial values."""
+    MoveHidden's parameters and its gate, and the shared move embeddings, if it has them)
+    far from their initial values."""
     state = model.state_dict()
     for name, s in [("move_pair_table", scale), ("move_pair_relative", scale), *MOVE_HIDDEN.items(),
-                    *MOVE_SHARED.items()]:
+                    *MOVE_SHARED.items(), *MOVE_HIDDEN_GATE.items()]:
         if name in state:
             state[name] = rng.normal(0, s, state[name].shape).astype(np.float32)
     model.load_state_dict(state)
@@ -385,27 +395,92 @@ def test_move_shared_at_shogi_shapes(tmp_path, rng):
         np.testing.assert_allclose(other, forward(without, feed)[0], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("board, move_hidden, move_shared", [(None, 0, 0), ((3, 2, 2), 0, 0), ((3, 2, 2), 4, 0),
-                                                             (None, 0, 1), ((3, 2, 2), 4, 1)],
+def gate_changes_the_logits(sess, model, feed, tmp_path):
+    """The gated graph's logits on `feed` differ from those of the same model with
+    move_hidden_gate at 0 (the readout move_hidden_out alone), whose own graph gives
+    mk.Model.forward's numbers too."""
+    state = model.state_dict()
+    state["move_hidden_gate"] = np.zeros_like(state["move_hidden_gate"])
+    without = mk.Model(model.config)
+    without.load_state_dict(state)
+    other = session(export_onnx(without, tmp_path / "without-gate.onnx")).run(["logits"], feed)[0]
+    used = np.arange(feed["legal"].shape[1])[None, :] < feed["counts"][:, None]
+    assert np.abs(sess.run(["logits"], feed)[0] - other)[used].max() > 0.5
+    np.testing.assert_allclose(other, forward(without, feed)[0], rtol=1e-4, atol=1e-5)
+
+
+def gate_nodes(path):
+    """The gated readout's nodes: the policy vector times the gate, plus move_hidden_out, a
+    column per position for a batched MatMul."""
+    proto = onnx.load(os.fspath(path))
+    nodes = {n.output[0]: n for n in proto.graph.node}
+    assert nodes["move_hidden_gated"].op_type == "MatMul"
+    assert list(nodes["move_hidden_gated"].input) == ["policy_vector", "move_hidden_gate"]
+    assert nodes["move_hidden_readout"].op_type == "Add"
+    assert list(nodes["move_hidden_readout"].input) == ["move_hidden_gated", "move_hidden_out"]
+    assert nodes["move_hidden_readout_column"].op_type == "Unsqueeze"
+    assert list(nodes["move_hidden_dots"].input) == ["move_hidden_units", "move_hidden_readout_column"]
+    assert "move_hidden_out_column" not in {t.name for t in proto.graph.initializer}  # no second readout
+    assert {n.domain for n in proto.graph.node} == {""}, "only standard ONNX operators"
+
+
+@pytest.mark.parametrize("shared", [0, 1], ids=["gate", "gate-and-shared"])
+def test_move_hidden_gate_is_in_the_graph(tmp_path, rng, shared):
+    cfg = mk.ModelConfig(**{**CONFIGS["move-hidden-gate"], "move_shared": shared})
+    model = with_move_pair_table(trained_looking(mk.Model(cfg, seed=7), rng), rng)
+    path = export_onnx(model, tmp_path / "m.onnx")
+    sess = session(path)
+    feeds = [inputs(rng, cfg, B, L) for B, L in [(1, 1), (1, 9), (6, 13), (9, 42), (3, 5)]]
+    check_runs(sess, model, feeds)
+    gate_nodes(path)
+    gate_changes_the_logits(sess, model, feeds[3], tmp_path)
+
+
+def test_move_hidden_gate_at_the_shogi_recipe_shapes(tmp_path, rng):
+    """The shogi recipe with move_hidden_gate = 1 (manaka.shogi.recipe: V = 2,344, T = 40,
+    M = 262,440 in C = 2,187 classes, the 9 x 9 board of 28 token kinds, D = 16, W = 64,
+    the shared move embeddings), every parameter away from its start and the gate far from
+    0: onnxruntime against mk.Model.forward with L up to 600, empty slots and padded slots
+    holding garbage; and the gate changes the logits."""
+    from manaka.shogi import recipe
+    cfg = recipe.model_config(recipe.recipe(move_hidden_gate=1))
+    assert (cfg.move_hidden, cfg.move_shared, cfg.move_hidden_gate, cfg.head_width) == (16, 1, 1, 64)
+    model = with_move_pair_table(trained_looking(mk.Model(cfg, seed=9), rng), rng)
+    path = export_onnx(model, tmp_path / "m.onnx")
+    feeds = [inputs(rng, cfg, B, L) for B, L in [(1, 1), (3, 600), (8, 120), (2, 37)]]
+    for feed in feeds[1:]:
+        assert (feed["counts"] < feed["legal"].shape[1]).any() and (feed["tokens"][:, 0] == -1).any()
+    sess = session(path)
+    check_runs(sess, model, feeds)
+    gate_nodes(path)
+    gate_changes_the_logits(sess, model, feeds[2], tmp_path)
+
+
+@pytest.mark.parametrize("board, move_hidden, move_shared, gate",
+                         [(None, 0, 0, 0), ((3, 2, 2), 0, 0, 0), ((3, 2, 2), 4, 0, 0), (None, 0, 1, 0),
+                          ((3, 2, 2), 4, 1, 0), ((3, 2, 2), 4, 0, 1), ((3, 2, 2), 4, 1, 1)],
                          ids=["table", "table-and-relative", "table-relative-and-move-hidden", "table-and-shared",
-                              "table-relative-move-hidden-and-shared"])
-def test_a_torch_network_with_a_move_pair_table_exports_the_same(tmp_path, rng, board, move_hidden, move_shared):
+                              "table-relative-move-hidden-and-shared", "table-relative-and-gated-move-hidden",
+                              "table-relative-gated-move-hidden-and-shared"])
+def test_a_torch_network_with_a_move_pair_table_exports_the_same(tmp_path, rng, board, move_hidden, move_shared,
+                                                                  gate):
     torch = pytest.importorskip("torch", reason="torch not installed: pip install torch (manaka[torch])")
     import manaka.torch as mkt
 
     fields = dict(board_width=board[0], board_height=board[1], board_kinds=board[2]) if board else {}
     if move_shared:
         fields.update(move_shared=1, num_moves=42)  # 6 classes of 7 groups
-    cfg = mk.ModelConfig(**{**CONFIGS["move-pairs"], **fields, "move_hidden": move_hidden})
+    cfg = mk.ModelConfig(**{**CONFIGS["move-pairs"], **fields, "move_hidden": move_hidden, "move_hidden_gate": gate})
     net = mkt.Network(cfg, seed=2)
     state = net.state_dict()
     for name, scale in [("move_pair_table", 0.7), ("move_pair_relative", 0.7), *MOVE_HIDDEN.items(),
-                        *MOVE_SHARED.items()]:
+                        *MOVE_SHARED.items(), *MOVE_HIDDEN_GATE.items()]:
         if name in state:
             state[name] = torch.from_numpy(rng.normal(0, scale, tuple(state[name].shape)).astype(np.float32))
     net.load_state_dict(state)
     names = {n.output[0] for n in onnx.load(mkt.export_onnx(net, tmp_path / "n.onnx")).graph.node}
     assert ("move_hidden" in names) == bool(move_hidden) and ("move_shared_group_part" in names) == bool(move_shared)
+    assert ("move_hidden_readout" in names) == bool(gate)
     path = mkt.export_onnx(net, tmp_path / "net.onnx")
     feed = inputs(rng, cfg, 7, 12)
     logits, value = session(path).run(["logits", "value"], feed)
@@ -464,6 +539,16 @@ def test_networks_that_compute_something_else_are_refused(tmp_path):
         mkt.export_onnx(OtherShared(shared), tmp_path / "h.onnx")
     mkt.export_onnx(mkt.Network(shared), tmp_path / "i.onnx")
     os.remove(tmp_path / "i.onnx")
+
+    class OtherReadout(mkt.Network):
+        def move_hidden_readout(self, q=None):
+            return torch.tanh(super().move_hidden_readout(q))
+
+    gated = mk.ModelConfig(**CONFIGS["move-hidden-gate"])
+    with pytest.raises(TypeError, match="OtherReadout overrides move_hidden_readout"):
+        mkt.export_onnx(OtherReadout(gated), tmp_path / "j.onnx")
+    mkt.export_onnx(mkt.Network(gated), tmp_path / "k.onnx")
+    os.remove(tmp_path / "k.onnx")
     with pytest.raises(TypeError, match="Tanh overrides body"):
         mkt.export_onnx(Tanh(cfg), tmp_path / "a.onnx")
     with pytest.raises(TypeError, match=r"Extra has parameters or buffers .*'scale'"):
@@ -544,3 +629,12 @@ def test_command(tmp_path, rng):
     assert done.returncode == 0, done.stderr
     assert "move_shared_group_part" in {n.output[0] for n in onnx.load(tmp_path / "s.onnx").graph.node}
     check_runs(session(tmp_path / "s.onnx"), model, [inputs(rng, shared, 5, 9)])
+
+    # and with MoveHidden's gated readout
+    gated = mk.ModelConfig(**CONFIGS["move-hidden-gate"])
+    model = with_move_pair_table(mk.Model(gated, seed=8), rng)
+    model.save(tmp_path / "g.manaka")
+    done = run_cli("g.manaka", "g.onnx", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "move_hidden_readout" in {n.output[0] for n in onnx.load(tmp_path / "g.onnx").graph.node}
+    check_runs(session(tmp_path / "g.onnx"), model, [inputs(rng, gated, 5, 9)])

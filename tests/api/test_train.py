@@ -257,3 +257,19 @@ def test_move_shared_option_gives_the_model_its_rows(tmp_path, capsys):
     assert "move_shared = 1 needs move_pairs = C >= 1 classes" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         train.main(args + ["--move-pairs", str(C), "--move-shared", "2"])
+
+
+def test_move_hidden_gate_option_gives_the_model_its_gate(tmp_path, capsys):
+    from manaka import train
+    out = tmp_path / "m.manaka"
+    args = ["--steps", "2", "--synthetic", "300", "--eval-positions", "0", "--no-progress", "--batch-size", "32",
+            "--device", "cpu", *TINY]
+    assert train.main(args + ["--save", str(out), "--move-pairs", "4", "--move-pair-board", "2,2,1",
+                              "--move-hidden", "3", "--move-hidden-gate", "1"]) == 0
+    model = mk.Model.load(out)
+    assert model.config.move_hidden_gate == 1
+    gate = model.parameters()["move_hidden_gate"]
+    assert gate.shape == (model.config.head_width, 3) and np.abs(gate).max() > 0  # trained from 0
+    capsys.readouterr()
+    assert train.main(args + ["--move-hidden-gate", "1"]) == 2  # no MoveHidden
+    assert "move_hidden_gate = 1 needs MoveHidden's units" in capsys.readouterr().err

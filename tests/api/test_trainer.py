@@ -18,13 +18,15 @@ HYPER = dict(lr=3e-2, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1)
 @pytest.mark.parametrize("hidden, move_pairs, board, move_hidden, shared",
                          [((), 0, (0, 0, 0), 0, 0), ((10, 6), 0, (0, 0, 0), 0, 0), ((10,), 5, (0, 0, 0), 0, 0),
                           ((10,), 8, (2, 2, 2), 0, 0), ((10,), 8, (2, 2, 2), 3, 0), ((10,), 5, (0, 0, 0), 0, 1),
-                          ((10,), 8, (2, 2, 2), 3, 1)],
+                          ((10,), 8, (2, 2, 2), 3, 1), ((10,), 8, (2, 2, 2), 3, 2)],
                          ids=["hidden0", "hidden2", "move_pairs", "relative", "move_hidden", "move_shared",
-                              "move_hidden_shared"])
+                              "move_hidden_shared", "move_hidden_gate"])
 @pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
 def test_steps_match_reference_adamw(hidden, move_pairs, board, move_hidden, shared, soft):
+    """shared: 1 the shared move rows, 2 also MoveHidden's gated readout."""
     cfg = cases.config(hidden=hidden, move_pairs=move_pairs, board=board, move_hidden=move_hidden,
-                       num_moves=4 * move_pairs if shared else 17, move_shared=shared)
+                       num_moves=4 * move_pairs if shared else 17, move_shared=min(shared, 1),
+                       move_hidden_gate=int(shared == 2))
     model = cases.model(cfg, seed=2)
     trainer = mk.Trainer(model, warmup_steps=2, schedule="cosine", total_steps=5, min_lr=1e-3,
                          value_weight=0.5, **HYPER)

@@ -386,18 +386,19 @@ def _move_hidden_cases(r):
     """Every MoveHidden case, as (what, B, T, L, D, board, args after `stream` up to D,
     relative, class_rows, out, tokens, legal, counts, C): the boards of the relative part
     (_BOARDS), legal slots beyond a CUDA block's threads, D of 1, 3 and 16, with and
-    without counts."""
+    without counts, one readout out [D] (out_stride 0) and one per position (out [B, D],
+    out_stride D: the gated readout)."""
     for board, B, T, L, D in zip(_BOARDS, (6, 3, 4), (7, 9, 5), (9, 700, 6), (3, 16, 1)):
         W, H, K, DK, hand = board
         S, C = W * H, W * H * DK
-        for with_counts in (True, False):
+        for with_counts, per_position in ((True, False), (False, False), (True, True)):
             relative = r.randn(K * (2 * W - 1) * (2 * H - 1) * DK, D)
-            class_rows, out = r.randn(C, D), r.randn(D)
+            class_rows, out = r.randn(C, D), r.randn(B, D) if per_position else r.randn(D)
             tokens = op_inputs.tokens(r.rng, B, 2, T, K * S + hand)
             legal, counts = _legal(r, B, L, 3 * C, with_counts)  # classes repeat: m % C
-            args = [r.be.put(a) for a in (relative, class_rows, out, tokens)] + [2 * T] + \
-                [r.be.put(a) for a in (legal, counts)] + [B, T, L, C, W, H, K, D]
-            what = f"W={W} H={H} K={K} L={L} D={D} counts={with_counts}"
+            args = [r.be.put(a) for a in (relative, class_rows, out)] + [D if per_position else 0] + \
+                [r.be.put(tokens), 2 * T] + [r.be.put(a) for a in (legal, counts)] + [B, T, L, C, W, H, K, D]
+            what = f"W={W} H={H} K={K} L={L} D={D} counts={with_counts} per_position={per_position}"
             yield what, B, T, L, D, board, args, relative, class_rows, out, tokens, legal, counts, C
 
 
@@ -415,9 +416,10 @@ def _move_hidden_in_order(relative, class_rows, out, tokens, legal, counts, C, b
                 i = ref.relative_index(int(t), c, C, W, H, K)
                 if i >= 0:
                     u = (u + relative[i]).astype(np.float32)
+            o = out[b] if out.ndim == 2 else out
             acc = np.float32(0)
             for d in range(len(u)):
-                acc = np.float32(acc + np.float32(out[d] * max(u[d], np.float32(0))))
+                acc = np.float32(acc + np.float32(o[d] * max(u[d], np.float32(0))))
             pre[b, l], add[b, l] = u, acc
     return add, pre
 
@@ -442,14 +444,18 @@ def _move_hidden_grads_in_order(grad, pre, out, tokens, legal, counts, C, board,
     """(grad_relative, grad_class, grad_out) in float32, in the orders backend_ops.def states."""
     W, H, K = board[:3]
     B, L = legal.shape
-    D = len(out)
+    D = out.shape[-1]
     n = counts if counts is not None else np.full(B, L)
-    g_out = np.zeros(D, np.float32)
+    g_out = np.zeros(out.shape, np.float32)  # [D], or [B, D] for a readout per position
     g_cls, g_rel = np.zeros((C, D), np.float32), np.zeros((rows, D), np.float32)
-    unit = lambda b, l: np.where(pre[b, l] > 0, np.float32(grad[b, l]) * out, np.float32(0)).astype(np.float32)
+    o = lambda b: out[b] if out.ndim == 2 else out
+    unit = lambda b, l: np.where(pre[b, l] > 0, np.float32(grad[b, l]) * o(b), np.float32(0)).astype(np.float32)
     for b in range(B):
         for l in range(n[b]):  # grad_out and grad_class: (b, l)
-            g_out = (g_out + np.float32(grad[b, l]) * np.maximum(pre[b, l], 0)).astype(np.float32)
+            if out.ndim == 2:
+                g_out[b] = (g_out[b] + np.float32(grad[b, l]) * np.maximum(pre[b, l], 0)).astype(np.float32)
+            else:
+                g_out = (g_out + np.float32(grad[b, l]) * np.maximum(pre[b, l], 0)).astype(np.float32)
             c = int(legal[b, l]) % C
             g_cls[c] = (g_cls[c] + unit(b, l)).astype(np.float32)
         for t in tokens[b, 0]:  # grad_relative: (b, t, l)
@@ -471,7 +477,7 @@ def _(r):
         got = []
         for _ in range(2):
             outs = [r.be.put(np.full(a.shape, np.nan, np.float32)) for a in want[:2]] + \
-                [r.be.put(np.full(D, np.nan, np.float32))]
+                [r.be.put(np.full(out.shape, np.nan, np.float32))]
             r.op("move_hidden_backward", None, r.be.put(grad), r.be.put(pre), args[2], *args[3:], *outs,
                  work, nbytes)
             got.append([r.be.get(o) for o in outs])

@@ -27,7 +27,7 @@ class Case:
     empty, one piece in hand per position at most), legal moves below 3 C (classes repeat
     in a position), counts with zeros and a full row, padded grad and legal slots NaN / -1."""
 
-    def __init__(self, rng, B, T, L, W, H, K, D, with_counts=True, class_kinds=2):
+    def __init__(self, rng, B, T, L, W, H, K, D, with_counts=True, class_kinds=2, per_position=False):
         S = W * H
         self.B, self.T, self.L, self.W, self.H, self.K, self.D = B, T, L, W, H, K, D
         self.C, self.stride = class_kinds * S, T + 3
@@ -46,7 +46,9 @@ class Case:
         self.legal = legal
         self.relative = (0.5 * rng.standard_normal((self.R, D))).astype(np.float32)
         self.class_rows = rng.standard_normal((self.C, D)).astype(np.float32)
-        self.out = rng.standard_normal(D).astype(np.float32)
+        # one readout [D] (out_stride 0), or a readout per position [B, D] (the gated one)
+        self.out = rng.standard_normal((B, D) if per_position else D).astype(np.float32)
+        self.out_stride = D if per_position else 0
         grad = rng.standard_normal((B, L)).astype(np.float32)
         grad[self.padded] = NAN
         self.grad = grad
@@ -61,14 +63,14 @@ class Case:
         logits = self.logits.copy()
         if be.label == "cpu":
             be.call("move_hidden", None, self.relative.ctypes.data, self.class_rows.ctypes.data,
-                    self.out.ctypes.data, self.tokens.ctypes.data, self.stride,
+                    self.out.ctypes.data, self.out_stride, self.tokens.ctypes.data, self.stride,
                     self.legal.ctypes.data,
                     None if self.counts is None else self.counts.ctypes.data, *self.sizes(),
                     pre.ctypes.data, logits.ctypes.data)
             return pre, logits
         p, x = be.put(pre), be.put(logits)
         be.call("move_hidden", None, be.put(self.relative), be.put(self.class_rows),
-                be.put(self.out), be.put(self.tokens), self.stride, be.put(self.legal),
+                be.put(self.out), self.out_stride, be.put(self.tokens), self.stride, be.put(self.legal),
                 be.put(self.counts), *self.sizes(), p, x)
         return be.get(p), be.get(x)
 
@@ -76,17 +78,17 @@ class Case:
         """(grad_relative, grad_class, grad_out) of `be`'s move_hidden_backward, each output
         filled with NaN first; `scratch`: (buffer, bytes) or None for the table's own."""
         outs = [np.full((self.R, self.D), NAN, np.float32),
-                np.full((self.C, self.D), NAN, np.float32), np.full(self.D, NAN, np.float32)]
+                np.full((self.C, self.D), NAN, np.float32), np.full(self.out.shape, NAN, np.float32)]
         if be.label == "cpu":
             be.call("move_hidden_backward", None, self.grad.ctypes.data, pre.ctypes.data,
-                    self.out.ctypes.data, self.tokens.ctypes.data, self.stride,
+                    self.out.ctypes.data, self.out_stride, self.tokens.ctypes.data, self.stride,
                     self.legal.ctypes.data,
                     None if self.counts is None else self.counts.ctypes.data, *self.sizes(),
                     *[o.ctypes.data for o in outs], None, 0)
             return outs
         bufs = [be.put(o) for o in outs]
         be.call("move_hidden_backward", None, be.put(self.grad), be.put(pre), be.put(self.out),
-                be.put(self.tokens), self.stride, be.put(self.legal), be.put(self.counts),
+                self.out_stride, be.put(self.tokens), self.stride, be.put(self.legal), be.put(self.counts),
                 *self.sizes(), *bufs, *(scratch or (None, 0)))
         return [be.get(b) for b in bufs]
 
@@ -99,6 +101,8 @@ def assert_same_bits(got, want, what):
 CASES = [pytest.param(dict(B=5, T=10, L=300, W=3, H=4, K=3, D=16), id="long-rows-D16"),
          pytest.param(dict(B=5, T=10, L=300, W=3, H=4, K=3, D=1), id="long-rows-D1"),
          pytest.param(dict(B=4, T=7, L=40, W=5, H=2, K=2, D=5, with_counts=False), id="no-counts"),
+         # a readout per position (out [B, D], ModelConfig.move_hidden_gate)
+         pytest.param(dict(B=5, T=10, L=300, W=3, H=4, K=3, D=16, per_position=True), id="per-position-out"),
          pytest.param(dict(B=3, T=6, L=20, W=2, H=3, K=2, D=300), id="D-past-a-block"),
          # the tokens' row parts no longer fit shared memory: the forward reads them in place
          pytest.param(dict(B=2, T=6200, L=5, W=3, H=3, K=2, D=2), id="tokens-past-shared-memory"),
@@ -152,7 +156,7 @@ def test_backward_refuses_too_little_scratch_and_writes_nothing(backends):
             for shape in ((case.R, case.D), (case.C, case.D), (case.D,))]
     with pytest.raises(bt.BackendError, match="scratch given holds 64 bytes"):
         cuda.call("move_hidden_backward", None, cuda.put(case.grad), cuda.put(pre),
-                  cuda.put(case.out), cuda.put(case.tokens), case.stride, cuda.put(case.legal),
+                  cuda.put(case.out), 0, cuda.put(case.tokens), case.stride, cuda.put(case.legal),
                   cuda.put(case.counts), *case.sizes(), *bufs, work, 64)
     for b in bufs:
         assert np.isnan(cuda.get(b)).all()
@@ -174,10 +178,10 @@ def test_too_many_units_is_a_clear_error(backends):
     case = Case(np.random.default_rng(14), B=2, T=3, L=4, W=2, H=2, K=1, D=1)
     big = 4097
     args = [cuda.put(np.zeros((case.R, big), np.float32)),
-            cuda.put(np.zeros((case.C, big), np.float32)), cuda.put(np.zeros(big, np.float32)),
+            cuda.put(np.zeros((case.C, big), np.float32)), cuda.put(np.zeros(big, np.float32)), 0,
             cuda.put(case.tokens), case.stride, cuda.put(case.legal), cuda.put(case.counts),
             case.B, case.T, case.L, case.C, case.W, case.H, case.K, big,
-            cuda.empty((case.B, case.L, big)), cuda.put(case.logits)]
+            cuda.empty((case.B, case.L, big)), cuda.put(case.logits)]  # 18 arguments after stream
     with pytest.raises(bt.BackendError, match="D must be in"):
         cuda.call("move_hidden", None, *args)
     with pytest.raises(bt.BackendError, match="D must be in"):  # a model sizing its scratch
@@ -185,7 +189,7 @@ def test_too_many_units_is_a_clear_error(backends):
     work, nbytes = cuda.scratch(B=case.B, L=case.L, T=case.T, C=case.C, D=4096)
     grads = [cuda.empty((case.R, big)), cuda.empty((case.C, big)), cuda.empty((big,))]
     with pytest.raises(bt.BackendError, match="D <= 4096"):
-        cuda.call("move_hidden_backward", None, cuda.put(case.grad), args[15], args[2], *args[3:15],
+        cuda.call("move_hidden_backward", None, cuda.put(case.grad), args[16], args[2], *args[3:16],
                   *grads, work, nbytes)
 
 

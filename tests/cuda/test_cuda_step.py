@@ -39,13 +39,16 @@ MOVE_SHARED = ("move_shared_class", "move_shared_group")
                           ((12,), 5, (0, 0, 0), 0, 9, 0), ((12,), 8, (2, 2, 2), 0, 9, 0),
                           ((12,), 8, (2, 2, 2), 16, 9, 0), ((12,), 8, (2, 2, 2), 1, 9, 0),
                           ((12,), 8, (2, 2, 2), 16, 40, 0), ((12,), 5, (0, 0, 0), 0, 9, 1),
-                          ((12,), 8, (2, 2, 2), 16, 40, 1)],
+                          ((12,), 8, (2, 2, 2), 16, 40, 1), ((12,), 8, (2, 2, 2), 16, 40, 2)],
                          ids=["hidden0", "hidden1", "hidden2", "move_pairs", "relative", "move_hidden16",
-                              "move_hidden1", "move_hidden16-L40", "move_shared", "move_hidden_shared-L40"])
+                              "move_hidden1", "move_hidden16-L40", "move_shared", "move_hidden_shared-L40",
+                              "move_hidden_gate-L40"])
 @pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
 def test_forward_loss_and_gradients_match_cpu(hidden, move_pairs, board, move_hidden, L, shared, soft):
+    """shared: 1 the shared move rows, 2 also MoveHidden's gated readout."""
     cfg = cases.config(hidden=hidden, move_pairs=move_pairs, board=board, move_hidden=move_hidden,
-                       num_moves=4 * move_pairs if shared else 17, move_shared=shared)
+                       num_moves=4 * move_pairs if shared else 17, move_shared=min(shared, 1),
+                       move_hidden_gate=int(shared == 2))
     cpu, gpu = twins(cfg)
     b = cases.batch(cfg, L=L, seed=7, soft=soft)
     for x, y in zip(cpu.forward(b), gpu.forward(b)):
@@ -56,7 +59,8 @@ def test_forward_loss_and_gradients_match_cpu(hidden, move_pairs, board, move_hi
     assert s1["accuracy"] == s2["accuracy"]
     for name in g1:
         assert cases.rel_err(g2[name], g1[name]) < TOL, name
-    for name in (MOVE_HIDDEN if move_hidden else ()) + (MOVE_SHARED if shared else ()):
+    for name in (MOVE_HIDDEN if move_hidden else ()) + (MOVE_SHARED if shared else ()) + \
+            (("move_hidden_gate",) if shared == 2 else ()):
         assert np.abs(g1[name]).max() > 0, f"{name}: a zero gradient tests nothing"
 
 
@@ -65,8 +69,10 @@ def test_forward_loss_and_gradients_match_cpu(hidden, move_pairs, board, move_hi
                                 dict(hidden=(9,), move_pairs=8, board=(2, 2, 2)),
                                 # a 3 x 2 board of 2 token kinds (tokens 12..14 in hand), 12 classes
                                 dict(hidden=(12,), num_tokens=15, move_pairs=12, board=(3, 2, 2), move_hidden=16),
-                                dict(hidden=(9,), num_moves=20, move_pairs=5, move_shared=1)],
-                         ids=["plain", "move_pairs", "relative", "move_hidden", "move_shared"])
+                                dict(hidden=(9,), num_moves=20, move_pairs=5, move_shared=1),
+                                dict(hidden=(12,), num_tokens=15, move_pairs=12, board=(3, 2, 2), move_hidden=16,
+                                     move_hidden_gate=1)],
+                         ids=["plain", "move_pairs", "relative", "move_hidden", "move_shared", "move_hidden_gate"])
 def test_five_adamw_steps_match_cpu(schedule, kw):
     cfg = cases.config(**kw)
     move_hidden = cfg.move_hidden
@@ -82,7 +88,8 @@ def test_five_adamw_steps_match_cpu(schedule, kw):
     cases.assert_parameters_match(gpu, cpu, TOL)
     cases.assert_moments_match(t2, t1, TOL)
     start = cases.model(cfg, seed=3).parameters()
-    for name in (MOVE_HIDDEN if move_hidden else ()) + (MOVE_SHARED if cfg.move_shared else ()):
+    for name in (MOVE_HIDDEN if move_hidden else ()) + (MOVE_SHARED if cfg.move_shared else ()) + \
+            (("move_hidden_gate",) if cfg.move_hidden_gate else ()):
         assert not np.array_equal(gpu.parameters()[name].numpy(), start[name]), f"{name} never moved"
 
 

@@ -150,21 +150,25 @@ def move_hidden_units(relative, class_rows, tokens, legal, counts, C, W, H, K):
 
 
 def move_hidden(relative, class_rows, out, tokens, legal, counts, C, W, H, K):
-    """(logits [B, L] to add, pre [B, L, D]): out . ReLU(pre) at each legal slot, 0 at padded ones."""
+    """(logits [B, L] to add, pre [B, L, D]): out . ReLU(pre) at each legal slot, 0 at padded ones;
+    out [D] (one readout) or [B, D] (a readout per position, the gated one: 2-d means that)."""
     pre = move_hidden_units(relative, class_rows, tokens, legal, counts, C, W, H, K)
-    add = np.maximum(pre, 0.0) @ np.float64(out).reshape(-1)
+    o = np.float64(out).reshape(-1, pre.shape[2])                        # [1, D] or [B, D]
+    add = (np.maximum(pre, 0.0) * o[:, None, :]).sum(axis=2)
     return np.where(legal_mask(legal, counts), add, 0.0), pre
 
 
 def move_hidden_backward(grad, pre, out, tokens, legal, counts, C, W, H, K, rows):
-    """(grad_relative [rows, D], grad_class [C, D], grad_out [D]) for the upstream grad
-    [B, L] (padded slots ignored), pre from move_hidden."""
+    """(grad_relative [rows, D], grad_class [C, D], grad_out [D], or [B, D] for a readout per
+    position, out [B, D]) for the upstream grad [B, L] (padded slots ignored), pre from move_hidden."""
     mask = legal_mask(legal, counts)
     G = np.where(mask, np.float64(grad), 0.0)
     on = np.where(mask[:, :, None], pre > 0, False)
-    g = np.where(on, G[:, :, None] * np.float64(out).reshape(-1), 0.0)  # [B, L, D]
     D = pre.shape[2]
-    grad_out = (G[:, :, None] * np.maximum(np.where(mask[:, :, None], pre, 0.0), 0.0)).sum(axis=(0, 1))
+    o = np.float64(out).reshape(-1, D)
+    g = np.where(on, G[:, :, None] * o[:, None, :], 0.0)  # [B, L, D]
+    per_unit = G[:, :, None] * np.maximum(np.where(mask[:, :, None], pre, 0.0), 0.0)
+    grad_out = per_unit.sum(axis=1) if np.ndim(out) == 2 else per_unit.sum(axis=(0, 1))
     grad_class = np.zeros((C, D))
     grad_relative = np.zeros((rows, D))
     for b in range(legal.shape[0]):

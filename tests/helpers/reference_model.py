@@ -36,8 +36,12 @@ def forward(p, cfg, tokens, legal, counts):
         logits = logits + ref.move_pair_relative_sums(p["move_pair_relative"], tokens[:, 0], legal, counts,
                                                       cfg.move_pairs, *board(cfg))
     hidden_pre = None
+    gate = None
+    if "move_hidden_gate" in p:  # a readout per position: out + q G
+        gate = p["move_hidden_out"] + q @ p["move_hidden_gate"]
     if "move_hidden_out" in p:
-        add, hidden_pre = ref.move_hidden(p["move_hidden_relative"], p["move_hidden_class"], p["move_hidden_out"],
+        add, hidden_pre = ref.move_hidden(p["move_hidden_relative"], p["move_hidden_class"],
+                                          p["move_hidden_out"][0] if gate is None else gate,
                                           tokens[:, 0], legal, counts, cfg.move_pairs, *board(cfg))
         logits = logits + add
     if "move_shared_class" in p:
@@ -45,7 +49,7 @@ def forward(p, cfg, tokens, legal, counts):
                                               legal, counts, cfg.move_pairs)
     z = (x @ p["value.weight"].T)[:, 0] + p["value.bias"][0]
     return {"p": p, "ps": ps, "pair": pair, "xs": xs, "q": q, "logits": logits, "z": z,
-            "value": 1.0 / (1.0 + np.exp(-z)), "hidden_pre": hidden_pre}
+            "value": 1.0 / (1.0 + np.exp(-z)), "hidden_pre": hidden_pre, "gate": gate}
 
 
 def log_softmax_masked(logits, counts):
@@ -109,10 +113,18 @@ def backward(act, cfg, tokens, legal, counts, dlogits, dz):
     if "move_pair_relative" in p:
         g["move_pair_relative"] = ref.move_pair_relative_backward(g["move_pair_table"], cfg.move_pairs, *board(cfg))
     if "move_hidden_out" in p:
-        rel, cls, out = ref.move_hidden_backward(dlogits, act["hidden_pre"], p["move_hidden_out"], tokens[:, 0],
+        gate = act["gate"]
+        rel, cls, out = ref.move_hidden_backward(dlogits, act["hidden_pre"],
+                                                 p["move_hidden_out"][0] if gate is None else gate, tokens[:, 0],
                                                  legal, counts, cfg.move_pairs, *board(cfg),
                                                  p["move_hidden_relative"].shape[0])
-        g["move_hidden_relative"], g["move_hidden_class"], g["move_hidden_out"] = rel, cls, out.reshape(1, -1)
+        g["move_hidden_relative"], g["move_hidden_class"] = rel, cls
+        if gate is None:
+            g["move_hidden_out"] = out.reshape(1, -1)
+        else:  # out [B, D] is the gradient of each position's readout
+            g["move_hidden_out"] = out.sum(axis=0, keepdims=True)
+            g["move_hidden_gate"] = act["q"].T @ out
+            dq = dq + out @ p["move_hidden_gate"].T
     if "move_shared_class" in p:
         sc, sg = p["move_shared_class"], p["move_shared_group"]
         dcls, dgrp = ref.move_shared_backward(dlogits, legal, counts, sc.shape[0], sg.shape[0])

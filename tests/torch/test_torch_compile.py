@@ -1,7 +1,7 @@
 """torch.compile(fullgraph=True) of a small module using all three manaka.torch operators:
 no graph break (fullgraph raises on one), and the same outputs and gradients as eager; and
-Network.loss with a move_pair_table (and its relative part, MoveHidden, the shared move
-embeddings) compiled whole."""
+Network.loss with a move_pair_table (and its relative part, MoveHidden and its gated
+readout, the shared move embeddings) compiled whole."""
 import numpy as np
 import pytest
 
@@ -52,18 +52,20 @@ def test_compiled_module_has_no_graph_break_and_matches_eager():
         torch.testing.assert_close(p.grad, want[name], rtol=1e-5, atol=1e-6, msg=name)
 
 
-@pytest.mark.parametrize("move_pairs, board, move_hidden, move_shared",
-                         [(5, (0, 0, 0), 0, 0), (8, (2, 2, 2), 0, 0), (8, (2, 2, 2), 3, 0), (8, (2, 2, 2), 3, 1)],
+@pytest.mark.parametrize("move_pairs, board, move_hidden, move_shared, gate",
+                         [(5, (0, 0, 0), 0, 0, 0), (8, (2, 2, 2), 0, 0, 0), (8, (2, 2, 2), 3, 0, 0),
+                          (8, (2, 2, 2), 3, 1, 0), (8, (2, 2, 2), 3, 1, 1)],
                          ids=["table", "table-and-relative", "table-relative-and-move-hidden",
-                              "table-relative-move-hidden-and-shared"])
-def test_compiled_network_with_a_move_pair_table_matches_eager(move_pairs, board, move_hidden, move_shared):
+                              "table-relative-move-hidden-and-shared", "table-relative-gated-move-hidden-and-shared"])
+def test_compiled_network_with_a_move_pair_table_matches_eager(move_pairs, board, move_hidden, move_shared, gate):
     import model_cases as cases
 
     cfg = cases.config(hidden=(8,), num_moves=24 if move_shared else 17, move_pairs=move_pairs, board=board,
-                       move_hidden=move_hidden, move_shared=move_shared)
+                       move_hidden=move_hidden, move_shared=move_shared, move_hidden_gate=gate)
     net = mkt.Network(cfg, seed=2)
     tables = [n for n in ("move_pair_table", "move_pair_relative", "move_hidden_relative", "move_hidden_class",
-                          "move_hidden_out", "move_shared_class", "move_shared_group") if hasattr(net, n)]
+                          "move_hidden_out", "move_shared_class", "move_shared_group", "move_hidden_gate")
+              if hasattr(net, n)]
     with torch.no_grad():
         for k, name in enumerate(tables):
             p = getattr(net, name)
@@ -72,7 +74,8 @@ def test_compiled_network_with_a_move_pair_table_matches_eager(move_pairs, board
     eager = net.loss(**tens, check=False)
     eager.backward()
     want = {n: p.grad.clone() for n, p in net.named_parameters()}
-    assert len(tables) == 1 + any(board) + 3 * bool(move_hidden) + 2 * move_shared and all(want[n].abs().max() > 0 for n in tables)
+    assert len(tables) == 1 + any(board) + 3 * bool(move_hidden) + 2 * move_shared + gate
+    assert all(want[n].abs().max() > 0 for n in tables)
     net.zero_grad()
     torch._dynamo.reset()
     compiled = torch.compile(net.loss, fullgraph=True)(**tens, check=False)

@@ -87,23 +87,25 @@ def test_bad_arguments():
         mkt.Network.from_model("model.mk")
 
 
-# (move_pairs, board, move_hidden, move_shared): no table, a table, a table with a relative
-# part (2 x 2 board, 2 kinds), with MoveHidden of 3 units over it, and with the shared move
-# embeddings (C = 5 classes of 15 moves: 3 groups; then all four terms, C = 8 of 24 moves)
-PAIR_CASES = [(0, (0, 0, 0), 0, 0), (5, (0, 0, 0), 0, 0), (8, (2, 2, 2), 0, 0), (8, (2, 2, 2), 3, 0),
-              (5, (0, 0, 0), 0, 1), (8, (2, 2, 2), 3, 1)]
+# (move_pairs, board, move_hidden, move_shared, move_hidden_gate): no table, a table, a table
+# with a relative part (2 x 2 board, 2 kinds), with MoveHidden of 3 units over it, with the
+# shared move embeddings (C = 5 classes of 15 moves: 3 groups; then all four terms, C = 8 of
+# 24 moves), and MoveHidden's gated readout (without and with the shared rows)
+PAIR_CASES = [(0, (0, 0, 0), 0, 0, 0), (5, (0, 0, 0), 0, 0, 0), (8, (2, 2, 2), 0, 0, 0), (8, (2, 2, 2), 3, 0, 0),
+              (5, (0, 0, 0), 0, 1, 0), (8, (2, 2, 2), 3, 1, 0), (8, (2, 2, 2), 3, 0, 1), (8, (2, 2, 2), 3, 1, 1)]
 
 
-@pytest.mark.parametrize("move_pairs, board, move_hidden, move_shared", PAIR_CASES,
+@pytest.mark.parametrize("move_pairs, board, move_hidden, move_shared, move_hidden_gate", PAIR_CASES,
                          ids=["no-table", "C5", "C8-relative", "C8-relative-hidden3", "C5-shared",
-                              "C8-relative-hidden3-shared"])
+                              "C8-relative-hidden3-shared", "C8-relative-hidden3-gate",
+                              "C8-relative-hidden3-shared-gate"])
 @pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
-def test_twenty_adamw_steps_track_trainer(soft, move_pairs, board, move_hidden, move_shared):
+def test_twenty_adamw_steps_track_trainer(soft, move_pairs, board, move_hidden, move_shared, move_hidden_gate):
     num_moves = 3 * move_pairs if move_shared else 17  # a multiple of C
     cfg = cases.config(hidden=(8, 6), num_moves=num_moves, move_pairs=move_pairs, board=board,
-                       move_hidden=move_hidden, move_shared=move_shared)
+                       move_hidden=move_hidden, move_shared=move_shared, move_hidden_gate=move_hidden_gate)
     b = cases.batch(cfg, soft=soft)
-    # random move-pair tables, move_hidden_out and shared move rows (they start at 0)
+    # random move-pair tables, move_hidden_out, shared move rows and gate (they start at 0)
     trainer = mk.Trainer(cases.model(cfg, seed=1), lr=1e-2, weight_decay=0.05)
     net = mkt.Network.from_model(trainer.model)
     opt = torch.optim.AdamW(mkt.param_groups(net, 0.05), lr=1e-2, betas=(0.9, 0.999), eps=1e-8)
@@ -325,6 +327,7 @@ def test_relative_index_parts_are_the_reference_index():
 
 # ------------------------------------------------------------ MoveHidden
 MOVE_HIDDEN = ("move_hidden_relative", "move_hidden_class", "move_hidden_out")
+GATE = "move_hidden_gate"
 
 # (move_pairs, (W, H, K), move_hidden = D) over TABLE_CASES' relative parts: 2 x 2 with 3 hand
 # tokens, 3 x 2 (W != H), 1 x 1 (every token on the board, one unit)
@@ -334,12 +337,15 @@ HIDDEN_CASES = [(8, (2, 2, 2), 3), (12, (3, 2, 1), 5), (22, (1, 1, 11), 1)]
 def _with_move_hidden(cfg, seed):
     """_with_move_pairs' network, batch and model, with MoveHidden's parameters random too:
     move_hidden_out (0 at the start, as mk.Model's) at scale 1 and the units' rows at a
-    scale where the pre-activations take both signs."""
+    scale where the pre-activations take both signs; the gate (if any, 0 at the start too)
+    at a scale where q move_hidden_gate is of the order of move_hidden_out."""
     net, _, b = _with_move_pairs(cfg, seed)
     rng = np.random.default_rng(100 + seed)
     state = net.state_dict()
     assert torch.count_nonzero(state["move_hidden_out"]) == 0
-    for name, scale in zip(MOVE_HIDDEN, (0.4, 0.6, 1.0)):
+    names, scales = MOVE_HIDDEN + ((GATE,) if cfg.move_hidden_gate else ()), (0.4, 0.6, 1.0, 1.0)
+    for name, scale in zip(names, scales):
+        assert name != GATE or torch.count_nonzero(state[name]) == 0
         state[name] = torch.from_numpy(rng.normal(0, scale, tuple(state[name].shape)).astype(np.float32))
     net.load_state_dict(state)
     return net, net.to_model(), b
@@ -347,35 +353,49 @@ def _with_move_hidden(cfg, seed):
 
 @pytest.mark.parametrize("move_pairs, board, move_hidden", HIDDEN_CASES,
                          ids=lambda c: "rel%dx%dx%d" % c if isinstance(c, tuple) else str(c))
+@pytest.mark.parametrize("gate", [0, 1], ids=["out", "gated"])
 @pytest.mark.parametrize("seed", [0, 1], ids=["hard", "soft"])
-def test_move_hidden_forward_and_gradients_equal_model_and_reference(move_pairs, board, move_hidden, seed):
+def test_move_hidden_forward_and_gradients_equal_model_and_reference(move_pairs, board, move_hidden, gate, seed):
     import reference as ref
-    cfg = cases.config(hidden=(8,), move_pairs=move_pairs, board=board, move_hidden=move_hidden)
+    cfg = cases.config(hidden=(8,), move_pairs=move_pairs, board=board, move_hidden=move_hidden,
+                       move_hidden_gate=gate)
     net, model, b = _with_move_hidden(cfg, seed)
     tens, padded = _forward_equals_model(net, model, b)
 
-    # the term and its gradients against the NumPy reference, for a random upstream gradient
+    # the term and its gradients against the NumPy reference, for a random upstream gradient;
+    # gated, the readout is a row per position, out + q G (q the policy head's vector)
     params = dict(net.named_parameters())
     relative, class_rows, out = (params[n] for n in MOVE_HIDDEN)
-    term = net.move_hidden(tens["tokens"], tens["legal"], tens["counts"])
+    q = net.policy(net.body(net.features(tens["tokens"])))
+    term = net.move_hidden(tens["tokens"], tens["legal"], tens["counts"], q)
     args = (b.tokens[:, 0], b.legal, b.counts, move_pairs, *board)
-    want_term, pre = ref.move_hidden(*(p.detach().numpy() for p in (relative, class_rows, out)), *args)
+    rel64, cls64, out64, q64 = (np.float64(t.detach().numpy()) for t in (relative, class_rows, out, q))
+    readout = out64 + q64 @ np.float64(params[GATE].detach().numpy()) if gate else out64  # [B, D] or [1, D]
+    assert rel(net.move_hidden_readout(q).detach(), readout) < 1e-5
+    want_term, pre = ref.move_hidden(rel64, cls64, readout, *args)
     assert np.abs(want_term).max() > 0.1 and rel(term.detach(), want_term) < 1e-5
     assert np.all(term.detach().numpy()[padded] == 0)
     units = pre[~padded]
     assert (units > 0.05).any() and (units < -0.05).any()  # the ReLU both passes and cuts
+    if gate:  # the gate matters: out alone reads other numbers
+        assert np.abs(ref.move_hidden(rel64, cls64, out64, *args)[0] - want_term)[~padded].max() > 0.1
     G = np.random.default_rng(seed).normal(size=term.shape).astype(np.float32)
-    got = torch.autograd.grad(term, (relative, class_rows, out), torch.from_numpy(G))
-    want = ref.move_hidden_backward(G, pre, out.detach().numpy(), *args, relative.shape[0])
-    for name, g, w in zip(MOVE_HIDDEN, got, want):
+    inputs = (relative, class_rows, out) + ((params[GATE], q) if gate else ())
+    got = torch.autograd.grad(term, inputs, torch.from_numpy(G))
+    want = ref.move_hidden_backward(G, pre, readout if gate else out64[0], *args, relative.shape[0])
+    if gate:  # want[2] is each position's readout's gradient [B, D]: out's is its sum, G's q^T it, q's it G^T
+        d_readout = want[2]
+        want = (want[0], want[1], d_readout.sum(0), q64.T @ d_readout,
+                d_readout @ np.float64(params[GATE].detach().numpy()).T)
+    for name, g, w in zip(MOVE_HIDDEN + (GATE, "q"), got, want):
         assert np.abs(w).max() > 0.01 and rel(g.reshape(w.shape), w) < 1e-5, name
 
     # the whole loss and every gradient against mk.Model's
     stats, grads = backward_both(net, model, tens, b)
-    assert set(params) == set(grads) and set(MOVE_HIDDEN) <= set(params)
+    assert set(params) == set(grads) and set(MOVE_HIDDEN) <= set(params) and (GATE in params) == bool(gate)
     for name, g in grads.items():
         assert rel(params[name].grad, g) < 1e-4, name
-    for name in MOVE_HIDDEN:
+    for name in MOVE_HIDDEN + ((GATE,) if gate else ()):
         assert np.abs(grads[name]).max() > 1e-3, name
 
 
@@ -426,8 +446,9 @@ def test_move_hidden_saves_no_tensor_of_its_gather_for_backward():
     assert net.move_hidden_relative.grad.abs().max() > 0
 
 
-def test_move_hidden_under_cpu_autocast_bf16_is_near_float32():
-    cfg = cases.config(hidden=(8,), move_pairs=12, board=(3, 2, 1), move_hidden=4)
+@pytest.mark.parametrize("gate", [0, 1], ids=["out", "gated"])
+def test_move_hidden_under_cpu_autocast_bf16_is_near_float32(gate):
+    cfg = cases.config(hidden=(8,), move_pairs=12, board=(3, 2, 1), move_hidden=4, move_hidden_gate=gate)
     net, _, b = _with_move_hidden(cfg, 1)
     tens = mkt.batch_tensors(b)
     want = net.loss(**tens)
@@ -440,10 +461,58 @@ def test_move_hidden_under_cpu_autocast_bf16_is_near_float32():
     assert logits.dtype == torch.float32 and got.dtype == torch.float32
     assert abs(got.item() - want.item()) <= 2e-2 * abs(want.item())
     got.backward()
-    for name in MOVE_HIDDEN:
+    for name in MOVE_HIDDEN + ((GATE,) if gate else ()):
         g = getattr(net, name).grad
         assert g.dtype == torch.float32, name
         assert float((g - grads[name]).norm()) <= 5e-2 * float(grads[name].norm()), name
+
+
+def test_move_hidden_gate_goes_both_ways_starts_at_zero_and_is_decayed():
+    cfg = cases.config(hidden=(6,), num_moves=24, move_pairs=12, board=(3, 2, 1), move_hidden=4, move_shared=1,
+                       move_hidden_gate=1)
+    net, model, b = _with_move_hidden(cfg, 3)
+    assert list(model.shapes)[-3:] == ["move_shared_class", "move_shared_group", GATE]  # the gate last
+    assert model.shapes[GATE] == tuple(net.move_hidden_gate.shape) == (7, 4)          # [W, D]
+    assert set(net.state_dict()) == set(model.shapes)
+    # the Network's own tensors (the Linear layers' come after them) in mk.Model's order
+    assert [n for n in net.state_dict() if "." not in n] == [n for n in model.shapes if "." not in n]
+    back = mkt.Network.from_model(model)
+    for name, p in net.state_dict().items():
+        np.testing.assert_array_equal(model.state_dict()[name], p.numpy(), err_msg=name)
+        np.testing.assert_array_equal(back.state_dict()[name].numpy(), p.numpy(), err_msg=name)
+    np.testing.assert_array_equal(net.to_model().state_dict()[GATE], net.move_hidden_gate.detach().numpy())
+    assert float(back.loss(**mkt.batch_tensors(b))) == pytest.approx(model.loss_and_grad(b)[0]["loss"], rel=1e-5)
+
+    # a new Network starts as mk.Model, the gate 0: the logits of the network without it
+    fresh, fresh_model = mkt.Network(cfg, seed=5), mk.Model(cfg, seed=5)
+    for name in fresh_model.shapes:
+        np.testing.assert_array_equal(fresh.state_dict()[name].numpy(), fresh_model.state_dict()[name])
+    assert torch.count_nonzero(fresh.move_hidden_gate) == 0
+    plain = mkt.Network(mk.ModelConfig(**{**cfg.to_dict(), "move_hidden_gate": 0}), seed=5)
+    with torch.no_grad():
+        plain.move_hidden_out.normal_()  # both readouts far from 0, the same
+        fresh.move_hidden_out.copy_(plain.move_hidden_out)
+    tens = mkt.batch_tensors(b)
+    args = (tens["tokens"], tens["legal"], tens["counts"])
+    torch.testing.assert_close(fresh(*args)[0], plain(*args)[0], rtol=1e-6, atol=1e-6)
+    assert not hasattr(plain, GATE)
+
+    decayed, undecayed = mkt.param_groups(net, 0.05)
+    assert any(p is net.move_hidden_gate for p in decayed["params"])
+    assert not any(p is net.move_hidden_gate for p in undecayed["params"])
+    half = mkt.Network.from_model(model).to(torch.bfloat16)
+    logits = half(*args)[0]
+    assert half.move_hidden_gate.dtype == logits.dtype == torch.bfloat16
+    assert rel(logits.float().detach(), model.forward(b)[0]) < 0.05
+
+    # the gated readout needs q; a readout of another shape is refused
+    with pytest.raises(ValueError, match=r"Network.move_hidden: q \(the policy head's vector \[B, W\]\) is needed"):
+        net.move_hidden(*args)
+    q = net.policy(net.body(net.features(tens["tokens"])))
+    for bad in (net.move_hidden_readout(q)[:3], net.move_hidden_out[0], net.move_hidden_readout(q)[:, :3]):
+        with pytest.raises(ValueError, match=r"move_hidden_sums: out must be \[1, 4\] or \[7, 4\]"):
+            mkt.network.move_hidden_sums(net.move_hidden_relative, net.move_hidden_class, bad, net.relative_token_part,
+                                         net.relative_class_part, *args)
 
 
 # ------------------------------------------------------------ the shared move embeddings
