@@ -612,29 +612,14 @@ def test_command(tmp_path, rng):
     assert done.returncode == 0, done.stderr
     check_runs(session(tmp_path / "r.onnx"), model, [inputs(rng, relative, 5, 9)])
 
-    # and with MoveHidden
-    hidden = mk.ModelConfig(**{**relative.to_dict(), "hidden": (10,), "move_hidden": 3})
-    model = with_move_pair_table(mk.Model(hidden, seed=8), rng)
-    model.save(tmp_path / "h.manaka")
-    done = run_cli("h.manaka", "h.onnx", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert "move_hidden" in {n.output[0] for n in onnx.load(tmp_path / "h.onnx").graph.node}
-    check_runs(session(tmp_path / "h.onnx"), model, [inputs(rng, hidden, 5, 9)])
-
-    # and with the shared move embeddings
-    shared = mk.ModelConfig(**CONFIGS["move-shared"])
-    model = with_move_pair_table(mk.Model(shared, seed=8), rng)
-    model.save(tmp_path / "s.manaka")
-    done = run_cli("s.manaka", "s.onnx", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert "move_shared_group_part" in {n.output[0] for n in onnx.load(tmp_path / "s.onnx").graph.node}
-    check_runs(session(tmp_path / "s.onnx"), model, [inputs(rng, shared, 5, 9)])
-
-    # and with MoveHidden's gated readout
-    gated = mk.ModelConfig(**CONFIGS["move-hidden-gate"])
-    model = with_move_pair_table(mk.Model(gated, seed=8), rng)
-    model.save(tmp_path / "g.manaka")
-    done = run_cli("g.manaka", "g.onnx", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert "move_hidden_readout" in {n.output[0] for n in onnx.load(tmp_path / "g.onnx").graph.node}
-    check_runs(session(tmp_path / "g.onnx"), model, [inputs(rng, gated, 5, 9)])
+    # and with MoveHidden, the shared move embeddings and MoveHidden's gated readout: each in the graph
+    for name, config, node in [
+            ("h", mk.ModelConfig(**{**relative.to_dict(), "hidden": (10,), "move_hidden": 3}), "move_hidden"),
+            ("s", mk.ModelConfig(**CONFIGS["move-shared"]), "move_shared_group_part"),
+            ("g", mk.ModelConfig(**CONFIGS["move-hidden-gate"]), "move_hidden_readout")]:
+        model = with_move_pair_table(mk.Model(config, seed=8), rng)
+        model.save(tmp_path / f"{name}.manaka")
+        done = run_cli(f"{name}.manaka", f"{name}.onnx", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert node in {n.output[0] for n in onnx.load(tmp_path / f"{name}.onnx").graph.node}, name
+        check_runs(session(tmp_path / f"{name}.onnx"), model, [inputs(rng, config, 5, 9)])
