@@ -57,6 +57,13 @@ class ModelConfig:
             policy head's vector and move_hidden_gate [head_width, D], so that the position
             chooses which of a move's local features matter. It starts at 0. 0 (the
             default): none.
+        move_kinds: F >= 1 when a label names a move and a kind of it (shogi: the piece
+            that moves, the encoding "capture-defended-check-escape-mover"): label l is move
+            ``m = l % R`` of the move table (R = num_moves // F rows) and kind ``k = l // R``,
+            and its logit also gets ``q . move_kind_table[l % C + C k]``, a row per (move
+            class, kind) (C = move_pairs, which must divide R). MovePairSums, the relative
+            part and MoveHidden read the class l % C as before; the shared rows' groups are
+            l // C (so they see the kind). It starts at 0. 0 (the default): labels are moves.
     """
 
     num_tokens: int
@@ -74,6 +81,7 @@ class ModelConfig:
     move_hidden: int = 0
     move_shared: int = 0
     move_hidden_gate: int = 0
+    move_kinds: int = 0
 
     def __post_init__(self):
         # The core converts and checks (_core.check_model_config: every field an int, or a
@@ -111,7 +119,7 @@ def expected_shapes(config: ModelConfig) -> Dict[str, Tuple[int, ...]]:
         shapes[f"trunk.{i}.bias"] = (h,)
         width = h
     shapes.update({"policy.weight": (c.head_width, width), "policy.bias": (c.head_width,),
-                   "move_table": (c.num_moves, c.head_width), "value.weight": (1, width),
+                   "move_table": (c.num_moves // max(c.move_kinds, 1), c.head_width), "value.weight": (1, width),
                    "value.bias": (1,)})
     if c.move_pairs:
         shapes["move_pair_table"] = (c.num_tokens, c.move_pairs)
@@ -128,6 +136,8 @@ def expected_shapes(config: ModelConfig) -> Dict[str, Tuple[int, ...]]:
         shapes["move_shared_group"] = (c.num_moves // max(c.move_pairs, 1), c.head_width)
     if c.move_hidden_gate:
         shapes["move_hidden_gate"] = (c.head_width, c.move_hidden)
+    if c.move_kinds:
+        shapes["move_kind_table"] = (c.move_pairs * c.move_kinds, c.head_width)
     return shapes
 
 

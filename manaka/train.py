@@ -269,7 +269,8 @@ def model_config(args, preset: dict, data) -> "mk.ModelConfig":
                          embed_dim=pick("embed_dim"), orders=pick("orders"), pair_dim=pick("pair_dim"),
                          hidden=hidden, head_width=pick("head_width"), move_pairs=pick("move_pairs"),
                          board_width=board[0], board_height=board[1], board_kinds=board[2],
-                         move_hidden=move_hidden, move_shared=move_shared, move_hidden_gate=gate)
+                         move_hidden=move_hidden, move_shared=move_shared, move_hidden_gate=gate,
+                         move_kinds=getattr(data, "move_kinds", 0))
     check_fits_in_memory(cfg, data)
     return cfg
 

@@ -41,6 +41,10 @@ typedef struct {
     float *cls, *dcls;       /* [B, C]: q against move_shared_class, and its gradient */
     float *grp, *dgrp;       /* [B, M / C]: q against move_shared_group, and its gradient */
     float *gate, *dgate;     /* [B, D]: MoveHidden's readout per position, and its gradient */
+    int32_t *moves, *kind_rows; /* [B, L]: with move kinds, each label's move table row and
+                                   kind table row (move_kind_split) */
+    float *kind_logits;      /* [B, L]: q against each move's kind table row */
+    float *dq_kind;          /* [B, W]: the kind table's part of dq */
     float *row_policy, *row_value, *row_correct;
     void *work;         /* the primitives' scratch (backend.h: scratch_bytes) */
     size_t work_bytes;
@@ -53,8 +57,8 @@ struct mk_model {
     int num_tensors;
     /* embedding, pair table, the trunk's layers, then at most 12 head tensors: policy (2),
      * move table, value (2), move-pair table, its relative part, MoveHidden (3), the shared
-     * move embeddings (2) */
-    mk_tensor tensors[2 + 2 * MK_MAX_HIDDEN + 12];
+     * move embeddings (2), MoveHidden's gate, the move kind table */
+    mk_tensor tensors[2 + 2 * MK_MAX_HIDDEN + 13];
     mk_param_group groups[MK_MAX_PARAM_GROUPS];
     int num_groups;
     int64_t buffer_size;
@@ -169,6 +173,21 @@ static mk_status check_move_hidden_gate(const mk_config *c) {
     return MK_OK;
 }
 
+/* The move kinds: F kinds of every move of the move table, M / F rows, whose classes the
+ * kind table [C F, W] is keyed by (so C divides M / F, and C F is an int32 row count). */
+static mk_status check_move_kinds(const mk_config *c) {
+    const int64_t F = c->move_kinds, C = c->move_pairs;
+    if (!F) return MK_OK;
+    if (c->num_moves % F || !C || (c->num_moves / F) % C)
+        return mk_fail(MK_ERR_VALUE,
+                       "ModelConfig: move_kinds = F needs num_moves = M a multiple of F and "
+                       "move_pairs = C >= 1 classes with M / F a multiple of C (a label l is "
+                       "move l %% (M / F) of kind l / (M / F)), got move_kinds = %lld, "
+                       "num_moves = %lld, move_pairs = %lld",
+                       (long long)F, (long long)c->num_moves, (long long)C);
+    return MK_OK; /* C F <= M: an int32 */
+}
+
 mk_status mk_config_check(const mk_config *c) {
     mk_status st;
     if ((st = mk_config_check_count("move_pairs", c->move_pairs)) != MK_OK) return st;
@@ -178,6 +197,7 @@ mk_status mk_config_check(const mk_config *c) {
     if ((st = mk_config_check_count("move_hidden", c->move_hidden)) != MK_OK) return st;
     if ((st = mk_config_check_count("move_shared", c->move_shared)) != MK_OK) return st;
     if ((st = mk_config_check_count("move_hidden_gate", c->move_hidden_gate)) != MK_OK) return st;
+    if ((st = mk_config_check_count("move_kinds", c->move_kinds)) != MK_OK) return st;
     const char *names[] = {"num_tokens", "num_moves", "tokens_per_side", "embed_dim",
                            "orders",     "pair_dim",  "head_width"};
     const int64_t values[] = {c->num_tokens, c->num_moves, c->tokens_per_side, c->embed_dim,
@@ -215,6 +235,7 @@ mk_status mk_config_check(const mk_config *c) {
     if ((st = check_move_hidden(c)) != MK_OK) return st;
     if ((st = check_move_shared(c)) != MK_OK) return st;
     if ((st = check_move_hidden_gate(c)) != MK_OK) return st;
+    if ((st = check_move_kinds(c)) != MK_OK) return st;
     for (int i = 0; i < c->num_hidden; i++)
         if (c->hidden[i] > INT32_MAX)
             return mk_fail(MK_ERR_VALUE, "ModelConfig: hidden[%d] = %lld is above 2^31 - 1", i,
@@ -226,6 +247,11 @@ mk_status mk_config_check(const mk_config *c) {
                        "embed_dim = %lld, pair_dim = %lld) is above 2^31 - 1",
                        (long long)c->orders, (long long)c->embed_dim, (long long)c->pair_dim);
     return MK_OK;
+}
+
+/* The move table's rows: M, or M / F with move kinds. */
+static int64_t table_moves(const mk_config *c) {
+    return c->move_kinds ? c->num_moves / c->move_kinds : c->num_moves;
 }
 
 /* Adds a tensor; a numel above MK_MAX_ELEMENTS (checked.h) makes it the model's
@@ -309,7 +335,7 @@ static void layout(mk_model *m) {
     }
     add_tensor(m, "policy.weight", c->head_width, in, 2);
     add_tensor(m, "policy.bias", c->head_width, 0, 1);
-    add_tensor(m, "move_table", c->num_moves, c->head_width, 2);
+    add_tensor(m, "move_table", table_moves(c), c->head_width, 2);
     add_tensor(m, "value.weight", 1, in, 2);
     add_tensor(m, "value.bias", 1, 0, 1);
     if (c->move_pairs) add_tensor(m, "move_pair_table", c->num_tokens, c->move_pairs, 2);
@@ -330,6 +356,8 @@ static void layout(mk_model *m) {
         add_tensor(m, "move_shared_group", c->num_moves / c->move_pairs, c->head_width, 2);
     }
     if (c->move_hidden_gate) add_tensor(m, "move_hidden_gate", c->head_width, c->move_hidden, 2);
+    if (c->move_kinds)
+        add_tensor(m, "move_kind_table", c->move_pairs * c->move_kinds, c->head_width, 2);
     place_tensors(m);
 }
 
@@ -347,8 +375,13 @@ static int shared_head(const mk_model *m, int k) {
            (c->move_hidden ? 3 : 0) + k;
 }
 enum { S_CLASS = 0, S_GROUP };
-/* MoveHidden's gate follows them. */
+/* MoveHidden's gate follows them, then the move kind table. */
 static int gate_head(const mk_model *m) { return shared_head(m, 0) + (m->cfg.move_shared ? 2 : 0); }
+static int kind_head(const mk_model *m) { return gate_head(m) + (m->cfg.move_hidden_gate ? 1 : 0); }
+/* The staged batch's move table rows: its labels, or with move kinds their split. */
+static const int32_t *table_rows(const mk_model *m) {
+    return m->cfg.move_kinds ? m->a.moves : m->batch.legal;
+}
 /* The training step fuses GatherDot into the softmax (policy_head) only when nothing else
  * adds to the logits: MovePairSums needs them in memory between the two. */
 static int fused_head(const mk_model *m) { return m->fused_head && !m->cfg.move_pairs; }
@@ -372,6 +405,7 @@ static float init_std(const mk_model *m, int i) {
     if (c->move_shared && (i == shared_head(m, S_CLASS) || i == shared_head(m, S_GROUP)))
         return 0.0f;
     if (c->move_hidden_gate && i == gate_head(m)) return 0.0f; /* the readout starts as out alone */
+    if (c->move_kinds && i == kind_head(m)) return 0.0f; /* the policy starts as without kinds */
     double in = (double)t->shape[1];
     if (i < head(m, 0)) return (float)sqrt(2.0 / in); /* trunk: He */
     return (float)(1.0 / sqrt(in));
@@ -503,6 +537,10 @@ static size_t carve(mk_model *m, char *base, int64_t B, int64_t L, size_t work_b
     MK_ARENA_TAKE(a->dgrp, float, B, groups);
     MK_ARENA_TAKE(a->gate, float, B, c->move_hidden_gate ? c->move_hidden : 0);
     MK_ARENA_TAKE(a->dgate, float, B, c->move_hidden_gate ? c->move_hidden : 0);
+    MK_ARENA_TAKE(a->moves, int32_t, B, c->move_kinds ? L : 0);
+    MK_ARENA_TAKE(a->kind_rows, int32_t, B, c->move_kinds ? L : 0);
+    MK_ARENA_TAKE(a->kind_logits, float, B, c->move_kinds ? L : 0);
+    MK_ARENA_TAKE(a->dq_kind, float, B, c->move_kinds ? c->head_width : 0);
     MK_ARENA_TAKE(a->row_policy, float, B, 1);
     MK_ARENA_TAKE(a->row_value, float, B, 1);
     MK_ARENA_TAKE(a->row_correct, float, B, 1);
@@ -669,9 +707,17 @@ static mk_status forward_net(mk_model *m, int logits) {
     input x = layer_input(m, c->num_hidden);
     MK_TRY(linear(m, &x, P(m, head(m, H_POLICY_W)), B, c->head_width, a->q));
     MK_TRY(be->bias_act(m->stream, a->q, P(m, head(m, H_POLICY_B)), B, c->head_width, 0));
+    if (c->move_kinds) /* labels to the move table's rows and the kind table's */
+        MK_TRY(be->move_kind_split(m->stream, bt->legal, bt->counts, B, L, table_moves(c),
+                                   c->move_pairs, a->moves, a->kind_rows));
     if (logits)
-        MK_TRY(be->gather_dot(m->stream, a->q, P(m, head(m, H_MOVES)), bt->legal, bt->counts, B, L,
-                              c->head_width, a->logits));
+        MK_TRY(be->gather_dot(m->stream, a->q, P(m, head(m, H_MOVES)), table_rows(m), bt->counts,
+                              B, L, c->head_width, a->logits));
+    if (logits && c->move_kinds) { /* + q . kind_table[kind row]: a rows = 1 bias add */
+        MK_TRY(be->gather_dot(m->stream, a->q, P(m, kind_head(m)), a->kind_rows, bt->counts, B, L,
+                              c->head_width, a->kind_logits));
+        MK_TRY(be->bias_act(m->stream, a->logits, a->kind_logits, 1, B * L, 0));
+    }
     if (logits && c->move_pairs) /* perspective 0, the side to move: a stride of S T */
         MK_TRY(be->move_pair_sums(m->stream, P(m, head(m, H_MOVE_PAIRS)), bt->tokens, S * T,
                                   bt->legal, bt->counts, B, T, L, c->move_pairs, a->logits));
@@ -765,8 +811,8 @@ mk_status mk_model_backward(mk_model *m, int pair_table, const uint8_t *move_row
     acts *a = &m->a;
     int64_t B = bt->B, T = c->tokens_per_side, W = c->head_width;
     int n = c->num_hidden;
-    MK_TRY(be->gather_dot_backward(m->stream, a->dlogits, a->q, P(m, head(m, H_MOVES)), bt->legal,
-                                   bt->counts, B, bt->L, W, c->num_moves,
+    MK_TRY(be->gather_dot_backward(m->stream, a->dlogits, a->q, P(m, head(m, H_MOVES)),
+                                   table_rows(m), bt->counts, B, bt->L, W, table_moves(c),
                                    fused_head(m) ? NULL : a->dq, G(m, head(m, H_MOVES)), move_rows,
                                    a->work, a->work_bytes));
     if (c->move_pairs)
@@ -795,6 +841,13 @@ mk_status mk_model_backward(mk_model *m, int pair_table, const uint8_t *move_row
                         G(m, gate_head(m)), D));
         MK_TRY(be->gemm(m->stream, 0, 1, B, W, D, 1.0f, a->dgate, D, P(m, gate_head(m)), D, 1.0f,
                         a->dq, W));
+    }
+    if (c->move_kinds) { /* the kind table's gradient, and its part of dq added to dq */
+        MK_TRY(be->gather_dot_backward(m->stream, a->dlogits, a->q, P(m, kind_head(m)),
+                                       a->kind_rows, bt->counts, B, bt->L, W,
+                                       c->move_pairs * c->move_kinds, a->dq_kind,
+                                       G(m, kind_head(m)), NULL, a->work, a->work_bytes));
+        MK_TRY(be->bias_act(m->stream, a->dq, a->dq_kind, 1, B * W, 0));
     }
     if (c->move_shared) { /* dcls, dgrp; the tables' gradients dS = d^T q; dq += d S */
         const int64_t C = c->move_pairs, groups = c->num_moves / C;

@@ -62,6 +62,12 @@ typedef struct {
      * move_hidden_out + q move_hidden_gate (q the policy head's vector, the gate [W, D])
      * instead of move_hidden_out alone; needs move_hidden. 0: none. */
     int64_t move_hidden_gate;
+    /* F >= 1: a label l is a move m = l % (M / F) of kind k = l / (M / F) (shogi: the piece
+     * that moves). The move table then holds M / F rows, read at m, and the logit adds
+     * q . move_kind_table[(l % C) + C k], a row per (move class, kind) (C = move_pairs,
+     * which must divide M / F). The other terms read l itself: a class is l % C either way
+     * (M / F a multiple of C), and the shared rows' groups are l / C. 0: labels are moves. */
+    int64_t move_kinds;
 } mk_config;
 
 /* The configuration is checked here only; the bindings convert types and add nothing
@@ -79,7 +85,8 @@ typedef struct {
  * <= 2^31 - 1). MK_OK, or MK_ERR_VALUE naming the bad field. mk_model_create runs it,
  * and then refuses a config whose tensors pass 2^56 values (their layout). */
 mk_status mk_config_check_dim(const char *name, int64_t value);
-/* The rule of a count that may be 0 (move_pairs, board_*, move_hidden, move_shared, move_hidden_gate): >= 0, else MK_ERR_VALUE
+/* The rule of a count that may be 0 (move_pairs, board_*, move_hidden, move_shared, move_hidden_gate,
+ * move_kinds): >= 0, else MK_ERR_VALUE
  * "ModelConfig: <name> must be >= 0, got <v>". */
 mk_status mk_config_check_count(const char *name, int64_t value);
 mk_status mk_config_check(const mk_config *cfg);

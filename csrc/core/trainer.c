@@ -267,6 +267,13 @@ mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, int p
     if (!mk_trainer_pair_update_name(move_update))
         return mk_fail(MK_ERR_VALUE, "Trainer: unknown move_update %d", move_update);
     if ((st = check_sparse_config(pair_update, move_update, cfg)) != MK_OK) return st;
+    /* the sparse move update marks the rows a batch's labels name: with move kinds a label
+     * is not a row (move_kind_split is the forward's) */
+    if (move_update != MK_PAIR_UPDATE_DENSE && mk_model_config(model)->move_kinds)
+        return mk_fail(MK_ERR_VALUE, "Trainer: move_update '%s' is not supported for a model with "
+                       "move_kinds = %lld (its labels are not move table rows); use 'dense'",
+                       mk_trainer_pair_update_name(move_update),
+                       (long long)mk_model_config(model)->move_kinds);
     mk_trainer *t = calloc(1, sizeof *t);
     if (!t) return mk_fail(MK_ERR_NOMEM, "Trainer: out of memory");
     t->model = model;

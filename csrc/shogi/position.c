@@ -667,7 +667,7 @@ int mk_shogi_legal_labels(const mk_shogi_pos *pos, uint16_t move, int32_t *label
 }
 
 int mk_shogi_num_labels(int encoding) {
-    static const int classes[MK_SHOGI_MOVE_ENCODINGS] = {1, 15, 30, 60, 120};
+    static const int classes[MK_SHOGI_MOVE_ENCODINGS] = {1, 15, 30, 60, 120, 1680};
     return encoding >= 0 && encoding < MK_SHOGI_MOVE_ENCODINGS ? classes[encoding] * MK_SHOGI_NUM_LABELS : 0;
 }
 
@@ -693,14 +693,14 @@ static int move_class(const boards *B, int encoding, int label) {
     int cls = cell && MK_SHOGI_COLOR(cell) == 1 ? 1 + MK_SHOGI_KIND(cell) : 0;
     if (encoding == MK_SHOGI_MOVES_CAPTURE) return cls;
     bb occ = B->all | square_bb[t];
-    int from = -1, kind;
+    int from = -1, kind, moving;
     if (d < 20) {
         from = source_square(B, d % 10, t);
         occ &= ~square_bb[from];
-        kind = MK_SHOGI_KIND(B->cell[from]);
+        kind = moving = MK_SHOGI_KIND(B->cell[from]);
         if (d >= 10) kind += MK_PRO_PAWN - MK_PAWN; /* P L N S B R promote to kind + 8 */
     } else {
-        kind = d - 20; /* hand kinds P L N S B R G are board kinds 0..6 */
+        kind = moving = d - 20; /* hand kinds P L N S B R G are board kinds 0..6 */
     }
     /* the captured piece is on t and attacks no square of its own: attackers_to is exact */
     cls += attackers_to(B, t, 1, occ) ? 15 : 0;
@@ -713,7 +713,9 @@ static int move_class(const boards *B, int encoding, int label) {
                          (slider_attackers(B, king, 0, occ) & ~mover))
                ? 30 : 0;
     if (encoding == MK_SHOGI_MOVES_CHECK) return cls;
-    return cls + (from >= 0 && attackers_to(B, from, 1, B->all) ? 60 : 0);
+    cls += from >= 0 && attackers_to(B, from, 1, B->all) ? 60 : 0;
+    if (encoding == MK_SHOGI_MOVES_ESCAPE) return cls;
+    return cls + 120 * moving;
 }
 
 void mk_shogi_encode_labels_boards(const boards *B, int encoding, int32_t *labels, int n) {

@@ -130,10 +130,14 @@ void mk_shogi_tokens_boards(const mk_shogi_pos *pos, const mk_shogi_boards *boar
  *   CHECK     + 30 if the move gives check (direct or discovered): 60          "capture-defended-check"
  *   ESCAPE    + 60 if the opponent attacks the mover's square before the move
  *             (drops: never): 120 classes                                      "capture-defended-check-escape"
+ *   MOVER     + 120 times the kind of the piece that moves, before any promotion (board
+ *             kinds 0..13; a drop: the dropped kind): 1680 classes    "capture-defended-check-escape-mover"
+ *             (label = the ESCAPE label + 262,440 kind: ModelConfig.move_kinds = 14)
  * The dlshogi label is label % MK_SHOGI_NUM_LABELS. A position's moves keep distinct labels
  * and the producers' slot order (ascending dlshogi label). */
 enum { MK_SHOGI_MOVES_DLSHOGI = 0, MK_SHOGI_MOVES_CAPTURE = 1, MK_SHOGI_MOVES_CAPTURE_DEFENDED = 2,
-       MK_SHOGI_MOVES_CHECK = 3, MK_SHOGI_MOVES_ESCAPE = 4, MK_SHOGI_MOVE_ENCODINGS = 5 };
+       MK_SHOGI_MOVES_CHECK = 3, MK_SHOGI_MOVES_ESCAPE = 4, MK_SHOGI_MOVES_MOVER = 5,
+       MK_SHOGI_MOVE_ENCODINGS = 6 };
 /* Labels of an encoding (0 for an unknown encoding). */
 int mk_shogi_num_labels(int encoding);
 /* Rewrites n dlshogi labels of the boards' legal moves into `encoding`'s labels, in place. */

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import _core
 from ..dataset import Dataset, Position
-from .position import MOVE_ENCODINGS, check_moves, num_labels
+from .position import MOVE_ENCODINGS, MOVE_KINDS, check_moves, num_labels
 from .records import HCPE, RecordFiles, _check_on_bad, expand_paths, value_weight
 
 __all__ = ["open_hcpe3", "Hcpe3Files", "GAME_DTYPE", "MOVE_INFO_DTYPE", "MOVE_VISITS_DTYPE"]
@@ -61,6 +61,7 @@ class Hcpe3Files(RecordFiles):
         _check_on_bad(on_bad)
         self.moves = check_moves(moves)
         self.num_moves = num_labels(moves)
+        self.move_kinds = MOVE_KINDS.get(moves, 0)  # ModelConfig.move_kinds of a model reading them
         self._encoding = MOVE_ENCODINGS[moves]
         self.format, self.value, self.on_bad = HCPE, value, on_bad
         self.mirror = False  # a mirrored row's candidates would need mirroring too: not offered

@@ -27,12 +27,18 @@ NUM_TOKENS, NUM_LABELS, TOKENS_PER_SIDE = 2344, 2187, 40
 #                                    once the move is made;
 #   "capture-defended-check"         x 60: and whether the move gives check;
 #   "capture-defended-check-escape"  x 120: and whether the opponent attacked the moving
-#                                    piece on its square (drops: no).
+#                                    piece on its square (drops: no);
+#   "capture-defended-check-escape-mover"  x 1680: and the kind of the piece that moves
+#                                    (before promotion; a drop's piece): label = the
+#                                    escape label + 262,440 kind, a model with
+#                                    move_kinds = 14 (MOVE_KINDS) reads it.
 # The model's move vocabulary (ModelConfig.num_moves) names its encoding.
 MOVE_ENCODINGS = {"dlshogi": 0, "capture": 1, "capture-defended": 2, "capture-defended-check": 3,
-                  "capture-defended-check-escape": 4}
+                  "capture-defended-check-escape": 4, "capture-defended-check-escape-mover": 5}
 _CLASSES = {"dlshogi": 1, "capture": 15, "capture-defended": 30, "capture-defended-check": 60,
-            "capture-defended-check-escape": 120}
+            "capture-defended-check-escape": 120, "capture-defended-check-escape-mover": 1680}
+# ModelConfig.move_kinds of a model reading an encoding (moves not in it: 0)
+MOVE_KINDS = {"capture-defended-check-escape-mover": 14}
 
 
 def num_labels(moves: str = "dlshogi") -> int:

@@ -95,7 +95,7 @@ def trainer_settings(r: Dict[str, Any] = None) -> Dict[str, Any]:
 def model_config(r: Dict[str, Any] = None):
     """The recipe's mk.ModelConfig for shogi records (manaka's shogi vocabularies)."""
     from ..model import ModelConfig
-    from .position import NUM_TOKENS, TOKENS_PER_SIDE, num_labels
+    from .position import MOVE_KINDS, NUM_TOKENS, TOKENS_PER_SIDE, num_labels
 
     r = RECIPE if r is None else r
     shapes = {k: r[k] for k in MODEL_KEYS}
@@ -103,7 +103,7 @@ def model_config(r: Dict[str, Any] = None):
         shapes.update(board_width=0, board_height=0, board_kinds=0, move_hidden=0, move_shared=0,
                       move_hidden_gate=0)
     return ModelConfig(num_tokens=NUM_TOKENS, num_moves=num_labels(r["moves"]), tokens_per_side=TOKENS_PER_SIDE,
-                       **shapes)
+                       move_kinds=MOVE_KINDS.get(r["moves"], 0), **shapes)
 
 
 def is_records(data) -> bool:

@@ -16,7 +16,7 @@ import numpy as np
 from .. import _core
 from . import fingerprint as _fingerprint
 from ..dataset import Dataset, Position
-from .position import MOVE_ENCODINGS, NUM_TOKENS, TOKENS_PER_SIDE, check_moves, num_labels
+from .position import MOVE_ENCODINGS, MOVE_KINDS, NUM_TOKENS, TOKENS_PER_SIDE, check_moves, num_labels
 
 __all__ = ["HCPE", "PSV", "RECORD_BYTES", "expand_paths", "read_records", "decode", "value_weight",
            "open_hcpe", "open_psv", "open_records", "RecordFiles"]
@@ -119,6 +119,7 @@ class RecordFiles:
         _check_on_bad(on_bad)
         self.moves = check_moves(moves)
         self.num_moves = num_labels(moves)
+        self.move_kinds = MOVE_KINDS.get(moves, 0)  # ModelConfig.move_kinds of a model reading them
         self._encoding = MOVE_ENCODINGS[moves]
         if not isinstance(mirror, bool):
             raise TypeError(f"shogi: mirror must be True or False, got {mirror!r}")

@@ -25,9 +25,14 @@ CONFIGS = [
     dict(hidden=(12,), move_pairs=12, board=(3, 2, 1), move_hidden=3, move_hidden_gate=1),
     dict(hidden=(12,), num_moves=24, move_pairs=12, board=(3, 2, 1), move_hidden=3, move_shared=1,
          move_hidden_gate=1),
+    # move kinds: 3 kinds of 12 moves over 4 classes (labels up to 35), alone and with every
+    # other term (2 kinds of 36 moves, the shared rows' 6 groups seeing the kind)
+    dict(hidden=(12,), num_moves=36, move_pairs=4, move_kinds=3),
+    dict(hidden=(12,), num_moves=72, move_pairs=12, board=(3, 2, 1), move_hidden=3, move_shared=1,
+         move_hidden_gate=1, move_kinds=2),
 ]
 IDS = ["hidden0", "hidden1", "hidden2", "hidden3", "move_pairs", "relative", "move_hidden", "move_shared",
-       "move_hidden_shared", "move_hidden_gate", "move_hidden_gate_shared"]
+       "move_hidden_shared", "move_hidden_gate", "move_hidden_gate_shared", "move_kinds", "move_kinds_all"]
 
 
 @pytest.mark.parametrize("kw", CONFIGS, ids=IDS)

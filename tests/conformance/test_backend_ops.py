@@ -1015,6 +1015,24 @@ def _(r):
         assert rel_err(r.be.get(gc), want[0]) < 1e-5 and rel_err(r.be.get(gg), want[1]) < 1e-5
 
 
+# ------------------------------------------------------------------ move kinds
+
+@case("move_kind_split", tol=0)
+def _(r):
+    """Every slot written (padded ones 0, whatever they held), against the reference's
+    integer arithmetic, with and without counts, up to labels near 2^31."""
+    for B, L, R, C, F, counts in ((5, 9, 12, 4, 3, True), (3, 300, 262440, 2187, 14, True),
+                                  (2, 6, 6, 3, 2, False), (2, 5, 2 ** 31 // 8, 2 ** 10, 7, True)):
+        legal, n = _legal(r, B, L, R * F, counts)
+        legal[0, 0] = R * F - 1  # the largest label: the last row of both tables
+        moves, kinds = r.be.put(np.full((B, L), -9, np.int32)), r.be.put(np.full((B, L), -9, np.int32))
+        r.op("move_kind_split", None, r.be.put(legal), r.be.put(n), B, L, R, C, moves, kinds)
+        want = ref.move_kind_split(legal, n if n is not None else np.full(B, L), R, C)
+        np.testing.assert_array_equal(r.be.get(moves), want[0], err_msg=f"moves B={B} L={L} R={R}")
+        np.testing.assert_array_equal(r.be.get(kinds), want[1], err_msg=f"kind rows B={B} L={L} R={R}")
+        assert want[1].max() < C * F and want[0].max() < R
+
+
 # ------------------------------------------------------------------ sparse move-table update
 
 def _move_rows_case_inputs(r, rows, P, B, L, now):

@@ -32,25 +32,26 @@ def arrays(N=6, T=4, V=50, M=40, seed=0, soft=False):
 
 
 def config(hidden=(12,), orders=3, pair_dim=4, num_tokens=11, num_moves=17, T=6, D=5, W=7, move_pairs=0,
-           board=(0, 0, 0), move_hidden=0, move_shared=0, move_hidden_gate=0):
+           board=(0, 0, 0), move_hidden=0, move_shared=0, move_hidden_gate=0, move_kinds=0):
     """board: (W, H, K) of the move-pair table's relative part; move_hidden: MoveHidden's units;
     move_shared: the shared move embeddings (num_moves a multiple of move_pairs);
-    move_hidden_gate: MoveHidden's readout gated by q."""
+    move_hidden_gate: MoveHidden's readout gated by q; move_kinds: F kinds of each move
+    (num_moves / F a multiple of move_pairs)."""
     return mk.ModelConfig(num_tokens=num_tokens, num_moves=num_moves, tokens_per_side=T,
                           embed_dim=D, orders=orders, pair_dim=pair_dim, hidden=hidden, head_width=W,
                           move_pairs=move_pairs, board_width=board[0], board_height=board[1],
                           board_kinds=board[2], move_hidden=move_hidden, move_shared=move_shared,
-                          move_hidden_gate=move_hidden_gate)
+                          move_hidden_gate=move_hidden_gate, move_kinds=move_kinds)
 
 
 def model(cfg, seed=0):
     """mk.Model(cfg, seed) with a random move_pair_table, move_pair_relative,
-    move_hidden_out and shared move rows if it has them (they start at 0, which would test
+    move_hidden_out, shared move rows, gate and kind table if it has them (they start at 0, which would test
     nothing)."""
     m = mk.Model(cfg, seed=seed)
     rng = np.random.default_rng(seed)
     for name in ("move_pair_table", "move_pair_relative", "move_hidden_out", "move_shared_class",
-                 "move_shared_group", "move_hidden_gate"):
+                 "move_shared_group", "move_hidden_gate", "move_kind_table"):
         table = m.parameters().get(name)
         if table is not None:
             table[...] = rng.standard_normal(table.shape, dtype=np.float32)

@@ -206,6 +206,17 @@ def move_shared_add(cls, grp, legal, counts, C):
     return np.where(used, out, 0.0)
 
 
+def move_kind_split(legal, counts, R, C):
+    """(moves, kind_rows) [B, L] int32 (backend_ops.def move_kind_split): each label x of a
+    used slot is move x % R of the move table and row x % C + C (x // R) of the kind table;
+    0 at padded slots."""
+    legal = np.asarray(legal, np.int64)
+    B, L = legal.shape
+    used = np.arange(L)[None, :] < np.asarray(counts)[:, None]
+    x = np.where(used, legal, 0)
+    return (x % R).astype(np.int32), (x % C + C * (x // R)).astype(np.int32)
+
+
 def move_shared_backward(dlogits, legal, counts, C, G):
     """(dcls [B, C], dgrp [B, G]), float64: each legal move's upstream gradient summed into
     its class's and its group's entry of its position (backend_ops.def move_shared_backward)."""

@@ -29,7 +29,10 @@ def forward(p, cfg, tokens, legal, counts):
         xs.append(np.maximum(h, 0.0))
     x = xs[-1]
     q = x @ p["policy.weight"].T + p["policy.bias"]
-    logits = ref.gather_dot(q, p["move_table"], legal, counts)
+    moves, kind_rows = table_rows(cfg, legal, counts)
+    logits = ref.gather_dot(q, p["move_table"], moves, counts)
+    if "move_kind_table" in p:  # q . move_kind_table[l % C + C kind]
+        logits = logits + ref.gather_dot(q, p["move_kind_table"], kind_rows, counts)
     if "move_pair_table" in p:  # the side to move's tokens (perspective 0)
         logits = logits + ref.move_pair_sums(p["move_pair_table"], tokens[:, 0], legal, counts)
     if "move_pair_relative" in p:
@@ -50,6 +53,14 @@ def forward(p, cfg, tokens, legal, counts):
     z = (x @ p["value.weight"].T)[:, 0] + p["value.bias"][0]
     return {"p": p, "ps": ps, "pair": pair, "xs": xs, "q": q, "logits": logits, "z": z,
             "value": 1.0 / (1.0 + np.exp(-z)), "hidden_pre": hidden_pre, "gate": gate}
+
+
+def table_rows(cfg, legal, counts):
+    """(the move table's row, the kind table's row) of each label: with move kinds, label l
+    is move l % R (R = num_moves // move_kinds) and kind l // R; else the label itself."""
+    if not getattr(cfg, "move_kinds", 0):
+        return legal, None
+    return ref.move_kind_split(legal, counts, cfg.num_moves // cfg.move_kinds, cfg.move_pairs)
 
 
 def log_softmax_masked(logits, counts):
@@ -106,7 +117,12 @@ def backward(act, cfg, tokens, legal, counts, dlogits, dz):
     B = tokens.shape[0]
     K, D, P = cfg.orders, cfg.embed_dim, cfg.pair_dim
     g = {}
-    dq, g["move_table"] = ref.gather_dot_backward(dlogits, act["q"], p["move_table"], legal, counts)
+    moves, kind_rows = table_rows(cfg, legal, counts)
+    dq, g["move_table"] = ref.gather_dot_backward(dlogits, act["q"], p["move_table"], moves, counts)
+    if "move_kind_table" in p:
+        dq_kind, g["move_kind_table"] = ref.gather_dot_backward(dlogits, act["q"], p["move_kind_table"],
+                                                                kind_rows, counts)
+        dq = dq + dq_kind
     if "move_pair_table" in p:
         g["move_pair_table"] = ref.move_pair_sums_backward(dlogits, tokens[:, 0], legal, counts,
                                                            *p["move_pair_table"].shape)
