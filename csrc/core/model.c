@@ -754,6 +754,15 @@ static mk_status forward_net(mk_model *m, int logits) {
     return MK_OK;
 }
 
+mk_status mk_model_table_rows(mk_model *m, const int32_t **rows) {
+    const mk_config *c = &m->cfg;
+    const mk_batch *bt = &m->batch;
+    *rows = table_rows(m);
+    if (!c->move_kinds) return MK_OK;
+    return m->be->move_kind_split(m->stream, bt->legal, bt->counts, bt->B, bt->L, table_moves(c),
+                                  c->move_pairs, m->a.moves, m->a.kind_rows);
+}
+
 static mk_status forward_staged(mk_model *m, const mk_batch *batch) {
     MK_TRY(stage(m, batch));
     return forward_net(m, 1);

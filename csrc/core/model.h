@@ -149,6 +149,10 @@ mk_status mk_model_arena_bytes_for(const mk_model *model, int64_t B, int64_t L, 
 const mk_backend *mk_model_backend(const mk_model *model);
 const mk_config *mk_model_config(const mk_model *model);
 void *mk_model_stream(const mk_model *model);
+/* The move table rows [B, L] of the batch staged for the step in flight: its labels, or with
+ * move kinds their split (move_kind_split, run here into the step's arena; the forward pass
+ * computes the same again). What the sparse move update marks and catches up. */
+mk_status mk_model_table_rows(mk_model *m, const int32_t **rows);
 int mk_model_num_tensors(const mk_model *model);
 const mk_tensor *mk_model_tensor(const mk_model *model, int i);
 /* Index of the tensor called `name`, or -1. */

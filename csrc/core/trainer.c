@@ -267,13 +267,6 @@ mk_status mk_trainer_create(mk_model *model, const mk_trainer_config *cfg, int p
     if (!mk_trainer_pair_update_name(move_update))
         return mk_fail(MK_ERR_VALUE, "Trainer: unknown move_update %d", move_update);
     if ((st = check_sparse_config(pair_update, move_update, cfg)) != MK_OK) return st;
-    /* the sparse move update marks the rows a batch's labels name: with move kinds a label
-     * is not a row (move_kind_split is the forward's) */
-    if (move_update != MK_PAIR_UPDATE_DENSE && mk_model_config(model)->move_kinds)
-        return mk_fail(MK_ERR_VALUE, "Trainer: move_update '%s' is not supported for a model with "
-                       "move_kinds = %lld (its labels are not move table rows); use 'dense'",
-                       mk_trainer_pair_update_name(move_update),
-                       (long long)mk_model_config(model)->move_kinds);
     mk_trainer *t = calloc(1, sizeof *t);
     if (!t) return mk_fail(MK_ERR_NOMEM, "Trainer: out of memory");
     t->model = model;
@@ -370,13 +363,15 @@ static void pair_moments(mk_trainer *t, void **m, void **v) {
 }
 static int64_t pair_rows(const mk_trainer *t) { return t->pair->shape[0]; }
 
-/* The move table's rows caught up: those the staged batch names (legal, counts), or every
- * row (legal NULL). */
+/* The move table's rows caught up: those the staged batch names (its labels' rows,
+ * mk_model_table_rows), or every row (staged NULL). */
 static mk_status catch_up_moves(mk_trainer *t, const mk_batch *staged) {
     const mk_backend *be = mk_model_backend(t->model);
     const int64_t o = t->moves->offset, mo = moment_offset(t, t->moves);
+    const int32_t *rows = NULL;
+    if (staged) MK_TRY(mk_model_table_rows(t->model, &rows));
     return be->move_rows_catch_up(
-        mk_model_stream(t->model), staged ? staged->legal : NULL, staged ? staged->counts : NULL,
+        mk_model_stream(t->model), rows, staged ? staged->counts : NULL,
         staged ? staged->B : 0, staged ? staged->L : 0, t->moves->shape[0], t->moves->shape[1],
         mk_model_params(t->model) + o, t->m + mo, t->v + mo, t->move_stamps, t->gaps,
         t->steps - t->base, t->move_update == MK_PAIR_UPDATE_SPARSE, (float)t->cfg.eps,

@@ -9,7 +9,8 @@ import manaka as mk
 import model_cases as cases
 import reference_model as refm
 from sparse_cases import (HYPER, SCHEDULE, batches, check_against_reference, check_device_path,
-                          check_resume_is_bitwise, lr_of, move_config, train_bits)
+                          check_resume_is_bitwise, lr_of, move_config, move_kinds_config,
+                          train_bits)
 
 
 def train(move, pair="dense", steps=12, seed=5, **extra):
@@ -26,6 +27,14 @@ def train(move, pair="dense", steps=12, seed=5, **extra):
                                        ("lazy", "sparse")])
 def test_matches_the_reference_of_the_documented_semantics(move, pair):
     never = check_against_reference(move_config(), "move_table", 0.25, pair=pair, move=move)
+    assert len(never) > 0
+
+
+@pytest.mark.parametrize("move", ["sparse", "lazy"])
+def test_with_move_kinds_marks_the_labels_moves(move):
+    """Move kinds: a label names row label % R of the move table (R = 120 rows, labels up to
+    359): the same reference semantics over those rows; the kind table is dense."""
+    never = check_against_reference(move_kinds_config(), "move_table", 0.5, move=move)
     assert len(never) > 0
 
 

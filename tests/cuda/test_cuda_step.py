@@ -139,3 +139,29 @@ def test_many_steps_cycle_the_pinned_staging_ring():
     for want, got in pending:
         assert abs(got.loss - want) <= TOL * max(1.0, abs(want))
     cases.assert_parameters_match(gpu, cpu, 10 * TOL)
+
+
+@pytest.mark.parametrize("kw", [dict(hidden=(12,), num_moves=36, move_pairs=4, move_kinds=3),
+                                dict(hidden=(12,), num_tokens=15, num_moves=72, move_pairs=12, board=(3, 2, 2),
+                                     move_hidden=16, move_shared=1, move_kinds=2)],
+                         ids=["move_kinds", "move_kinds_all"])
+def test_move_kinds_forward_gradients_and_steps_match_cpu(kw):
+    """Move kinds (the label split on the device, the kind table's gather and scatter):
+    forward, every gradient and five AdamW steps as on the CPU."""
+    cfg = cases.config(**kw)
+    cpu, gpu = twins(cfg)
+    b = cases.batch(cfg, L=40, seed=9)
+    for x, y in zip(cpu.forward(b), gpu.forward(b)):
+        assert cases.rel_err(y, x) < TOL
+    (_, g1), (_, g2) = cpu.loss_and_grad(b, 0.7), gpu.loss_and_grad(b, 0.7)
+    for name in g1:
+        assert cases.rel_err(g2[name], g1[name]) < TOL, name
+    assert np.abs(g1["move_kind_table"]).max() > 0
+    opts = dict(lr=3e-2, warmup_steps=2, schedule="cosine", total_steps=5, weight_decay=0.1)
+    t1, t2 = mk.Trainer(cpu, **opts), mk.Trainer(gpu, **opts)
+    for step in range(5):
+        b = cases.batch(cfg, L=40, seed=30 + step)
+        s1, s2 = t1.step(b), t2.step(b)
+        assert abs(s1.loss - s2.loss) <= TOL * max(1.0, abs(s1.loss))
+    cases.assert_parameters_match(gpu, cpu, TOL)
+    cases.assert_moments_match(t2, t1, TOL)

@@ -263,11 +263,14 @@ def dense_gap(p, m, v, s, u, lr_of, betas, eps, weight_decay):
     return p, m, v
 
 
-def named_move_rows(batch):
-    """The move-table rows (labels) some legal move of the batch names (padding ignored)."""
+def named_move_rows(batch, cfg=None):
+    """The move-table rows some legal move of the batch names (padding ignored): its labels,
+    or with move kinds (cfg.move_kinds) the labels' moves."""
     legal, counts = np.asarray(batch.legal), np.asarray(batch.counts)
-    return np.unique(np.concatenate([legal[b, :counts[b]] for b in range(len(counts))]
-                                    + [np.zeros(0, legal.dtype)])).astype(np.int64)
+    labels = np.concatenate([legal[b, :counts[b]] for b in range(len(counts))] + [np.zeros(0, legal.dtype)])
+    if cfg is not None and getattr(cfg, "move_kinds", 0):
+        labels = labels % (cfg.num_moves // cfg.move_kinds)
+    return np.unique(labels).astype(np.int64)
 
 
 class SparseAdamW:
@@ -278,7 +281,7 @@ class SparseAdamW:
     flush() catches every row up. "dense" leaves a table to the dense update. `lr_of(s)` is
     the learning rate of the step with 0-based index s."""
 
-    NAMED = {"pair_table": lambda batch: named_pair_rows(batch.tokens), "move_table": named_move_rows}
+    NAMED = {"pair_table": lambda batch, cfg=None: named_pair_rows(batch.tokens), "move_table": named_move_rows}
 
     def __init__(self, params, mode, lr_of, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01,
                  move_mode="dense"):
@@ -307,7 +310,7 @@ class SparseAdamW:
             self.catch_up(range(len(stamp)), name)
 
     def step(self, cfg, batch, value_weight=1.0):
-        named = {name: self.NAMED[name](batch) for name in self.modes}
+        named = {name: self.NAMED[name](batch, cfg) for name in self.modes}
         for name, rows in named.items():
             self.catch_up(rows, name)
         stats, grads = loss_and_grad(self.params, cfg, batch, value_weight)

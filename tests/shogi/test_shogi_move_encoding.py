@@ -38,6 +38,10 @@ def oracle_class(board, m):
     return cls + 15 * defended + 30 * check + 60 * escape, not check
 
 
+# cshogi's hand pieces P L N S G B R as manaka's kinds (P L N S B R G K ...)
+_HAND_KIND = [0, 1, 2, 3, 6, 4, 5]
+
+
 def _positions(seed):
     yield from random_positions(300, seed)
     yield from random_endgames(100, seed + 1)
@@ -47,6 +51,7 @@ def _positions(seed):
 def test_classes_agree_with_cshogi(seed):
     seed = seed * 1000 + np.random.SeedSequence().entropy % 1000  # fresh games every run
     seen = {"capture": 0, "defended": 0, "check": 0, "escape": 0}
+    seen_movers = set()
     compared = 0
     for board in _positions(seed):
         if board.is_check():  # null moves are refused in check; the escape bit is tested elsewhere
@@ -62,6 +67,14 @@ def test_classes_agree_with_cshogi(seed):
                for name in MOVE_ENCODINGS}
         got["full"] = got["capture-defended-check-escape"]
         for m in board.legal_moves:
+            key = cshogi.move16(m)
+            # the mover encoding: the full class plus 120 times the moving piece's kind
+            # (cshogi's piece type - 1: manaka's kinds; a drop: the dropped piece)
+            mover = _HAND_KIND[cshogi.move_drop_hand_piece(m)] if cshogi.move_is_drop(m) else \
+                cshogi.piece_to_piece_type(board.piece(cshogi.move_from(m))) - 1
+            assert got["capture-defended-check-escape-mover"][key] == got["full"][key] + 120 * mover, \
+                (board.sfen(), cshogi.move_to_usi(m))
+            seen_movers.add(mover)
             want, defended_known = oracle_class(board, m)
             key = cshogi.move16(m)
             full = got["full"][key]
@@ -79,6 +92,7 @@ def test_classes_agree_with_cshogi(seed):
             seen["escape"] += want // 60
             compared += 1
     assert compared > 20000 and min(seen.values()) > 200, (compared, seen)
+    assert seen_movers == set(range(14)), seen_movers  # every kind moved, promoted ones too
 
 
 def test_escape_bit_in_check():
@@ -95,8 +109,9 @@ def test_escape_bit_in_check():
 
 def test_num_labels_and_names():
     assert [num_labels(n) for n in ("dlshogi", "capture", "capture-defended", "capture-defended-check",
-                                    "capture-defended-check-escape")] == \
-        [2187, 2187 * 15, 2187 * 30, 2187 * 60, 2187 * 120]
+                                    "capture-defended-check-escape", "capture-defended-check-escape-mover")] == \
+        [2187, 2187 * 15, 2187 * 30, 2187 * 60, 2187 * 120, 2187 * 120 * 14]
+    assert shogi.MOVE_KINDS == {"capture-defended-check-escape-mover": 14}
     for name in MOVE_ENCODINGS:
         assert moves_of(num_labels(name)) == name
     with pytest.raises(ValueError, match="num_moves=2188 reads no shogi move encoding"):
@@ -118,7 +133,8 @@ def hcpe_file(tmp_path):
     return str(path)
 
 
-@pytest.mark.parametrize("moves", ["capture", "capture-defended", "capture-defended-check-escape"])
+@pytest.mark.parametrize("moves", ["capture", "capture-defended", "capture-defended-check-escape",
+                                   "capture-defended-check-escape-mover"])
 def test_records_in_an_encoding_are_the_dlshogi_rows_with_classes(hcpe_file, moves):
     plain = shogi.open_hcpe(hcpe_file, mirror=True).to_dataset()
     rich_files = shogi.open_hcpe(hcpe_file, mirror=True, moves=moves)
