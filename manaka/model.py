@@ -64,6 +64,10 @@ class ModelConfig:
             class, kind) (C = move_pairs, which must divide R). MovePairSums, the relative
             part and MoveHidden read the class l % C as before; the shared rows' groups are
             l // C (so they see the kind). It starts at 0. 0 (the default): labels are moves.
+        value_hidden: Hv >= 1 for a hidden layer in the value head: ``z = value.weight .
+            relu(value_hidden.weight x + value_hidden.bias) + value.bias`` (value.weight [1,
+            Hv]; x the trunk's output), as dlshogi's and AlphaZero's value heads have. 0 (the
+            default): z is linear in x.
     """
 
     num_tokens: int
@@ -82,6 +86,7 @@ class ModelConfig:
     move_shared: int = 0
     move_hidden_gate: int = 0
     move_kinds: int = 0
+    value_hidden: int = 0
 
     def __post_init__(self):
         # The core converts and checks (_core.check_model_config: every field an int, or a
@@ -119,7 +124,8 @@ def expected_shapes(config: ModelConfig) -> Dict[str, Tuple[int, ...]]:
         shapes[f"trunk.{i}.bias"] = (h,)
         width = h
     shapes.update({"policy.weight": (c.head_width, width), "policy.bias": (c.head_width,),
-                   "move_table": (c.num_moves // max(c.move_kinds, 1), c.head_width), "value.weight": (1, width),
+                   "move_table": (c.num_moves // max(c.move_kinds, 1), c.head_width),
+                   "value.weight": (1, c.value_hidden or width),
                    "value.bias": (1,)})
     if c.move_pairs:
         shapes["move_pair_table"] = (c.num_tokens, c.move_pairs)
@@ -138,6 +144,9 @@ def expected_shapes(config: ModelConfig) -> Dict[str, Tuple[int, ...]]:
         shapes["move_hidden_gate"] = (c.head_width, c.move_hidden)
     if c.move_kinds:
         shapes["move_kind_table"] = (c.move_pairs * c.move_kinds, c.head_width)
+    if c.value_hidden:
+        shapes["value_hidden.weight"] = (c.value_hidden, width)
+        shapes["value_hidden.bias"] = (c.value_hidden,)
     return shapes
 
 

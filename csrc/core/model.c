@@ -45,6 +45,7 @@ typedef struct {
                                    kind table row (move_kind_split) */
     float *kind_logits;      /* [B, L]: q against each move's kind table row */
     float *dq_kind;          /* [B, W]: the kind table's part of dq */
+    float *vh, *dvh;         /* [B, Hv]: the value head's hidden layer, and its gradient */
     float *row_policy, *row_value, *row_correct;
     void *work;         /* the primitives' scratch (backend.h: scratch_bytes) */
     size_t work_bytes;
@@ -57,8 +58,9 @@ struct mk_model {
     int num_tensors;
     /* embedding, pair table, the trunk's layers, then at most 12 head tensors: policy (2),
      * move table, value (2), move-pair table, its relative part, MoveHidden (3), the shared
-     * move embeddings (2), MoveHidden's gate, the move kind table */
-    mk_tensor tensors[2 + 2 * MK_MAX_HIDDEN + 13];
+     * move embeddings (2), MoveHidden's gate, the move kind table, the value head's hidden
+     * layer (2) */
+    mk_tensor tensors[2 + 2 * MK_MAX_HIDDEN + 15];
     mk_param_group groups[MK_MAX_PARAM_GROUPS];
     int num_groups;
     int64_t buffer_size;
@@ -198,6 +200,7 @@ mk_status mk_config_check(const mk_config *c) {
     if ((st = mk_config_check_count("move_shared", c->move_shared)) != MK_OK) return st;
     if ((st = mk_config_check_count("move_hidden_gate", c->move_hidden_gate)) != MK_OK) return st;
     if ((st = mk_config_check_count("move_kinds", c->move_kinds)) != MK_OK) return st;
+    if ((st = mk_config_check_count("value_hidden", c->value_hidden)) != MK_OK) return st;
     const char *names[] = {"num_tokens", "num_moves", "tokens_per_side", "embed_dim",
                            "orders",     "pair_dim",  "head_width"};
     const int64_t values[] = {c->num_tokens, c->num_moves, c->tokens_per_side, c->embed_dim,
@@ -229,7 +232,7 @@ mk_status mk_config_check(const mk_config *c) {
     AT_MOST_INT32(num_moves) AT_MOST_INT32(embed_dim) AT_MOST_INT32(orders)
     AT_MOST_INT32(pair_dim) AT_MOST_INT32(head_width) AT_MOST_INT32(move_pairs)
     AT_MOST_INT32(board_width) AT_MOST_INT32(board_height) AT_MOST_INT32(board_kinds)
-    AT_MOST_INT32(move_hidden)
+    AT_MOST_INT32(move_hidden) AT_MOST_INT32(value_hidden)
 #undef AT_MOST_INT32
     if ((st = check_board(c)) != MK_OK) return st;
     if ((st = check_move_hidden(c)) != MK_OK) return st;
@@ -336,7 +339,7 @@ static void layout(mk_model *m) {
     add_tensor(m, "policy.weight", c->head_width, in, 2);
     add_tensor(m, "policy.bias", c->head_width, 0, 1);
     add_tensor(m, "move_table", table_moves(c), c->head_width, 2);
-    add_tensor(m, "value.weight", 1, in, 2);
+    add_tensor(m, "value.weight", 1, c->value_hidden ? c->value_hidden : in, 2);
     add_tensor(m, "value.bias", 1, 0, 1);
     if (c->move_pairs) add_tensor(m, "move_pair_table", c->num_tokens, c->move_pairs, 2);
     if (c->board_kinds)
@@ -358,6 +361,10 @@ static void layout(mk_model *m) {
     if (c->move_hidden_gate) add_tensor(m, "move_hidden_gate", c->head_width, c->move_hidden, 2);
     if (c->move_kinds)
         add_tensor(m, "move_kind_table", c->move_pairs * c->move_kinds, c->head_width, 2);
+    if (c->value_hidden) {
+        add_tensor(m, "value_hidden.weight", c->value_hidden, in, 2);
+        add_tensor(m, "value_hidden.bias", c->value_hidden, 0, 1);
+    }
     place_tensors(m);
 }
 
@@ -378,6 +385,8 @@ enum { S_CLASS = 0, S_GROUP };
 /* MoveHidden's gate follows them, then the move kind table. */
 static int gate_head(const mk_model *m) { return shared_head(m, 0) + (m->cfg.move_shared ? 2 : 0); }
 static int kind_head(const mk_model *m) { return gate_head(m) + (m->cfg.move_hidden_gate ? 1 : 0); }
+/* The value head's hidden layer (weight, then bias) comes last. */
+static int value_hidden_head(const mk_model *m) { return kind_head(m) + (m->cfg.move_kinds ? 1 : 0); }
 /* The staged batch's move table rows: its labels, or with move kinds their split. */
 static const int32_t *table_rows(const mk_model *m) {
     return m->cfg.move_kinds ? m->a.moves : m->batch.legal;
@@ -406,6 +415,8 @@ static float init_std(const mk_model *m, int i) {
         return 0.0f;
     if (c->move_hidden_gate && i == gate_head(m)) return 0.0f; /* the readout starts as out alone */
     if (c->move_kinds && i == kind_head(m)) return 0.0f; /* the policy starts as without kinds */
+    if (c->value_hidden && i == value_hidden_head(m)) /* He, for the ReLU */
+        return (float)sqrt(2.0 / (double)t->shape[1]);
     double in = (double)t->shape[1];
     if (i < head(m, 0)) return (float)sqrt(2.0 / in); /* trunk: He */
     return (float)(1.0 / sqrt(in));
@@ -541,6 +552,8 @@ static size_t carve(mk_model *m, char *base, int64_t B, int64_t L, size_t work_b
     MK_ARENA_TAKE(a->kind_rows, int32_t, B, c->move_kinds ? L : 0);
     MK_ARENA_TAKE(a->kind_logits, float, B, c->move_kinds ? L : 0);
     MK_ARENA_TAKE(a->dq_kind, float, B, c->move_kinds ? c->head_width : 0);
+    MK_ARENA_TAKE(a->vh, float, B, c->value_hidden);
+    MK_ARENA_TAKE(a->dvh, float, B, c->value_hidden);
     MK_ARENA_TAKE(a->row_policy, float, B, 1);
     MK_ARENA_TAKE(a->row_value, float, B, 1);
     MK_ARENA_TAKE(a->row_correct, float, B, 1);
@@ -658,6 +671,12 @@ static input layer_input(mk_model *m, int n) {
     return (input){.n = 1, .width = H, .blk = {{m->a.y[n - 1], m->a.dy[n - 1], H, H, 0}}};
 }
 
+/* The value head's hidden layer as a layer input. */
+static input value_input(mk_model *m) {
+    int64_t H = m->cfg.value_hidden;
+    return (input){.n = 1, .width = H, .blk = {{m->a.vh, m->a.dvh, H, H, 0}}};
+}
+
 /* out[B, N] = x @ weight^T, weight [N, x.width]. */
 static mk_status linear(mk_model *m, const input *x, const float *weight, int64_t B, int64_t N,
                         float *out) {
@@ -749,7 +768,14 @@ static mk_status forward_net(mk_model *m, int logits) {
         MK_TRY(be->move_shared_add(m->stream, a->cls, a->grp, bt->legal, bt->counts, B, L, C,
                                    groups, a->logits));
     }
-    MK_TRY(linear(m, &x, P(m, head(m, H_VALUE_W)), B, 1, a->z));
+    if (c->value_hidden) { /* vh = relu(value_hidden x_n + b); z = value.weight . vh */
+        MK_TRY(linear(m, &x, P(m, value_hidden_head(m)), B, c->value_hidden, a->vh));
+        MK_TRY(be->bias_act(m->stream, a->vh, P(m, value_hidden_head(m) + 1), B, c->value_hidden, 1));
+        input v = value_input(m);
+        MK_TRY(linear(m, &v, P(m, head(m, H_VALUE_W)), B, 1, a->z));
+    } else {
+        MK_TRY(linear(m, &x, P(m, head(m, H_VALUE_W)), B, 1, a->z));
+    }
     MK_TRY(be->bias_act(m->stream, a->z, P(m, head(m, H_VALUE_B)), B, 1, 0));
     return MK_OK;
 }
@@ -877,8 +903,19 @@ mk_status mk_model_backward(mk_model *m, int pair_table, const uint8_t *move_row
     input x = layer_input(m, n);
     MK_TRY(linear_backward(m, &x, P(m, head(m, H_POLICY_W)), a->dq, B, W, G(m, head(m, H_POLICY_W)),
                            0.0f));
-    MK_TRY(linear_backward(m, &x, P(m, head(m, H_VALUE_W)), a->dz, B, 1, G(m, head(m, H_VALUE_W)),
-                           1.0f));
+    if (c->value_hidden) { /* dvh = dz value.weight (masked by the ReLU), then into x_n */
+        const int64_t Hv = c->value_hidden;
+        input v = value_input(m);
+        MK_TRY(linear_backward(m, &v, P(m, head(m, H_VALUE_W)), a->dz, B, 1,
+                               G(m, head(m, H_VALUE_W)), 0.0f));
+        MK_TRY(be->bias_act_backward(m->stream, a->dvh, a->vh, B, Hv, 1,
+                                     G(m, value_hidden_head(m) + 1)));
+        MK_TRY(linear_backward(m, &x, P(m, value_hidden_head(m)), a->dvh, B, Hv,
+                               G(m, value_hidden_head(m)), 1.0f));
+    } else {
+        MK_TRY(linear_backward(m, &x, P(m, head(m, H_VALUE_W)), a->dz, B, 1,
+                               G(m, head(m, H_VALUE_W)), 1.0f));
+    }
     for (int i = n - 1; i >= 0; i--) {
         MK_TRY(be->bias_act_backward(m->stream, a->dy[i], a->y[i], B, c->hidden[i], 1,
                                      G(m, trunk_b(i))));

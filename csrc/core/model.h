@@ -68,6 +68,9 @@ typedef struct {
      * which must divide M / F). The other terms read l itself: a class is l % C either way
      * (M / F a multiple of C), and the shared rows' groups are l / C. 0: labels are moves. */
     int64_t move_kinds;
+    /* Hv >= 1: the value head has a hidden layer, z = value.weight . relu(value_hidden.weight
+     * x_n + value_hidden.bias) + value.bias (value.weight [1, Hv]); 0: z is linear in x_n. */
+    int64_t value_hidden;
 } mk_config;
 
 /* The configuration is checked here only; the bindings convert types and add nothing
@@ -86,7 +89,7 @@ typedef struct {
  * and then refuses a config whose tensors pass 2^56 values (their layout). */
 mk_status mk_config_check_dim(const char *name, int64_t value);
 /* The rule of a count that may be 0 (move_pairs, board_*, move_hidden, move_shared, move_hidden_gate,
- * move_kinds): >= 0, else MK_ERR_VALUE
+ * move_kinds, value_hidden): >= 0, else MK_ERR_VALUE
  * "ModelConfig: <name> must be >= 0, got <v>". */
 mk_status mk_config_check_count(const char *name, int64_t value);
 mk_status mk_config_check(const mk_config *cfg);

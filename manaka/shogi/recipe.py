@@ -32,6 +32,9 @@ RECIPE: Dict[str, Any] = {
     # MoveHidden's readout gated by the position (ModelConfig.move_hidden_gate): the units are
     # read with move_hidden_out + q move_hidden_gate; 0: out alone
     "move_hidden_gate": 0,
+    # the value head's hidden layer (ModelConfig.value_hidden): z = w . relu(V x + b) + c;
+    # 0: z linear in the trunk's output
+    "value_hidden": 0,
     # optimizer
     "batch_size": 512, "lr": 1e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "cosine",
     # which pair-table rows a step updates (manaka.Trainer's pair_update)
@@ -47,7 +50,7 @@ RECIPE: Dict[str, Any] = {
 }
 
 MODEL_KEYS = ("embed_dim", "orders", "pair_dim", "hidden", "head_width", "move_pairs", "board_width", "board_height",
-              "board_kinds", "move_hidden", "move_shared", "move_hidden_gate")
+              "board_kinds", "move_hidden", "move_shared", "move_hidden_gate", "value_hidden")
 
 
 def recipe(**overrides) -> Dict[str, Any]:

@@ -30,9 +30,13 @@ CONFIGS = [
     dict(hidden=(12,), num_moves=36, move_pairs=4, move_kinds=3),
     dict(hidden=(12,), num_moves=72, move_pairs=12, board=(3, 2, 1), move_hidden=3, move_shared=1,
          move_hidden_gate=1, move_kinds=2),
+    # the value head's hidden layer, over a trunk and over the features themselves
+    dict(hidden=(12,), value_hidden=5),
+    dict(hidden=(), value_hidden=4, num_moves=36, move_pairs=4, move_kinds=3),
 ]
 IDS = ["hidden0", "hidden1", "hidden2", "hidden3", "move_pairs", "relative", "move_hidden", "move_shared",
-       "move_hidden_shared", "move_hidden_gate", "move_hidden_gate_shared", "move_kinds", "move_kinds_all"]
+       "move_hidden_shared", "move_hidden_gate", "move_hidden_gate_shared", "move_kinds", "move_kinds_all",
+       "value_hidden", "value_hidden_features"]
 
 
 @pytest.mark.parametrize("kw", CONFIGS, ids=IDS)

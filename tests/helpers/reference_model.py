@@ -50,8 +50,11 @@ def forward(p, cfg, tokens, legal, counts):
     if "move_shared_class" in p:
         logits = logits + ref.move_shared_add(q @ p["move_shared_class"].T, q @ p["move_shared_group"].T,
                                               legal, counts, cfg.move_pairs)
-    z = (x @ p["value.weight"].T)[:, 0] + p["value.bias"][0]
-    return {"p": p, "ps": ps, "pair": pair, "xs": xs, "q": q, "logits": logits, "z": z,
+    vh = None
+    if "value_hidden.weight" in p:  # the value head's hidden layer
+        vh = np.maximum(x @ p["value_hidden.weight"].T + p["value_hidden.bias"], 0.0)
+    z = ((x if vh is None else vh) @ p["value.weight"].T)[:, 0] + p["value.bias"][0]
+    return {"p": p, "ps": ps, "pair": pair, "xs": xs, "q": q, "logits": logits, "z": z, "vh": vh,
             "value": 1.0 / (1.0 + np.exp(-z)), "hidden_pre": hidden_pre, "gate": gate}
 
 
@@ -149,9 +152,17 @@ def backward(act, cfg, tokens, legal, counts, dlogits, dz):
     x = xs[-1]
     g["policy.weight"] = dq.T @ x
     g["policy.bias"] = dq.sum(axis=0)
-    g["value.weight"] = dz[None, :] @ x
     g["value.bias"] = np.array([dz.sum()])
-    dx = dq @ p["policy.weight"] + dz[:, None] @ p["value.weight"]
+    if act["vh"] is None:
+        g["value.weight"] = dz[None, :] @ x
+        dx = dq @ p["policy.weight"] + dz[:, None] @ p["value.weight"]
+    else:
+        vh = act["vh"]
+        g["value.weight"] = dz[None, :] @ vh
+        dvh = np.where(vh > 0, dz[:, None] @ p["value.weight"], 0.0)
+        g["value_hidden.weight"] = dvh.T @ x
+        g["value_hidden.bias"] = dvh.sum(axis=0)
+        dx = dq @ p["policy.weight"] + dvh @ p["value_hidden.weight"]
     for i in reversed(range(len(cfg.hidden))):
         dh = dx * (xs[i + 1] > 0)
         g[f"trunk.{i}.weight"] = dh.T @ xs[i]
