@@ -38,11 +38,11 @@ from .synthetic import SEED_SHAPES
 # within a minute on a laptop CPU; "seed" is the seed configuration of docs/design.md §5.
 PRESETS = {
     "small": dict(embed_dim=32, orders=4, pair_dim=4, hidden=(128,), head_width=64, move_pairs=0,
-                  move_pair_board=(0, 0, 0), move_hidden=0, move_shared=0, move_hidden_gate=0, batch_size=512,
-                  lr=5e-3),
+                  move_pair_board=(0, 0, 0), move_hidden=0, move_shared=0, move_hidden_gate=0, value_hidden=0,
+                  batch_size=512, lr=5e-3),
     "seed": dict(embed_dim=256, orders=4, pair_dim=16, hidden=(512, 512), head_width=300, move_pairs=0,
-                 move_pair_board=(0, 0, 0), move_hidden=0, move_shared=0, move_hidden_gate=0, batch_size=1024,
-                 lr=1e-3),
+                 move_pair_board=(0, 0, 0), move_hidden=0, move_shared=0, move_hidden_gate=0, value_hidden=0,
+                 batch_size=1024, lr=1e-3),
 }
 
 # Training defaults by kind of data, stated once: shogi records (HCPE, PSV) have their own
@@ -121,7 +121,8 @@ def _shogi_preset() -> dict:
 
     return {"move_pair_board": (RECIPE["board_width"], RECIPE["board_height"], RECIPE["board_kinds"]),
             **{k: RECIPE[k] for k in ("embed_dim", "orders", "pair_dim", "hidden", "head_width", "move_pairs",
-                                      "move_hidden", "move_shared", "move_hidden_gate", "batch_size", "lr")}}
+                                      "move_hidden", "move_shared", "move_hidden_gate", "value_hidden", "batch_size",
+                                      "lr")}}
 
 
 PRESETS["shogi"] = _shogi_preset()
@@ -211,6 +212,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--move-hidden-gate", type=int, choices=[0, 1], metavar="0|1", help="1: MoveHidden's units read "
                    "with a vector of the position (move_hidden_out + q move_hidden_gate) instead of one for all "
                    "positions (needs --move-hidden; 0: none)")
+    g.add_argument("--value-hidden", type=int, metavar="Hv", help="units of a hidden layer in the value head "
+                   "(0: the value logit is linear in the trunk's output)")
     g = p.add_argument_group("logging, checkpoints and the model file")
     g.add_argument("--log-every", type=_positive(int), default=25, help="log line every this many steps (default 25)")
     g.add_argument("--checkpoint", metavar="PATH", help="checkpoint file (model, optimizer, schedule, data position), "
@@ -270,7 +273,7 @@ def model_config(args, preset: dict, data) -> "mk.ModelConfig":
                          hidden=hidden, head_width=pick("head_width"), move_pairs=pick("move_pairs"),
                          board_width=board[0], board_height=board[1], board_kinds=board[2],
                          move_hidden=move_hidden, move_shared=move_shared, move_hidden_gate=gate,
-                         move_kinds=getattr(data, "move_kinds", 0))
+                         move_kinds=getattr(data, "move_kinds", 0), value_hidden=pick("value_hidden"))
     check_fits_in_memory(cfg, data)
     return cfg
 

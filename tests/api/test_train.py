@@ -273,3 +273,39 @@ def test_move_hidden_gate_option_gives_the_model_its_gate(tmp_path, capsys):
     capsys.readouterr()
     assert train.main(args + ["--move-hidden-gate", "1"]) == 2  # no MoveHidden
     assert "move_hidden_gate = 1 needs MoveHidden's units" in capsys.readouterr().err
+
+
+def test_value_hidden_option_gives_the_value_head_its_layer(tmp_path, capsys):
+    from manaka import train
+    out = tmp_path / "m.manaka"
+    args = ["--steps", "2", "--synthetic", "300", "--eval-positions", "0", "--no-progress", "--batch-size", "32",
+            "--device", "cpu", *TINY]
+    assert train.main(args + ["--save", str(out), "--value-hidden", "6"]) == 0
+    model = mk.Model.load(out)
+    assert model.config.value_hidden == 6
+    p = model.parameters()
+    assert p["value_hidden.weight"].shape == (6, model.config.hidden[-1]) and p["value.weight"].shape == (1, 6)
+    capsys.readouterr()
+    assert train.main(args + ["--value-hidden", "-1"]) == 2
+    assert "value_hidden must be >= 0, got -1" in capsys.readouterr().err
+
+
+def test_mover_encoding_trains_a_model_with_move_kinds(tmp_path):
+    """--moves capture-defended-check-escape-mover: the model gets move_kinds = 14, its move
+    table the 262,440 rows of the encoding without the mover, and a kind table."""
+    from manaka import train
+    import shogi_reference as sref
+    rng = np.random.default_rng(np.random.SeedSequence().entropy)
+    boards = [b.copy() for b in sref.random_positions(200, int(rng.integers(1 << 30)))]
+    recs, _ = sref.records(boards, mk.shogi.HCPE, rng)
+    data = tmp_path / "g.hcpe"
+    recs.tofile(data)
+    out = tmp_path / "m.manaka"
+    assert train.main(["--data", str(data), "--steps", "2", "--eval-positions", "0", "--no-progress", "--batch-size", "32",
+                       "--device", "cpu", "--moves", "capture-defended-check-escape-mover", "--hidden", "16",
+                       "--save", str(out)]) == 0
+    model = mk.Model.load(out)
+    assert model.config.move_kinds == 14 and model.config.num_moves == 2187 * 120 * 14
+    p = model.parameters()
+    assert p["move_table"].shape[0] == 2187 * 120 and p["move_kind_table"].shape[0] == 2187 * 14
+    assert np.abs(p["move_kind_table"]).max() > 0  # trained from 0
