@@ -17,6 +17,12 @@ masks and sums, so any ONNX runtime runs the file and manaka is not needed to re
   ``l >= counts[b]`` are set to 0. The same sums as gathering the L rows of the table
   first, but a dense product and a [B, M] array instead of a [B, L, W] one (at the seed
   shapes M = 2,187 against L W = 180,000 floats per position).
+* Move kinds (a model with ``move_kinds`` = F > 0: a label x is move x % R of the move
+  table, R = M / F, and kind x // R): GatherDot reads the table's row ``Mod(x, R)``;
+  the policy vector times the whole kind table (``Gemm``, [B, C F]) then
+  ``GatherElements`` at each label's row ``Mod(x, C) + C Div(x, R)`` (the move's class,
+  its kind) gives the kind's term, added to the GatherDot logits first, as mk.Model
+  adds it.
 * MovePairSums (a model with ``move_pairs`` = C > 0): the side to move's token rows of
   ``move_pair_table`` are gathered (``Gather``, empty slots masked as above) and summed
   into [B, C] per position (``ReduceSum``); each legal move's class ``Mod(move, C)``
@@ -50,7 +56,8 @@ the value head). B and L are dynamic ("batch", "legal_moves"); T is the model's.
 
 The graph does not check its inputs as ``mk.Model`` does, but an id it cannot read is
 an error of onnxruntime's Gather / GatherElements: a token outside [-1, V), a move id
-outside [0, M) in a used slot. A count above L reads as L, below 0 as 0.
+outside [0, M) in a used slot (with move kinds: a kind table row outside [0, C F)). A
+count above L reads as L, below 0 as 0.
 """
 from __future__ import annotations
 
@@ -190,6 +197,25 @@ def _gather_dot(g: _Graph, q: str, move_table: str, move: str) -> str:
     return g.op("GatherElements", [scores, move], "legal_scores", axis=1)
 
 
+def _move_kind_split(g: _Graph, move: str, R: int, C: int):
+    """(the move table's row [B, L] move % R, the kind table's row [B, L] move % C +
+    C (move // R)) of each label (int64; padded slots hold 0, and a used label outside
+    [0, M) has a kind row outside [0, C F), GatherElements' error). move >= 0: Mod and
+    Div (which truncates) are Python's % and //."""
+    rows = g.op("Mod", [move, g.small(R)], "move_kind_move_row")
+    kinds = g.op("Div", [move, g.small(R)], "move_kind_kind")
+    classes = g.op("Mod", [move, g.small(C)], "move_kind_class")
+    offsets = g.op("Mul", [kinds, g.small(C)], "move_kind_kind_offset")
+    return rows, g.op("Add", [classes, offsets], "move_kind_row")
+
+
+def _move_kind(g: _Graph, q: str, move_kind_table: str, kind_row: str) -> str:
+    """[B, L]: q [B, W] . move_kind_table[kind_row[b, l]], as the product with the whole
+    kind table [B, C F] followed by a gather of each label's row (as GatherDot's)."""
+    scores = g.op("Gemm", [q, move_kind_table], "move_kind_scores", transB=1)  # [B, C F]
+    return g.op("GatherElements", [scores, kind_row], "move_kind_logits", axis=1)
+
+
 def _move_pair_sums(g: _Graph, present: str, rows: str, move_pair_table: str, move: str, C: int) -> str:
     """[B, L]: the sum over the side to move's present tokens v of move_pair_table[v,
     move[b, l] % C] (padded slots read class 0: the caller masks them), as the per-position
@@ -324,7 +350,13 @@ def build(config, parameters: Mapping[str, np.ndarray], opset: int = DEFAULT_OPS
         x = g.op("Relu", [linear], f"x{i + 1}")
     q = g.op("Gemm", [x, w["policy.weight"], w["policy.bias"]], "policy_vector", transB=1)
     used, move = _legal_slots(g, c.num_moves)
-    scores = _gather_dot(g, q, w["move_table"], move)
+    if c.move_kinds:  # a label is a move of the move table and a kind
+        move_row, kind_row = _move_kind_split(g, move, c.num_moves // c.move_kinds, c.move_pairs)
+        scores = _gather_dot(g, q, w["move_table"], move_row)
+        kind = _move_kind(g, q, w["move_kind_table"], kind_row)
+        scores = g.op("Add", [scores, kind], "legal_scores_with_move_kinds")
+    else:
+        scores = _gather_dot(g, q, w["move_table"], move)
     if c.move_pairs:
         pairs = _move_pair_sums(g, present, rows, w["move_pair_table"], move, c.move_pairs)
         scores = g.op("Add", [scores, pairs], "legal_scores_with_move_pairs")

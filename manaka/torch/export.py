@@ -22,8 +22,8 @@ __all__ = ["export_onnx"]
 
 # the methods that define Network's computation: a subclass overriding one computes
 # something the exported graph would not
-_COMPUTATION = ("forward", "logits", "features", "body", "heads", "move_pair_sums", "move_pair_relative_sums",
-                "move_hidden", "move_hidden_readout", "move_shared")
+_COMPUTATION = ("forward", "logits", "features", "body", "heads", "move_kind", "move_pair_sums",
+                "move_pair_relative_sums", "move_hidden", "move_hidden_readout", "move_shared")
 
 
 def export_onnx(model_or_network: Union[Model, Network], path, *, opset: int = DEFAULT_OPSET,
@@ -35,8 +35,9 @@ def export_onnx(model_or_network: Union[Model, Network], path, *, opset: int = D
 
     A Network (on any device, in any float dtype) is exported with its parameters
     rounded to float32. A Network subclass that overrides forward, logits, features,
-    body, heads, move_pair_sums, move_pair_relative_sums, move_hidden, move_hidden_readout
-    or move_shared, or adds parameters or persistent buffers, is a TypeError naming them.
+    body, heads, move_kind, move_pair_sums, move_pair_relative_sums, move_hidden,
+    move_hidden_readout or move_shared, or adds parameters or persistent buffers, is a
+    TypeError naming them.
     `opset` and `overwrite` and the errors are :func:`manaka.export.export_onnx`'s.
     """
     if isinstance(model_or_network, Network):

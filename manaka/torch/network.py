@@ -17,7 +17,7 @@ from ..move_pair_board import relative_parts
 from . import ops, targets
 from .sparse_pairs import pair_sums_sparse_grad
 
-__all__ = ["Network", "batch_tensors", "check_batch", "move_hidden_sums", "param_groups"]
+__all__ = ["Network", "batch_tensors", "check_batch", "move_hidden_sums", "move_kind_split", "param_groups"]
 
 SIDES = 2  # perspectives per position: tokens are [B, 2, T]
 
@@ -49,7 +49,11 @@ class Network(nn.Module):
     embeddings, :meth:`move_shared`): ``move_shared_class`` [C, W] and ``move_shared_group``
     [M / C, W] (both initialised to 0). With ``config.move_hidden_gate`` (MoveHidden's
     readout gated by the position, :meth:`move_hidden_readout`): ``move_hidden_gate``
-    [W, D] (initialised to 0), the last parameter, as in ``mk.Model``.
+    [W, D] (initialised to 0), the last parameter, as in ``mk.Model``. With
+    ``config.move_kinds`` = F > 0 (a label l is move ``l % R`` of the move table and kind
+    ``l // R``, R = M / F: :func:`move_kind_split`), ``move_table`` has R rows, and
+    ``move_kind_table`` [C F, W] (initialised to 0) comes last, after the gate; its row
+    ``l % C + C (l // R)`` is read by the policy vector (:meth:`move_kind`).
 
     Args:
         config: the shapes (:class:`manaka.ModelConfig`).
@@ -77,7 +81,7 @@ class Network(nn.Module):
         widths = (c.num_features,) + c.hidden
         self.trunk = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
         self.policy = nn.Linear(widths[-1], c.head_width)
-        self.move_table = nn.Parameter(torch.empty(c.num_moves, c.head_width))
+        self.move_table = nn.Parameter(torch.empty(c.num_moves // max(c.move_kinds, 1), c.head_width))
         self.value = nn.Linear(widths[-1], 1)
         if c.move_pairs:
             self.move_pair_table = nn.Parameter(torch.zeros(c.num_tokens, c.move_pairs))
@@ -99,6 +103,8 @@ class Network(nn.Module):
             self.move_shared_group = nn.Parameter(torch.zeros(c.num_moves // c.move_pairs, c.head_width))
         if c.move_hidden_gate:  # registered last: mk.Model's tensor order
             self.move_hidden_gate = nn.Parameter(torch.zeros(c.head_width, c.move_hidden))
+        if c.move_kinds:  # after the gate: mk.Model's tensor order
+            self.move_kind_table = nn.Parameter(torch.zeros(c.move_pairs * c.move_kinds, c.head_width))
         self._load_model_state(Model(config, seed=seed).state_dict())
 
     # ------------------------------------------------------------ compute
@@ -119,9 +125,26 @@ class Network(nn.Module):
         return x
 
     def heads(self, x: Tensor, legal: Tensor, counts: Tensor) -> Tuple[Tensor, Tensor]:
-        """(policy logits [B, L] by GatherDot over the legal moves, value logit z [B])."""
-        logits = ops.gather_dot(self.policy(x), self.move_table, legal, counts)
+        """(policy logits [B, L] by GatherDot over the legal moves' move table rows, value
+        logit z [B]). The rows are the labels, or with ``config.move_kinds`` their moves
+        ``legal % R`` (:func:`move_kind_split`); the kind's term is :meth:`move_kind`'s."""
+        c = self.config
+        rows = move_kind_split(legal, counts, c.num_moves // c.move_kinds, c.move_pairs)[0] if c.move_kinds else legal
+        logits = ops.gather_dot(self.policy(x), self.move_table, rows, counts)
         return logits, self.value(x)[:, 0]
+
+    def move_kind(self, q: Tensor, legal: Tensor, counts: Tensor) -> Tensor:
+        """The move kinds' term [B, L] (``mk.ModelConfig``'s move_kinds = F) from the policy
+        head's vector q [B, W] (``self.policy(x)``): for l < counts[b], with x = legal[b, l],
+        R = M / F, C = move_pairs,
+
+            term[b, l] = q[b] . move_kind_table[x % C + C (x // R)]
+
+        (the row of the move's class and its kind), by GatherDot as mk.Model computes it;
+        0 at padded slots."""
+        c = self.config
+        _, kind_rows = move_kind_split(legal, counts, c.num_moves // c.move_kinds, c.move_pairs)
+        return ops.gather_dot(q, self.move_kind_table, kind_rows, counts)
 
     def move_pair_sums(self, tokens: Tensor, legal: Tensor, counts: Tensor) -> Tensor:
         """MovePairSums [B, L] (docs/design.md §1): for l < counts[b], the sum over the side to
@@ -199,16 +222,19 @@ class Network(nn.Module):
 
     def logits(self, tokens: Tensor, legal: Tensor, counts: Tensor) -> Tuple[Tensor, Tensor]:
         """(policy logits [B, L], value logit z [B]) before any sigmoid; with
-        ``config.move_pairs`` the logits are :meth:`heads`' plus :meth:`move_pair_sums`,
+        ``config.move_kinds`` the logits are :meth:`heads`' plus :meth:`move_kind`, with
+        ``config.move_pairs`` then plus :meth:`move_pair_sums`,
         with ``config.board_kinds`` then plus :meth:`move_pair_relative_sums`, with
         ``config.move_hidden`` then plus :meth:`move_hidden` (given the policy vector with
         ``config.move_hidden_gate``), with ``config.move_shared`` then plus
         :meth:`move_shared` of the policy vector. The policy vector ``self.policy(x)`` is
-        computed again here, outside :meth:`heads`, once for both."""
+        computed again here, outside :meth:`heads`, once for the three that read it."""
         c = self.config
         x = self.body(self.features(tokens))
         logits, z = self.heads(x, legal, counts)
-        q = self.policy(x) if c.move_shared or c.move_hidden_gate else None
+        q = self.policy(x) if c.move_shared or c.move_hidden_gate or c.move_kinds else None
+        if c.move_kinds:  # mk.Model adds it first, to GatherDot's logits
+            logits = logits + self.move_kind(q, legal, counts)
         if c.move_pairs:
             logits = logits + self.move_pair_sums(tokens, legal, counts)
         if c.board_kinds:
@@ -335,6 +361,16 @@ def move_hidden_sums(relative: Tensor, class_rows: Tensor, out: Tensor, token_pa
     else:                  # a readout per position
         term = torch.bmm(torch.relu(pre), out.unsqueeze(2)).squeeze(2)     # [B, L]
     return torch.where(used, term, 0)
+
+
+def move_kind_split(legal: Tensor, counts: Tensor, R: int, C: int) -> Tuple[Tensor, Tensor]:
+    """(moves, kind_rows), each [B, L] int64 (backend_ops.def move_kind_split): for
+    l < counts[b], with x = legal[b, l], the move table's row ``x % R`` and the kind
+    table's row ``x % C + C (x // R)``; 0 at padded slots (which may hold anything). R is
+    the move table's rows (M / F), C = move_pairs (a divisor of R)."""
+    used = torch.arange(legal.shape[1], device=legal.device) < counts.to(torch.int64).unsqueeze(1)
+    x = torch.where(used, legal.to(torch.int64), 0)  # a used label is in [0, M): % and // are C's
+    return x % R, x % C + C * (x // R)
 
 
 _BATCH_FIELDS = ("tokens", "legal", "counts", "target", "value", "policy_target")

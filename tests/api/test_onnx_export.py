@@ -61,6 +61,14 @@ CONFIGS = {
     "move-hidden-gate": dict(num_tokens=13, num_moves=42, tokens_per_side=7, embed_dim=4, orders=2, pair_dim=3,
                              hidden=(10,), head_width=5, move_pairs=6, board_width=3, board_height=2, board_kinds=2,
                              move_hidden=3, move_shared=1, move_hidden_gate=1),
+    # move kinds: 3 kinds of 12 moves in C = 4 classes (a move table of 12 rows, a kind table
+    # of 12); and 2 kinds of 36 moves, C = 12, over every other term (a 3 x 2 board of 1 token
+    # kind, MoveHidden of 3 units and its gate, the shared rows: 6 groups)
+    "move-kinds": dict(num_tokens=13, num_moves=36, tokens_per_side=7, embed_dim=4, orders=2, pair_dim=3,
+                       hidden=(10,), head_width=5, move_pairs=4, move_kinds=3),
+    "move-kinds-all": dict(num_tokens=13, num_moves=72, tokens_per_side=7, embed_dim=4, orders=2, pair_dim=3,
+                           hidden=(10,), head_width=5, move_pairs=12, board_width=3, board_height=2, board_kinds=1,
+                           move_hidden=3, move_shared=1, move_hidden_gate=1, move_kinds=2),
 }
 # run with L up to 600, as shogi's legal moves
 WIDE = ("seed-like", "shogi-board-relative", "shogi-move-hidden", "shogi-move-shared")
@@ -222,7 +230,7 @@ print("ran without manaka")
 """
 
 
-@pytest.mark.parametrize("name", ["two-layers", "move-hidden-gate"])
+@pytest.mark.parametrize("name", ["two-layers", "move-hidden-gate", "move-kinds-all"])
 def test_runs_where_manaka_cannot_be_imported(tmp_path, rng, name):
     cfg = mk.ModelConfig(**CONFIGS[name])
     model = trained_looking(mk.Model(cfg, seed=5), rng)
@@ -275,15 +283,17 @@ MOVE_HIDDEN = {"move_hidden_relative": 0.15, "move_hidden_class": 0.6, "move_hid
 MOVE_SHARED = {"move_shared_class": 0.5, "move_shared_group": 0.5}
 # MoveHidden's gate (0 at the start): q move_hidden_gate of the order of move_hidden_out
 MOVE_HIDDEN_GATE = {"move_hidden_gate": 0.3}
+# the move kind table (0 at the start): a term of the order of 1
+MOVE_KINDS = {"move_kind_table": 0.5}
 
 
 def with_move_pair_table(model, rng, scale=0.7):
     """`model` (move_pairs > 0) with a random move_pair_table (and move_pair_relative,
-    MoveHidden's parameters and its gate, and the shared move embeddings, if it has them)
-    far from their initial values."""
+    MoveHidden's parameters and its gate, the shared move embeddings and the move kind
+    table, if it has them) far from their initial values."""
     state = model.state_dict()
     for name, s in [("move_pair_table", scale), ("move_pair_relative", scale), *MOVE_HIDDEN.items(),
-                    *MOVE_SHARED.items(), *MOVE_HIDDEN_GATE.items()]:
+                    *MOVE_SHARED.items(), *MOVE_HIDDEN_GATE.items(), *MOVE_KINDS.items()]:
         if name in state:
             state[name] = rng.normal(0, s, state[name].shape).astype(np.float32)
     model.load_state_dict(state)
@@ -456,31 +466,127 @@ def test_move_hidden_gate_at_the_shogi_recipe_shapes(tmp_path, rng):
     gate_changes_the_logits(sess, model, feeds[2], tmp_path)
 
 
-@pytest.mark.parametrize("board, move_hidden, move_shared, gate",
-                         [(None, 0, 0, 0), ((3, 2, 2), 0, 0, 0), ((3, 2, 2), 4, 0, 0), (None, 0, 1, 0),
-                          ((3, 2, 2), 4, 1, 0), ((3, 2, 2), 4, 0, 1), ((3, 2, 2), 4, 1, 1)],
+def every_kind_appears(cfg, feeds):
+    """Asserts the feeds' used slots hold labels of every kind (labels drawn from all M)."""
+    R = cfg.num_moves // cfg.move_kinds
+    kinds = set()
+    for feed in feeds:
+        used = np.arange(feed["legal"].shape[1])[None, :] < feed["counts"][:, None]
+        kinds |= set(np.unique(feed["legal"][used] // R).tolist())
+    assert kinds == set(range(cfg.move_kinds))
+
+
+def kind_nodes(path):
+    """The move kinds' nodes: the labels split in int64 by Mod and Div (R) and Mod (C), the
+    move table read at the move row, the kind table's scores gathered at the kind row."""
+    proto = onnx.load(os.fspath(path))
+    nodes = {n.output[0]: n for n in proto.graph.node}
+    ops = {name: nodes[name].op_type for name in ("move_kind_move_row", "move_kind_kind", "move_kind_class",
+                                                  "move_kind_kind_offset", "move_kind_row", "move_kind_scores",
+                                                  "move_kind_logits", "legal_scores", "legal_scores_with_move_kinds")}
+    assert ops == {"move_kind_move_row": "Mod", "move_kind_kind": "Div", "move_kind_class": "Mod",
+                   "move_kind_kind_offset": "Mul", "move_kind_row": "Add", "move_kind_scores": "Gemm",
+                   "move_kind_logits": "GatherElements", "legal_scores": "GatherElements",
+                   "legal_scores_with_move_kinds": "Add"}
+    assert list(nodes["legal_scores"].input) == ["move_scores", "move_kind_move_row"]
+    assert list(nodes["move_kind_scores"].input) == ["policy_vector", "move_kind_table"]
+    assert list(nodes["move_kind_logits"].input) == ["move_kind_scores", "move_kind_row"]
+    assert {n.domain for n in proto.graph.node} == {""}, "only standard ONNX operators"
+    shapes = {t.name: list(t.dims) for t in proto.graph.initializer}
+    cfg = mk.ModelConfig(**json.loads({p.key: p.value for p in proto.metadata_props}["manaka_config"]))
+    W = cfg.head_width
+    assert shapes["move_table"] == [cfg.num_moves // cfg.move_kinds, W]
+    assert shapes["move_kind_table"] == [cfg.move_pairs * cfg.move_kinds, W]
+
+
+def kinds_change_the_logits(sess, model, feed, tmp_path):
+    """The graph's logits on `feed` differ from those of the same model with its kind table
+    at 0 (each label read at its move alone), whose own graph gives mk.Model.forward's
+    numbers too."""
+    state = model.state_dict()
+    state["move_kind_table"] = np.zeros_like(state["move_kind_table"])
+    without = mk.Model(model.config)
+    without.load_state_dict(state)
+    other = session(export_onnx(without, tmp_path / "without-kinds.onnx")).run(["logits"], feed)[0]
+    used = np.arange(feed["legal"].shape[1])[None, :] < feed["counts"][:, None]
+    assert np.abs(sess.run(["logits"], feed)[0] - other)[used].max() > 0.5
+    np.testing.assert_allclose(other, forward(without, feed)[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["move-kinds", "move-kinds-all"])
+def test_move_kinds_are_in_the_graph(tmp_path, rng, name):
+    cfg = mk.ModelConfig(**CONFIGS[name])
+    model = with_move_pair_table(trained_looking(mk.Model(cfg, seed=7), rng), rng)
+    path = export_onnx(model, tmp_path / "m.onnx")
+    sess = session(path)
+    feeds = [inputs(rng, cfg, B, L) for B, L in [(1, 1), (1, 9), (6, 13), (9, cfg.num_moves), (3, 5)]]
+    every_kind_appears(cfg, feeds[3:4])
+    check_runs(sess, model, feeds)
+    kind_nodes(path)
+    kinds_change_the_logits(sess, model, feeds[3], tmp_path)
+
+    # a label the graph cannot read is still an error: the kind table's row of label M or -1 (read as M)
+    feed = inputs(rng, cfg, 4, 6, zero_counts=False)
+    sess.run(None, feed)
+    for bad in (cfg.num_moves, -1, cfg.num_moves + 5):
+        wrong = {k: v.copy() for k, v in feed.items()}
+        wrong["legal"][1, 0] = bad
+        with pytest.raises(Exception, match="GatherElements"):  # onnxruntime's own exception types
+            sess.run(None, wrong)
+
+
+def test_move_kinds_at_the_shogi_recipe_shapes(tmp_path, rng):
+    """The shogi recipe with moves "capture-defended-check-escape-mover" (manaka.shogi.recipe:
+    V = 2,344, T = 40, M = 3,674,160 labels of 14 kinds of R = 262,440 moves in C = 2,187
+    classes, the 9 x 9 board of 28 token kinds, D = 16, W = 64, the shared move embeddings:
+    1,680 groups), every parameter away from its start and the kind table far from 0:
+    onnxruntime against mk.Model.forward with L up to 600, labels drawn from all M (every
+    kind), empty slots and padded slots holding garbage; and the kind table changes the logits."""
+    from manaka.shogi import recipe
+    cfg = recipe.model_config(recipe.recipe(moves="capture-defended-check-escape-mover"))
+    assert (cfg.num_moves, cfg.move_kinds, cfg.move_pairs, cfg.head_width) == (3674160, 14, 2187, 64)
+    assert cfg.move_hidden == 16 and cfg.move_shared == 1 and cfg.board_kinds == 28
+    model = with_move_pair_table(trained_looking(mk.Model(cfg, seed=9), rng), rng)
+    path = export_onnx(model, tmp_path / "m.onnx")
+    feeds = [inputs(rng, cfg, B, L) for B, L in [(1, 1), (3, 600), (8, 120), (2, 37)]]
+    for feed in feeds[1:]:
+        assert (feed["counts"] < feed["legal"].shape[1]).any() and (feed["tokens"][:, 0] == -1).any()
+    every_kind_appears(cfg, feeds[1:2])
+    sess = session(path)
+    check_runs(sess, model, feeds)
+    kind_nodes(path)
+    kinds_change_the_logits(sess, model, feeds[2], tmp_path)
+
+
+@pytest.mark.parametrize("board, move_hidden, move_shared, gate, kinds",
+                         [(None, 0, 0, 0, 0), ((3, 2, 2), 0, 0, 0, 0), ((3, 2, 2), 4, 0, 0, 0), (None, 0, 1, 0, 0),
+                          ((3, 2, 2), 4, 1, 0, 0), ((3, 2, 2), 4, 0, 1, 0), ((3, 2, 2), 4, 1, 1, 0),
+                          (None, 0, 0, 0, 3), ((3, 2, 2), 4, 1, 1, 2)],
                          ids=["table", "table-and-relative", "table-relative-and-move-hidden", "table-and-shared",
                               "table-relative-move-hidden-and-shared", "table-relative-and-gated-move-hidden",
-                              "table-relative-gated-move-hidden-and-shared"])
+                              "table-relative-gated-move-hidden-and-shared", "table-and-kinds",
+                              "table-relative-gated-move-hidden-shared-and-kinds"])
 def test_a_torch_network_with_a_move_pair_table_exports_the_same(tmp_path, rng, board, move_hidden, move_shared,
-                                                                  gate):
+                                                                  gate, kinds):
     torch = pytest.importorskip("torch", reason="torch not installed: pip install torch (manaka[torch])")
     import manaka.torch as mkt
 
     fields = dict(board_width=board[0], board_height=board[1], board_kinds=board[2]) if board else {}
     if move_shared:
         fields.update(move_shared=1, num_moves=42)  # 6 classes of 7 groups
+    if kinds:
+        fields.update(move_kinds=kinds, num_moves=42 * kinds)  # kinds of 42 moves in 6 classes
     cfg = mk.ModelConfig(**{**CONFIGS["move-pairs"], **fields, "move_hidden": move_hidden, "move_hidden_gate": gate})
     net = mkt.Network(cfg, seed=2)
     state = net.state_dict()
     for name, scale in [("move_pair_table", 0.7), ("move_pair_relative", 0.7), *MOVE_HIDDEN.items(),
-                        *MOVE_SHARED.items(), *MOVE_HIDDEN_GATE.items()]:
+                        *MOVE_SHARED.items(), *MOVE_HIDDEN_GATE.items(), *MOVE_KINDS.items()]:
         if name in state:
             state[name] = torch.from_numpy(rng.normal(0, scale, tuple(state[name].shape)).astype(np.float32))
     net.load_state_dict(state)
     names = {n.output[0] for n in onnx.load(mkt.export_onnx(net, tmp_path / "n.onnx")).graph.node}
     assert ("move_hidden" in names) == bool(move_hidden) and ("move_shared_group_part" in names) == bool(move_shared)
-    assert ("move_hidden_readout" in names) == bool(gate)
+    assert ("move_hidden_readout" in names) == bool(gate) and ("move_kind_logits" in names) == bool(kinds)
     path = mkt.export_onnx(net, tmp_path / "net.onnx")
     feed = inputs(rng, cfg, 7, 12)
     logits, value = session(path).run(["logits", "value"], feed)
@@ -549,6 +655,16 @@ def test_networks_that_compute_something_else_are_refused(tmp_path):
         mkt.export_onnx(OtherReadout(gated), tmp_path / "j.onnx")
     mkt.export_onnx(mkt.Network(gated), tmp_path / "k.onnx")
     os.remove(tmp_path / "k.onnx")
+
+    class OtherKind(mkt.Network):
+        def move_kind(self, q, legal, counts):
+            return 2 * super().move_kind(q, legal, counts)
+
+    kinds = mk.ModelConfig(**CONFIGS["move-kinds"])
+    with pytest.raises(TypeError, match="OtherKind overrides move_kind"):
+        mkt.export_onnx(OtherKind(kinds), tmp_path / "l.onnx")
+    mkt.export_onnx(mkt.Network(kinds), tmp_path / "m.onnx")
+    os.remove(tmp_path / "m.onnx")
     with pytest.raises(TypeError, match="Tanh overrides body"):
         mkt.export_onnx(Tanh(cfg), tmp_path / "a.onnx")
     with pytest.raises(TypeError, match=r"Extra has parameters or buffers .*'scale'"):
@@ -612,11 +728,12 @@ def test_command(tmp_path, rng):
     assert done.returncode == 0, done.stderr
     check_runs(session(tmp_path / "r.onnx"), model, [inputs(rng, relative, 5, 9)])
 
-    # and with MoveHidden, the shared move embeddings and MoveHidden's gated readout: each in the graph
+    # and with MoveHidden, the shared move embeddings, MoveHidden's gated readout and move kinds: each in the graph
     for name, config, node in [
             ("h", mk.ModelConfig(**{**relative.to_dict(), "hidden": (10,), "move_hidden": 3}), "move_hidden"),
             ("s", mk.ModelConfig(**CONFIGS["move-shared"]), "move_shared_group_part"),
-            ("g", mk.ModelConfig(**CONFIGS["move-hidden-gate"]), "move_hidden_readout")]:
+            ("g", mk.ModelConfig(**CONFIGS["move-hidden-gate"]), "move_hidden_readout"),
+            ("k", mk.ModelConfig(**CONFIGS["move-kinds-all"]), "move_kind_logits")]:
         model = with_move_pair_table(mk.Model(config, seed=8), rng)
         model.save(tmp_path / f"{name}.manaka")
         done = run_cli(f"{name}.manaka", f"{name}.onnx", cwd=tmp_path)

@@ -87,25 +87,34 @@ def test_bad_arguments():
         mkt.Network.from_model("model.mk")
 
 
-# (move_pairs, board, move_hidden, move_shared, move_hidden_gate): no table, a table, a table
-# with a relative part (2 x 2 board, 2 kinds), with MoveHidden of 3 units over it, with the
-# shared move embeddings (C = 5 classes of 15 moves: 3 groups; then all four terms, C = 8 of
-# 24 moves), and MoveHidden's gated readout (without and with the shared rows)
-PAIR_CASES = [(0, (0, 0, 0), 0, 0, 0), (5, (0, 0, 0), 0, 0, 0), (8, (2, 2, 2), 0, 0, 0), (8, (2, 2, 2), 3, 0, 0),
-              (5, (0, 0, 0), 0, 1, 0), (8, (2, 2, 2), 3, 1, 0), (8, (2, 2, 2), 3, 0, 1), (8, (2, 2, 2), 3, 1, 1)]
+# (move_pairs, board, move_hidden, move_shared, move_hidden_gate, move_kinds): no table, a
+# table, a table with a relative part (2 x 2 board, 2 kinds), with MoveHidden of 3 units over
+# it, with the shared move embeddings (C = 5 classes of 15 moves: 3 groups; then all four
+# terms, C = 8 of 24 moves), MoveHidden's gated readout (without and with the shared rows),
+# and move kinds (3 kinds of 15 moves in C = 5 classes; then 2 kinds of 24 moves, C = 8,
+# over every other term). Twenty steps amplify rounding where a trunk unit's pre-activation
+# passes within ~1e-6 of ReLU's kink (C = 4 of 12 moves with 3 kinds, soft, does: 9e-2 at
+# the end, while both sides' gradients at the same parameters agree to 6e-7); these do not.
+PAIR_CASES = [(0, (0, 0, 0), 0, 0, 0, 0), (5, (0, 0, 0), 0, 0, 0, 0), (8, (2, 2, 2), 0, 0, 0, 0),
+              (8, (2, 2, 2), 3, 0, 0, 0), (5, (0, 0, 0), 0, 1, 0, 0), (8, (2, 2, 2), 3, 1, 0, 0),
+              (8, (2, 2, 2), 3, 0, 1, 0), (8, (2, 2, 2), 3, 1, 1, 0), (5, (0, 0, 0), 0, 0, 0, 3),
+              (8, (2, 2, 2), 3, 1, 1, 2)]
 
 
-@pytest.mark.parametrize("move_pairs, board, move_hidden, move_shared, move_hidden_gate", PAIR_CASES,
+@pytest.mark.parametrize("move_pairs, board, move_hidden, move_shared, move_hidden_gate, move_kinds", PAIR_CASES,
                          ids=["no-table", "C5", "C8-relative", "C8-relative-hidden3", "C5-shared",
                               "C8-relative-hidden3-shared", "C8-relative-hidden3-gate",
-                              "C8-relative-hidden3-shared-gate"])
+                              "C8-relative-hidden3-shared-gate", "C5-kinds3", "C8-relative-hidden3-shared-gate-kinds2"])
 @pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
-def test_twenty_adamw_steps_track_trainer(soft, move_pairs, board, move_hidden, move_shared, move_hidden_gate):
-    num_moves = 3 * move_pairs if move_shared else 17  # a multiple of C
+def test_twenty_adamw_steps_track_trainer(soft, move_pairs, board, move_hidden, move_shared, move_hidden_gate,
+                                          move_kinds):
+    # a multiple of C (of C F with kinds: R = 3 C rows)
+    num_moves = 3 * move_pairs * move_kinds if move_kinds else 3 * move_pairs if move_shared else 17
     cfg = cases.config(hidden=(8, 6), num_moves=num_moves, move_pairs=move_pairs, board=board,
-                       move_hidden=move_hidden, move_shared=move_shared, move_hidden_gate=move_hidden_gate)
+                       move_hidden=move_hidden, move_shared=move_shared, move_hidden_gate=move_hidden_gate,
+                       move_kinds=move_kinds)
     b = cases.batch(cfg, soft=soft)
-    # random move-pair tables, move_hidden_out, shared move rows and gate (they start at 0)
+    # random move-pair tables, move_hidden_out, shared move rows, gate and kind table (they start at 0)
     trainer = mk.Trainer(cases.model(cfg, seed=1), lr=1e-2, weight_decay=0.05)
     net = mkt.Network.from_model(trainer.model)
     opt = torch.optim.AdamW(mkt.param_groups(net, 0.05), lr=1e-2, betas=(0.9, 0.999), eps=1e-8)
@@ -622,3 +631,163 @@ def test_move_shared_goes_both_ways_starts_at_zero_and_is_decayed():
     assert half.move_shared_group.dtype == logits.dtype == torch.bfloat16
     assert rel(logits.float().detach(), model.forward(b)[0]) < 0.05
     assert not hasattr(plain, "move_shared_class") and not hasattr(plain, "move_shared_group")
+
+
+# ------------------------------------------------------------ move kinds
+KIND = "move_kind_table"
+
+# (move_pairs = C, move_kinds = F, num_moves = M, board, move_hidden, move_shared, gate):
+# 3 kinds of 12 moves (R = 12 rows, C = 4); one class (the kind row is the kind); one kind
+# (R = M: the term is a second table read at the class); 5 kinds with R = C (kind rows
+# x % C + C (x // R) are the labels themselves); and over every other term, C = 12 on a
+# 3 x 2 board with MoveHidden of 3 units, its gate and the shared rows, 2 kinds of 36 moves
+KIND_CASES = [(4, 3, 36, (0, 0, 0), 0, 0, 0), (1, 4, 20, (0, 0, 0), 0, 0, 0), (4, 1, 12, (0, 0, 0), 0, 0, 0),
+              (3, 5, 15, (0, 0, 0), 0, 0, 0), (12, 2, 72, (3, 2, 1), 3, 1, 1)]
+KIND_IDS = ["C4-F3", "C1-F4", "C4-F1", "R=C-F5", "C12-F2-relative-hidden3-gate-shared"]
+
+
+def _kinds_case(move_pairs, move_kinds, num_moves, board, move_hidden, move_shared, gate, seed, B=7, L=10):
+    """A Network with move kinds whose kind table (and every other table starting at 0) is
+    random; the mk.Model it came from; a batch whose labels are drawn from all M (so every
+    kind appears), with padded slots holding -1 and a position without a side-to-move token."""
+    cfg = cases.config(hidden=(8,), num_moves=num_moves, move_pairs=move_pairs, board=board, move_hidden=move_hidden,
+                       move_shared=move_shared, move_hidden_gate=gate, move_kinds=move_kinds)
+    model = cases.model(cfg, seed=seed)  # random move-pair tables, shared rows, gate, kind table
+    if move_hidden:  # the units' rows at a scale where the pre-activations take both signs
+        state = model.state_dict()
+        rng = np.random.default_rng(50 + seed)
+        for name, scale in (("move_hidden_relative", 0.4), ("move_hidden_class", 0.6)):
+            state[name] = rng.normal(0, scale, state[name].shape).astype(np.float32)
+        model.load_state_dict(state)
+    net = mkt.Network.from_model(model)
+    assert torch.count_nonzero(net.move_kind_table) == net.move_kind_table.numel()
+    b = cases.batch(cfg, B=B, L=L, seed=seed, soft=bool(seed % 2))
+    b.tokens[1, 0] = -1
+    used = np.arange(L)[None, :] < b.counts[:, None]
+    R = num_moves // move_kinds
+    assert set(np.unique(b.legal[used] // R)) == set(range(move_kinds))  # every kind appears
+    assert (~used).any() and (b.legal[~used] == -1).all()
+    return net, model, b
+
+
+@pytest.mark.parametrize("move_pairs, move_kinds, num_moves, board, move_hidden, move_shared, gate", KIND_CASES,
+                         ids=KIND_IDS)
+@pytest.mark.parametrize("seed", [0, 1], ids=["hard", "soft"])
+def test_move_kinds_forward_and_gradients_equal_model_and_reference(move_pairs, move_kinds, num_moves, board,
+                                                                    move_hidden, move_shared, gate, seed):
+    import reference as ref
+    net, model, b = _kinds_case(move_pairs, move_kinds, num_moves, board, move_hidden, move_shared, gate, seed)
+    tens, padded = _forward_equals_model(net, model, b)
+    C, F, R = move_pairs, move_kinds, num_moves // move_kinds
+    used = ~padded
+
+    # the split is the reference's (0 at padded slots)
+    moves, kind_rows = mkt.network.move_kind_split(tens["legal"], tens["counts"], R, C)
+    want_moves, want_rows = ref.move_kind_split(b.legal, b.counts, R, C)
+    np.testing.assert_array_equal(moves.numpy(), want_moves)
+    np.testing.assert_array_equal(kind_rows.numpy(), want_rows)
+    assert kind_rows.max() < C * F and (want_moves[used] != b.legal[used]).any() == (F > 1)
+
+    # the policy head reads the move table at x % R, and the kind's term is q . kind_table[x % C + C (x // R)]
+    x = net.body(net.features(tens["tokens"]))
+    q = net.policy(x)
+    q64, table64, kinds64 = (np.float64(t.detach().numpy()) for t in (q, net.move_table, net.move_kind_table))
+    heads = net.heads(x, tens["legal"], tens["counts"])[0].detach()
+    want_heads = np.where(used, np.einsum("bw,blw->bl", q64, table64[want_moves]), 0)
+    assert rel(heads, want_heads) < 1e-5
+    term = net.move_kind(q, tens["legal"], tens["counts"])
+    want_term = np.where(used, np.einsum("bw,blw->bl", q64, kinds64[want_rows]), 0)
+    assert np.abs(want_term).max() > 0.5 and rel(term.detach(), want_term) < 1e-5
+    assert np.all(term.detach().numpy()[padded] == 0)
+    # its gradients into q and the kind table, for a random upstream gradient
+    U = np.random.default_rng(seed).normal(size=term.shape)
+    got = torch.autograd.grad(term, (q, net.move_kind_table), torch.from_numpy(U.astype(np.float32)))
+    U = np.where(used, U, 0)
+    dtable = np.zeros_like(kinds64)
+    np.add.at(dtable, want_rows[used], U[used][:, None] * q64[np.nonzero(used)[0]])
+    for name, g, w in zip(("q", KIND), got, (np.einsum("bl,blw->bw", U, kinds64[want_rows]), dtable)):
+        assert np.abs(w).max() > 0.01 and rel(g, w) < 1e-5, name
+
+    # the whole loss and every gradient against mk.Model's
+    stats, grads = backward_both(net, model, tens, b)
+    params = dict(net.named_parameters())
+    assert set(params) == set(grads) and KIND in params
+    assert tuple(params["move_table"].shape) == (R, 7) and tuple(params[KIND].shape) == (C * F, 7)
+    # one class (C = 1) adds the same move-pair number to every legal logit: no softmax moves it
+    flat = {"move_pair_table"} if C == 1 else set()
+    for name, g in grads.items():
+        if name in flat:
+            assert np.abs(g).max() < 1e-5 and params[name].grad.abs().max() < 1e-5, name
+        else:
+            assert rel(params[name].grad, g) < 1e-4, name
+    assert np.abs(grads[KIND]).max() > 1e-3
+
+
+def test_move_kinds_go_both_ways_start_at_zero_and_are_decayed():
+    net, model, b = _kinds_case(12, 2, 72, (3, 2, 1), 3, 1, 1, 3)
+    cfg = model.config
+    assert list(model.shapes)[-3:] == ["move_shared_group", "move_hidden_gate", KIND]  # the kind table last
+    assert model.shapes[KIND] == tuple(net.move_kind_table.shape) == (24, 7)         # [C F, W]
+    assert model.shapes["move_table"] == tuple(net.move_table.shape) == (36, 7)      # [M / F, W]
+    assert set(net.state_dict()) == set(model.shapes)
+    # the Network's own tensors (the Linear layers' come after them) in mk.Model's order
+    assert [n for n in net.state_dict() if "." not in n] == [n for n in model.shapes if "." not in n]
+    back = mkt.Network.from_model(model)
+    for name, p in net.state_dict().items():
+        np.testing.assert_array_equal(model.state_dict()[name], p.numpy(), err_msg=name)
+        np.testing.assert_array_equal(back.state_dict()[name].numpy(), p.numpy(), err_msg=name)
+    np.testing.assert_array_equal(net.to_model().state_dict()[KIND], net.move_kind_table.detach().numpy())
+    assert float(back.loss(**mkt.batch_tensors(b))) == pytest.approx(model.loss_and_grad(b)[0]["loss"], rel=1e-5)
+
+    # a new Network starts as mk.Model, the kind table 0: the logits of the network without
+    # kinds whose move table repeats the R rows F times (row x of it is row x % R)
+    fresh, fresh_model = mkt.Network(cfg, seed=5), mk.Model(cfg, seed=5)
+    for name in fresh_model.shapes:
+        np.testing.assert_array_equal(fresh.state_dict()[name].numpy(), fresh_model.state_dict()[name])
+    assert torch.count_nonzero(fresh.move_kind_table) == 0
+    plain = mkt.Network(mk.ModelConfig(**{**cfg.to_dict(), "move_kinds": 0}), seed=5)
+    assert not hasattr(plain, KIND) and tuple(plain.move_table.shape) == (72, 7)
+    state = {n: t for n, t in fresh.state_dict().items() if n != KIND}
+    state["move_table"] = state["move_table"].repeat(2, 1)
+    plain.load_state_dict(state)
+    with torch.no_grad():  # every term of the config away from 0, the same in both
+        for name in ("move_pair_table", "move_hidden_out", "move_shared_group", "move_hidden_gate"):
+            getattr(plain, name).normal_()
+            getattr(fresh, name).copy_(getattr(plain, name))
+    tens = mkt.batch_tensors(b)
+    args = (tens["tokens"], tens["legal"], tens["counts"])
+    torch.testing.assert_close(fresh(*args)[0], plain(*args)[0], rtol=1e-6, atol=1e-6)
+    # and a random kind table adds exactly its term
+    with torch.no_grad():
+        fresh.move_kind_table.normal_()
+    q = fresh.policy(fresh.body(fresh.features(tens["tokens"])))
+    term = fresh.move_kind(q, *args[1:])
+    assert term.abs().max() > 0.5
+    torch.testing.assert_close(fresh(*args)[0], plain(*args)[0] + term, rtol=1e-5, atol=1e-5)
+
+    decayed, undecayed = mkt.param_groups(net, 0.05)
+    assert any(p is net.move_kind_table for p in decayed["params"])
+    assert not any(p is net.move_kind_table for p in undecayed["params"])
+    half = mkt.Network.from_model(model).to(torch.bfloat16)
+    logits = half(*args)[0]
+    assert half.move_kind_table.dtype == logits.dtype == torch.bfloat16
+    assert rel(logits.float().detach(), model.forward(b)[0]) < 0.05
+
+
+def test_move_kinds_under_cpu_autocast_bf16_are_near_float32():
+    net, _, b = _kinds_case(12, 2, 72, (3, 2, 1), 3, 1, 1, 1)
+    tens = mkt.batch_tensors(b)
+    want = net.loss(**tens)
+    want.backward()
+    grads = {n: p.grad.clone() for n, p in net.named_parameters()}
+    net.zero_grad()
+    with torch.autocast("cpu", torch.bfloat16):
+        logits, _ = net.logits(tens["tokens"], tens["legal"], tens["counts"])
+        got = net.loss(**tens)
+    assert logits.dtype == torch.float32 and got.dtype == torch.float32
+    assert abs(got.item() - want.item()) <= 2e-2 * abs(want.item())
+    got.backward()
+    for name in (KIND, "move_table"):
+        g = getattr(net, name).grad
+        assert g.dtype == torch.float32, name
+        assert float((g - grads[name]).norm()) <= 5e-2 * float(grads[name].norm()), name
