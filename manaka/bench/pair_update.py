@@ -29,10 +29,11 @@ def named_rows(batch: mk.Batch) -> int:
     return int(np.unique(hi * (hi + 1) // 2 + lo).size)
 
 
-def named_moves(batch: mk.Batch) -> int:
-    """How many move-table rows (labels) the batch's legal moves name (distinct)."""
+def named_moves(batch: mk.Batch, rows: int) -> int:
+    """How many of the move table's `rows` the batch's legal moves name (distinct): row label %
+    rows (the label itself, but for a model with move kinds: ModelConfig.move_kinds)."""
     legal, counts = np.asarray(batch.legal), np.asarray(batch.counts)
-    return int(np.unique(np.concatenate([legal[b, :counts[b]] for b in range(len(counts))])).size)
+    return int(np.unique(np.concatenate([legal[b, :counts[b]] for b in range(len(counts))]) % rows).size)
 
 
 def record_batches(path: str, B: int, count: int, seed: int = 0, moves: str = "dlshogi") -> List[mk.Batch]:
@@ -95,7 +96,8 @@ def compare(cfg: mk.ModelConfig, state: Dict[str, np.ndarray], batches: Sequence
     if table == "pair":
         share, rows = float(np.mean([named_rows(b) for b in batches])) / cfg.num_pairs, cfg.num_pairs
     else:
-        share, rows = float(np.mean([named_moves(b) for b in batches])) / cfg.num_moves, cfg.num_moves
+        rows = cfg.num_moves // max(cfg.move_kinds, 1)
+        share = float(np.mean([named_moves(b, rows) for b in batches])) / rows
     lines = [f"  {table}-table update, {rounds} interleaved rounds over {len(batches)} batches "
              f"(a batch names {share:.1%} of the {rows:,} {table} rows on average):"]
     results = {"named_rows_share": share, "rounds": rounds, "batches": len(batches)}

@@ -6,6 +6,7 @@ import pytest
 from shogi_reference import make_records
 
 from manaka import train
+from manaka import shogi
 from manaka.shogi import recipe
 
 
@@ -44,7 +45,8 @@ def test_cli_uses_the_recipe_for_records(tmp_path, capsys):
             f"hidden={tuple(R['hidden'])}, head_width={R['head_width']}, move_pairs={R['move_pairs']}, "
             f"board_width={R['board_width']}, board_height={R['board_height']}, board_kinds={R['board_kinds']}, "
             f"move_hidden={R['move_hidden']}, move_shared={R['move_shared']}, "
-            f"move_hidden_gate={R['move_hidden_gate']})") in out, out
+            f"move_hidden_gate={R['move_hidden_gate']}, move_kinds={shogi.MOVE_KINDS.get(R['moves'], 0)}, "
+            f"value_hidden={R['value_hidden']})") in out, out
     assert f"pair_update={R['pair_update']!r}, move_update={R['move_update']!r})" in out, out
     assert (f"lr={R['lr']:g}, betas=(0.9, 0.999), eps={R['eps']:g}, weight_decay={R['weight_decay']:g}, "
             f"warmup_steps={R['warmup']}, schedule={R['schedule']!r}") in out, out
@@ -76,5 +78,7 @@ def test_the_relative_part_follows_the_move_pair_table():
     assert (off.move_pairs, off.board_width, off.board_height, off.board_kinds, off.move_hidden,
             off.move_shared) == (0, 0, 0, 0, 0, 0)
     assert R.model_config(R.recipe(move_hidden=16)).move_hidden == 16
-    # the shared rows are keyed by the move-pair classes: 120 classes of the encoding per dlshogi label
-    assert cfg.move_shared == R.RECIPE["move_shared"] and cfg.num_moves == 120 * cfg.move_pairs
+    # the shared rows are keyed by the move-pair classes: 120 classes of the encoding per dlshogi
+    # label, times the 14 kinds of the piece that moves (the kind table's)
+    assert cfg.move_shared == R.RECIPE["move_shared"] and cfg.num_moves == 120 * 14 * cfg.move_pairs
+    assert cfg.move_kinds == 14 and R.model_config(R.recipe(moves="capture-defended-check-escape")).move_kinds == 0
