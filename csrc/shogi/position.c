@@ -667,7 +667,7 @@ int mk_shogi_legal_labels(const mk_shogi_pos *pos, uint16_t move, int32_t *label
 }
 
 int mk_shogi_num_labels(int encoding) {
-    static const int classes[MK_SHOGI_MOVE_ENCODINGS] = {1, 15, 30, 60, 120, 1680};
+    static const int classes[MK_SHOGI_MOVE_ENCODINGS] = {1, 15, 30, 60, 120, 1680, 3360};
     return encoding >= 0 && encoding < MK_SHOGI_MOVE_ENCODINGS ? classes[encoding] * MK_SHOGI_NUM_LABELS : 0;
 }
 
@@ -704,6 +704,9 @@ static int move_class(const boards *B, int encoding, int label) {
     }
     /* the captured piece is on t and attacks no square of its own: attackers_to is exact */
     cls += attackers_to(B, t, 1, occ) ? 15 : 0;
+    /* supported: another of our pieces attacks t once the move is made (x-rays through the
+     * mover count, as for "defended") */
+    const int supported = (attackers_to(B, t, 0, occ) & ~(from >= 0 ? square_bb[from] : 0)) != 0;
     if (encoding == MK_SHOGI_MOVES_CAPTURE_DEFENDED) return cls;
     /* check: the mover from t, or one of our sliders it uncovers (the mover's old square
      * left out: occ no longer has it, but the piece boards still do) */
@@ -715,7 +718,9 @@ static int move_class(const boards *B, int encoding, int label) {
     if (encoding == MK_SHOGI_MOVES_CHECK) return cls;
     cls += from >= 0 && attackers_to(B, from, 1, B->all) ? 60 : 0;
     if (encoding == MK_SHOGI_MOVES_ESCAPE) return cls;
-    return cls + 120 * moving;
+    cls += 120 * moving;
+    if (encoding == MK_SHOGI_MOVES_MOVER) return cls;
+    return cls + 1680 * supported;
 }
 
 void mk_shogi_encode_labels_boards(const boards *B, int encoding, int32_t *labels, int n) {

@@ -133,11 +133,15 @@ void mk_shogi_tokens_boards(const mk_shogi_pos *pos, const mk_shogi_boards *boar
  *   MOVER     + 120 times the kind of the piece that moves, before any promotion (board
  *             kinds 0..13; a drop: the dropped kind): 1680 classes    "capture-defended-check-escape-mover"
  *             (label = the ESCAPE label + 262,440 kind: ModelConfig.move_kinds = 14)
+ *   SUPPORTED + 1680 if another of our pieces attacks the destination once the move is
+ *             made (x-rays through the mover count): 3360 classes
+ *             "capture-defended-check-escape-mover-supported" (move_kinds = 28: the kind is
+ *             the mover + 14 supported)
  * The dlshogi label is label % MK_SHOGI_NUM_LABELS. A position's moves keep distinct labels
  * and the producers' slot order (ascending dlshogi label). */
 enum { MK_SHOGI_MOVES_DLSHOGI = 0, MK_SHOGI_MOVES_CAPTURE = 1, MK_SHOGI_MOVES_CAPTURE_DEFENDED = 2,
        MK_SHOGI_MOVES_CHECK = 3, MK_SHOGI_MOVES_ESCAPE = 4, MK_SHOGI_MOVES_MOVER = 5,
-       MK_SHOGI_MOVE_ENCODINGS = 6 };
+       MK_SHOGI_MOVES_SUPPORTED = 6, MK_SHOGI_MOVE_ENCODINGS = 7 };
 /* Labels of an encoding (0 for an unknown encoding). */
 int mk_shogi_num_labels(int encoding);
 /* Rewrites n dlshogi labels of the boards' legal moves into `encoding`'s labels, in place. */

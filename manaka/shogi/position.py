@@ -31,14 +31,19 @@ NUM_TOKENS, NUM_LABELS, TOKENS_PER_SIDE = 2344, 2187, 40
 #   "capture-defended-check-escape-mover"  x 1680: and the kind of the piece that moves
 #                                    (before promotion; a drop's piece): label = the
 #                                    escape label + 262,440 kind, a model with
-#                                    move_kinds = 14 (MOVE_KINDS) reads it.
+#                                    move_kinds = 14 (MOVE_KINDS) reads it;
+#   "capture-defended-check-escape-mover-supported"  x 3360: and whether another of our
+#                                    pieces attacks the destination after the move (kind =
+#                                    mover + 14 supported, move_kinds = 28).
 # The model's move vocabulary (ModelConfig.num_moves) names its encoding.
 MOVE_ENCODINGS = {"dlshogi": 0, "capture": 1, "capture-defended": 2, "capture-defended-check": 3,
-                  "capture-defended-check-escape": 4, "capture-defended-check-escape-mover": 5}
+                  "capture-defended-check-escape": 4, "capture-defended-check-escape-mover": 5,
+                  "capture-defended-check-escape-mover-supported": 6}
 _CLASSES = {"dlshogi": 1, "capture": 15, "capture-defended": 30, "capture-defended-check": 60,
-            "capture-defended-check-escape": 120, "capture-defended-check-escape-mover": 1680}
+            "capture-defended-check-escape": 120, "capture-defended-check-escape-mover": 1680,
+            "capture-defended-check-escape-mover-supported": 3360}
 # ModelConfig.move_kinds of a model reading an encoding (moves not in it: 0)
-MOVE_KINDS = {"capture-defended-check-escape-mover": 14}
+MOVE_KINDS = {"capture-defended-check-escape-mover": 14, "capture-defended-check-escape-mover-supported": 28}
 
 
 def num_labels(moves: str = "dlshogi") -> int:

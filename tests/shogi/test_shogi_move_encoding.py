@@ -42,6 +42,56 @@ def oracle_class(board, m):
 _HAND_KIND = [0, 1, 2, 3, 6, 4, 5]
 
 
+def _sfen_rows(board_field):
+    """An SFEN board field as 9 rows (rank a first) of 9 cells (file 9 first), '' empty."""
+    rows = []
+    for text in board_field.split("/"):
+        row, i = [], 0
+        while i < len(text):
+            if text[i].isdigit():
+                row += [""] * int(text[i])
+                i += 1
+            else:
+                n = 2 if text[i] == "+" else 1
+                row.append(text[i:i + n])
+                i += n
+        rows.append(row)
+    return rows
+
+
+def _sfen_field(rows):
+    out = []
+    for row in rows:
+        text, empty = "", 0
+        for cell in row:
+            if cell:
+                text += (str(empty) if empty else "") + cell
+                empty = 0
+            else:
+                empty += 1
+        out.append(text + (str(empty) if empty else ""))
+    return "/".join(out)
+
+
+def oracle_supported(board, m):
+    """Whether another piece of the side to move attacks the move's destination once the
+    move is made, from cshogi alone: the mover on the destination is replaced by an enemy
+    gold and the side to move's pseudo-legal board moves onto it are looked for (None when
+    that position has the side to move in check: its generator then gives evasions only)."""
+    to = cshogi.move_to(m)
+    board.push(m)
+    parts = board.sfen().split()
+    board.pop()
+    rows = _sfen_rows(parts[0])
+    black = board.turn == cshogi.BLACK
+    rows[to % 9][8 - to // 9] = "g" if black else "G"
+    parts[0], parts[1] = _sfen_field(rows), "b" if black else "w"
+    probe = cshogi.Board(" ".join(parts))
+    if probe.is_check():
+        return None
+    return any(cshogi.move_to(x) == to and not cshogi.move_is_drop(x) for x in probe.pseudo_legal_moves)
+
+
 def _positions(seed):
     yield from random_positions(300, seed)
     yield from random_endgames(100, seed + 1)
@@ -51,7 +101,7 @@ def _positions(seed):
 def test_classes_agree_with_cshogi(seed):
     seed = seed * 1000 + np.random.SeedSequence().entropy % 1000  # fresh games every run
     seen = {"capture": 0, "defended": 0, "check": 0, "escape": 0}
-    seen_movers = set()
+    seen_movers, seen_supported = set(), [0, 0]
     compared = 0
     for board in _positions(seed):
         if board.is_check():  # null moves are refused in check; the escape bit is tested elsewhere
@@ -75,6 +125,12 @@ def test_classes_agree_with_cshogi(seed):
             assert got["capture-defended-check-escape-mover"][key] == got["full"][key] + 120 * mover, \
                 (board.sfen(), cshogi.move_to_usi(m))
             seen_movers.add(mover)
+            sup = got["capture-defended-check-escape-mover-supported"][key]
+            assert sup % 1680 == got["capture-defended-check-escape-mover"][key]
+            want_sup = oracle_supported(board, m)
+            if want_sup is not None:
+                assert sup // 1680 == want_sup, (board.sfen(), cshogi.move_to_usi(m))
+                seen_supported[want_sup] += 1
             want, defended_known = oracle_class(board, m)
             key = cshogi.move16(m)
             full = got["full"][key]
@@ -93,6 +149,7 @@ def test_classes_agree_with_cshogi(seed):
             compared += 1
     assert compared > 20000 and min(seen.values()) > 200, (compared, seen)
     assert seen_movers == set(range(14)), seen_movers  # every kind moved, promoted ones too
+    assert min(seen_supported) > 2000, seen_supported
 
 
 def test_escape_bit_in_check():
@@ -109,9 +166,11 @@ def test_escape_bit_in_check():
 
 def test_num_labels_and_names():
     assert [num_labels(n) for n in ("dlshogi", "capture", "capture-defended", "capture-defended-check",
-                                    "capture-defended-check-escape", "capture-defended-check-escape-mover")] == \
-        [2187, 2187 * 15, 2187 * 30, 2187 * 60, 2187 * 120, 2187 * 120 * 14]
-    assert shogi.MOVE_KINDS == {"capture-defended-check-escape-mover": 14}
+                                    "capture-defended-check-escape", "capture-defended-check-escape-mover",
+                                    "capture-defended-check-escape-mover-supported")] == \
+        [2187, 2187 * 15, 2187 * 30, 2187 * 60, 2187 * 120, 2187 * 120 * 14, 2187 * 120 * 28]
+    assert shogi.MOVE_KINDS == {"capture-defended-check-escape-mover": 14,
+                                "capture-defended-check-escape-mover-supported": 28}
     for name in MOVE_ENCODINGS:
         assert moves_of(num_labels(name)) == name
     with pytest.raises(ValueError, match="num_moves=2188 reads no shogi move encoding"):
@@ -134,7 +193,8 @@ def hcpe_file(tmp_path):
 
 
 @pytest.mark.parametrize("moves", ["capture", "capture-defended", "capture-defended-check-escape",
-                                   "capture-defended-check-escape-mover"])
+                                   "capture-defended-check-escape-mover",
+                                   "capture-defended-check-escape-mover-supported"])
 def test_records_in_an_encoding_are_the_dlshogi_rows_with_classes(hcpe_file, moves):
     plain = shogi.open_hcpe(hcpe_file, mirror=True).to_dataset()
     rich_files = shogi.open_hcpe(hcpe_file, mirror=True, moves=moves)
