@@ -197,7 +197,7 @@ def test_twenty_adamw_steps_track_trainer(soft, hidden, value_hidden, terms):
         loss = net.loss(**tens)
         loss.backward()
         opt.step()
-        assert trainer.step(b).loss == pytest.approx(float(loss), rel=1e-4), step
+        assert trainer.step(b).loss == pytest.approx(loss.item(), rel=1e-4), step
     for name, arr in trainer.model.state_dict().items():
         assert cases.rel_err(net.state_dict()[name].numpy(), arr) < 1e-4, name
     for name in VH:  # the layer trained
