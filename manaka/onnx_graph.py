@@ -48,6 +48,10 @@ masks and sums, so any ONNX runtime runs the file and manaka is not needed to re
   ``move_shared_group``^T [W, M / C]), then ``GatherElements`` of each legal move's class
   ``Mod(move, C)`` and group ``Div(move, C)``; added last, class then group, as mk.Model
   adds them.
+* The value head's hidden layer (a model with ``value_hidden`` = Hv > 0): ``Gemm`` of the
+  trunk's output by ``value_hidden.weight`` and ``value_hidden.bias`` [B, Hv], ``Relu``,
+  then the value head's ``Gemm`` by ``value.weight`` [1, Hv]; without it the value head
+  reads the trunk's output itself.
 
 Inputs and outputs are those of ``mk.Model.forward``: ``tokens`` int32 [B, 2, T] (-1
 empty), ``legal`` int32 [B, L] (padded slots may hold anything), ``counts`` int32 [B]
@@ -373,7 +377,11 @@ def build(config, parameters: Mapping[str, np.ndarray], opset: int = DEFAULT_OPS
         scores = g.op("Add", [scores, class_part], "legal_scores_with_move_shared_class")
         scores = g.op("Add", [scores, group_part], "legal_scores_with_move_shared")
     g.op("Where", [used, scores, g.small(0, np.float32)], "logits")  # 0 at padded slots
-    z = g.op("Gemm", [x, w["value.weight"], w["value.bias"]], "value_logit", transB=1)  # [B, 1]
+    v = x
+    if c.value_hidden:  # vh = relu(value_hidden.weight x + value_hidden.bias) [B, Hv]
+        linear = g.op("Gemm", [x, w["value_hidden.weight"], w["value_hidden.bias"]], "value_hidden_linear", transB=1)
+        v = g.op("Relu", [linear], "value_hidden")
+    z = g.op("Gemm", [v, w["value.weight"], w["value.bias"]], "value_logit", transB=1)  # [B, 1]
     g.op("Sigmoid", [g.op("Squeeze", [z, g.small([1])], "value_logit_row")], "value")
 
     T = c.tokens_per_side

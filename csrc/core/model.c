@@ -403,8 +403,10 @@ static float init_std(const mk_model *m, int i) {
     if (i == T_EMBEDDING) return (float)(1.0 / sqrt(T));
     if (i == T_PAIR_TABLE) return (float)(1.0 / sqrt(T > 1 ? T * (T - 1) / 2 : 1));
     if (i == head(m, H_MOVES)) return (float)(1.0 / sqrt((double)c->head_width));
-    if (i == head(m, H_MOVE_PAIRS) || i == head(m, H_MOVE_PAIR_REL))
-        return 0.0f; /* the policy starts as without the table */
+    /* the policy starts as without the table; each index names its tensor only when the
+     * config has it (else it is a later tensor's, such as value_hidden.weight's) */
+    if ((c->move_pairs && i == head(m, H_MOVE_PAIRS)) || (c->board_kinds && i == head(m, H_MOVE_PAIR_REL)))
+        return 0.0f;
     /* MoveHidden starts with units of ~0.1 (30-odd tokens' entries summed) and a zero
      * output, so the policy starts as without it and every unit's input already varies */
     if (c->move_hidden && (i == head(m, H_MOVE_HIDDEN_REL) || i == head(m, H_MOVE_HIDDEN_CLASS)))

@@ -22,7 +22,7 @@ __all__ = ["export_onnx"]
 
 # the methods that define Network's computation: a subclass overriding one computes
 # something the exported graph would not
-_COMPUTATION = ("forward", "logits", "features", "body", "heads", "move_kind", "move_pair_sums",
+_COMPUTATION = ("forward", "logits", "features", "body", "heads", "value_logit", "move_kind", "move_pair_sums",
                 "move_pair_relative_sums", "move_hidden", "move_hidden_readout", "move_shared")
 
 
@@ -35,8 +35,8 @@ def export_onnx(model_or_network: Union[Model, Network], path, *, opset: int = D
 
     A Network (on any device, in any float dtype) is exported with its parameters
     rounded to float32. A Network subclass that overrides forward, logits, features,
-    body, heads, move_kind, move_pair_sums, move_pair_relative_sums, move_hidden,
-    move_hidden_readout or move_shared, or adds parameters or persistent buffers, is a
+    body, heads, value_logit, move_kind, move_pair_sums, move_pair_relative_sums,
+    move_hidden, move_hidden_readout or move_shared, or adds parameters or persistent buffers, is a
     TypeError naming them.
     `opset` and `overwrite` and the errors are :func:`manaka.export.export_onnx`'s.
     """

@@ -53,7 +53,11 @@ class Network(nn.Module):
     ``config.move_kinds`` = F > 0 (a label l is move ``l % R`` of the move table and kind
     ``l // R``, R = M / F: :func:`move_kind_split`), ``move_table`` has R rows, and
     ``move_kind_table`` [C F, W] (initialised to 0) comes last, after the gate; its row
-    ``l % C + C (l // R)`` is read by the policy vector (:meth:`move_kind`).
+    ``l % C + C (l // R)`` is read by the policy vector (:meth:`move_kind`). With
+    ``config.value_hidden`` = Hv > 0 (the value head's hidden layer, :meth:`value_logit`):
+    ``value_hidden`` (Linear to Hv; ``value_hidden.weight`` [Hv, H_n], He-initialised,
+    ``value_hidden.bias`` [Hv] 0 and not decayed), the last two tensors, and ``value``
+    reads its ReLU (``value.weight`` [1, Hv]).
 
     Args:
         config: the shapes (:class:`manaka.ModelConfig`).
@@ -82,7 +86,7 @@ class Network(nn.Module):
         self.trunk = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
         self.policy = nn.Linear(widths[-1], c.head_width)
         self.move_table = nn.Parameter(torch.empty(c.num_moves // max(c.move_kinds, 1), c.head_width))
-        self.value = nn.Linear(widths[-1], 1)
+        self.value = nn.Linear(c.value_hidden or widths[-1], 1)
         if c.move_pairs:
             self.move_pair_table = nn.Parameter(torch.zeros(c.num_tokens, c.move_pairs))
         if c.board_kinds:
@@ -105,6 +109,8 @@ class Network(nn.Module):
             self.move_hidden_gate = nn.Parameter(torch.zeros(c.head_width, c.move_hidden))
         if c.move_kinds:  # after the gate: mk.Model's tensor order
             self.move_kind_table = nn.Parameter(torch.zeros(c.move_pairs * c.move_kinds, c.head_width))
+        if c.value_hidden:  # the last submodule: its two tensors end state_dict, as mk.Model's
+            self.value_hidden = nn.Linear(widths[-1], c.value_hidden)
         self._load_model_state(Model(config, seed=seed).state_dict())
 
     # ------------------------------------------------------------ compute
@@ -126,12 +132,21 @@ class Network(nn.Module):
 
     def heads(self, x: Tensor, legal: Tensor, counts: Tensor) -> Tuple[Tensor, Tensor]:
         """(policy logits [B, L] by GatherDot over the legal moves' move table rows, value
-        logit z [B]). The rows are the labels, or with ``config.move_kinds`` their moves
-        ``legal % R`` (:func:`move_kind_split`); the kind's term is :meth:`move_kind`'s."""
+        logit z [B], :meth:`value_logit`). The rows are the labels, or with
+        ``config.move_kinds`` their moves ``legal % R`` (:func:`move_kind_split`); the kind's
+        term is :meth:`move_kind`'s."""
         c = self.config
         rows = move_kind_split(legal, counts, c.num_moves // c.move_kinds, c.move_pairs)[0] if c.move_kinds else legal
         logits = ops.gather_dot(self.policy(x), self.move_table, rows, counts)
-        return logits, self.value(x)[:, 0]
+        return logits, self.value_logit(x)
+
+    def value_logit(self, x: Tensor) -> Tensor:
+        """The value head's logit z [B] (before the sigmoid) from the trunk's output x
+        [B, H_n]: ``value(x)``, or with ``config.value_hidden`` = Hv > 0
+        ``value(relu(value_hidden(x)))`` (a hidden layer of Hv units)."""
+        if self.config.value_hidden:
+            x = torch.relu(self.value_hidden(x))
+        return self.value(x)[:, 0]
 
     def move_kind(self, q: Tensor, legal: Tensor, counts: Tensor) -> Tensor:
         """The move kinds' term [B, L] (``mk.ModelConfig``'s move_kinds = F) from the policy

@@ -72,6 +72,36 @@ def test_loss_and_grad_match_reference(kw, soft, value_weight):
             assert cases.rel_err(g, want[name]) < 1e-4, name
 
 
+# the zero-start tables (move-pair table, relative part, the shared rows, the kind table)
+# and the value head's layer after them: no table, a table alone, a table and the kind
+# table, the relative part, every term
+ZERO_START = ("move_pair_table", "move_pair_relative", "move_hidden_out", "move_shared_class", "move_shared_group",
+              "move_hidden_gate", "move_kind_table", "value_hidden.bias")
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(move_pairs=5), dict(num_moves=36, move_pairs=4, move_kinds=3),
+                                dict(move_pairs=8, board=(2, 2, 2)),
+                                dict(num_moves=72, move_pairs=12, board=(3, 2, 1), move_hidden=3, move_shared=1,
+                                     move_hidden_gate=1, move_kinds=2)],
+                         ids=["no-table", "table", "table-kinds", "relative", "all"])
+@pytest.mark.parametrize("hidden", [(256,), ()], ids=["trunk", "features"])
+def test_value_hidden_weight_is_he_initialised_whatever_precedes_it(kw, hidden):
+    """value_hidden.weight [Hv, H_n] is uniform of std sqrt(2 / H_n) (He, for the ReLU)
+    whichever tensors precede it; its bias and the zero-start tables are 0."""
+    cfg = cases.config(hidden=hidden, value_hidden=64, D=8, orders=4, pair_dim=8, **kw)
+    state = mk.Model(cfg, seed=5).state_dict()
+    weight = state["value_hidden.weight"]
+    H = hidden[0] if hidden else cfg.num_features
+    std = np.sqrt(2 / H)
+    assert weight.shape == (64, H)
+    assert abs(weight.std() / std - 1) < 0.06 and abs(weight.mean()) < 0.05 * std
+    assert std * np.sqrt(3) * 0.95 < np.abs(weight).max() <= std * np.sqrt(3) * (1 + 1e-6)  # uniform
+    for name in ZERO_START:
+        if name in state:
+            assert not state[name].any(), name
+    assert np.abs(state["value.weight"]).max() > 0
+
+
 def test_gradient_matches_finite_differences():
     """Perturbs parameters through the live views and differentiates the float64 loss."""
     cfg = cases.config(hidden=(6,), num_tokens=5, num_moves=8, T=4, D=3, W=4, orders=3, pair_dim=2,

@@ -69,6 +69,15 @@ CONFIGS = {
     "move-kinds-all": dict(num_tokens=13, num_moves=72, tokens_per_side=7, embed_dim=4, orders=2, pair_dim=3,
                            hidden=(10,), head_width=5, move_pairs=12, board_width=3, board_height=2, board_kinds=1,
                            move_hidden=3, move_shared=1, move_hidden_gate=1, move_kinds=2),
+    # the value head's hidden layer: 6 units over a trunk, 4 over the features themselves (no
+    # trunk), and 5 over a trunk with move kinds and every other term
+    "value-hidden": dict(num_tokens=13, num_moves=17, tokens_per_side=7, embed_dim=4, orders=2, pair_dim=3,
+                         hidden=(10,), head_width=5, value_hidden=6),
+    "value-hidden-features": dict(num_tokens=13, num_moves=17, tokens_per_side=7, embed_dim=4, orders=2, pair_dim=3,
+                                  hidden=(), head_width=5, value_hidden=4),
+    "value-hidden-all": dict(num_tokens=13, num_moves=72, tokens_per_side=7, embed_dim=4, orders=2, pair_dim=3,
+                             hidden=(10,), head_width=5, move_pairs=12, board_width=3, board_height=2, board_kinds=1,
+                             move_hidden=3, move_shared=1, move_hidden_gate=1, move_kinds=2, value_hidden=5),
 }
 # run with L up to 600, as shogi's legal moves
 WIDE = ("seed-like", "shogi-board-relative", "shogi-move-hidden", "shogi-move-shared")
@@ -230,7 +239,7 @@ print("ran without manaka")
 """
 
 
-@pytest.mark.parametrize("name", ["two-layers", "move-hidden-gate", "move-kinds-all"])
+@pytest.mark.parametrize("name", ["two-layers", "move-hidden-gate", "move-kinds-all", "value-hidden-all"])
 def test_runs_where_manaka_cannot_be_imported(tmp_path, rng, name):
     cfg = mk.ModelConfig(**CONFIGS[name])
     model = trained_looking(mk.Model(cfg, seed=5), rng)
@@ -558,16 +567,108 @@ def test_move_kinds_at_the_shogi_recipe_shapes(tmp_path, rng):
     kinds_change_the_logits(sess, model, feeds[2], tmp_path)
 
 
-@pytest.mark.parametrize("board, move_hidden, move_shared, gate, kinds",
-                         [(None, 0, 0, 0, 0), ((3, 2, 2), 0, 0, 0, 0), ((3, 2, 2), 4, 0, 0, 0), (None, 0, 1, 0, 0),
-                          ((3, 2, 2), 4, 1, 0, 0), ((3, 2, 2), 4, 0, 1, 0), ((3, 2, 2), 4, 1, 1, 0),
-                          (None, 0, 0, 0, 3), ((3, 2, 2), 4, 1, 1, 2)],
+def value_head_checks(path, model, feeds):
+    """The value head's hidden layer in the graph at `path`: its nodes (Gemm by
+    value_hidden.weight and .bias of the trunk's output, Relu, the value Gemm by
+    value.weight [1, Hv]) and initializers' shapes; and, running the graph with the trunk's
+    output and the layer's pre-activations as extra outputs, the value against NumPy in
+    float64 from those: pre = x value_hidden.weight^T + b (of both signs, most units
+    both ways over the feeds), value = sigmoid(relu(pre) value.weight^T + value.bias), which the same sum
+    without the Relu misses."""
+    cfg, p = model.config, model.state_dict()
+    Hv, x_n = cfg.value_hidden, f"x{len(cfg.hidden)}"
+    proto = onnx.load(os.fspath(path))
+    nodes = {n.output[0]: n for n in proto.graph.node}
+    assert {k: nodes[k].op_type for k in ("value_hidden_linear", "value_hidden", "value_logit")} == \
+        {"value_hidden_linear": "Gemm", "value_hidden": "Relu", "value_logit": "Gemm"}
+    assert list(nodes["value_hidden_linear"].input) == [x_n, "value_hidden.weight", "value_hidden.bias"]
+    assert list(nodes["value_hidden"].input) == ["value_hidden_linear"]
+    assert list(nodes["value_logit"].input) == ["value_hidden", "value.weight", "value.bias"]
+    assert {n.domain for n in proto.graph.node} == {""}, "only standard ONNX operators"
+    shapes = {t.name: list(t.dims) for t in proto.graph.initializer}
+    H = cfg.hidden[-1] if cfg.hidden else cfg.num_features
+    assert shapes["value_hidden.weight"] == [Hv, H] and shapes["value_hidden.bias"] == [Hv]
+    assert shapes["value.weight"] == [1, Hv]
+
+    for name in (x_n, "value_hidden_linear"):
+        proto.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    W, b, w, c = (np.float64(p[k]) for k in ("value_hidden.weight", "value_hidden.bias", "value.weight", "value.bias"))
+    pres = []
+    for feed in feeds:
+        value, x, pre = sess.run(["value", x_n, "value_hidden_linear"], feed)
+        want_pre = np.float64(x) @ W.T + b
+        np.testing.assert_allclose(pre, want_pre, rtol=1e-4, atol=1e-5)
+        want = 1 / (1 + np.exp(-(np.maximum(want_pre, 0) @ w[0] + c[0])))
+        np.testing.assert_allclose(value, want, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(value, forward(model, feed)[1], rtol=1e-4, atol=1e-6)
+        pres.append(want_pre)
+    pre = np.concatenate(pres)
+    want = 1 / (1 + np.exp(-(np.maximum(pre, 0) @ w[0] + c[0])))
+    linear = 1 / (1 + np.exp(-(pre @ w[0] + c[0])))
+    assert 0.2 < (pre > 0).mean() < 0.8                           # the Relu cuts some entries, not all
+    assert ((pre > 0).any(axis=0) & (pre < 0).any(axis=0)).mean() >= 0.5  # most units of both signs
+    assert np.abs(linear - want).max() > 1e-3                     # the Relu changes the value
+
+
+@pytest.mark.parametrize("name", ["value-hidden", "value-hidden-features", "value-hidden-all"])
+def test_value_hidden_is_in_the_graph(tmp_path, rng, name):
+    cfg = mk.ModelConfig(**CONFIGS[name])
+    model = trained_looking(mk.Model(cfg, seed=7), rng)
+    if cfg.move_pairs:
+        model = with_move_pair_table(model, rng)
+    path = export_onnx(model, tmp_path / "m.onnx")
+    feeds = [inputs(rng, cfg, B, L) for B, L in [(1, 1), (1, 9), (6, 13), (9, cfg.num_moves), (3, 5)]]
+    check_runs(session(path), model, feeds)
+    value_head_checks(path, model, feeds)
+    if cfg.move_kinds:
+        every_kind_appears(cfg, feeds[3:4])
+        kind_nodes(path)
+
+    # without the layer (value_hidden = 0) the value Gemm reads the trunk's output itself
+    plain = mk.ModelConfig(**{**CONFIGS[name], "value_hidden": 0})
+    proto = onnx.load(export_onnx(mk.Model(plain), tmp_path / "plain.onnx"))
+    nodes = {n.output[0]: n for n in proto.graph.node}
+    assert "value_hidden" not in nodes and "value_hidden_linear" not in nodes
+    assert list(nodes["value_logit"].input) == [f"x{len(plain.hidden)}", "value.weight", "value.bias"]
+
+
+def test_value_hidden_at_the_shogi_recipe_shapes(tmp_path, rng):
+    """The shogi recipe with --set moves=capture-defended-check-escape-mover --set
+    value_hidden=64 (manaka.shogi.recipe.parse_setting, as bench strength reads them): the
+    value head's 64 units over the trunk's 512 outputs, beside move kinds (M = 3,674,160
+    labels of 14 kinds), the 9 x 9 board's relative part, MoveHidden and the shared move
+    embeddings; every parameter away from its start: onnxruntime against mk.Model.forward
+    with L up to 600, and the value head against NumPy from the graph's own trunk output."""
+    from manaka.shogi import recipe
+    settings = dict(recipe.parse_setting(s) for s in ("moves=capture-defended-check-escape-mover", "value_hidden=64"))
+    cfg = recipe.model_config(recipe.recipe(**settings))
+    assert cfg.value_hidden == 64 and cfg.hidden == (512,)
+    assert (cfg.num_moves, cfg.move_kinds, cfg.move_pairs, cfg.board_kinds, cfg.move_hidden) == (3674160, 14, 2187,
+                                                                                               28, 16)
+    model = with_move_pair_table(trained_looking(mk.Model(cfg, seed=9), rng), rng)
+    assert list(model.shapes)[-2:] == ["value_hidden.weight", "value_hidden.bias"]
+    assert model.shapes["value_hidden.weight"] == (64, 512) and model.shapes["value.weight"] == (1, 64)
+    path = export_onnx(model, tmp_path / "m.onnx")
+    feeds = [inputs(rng, cfg, B, L) for B, L in [(1, 1), (3, 600), (8, 120), (2, 37)]]
+    every_kind_appears(cfg, feeds[1:2])
+    check_runs(session(path), model, feeds)
+    value_head_checks(path, model, feeds)
+    kind_nodes(path)
+
+
+@pytest.mark.parametrize("board, move_hidden, move_shared, gate, kinds, value_hidden",
+                         [(None, 0, 0, 0, 0, 0), ((3, 2, 2), 0, 0, 0, 0, 0), ((3, 2, 2), 4, 0, 0, 0, 0),
+                          (None, 0, 1, 0, 0, 0), ((3, 2, 2), 4, 1, 0, 0, 0), ((3, 2, 2), 4, 0, 1, 0, 0),
+                          ((3, 2, 2), 4, 1, 1, 0, 0), (None, 0, 0, 0, 3, 0), ((3, 2, 2), 4, 1, 1, 2, 0),
+                          (None, 0, 0, 0, 0, 4), ((3, 2, 2), 4, 1, 1, 2, 5)],
                          ids=["table", "table-and-relative", "table-relative-and-move-hidden", "table-and-shared",
                               "table-relative-move-hidden-and-shared", "table-relative-and-gated-move-hidden",
                               "table-relative-gated-move-hidden-and-shared", "table-and-kinds",
-                              "table-relative-gated-move-hidden-shared-and-kinds"])
+                              "table-relative-gated-move-hidden-shared-and-kinds", "table-and-value-hidden",
+                              "table-relative-gated-move-hidden-shared-kinds-and-value-hidden"])
 def test_a_torch_network_with_a_move_pair_table_exports_the_same(tmp_path, rng, board, move_hidden, move_shared,
-                                                                  gate, kinds):
+                                                                  gate, kinds, value_hidden):
     torch = pytest.importorskip("torch", reason="torch not installed: pip install torch (manaka[torch])")
     import manaka.torch as mkt
 
@@ -576,17 +677,20 @@ def test_a_torch_network_with_a_move_pair_table_exports_the_same(tmp_path, rng, 
         fields.update(move_shared=1, num_moves=42)  # 6 classes of 7 groups
     if kinds:
         fields.update(move_kinds=kinds, num_moves=42 * kinds)  # kinds of 42 moves in 6 classes
-    cfg = mk.ModelConfig(**{**CONFIGS["move-pairs"], **fields, "move_hidden": move_hidden, "move_hidden_gate": gate})
+    cfg = mk.ModelConfig(**{**CONFIGS["move-pairs"], **fields, "move_hidden": move_hidden, "move_hidden_gate": gate,
+                            "value_hidden": value_hidden})
     net = mkt.Network(cfg, seed=2)
     state = net.state_dict()
     for name, scale in [("move_pair_table", 0.7), ("move_pair_relative", 0.7), *MOVE_HIDDEN.items(),
-                        *MOVE_SHARED.items(), *MOVE_HIDDEN_GATE.items(), *MOVE_KINDS.items()]:
+                        *MOVE_SHARED.items(), *MOVE_HIDDEN_GATE.items(), *MOVE_KINDS.items(),
+                        ("value_hidden.bias", 0.3)]:
         if name in state:
             state[name] = torch.from_numpy(rng.normal(0, scale, tuple(state[name].shape)).astype(np.float32))
     net.load_state_dict(state)
     names = {n.output[0] for n in onnx.load(mkt.export_onnx(net, tmp_path / "n.onnx")).graph.node}
     assert ("move_hidden" in names) == bool(move_hidden) and ("move_shared_group_part" in names) == bool(move_shared)
     assert ("move_hidden_readout" in names) == bool(gate) and ("move_kind_logits" in names) == bool(kinds)
+    assert ("value_hidden" in names) == bool(value_hidden)
     path = mkt.export_onnx(net, tmp_path / "net.onnx")
     feed = inputs(rng, cfg, 7, 12)
     logits, value = session(path).run(["logits", "value"], feed)
@@ -665,6 +769,16 @@ def test_networks_that_compute_something_else_are_refused(tmp_path):
         mkt.export_onnx(OtherKind(kinds), tmp_path / "l.onnx")
     mkt.export_onnx(mkt.Network(kinds), tmp_path / "m.onnx")
     os.remove(tmp_path / "m.onnx")
+
+    class OtherValue(mkt.Network):
+        def value_logit(self, x):
+            return torch.tanh(super().value_logit(x))
+
+    value_hidden = mk.ModelConfig(**CONFIGS["value-hidden"])
+    with pytest.raises(TypeError, match="OtherValue overrides value_logit"):
+        mkt.export_onnx(OtherValue(value_hidden), tmp_path / "n.onnx")
+    mkt.export_onnx(mkt.Network(value_hidden), tmp_path / "o.onnx")
+    os.remove(tmp_path / "o.onnx")
     with pytest.raises(TypeError, match="Tanh overrides body"):
         mkt.export_onnx(Tanh(cfg), tmp_path / "a.onnx")
     with pytest.raises(TypeError, match=r"Extra has parameters or buffers .*'scale'"):
@@ -728,12 +842,14 @@ def test_command(tmp_path, rng):
     assert done.returncode == 0, done.stderr
     check_runs(session(tmp_path / "r.onnx"), model, [inputs(rng, relative, 5, 9)])
 
-    # and with MoveHidden, the shared move embeddings, MoveHidden's gated readout and move kinds: each in the graph
+    # and with MoveHidden, the shared move embeddings, MoveHidden's gated readout, move kinds and
+    # the value head's hidden layer: each in the graph
     for name, config, node in [
             ("h", mk.ModelConfig(**{**relative.to_dict(), "hidden": (10,), "move_hidden": 3}), "move_hidden"),
             ("s", mk.ModelConfig(**CONFIGS["move-shared"]), "move_shared_group_part"),
             ("g", mk.ModelConfig(**CONFIGS["move-hidden-gate"]), "move_hidden_readout"),
-            ("k", mk.ModelConfig(**CONFIGS["move-kinds-all"]), "move_kind_logits")]:
+            ("k", mk.ModelConfig(**CONFIGS["move-kinds-all"]), "move_kind_logits"),
+            ("v", mk.ModelConfig(**CONFIGS["value-hidden-all"]), "value_hidden")]:
         model = with_move_pair_table(mk.Model(config, seed=8), rng)
         model.save(tmp_path / f"{name}.manaka")
         done = run_cli(f"{name}.manaka", f"{name}.onnx", cwd=tmp_path)

@@ -61,20 +61,22 @@ def test_mixed_devices_is_the_manaka_ops_error(rng):
         mkt.gather_dot(cuda(np.ones((2, 3), np.float32)), torch.ones(4, 3), cuda(np.zeros((2, 5), np.int32)))
 
 
-@pytest.mark.parametrize("move_pairs, board, move_hidden, move_shared, gate, kinds",
-                         [(0, (0, 0, 0), 0, 0, 0, 0), (8, (2, 2, 2), 0, 0, 0, 0), (8, (2, 2, 2), 3, 0, 0, 0),
-                          (8, (2, 2, 2), 3, 1, 0, 0), (8, (2, 2, 2), 3, 1, 1, 0), (8, (0, 0, 0), 0, 0, 0, 3),
-                          (8, (2, 2, 2), 3, 1, 1, 2)],
+@pytest.mark.parametrize("move_pairs, board, move_hidden, move_shared, gate, kinds, value_hidden",
+                         [(0, (0, 0, 0), 0, 0, 0, 0, 0), (8, (2, 2, 2), 0, 0, 0, 0, 0), (8, (2, 2, 2), 3, 0, 0, 0, 0),
+                          (8, (2, 2, 2), 3, 1, 0, 0, 0), (8, (2, 2, 2), 3, 1, 1, 0, 0), (8, (0, 0, 0), 0, 0, 0, 3, 0),
+                          (8, (2, 2, 2), 3, 1, 1, 2, 0), (0, (0, 0, 0), 0, 0, 0, 0, 4), (8, (2, 2, 2), 3, 1, 1, 2, 5)],
                          ids=["plain", "relative-pairs", "relative-pairs-move-hidden", "relative-pairs-move-hidden-shared",
                               "relative-pairs-gated-move-hidden-shared", "pairs-kinds",
-                              "relative-pairs-gated-move-hidden-shared-kinds"])
-def test_network_on_cuda_matches_cpu(rng, move_pairs, board, move_hidden, move_shared, gate, kinds):
+                              "relative-pairs-gated-move-hidden-shared-kinds", "value-hidden",
+                              "relative-pairs-gated-move-hidden-shared-kinds-value-hidden"])
+def test_network_on_cuda_matches_cpu(rng, move_pairs, board, move_hidden, move_shared, gate, kinds, value_hidden):
     import model_cases as cases
 
     # num_moves a multiple of C (of C F with kinds: F kinds of 24 moves)
     num_moves = 24 * kinds if kinds else 24 if move_shared else 17
     cfg = cases.config(hidden=(8,), num_moves=num_moves, move_pairs=move_pairs, board=board,
-                       move_hidden=move_hidden, move_shared=move_shared, move_hidden_gate=gate, move_kinds=kinds)
+                       move_hidden=move_hidden, move_shared=move_shared, move_hidden_gate=gate, move_kinds=kinds,
+                       value_hidden=value_hidden)
     b = cases.batch(cfg)
     net = mkt.Network.from_model(cases.model(cfg, seed=3))  # random move-pair tables, if any
     tens = mkt.network.batch_tensors(b)
