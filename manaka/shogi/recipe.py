@@ -10,9 +10,10 @@ from typing import Any, Dict
 # One place for the numbers; the reasons are in docs/shogi.md "The default recipe".
 RECIPE: Dict[str, Any] = {
     # the move label encoding (manaka.shogi.MOVE_ENCODINGS): what the policy head's label
-    # embedding can see of a move besides its dlshogi label; "-mover" adds the piece that
-    # moves, read through the move kind table (ModelConfig.move_kinds = 14)
-    "moves": "capture-defended-check-escape-mover",
+    # embedding can see of a move besides its dlshogi label; "-mover-supported" adds the
+    # piece that moves and whether another of ours attacks its destination, read through
+    # the move kind table (ModelConfig.move_kinds = 28)
+    "moves": "capture-defended-check-escape-mover-supported",
     # model shapes (the token vocabulary is the encoding's; the move vocabulary the move encoding's)
     "embed_dim": 32, "orders": 4, "pair_dim": 1, "hidden": (512,), "head_width": 64,
     # move classes of the move-pair table (ModelConfig.move_pairs): a scalar per (token of the

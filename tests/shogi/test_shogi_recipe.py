@@ -79,6 +79,6 @@ def test_the_relative_part_follows_the_move_pair_table():
             off.move_shared) == (0, 0, 0, 0, 0, 0)
     assert R.model_config(R.recipe(move_hidden=16)).move_hidden == 16
     # the shared rows are keyed by the move-pair classes: 120 classes of the encoding per dlshogi
-    # label, times the 14 kinds of the piece that moves (the kind table's)
-    assert cfg.move_shared == R.RECIPE["move_shared"] and cfg.num_moves == 120 * 14 * cfg.move_pairs
-    assert cfg.move_kinds == 14 and R.model_config(R.recipe(moves="capture-defended-check-escape")).move_kinds == 0
+    # label, times the 28 kinds of the kind table (the piece that moves, supported or not)
+    assert cfg.move_shared == R.RECIPE["move_shared"] and cfg.num_moves == 120 * 28 * cfg.move_pairs
+    assert cfg.move_kinds == 28 and R.model_config(R.recipe(moves="capture-defended-check-escape")).move_kinds == 0
