@@ -14,13 +14,14 @@ import manaka as mk
 from manaka import _core
 
 FIELDS = ("num_tokens", "num_moves", "tokens_per_side", "embed_dim", "orders", "pair_dim", "hidden", "head_width",
-          "move_pairs", "board_width", "board_height", "board_kinds", "move_hidden", "move_shared", "move_hidden_gate")
+          "move_pairs", "board_width", "board_height", "board_kinds", "move_hidden", "move_shared", "move_hidden_gate",
+          "move_kinds", "value_hidden")
 BASE = dict(num_tokens=10, num_moves=12, tokens_per_side=4, embed_dim=4, orders=2, pair_dim=2, hidden=(4,),
             head_width=4, move_pairs=0, board_width=0, board_height=0, board_kinds=0, move_hidden=0, move_shared=0,
-            move_hidden_gate=0)
+            move_hidden_gate=0, move_kinds=0, value_hidden=0)
 INTS = [f for f in FIELDS if f != "hidden"]
 COUNTS = ("move_pairs", "board_width", "board_height", "board_kinds", "move_hidden", "move_shared",
-          "move_hidden_gate")  # 0 is allowed
+          "move_hidden_gate", "move_kinds", "value_hidden")  # 0 is allowed
 WIDTHS = [f for f in INTS if f not in COUNTS]
 
 
@@ -93,6 +94,17 @@ def test_every_count_must_be_at_least_0_in_c(field, value):
     (dict(move_pairs=8, board_width=2, board_height=2, board_kinds=1, move_hidden=2, move_hidden_gate=2),
      "move_hidden_gate must be 0 or 1, got 2"),
     (dict(move_hidden_gate=1), "move_hidden_gate = 1 needs MoveHidden's units (move_hidden >= 1)"),
+    # move kinds: F kinds of M / F moves, each a multiple of the move-pair classes
+    (dict(move_kinds=3), "move_kinds = F needs num_moves = M a multiple of F and move_pairs = C >= 1 classes with "
+                         "M / F a multiple of C (a label l is move l % (M / F) of kind l / (M / F)), got "
+                         "move_kinds = 3, num_moves = 12, move_pairs = 0"),
+    (dict(move_kinds=5, move_pairs=2), "move_kinds = F needs num_moves = M a multiple of F and move_pairs = C >= 1 "
+                                       "classes with M / F a multiple of C (a label l is move l % (M / F) of kind "
+                                       "l / (M / F)), got move_kinds = 5, num_moves = 12, move_pairs = 2"),
+    (dict(move_kinds=3, move_pairs=3), "move_kinds = F needs num_moves = M a multiple of F and move_pairs = C >= 1 "
+                                       "classes with M / F a multiple of C (a label l is move l % (M / F) of kind "
+                                       "l / (M / F)), got move_kinds = 3, num_moves = 12, move_pairs = 3"),
+    (dict(value_hidden=2**31), "value_hidden = 2147483648 is above 2^31 - 1"),
 ])
 def test_the_relative_board_is_checked_by_c_when_a_model_is_made(change, message):
     cfg = {**BASE, **change}
@@ -189,7 +201,8 @@ def test_numpy_integers_and_iterables_convert_to_python_ints():
                                "hidden": (h for h in (np.int32(5), 7))})
     assert config.embed_dim == 6 and config.orders == 3 and config.hidden == (5, 7)
     assert type(config.embed_dim) is int and all(type(h) is int for h in config.hidden)
-    assert _core.check_model_config(**{**BASE, "hidden": [np.int16(3)]}) == (10, 12, 4, 4, 2, 2, (3,), 4, 0, 0, 0, 0, 0, 0, 0)
+    assert _core.check_model_config(**{**BASE, "hidden": [np.int16(3)]}) == (10, 12, 4, 4, 2, 2, (3,), 4, 0, 0, 0, 0, 0, 0, 0,
+                                                                         0, 0)
     assert mk.Model(config).shapes["trunk.1.weight"] == (7, 5)
 
 
@@ -344,6 +357,24 @@ def test_move_hidden_gate_makes_its_tensor_last_and_at_zero():
     assert list(model.shapes)[-3:] == ["move_shared_class", "move_shared_group", "move_hidden_gate"]
     assert model.shapes["move_hidden_gate"] == (4, 3) == mk.model.expected_shapes(config)["move_hidden_gate"]
     assert not model.state_dict()["move_hidden_gate"].any()
+
+
+def test_move_kinds_split_the_move_table_and_add_the_kind_table_last_at_zero():
+    config = mk.ModelConfig(**{**BASE, "move_pairs": 2, "move_kinds": 3})
+    model = mk.Model(config)
+    assert model.shapes["move_table"] == (4, 4) and list(model.shapes)[-1] == "move_kind_table"
+    assert model.shapes["move_kind_table"] == (6, 4) == mk.model.expected_shapes(config)["move_kind_table"]
+    assert not model.state_dict()["move_kind_table"].any()
+    assert list(model.shapes) == list(mk.model.expected_shapes(config))
+
+
+def test_value_hidden_makes_its_two_tensors_last():
+    config = mk.ModelConfig(**{**BASE, "move_pairs": 2, "move_kinds": 3, "value_hidden": 5})
+    model = mk.Model(config)
+    assert list(model.shapes)[-3:] == ["move_kind_table", "value_hidden.weight", "value_hidden.bias"]
+    assert model.shapes["value.weight"] == (1, 5) and model.shapes["value_hidden.weight"] == (5, 4)
+    assert dict(model.shapes) == mk.model.expected_shapes(config)
+    assert model.state_dict()["value_hidden.weight"].std() > 0 and not model.state_dict()["value_hidden.bias"].any()
 
 
 def test_move_shared_makes_its_two_tensors_last_and_at_zero():
