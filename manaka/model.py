@@ -61,7 +61,8 @@ class ModelConfig:
             that moves, the encoding "capture-defended-check-escape-mover"): label l is move
             ``m = l % R`` of the move table (R = num_moves // F rows) and kind ``k = l // R``,
             and its logit also gets ``q . move_kind_table[l % C + C k]``, a row per (move
-            class, kind) (C = move_pairs, which must divide R). MovePairSums, the relative
+            class, kind) (C = move_pairs, which must divide R; without move pairs C = 1, a
+            row per kind). MovePairSums, the relative
             part and MoveHidden read the class l % C as before; the shared rows' groups are
             l // C (so they see the kind). It starts at 0. 0 (the default): labels are moves.
         value_hidden: Hv >= 1 for a hidden layer in the value head: ``z = value.weight .
@@ -143,7 +144,7 @@ def expected_shapes(config: ModelConfig) -> Dict[str, Tuple[int, ...]]:
     if c.move_hidden_gate:
         shapes["move_hidden_gate"] = (c.head_width, c.move_hidden)
     if c.move_kinds:
-        shapes["move_kind_table"] = (c.move_pairs * c.move_kinds, c.head_width)
+        shapes["move_kind_table"] = (max(c.move_pairs, 1) * c.move_kinds, c.head_width)
     if c.value_hidden:
         shapes["value_hidden.weight"] = (c.value_hidden, width)
         shapes["value_hidden.bias"] = (c.value_hidden,)

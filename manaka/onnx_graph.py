@@ -355,7 +355,7 @@ def build(config, parameters: Mapping[str, np.ndarray], opset: int = DEFAULT_OPS
     q = g.op("Gemm", [x, w["policy.weight"], w["policy.bias"]], "policy_vector", transB=1)
     used, move = _legal_slots(g, c.num_moves)
     if c.move_kinds:  # a label is a move of the move table and a kind
-        move_row, kind_row = _move_kind_split(g, move, c.num_moves // c.move_kinds, c.move_pairs)
+        move_row, kind_row = _move_kind_split(g, move, c.num_moves // c.move_kinds, max(c.move_pairs, 1))
         scores = _gather_dot(g, q, w["move_table"], move_row)
         kind = _move_kind(g, q, w["move_kind_table"], kind_row)
         scores = g.op("Add", [scores, kind], "legal_scores_with_move_kinds")

@@ -175,18 +175,22 @@ static mk_status check_move_hidden_gate(const mk_config *c) {
     return MK_OK;
 }
 
+/* The classes of the move kind table: the move-pair classes, or 1 without them (a row per
+ * kind). */
+static int64_t kind_classes(const mk_config *c) { return c->move_pairs ? c->move_pairs : 1; }
+
 /* The move kinds: F kinds of every move of the move table, M / F rows, whose classes the
  * kind table [C F, W] is keyed by (so C divides M / F, and C F is an int32 row count). */
 static mk_status check_move_kinds(const mk_config *c) {
-    const int64_t F = c->move_kinds, C = c->move_pairs;
+    const int64_t F = c->move_kinds, C = kind_classes(c);
     if (!F) return MK_OK;
-    if (c->num_moves % F || !C || (c->num_moves / F) % C)
+    if (c->num_moves % F || (c->num_moves / F) % C)
         return mk_fail(MK_ERR_VALUE,
-                       "ModelConfig: move_kinds = F needs num_moves = M a multiple of F and "
-                       "move_pairs = C >= 1 classes with M / F a multiple of C (a label l is "
-                       "move l %% (M / F) of kind l / (M / F)), got move_kinds = %lld, "
-                       "num_moves = %lld, move_pairs = %lld",
-                       (long long)F, (long long)c->num_moves, (long long)C);
+                       "ModelConfig: move_kinds = F needs num_moves = M a multiple of F, and M / F "
+                       "a multiple of the move-pair classes C = move_pairs (a label l is move "
+                       "l %% (M / F) of kind l / (M / F)), got move_kinds = %lld, num_moves = "
+                       "%lld, move_pairs = %lld",
+                       (long long)F, (long long)c->num_moves, (long long)c->move_pairs);
     return MK_OK; /* C F <= M: an int32 */
 }
 
@@ -360,7 +364,7 @@ static void layout(mk_model *m) {
     }
     if (c->move_hidden_gate) add_tensor(m, "move_hidden_gate", c->head_width, c->move_hidden, 2);
     if (c->move_kinds)
-        add_tensor(m, "move_kind_table", c->move_pairs * c->move_kinds, c->head_width, 2);
+        add_tensor(m, "move_kind_table", kind_classes(c) * c->move_kinds, c->head_width, 2);
     if (c->value_hidden) {
         add_tensor(m, "value_hidden.weight", c->value_hidden, in, 2);
         add_tensor(m, "value_hidden.bias", c->value_hidden, 0, 1);
@@ -392,8 +396,12 @@ static const int32_t *table_rows(const mk_model *m) {
     return m->cfg.move_kinds ? m->a.moves : m->batch.legal;
 }
 /* The training step fuses GatherDot into the softmax (policy_head) only when nothing else
- * adds to the logits: MovePairSums needs them in memory between the two. */
-static int fused_head(const mk_model *m) { return m->fused_head && !m->cfg.move_pairs; }
+ * adds to the logits and the labels are the move table's rows: MovePairSums (and every
+ * term that needs its classes) and the move kinds need the logits in memory between the
+ * two, and the move kinds' labels are not rows. */
+static int fused_head(const mk_model *m) {
+    return m->fused_head && !m->cfg.move_pairs && !m->cfg.move_kinds;
+}
 
 static float init_std(const mk_model *m, int i) {
     const mk_config *c = &m->cfg;
@@ -730,7 +738,7 @@ static mk_status forward_net(mk_model *m, int logits) {
     MK_TRY(be->bias_act(m->stream, a->q, P(m, head(m, H_POLICY_B)), B, c->head_width, 0));
     if (c->move_kinds) /* labels to the move table's rows and the kind table's */
         MK_TRY(be->move_kind_split(m->stream, bt->legal, bt->counts, B, L, table_moves(c),
-                                   c->move_pairs, a->moves, a->kind_rows));
+                                   kind_classes(c), a->moves, a->kind_rows));
     if (logits)
         MK_TRY(be->gather_dot(m->stream, a->q, P(m, head(m, H_MOVES)), table_rows(m), bt->counts,
                               B, L, c->head_width, a->logits));
@@ -788,7 +796,7 @@ mk_status mk_model_table_rows(mk_model *m, const int32_t **rows) {
     *rows = table_rows(m);
     if (!c->move_kinds) return MK_OK;
     return m->be->move_kind_split(m->stream, bt->legal, bt->counts, bt->B, bt->L, table_moves(c),
-                                  c->move_pairs, m->a.moves, m->a.kind_rows);
+                                  kind_classes(c), m->a.moves, m->a.kind_rows);
 }
 
 static mk_status forward_staged(mk_model *m, const mk_batch *batch) {
@@ -882,7 +890,7 @@ mk_status mk_model_backward(mk_model *m, int pair_table, const uint8_t *move_row
     if (c->move_kinds) { /* the kind table's gradient, and its part of dq added to dq */
         MK_TRY(be->gather_dot_backward(m->stream, a->dlogits, a->q, P(m, kind_head(m)),
                                        a->kind_rows, bt->counts, B, bt->L, W,
-                                       c->move_pairs * c->move_kinds, a->dq_kind,
+                                       kind_classes(c) * c->move_kinds, a->dq_kind,
                                        G(m, kind_head(m)), NULL, a->work, a->work_bytes));
         MK_TRY(be->bias_act(m->stream, a->dq, a->dq_kind, 1, B * W, 0));
     }

@@ -65,8 +65,9 @@ typedef struct {
     /* F >= 1: a label l is a move m = l % (M / F) of kind k = l / (M / F) (shogi: the piece
      * that moves). The move table then holds M / F rows, read at m, and the logit adds
      * q . move_kind_table[(l % C) + C k], a row per (move class, kind) (C = move_pairs,
-     * which must divide M / F). The other terms read l itself: a class is l % C either way
-     * (M / F a multiple of C), and the shared rows' groups are l / C. 0: labels are moves. */
+     * which must divide M / F; 1 when move_pairs is 0: a row per kind). The other terms
+     * read l itself: a class is l % C either way (M / F a multiple of C), and the shared
+     * rows' groups are l / C. 0: labels are moves. */
     int64_t move_kinds;
     /* Hv >= 1: the value head has a hidden layer, z = value.weight . relu(value_hidden.weight
      * x_n + value_hidden.bias) + value.bias (value.weight [1, Hv]); 0: z is linear in x_n. */

@@ -108,7 +108,7 @@ class Network(nn.Module):
         if c.move_hidden_gate:  # registered last: mk.Model's tensor order
             self.move_hidden_gate = nn.Parameter(torch.zeros(c.head_width, c.move_hidden))
         if c.move_kinds:  # after the gate: mk.Model's tensor order
-            self.move_kind_table = nn.Parameter(torch.zeros(c.move_pairs * c.move_kinds, c.head_width))
+            self.move_kind_table = nn.Parameter(torch.zeros(max(c.move_pairs, 1) * c.move_kinds, c.head_width))
         if c.value_hidden:  # the last submodule: its two tensors end state_dict, as mk.Model's
             self.value_hidden = nn.Linear(widths[-1], c.value_hidden)
         self._load_model_state(Model(config, seed=seed).state_dict())
@@ -136,7 +136,8 @@ class Network(nn.Module):
         ``config.move_kinds`` their moves ``legal % R`` (:func:`move_kind_split`); the kind's
         term is :meth:`move_kind`'s."""
         c = self.config
-        rows = move_kind_split(legal, counts, c.num_moves // c.move_kinds, c.move_pairs)[0] if c.move_kinds else legal
+        rows = move_kind_split(legal, counts, c.num_moves // c.move_kinds, max(c.move_pairs, 1))[0] if c.move_kinds \
+            else legal
         logits = ops.gather_dot(self.policy(x), self.move_table, rows, counts)
         return logits, self.value_logit(x)
 
@@ -158,7 +159,7 @@ class Network(nn.Module):
         (the row of the move's class and its kind), by GatherDot as mk.Model computes it;
         0 at padded slots."""
         c = self.config
-        _, kind_rows = move_kind_split(legal, counts, c.num_moves // c.move_kinds, c.move_pairs)
+        _, kind_rows = move_kind_split(legal, counts, c.num_moves // c.move_kinds, max(c.move_pairs, 1))
         return ops.gather_dot(q, self.move_kind_table, kind_rows, counts)
 
     def move_pair_sums(self, tokens: Tensor, legal: Tensor, counts: Tensor) -> Tensor:

@@ -95,14 +95,11 @@ def test_every_count_must_be_at_least_0_in_c(field, value):
      "move_hidden_gate must be 0 or 1, got 2"),
     (dict(move_hidden_gate=1), "move_hidden_gate = 1 needs MoveHidden's units (move_hidden >= 1)"),
     # move kinds: F kinds of M / F moves, each a multiple of the move-pair classes
-    (dict(move_kinds=3), "move_kinds = F needs num_moves = M a multiple of F and move_pairs = C >= 1 classes with "
-                         "M / F a multiple of C (a label l is move l % (M / F) of kind l / (M / F)), got "
-                         "move_kinds = 3, num_moves = 12, move_pairs = 0"),
-    (dict(move_kinds=5, move_pairs=2), "move_kinds = F needs num_moves = M a multiple of F and move_pairs = C >= 1 "
-                                       "classes with M / F a multiple of C (a label l is move l % (M / F) of kind "
-                                       "l / (M / F)), got move_kinds = 5, num_moves = 12, move_pairs = 2"),
-    (dict(move_kinds=3, move_pairs=3), "move_kinds = F needs num_moves = M a multiple of F and move_pairs = C >= 1 "
-                                       "classes with M / F a multiple of C (a label l is move l % (M / F) of kind "
+    (dict(move_kinds=5), "move_kinds = F needs num_moves = M a multiple of F, and M / F a multiple of the "
+                         "move-pair classes C = move_pairs (a label l is move l % (M / F) of kind l / (M / F)), "
+                         "got move_kinds = 5, num_moves = 12, move_pairs = 0"),
+    (dict(move_kinds=3, move_pairs=3), "move_kinds = F needs num_moves = M a multiple of F, and M / F a multiple of "
+                                       "the move-pair classes C = move_pairs (a label l is move l % (M / F) of kind "
                                        "l / (M / F)), got move_kinds = 3, num_moves = 12, move_pairs = 3"),
     (dict(value_hidden=2**31), "value_hidden = 2147483648 is above 2^31 - 1"),
 ])
@@ -366,6 +363,11 @@ def test_move_kinds_split_the_move_table_and_add_the_kind_table_last_at_zero():
     assert model.shapes["move_kind_table"] == (6, 4) == mk.model.expected_shapes(config)["move_kind_table"]
     assert not model.state_dict()["move_kind_table"].any()
     assert list(model.shapes) == list(mk.model.expected_shapes(config))
+
+
+def test_move_kinds_without_move_pairs_have_a_row_per_kind():
+    config = mk.ModelConfig(**{**BASE, "move_kinds": 3})
+    assert mk.Model(config).shapes["move_kind_table"] == (3, 4) == mk.model.expected_shapes(config)["move_kind_table"]
 
 
 def test_value_hidden_makes_its_two_tensors_last():

@@ -28,6 +28,7 @@ CONFIGS = [
     # move kinds: 3 kinds of 12 moves over 4 classes (labels up to 35), alone and with every
     # other term (2 kinds of 36 moves, the shared rows' 6 groups seeing the kind)
     dict(hidden=(12,), num_moves=36, move_pairs=4, move_kinds=3),
+    dict(hidden=(12,), num_moves=36, move_kinds=4),  # no move pairs: a kind row per kind
     dict(hidden=(12,), num_moves=72, move_pairs=12, board=(3, 2, 1), move_hidden=3, move_shared=1,
          move_hidden_gate=1, move_kinds=2),
     # the value head's hidden layer, over a trunk and over the features themselves
@@ -35,7 +36,7 @@ CONFIGS = [
     dict(hidden=(), value_hidden=4, num_moves=36, move_pairs=4, move_kinds=3),
 ]
 IDS = ["hidden0", "hidden1", "hidden2", "hidden3", "move_pairs", "relative", "move_hidden", "move_shared",
-       "move_hidden_shared", "move_hidden_gate", "move_hidden_gate_shared", "move_kinds", "move_kinds_all",
+       "move_hidden_shared", "move_hidden_gate", "move_hidden_gate_shared", "move_kinds", "move_kinds_no_pairs", "move_kinds_all",
        "value_hidden", "value_hidden_features"]
 
 

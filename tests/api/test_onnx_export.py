@@ -66,6 +66,8 @@ CONFIGS = {
     # kind, MoveHidden of 3 units and its gate, the shared rows: 6 groups)
     "move-kinds": dict(num_tokens=13, num_moves=36, tokens_per_side=7, embed_dim=4, orders=2, pair_dim=3,
                        hidden=(10,), head_width=5, move_pairs=4, move_kinds=3),
+    "move-kinds-no-pairs": dict(num_tokens=13, num_moves=20, tokens_per_side=7, embed_dim=4, orders=2, pair_dim=3,
+                                hidden=(10,), head_width=5, move_kinds=4),  # a kind row per kind
     "move-kinds-all": dict(num_tokens=13, num_moves=72, tokens_per_side=7, embed_dim=4, orders=2, pair_dim=3,
                            hidden=(10,), head_width=5, move_pairs=12, board_width=3, board_height=2, board_kinds=1,
                            move_hidden=3, move_shared=1, move_hidden_gate=1, move_kinds=2),
@@ -505,7 +507,7 @@ def kind_nodes(path):
     cfg = mk.ModelConfig(**json.loads({p.key: p.value for p in proto.metadata_props}["manaka_config"]))
     W = cfg.head_width
     assert shapes["move_table"] == [cfg.num_moves // cfg.move_kinds, W]
-    assert shapes["move_kind_table"] == [cfg.move_pairs * cfg.move_kinds, W]
+    assert shapes["move_kind_table"] == [max(cfg.move_pairs, 1) * cfg.move_kinds, W]
 
 
 def kinds_change_the_logits(sess, model, feed, tmp_path):
@@ -522,7 +524,7 @@ def kinds_change_the_logits(sess, model, feed, tmp_path):
     np.testing.assert_allclose(other, forward(without, feed)[0], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["move-kinds", "move-kinds-all"])
+@pytest.mark.parametrize("name", ["move-kinds", "move-kinds-no-pairs", "move-kinds-all"])
 def test_move_kinds_are_in_the_graph(tmp_path, rng, name):
     cfg = mk.ModelConfig(**CONFIGS[name])
     model = with_move_pair_table(trained_looking(mk.Model(cfg, seed=7), rng), rng)

@@ -63,7 +63,7 @@ def table_rows(cfg, legal, counts):
     is move l % R (R = num_moves // move_kinds) and kind l // R; else the label itself."""
     if not getattr(cfg, "move_kinds", 0):
         return legal, None
-    return ref.move_kind_split(legal, counts, cfg.num_moves // cfg.move_kinds, cfg.move_pairs)
+    return ref.move_kind_split(legal, counts, cfg.num_moves // cfg.move_kinds, max(cfg.move_pairs, 1))
 
 
 def log_softmax_masked(logits, counts):

@@ -642,8 +642,9 @@ KIND = "move_kind_table"
 # x % C + C (x // R) are the labels themselves); and over every other term, C = 12 on a
 # 3 x 2 board with MoveHidden of 3 units, its gate and the shared rows, 2 kinds of 36 moves
 KIND_CASES = [(4, 3, 36, (0, 0, 0), 0, 0, 0), (1, 4, 20, (0, 0, 0), 0, 0, 0), (4, 1, 12, (0, 0, 0), 0, 0, 0),
-              (3, 5, 15, (0, 0, 0), 0, 0, 0), (12, 2, 72, (3, 2, 1), 3, 1, 1)]
-KIND_IDS = ["C4-F3", "C1-F4", "C4-F1", "R=C-F5", "C12-F2-relative-hidden3-gate-shared"]
+              (3, 5, 15, (0, 0, 0), 0, 0, 0), (12, 2, 72, (3, 2, 1), 3, 1, 1), (0, 4, 20, (0, 0, 0), 0, 0, 0)]
+KIND_IDS = ["C4-F3", "C1-F4", "C4-F1", "R=C-F5", "C12-F2-relative-hidden3-gate-shared",
+            "no-move-pairs-F4"]  # the last: a kind row per kind, as C1-F4 without the move-pair table
 
 
 def _kinds_case(move_pairs, move_kinds, num_moves, board, move_hidden, move_shared, gate, seed, B=7, L=10):
@@ -678,7 +679,7 @@ def test_move_kinds_forward_and_gradients_equal_model_and_reference(move_pairs, 
     import reference as ref
     net, model, b = _kinds_case(move_pairs, move_kinds, num_moves, board, move_hidden, move_shared, gate, seed)
     tens, padded = _forward_equals_model(net, model, b)
-    C, F, R = move_pairs, move_kinds, num_moves // move_kinds
+    C, F, R = max(move_pairs, 1), move_kinds, num_moves // move_kinds  # C = 1 without move pairs
     used = ~padded
 
     # the split is the reference's (0 at padded slots)
