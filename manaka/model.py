@@ -228,9 +228,12 @@ class Model:
     [K (2W - 1) (2H - 1), C / (W H)] (0 at the start, like the table), then with
     ``move_hidden`` = D > 0 ``move_hidden_relative`` [K (2W - 1) (2H - 1) C / (W H), D] and
     ``move_hidden_class`` [C, D] (uniform, std 0.02) and ``move_hidden_out`` [1, D] (0 at
-    the start: the policy starts as without the layer). Such a model's
-    training step always runs the split policy head (MovePairSums adds to the logits
-    between GatherDot and the loss).
+    the start: the policy starts as without the layer), then the shared rows, the gate,
+    ``move_kind_table`` [C F, W] (0 at the start) with ``move_kinds`` = F > 0 (``move_table``
+    then has M / F rows), and with ``value_hidden`` = Hv > 0 ``value_hidden.weight`` [Hv,
+    H_n] (He) and ``value_hidden.bias`` [Hv] (``value.weight`` then [1, Hv]): the list is
+    :func:`expected_shapes`. A model with a move-pair table or move kinds always trains with
+    the split policy head (those terms add to the logits between GatherDot and the loss).
 
     A Model runs one call at a time; calls release the GIL, so other Python threads run.
     """

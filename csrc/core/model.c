@@ -56,7 +56,7 @@ struct mk_model {
     const mk_backend *be;
     void *stream;
     int num_tensors;
-    /* embedding, pair table, the trunk's layers, then at most 12 head tensors: policy (2),
+    /* embedding, pair table, the trunk's layers, then at most 15 head tensors: policy (2),
      * move table, value (2), move-pair table, its relative part, MoveHidden (3), the shared
      * move embeddings (2), MoveHidden's gate, the move kind table, the value head's hidden
      * layer (2) */
