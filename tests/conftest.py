@@ -20,6 +20,19 @@ def rng(request):
     return np.random.default_rng(zlib.crc32(f"tests/{os.path.basename(path)}::{name}".encode()))
 
 
+@pytest.fixture
+def default_sigint():
+    """Python's own Ctrl-C handler for the test, restored after it. A process started with
+    SIGINT ignored (a background job of a non-interactive shell: `pytest &` in a script)
+    keeps it ignored, and Python then installs no handler: a test that sends itself SIGINT
+    would wait for a KeyboardInterrupt that never comes."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 # Perf mode of tests/conformance/test_backend_ops.py (MANAKA_BACKEND_OPS_PERF=N): the median seconds
 # of each (entry, backend), printed after the run and never asserted.
 BACKEND_OPS_PERF = pytest.StashKey[dict]()

@@ -70,7 +70,7 @@ def test_resume_is_bitwise_exact(ds, tmp_path):
     assert [r["step"] for r in history] == [5, 10, 15, 20, 23, 25, 30, 35, 37]  # 23: the first run's end
 
 
-def test_interrupt_saves_a_checkpoint_that_resumes_exactly_and_leaves_no_threads(ds, tmp_path):
+def test_interrupt_saves_a_checkpoint_that_resumes_exactly_and_leaves_no_threads(ds, default_sigint, tmp_path):
     """Ctrl-C lands anywhere in the loop (here in the middle of a step): the step finishes,
     the checkpoint is saved at it, and resuming from it gives the bits of a run that was
     never interrupted."""
@@ -115,7 +115,7 @@ def test_interrupt_saves_a_checkpoint_that_resumes_exactly_and_leaves_no_threads
         assert np.array_equal(model.params[k], full.params[k]), k
 
 
-def test_interrupt_without_a_checkpoint_says_nothing_was_saved(ds):
+def test_interrupt_without_a_checkpoint_says_nothing_was_saved(ds, default_sigint):
     class InterruptingTrainer(FakeTrainer):
         def step(self, batch):
             if self.t == 5:

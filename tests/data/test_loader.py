@@ -194,7 +194,7 @@ def test_threads_stop_on_exhaustion_close_with_and_exception(ds):
     assert threading.active_count() == python_threads  # producers are C threads only
 
 
-def test_keyboard_interrupt_does_not_hang(ds):
+def test_keyboard_interrupt_does_not_hang(ds, default_sigint):
     """Ctrl-C during a loop that spends its time in next(): KeyboardInterrupt, then no threads."""
     base = os_threads()
     loader = mk.Loader(ds, batch_size=1, producers=2, prefetch=1)
