@@ -742,45 +742,35 @@ def test_networks_that_compute_something_else_are_refused(tmp_path):
         mkt.export_onnx(OtherHidden(mk.ModelConfig(**{**relative.to_dict(), "hidden": (10,), "move_hidden": 3})),
                         tmp_path / "g.onnx")
 
+    def refused_but_plain_exports(subclass, name, method):
+        """`subclass` (overriding `method`) refused, writing nothing; a plain Network of the
+        same config exports."""
+        config = mk.ModelConfig(**CONFIGS[name])
+        with pytest.raises(TypeError, match=f"{subclass.__name__} overrides {method}"):
+            mkt.export_onnx(subclass(config), tmp_path / "refused.onnx")
+        mkt.export_onnx(mkt.Network(config), tmp_path / "plain.onnx")
+        os.remove(tmp_path / "plain.onnx")
+
     class OtherShared(mkt.Network):
         def move_shared(self, q, legal, counts):
             return 2 * super().move_shared(q, legal, counts)
-
-    shared = mk.ModelConfig(**CONFIGS["move-shared"])
-    with pytest.raises(TypeError, match="OtherShared overrides move_shared"):
-        mkt.export_onnx(OtherShared(shared), tmp_path / "h.onnx")
-    mkt.export_onnx(mkt.Network(shared), tmp_path / "i.onnx")
-    os.remove(tmp_path / "i.onnx")
 
     class OtherReadout(mkt.Network):
         def move_hidden_readout(self, q=None):
             return torch.tanh(super().move_hidden_readout(q))
 
-    gated = mk.ModelConfig(**CONFIGS["move-hidden-gate"])
-    with pytest.raises(TypeError, match="OtherReadout overrides move_hidden_readout"):
-        mkt.export_onnx(OtherReadout(gated), tmp_path / "j.onnx")
-    mkt.export_onnx(mkt.Network(gated), tmp_path / "k.onnx")
-    os.remove(tmp_path / "k.onnx")
-
     class OtherKind(mkt.Network):
         def move_kind(self, q, legal, counts):
             return 2 * super().move_kind(q, legal, counts)
-
-    kinds = mk.ModelConfig(**CONFIGS["move-kinds"])
-    with pytest.raises(TypeError, match="OtherKind overrides move_kind"):
-        mkt.export_onnx(OtherKind(kinds), tmp_path / "l.onnx")
-    mkt.export_onnx(mkt.Network(kinds), tmp_path / "m.onnx")
-    os.remove(tmp_path / "m.onnx")
 
     class OtherValue(mkt.Network):
         def value_logit(self, x):
             return torch.tanh(super().value_logit(x))
 
-    value_hidden = mk.ModelConfig(**CONFIGS["value-hidden"])
-    with pytest.raises(TypeError, match="OtherValue overrides value_logit"):
-        mkt.export_onnx(OtherValue(value_hidden), tmp_path / "n.onnx")
-    mkt.export_onnx(mkt.Network(value_hidden), tmp_path / "o.onnx")
-    os.remove(tmp_path / "o.onnx")
+    refused_but_plain_exports(OtherShared, "move-shared", "move_shared")
+    refused_but_plain_exports(OtherReadout, "move-hidden-gate", "move_hidden_readout")
+    refused_but_plain_exports(OtherKind, "move-kinds", "move_kind")
+    refused_but_plain_exports(OtherValue, "value-hidden", "value_logit")
     with pytest.raises(TypeError, match="Tanh overrides body"):
         mkt.export_onnx(Tanh(cfg), tmp_path / "a.onnx")
     with pytest.raises(TypeError, match=r"Extra has parameters or buffers .*'scale'"):

@@ -8,7 +8,8 @@ torch = pytest.importorskip("torch", reason="torch not installed: pip install to
 
 import manaka as mk  # noqa: E402
 import manaka.torch as mkt  # noqa: E402
-import model_cases as cases  # noqa: E402
+import model_cases as cases
+import network_checks as checks  # noqa: E402
 
 
 def rel(got, want):
@@ -459,21 +460,7 @@ def test_move_hidden_saves_no_tensor_of_its_gather_for_backward():
 def test_move_hidden_under_cpu_autocast_bf16_is_near_float32(gate):
     cfg = cases.config(hidden=(8,), move_pairs=12, board=(3, 2, 1), move_hidden=4, move_hidden_gate=gate)
     net, _, b = _with_move_hidden(cfg, 1)
-    tens = mkt.batch_tensors(b)
-    want = net.loss(**tens)
-    want.backward()
-    grads = {n: p.grad.clone() for n, p in net.named_parameters()}
-    net.zero_grad()
-    with torch.autocast("cpu", torch.bfloat16):
-        logits, _ = net.logits(tens["tokens"], tens["legal"], tens["counts"])
-        got = net.loss(**tens)
-    assert logits.dtype == torch.float32 and got.dtype == torch.float32
-    assert abs(got.item() - want.item()) <= 2e-2 * abs(want.item())
-    got.backward()
-    for name in MOVE_HIDDEN + ((GATE,) if gate else ()):
-        g = getattr(net, name).grad
-        assert g.dtype == torch.float32, name
-        assert float((g - grads[name]).norm()) <= 5e-2 * float(grads[name].norm()), name
+    checks.assert_autocast_near_float32(net, b, MOVE_HIDDEN + ((GATE,) if gate else ()))
 
 
 def test_move_hidden_gate_goes_both_ways_starts_at_zero_and_is_decayed():
@@ -482,20 +469,10 @@ def test_move_hidden_gate_goes_both_ways_starts_at_zero_and_is_decayed():
     net, model, b = _with_move_hidden(cfg, 3)
     assert list(model.shapes)[-3:] == ["move_shared_class", "move_shared_group", GATE]  # the gate last
     assert model.shapes[GATE] == tuple(net.move_hidden_gate.shape) == (7, 4)          # [W, D]
-    assert set(net.state_dict()) == set(model.shapes)
-    # the Network's own tensors (the Linear layers' come after them) in mk.Model's order
-    assert [n for n in net.state_dict() if "." not in n] == [n for n in model.shapes if "." not in n]
-    back = mkt.Network.from_model(model)
-    for name, p in net.state_dict().items():
-        np.testing.assert_array_equal(model.state_dict()[name], p.numpy(), err_msg=name)
-        np.testing.assert_array_equal(back.state_dict()[name].numpy(), p.numpy(), err_msg=name)
-    np.testing.assert_array_equal(net.to_model().state_dict()[GATE], net.move_hidden_gate.detach().numpy())
-    assert float(back.loss(**mkt.batch_tensors(b))) == pytest.approx(model.loss_and_grad(b)[0]["loss"], rel=1e-5)
+    checks.assert_round_trip(net, model, b, GATE, net.move_hidden_gate.detach().numpy())
 
     # a new Network starts as mk.Model, the gate 0: the logits of the network without it
-    fresh, fresh_model = mkt.Network(cfg, seed=5), mk.Model(cfg, seed=5)
-    for name in fresh_model.shapes:
-        np.testing.assert_array_equal(fresh.state_dict()[name].numpy(), fresh_model.state_dict()[name])
+    fresh, fresh_model = checks.fresh_pair(cfg)
     assert torch.count_nonzero(fresh.move_hidden_gate) == 0
     plain = mkt.Network(mk.ModelConfig(**{**cfg.to_dict(), "move_hidden_gate": 0}), seed=5)
     with torch.no_grad():
@@ -730,21 +707,11 @@ def test_move_kinds_go_both_ways_start_at_zero_and_are_decayed():
     assert list(model.shapes)[-3:] == ["move_shared_group", "move_hidden_gate", KIND]  # the kind table last
     assert model.shapes[KIND] == tuple(net.move_kind_table.shape) == (24, 7)         # [C F, W]
     assert model.shapes["move_table"] == tuple(net.move_table.shape) == (36, 7)      # [M / F, W]
-    assert set(net.state_dict()) == set(model.shapes)
-    # the Network's own tensors (the Linear layers' come after them) in mk.Model's order
-    assert [n for n in net.state_dict() if "." not in n] == [n for n in model.shapes if "." not in n]
-    back = mkt.Network.from_model(model)
-    for name, p in net.state_dict().items():
-        np.testing.assert_array_equal(model.state_dict()[name], p.numpy(), err_msg=name)
-        np.testing.assert_array_equal(back.state_dict()[name].numpy(), p.numpy(), err_msg=name)
-    np.testing.assert_array_equal(net.to_model().state_dict()[KIND], net.move_kind_table.detach().numpy())
-    assert float(back.loss(**mkt.batch_tensors(b))) == pytest.approx(model.loss_and_grad(b)[0]["loss"], rel=1e-5)
+    checks.assert_round_trip(net, model, b, KIND, net.move_kind_table.detach().numpy())
 
     # a new Network starts as mk.Model, the kind table 0: the logits of the network without
     # kinds whose move table repeats the R rows F times (row x of it is row x % R)
-    fresh, fresh_model = mkt.Network(cfg, seed=5), mk.Model(cfg, seed=5)
-    for name in fresh_model.shapes:
-        np.testing.assert_array_equal(fresh.state_dict()[name].numpy(), fresh_model.state_dict()[name])
+    fresh, fresh_model = checks.fresh_pair(cfg)
     assert torch.count_nonzero(fresh.move_kind_table) == 0
     plain = mkt.Network(mk.ModelConfig(**{**cfg.to_dict(), "move_kinds": 0}), seed=5)
     assert not hasattr(plain, KIND) and tuple(plain.move_table.shape) == (72, 7)
@@ -777,18 +744,4 @@ def test_move_kinds_go_both_ways_start_at_zero_and_are_decayed():
 
 def test_move_kinds_under_cpu_autocast_bf16_are_near_float32():
     net, _, b = _kinds_case(12, 2, 72, (3, 2, 1), 3, 1, 1, 1)
-    tens = mkt.batch_tensors(b)
-    want = net.loss(**tens)
-    want.backward()
-    grads = {n: p.grad.clone() for n, p in net.named_parameters()}
-    net.zero_grad()
-    with torch.autocast("cpu", torch.bfloat16):
-        logits, _ = net.logits(tens["tokens"], tens["legal"], tens["counts"])
-        got = net.loss(**tens)
-    assert logits.dtype == torch.float32 and got.dtype == torch.float32
-    assert abs(got.item() - want.item()) <= 2e-2 * abs(want.item())
-    got.backward()
-    for name in (KIND, "move_table"):
-        g = getattr(net, name).grad
-        assert g.dtype == torch.float32, name
-        assert float((g - grads[name]).norm()) <= 5e-2 * float(grads[name].norm()), name
+    checks.assert_autocast_near_float32(net, b, (KIND, "move_table"))

@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch", reason="torch not installed: pip install to
 import manaka as mk  # noqa: E402
 import manaka.torch as mkt  # noqa: E402
 import model_cases as cases  # noqa: E402
+import network_checks as checks  # noqa: E402
 
 VH = ("value_hidden.weight", "value_hidden.bias")
 # every other term: 2 move kinds of 36 moves in C = 12 classes on a 3 x 2 board of 1 token
@@ -206,17 +207,4 @@ def test_twenty_adamw_steps_track_trainer(soft, hidden, value_hidden, terms):
 
 def test_value_hidden_under_cpu_autocast_bf16_is_near_float32():
     net, _, b = _case((8,), 6, ALL, 1)
-    tens = mkt.batch_tensors(b)
-    want = net.loss(**tens)
-    want.backward()
-    grads = {n: p.grad.clone() for n, p in net.named_parameters()}
-    net.zero_grad()
-    with torch.autocast("cpu", torch.bfloat16):
-        got = net.loss(**tens)
-    assert got.dtype == torch.float32
-    assert abs(got.item() - want.item()) <= 2e-2 * abs(want.item())
-    got.backward()
-    for name in (*VH, "value.weight"):
-        g = net.get_parameter(name).grad
-        assert g.dtype == torch.float32, name
-        assert float((g - grads[name]).norm()) <= 5e-2 * float(grads[name].norm()), name
+    checks.assert_autocast_near_float32(net, b, (*VH, "value.weight"), logits=False)
