@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     probe = cpu_rates(mk.get_num_threads(), copy_mib=args.copy_mib)
     copy_gbs, gemm_gflops = probe["copy_gbs"], probe["gemm_gflops"]
     rates = (f"copy {copy_gbs:.1f} GB/s (read + write, one core); float32 GEMM {gemm_gflops:.1f} GFLOP/s"
-             f" (NumPy, {mk.get_num_threads()} threads); each the best of 7; floor = max(bytes at the copy rate,"
+             f" (NumPy, threads {mk.get_num_threads()}); each the best of 7; floor = max(bytes at the copy rate,"
              f" FLOPs at the GEMM rate)")
     print(rates, flush=True)
     lines, results = [rates, HEADER], []
