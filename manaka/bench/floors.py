@@ -18,15 +18,18 @@ overlap, and a faster schedule could then run under its "floor". A phase is a st
 work whose items may overlap: every op of `floors`, and the fused policy head entry
 (`policy_head_floor`: per position the logits come before the softmax and dq, but the
 positions are independent, so one position's arithmetic overlaps the next one's reads) are
-single phases. Two phases are summed only where the second cannot start before the first
-has ended: the training step (`step_floor`) is forward+backward, then the update. AdamW
-needs each parameter's gradient summed over the whole batch, and the parameters that hold
-nearly all of the update's bytes (the pair table, the embedding and the first trunk layer:
-45.6 M of the seed's 46.7 M) get theirs last, at the very end of the backward; the pair
-table's gradient pass is fused with its update, so it is counted in the update. The few
-parameters whose gradients are complete earlier (the heads, the move table, the trunk
-layers above the first: about 30 MB of AdamW traffic at the seed shapes, ~1.2 ms at
-25 GB/s) could in principle overlap the backward, so the step floor may be that much high.
+single phases. Phases are summed where the work is done by separate kernels one after the
+other, each needing the last one's output: the training step (`step_floor`) is three, the
+pair rows gathered forward (layer 0's input), the GEMMs and GatherDot forward and backward,
+and the update (AdamW needs each parameter's gradient summed over the whole batch; the
+pair table's gradient pass is fused with its update, so its rows are counted there). This
+is the floor of a step built from kernels, as manaka's and PyTorch's are and as the step
+ratios in bench/results count it (the gathers' and the update's bytes at the copy rate plus
+the FLOPs at the GEMM rate); a schedule that interleaved the gathers with the GEMMs position
+by position could at best hide the gathers (~4 ms at the seed shapes), and the few
+parameters whose gradients are complete before the end of the backward (the heads, the
+move table, the trunk layers above the first: about 30 MB of AdamW traffic, ~1.2 ms at
+25 GB/s) could overlap it.
 
 The rates (`cpu_rates`, one probe, one timing convention). Copy rate: one NumPy copy of a
 large float32 array, bytes read plus bytes written, one core (NumPy copies on one thread,
@@ -116,11 +119,12 @@ def policy_head_floor(legal: np.ndarray, counts: np.ndarray, W: int, M: Optional
 
 
 def step_floor(cfg, batch, num_parameters: int) -> Dict[str, Need]:
-    """The two phases of one training step of a model of `cfg` (a manaka.ModelConfig) with
+    """The three phases of one training step of a model of `cfg` (a manaka.ModelConfig) with
     `num_parameters` parameters on `batch`, each as bytes and FLOPs (the module's docstring
-    says why they are summed, not overlapped):
-    forward+backward: the GEMMs forward and backward (3x the forward's) and GatherDot
-    forward and backward; the pair rows gathered forward;
+    says why they are summed):
+    gather: the pair rows gathered forward;
+    gemm: the GEMMs forward and backward (3x the forward's) and GatherDot forward and
+    backward;
     update: AdamW reads p, m, v and the gradient and writes p, m, v (the pair table's
     gradient is consumed where it is computed, so it is not read), and the pair rows the
     fused gradient pass gathers. The activations' round trips are not counted (small)."""
@@ -137,7 +141,8 @@ def step_floor(cfg, batch, num_parameters: int) -> Dict[str, Need]:
     gemm = sum(2 * B * a * b for a, b in zip(widths[:-1], widths[1:]))
     gemm += 2 * B * widths[-1] * (cfg.head_width + 1)
     n_legal = int(batch.counts.sum())
-    return {"forward+backward": {"bytes": pair_rows, "flops": 3 * gemm + 3 * 2 * n_legal * cfg.head_width},
+    return {"gather": {"bytes": pair_rows, "flops": 0},
+            "gemm": {"bytes": 0, "flops": 3 * gemm + 3 * 2 * n_legal * cfg.head_width},
             "update": {"bytes": 4 * (6 * pair_params + 7 * other) + pair_rows, "flops": 0}}
 
 

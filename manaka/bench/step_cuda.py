@@ -14,7 +14,7 @@ network in PyTorch eager and under torch.compile (manaka/bench/torch_baseline.py
 and batch, losses checked to agree; their batch is already on the GPU, unlike the
 first manaka row's, and their labels say so), and the floor (manaka.bench.floors.step_floor): per
 phase, max(the bytes it must move over this GPU's measured copy bandwidth, the FLOPs it must do
-over its FP32 matmul rate), forward+backward plus the update.
+over its FP32 matmul rate), summed over the pair gathers, the GEMMs and the update.
 The run is refused while another process uses the GPU (docs/design.md §5).
 """
 from __future__ import annotations

@@ -27,8 +27,8 @@ in training. Every variant cycles through the same ``--batches`` batches in the 
 the sparse updates pay their catch-up of rows that come back after a gap.
 
 On the CPU it ends with the dense step's floor (manaka/bench/floors.py, step_floor): per
-phase (forward+backward, then the update), max(the bytes it cannot avoid at this machine's
-copy rate, the FLOPs at its GEMM rate), summed over the two phases; rates measured in the
+phase (the pair gathers, the GEMMs and GatherDot, the update), max(the bytes it cannot avoid
+at this machine's copy rate, the FLOPs at its GEMM rate), summed over the phases; rates measured in the
 same run (floors.cpu_rates).
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The floor model of manaka/bench/floors.py on inputs counted by hand: the bytes and FLOPs of
-each op, of the policy head and of the step's two phases, and the rule that turns them into
+each op, of the policy head and of the step's three phases, and the rule that turns them into
 milliseconds at given rates (max within a phase, a sum over the step's phases). No timing:
 the rates are given, except for one check that the rate probe returns two positive rates."""
 import numpy as np
@@ -101,11 +101,12 @@ def test_step_floor_phases_by_hand():
     # 4 pairs of present tokens (3 + 0 + 0 + 1), P = 2: 32 bytes of pair rows each way.
     # GEMMs forward: 2 B (12 x 4) + 2 B 4 (3 + 1) = 192 + 64; x3 with the backward; GatherDot
     # 3 x 2 x 5 legal x W 3 = 90
-    assert phases["forward+backward"] == {"bytes": 32, "flops": 3 * 256 + 90}
+    assert phases["gather"] == {"bytes": 32, "flops": 0}
+    assert phases["gemm"] == {"bytes": 0, "flops": 3 * 256 + 90}
     # AdamW: 6 x 4 bytes per pair-table parameter (30), 7 x 4 per other (100), + pair rows
     assert phases["update"] == {"bytes": 4 * (6 * 30 + 7 * 100) + 32, "flops": 0}
-    # at 1 GB/s and 1 GFLOP/s: max(3.2e-5, 8.58e-4) + max(3.552e-3, 0) ms
-    assert fl.phases_floor_ms(phases, 1.0, 1.0) == pytest.approx(8.58e-4 + 3.552e-3)
+    # at 1 GB/s and 1 GFLOP/s: 3.2e-5 (gather) + 8.58e-4 (gemm) + 3.552e-3 (update) ms
+    assert fl.phases_floor_ms(phases, 1.0, 1.0) == pytest.approx(3.2e-5 + 8.58e-4 + 3.552e-3)
     with pytest.raises(ValueError, match="num_parameters"):
         fl.step_floor(cfg, batch, 29)
 
