@@ -17,13 +17,14 @@ falls on all alike) that times, on one thread, in process CPU time, the backend'
   recipe split+table  the same and grad_table (every row written: move_update="dense")
 q and the table are random normals (logits ~ N(0, 1)), as in policy_head.compare_ops.
 
-The floor (measured once, before the rounds, with this repository's manaka): the bytes that
-must move, at this core's copy bandwidth (a 256 MiB NumPy copy, read + write), plus the
-multiply-adds at manaka's own sgemm rate (2048-cube), both on one thread
-(step_floor.cpu_rates). Bytes (step_floor.policy_head_floor): q and the legal slots read, each
-distinct table row read once, dlogits [B, L] and dq written, the per-row stats; with the
-table, grad_table [M, W] written. FLOPs: 2 n W for the logits, 2 n W for dq, 2 n W for
-grad_table (n legal slots). The exponentials and logarithms are not counted."""
+The floor (manaka/bench/floors.py, measured once, before the rounds, with this repository's
+manaka): max(the bytes that must move at this core's copy rate, the multiply-adds at the
+sgemm rate), the rates from floors.cpu_rates on one thread (a 256 MiB NumPy copy, read +
+write; NumPy's sgemm on a 2048 cube; each the best of 9 in process CPU time). Bytes
+(floors.policy_head_floor): q and the legal slots read, each distinct table row read once,
+dlogits [B, L] and dq written, the per-row stats; with the table, grad_table [M, W] written.
+FLOPs: 2 n W for the logits, 2 n W for dq, 2 n W for grad_table (n legal slots). The
+exponentials and logarithms are not counted."""
 import json
 import os
 import statistics
@@ -60,17 +61,15 @@ def inputs(records):
 
 
 def floors(data):
-    """The floor of each case (bench/step_floor.py's model: policy_head_floor, plus grad_table
-    [M, W] written and 2 n W FLOPs with the table), at this core's rates, one thread."""
-    import manaka as mk
-    from manaka.bench.step_floor import cpu_rates, floor_ms, policy_head_floor
-    mk.set_num_threads(1)
-    rates = cpu_rates(9)
+    """The floor of each case (manaka.bench.floors: policy_head_floor, with the table's
+    gradient where M is given), at this core's rates, one thread."""
+    from manaka.bench.floors import cpu_rates, floor_ms, policy_head_floor
+    rates = cpu_rates(1, runs=9)
     out = {"copy_gbs": rates["copy_gbs"], "gemm_gflops": rates["gemm_gflops"]}
     for name, (q, table, legal, counts, _) in data.items():
-        W, M, n = q.shape[1], len(table), int(counts.sum())
+        W, M = q.shape[1], len(table)
         head = policy_head_floor(legal, counts, W)
-        with_table = {"bytes": head["bytes"] + 4 * M * W, "flops": head["flops"] + 2 * n * W}
+        with_table = policy_head_floor(legal, counts, W, M)
         kind = "fused" if name == "seed" else "split"
         for case, need in ((f"{name} {kind}", head), (f"{name} {kind}+table", with_table)):
             out[case] = {**need, "floor_ms": floor_ms(need, rates["copy_gbs"], rates["gemm_gflops"])}

@@ -3,9 +3,9 @@
 # (forward, backward) at the seed shapes in two built trees (source trees after
 # `setup.py build_ext --inplace`, or copies of their manaka/ folder): each round runs
 # tools/power_sums_cpu_time.py once per tree, in the order A B, then B A, ..., so load from
-# other processes falls on both alike. Prints the floors first (manaka.bench.floors of
-# this checkout, with B's build), then one line per run: tree, round, median process CPU
-# ms of each direction, load.
+# other processes falls on both alike. Prints the floors first (manaka.bench.floors and
+# its cpu_rates, as tree B has them: B is the "after" tree, from this checkout), then one
+# line per run: tree, round, median process CPU ms of each direction, load.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 A=$(cd "$1" && pwd); B=$(cd "$2" && pwd); R=${3:-4}; TH=${4:-1}; N=${5:-15}

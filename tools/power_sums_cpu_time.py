@@ -21,8 +21,9 @@ x = op_inputs(s)
 ops = {"forward": lambda: mk.ops.power_sums(x["emb"], x["tokens"], s.K),
        "backward": lambda: mk.ops.power_sums_backward(x["grad_power"], x["emb"], x["tokens"])}
 if "--floor" in sys.argv:
-    from manaka.bench.floors import cpu_copy_gbs, cpu_gemm_gflops, floor_ms, floors
-    need, gbs, gflops = floors(x, s), cpu_copy_gbs(), cpu_gemm_gflops(mk.get_num_threads())
+    from manaka.bench.floors import cpu_rates, floor_ms, floors
+    rates = cpu_rates(mk.get_num_threads())
+    need, gbs, gflops = floors(x, s), rates["copy_gbs"], rates["gemm_gflops"]
     print(f"copy {gbs:.1f} GB/s gemm {gflops:.1f} GFLOP/s floor_ms " + " ".join(
         f"{name} {floor_ms(need[f'power_sums {name}'], gbs, gflops):.3f}" for name in ops)
         + f" load {os.getloadavg()[0]:.2f}")

@@ -5,7 +5,9 @@ Times are medians of N runs after warm-up, with min and max; peak memory is the 
 amount of memory one call allocated (tracemalloc, which sees NumPy's and manaka's arrays).
 Every pair of results is checked to agree before any time is reported. Each fused row
 also gives the op's floor on this machine and its time over it (floor_ms, over_floor:
-manaka.bench.floors; one core's copy rate, so run --threads 1 for a fair ratio).
+manaka.bench.floors, max(bytes at the copy rate, FLOPs at the GEMM rate), the rates measured
+in the same run by floors.cpu_rates; one core's copy rate, so run --threads 1 for a fair
+ratio).
 ``--device cuda`` runs the GPU suite (manaka.bench.ops_cuda) instead.
 """
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 import manaka as mk
 
 from . import numpy_ops
-from .floors import cpu_copy_gbs, cpu_gemm_gflops, floor_ms, floors
+from .floors import cpu_rates, floor_ms, floors
 from .seed import SeedShapes, op_inputs
 from .timing import HEADER, measure, write_results, OUT_HELP
 
@@ -90,8 +92,11 @@ def main(argv=None) -> int:
     print(f"manaka.bench ops (cpu): {shapes}, threads {mk.get_num_threads()}\n{mk.build_info()}", flush=True)
     x = op_inputs(shapes)
     need = floors(x, shapes)
-    copy_gbs, gemm_gflops = cpu_copy_gbs(args.copy_mib), cpu_gemm_gflops(mk.get_num_threads())
-    rates = f"copy {copy_gbs:.1f} GB/s (read + write, one core); float32 GEMM {gemm_gflops:.1f} GFLOP/s"
+    probe = cpu_rates(mk.get_num_threads(), copy_mib=args.copy_mib)
+    copy_gbs, gemm_gflops = probe["copy_gbs"], probe["gemm_gflops"]
+    rates = (f"copy {copy_gbs:.1f} GB/s (read + write, one core); float32 GEMM {gemm_gflops:.1f} GFLOP/s"
+             f" (NumPy, threads {mk.get_num_threads()}); each the best of 7; floor = max(bytes at the copy rate,"
+             f" FLOPs at the GEMM rate)")
     print(rates, flush=True)
     lines, results = [rates, HEADER], []
     for name, fused, naive in cases(x, shapes):

@@ -5,9 +5,9 @@ configuration, beside
   fresh output allocation, included),
 * the materialising PyTorch version, eager and under torch.compile (when torch with CUDA
   is installed),
-* its floor: the bytes it must move over the measured device-to-device bandwidth, and the
-  FLOPs it must do over the measured FP32 matmul rate (PyTorch, TF32 off; without PyTorch
-  only the bandwidth floor is given).
+* its floor (manaka.bench.floors, the CPU suite's model): max(the bytes it must move over
+  the measured device-to-device bandwidth, the FLOPs it must do over the measured FP32
+  matmul rate (PyTorch, TF32 off)); without PyTorch only the bandwidth floor is given.
 
 Rows: "fused" is the kernel alone (preallocated output, index checks off); "API" the
 public op; "torch eager" / "torch.compile" the materialising PyTorch version (the
@@ -29,7 +29,7 @@ import numpy as np
 import manaka as mk
 from manaka import cuda
 
-from .floors import floors
+from .floors import floor_ms as phase_floor_ms, floors
 from .ops import agree
 from .seed import SeedShapes, op_inputs
 from .timing import HEADER, Timing, measure, write_results, OUT_HELP
@@ -163,9 +163,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if "backward" in name and not reproducible:
             print(f"{name}: two runs of the deterministic CUDA backward differ", file=sys.stderr)
             return 1
-        floor_ms = need[name]["bytes"] / (bw * 1e9) * 1e3
-        if tflops:
-            floor_ms = max(floor_ms, need[name]["flops"] / (tflops * 1e12) * 1e3)
+        floor_ms = phase_floor_ms(need[name], bw, tflops * 1e3 if tflops else None)
         rows: List[Timing] = []
         entry: Dict[str, object] = {"op": name, "rel_diff_vs_cpu": err, "bitwise_reproducible": reproducible,
                                     "floor_ms": floor_ms, **need[name]}

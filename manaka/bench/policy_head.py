@@ -25,7 +25,7 @@ import numpy as np
 import manaka as mk
 
 from . import testing_hooks
-from .step_floor import floor_ms, policy_head_floor
+from .floors import explain, floor_ms, policy_head_floor
 from .timing import measure_interleaved, phase_ms
 
 GRAD_TOL = 1e-4  # the fused and split gradients agree to float rounding (tests: 1e-5 .. 1e-4)
@@ -97,8 +97,9 @@ def compare_ops(backend, batch: mk.Batch, W: int, M: int, runs: int, repeats: in
     """(report lines, results): the fused policy head entry against the split entries, on
     `backend` (a name or a capsule), for q [B, W] and a move table [M, W] of random normals
     (logits ~ N(0, 1)) over the batch's legal lists and targets. With `rates` (the CPU's,
-    step_floor.cpu_rates), also the fused entry's floor (step_floor.policy_head_floor) and
-    its time over it."""
+    floors.cpu_rates), also the fused entry's floor (floors.policy_head_floor and
+    floors.floor_ms: max(bytes at the copy rate, FLOPs at the GEMM rate)) and its time over
+    it."""
     hooks = testing_hooks("the policy head comparison of python -m manaka.bench step")
     rng = np.random.default_rng(0)
     B = len(batch)
@@ -131,7 +132,6 @@ def compare_ops(backend, batch: mk.Batch, W: int, M: int, runs: int, repeats: in
         need = policy_head_floor(batch.legal, batch.counts, W)
         ms = floor_ms(need, rates["copy_gbs"], rates["gemm_gflops"])
         results["floor"] = {**need, **rates, "floor_ms": ms, "fused_over_floor": per_op["fused"] / ms}
-        lines.append(f"  fused floor: {need['bytes'] / 1e6:.2f} MB at {rates['copy_gbs']:.1f} GB/s + "
-                     f"{need['flops'] / 1e6:.1f} MFLOP at {rates['gemm_gflops']:.1f} GFLOP/s = {ms:.3f} ms;"
+        lines.append(f"  fused floor: {explain(need, rates['copy_gbs'], rates['gemm_gflops'])};"
                      f" the fused entry takes {per_op['fused'] / ms:.2f}x that")
     return lines, results

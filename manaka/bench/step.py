@@ -4,7 +4,8 @@ Reports manaka's step (median/min/max of N after warm-up, positions/s), its spli
 forward, backward and optimizer (pair-table AdamW shown on its own), measured by the C
 trainer's phase counters, the step with the fused policy head against the split one
 (timed interleaved, bench/policy_head.py) and the fused head's entry alone against its floor
-(this core's copy bandwidth and sgemm rate, bench/step_floor.py), and beside it the same network in PyTorch eager
+(manaka/bench/floors.py: max(its bytes at this core's copy rate, its FLOPs at the sgemm
+rate)), and beside it the same network in PyTorch eager
 (manaka/bench/torch_baseline.py, only when torch is importable) loaded with the same parameters
 and batch, after checking that the two losses agree.
 """
@@ -21,7 +22,7 @@ import numpy as np
 import manaka as mk
 from manaka.bench import policy_head
 from manaka.bench.seed import SeedShapes
-from manaka.bench.step_floor import cpu_rates
+from manaka.bench.floors import cpu_rates
 from manaka.bench.timing import HEADER, OUT_HELP, measure, note_resources, phase_ms, write_results
 
 SEED = SeedShapes().model_config()
@@ -155,7 +156,7 @@ def main(argv: List[str]) -> int:
         lines += head_lines
         head_lines, results["policy_head_ops"] = policy_head.compare_ops(
             "cpu", batch, cfg.head_width, cfg.num_moves, args.head_runs, repeats=10,
-            rates=cpu_rates())
+            rates=cpu_rates(mk.get_num_threads()))
         lines += head_lines
 
     baseline = None if args.no_torch else load_torch_baseline()

@@ -12,8 +12,9 @@ sampled through NVML during the timed loop; the step with the fused policy head 
 split one (timed interleaved, bench/policy_head.py); and beside it, in the same run, the same
 network in PyTorch eager and under torch.compile (manaka/bench/torch_baseline.py, same parameters
 and batch, losses checked to agree; their batch is already on the GPU, unlike the
-first manaka row's, and their labels say so), and the floor: the bytes the step must move and the
-FLOPs it must do over this GPU's measured copy bandwidth and FP32 matmul rate.
+first manaka row's, and their labels say so), and the floor (manaka.bench.floors.step_floor): per
+phase, max(the bytes it must move over this GPU's measured copy bandwidth, the FLOPs it must do
+over its FP32 matmul rate), summed over the pair gathers, the GEMMs and the update.
 The run is refused while another process uses the GPU (docs/design.md §5).
 """
 from __future__ import annotations
@@ -33,7 +34,7 @@ from .seed import SMALL
 from .skew import hottest_share, skewed_batch
 from .ops_cuda import bandwidth_gbs, fp32_tflops, import_torch, open_nvml, other_gpu_processes
 from .step import SEED, load_torch_baseline, seed_batch
-from .step_floor import floor
+from .floors import explain, phases_floor_ms, step_floor, phases_total
 from .timing import HEADER, Timing, measure, write_results, OUT_HELP
 
 
@@ -179,12 +180,14 @@ def main(argv: List[str]) -> int:
     bw = bandwidth_gbs(1 << 24 if args.small else 1 << 30)
     torch = import_torch()
     tflops = fp32_tflops(torch) if torch is not None else None
-    need = floor(cfg, batch, model.num_parameters())
-    floor_ms = need["bytes"] / (bw * 1e9) * 1e3 + (need["flops"] / (tflops * 1e12) * 1e3 if tflops else 0.0)
-    results["floor"] = {**need, "bandwidth_gbs": bw, "fp32_tflops": tflops, "floor_ms": floor_ms}
-    lines.append(f"  floor: {need['bytes'] / 1e9:.2f} GB at {bw:,.0f} GB/s + {need['flops'] / 1e9:.1f} GFLOP"
-                 + (f" at {tflops:.1f} TFLOP/s" if tflops else " (FLOP rate not measured: no torch)")
-                 + f" = {floor_ms:.3f} ms; manaka is {step.median_ms / floor_ms:.2f}x the floor")
+    phases = step_floor(cfg, batch, model.num_parameters())
+    gflops = tflops * 1e3 if tflops else None
+    floor_ms = phases_floor_ms(phases, bw, gflops)
+    results["floor"] = {**phases_total(phases), "phases": phases, "bandwidth_gbs": bw, "fp32_tflops": tflops,
+                        "floor_ms": floor_ms}
+    lines.append(f"  floor = the sum of its phases' floors = {floor_ms:.3f} ms; manaka is"
+                 f" {step.median_ms / floor_ms:.2f}x the floor")
+    lines += [f"    {name}: {explain(need, bw, gflops)}" for name, need in phases.items()]
     lines.append(f"  device memory used by the model and its step: {results['device_memory_mb']:,.0f} MB")
 
     baseline = None if args.no_torch or torch is None else load_torch_baseline()

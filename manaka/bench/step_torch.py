@@ -26,9 +26,10 @@ The batch: the uniform seed batch of docs/design.md §5 by default, whose random
 in training. Every variant cycles through the same ``--batches`` batches in the same order, so
 the sparse updates pay their catch-up of rows that come back after a gap.
 
-On the CPU it ends with the dense step's floor (manaka/bench/step_floor.py): the bytes and
-FLOPs the step cannot avoid over this machine's copy bandwidth and GEMM rate, measured in
-the same run.
+On the CPU it ends with the dense step's floor (manaka/bench/floors.py, step_floor): per
+phase (the pair gathers, the GEMMs and GatherDot, the update), max(the bytes it cannot avoid
+at this machine's copy rate, the FLOPs at its GEMM rate), summed over the phases; rates measured in the
+same run (floors.cpu_rates).
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ import numpy as np
 import manaka as mk
 from manaka.bench.seed import SMALL
 from manaka.bench.step import SEED, seed_batch
-from manaka.bench.step_floor import cpu_rates, floor, floor_ms
+from manaka.bench.floors import cpu_rates, explain, phases_floor_ms, step_floor, phases_total
 from manaka.bench.timing import HEADER, OUT_HELP, measure_interleaved, note_resources, write_results
 
 
@@ -212,16 +213,13 @@ def main(argv: List[str]) -> int:
     for name, s in compile_s.items():
         lines.append(f"  first call of {name} (compilation): {s:.1f} s")
     if dev == "cpu":
-        need, rates = floor(cfg, batch, model.num_parameters()), cpu_rates()
-        results["floor"] = {**need, **rates}
-        if rates["gemm_gflops"] is None:
-            lines.append("  floor: not measured (no manaka._testing for the GEMM rate)")
-        else:
-            results["floor"]["floor_ms"] = ms = floor_ms(need, rates["copy_gbs"], rates["gemm_gflops"])
-            lines.append(f"  the dense step's floor: {need['bytes'] / 1e9:.3g} GB at {rates['copy_gbs']:.1f} GB/s"
-                         f" (NumPy copy) + {need['flops'] / 1e9:.3g} GFLOP at {rates['gemm_gflops']:.0f} GFLOP/s"
-                         f" (manaka's GEMM, 2048 cube) = {ms:.1f} ms; mk.Trainer step is"
-                         f" {base.median_ms / ms:.2f}x the floor")
+        phases, rates = step_floor(cfg, batch, model.num_parameters()), cpu_rates(mk.get_num_threads())
+        ms = phases_floor_ms(phases, rates["copy_gbs"], rates["gemm_gflops"])
+        results["floor"] = {**phases_total(phases), "phases": phases, **rates, "floor_ms": ms}
+        lines.append(f"  the dense step's floor (the sum of its phases' floors; NumPy copy and NumPy sgemm"
+                     f" rates, best of 7) = {ms:.1f} ms; mk.Trainer step is {base.median_ms / ms:.2f}x the floor")
+        lines += [f"    {name}: {explain(need, rates['copy_gbs'], rates['gemm_gflops'])}"
+                  for name, need in phases.items()]
     results["timings"] = timings
     results["ratio_to_trainer"] = {n: t.median_ms / base.median_ms for n, t in timings.items()}
     results["ratio_to_sparse_trainer"] = {n: t.median_ms / sparse_base.median_ms for n, t in timings.items()}

@@ -98,6 +98,8 @@ def test_bench_bookkeeping_with_a_stand_in_backend(monkeypatch, tmp_path):
         assert r["fused"]["median_ms"] >= 0 and r["public"]["median_ms"] >= 0
         assert "atomic" not in r  # the atomicAdd scatters are an experiment (lab/), not a product row
     assert result["bandwidth_gbs"] > 0 and result["fp32_tflops"] is None
+    for r in result["results"]:  # no FLOP rate without PyTorch: the bandwidth floor alone
+        assert r["floor_ms"] == pytest.approx(r["bytes"] / (result["bandwidth_gbs"] * 1e9) * 1e3)
     assert (tmp_path / "ops-cuda.md").exists()
 
 

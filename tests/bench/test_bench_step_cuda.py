@@ -25,7 +25,14 @@ def test_step_benchmark_runs_and_writes_results(tmp_path, capsys):
     skewed = result["manaka_skewed_batch"]  # hot ids, as in real positions
     assert skewed["median_ms"] > 0 and float(skewed["extra"]["top-10 token share"]) > 0.3
     assert result["launches_per_step"] > 5  # forward, loss, backward and AdamW kernels at least
-    assert result["floor"]["bytes"] > 0 and result["floor"]["floor_ms"] > 0
+    floor = result["floor"]
+    assert floor["bytes"] > 0 and floor["floor_ms"] > 0
+    # the sum of the three phases' floors, each max(bytes at the bandwidth, FLOPs at the FP32 rate)
+    flop_rate = floor["fp32_tflops"] * 1e12 if floor["fp32_tflops"] else None
+    assert floor["floor_ms"] == pytest.approx(sum(
+        max(p["bytes"] / (floor["bandwidth_gbs"] * 1e9), p["flops"] / flop_rate if flop_rate else 0.0) * 1e3
+        for p in floor["phases"].values()))
+    assert set(floor["phases"]) == {"gather", "gemm", "update"}
     head = result["policy_head"]  # the fused policy head beside the split one
     assert head["fused"]["median_ms"] > 0 and head["split"]["median_ms"] > 0
     assert head["launches_per_step"]["split"] > head["launches_per_step"]["fused"]

@@ -37,3 +37,7 @@ def test_step_torch_small_writes_ratios_for_every_variant(tmp_path):
     # a lower bound: no step runs under it (the small configuration's steps are far above)
     assert 0 < floor["floor_ms"] < results["timings"]["mk.Trainer step"]["median_ms"]
     assert "the dense step's floor" in text
+    # the sum of the three phases' floors, each max(bytes at the copy rate, FLOPs at the GEMM rate)
+    assert set(floor["phases"]) == {"gather", "gemm", "update"}
+    assert floor["floor_ms"] == pytest.approx(sum(
+        max(p["bytes"] / floor["copy_gbs"], p["flops"] / floor["gemm_gflops"]) / 1e6 for p in floor["phases"].values()))

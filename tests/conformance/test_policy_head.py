@@ -213,7 +213,7 @@ def test_benchmark_comparison_runs_and_checks_agreement():
 
 def test_benchmark_op_comparison_runs():
     from manaka.bench import policy_head
-    from manaka.bench.step_floor import floor_ms, policy_head_floor
+    from manaka.bench.floors import floor_ms, policy_head_floor
 
     cfg = cases.config()
     batch = cases.batch(cfg, B=32, L=20, seed=1)
@@ -228,10 +228,13 @@ def test_benchmark_op_comparison_runs():
 def test_policy_head_floor_counts_the_bytes_and_flops():
     """The floor's model on a batch counted by hand: 2 positions, 5 legal slots over 3
     distinct moves, W = 4."""
-    from manaka.bench.step_floor import floor_ms, policy_head_floor
+    from manaka.bench.floors import floor_ms, policy_head_floor
 
     legal = np.array([[3, 1, -1], [1, 1, 2]], np.int32)
     need = policy_head_floor(legal, np.array([2, 3], np.int32), 4)
     # q 2x4, 5 slots, counts + targets 2 + 2, rows {1, 2, 3} x 4, dlogits 2x3, dq 2x4, stats 2 + 2
     assert need == {"bytes": 4 * (8 + 5 + 4 + 12 + 6 + 8 + 4), "flops": 2 * 2 * 5 * 4}
-    assert floor_ms(need, 1.0, 1.0) == pytest.approx(need["bytes"] / 1e6 + need["flops"] / 1e6)
+    # max(bytes at 1 GB/s, FLOPs at 1 GFLOP/s) in ms: 188 bytes -> 1.88e-4 ms, 80 FLOPs -> 8e-5 ms;
+    # at 0.1 GFLOP/s the FLOPs take 8e-4 ms and set the floor
+    assert floor_ms(need, 1.0, 1.0) == pytest.approx(1.88e-4)
+    assert floor_ms(need, 1.0, 0.1) == pytest.approx(8e-4)
