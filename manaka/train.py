@@ -53,7 +53,8 @@ def _shogi_recipe() -> dict:
     from .shogi.recipe import RECIPE
 
     return dict(weight_decay=RECIPE["weight_decay"], warmup=RECIPE["warmup"], schedule=RECIPE["schedule"],
-                eps=RECIPE["eps"], value=RECIPE["value"], on_bad="raise", mirror=RECIPE["mirror"],
+                eps=RECIPE["eps"], value=RECIPE["value"], eval_scale=RECIPE["eval_scale"], on_bad="raise",
+                mirror=RECIPE["mirror"],
                 keep_best=RECIPE["keep_best"], moves=RECIPE["moves"], pair_update=RECIPE["pair_update"],
                 move_update=RECIPE["move_update"])
 
@@ -105,6 +106,19 @@ def _value(text: str):
     return x
 
 
+def _eval_scale(text: str):
+    """--eval-scale: fit, or a positive number."""
+    if text == "fit":
+        return text
+    try:
+        x = float(text)
+    except ValueError:
+        x = -1.0
+    if not 0.0 < x < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected fit or a positive number, got {text!r}")
+    return x
+
+
 def _default(name: str) -> str:
     """The help text's default of a recipe option, per kind of data."""
     s = RECIPES["shogi"][name]
@@ -141,6 +155,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--value", type=_value, metavar="result|eval|λ",
                    help="shogi records: the value target: the game result, the evaluation (sigmoid(eval/756)) or "
                         f"the mix (1-λ)·result + λ·eval ({_default('value')})")
+    g.add_argument("--eval-scale", type=_eval_scale, metavar="S|fit",
+                   help="shogi records: s in the evaluation's win probability sigmoid(eval/s): a number (dlshogi's "
+                        "756) or fit, the s that best predicts the training records' own results, also used for "
+                        f"--eval-data ({_default('eval_scale')})")
     g.add_argument("--moves", choices=sorted(MOVE_ENCODINGS), metavar="ENCODING",
                    help="shogi records: the move label encoding: dlshogi, or one whose labels also say what a move "
                         "captures (capture), and whether its destination is defended (capture-defended), whether "
@@ -461,20 +479,21 @@ def _train(args, rank: int = 0, world: int = 1, group=None) -> int:
             kind = data_kind(args.data, "--data")
             if args.eval_data and data_kind(args.eval_data, "--eval-data") != kind:
                 raise ValueError(f"--data {args.data} and --eval-data {args.eval_data} are different kinds of data")
-            if kind == "data" and (args.value is not None or args.on_bad is not None or args.moves is not None):
-                raise ValueError("--value, --on-bad and --moves apply to shogi records (.hcpe, .bin, .psv), not to a "
-                                 "dataset folder")
-        elif args.value is not None or args.on_bad is not None or args.moves is not None:
-            raise ValueError("--value, --on-bad and --moves apply to shogi records (--data with .hcpe, .bin or .psv "
-                             "files)")
+            if kind == "data" and _record_options(args):
+                raise ValueError("--value, --eval-scale, --on-bad and --moves apply to shogi records (.hcpe, .bin, "
+                                 ".psv), not to a dataset folder")
+        elif _record_options(args):
+            raise ValueError("--value, --eval-scale, --on-bad and --moves apply to shogi records (--data with .hcpe, "
+                             ".bin or .psv files)")
         recipe = RECIPES["shogi" if kind in ("hcpe", "hcpe3", "psv") else "data"]
         option = lambda name: getattr(args, name) if getattr(args, name) is not None else recipe[name]
         if args.data:
             records = dict(value=option("value"), on_bad=option("on_bad"), moves=option("moves")) if kind != "data" else {}
             # the recipe's mirror doubles the training records only: held-out data is scored as recorded
-            data = open_data(args.data, kind, **records, mirror=kind != "data" and recipe["mirror"])
-            if args.eval_data:
-                held_out = open_data(args.eval_data, kind, **records)
+            data = open_records_scaled(args.data, kind, records, option("eval_scale"), args.eval_scale is None,
+                                       mirror=kind != "data" and recipe["mirror"])
+            if args.eval_data:  # the training records' scale (a fitted one included)
+                held_out = open_data(args.eval_data, kind, **records, **_scale_of(data))
         else:
             # Vocabularies and shapes of the seed configuration; orders as the model's.
             shape = mk.ModelConfig(**{**SEED_SHAPES, "orders": args.orders or preset["orders"]})
@@ -647,19 +666,52 @@ def _is_records(path: str) -> bool:
         return False
 
 
-def open_data(path: str, kind: str, value="result", on_bad="raise", mirror: bool = False, moves: str = "dlshogi"):
+def open_data(path: str, kind: str, value="result", on_bad="raise", mirror: bool = False, moves: str = "dlshogi",
+              eval_scale=756.0):
     """A dataset folder, or shogi records (a file, glob or folder) of `kind` (data_kind);
     `mirror` adds the records' left-right mirrors (shogi.open_hcpe's mirror=), `moves` is
-    their move label encoding."""
+    their move label encoding, `eval_scale` the evaluation's scale (a number or "fit")."""
     from . import shogi
 
     if kind == "hcpe3":  # dlshogi's games with visit counts: soft policy targets
-        return shogi.open_hcpe3(path, value=value, on_bad=on_bad, moves=moves)
+        return shogi.open_hcpe3(path, value=value, on_bad=on_bad, moves=moves, eval_scale=eval_scale)
     if kind == "hcpe":
-        return shogi.open_hcpe(path, value=value, on_bad=on_bad, mirror=mirror, moves=moves)
+        return shogi.open_hcpe(path, value=value, on_bad=on_bad, mirror=mirror, moves=moves, eval_scale=eval_scale)
     if kind == "psv":
-        return shogi.open_psv(path, value=value, on_bad=on_bad, mirror=mirror, moves=moves)
+        return shogi.open_psv(path, value=value, on_bad=on_bad, mirror=mirror, moves=moves, eval_scale=eval_scale)
     return mk.Dataset.open(path)
+
+
+def _record_options(args) -> bool:
+    return any(getattr(args, k) is not None for k in ("value", "eval_scale", "on_bad", "moves"))
+
+
+def _scale_of(data) -> dict:
+    """open_data's eval_scale= for data read like `data` (records: the number they use)."""
+    scale = getattr(data, "eval_scale", None)
+    return {} if scale is None else {"eval_scale": scale}
+
+
+def open_records_scaled(path: str, kind: str, records: dict, eval_scale, from_recipe: bool, mirror: bool):
+    """open_data with `eval_scale`, saying in the log which scale the value target uses. The
+    recipe's "fit" on records that cannot fit one (too few decisive games, evaluations that
+    do not predict results) falls back to dlshogi's 756 and says so; an explicit
+    --eval-scale fit is an error there."""
+    if kind == "data":
+        return open_data(path, kind)
+    from .shogi.eval_scale import EvalScaleFitError
+
+    try:
+        data = open_data(path, kind, **records, mirror=mirror, eval_scale=eval_scale)
+    except EvalScaleFitError as e:
+        if not from_recipe:
+            raise
+        print(f"eval_scale: 756 (dlshogi's): the recipe's fit is not possible here: {e}")
+        return open_data(path, kind, **records, mirror=mirror, eval_scale=756.0)
+    if data.eval_scale is not None:
+        how = "fitted to the training records' results" if eval_scale == "fit" else "given"
+        print(f"value target: {records['value']!r} with sigmoid(eval / {data.eval_scale:g}), the scale {how}")
+    return data
 
 
 def label_baselines(train, held_out, batch_size: int, max_train: int = 1_000_000) -> dict:

@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
                 } else if (part == 2) {
                     mk_shogi_tokens_boards(&recs[i].pos, &boards[i], tokens), sink += tokens[3];
                 } else if (part == 3) {
-                    sink += mk_shogi_row(MK_SHOGI_FORMAT_HCPE, buf + (long)MK_HCPE_BYTES * i, 0.0, 0, 0, tokens, labels,
+                    sink += mk_shogi_row(MK_SHOGI_FORMAT_HCPE, buf + (long)MK_HCPE_BYTES * i, 0.0, 756.0, 0, 0, tokens, labels,
                                          &target, &value);
                 } else {
                     mk_shogi_pos pos;

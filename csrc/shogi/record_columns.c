@@ -41,7 +41,7 @@ static int reserve_labels(int32_t **labels, size_t *cap, size_t need) {
 }
 
 int mk_shogi_rows_all(int format, const uint8_t *records, int64_t n, double eval_weight,
-                      int mirror, int moves, int16_t *tokens, int64_t *offsets, int32_t *target,
+                      double eval_scale, int mirror, int moves, int16_t *tokens, int64_t *offsets, int32_t *target,
                       float *value, int32_t *status, int32_t **labels, size_t *count) {
     const int width = record_bytes(format);
     /* A first guess of 128 labels per record (real games average fewer), grown as needed. */
@@ -52,7 +52,7 @@ int mk_shogi_rows_all(int format, const uint8_t *records, int64_t n, double eval
     for (int64_t i = 0; i < n; i++) {
         int32_t t32[2 * MK_SHOGI_TOKENS], lab[MK_SHOGI_MAX_MOVES], row_target = -1;
         float row_value = 0;
-        int k = mk_shogi_row(format, records + i * width, eval_weight, mirror, moves, t32, lab,
+        int k = mk_shogi_row(format, records + i * width, eval_weight, eval_scale, mirror, moves, t32, lab,
                              &row_target, &row_value);
         status[i] = k < 0 ? -k : 0;
         if (k < 0) { /* a bad record: no labels, every token slot empty */

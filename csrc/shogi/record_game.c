@@ -9,7 +9,7 @@ static const char *const mirror_notes[2] = {"", " (mirrored)"};
 static int shogi_row(const void *ctx, const uint8_t *rec, int file, int64_t index, int variant,
                      int32_t *tokens, int32_t *legal, int32_t *target, float *value, float *policy) {
     const mk_shogi_records *g = ctx;
-    int n = mk_shogi_row(g->format, rec, g->eval_weight, variant, g->moves, tokens, legal, target, value);
+    int n = mk_shogi_row(g->format, rec, g->eval_weight, g->eval_scale, variant, g->moves, tokens, legal, target, value);
     if (n > 0 && g->raw && policy) { /* bit 0 of the Huffman code: the side to move (never mirrored) */
         int64_t at = index < g->info_size[file] ? g->info[file][index] : -1;
         int64_t size = g->raw_size[file];

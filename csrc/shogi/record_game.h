@@ -2,7 +2,7 @@
  * or an HCPE record indexed from an hcpe3 file with its candidates, becomes a training row.
  *
  * A row is mk_shogi_row's (records.h): the tokens, the legal labels in encoding `moves`,
- * the played move's index and the value mixed by eval_weight. Variant 1 (with mirror) is
+ * the played move's index and the value mixed by eval_weight (eval scaled by eval_scale). Variant 1 (with mirror) is
  * the record's left-right mirror. With hcpe3 soft targets (raw set), the policy target of
  * a row is mk_hcpe3_policy's over the candidates whose MoveInfo is at info[file][index] in
  * raw[file] (of raw_size[file] bytes); mirroring is not offered then (the candidates'
@@ -17,6 +17,7 @@ typedef struct {
     int moves;           /* the label encoding, MK_SHOGI_MOVES_* (position.h) */
     int mirror;          /* 1: two variants, the record and its mirror */
     double eval_weight;  /* in [0, 1] */
+    double eval_scale;   /* > 0: the value's sigmoid(eval / eval_scale) */
     const uint8_t *const *raw;  /* [files] each hcpe3 file's bytes, or NULL: no soft targets */
     const int64_t *const *info; /* [files][info_size[file]] each record's MoveInfo offset in
                                    raw; a record past its file's info has no candidates */

@@ -351,7 +351,7 @@ static uint16_t mirror_move(uint16_t m) {
     return (uint16_t)((m & ~0x3fffu) | (unsigned)from << 7 | (unsigned)to);
 }
 
-int mk_shogi_row(int format, const uint8_t *rec, double eval_weight, int mirror, int moves,
+int mk_shogi_row(int format, const uint8_t *rec, double eval_weight, double eval_scale, int mirror, int moves,
                  int32_t *tokens, int32_t *labels, int32_t *target, float *value) {
     mk_shogi_record r;
     mk_shogi_boards B; /* built once, by the decoder, for validation, moves and tokens */
@@ -368,7 +368,7 @@ int mk_shogi_row(int format, const uint8_t *rec, double eval_weight, int mirror,
     if (eval_weight == 0.0) {
         *value = r.result; /* what the formula below gives, without the exp */
     } else {
-        double e = 1.0 / (1.0 + exp(-(double)r.eval / 756.0));
+        double e = 1.0 / (1.0 + exp(-(double)r.eval / eval_scale));
         *value = (float)((1.0 - eval_weight) * r.result + eval_weight * e);
     }
     return n;

@@ -39,10 +39,11 @@ int mk_shogi_decode_boards(int format, const uint8_t *record, mk_shogi_record *o
 /* One training row: tokens [2, 40], the legal moves' labels in encoding `moves`
  * (MK_SHOGI_MOVES_*, position.h; in ascending dlshogi label) (returns their count, or
  * -code on a fault, the recorded move not legal included), the played move's index and the
- * value (1 - eval_weight) * result + eval_weight * sigmoid(eval / 756). With `mirror`,
+ * value (1 - eval_weight) * result + eval_weight * sigmoid(eval / eval_scale) (eval_scale > 0;
+ * dlshogi's is 756). With `mirror`,
  * the row of the left-right mirrored record: files 1..9 become 9..1 on the board and in
  * the move (a symmetry of the rules: the same legality, evaluation and result). */
-int mk_shogi_row(int format, const uint8_t *record, double eval_weight, int mirror, int moves,
+int mk_shogi_row(int format, const uint8_t *record, double eval_weight, double eval_scale, int mirror, int moves,
                  int32_t *tokens, int32_t *labels, int32_t *target, float *value);
 
 /* The 32-byte Huffman code of a valid position (HCPE's first field), bit for bit what
@@ -68,7 +69,7 @@ void mk_shogi_decode_all(int format, const uint8_t *records, int64_t n, uint8_t 
  * caller frees it), *count = offsets[n]. A bad record has no labels, tokens -1, target -1
  * and value 0. 0, or -1 when memory ran out (*labels is then NULL). */
 int mk_shogi_rows_all(int format, const uint8_t *records, int64_t n, double eval_weight,
-                      int mirror, int moves, int16_t *tokens, int64_t *offsets, int32_t *target,
+                      double eval_scale, int mirror, int moves, int16_t *tokens, int64_t *offsets, int32_t *target,
                       float *value, int32_t *status, int32_t **labels, size_t *count);
 
 #endif

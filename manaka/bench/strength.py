@@ -94,7 +94,8 @@ class Table:
     tokens, the legal labels (in encoding `moves`, ascending dlshogi label), the played move's index, the result (value with eval
     weight 0) and the training value target (with the recipe's eval weight)."""
 
-    def __init__(self, path: str, eval_weight: float = 0.0, limit: int = 0, moves: str = "dlshogi"):
+    def __init__(self, path: str, eval_weight: float = 0.0, limit: int = 0, moves: str = "dlshogi",
+                 eval_scale: float = 756.0):
         from .. import _core
         from ..shogi.position import MOVE_ENCODINGS
         from ..shogi.records import HCPE, read_records
@@ -110,7 +111,8 @@ class Table:
             raise ValueError(f"{path}: record {i}: {_core.shogi_reason(int(status[i]))}")
         self.tokens, self.offsets, self.labels = tokens, offsets, labels.astype(np.int32)
         self.target, self.result = target, result
-        self.value = result if eval_weight == 0 else _core.shogi_rows(HCPE, self.records, float(eval_weight))[4]
+        self.value = (result if eval_weight == 0 else
+                      _core.shogi_rows(HCPE, self.records, float(eval_weight), False, 0, float(eval_scale))[4])
         self.counts = np.diff(offsets).astype(np.int32)
 
     def __len__(self) -> int:
@@ -243,7 +245,7 @@ def train_manaka(cfg: dict) -> dict:
     mk.set_num_threads(1)
     r = recipe(**cfg["settings"])
     held = Table(cfg["held"], moves=r["moves"])
-    data = open_hcpe(cfg["train"], value=r["value"], mirror=r["mirror"], moves=r["moves"])
+    data = open_hcpe(cfg["train"], value=r["value"], mirror=r["mirror"], moves=r["moves"], eval_scale=cfg["eval_scale"])
     model = mk.Model(model_config(r), seed=cfg["seed"])  # the vocabularies of open_hcpe's encoding
     loader = mk.Loader(data, batch_size=r["batch_size"], producers=1, prefetch=4, shuffle=True, seed=cfg["seed"])
     total = estimate_steps(cfg, r["batch_size"], len(loader))
@@ -307,7 +309,7 @@ def train_resnet(cfg: dict) -> dict:
 
     torch.set_num_threads(1)
     held = Table(cfg["held"])
-    train = Table(cfg["train"], eval_weight=cfg["eval_weight"])
+    train = Table(cfg["train"], eval_weight=cfg["eval_weight"], eval_scale=cfg["eval_scale"])
     run = ResNetRun(cfg["blocks"], cfg["channels"], lr=cfg["resnet_lr"], seed=cfg["seed"])
     rng = np.random.default_rng(cfg["seed"])
     budget = Budget(cfg["seconds"], cfg["positions"], cfg["every"], cfg["every_positions"])
@@ -333,7 +335,8 @@ def train_resnet(cfg: dict) -> dict:
     return {"curve": curve, "parameters": run.num_parameters(), "steps": steps, "positions_seen": budget.seen,
             "seconds": budget.trained, "final": evaluate_resnet(run, held),
             "settings": {"blocks": cfg["blocks"], "channels": cfg["channels"], "lr": cfg["resnet_lr"],
-                         "batch_size": B, "weight_decay": 1e-4, "value": cfg["eval_weight"]}}
+                         "batch_size": B, "weight_decay": 1e-4, "value": cfg["eval_weight"],
+                         "eval_scale": cfg["eval_scale"]}}
 
 
 # ---------------------------------------------------------------------------------------
@@ -370,6 +373,23 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _eval_scale(train: str, r: dict) -> float:
+    """The recipe's eval_scale as a number, a fitted one from the training records: both
+    models train on the same value target."""
+    from ..shogi.eval_scale import EVAL_SCALE, EvalScaleFitError, fit_eval_scale
+    from ..shogi.records import HCPE, read_records, value_weight
+
+    if value_weight(r["value"]) == 0.0:  # the value target reads no evaluation
+        return EVAL_SCALE
+    if r["eval_scale"] != "fit":
+        return float(r["eval_scale"])
+    try:
+        return fit_eval_scale([read_records(train, HCPE)[0]], HCPE, train)
+    except EvalScaleFitError as e:  # as manaka.train's recipe does
+        print(f"eval_scale: 756 (dlshogi's): the recipe's fit is not possible here: {e}")
+        return EVAL_SCALE
+
+
 def run(a) -> dict:
     from ..shogi.recipe import parse_setting, recipe
     from ..shogi.records import value_weight
@@ -380,7 +400,7 @@ def run(a) -> dict:
     cfg = {"train": a.train, "held": a.held, "seconds": a.time, "positions": a.positions, "every": a.eval_every, "every_positions": a.eval_every_positions,
            "eval_positions": a.eval_positions, "settings": settings, "seed": a.seed, "rate_guess": a.rate_guess,
            "blocks": a.blocks, "channels": a.channels, "resnet_lr": a.resnet_lr, "resnet_batch": a.resnet_batch,
-           "eval_weight": value_weight(r["value"]), "save": a.save}
+           "eval_weight": value_weight(r["value"]), "eval_scale": _eval_scale(a.train, r), "save": a.save}
     if a.save:
         os.makedirs(a.save, exist_ok=True)
     if not a.time and not a.positions:
@@ -412,7 +432,11 @@ def report(out: dict) -> List[str]:
              + (f" ({out['data']['train_positions']:,} / {out['data']['held_positions']:,} positions)" if "data" in out else ""),
              f"budget per model: {c['seconds']:g} s of training" + (f", {c['positions']:,} positions" if c['positions'] else "")
              + "; 1 model thread each (manaka: + 1 producer thread), both trained at the same time",
-             f"manaka recipe: {out['recipe']}", ""]
+             f"manaka recipe: {out['recipe']}"]
+    if c.get("eval_weight") and "eval_scale" in c:
+        lines.append(f"value target of both models: {c['eval_weight']:g} x sigmoid(eval / {c['eval_scale']:g}) + "
+                     f"{1 - c['eval_weight']:g} x result")
+    lines.append("")
     lines.append(f"{'row':<12} {'top-1':>7} {'top-5':>7} {'policy NLL':>10} {'value BCE':>10} {'value acc':>10} "
                  f"{'seen':>10} {'params':>12}")
     for name, r in out["rows"].items():

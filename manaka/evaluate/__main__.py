@@ -58,7 +58,11 @@ def parser() -> argparse.ArgumentParser:
                    "training data) instead of on DATA itself")
     p.add_argument("--value", type=value_option, default="result", metavar="result|eval|λ",
                    help="value target of shogi records: the game result (default), the engine eval "
-                        "(sigmoid(eval / 756)), or the mix (1 - λ) result + λ eval")
+                        "(sigmoid(eval / S), S from --eval-scale), or the mix (1 - λ) result + λ eval")
+    p.add_argument("--eval-scale", type=_eval_scale, default=756.0, metavar="S|fit",
+                   help="s in the engine eval's win probability sigmoid(eval / s): a number (default 756, "
+                        "dlshogi's) or fit, the s that best predicts the results of --train's records (of DATA's "
+                        "without --train)")
     p.add_argument("--on-bad", choices=["raise", "skip"], default="raise",
                    help="a bad shogi record: stop with an error naming it (default), or leave it out")
     p.add_argument("--batch-size", type=positive, default=1024, help="positions per forward pass (default 1024)")
@@ -71,10 +75,18 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def open_data(path: str, option: str, value, on_bad: str, model=None):
+def _eval_scale(text: str):
+    """--eval-scale: fit, or a positive number."""
+    from ..train import _eval_scale as parse
+
+    return parse(text)
+
+
+def open_data(path: str, option: str, value, on_bad: str, model=None, eval_scale=756.0):
     """What ``python -m manaka.train --data`` reads (its data_kind and open_data: a dataset
-    folder, or shogi records chosen by suffix, a file, glob or folder); `value` and
-    `on_bad` apply to records, which are labelled in the move encoding `model` reads."""
+    folder, or shogi records chosen by suffix, a file, glob or folder); `value`, `on_bad`
+    and `eval_scale` apply to records, which are labelled in the move encoding `model`
+    reads."""
     from ..shogi.position import moves_of
     from ..train import data_kind, open_data as open_train_data
 
@@ -83,7 +95,8 @@ def open_data(path: str, option: str, value, on_bad: str, model=None):
         if value != "result":
             raise ValueError(f"--value {value} applies to shogi records; the dataset folder {path} holds its own values")
         return open_train_data(path, kind)
-    return open_train_data(path, kind, value=value, on_bad=on_bad, moves=moves_of(model.config.num_moves))
+    return open_train_data(path, kind, value=value, on_bad=on_bad, moves=moves_of(model.config.num_moves),
+                           eval_scale=eval_scale)
 
 
 ROWS = (("model", "model"), ("chance", "chance (uniform)"), ("frequency", "frequency"))
@@ -109,8 +122,10 @@ def main(argv=None) -> int:
     try:
         start = time.perf_counter()
         model = Model.load(args.model, device=args.device)
-        data = open_data(args.data, "DATA", args.value, args.on_bad, model)
-        train = open_data(args.train, "--train", args.value, args.on_bad, model) if args.train else None
+        train = open_data(args.train, "--train", args.value, args.on_bad, model, args.eval_scale) if args.train else None
+        scale = getattr(train, "eval_scale", None)  # a fit on --train is DATA's scale too
+        data = open_data(args.data, "DATA", args.value, args.on_bad, model,
+                         args.eval_scale if scale is None else scale)
         result = evaluate(model, data, batch_size=args.batch_size, value_weight=args.value_weight)
         counted = label_frequencies(train if train is not None else data, batch_size=args.batch_size)
         figures = {"model": result, **baselines(data, counted, batch_size=args.batch_size,

@@ -17,6 +17,8 @@ from typing import List
 
 import numpy as np
 
+from .eval_scale import EVAL_SCALE
+
 __all__ = ["identity", "fingerprint", "differences", "SAMPLES"]
 
 SAMPLES = 4096
@@ -50,6 +52,9 @@ def identity(ds) -> dict:
            "value": ds.meta["value"], "on_bad": ds.on_bad}
     if getattr(ds, "mirror", False):  # only when set: identities saved before mirror= stay valid
         out["mirror"] = True
+    scale = getattr(ds, "eval_scale", None)
+    if scale is not None and scale != EVAL_SCALE:  # only when not dlshogi's 756, the scale before eval_scale=
+        out["eval_scale"] = scale
     return out
 
 
@@ -64,6 +69,8 @@ def differences(saved: dict, mine: dict) -> List[str]:
     for key, what in (("format", "format"), ("value", "value="), ("on_bad", "on_bad=")):
         if saved.get(key) != mine.get(key):
             out.append(f"{what} {saved.get(key)!r} then, {mine.get(key)!r} now")
+    if saved.get("eval_scale", EVAL_SCALE) != mine.get("eval_scale", EVAL_SCALE):
+        out.append(f"eval_scale= {saved.get('eval_scale', EVAL_SCALE)!r} then, {mine.get('eval_scale', EVAL_SCALE)!r} now")
     if saved.get("mirror", False) != mine.get("mirror", False):
         out.append(f"mirror= {saved.get('mirror', False)!r} then, {mine.get('mirror', False)!r} now")
     old, new = saved.get("files") or [], mine.get("files") or []

@@ -25,7 +25,8 @@ import numpy as np
 from .. import _core
 from ..dataset import Dataset, Position
 from .position import MOVE_ENCODINGS, MOVE_KINDS, check_moves, num_labels
-from .records import HCPE, RecordFiles, _check_on_bad, expand_paths, value_weight
+from .eval_scale import EVAL_SCALE, check_eval_scale
+from .records import HCPE, RecordFiles, _check_on_bad, _scale_text, expand_paths, resolve_eval_scale, value_weight
 
 __all__ = ["open_hcpe3", "Hcpe3Files", "GAME_DTYPE", "MOVE_INFO_DTYPE", "MOVE_VISITS_DTYPE"]
 
@@ -57,8 +58,10 @@ class Hcpe3Files(RecordFiles):
     files themselves are memory-mapped.
     """
 
-    def __init__(self, paths, value: Union[str, float] = "result", on_bad: str = "raise", moves: str = "dlshogi"):
+    def __init__(self, paths, value: Union[str, float] = "result", on_bad: str = "raise", moves: str = "dlshogi",
+                 eval_scale: Union[float, str] = EVAL_SCALE):
         _check_on_bad(on_bad)
+        scale = check_eval_scale(eval_scale)
         self.moves = check_moves(moves)
         self.num_moves = num_labels(moves)
         self.move_kinds = MOVE_KINDS.get(moves, 0)  # ModelConfig.move_kinds of a model reading them
@@ -85,13 +88,17 @@ class Hcpe3Files(RecordFiles):
         self._starts = np.cumsum([0] + [len(a) for a in self._arrays])
         if self._starts[-1] == 0:
             raise ValueError(f"shogi: no usable hcpe3 record in {self.files!r}")
+        self.eval_scale = resolve_eval_scale(scale, self.eval_weight, self._arrays, HCPE, self.files)
         keep = [i for i, a in enumerate(self._arrays) if len(a)]
         soft = [(self._raw[i], self._info[i]) for i in keep]
-        self._row_source = _core.GameRecords(_core.shogi_game(HCPE, self.eval_weight, False, self._encoding, soft),
+        self._row_source = _core.GameRecords(_core.shogi_game(HCPE, self.eval_weight, False, self._encoding, soft,
+                                                              self._scale),
                                              [self._arrays[i] for i in keep], [self.files[i] for i in keep], on_bad == "skip")
         self.skipped = skipped
         self.meta = {"shogi_format": "hcpe3", "value": value if isinstance(value, str) else float(value),
                      "files": len(self.files), "skipped": skipped, "moves": self.moves}
+        if self.eval_scale is not None:
+            self.meta["eval_scale"] = self.eval_scale
 
     def where(self, i: int):
         """(file, game, ply) of dataset index i."""
@@ -122,7 +129,7 @@ class Hcpe3Files(RecordFiles):
             if not len(records):
                 continue
             tokens, offsets, labels, target, val, status = _core.shogi_rows(HCPE, records, self.eval_weight, False,
-                                                                            self._encoding)
+                                                                            self._encoding, self._scale)
             policy, pstatus = self._policy(f, np.arange(len(records)), labels, offsets)
             status = np.where(status != 0, status, pstatus)
             bad = np.nonzero(status)[0]
@@ -142,13 +149,14 @@ class Hcpe3Files(RecordFiles):
                                    num_tokens=self.num_tokens, num_moves=self.num_moves, meta=dict(self.meta))
 
     def __repr__(self) -> str:
-        return (f"shogi.Hcpe3Files({len(self):,} records in {len(self.files)} file(s), value={self.value!r}, "
+        return (f"shogi.Hcpe3Files({len(self):,} records in {len(self.files)} file(s), value={self.value!r}"
+                f"{_scale_text(self.eval_scale)}, "
                 f"on_bad={self.on_bad!r}, skipped={self.skipped})")
 
 
 def open_hcpe3(paths, value: Union[str, float] = "result", on_bad: str = "raise",
-               moves: str = "dlshogi") -> Hcpe3Files:
+               moves: str = "dlshogi", eval_scale: Union[float, str] = EVAL_SCALE) -> Hcpe3Files:
     """dlshogi hcpe3 files (a list, a glob or a folder of ``*.hcpe3``) as one dataset with
-    soft policy targets (visit counts), labels in encoding `moves` (RecordFiles): see
-    :class:`Hcpe3Files`."""
-    return Hcpe3Files(paths, value, on_bad, moves)
+    soft policy targets (visit counts), labels in encoding `moves` and the evaluation read
+    as sigmoid(eval / eval_scale) (RecordFiles): see :class:`Hcpe3Files`."""
+    return Hcpe3Files(paths, value, on_bad, moves, eval_scale)

@@ -43,8 +43,11 @@ RECIPE: Dict[str, Any] = {
     "pair_update": "dense",
     # which move-table rows a step updates (manaka.Trainer's move_update)
     "move_update": "dense",
-    # value target: (1 - value) * result + value * sigmoid(eval / 756)
+    # value target: (1 - value) * result + value * sigmoid(eval / eval_scale)
     "value": "eval",
+    # the evaluation's scale: "fit" to the training records' own results (shogi.eval_scale;
+    # Fairy-Stockfish's games fit ~560, dlshogi's engine 756), or a number
+    "eval_scale": "fit",
     # train on every record and its left-right mirror (open_hcpe / open_psv(mirror=True))
     "mirror": True,
     # keep the parameters of the best held-out evaluation (by held-out loss)
@@ -78,6 +81,8 @@ def parse_setting(text: str):
         return name, tuple(int(h) for h in raw.split(",") if h.strip())
     if name == "value":  # "result", "eval" or a mixing weight
         return name, raw if raw in ("result", "eval") else float(raw)
+    if name == "eval_scale":  # "fit" or a number
+        return name, raw if raw == "fit" else float(raw)
     if isinstance(old, bool):
         if raw.lower() not in ("0", "1", "true", "false"):
             raise ValueError(f"shogi recipe: {name} must be true or false, got {raw!r}")

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import _core
 from . import fingerprint as _fingerprint
+from .eval_scale import EVAL_SCALE, check_eval_scale, fit_eval_scale
 from ..dataset import Dataset, Position
 from .position import MOVE_ENCODINGS, MOVE_KINDS, NUM_TOKENS, TOKENS_PER_SIDE, check_moves, num_labels
 
@@ -55,7 +56,7 @@ def expand_paths(paths, fmt: int) -> List[str]:
 
 def value_weight(value: Union[str, float]) -> float:
     """value= -> the weight λ of the evaluation: "result" 0, "eval" 1, a float in [0, 1]
-    the mix (1 - λ) result + λ sigmoid(eval / 756)."""
+    the mix (1 - λ) result + λ sigmoid(eval / eval_scale)."""
     if value == "result":
         return 0.0
     if value == "eval":
@@ -110,13 +111,19 @@ class RecordFiles:
     ``moves`` is the move label encoding (manaka.shogi.MOVE_ENCODINGS): "dlshogi" (2,187
     labels) or the richer "capture" and "capture-defended", whose labels also say what a
     move captures and whether its destination is defended; ``num_moves`` follows it.
+
+    ``eval_scale`` is s in the evaluation's win probability sigmoid(eval / s) (value= "eval"
+    or a mix): a positive number (dlshogi's 756, the default) or "fit", the s that best
+    predicts these records' own game results (manaka/shogi/eval_scale.py). ``eval_scale``
+    the attribute is the number used (None with value="result", which reads no evaluation).
     """
 
     num_tokens, tokens_per_side = NUM_TOKENS, TOKENS_PER_SIDE
 
     def __init__(self, paths, fmt: int, value: Union[str, float] = "result", on_bad: str = "raise",
-                 mirror: bool = False, moves: str = "dlshogi"):
+                 mirror: bool = False, moves: str = "dlshogi", eval_scale: Union[float, str] = EVAL_SCALE):
         _check_on_bad(on_bad)
+        scale = check_eval_scale(eval_scale)
         self.moves = check_moves(moves)
         self.num_moves = num_labels(moves)
         self.move_kinds = MOVE_KINDS.get(moves, 0)  # ModelConfig.move_kinds of a model reading them
@@ -134,12 +141,20 @@ class RecordFiles:
         self._starts = np.cumsum([0] + [len(a) for a in self._arrays])
         if self._starts[-1] == 0:
             raise ValueError(f"shogi: no record in {self.files!r}")
+        self.eval_scale = resolve_eval_scale(scale, self.eval_weight, self._arrays, fmt, self.files)
         keep = [(a, f) for a, f in zip(self._arrays, self.files) if len(a)]
-        self._row_source = _core.GameRecords(_core.shogi_game(fmt, self.eval_weight, mirror, self._encoding),
+        self._row_source = _core.GameRecords(_core.shogi_game(fmt, self.eval_weight, mirror, self._encoding, None,
+                                                              self._scale),
                                              [a for a, _ in keep], [f for _, f in keep], on_bad == "skip")
         self.meta = {"shogi_format": _NAMES[fmt], "value": value if isinstance(value, str) else float(value),
                      "files": len(self.files), "cut_short_files": self.cut_short,
                      "bytes_per_position": RECORD_BYTES[fmt], "mirror": mirror, "moves": self.moves}
+        if self.eval_scale is not None:
+            self.meta["eval_scale"] = self.eval_scale
+
+    @property
+    def _scale(self) -> float:  # what the C rows divide the eval by (unused with value="result")
+        return EVAL_SCALE if self.eval_scale is None else self.eval_scale
 
     def __len__(self) -> int:
         return int(self._starts[-1]) * (2 if self.mirror else 1)
@@ -187,7 +202,7 @@ class RecordFiles:
         i = int(i) % n
         tokens, offsets, labels, target, value, status = _core.shogi_rows(self.format, self.record(i)[None],
                                                                            self.eval_weight, self._unmirrored(i)[1],
-                                                                           self._encoding)
+                                                                           self._encoding, self._scale)
         if status[0]:
             path, k = self.locate(i)
             raise ValueError(f"shogi: {path}: record {k}: {_core.shogi_reason(int(status[0]))}")
@@ -199,7 +214,7 @@ class RecordFiles:
         for mirrored, path, records in [(m, p, r) for m in ([False, True] if self.mirror else [False])
                                         for p, r in zip(self.files, self._arrays)]:
             tokens, offsets, labels, target, val, status = _core.shogi_rows(self.format, records, self.eval_weight,
-                                                                            mirrored, self._encoding)
+                                                                            mirrored, self._encoding, self._scale)
             bad = np.nonzero(status)[0]
             if len(bad) and self.on_bad == "raise":
                 i = int(bad[0])
@@ -222,25 +237,41 @@ class RecordFiles:
 
     def __repr__(self) -> str:
         return (f"shogi.RecordFiles({int(self._starts[-1]):,} {_NAMES[self.format]} records in {len(self.files)} file(s), "
-                f"value={self.value!r}, on_bad={self.on_bad!r}, {RECORD_BYTES[self.format]} bytes/position"
+                f"value={self.value!r}{_scale_text(self.eval_scale)}, on_bad={self.on_bad!r}, "
+                f"{RECORD_BYTES[self.format]} bytes/position"
                 f"{', and their left-right mirrors' if self.mirror else ''})")
 
 
+def resolve_eval_scale(scale, eval_weight: float, arrays, fmt: int, files) -> Union[float, None]:
+    """check_eval_scale's `scale` as the number the rows use: "fit" fitted to `arrays`; None
+    when eval_weight is 0 (no evaluation is read)."""
+    if eval_weight == 0.0:
+        return None
+    if scale == "fit":
+        return fit_eval_scale([a for a in arrays if len(a)], fmt, f"the records of {files!r}")
+    return scale
+
+
+def _scale_text(eval_scale) -> str:
+    return "" if eval_scale is None or eval_scale == EVAL_SCALE else f", eval_scale={eval_scale:g}"
+
+
 def open_records(paths, fmt: int, value: Union[str, float] = "result", on_bad: str = "raise",
-                 mirror: bool = False, moves: str = "dlshogi") -> RecordFiles:
+                 mirror: bool = False, moves: str = "dlshogi",
+                 eval_scale: Union[float, str] = EVAL_SCALE) -> RecordFiles:
     """Every record of `paths` (a list, a glob or a folder) as one dataset (with
-    mirror=True, followed by their left-right mirrors), labels in encoding `moves`: see
-    RecordFiles."""
-    return RecordFiles(paths, fmt, value, on_bad, mirror, moves)
+    mirror=True, followed by their left-right mirrors), labels in encoding `moves`, the
+    evaluation read as sigmoid(eval / eval_scale): see RecordFiles."""
+    return RecordFiles(paths, fmt, value, on_bad, mirror, moves, eval_scale)
 
 
 def open_hcpe(paths, value: Union[str, float] = "result", on_bad: str = "raise", mirror: bool = False,
-              moves: str = "dlshogi") -> RecordFiles:
+              moves: str = "dlshogi", eval_scale: Union[float, str] = EVAL_SCALE) -> RecordFiles:
     """dlshogi HCPE files (38-byte records) as one Dataset: see :func:`open_records`."""
-    return open_records(paths, HCPE, value, on_bad, mirror, moves)
+    return open_records(paths, HCPE, value, on_bad, mirror, moves, eval_scale)
 
 
 def open_psv(paths, value: Union[str, float] = "result", on_bad: str = "raise", mirror: bool = False,
-             moves: str = "dlshogi") -> RecordFiles:
+             moves: str = "dlshogi", eval_scale: Union[float, str] = EVAL_SCALE) -> RecordFiles:
     """YaneuraOu PackedSfenValue files (40-byte records) as one Dataset."""
-    return open_records(paths, PSV, value, on_bad, mirror, moves)
+    return open_records(paths, PSV, value, on_bad, mirror, moves, eval_scale)

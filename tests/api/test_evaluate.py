@@ -268,6 +268,20 @@ def test_command_prints_the_api_figures(shogi_files):
     assert f"{api['positions']:,} positions, {api['decisive']:,} decisive" in done.stdout
 
 
+def test_command_reads_the_eval_with_the_scale_given(shogi_files):
+    from manaka import shogi
+
+    folder = shogi_files
+    model = mk.Model.load(folder / "tiny.manaka")
+    done = run("tiny.manaka", "held.hcpe", "--value", "eval", "--eval-scale", "300", "--json", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)["model"]
+    want = mk.evaluate(model, shogi.open_hcpe(str(folder / "held.hcpe"), value="eval", eval_scale=300))
+    dlshogi = mk.evaluate(model, shogi.open_hcpe(str(folder / "held.hcpe"), value="eval"))
+    assert got["value_loss"] == pytest.approx(want["value_loss"], rel=1e-6)
+    assert abs(want["value_loss"] - dlshogi["value_loss"]) > 1e-4  # the scale changes the targets
+
+
 @pytest.mark.parametrize("args, message", [
     (("missing.manaka", "held.hcpe"), "No such file or directory: 'missing.manaka'"),
     (("held.hcpe", "held.hcpe"), "'held.hcpe': is not a manaka file"),

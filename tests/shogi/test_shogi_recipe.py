@@ -1,6 +1,7 @@
 """manaka.shogi.recipe: the default recipe for shogi records, its settings parsed and
 checked, and python -m manaka.train choosing it for record data (shapes, value target,
 mirror, optimizer settings, keep-best)."""
+import numpy as np
 import pytest
 
 from shogi_reference import make_records
@@ -39,7 +40,13 @@ def test_cli_uses_the_recipe_for_records(tmp_path, capsys):
                        "--batch-size", "32", "--threads", "1", "--no-save"]) == 0
     out = capsys.readouterr().out
     mirrors = ", and their left-right mirrors" if R["mirror"] else ""
-    assert (f"data: shogi.RecordFiles(160 HCPE records in 1 file(s), value={R['value']!r}, on_bad='raise', "
+    scale = ""
+    if R["eval_scale"] == "fit":  # the recipe's scale, fitted to the training records (random ones here)
+        from manaka.shogi.eval_scale import fit_eval_scale
+        fitted = fit_eval_scale([hcpe[:160].view(np.uint8).reshape(160, -1)], shogi.HCPE, "train.hcpe")
+        scale = f", eval_scale={fitted:g}"
+        assert f"value target: {R['value']!r} with sigmoid(eval / {fitted:g}), the scale fitted" in out, out
+    assert (f"data: shogi.RecordFiles(160 HCPE records in 1 file(s), value={R['value']!r}{scale}, on_bad='raise', "
             f"38 bytes/position{mirrors})") in out, out
     assert (f"embed_dim={R['embed_dim']}, orders={R['orders']}, pair_dim={R['pair_dim']}, "
             f"hidden={tuple(R['hidden'])}, head_width={R['head_width']}, move_pairs={R['move_pairs']}, "

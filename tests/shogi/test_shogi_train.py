@@ -79,9 +79,11 @@ def test_value_and_on_bad_are_refused_for_a_dataset_folder(tmp_path, capsys):
     from model_cases import SMALL
     mk.Dataset.synthetic(100, SMALL, seed=0).save(tmp_path / "ds")
     assert train.main(["--data", str(tmp_path / "ds"), "--value", "eval", *QUICK]) == 2
-    assert "--value, --on-bad and --moves apply to shogi records" in capsys.readouterr().err
+    assert "--value, --eval-scale, --on-bad and --moves apply to shogi records" in capsys.readouterr().err
     assert train.main(["--data", str(tmp_path / "ds"), "--moves", "capture", *QUICK]) == 2
-    assert "--value, --on-bad and --moves apply to shogi records" in capsys.readouterr().err
+    assert "--value, --eval-scale, --on-bad and --moves apply to shogi records" in capsys.readouterr().err
+    assert train.main(["--data", str(tmp_path / "ds"), "--eval-scale", "600", *QUICK]) == 2
+    assert "--value, --eval-scale, --on-bad and --moves apply to shogi records" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         train.main(["--data", str(tmp_path / "ds"), "--value", "1.5", *QUICK])
     assert "expected result, eval or a weight in [0, 1], got '1.5'" in capsys.readouterr().err
@@ -153,3 +155,27 @@ def test_a_model_too_large_for_memory_on_records_is_one_line(tmp_path):
     hcpe.tofile(tmp_path / "x.hcpe")
     line = one_line(cli(["--data", "x.hcpe", "--steps", "1", *QUICK, "--pair-dim", "20000"], tmp_path))
     assert "the model sized by the shogi encoding" in line and "parameters" in line and "GiB" in line
+
+
+def test_the_eval_scale_is_fitted_given_or_dlshogis(tmp_path, capsys):
+    from manaka.shogi.eval_scale import fit_eval_scale
+    from manaka.shogi.records import read_records
+
+    games = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "data", "fsf-train.hcpe")
+    fitted = fit_eval_scale([read_records(games, 0)[0]], 0, games)
+    run = ["--data", games, "--steps", "1", *QUICK]
+    assert train.main(run) == 0  # the recipe: value "eval", its scale fitted to the training games
+    assert f"value target: 'eval' with sigmoid(eval / {fitted:g}), the scale fitted" in capsys.readouterr().out
+    assert train.main([*run, "--eval-scale", "600"]) == 0
+    assert "value target: 'eval' with sigmoid(eval / 600), the scale given" in capsys.readouterr().out
+    _, hcpe, _ = make_records(200, 34)
+    hcpe["gameResult"] = 0  # draws only: nothing to fit
+    hcpe.tofile(tmp_path / "draws.hcpe")
+    run = ["--data", str(tmp_path / "draws.hcpe"), "--steps", "1", *QUICK]
+    assert train.main(run) == 0  # the recipe's fit falls back to dlshogi's scale, and says so
+    assert "eval_scale: 756 (dlshogi's): the recipe's fit is not possible here" in capsys.readouterr().out
+    assert train.main([*run, "--eval-scale", "fit"]) == 2  # asked for explicitly: an error naming the file
+    assert "needs at least 100 decisive records" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train.main([*run, "--eval-scale", "-3"])
+    assert "expected fit or a positive number, got '-3'" in capsys.readouterr().err

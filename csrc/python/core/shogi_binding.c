@@ -6,6 +6,7 @@
  * [N, 40] (PSV) uint8, decoded with the GIL released. */
 #include "python/common/binding.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -136,7 +137,14 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
     return Py_BuildValue("NNNNNNN", out[0], out[1], out[2], out[3], out[4], out[5], out[6]);
 }
 
-/* shogi_rows(format, records, eval_weight[, mirror[, moves]]) -> (tokens int16 [N, 2, 40],
+/* The eval's scale in a value target sigmoid(eval / eval_scale): positive and finite. */
+static int eval_scale_arg(double eval_scale) {
+    if (eval_scale > 0.0 && isfinite(eval_scale)) return 0;
+    PyErr_Format(PyExc_ValueError, "shogi: eval_scale must be a positive finite number, got %g", eval_scale);
+    return -1;
+}
+
+/* shogi_rows(format, records, eval_weight[, mirror[, moves[, eval_scale]]]) -> (tokens int16 [N, 2, 40],
  * offsets int64 [N + 1], labels [offsets[N]], target int32 [N], value float32 [N], status
  * int32 [N]): every record as a training row (legal labels in encoding `moves`, in
  * ascending dlshogi label, the played move's index); labels are int16 when the encoding's
@@ -145,10 +153,10 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
 static PyObject *py_rows(PyObject *self, PyObject *args) {
     int format;
     PyObject *obj;
-    double eval_weight;
+    double eval_weight, eval_scale = 756.0;
     int mirror = 0, encoding = MK_SHOGI_MOVES_DLSHOGI;
-    if (!PyArg_ParseTuple(args, "iOd|pi", &format, &obj, &eval_weight, &mirror, &encoding) ||
-        format_arg(format) < 0 || moves_arg(encoding) < 0)
+    if (!PyArg_ParseTuple(args, "iOd|pid", &format, &obj, &eval_weight, &mirror, &encoding, &eval_scale) ||
+        format_arg(format) < 0 || moves_arg(encoding) < 0 || eval_scale_arg(eval_scale) < 0)
         return NULL;
     if (!(eval_weight >= 0.0 && eval_weight <= 1.0)) {
         PyErr_Format(PyExc_ValueError, "shogi: eval_weight must be in [0, 1], got %g", eval_weight);
@@ -170,7 +178,7 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
     }
 #define D(a) PyArray_DATA((PyArrayObject *)a)
     Py_BEGIN_ALLOW_THREADS;
-    nomem = mk_shogi_rows_all(format, PyArray_DATA(rec), N, eval_weight, mirror, encoding, D(tok),
+    nomem = mk_shogi_rows_all(format, PyArray_DATA(rec), N, eval_weight, eval_scale, mirror, encoding, D(tok),
                               D(off), D(tgt), D(val), D(sta), &labels, &used) < 0;
     Py_END_ALLOW_THREADS;
 #undef D
@@ -250,7 +258,7 @@ static PyObject *py_apply_move(PyObject *self, PyObject *args) {
 
 /* ---------------------------------------------------------------- the game of record files */
 
-/* shogi_game(format, eval_weight, mirror=False, moves=0, soft=None) -> a MK_RECORD_GAME_CAPSULE
+/* shogi_game(format, eval_weight, mirror=False, moves=0, soft=None, eval_scale=756) -> a MK_RECORD_GAME_CAPSULE
  * capsule (row_source_capsule.h) for _core.GameRecords: shogi's records as rows
  * (csrc/shogi/record_game.h), legal labels in encoding `moves` (position.h). soft: for HCPE
  * records indexed from hcpe3 files (manaka/shogi/hcpe3.py), a list of (raw uint8 [bytes],
@@ -317,9 +325,9 @@ static int soft_arg(shogi_game *g, PyObject *soft) {
 static PyObject *py_game(PyObject *self, PyObject *args) {
     PyObject *soft = Py_None;
     int format, mirror = 0, encoding = MK_SHOGI_MOVES_DLSHOGI;
-    double eval_weight;
-    if (!PyArg_ParseTuple(args, "id|piO", &format, &eval_weight, &mirror, &encoding, &soft) ||
-        format_arg(format) < 0 || moves_arg(encoding) < 0)
+    double eval_weight, eval_scale = 756.0;
+    if (!PyArg_ParseTuple(args, "id|piOd", &format, &eval_weight, &mirror, &encoding, &soft, &eval_scale) ||
+        format_arg(format) < 0 || moves_arg(encoding) < 0 || eval_scale_arg(eval_scale) < 0)
         return NULL;
     if (!(eval_weight >= 0.0 && eval_weight <= 1.0))
         return PyErr_Format(PyExc_ValueError, "shogi: eval_weight must be in [0, 1], got %g", eval_weight);
@@ -330,7 +338,7 @@ static PyObject *py_game(PyObject *self, PyObject *args) {
     shogi_game *g = calloc(1, sizeof *g);
     if (!g) return PyErr_NoMemory();
     g->records = (mk_shogi_records){.format = format, .moves = encoding, .mirror = mirror,
-                                    .eval_weight = eval_weight};
+                                    .eval_weight = eval_weight, .eval_scale = eval_scale};
     PyObject *capsule = PyCapsule_New(g, MK_RECORD_GAME_CAPSULE, game_free);
     if (!capsule) return free(g), NULL;
     if (soft != Py_None && soft_arg(g, soft) < 0) return Py_DECREF(capsule), NULL;
@@ -344,14 +352,14 @@ static PyMethodDef shogi_methods[] = {
     {"shogi_decode", py_decode, METH_VARARGS,
      "shogi_decode(format, records) -> (board, hand, side, move, eval, result, status)"},
     {"shogi_rows", py_rows, METH_VARARGS,
-     "shogi_rows(format, records, eval_weight, mirror=False, moves=0) -> (tokens, offsets, labels, target, value, status)"},
+     "shogi_rows(format, records, eval_weight, mirror=False, moves=0, eval_scale=756) -> (tokens, offsets, labels, target, value, status)"},
     {"shogi_reason", py_reason, METH_VARARGS, "shogi_reason(code) -> str"},
     {"shogi_encode_hcp", py_encode_hcp, METH_VARARGS, "shogi_encode_hcp(board, hand, side) -> bytes"},
     {"shogi_in_check", py_in_check, METH_VARARGS, "shogi_in_check(board, hand, side) -> bool"},
     {"shogi_apply_move", py_apply_move, METH_VARARGS,
      "shogi_apply_move(board, hand, side, move) -> (board, hand, side, in_check)"},
     {"shogi_game", py_game, METH_VARARGS,
-     "shogi_game(format, eval_weight, mirror=False, moves=0, soft=None) -> the game's capsule "
+     "shogi_game(format, eval_weight, mirror=False, moves=0, soft=None, eval_scale=756) -> the game's capsule "
      "for _core.GameRecords"},
     {NULL, NULL, 0, NULL},
 };
