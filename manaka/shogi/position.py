@@ -78,6 +78,25 @@ def check_encoding(model, data, op: str) -> None:
                      f"moves=... matching the model (manaka.shogi.moves_of(model.config.num_moves))")
 
 
+def model_encoding(model, op: str) -> str:
+    """The move encoding in which `model` (anything with a ModelConfig as ``.config``) reads
+    shogi positions: ``moves_of(num_moves)``, once its config can read manaka's encoding of
+    a position at all (``tokens_per_side`` = TOKENS_PER_SIDE, every token id below
+    ``num_tokens``). Otherwise a ValueError naming `op` and what does not fit, so that a
+    player refuses the model when it is made, not at its first forward pass mid-game."""
+    cfg = getattr(model, "config", None)
+    if cfg is None or not all(hasattr(cfg, n) for n in ("num_tokens", "num_moves", "tokens_per_side")):
+        raise TypeError(f"{op}: expected a manaka model (with a ModelConfig as .config), got {type(model).__name__}")
+    if cfg.tokens_per_side != TOKENS_PER_SIDE or cfg.num_tokens < NUM_TOKENS:
+        raise ValueError(f"{op}: the model (num_tokens={cfg.num_tokens}, tokens_per_side={cfg.tokens_per_side}) "
+                         f"cannot read shogi positions, which have tokens_per_side={TOKENS_PER_SIDE} and token ids "
+                         f"below {NUM_TOKENS}: it is not a shogi model")
+    try:
+        return moves_of(cfg.num_moves)
+    except ValueError as e:
+        raise ValueError(f"{op}: {e}: it is not a shogi model") from None
+
+
 def moves_of(num_moves: int) -> str:
     """The encoding whose labels a model with `num_moves` move rows reads (a ValueError for a
     vocabulary that is no shogi encoding's)."""
