@@ -10,7 +10,9 @@ against the chance and frequency baselines (manaka/evaluate/baseline_figures.py)
 The trained model is saved to --save, or next to --checkpoint (run.ckpt -> run.manaka), or
 to model.manaka here; an existing file is never replaced unless named by --save (a free name
 is picked instead: run-1.manaka). An existing checkpoint is continued with --resume, or
-replaced only with --force. Ctrl-C saves the checkpoint at the last finished step.
+replaced only with --force. --save and --checkpoint must differ, and neither may be a file
+of --data or --eval-data (refused before anything is read). Ctrl-C saves the checkpoint at
+the last finished step.
 
 Examples:
     python -m manaka.train                                   # a one-minute demonstration
@@ -335,6 +337,9 @@ def main(argv=None) -> int:
     for option, path in (("--checkpoint", args.checkpoint), ("--save", args.save)):
         if path and os.path.isdir(path):  # found now, not when the run's end writes it
             return fail(f"{option} {path} is a folder; give a file path")
+    clash = _output_clash(args)
+    if clash:
+        return fail(clash)
     if args.checkpoint and os.path.exists(args.checkpoint) and not (args.resume or args.force):
         # a finished run must not be lost to a new one that happens to use the same name
         return fail(f"the checkpoint {args.checkpoint} exists: continue it with --resume, or replace it with --force")
@@ -351,6 +356,36 @@ def main(argv=None) -> int:
             print(f"python -m manaka.train: interrupted after training; {held}the model was not saved", file=sys.stderr)
         # in mk.fit: its line has said what it saved
         return 130
+
+
+def _input_files(path: str) -> list:
+    """The files --data / --eval-data `path` may read: the file, a glob's, a folder's record
+    files or a dataset folder's arrays and meta.json."""
+    if os.path.isdir(path):
+        read = (".hcpe", ".hcpe3", ".bin", ".psv", ".npy", "meta.json")
+        return [os.path.join(path, n) for n in os.listdir(path) if n.lower().endswith(read)]
+    if os.path.exists(path):
+        return [path]
+    return glob.glob(path) if any(ch in path for ch in "*?[") else []
+
+
+def _output_clash(args) -> str:
+    """Why the files this run writes (--checkpoint, --save) cannot be the ones named, or ""
+    when they can: the two must differ (the model written at the end would replace the
+    checkpoint the run just wrote, whose log line then lies), and neither may be a file
+    the run reads (--data, --eval-data), whatever --force or --save say; before anything
+    is read or written."""
+    outputs = [(o, p) for o, p in (("--checkpoint", args.checkpoint), ("--save", args.save)) if p]
+    real = lambda p: os.path.realpath(p)
+    if len(outputs) == 2 and real(outputs[0][1]) == real(outputs[1][1]):
+        return (f"--checkpoint {args.checkpoint} and --save {args.save} name the same file: the model would "
+                "replace the checkpoint; give --save another path")
+    for option, path in outputs:
+        for source, data in (("--data", args.data), ("--eval-data", args.eval_data)):
+            if data and any(real(f) == real(path) for f in _input_files(data)):
+                return (f"{option} {path} is a file of {source} {data}: writing it would replace the data; "
+                        "give another path (nothing was written)")
+    return ""
 
 
 def _spawn(args) -> int:

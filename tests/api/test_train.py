@@ -173,6 +173,30 @@ def test_the_model_is_saved_without_replacing_a_file_nobody_named(tmp_path):
                                             "run.ckpt", "run.manaka"]
 
 
+def test_an_output_that_is_the_other_output_or_an_input_is_refused_before_anything_is_written(tmp_path):
+    # --save over --checkpoint: the model would replace the checkpoint the run just wrote
+    line = one_line(cli(["--steps", "2", "--checkpoint", "run.ckpt", "--save", "./run.ckpt", *QUICK], tmp_path))
+    assert "--checkpoint run.ckpt and --save ./run.ckpt name the same file" in line, line
+    assert os.listdir(tmp_path) == []
+    # an output that is a file the run reads: refused whatever --force or --save say
+    data = mk.Dataset.synthetic(300, SMALL, seed=1)
+    data.save(str(tmp_path / "ds"))
+    (tmp_path / "ds" / "notes.txt").write_text("mine")
+    before = {n: (tmp_path / "ds" / n).read_bytes() for n in os.listdir(tmp_path / "ds")}
+    base = ["--steps", "2", "--batch-size", "32", "--device", "cpu", "--no-progress", *TINY]
+    for option, path, extra in (("--save", "ds/meta.json", []), ("--checkpoint", "ds/tokens.npy", ["--force"]),
+                                ("--checkpoint", "ds/legal_moves.npy", ["--resume"])):
+        for data_option in ("--data", "--eval-data"):
+            data_args = ["--data", "ds"] if data_option == "--data" else ["--data", "ds", "--eval-data", "ds"]
+            line = one_line(cli(base + data_args + [option, path, *extra], tmp_path))
+            assert f"{option} {path} is a file of --data ds" in line and "replace the data" in line, line
+    assert {n: (tmp_path / "ds" / n).read_bytes() for n in os.listdir(tmp_path / "ds")} == before
+    assert sorted(os.listdir(tmp_path)) == ["ds"]
+    # a file in the data's folder that the run does not read may be named
+    out = cli(base + ["--data", "ds", "--save", "ds/notes.txt"], tmp_path)
+    assert out.returncode == 0 and mk.Model.load(tmp_path / "ds" / "notes.txt").config.embed_dim == 8, out.stderr
+
+
 def _interrupt(args, cwd):
     """Starts a run, sends SIGINT once it has logged step 3 (from inside the run), and
     returns (return code, stdout, stderr)."""
