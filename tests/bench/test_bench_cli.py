@@ -105,3 +105,16 @@ def test_environment_variable_names_the_default_folder(tmp_path):
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "env_dir" / "ops-cpu.json").exists()
     assert not (tmp_path / "bench_results").exists()
+
+
+def test_results_that_cannot_be_written_leave_the_earlier_ones_whole(tmp_path):
+    # a payload json cannot encode (a tuple key) fails before either file is touched: the
+    # earlier results stay as they were, and no truncated or temporary file is left
+    from manaka.bench.timing import write_results
+
+    path = write_results("ops", "t", {"x": 1}, ["first"], out_dir=str(tmp_path))
+    assert json.load(open(path))["x"] == 1
+    before = {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)}
+    with pytest.raises(TypeError, match="keys must be str"):
+        write_results("ops", "t", {"x": 2, "by_shape": {(4, 8): 1.0}}, ["second"], out_dir=str(tmp_path))
+    assert {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)} == before
