@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -277,9 +278,15 @@ def main(argv=None) -> int:
     p.add_argument("--max-plies", type=int, default=320, help="a draw after this many plies (default 320)")
     p.add_argument("--seed", type=int, default=0, help="openings seed (default 0)")
     p.add_argument("--json", metavar="PATH", help="also write the summary and every game (moves in USI) here")
+    p.add_argument("--force", action="store_true", help="replace the --json file if it exists")
     args = p.parse_args(argv)
     if args.games < 1:
         p.error("--games must be >= 1")
+    # refused before the match, not once its games are played and would be lost
+    if args.json and os.path.isdir(args.json):
+        p.error(f"--json {args.json} is a folder; give a file path")
+    if args.json and os.path.lexists(args.json) and not args.force:
+        p.error(f"--json {args.json} exists; pass --force to replace it")
     if args.nodes is None and args.time is None and args.byoyomi is None and args.inc is None:
         args.byoyomi = 1000
     a = Player(args.engine_a, args.name_a or args.engine_a, args.option_a, args.go_a)
