@@ -233,10 +233,31 @@ class GameFile:
 def _open_outputs(out: str, held: Optional[str], settings: Settings, log) -> Tuple[GameFile, Optional[GameFile]]:
     """The output files, recovered, after checking a rerun repeats the settings."""
     meta = out + ".selfplay.json"
+    # every file of the run is its own: a held-out file named like one of --out's files
+    # (its index, its settings) would be written into it
+    files = [("--out", out), ("--out's index", out + ".games"), ("--out's settings", meta)]
+    if held:
+        files += [("the held-out file", held), ("the held-out file's index", held + ".games")]
+    real = [os.path.realpath(f) for _, f in files]
+    for i, (role, f) in enumerate(files):
+        if real[i] in real[:i]:
+            other, g = files[real.index(real[i])]
+            raise ValueError(f"selfplay: {role} {f} is also {other} {g}: choose another --out or held-out file; "
+                             "nothing was written")
     identity = settings.identity()
     if os.path.exists(meta):
-        with open(meta) as f:
-            before = json.load(f)
+        try:
+            with open(meta, "rb") as f:
+                before = json.loads(f.read().decode())
+        except (ValueError, OSError) as e:  # JSON and UTF-8 errors are ValueErrors
+            raise ValueError(f"selfplay: {meta} cannot be read as this command's settings "
+                             f"({type(e).__name__}: {e}); it is left alone: choose another --out") from None
+        for path in (out, held):
+            # a rerun continues files this command wrote, each beside its index: a data file
+            # without one (a held-out file named now for the first time) is someone else's
+            if path and os.path.exists(path) and os.path.getsize(path) > 0 and not os.path.exists(path + ".games"):
+                raise ValueError(f"selfplay: {path} exists and is not a selfplay output of this command "
+                                 f"(no {path}.games); it is left alone: choose another file")
         if before != identity:
             diff = [f"{k}: {before.get(k)!r} before, {identity.get(k)!r} now"
                     for k in sorted(set(before) | set(identity)) if before.get(k) != identity.get(k)]

@@ -6,6 +6,7 @@ bit, the engine's move and score, the result by the rules); resuming, the split 
 workers, illegal moves, resignations, dying and silent engines each have a test.
 Fairy-Stockfish itself only where it is installed."""
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -158,6 +159,36 @@ def test_existing_files_are_not_overwritten(tmp_path):
     Path(str(index_only) + ".games").write_text("1000\n")
     with pytest.raises(ValueError, match="do not belong together"):
         run(index_only, 2, settings())
+
+
+def test_a_held_out_file_named_on_a_rerun_is_not_taken_over(tmp_path):
+    # a rerun naming an existing HCPE file (no .games index: not this command's) as its
+    # held-out file: it was cut to nothing as "a game not finished writing" and written into
+    st = settings(held_out_fraction=0.5)
+    out = tmp_path / "x.hcpe"
+    run(out, 2, st)
+    mine = tmp_path / "mine.hcpe"
+    mine.write_bytes(b"\1" * 380)
+    before = files_of(out)
+    with pytest.raises(ValueError, match=r"mine\.hcpe exists and is not a selfplay output.*left alone"):
+        run(out, 4, st, held_out_out=str(mine))
+    assert mine.read_bytes() == b"\1" * 380 and files_of(out) == before
+
+
+@pytest.mark.parametrize("suffix, role", [(".games", "--out's index"), (".selfplay.json", "--out's settings")])
+def test_a_held_out_file_that_is_one_of_the_outs_files_is_refused(tmp_path, suffix, role):
+    out = tmp_path / "x.hcpe"
+    with pytest.raises(ValueError, match=f"the held-out file .*x.hcpe{re.escape(suffix)} is also {role}"):
+        run(out, 2, settings(held_out_fraction=0.5), held_out_out=str(out) + suffix)
+    assert os.listdir(tmp_path) == []
+
+
+def test_settings_that_cannot_be_read_are_named(tmp_path):
+    out = tmp_path / "x.hcpe"
+    Path(str(out) + ".selfplay.json").write_bytes(b"\xa4\x00 not json")
+    with pytest.raises(ValueError, match=r"x\.hcpe\.selfplay\.json cannot be read as this command's settings"):
+        run(out, 2, settings())
+    assert sorted(os.listdir(tmp_path)) == ["x.hcpe.selfplay.json"]
 
 
 @pytest.mark.parametrize("split", [dict(held_out_games=2), dict(held_out_fraction=0.4)])
