@@ -136,8 +136,12 @@ class Network(nn.Module):
         ``config.move_kinds`` their moves ``legal % R`` (:func:`move_kind_split`); the kind's
         term is :meth:`move_kind`'s."""
         c = self.config
-        rows = move_kind_split(legal, counts, c.num_moves // c.move_kinds, max(c.move_pairs, 1))[0] if c.move_kinds \
-            else legal
+        rows = legal
+        if c.move_kinds:
+            rows = move_kind_split(legal, counts, c.num_moves // c.move_kinds, max(c.move_pairs, 1))[0]
+            # a label outside [0, M) goes to GatherDot as it is, out of the table's range, so
+            # that its check names the label itself (the label's l % R is a row in range)
+            rows = torch.where((legal < 0) | (legal >= c.num_moves), legal.to(torch.int64), rows)
         logits = ops.gather_dot(self.policy(x), self.move_table, rows, counts)
         return logits, self.value_logit(x)
 

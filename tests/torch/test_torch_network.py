@@ -650,6 +650,23 @@ def _kinds_case(move_pairs, move_kinds, num_moves, board, move_hidden, move_shar
 
 @pytest.mark.parametrize("move_pairs, move_kinds, num_moves, board, move_hidden, move_shared, gate", KIND_CASES,
                          ids=KIND_IDS)
+def test_move_kinds_forward_names_a_label_out_of_range_itself(move_pairs, move_kinds, num_moves, board, move_hidden,
+                                                              move_shared, gate):
+    # the move table reads l % R: a label >= M or < 0 was reported as the kind row or move it
+    # wraps to (label M + 5 as "= 1 is out of range for a table of F rows")
+    net, model, b = _kinds_case(move_pairs, move_kinds, num_moves, board, move_hidden, move_shared, gate, 0)
+    tens = mkt.batch_tensors(b)
+    for label in (num_moves, num_moves + 5, 3 * num_moves + 1, -1, -num_moves - 2):
+        legal = tens["legal"].clone()
+        legal[2, 1] = label
+        with pytest.raises(ValueError, match=rf"\[2, 1\] = {label} is out of range"):
+            net(tens["tokens"], legal, tens["counts"])
+        with pytest.raises(ValueError, match=rf"legal\[2, 1\] = {label} is out of range"):
+            model.forward(mk.Batch(b.tokens, legal.numpy(), b.counts, b.target, b.value))
+
+
+@pytest.mark.parametrize("move_pairs, move_kinds, num_moves, board, move_hidden, move_shared, gate", KIND_CASES,
+                         ids=KIND_IDS)
 @pytest.mark.parametrize("seed", [0, 1], ids=["hard", "soft"])
 def test_move_kinds_forward_and_gradients_equal_model_and_reference(move_pairs, move_kinds, num_moves, board,
                                                                     move_hidden, move_shared, gate, seed):
