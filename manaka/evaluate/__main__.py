@@ -71,11 +71,12 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def open_data(path: str, option: str, value, on_bad: str, model=None):
+def open_data(path: str, option: str, value, on_bad: str, model=None, model_path: str = "MODEL"):
     """What ``python -m manaka.train --data`` reads (its data_kind and open_data: a dataset
     folder, or shogi records chosen by suffix, a file, glob or folder); `value` and
-    `on_bad` apply to records, which are labelled in the move encoding `model` reads."""
-    from ..shogi.position import moves_of
+    `on_bad` apply to records, which are labelled in the move encoding `model` reads (a
+    model that reads no shogi positions is refused, naming `model_path`)."""
+    from ..shogi.position import model_encoding
     from ..train import data_kind, open_data as open_train_data
 
     kind = data_kind(path, option)
@@ -83,7 +84,8 @@ def open_data(path: str, option: str, value, on_bad: str, model=None):
         if value != "result":
             raise ValueError(f"--value {value} applies to shogi records; the dataset folder {path} holds its own values")
         return open_train_data(path, kind)
-    return open_train_data(path, kind, value=value, on_bad=on_bad, moves=moves_of(model.config.num_moves))
+    moves = model_encoding(model, f"MODEL {model_path} beside the shogi records {option} {path}")
+    return open_train_data(path, kind, value=value, on_bad=on_bad, moves=moves)
 
 
 ROWS = (("model", "model"), ("chance", "chance (uniform)"), ("frequency", "frequency"))
@@ -109,8 +111,8 @@ def main(argv=None) -> int:
     try:
         start = time.perf_counter()
         model = Model.load(args.model, device=args.device)
-        data = open_data(args.data, "DATA", args.value, args.on_bad, model)
-        train = open_data(args.train, "--train", args.value, args.on_bad, model) if args.train else None
+        data = open_data(args.data, "DATA", args.value, args.on_bad, model, args.model)
+        train = open_data(args.train, "--train", args.value, args.on_bad, model, args.model) if args.train else None
         result = evaluate(model, data, batch_size=args.batch_size, value_weight=args.value_weight)
         counted = label_frequencies(train if train is not None else data, batch_size=args.batch_size)
         figures = {"model": result, **baselines(data, counted, batch_size=args.batch_size,

@@ -279,6 +279,11 @@ def test_command_prints_the_api_figures(shogi_files):
     (("tiny.manaka", "bad.hcpe", "--on-bad", "skip"), "no position to evaluate in"),
     (("tiny.manaka", "synthetic"), "does not fit the model"),
     (("tiny.manaka", "synthetic", "--value", "eval"), "--value eval applies to shogi records"),
+    # a model of other data beside shogi records: named, not the encoding's lookup alone
+    (("other.manaka", "held.hcpe"), "MODEL other.manaka beside the shogi records DATA held.hcpe: the model "
+                                    "(num_tokens=3, tokens_per_side=2) cannot read shogi positions"),
+    (("t30.manaka", "held.hcpe"), "MODEL t30.manaka beside the shogi records DATA held.hcpe: the model "
+                                  "(num_tokens=2344, tokens_per_side=30) cannot read shogi positions"),
 ])
 def test_command_bad_inputs_are_one_line(shogi_files, args, message):
     folder = shogi_files
@@ -290,6 +295,9 @@ def test_command_bad_inputs_are_one_line(shogi_files, args, message):
         cfg = mk.ModelConfig(num_tokens=3, num_moves=7, tokens_per_side=2, embed_dim=2, orders=1, pair_dim=1,
                              hidden=(), head_width=2)
         mk.Dataset.synthetic(20, cfg).save(str(folder / "synthetic"))
+        mk.Model(cfg).save(folder / "other.manaka")
+        mk.Model(mk.ModelConfig(num_tokens=2344, num_moves=2187, tokens_per_side=30, embed_dim=2, orders=1,
+                                pair_dim=1, hidden=(), head_width=2)).save(folder / "t30.manaka")
     done = run(*args, cwd=folder)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and done.stdout == "", (args, done.stdout, done.stderr)
