@@ -10,8 +10,8 @@ against the chance and frequency baselines (manaka/evaluate/baseline_figures.py)
 The trained model is saved to --save, or next to --checkpoint (run.ckpt -> run.manaka), or
 to model.manaka here; an existing file is never replaced unless named by --save (a free name
 is picked instead: run-1.manaka). An existing checkpoint is continued with --resume, or
-replaced only with --force. --save and --checkpoint must differ, and neither may be a file
-of --data or --eval-data (refused before anything is read). Ctrl-C saves the checkpoint at
+replaced only with --force. --save and --checkpoint must differ, neither may be a file of
+--data or --eval-data, and each must be writable (refused before anything is read). Ctrl-C saves the checkpoint at
 the last finished step.
 
 Examples:
@@ -371,11 +371,21 @@ def _input_files(path: str) -> list:
 
 def _output_clash(args) -> str:
     """Why the files this run writes (--checkpoint, --save) cannot be the ones named, or ""
-    when they can: the two must differ (the model written at the end would replace the
+    when they can: each in a folder that is one (or can be made) and is writable, the two
+    must differ (the model written at the end would replace the
     checkpoint the run just wrote, whose log line then lies), and neither may be a file
     the run reads (--data, --eval-data), whatever --force or --save say; before anything
     is read or written."""
     outputs = [(o, p) for o, p in (("--checkpoint", args.checkpoint), ("--save", args.save)) if p]
+    for option, path in outputs:
+        # found now, not when the run's end writes it (the trained model would be lost)
+        folder = os.path.dirname(os.path.abspath(path))
+        while not os.path.exists(folder):  # the folders to be created: the nearest that exists
+            folder = os.path.dirname(folder)
+        if not os.path.isdir(folder):
+            return f"{option} {path} cannot be written: {folder} is a file, not a folder"
+        if not os.access(folder, os.W_OK | os.X_OK):
+            return f"{option} {path} cannot be written: the folder {folder} is not writable"
     real = lambda p: os.path.realpath(p)
     if len(outputs) == 2 and real(outputs[0][1]) == real(outputs[1][1]):
         return (f"--checkpoint {args.checkpoint} and --save {args.save} name the same file: the model would "

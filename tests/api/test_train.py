@@ -192,6 +192,12 @@ def test_an_output_that_is_the_other_output_or_an_input_is_refused_before_anythi
             assert f"{option} {path} is a file of --data ds" in line and "replace the data" in line, line
     assert {n: (tmp_path / "ds" / n).read_bytes() for n in os.listdir(tmp_path / "ds")} == before
     assert sorted(os.listdir(tmp_path)) == ["ds"]
+    # a path under a file cannot be written: refused now, not once the run has trained
+    (tmp_path / "afile").write_text("x")
+    for option in ("--save", "--checkpoint"):
+        line = one_line(cli(base + ["--data", "ds", option, "afile/sub/m.out"], tmp_path))
+        assert f"{option} afile/sub/m.out cannot be written: {tmp_path / 'afile'} is a file" in line, line
+    assert (tmp_path / "afile").read_text() == "x"
     # a file in the data's folder that the run does not read may be named
     out = cli(base + ["--data", "ds", "--save", "ds/notes.txt"], tmp_path)
     assert out.returncode == 0 and mk.Model.load(tmp_path / "ds" / "notes.txt").config.embed_dim == 8, out.stderr
