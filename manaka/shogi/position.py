@@ -158,7 +158,12 @@ class Position:
         is in check). `move` is a USI string or a cshogi move16; ValueError when it is not
         legal here (checked by the C move generator) or the position is not valid."""
         m = usi_to_move(move) if isinstance(move, str) else int(move)
-        board, hand, side, check = _core.shogi_apply_move(self.board, self.hand, self.side, m)
+        try:
+            board, hand, side, check = _core.shogi_apply_move(self.board, self.hand, self.side, m)
+        except ValueError as e:
+            if isinstance(move, str) and "is not legal" in str(e):  # the text given, not its move16
+                raise ValueError(f"shogi: {move} is not a legal move of {self.sfen()!r}") from None
+            raise
         return Position(board, hand, side, self.move_number + 1), check
 
     def key(self) -> bytes:
