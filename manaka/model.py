@@ -329,7 +329,11 @@ class Model:
             raise KeyError(f"Model.load_state_dict: missing {missing}, unexpected {extra}")
         arrays = {}
         for name, shape in self._shapes.items():
-            arr = np.asarray(state[name])
+            try:  # e.g. a torch tensor that requires grad, or of a dtype NumPy has not (bfloat16)
+                arr = np.asarray(state[name])
+            except (TypeError, ValueError, RuntimeError) as e:
+                raise TypeError(f"Model.load_state_dict: {name} cannot be read as a NumPy array "
+                                f"({type(state[name]).__name__}: {e})") from None
             if arr.dtype.kind != "f":
                 raise TypeError(f"Model.load_state_dict: {name} must have a float dtype, got {arr.dtype}")
             if arr.shape != tuple(shape):
