@@ -41,6 +41,20 @@ def test_save_creates_missing_folders_and_names_a_blocked_one(tmp_path):
         model.save(tmp_path / "file" / "m.manaka")
 
 
+def test_an_empty_or_bytes_path(tmp_path, monkeypatch):
+    # "": abspath("") is the working folder, so the temporary went to its parent and the
+    # error named neither; a bytes path failed in the temporaries' search (a str pattern)
+    model = mk.Model(cases.config(), seed=2)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    with pytest.raises(FileNotFoundError, match="cannot write '': the path is empty"):
+        model.save("")
+    model.save(os.fsencode(tmp_path / "work" / "b.manaka"))
+    cases.assert_parameters_match(mk.Model.load(tmp_path / "work" / "b.manaka"), model)
+    assert sorted(os.listdir(tmp_path)) == ["work"] and os.listdir(tmp_path / "work") == ["b.manaka"]
+
+
 def _dead_pid() -> int:
     child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     return int(child.stdout)
