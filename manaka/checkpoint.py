@@ -107,6 +107,7 @@ def load(path) -> Dict[str, Any]:
     """The state saved by :func:`save`. Raises :class:`manaka.CheckpointError` naming the
     file for a foreign, truncated, corrupt or pickle file (no code from the file runs)."""
     path = os.fspath(path)
+    model_file.refuse_special(path, CheckpointError)
     _refuse_pickle(path)
     meta, tensors = model_file.read(path, KIND, CheckpointError)
     if meta.get("format") != FORMAT:
@@ -137,6 +138,7 @@ def convert(old, new, trust_pickle: bool = False, overwrite: bool = False) -> st
                               "to replace it; nothing was written")
     import pickle
 
+    model_file.refuse_special(old, CheckpointError)
     with open(old, "rb") as f:
         try:
             state = pickle.load(f)

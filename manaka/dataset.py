@@ -166,7 +166,13 @@ class Dataset:
 
         if not os.path.isdir(path):
             fail("not a directory")
+        def regular(file, name):
+            # a FIFO would block open() until a writer came (a hang), a device read forever
+            if os.path.exists(file) and not os.path.isfile(file):
+                fail(f"{name}: not a regular file (a folder, FIFO, socket or device)")
+
         meta_path = os.path.join(path, "meta.json")
+        regular(meta_path, "meta.json")
         try:
             with open(meta_path) as f:
                 meta = json.load(f)
@@ -177,6 +183,7 @@ class Dataset:
         arrays: Dict[str, Optional[np.ndarray]] = {}
         for name in _v.FILES:
             file = os.path.join(path, name + ".npy")
+            regular(file, name + ".npy")
             if not os.path.exists(file):
                 if name == "policy_target":
                     arrays[name] = None
