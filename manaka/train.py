@@ -243,6 +243,15 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _hidden(text: str) -> tuple:
+    """--hidden W1,W2,... as ints (empty: no trunk layer); anything else is a ValueError naming
+    the option (the widths' own rules are ModelConfig's)."""
+    try:
+        return tuple(int(h) for h in text.split(",") if h.strip())
+    except ValueError:
+        raise ValueError(f"--hidden: expected comma-separated integer widths (e.g. 512,512), got {text!r}") from None
+
+
 def _board(text: str) -> tuple:
     """--move-pair-board W,H,K as three ints; anything else is a ValueError naming the option
     (the fields' own rules are ModelConfig's)."""
@@ -257,7 +266,7 @@ def _board(text: str) -> tuple:
 
 def model_config(args, preset: dict, data) -> "mk.ModelConfig":
     pick = lambda name: getattr(args, name) if getattr(args, name) is not None else preset[name]
-    hidden = preset["hidden"] if args.hidden is None else tuple(int(h) for h in args.hidden.split(",") if h.strip())
+    hidden = preset["hidden"] if args.hidden is None else _hidden(args.hidden)
     board = preset["move_pair_board"] if args.move_pair_board is None else _board(args.move_pair_board)
     if args.move_pair_board is None and pick("move_pairs") == 0:
         board = (0, 0, 0)  # the relative part belongs to the table: --move-pairs 0 removes both

@@ -64,6 +64,11 @@ def test_move_pair_board_option_gives_the_model_its_relative_part(tmp_path, caps
                        ("3,2,1", "relative move pairs need move_pairs, a multiple of board_width * board_height = 6")):
         assert train.main(args + ["--move-pair-board", bad]) == 2
         assert words in capsys.readouterr().err
+    # --hidden names itself too (int() said only "invalid literal")
+    for bad in ("a", "8;8", "1e3"):
+        assert train.main(args + ["--hidden", bad]) == 2
+        assert f"--hidden: expected comma-separated integer widths (e.g. 512,512), got {bad!r}" in \
+            capsys.readouterr().err
 
 
 def test_move_hidden_option_gives_the_model_its_layer(tmp_path, capsys):
