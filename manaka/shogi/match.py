@@ -282,6 +282,14 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.games < 1:
         p.error("--games must be >= 1")
+    # limits an engine would be sent as they are ("go nodes -5"), or that end every game at once
+    for option, value, low in (("--nodes", args.nodes, 1), ("--time", args.time, 0), ("--byoyomi", args.byoyomi, 0),
+                               ("--inc", args.inc, 0), ("--grace", args.grace, 0), ("--max-plies", args.max_plies, 1),
+                               ("--seed", args.seed, 0)):
+        if value is not None and value < low:
+            p.error(f"{option} must be >= {low}, got {value}")
+    if not args.move_timeout > 0 or args.move_timeout == float("inf"):
+        p.error(f"--move-timeout must be a finite number of seconds > 0, got {args.move_timeout}")
     # refused before the match, not once its games are played and would be lost
     if args.json and os.path.isdir(args.json):
         p.error(f"--json {args.json} is a folder; give a file path")
