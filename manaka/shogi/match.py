@@ -246,7 +246,10 @@ def summary_line(s: dict) -> str:
 
 def _plies(text: str) -> Tuple[int, int]:
     low, _, high = text.partition("-")
-    lo, hi = int(low), int(high or low)
+    try:
+        lo, hi = int(low), int(high or low)
+    except ValueError:  # argparse would say "invalid _plies value"
+        lo, hi = -1, -1
     if not 0 <= lo <= hi:
         raise argparse.ArgumentTypeError(f"expected PLIES or LOW-HIGH with 0 <= LOW <= HIGH, got {text!r}")
     return lo, hi
