@@ -299,6 +299,8 @@ def selfplay(out: str, games: int, settings: Settings, workers: int = 1, held_ou
         raise ValueError(f"selfplay: the held-out games must be >= 0, got {settings.held_out_games}")
     if settings.max_plies < 1 or settings.resign_score < 0 or settings.seed < 0:
         raise ValueError("selfplay: max plies must be >= 1, the resign score >= 0 and the seed >= 0")
+    if not 0 < settings.timeout < float("inf"):  # nan: every wait for the engine would be unbounded
+        raise ValueError(f"selfplay: the timeout must be a finite number of seconds > 0, got {settings.timeout}")
     splitting = settings.held_out_games is not None or settings.held_out_fraction is not None
     if held_out_out and not splitting:
         raise ValueError("selfplay: a held-out file needs --held-out-games or --held-out-fraction")

@@ -345,7 +345,10 @@ def test_bad_arguments(tmp_path):
     out = str(tmp_path / "x.hcpe")
     for kw, match in [(dict(held_out_fraction=1.5), "fraction"), (dict(random_plies=(5, 2)), "random plies"),
                       (dict(nodes=0), "nodes"), (dict(max_plies=0), "max plies"),
-                      (dict(held_out_games=1, held_out_fraction=0.1), "not both")]:
+                      (dict(held_out_games=1, held_out_fraction=0.1), "not both"),
+                      # an engine given no time, or unbounded waits (nan): refused before it starts
+                      (dict(timeout=0.0), "timeout must be a finite number of seconds > 0, got 0.0"),
+                      (dict(timeout=float("nan")), "timeout must be a finite number of seconds > 0, got nan")]:
         with pytest.raises(ValueError, match=match):
             sp.selfplay(out, 1, settings(**kw), log=lambda line: None)
     with pytest.raises(ValueError, match="held-out file needs"):
