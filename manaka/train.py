@@ -499,7 +499,10 @@ def _train(args, rank: int = 0, world: int = 1, group=None) -> int:
     preset = PRESETS[args.preset or ("shogi" if args.data and _is_records(args.data)
                                      else "seed" if device == "cuda" else "small")]
     if args.threads:
-        mk.set_num_threads(args.threads)
+        try:  # more than MK_MAX_THREADS: one line, not a traceback
+            mk.set_num_threads(args.threads)
+        except ValueError as e:
+            return fail(f"--threads: {e}")
     elif world > 1:  # the processes share this machine's cores
         mk.set_num_threads(max(1, (os.cpu_count() or 1) // world))
     time_limit, epochs = args.time_limit, args.epochs

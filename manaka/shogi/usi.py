@@ -53,7 +53,10 @@ def main(argv=None) -> int:
     if args.threads is not None:
         if args.threads < 1:
             p.error("--threads must be >= 1")
-        set_num_threads(args.threads)
+        try:
+            set_num_threads(args.threads)
+        except ValueError as e:  # more than the core's limit
+            p.error(f"--threads: {e}")
     try:
         model = Model.load(args.model)
         model_encoding(model, repr(args.model))  # a model of other data: refused now, not mid-game

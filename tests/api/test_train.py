@@ -197,6 +197,10 @@ def test_an_output_that_is_the_other_output_or_an_input_is_refused_before_anythi
             assert f"{option} {path} is a file of --data ds" in line and "replace the data" in line, line
     assert {n: (tmp_path / "ds" / n).read_bytes() for n in os.listdir(tmp_path / "ds")} == before
     assert sorted(os.listdir(tmp_path)) == ["ds"]
+    # a thread count the core refuses: one line (it was a traceback)
+    line = one_line(cli(base + ["--data", "ds", "--threads", "5000"], tmp_path))
+    assert line == ("python -m manaka.train: --threads: set_num_threads: n must be at most 4096 (more threads than "
+                    "any machine's cores, which the system may not be able to start), got 5000"), line
     # a path under a file cannot be written: refused now, not once the run has trained
     (tmp_path / "afile").write_text("x")
     for option in ("--save", "--checkpoint"):

@@ -280,6 +280,14 @@ def test_a_model_that_cannot_play_shogi_is_refused_at_start(tmp_path, fields, wh
     assert path.name in lines[0] and what in lines[0] and "not a shogi model" in lines[0], lines
 
 
+def test_a_thread_count_the_core_refuses_is_a_usage_error(model_file):
+    done = subprocess.run([sys.executable, "-m", "manaka.shogi", "usi", "--model", model_file, "--threads", "5000"],
+                          input="usi\nquit\n", capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr, done
+    assert "--threads: set_num_threads: n must be at most 4096" in done.stderr
+
+
 def cshogi_sfen_after(moves):
     board = cshogi.Board()
     for m in moves:
