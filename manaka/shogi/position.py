@@ -67,7 +67,8 @@ def check_encoding(model, data, op: str) -> None:
     meta = getattr(src, "meta", None)
     moves = meta.get("moves") if isinstance(meta, dict) else None
     cfg = getattr(model, "config", None)
-    if moves not in MOVE_ENCODINGS or cfg is None or not hasattr(cfg, "num_moves") or num_labels(moves) == cfg.num_moves:
+    # a dataset's meta.json is the user's: "moves" may hold anything (a list is unhashable)
+    if not isinstance(moves, str) or moves not in MOVE_ENCODINGS or cfg is None or not hasattr(cfg, "num_moves") or num_labels(moves) == cfg.num_moves:
         return
     try:
         reads = f"encoding {moves_of(cfg.num_moves)!r}"
