@@ -768,7 +768,10 @@ def summary(history, loader, data, held_out, model, batch_size, checkpoint=None,
             print(f"kept the best held-out step {kept['step']} (the saved model): loss {kept['eval_loss']:.4f} "
                   f"(policy {kept['eval_policy_loss']:.4f}, value {kept['eval_value_loss']:.4f}), "
                   f"accuracy {kept['eval_accuracy']:.3f}")
-    if "teacher_accuracy_ceiling" in meta:
+    teacher = ("teacher_accuracy_ceiling", "teacher_policy_loss_floor", "teacher_value_loss_floor", "chance_accuracy")
+    # synthetic data's figures; a dataset folder's meta.json may hold anything under these keys,
+    # which must not fail the run's end before the model is saved
+    if all(isinstance(meta.get(k), (int, float)) and not isinstance(meta.get(k), bool) for k in teacher):
         print(f"teacher's ceiling: accuracy {meta['teacher_accuracy_ceiling']:.3f}, policy loss floor "
               f"{meta['teacher_policy_loss_floor']:.4f}, value loss floor {meta['teacher_value_loss_floor']:.4f}; "
               f"chance accuracy {meta['chance_accuracy']:.3f}")

@@ -207,6 +207,16 @@ def test_an_output_that_is_the_other_output_or_an_input_is_refused_before_anythi
         line = one_line(cli(base + ["--data", "ds", option, "afile/sub/m.out"], tmp_path))
         assert f"{option} afile/sub/m.out cannot be written: {tmp_path / 'afile'} is a file" in line, line
     assert (tmp_path / "afile").read_text() == "x"
+    # a meta.json holding the synthetic data's figure keys with other values: the summary
+    # formatted them and failed after training, before the model was saved (a traceback)
+    import json
+    meta = json.load(open(tmp_path / "ds" / "meta.json"))
+    meta.update(teacher_accuracy_ceiling="high", teacher_policy_loss_floor=None)
+    json.dump(meta, open(tmp_path / "ds" / "meta.json", "w"))
+    out = cli(base + ["--data", "ds", "--save", "odd-meta.manaka"], tmp_path)
+    assert out.returncode == 0 and "saved the model (step 2) to odd-meta.manaka" in out.stdout, out.stderr
+    assert "teacher's ceiling" not in out.stdout
+    os.remove(tmp_path / "odd-meta.manaka")
     # a file in the data's folder that the run does not read may be named
     out = cli(base + ["--data", "ds", "--save", "ds/notes.txt"], tmp_path)
     assert out.returncode == 0 and mk.Model.load(tmp_path / "ds" / "notes.txt").config.embed_dim == 8, out.stderr
