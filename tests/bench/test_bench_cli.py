@@ -141,3 +141,18 @@ def test_play_refuses_a_model_its_engine_cannot_run_and_an_engine_that_fails_in_
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
     assert out.stderr.startswith("bench play: usi: the engine '/bin/false' ") and len(out.stderr.splitlines()) == 1
     assert not (tmp_path / "results").exists()
+
+
+def test_a_results_folder_that_is_a_file_is_refused_before_the_suite_runs(tmp_path):
+    # it failed with a traceback in write_results once the measurements were made
+    (tmp_path / "taken").write_text("mine")
+    for args, env, where in (((*TINY_OPS, "--out", tmp_path / "taken"), None, f"--out {tmp_path / 'taken'}"),
+                             ((*TINY_OPS, f"--out={tmp_path / 'taken' / 'sub'}"), None,
+                              f"--out {tmp_path / 'taken' / 'sub'}"),
+                             (TINY_OPS, {"MANAKA_BENCH_DIR": str(tmp_path / "taken")},
+                              f"MANAKA_BENCH_DIR={tmp_path / 'taken'}")):
+        out = bench(*args, env=env)
+        assert out.returncode == 2 and out.stdout == "", out
+        assert out.stderr == f"python -m manaka.bench ops: {where}: {tmp_path / 'taken'} is a file, not a folder " \
+                             "for the results\n", out.stderr
+    assert (tmp_path / "taken").read_text() == "mine" and os.listdir(tmp_path) == ["taken"]
