@@ -217,12 +217,23 @@ class GameFile:
         return counts
 
     def append(self, records: np.ndarray) -> None:
-        self.data.write(records.tobytes())
-        self.data.flush()
-        os.fsync(self.data.fileno())
-        self.index.write(f"{len(records)}\n")
-        self.index.flush()
-        os.fsync(self.index.fileno())
+        """One whole game: its records, then its line in the index. A failure or Ctrl-C before
+        the line is written takes the records back out, so the data file never holds a game
+        its index does not count (a reader of the file would see it; a rerun cut it off)."""
+        start, indexed = self.data.tell(), False
+        try:
+            self.data.write(records.tobytes())
+            self.data.flush()
+            os.fsync(self.data.fileno())
+            self.index.write(f"{len(records)}\n")
+            indexed = True  # the line is written (buffered, flushed at the latest by close)
+            self.index.flush()
+            os.fsync(self.index.fileno())
+        except BaseException:
+            if not indexed:
+                self.data.flush()  # what the buffer still holds goes out first, then is cut off
+                os.ftruncate(self.data.fileno(), start)
+            raise
         self.counts.append(len(records))
 
     def close(self) -> None:

@@ -183,6 +183,36 @@ def test_a_held_out_file_that_is_one_of_the_outs_files_is_refused(tmp_path, suff
     assert os.listdir(tmp_path) == []
 
 
+def test_an_interrupted_append_leaves_no_game_the_index_does_not_count(tmp_path):
+    # Ctrl-C between a game's records and its index line left the records in the data file,
+    # uncounted, until a rerun cut them off (a reader of the file saw a game the index lacks)
+    lines = []
+    game = sp.GameFile(str(tmp_path / "x.hcpe"), lines.append)
+    first, second = np.zeros(3, sp.HCPE_DTYPE), np.ones(5, sp.HCPE_DTYPE)
+    game.append(first)
+
+    class Interrupted:
+        def __init__(self, real):
+            self.real = real
+
+        def write(self, text):
+            raise KeyboardInterrupt
+
+        def __getattr__(self, name):
+            return getattr(self.real, name)
+
+    game.index = Interrupted(game.index)
+    with pytest.raises(KeyboardInterrupt):
+        game.append(second)
+    game.index = game.index.real
+    game.close()
+    assert (tmp_path / "x.hcpe").read_bytes() == first.tobytes()
+    assert games_index(tmp_path / "x.hcpe") == [3]
+    again = sp.GameFile(str(tmp_path / "x.hcpe"), lines.append)
+    again.close()
+    assert again.counts == [3] and lines == []  # nothing to cut off
+
+
 def test_settings_that_cannot_be_read_are_named(tmp_path):
     out = tmp_path / "x.hcpe"
     Path(str(out) + ".selfplay.json").write_bytes(b"\xa4\x00 not json")
