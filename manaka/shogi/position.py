@@ -328,8 +328,14 @@ def encode(position) -> Tuple[np.ndarray, np.ndarray]:
 
 def label_to_usi(label: int, position) -> str:
     """The legal move of `position` with dlshogi label `label`, in USI (ValueError if none)."""
+    import operator
+
+    try:  # an int (NumPy's too); not a str, a float or None, which int() would read or refuse unnamed
+        label = operator.index(label)
+    except TypeError:
+        raise TypeError(f"shogi: label must be an int, got {type(label).__name__}") from None
     _, (_, moves, labels, _) = _checked(position)
-    hit = np.nonzero(labels == int(label))[0]
+    hit = np.nonzero(labels == label)[0]
     if len(hit) == 0:
         raise ValueError(f"shogi: label {label} is not a legal move of this position")
     return move_to_usi(int(moves[hit[0]]))
@@ -337,6 +343,8 @@ def label_to_usi(label: int, position) -> str:
 
 def usi_to_label(usi: str, position) -> int:
     """The dlshogi label of the legal move `usi` (ValueError if it is not legal)."""
+    if not isinstance(usi, str):
+        raise TypeError(f"shogi: a USI move must be a str, got {type(usi).__name__}")
     _, (_, moves, labels, _) = _checked(position)
     for m, l in zip(moves, labels):
         if move_to_usi(int(m)) == usi:
