@@ -68,7 +68,9 @@ def _fsync_dir(folder: str) -> None:
 def atomic_write(path) -> Iterator[BinaryIO]:
     """``with atomic_write(path) as f: f.write(...)``: `path` holds the new bytes once the
     block ends, and its old content (or nothing) if the block raises."""
-    path = os.fspath(path)
+    path = os.fsdecode(os.fspath(path))  # a bytes path too (the temporaries' names are str)
+    if not path:  # abspath("") is the working folder: its name would be written in its parent
+        raise FileNotFoundError(errno.ENOENT, "cannot write '': the path is empty")
     folder = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(folder, exist_ok=True)

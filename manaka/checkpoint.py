@@ -107,6 +107,7 @@ def load(path) -> Dict[str, Any]:
     """The state saved by :func:`save`. Raises :class:`manaka.CheckpointError` naming the
     file for a foreign, truncated, corrupt or pickle file (no code from the file runs)."""
     path = os.fspath(path)
+    model_file.refuse_special(path, CheckpointError)
     _refuse_pickle(path)
     meta, tensors = model_file.read(path, KIND, CheckpointError)
     if meta.get("format") != FORMAT:
@@ -122,16 +123,22 @@ def load(path) -> Dict[str, Any]:
     return state
 
 
-def convert(old, new, trust_pickle: bool = False) -> str:
+def convert(old, new, trust_pickle: bool = False, overwrite: bool = False) -> str:
     """Rewrites a pickle checkpoint of an older manaka in this format.
 
     Unpickling runs whatever code the file carries, so this needs ``trust_pickle=True``:
-    pass it only for a file you wrote yourself or otherwise trust."""
+    pass it only for a file you wrote yourself or otherwise trust. An existing `new` (another
+    run's checkpoint, or `old` itself) is replaced only with ``overwrite=True`` (``--force``):
+    a FileExistsError naming it otherwise, before `old` is read."""
     if not trust_pickle:
         raise CheckpointError(old, "converting a pickle runs any code it holds: pass trust_pickle=True "
                                    "(--trust-pickle) only for a file you trust")
+    if os.path.lexists(new) and not overwrite:
+        raise FileExistsError(f"checkpoint convert: {os.fspath(new)!r} exists; pass overwrite=True (--force) "
+                              "to replace it; nothing was written")
     import pickle
 
+    model_file.refuse_special(old, CheckpointError)
     with open(old, "rb") as f:
         try:
             state = pickle.load(f)
@@ -152,9 +159,10 @@ def main(argv=None) -> int:
     c.add_argument("new", help="where to write the converted checkpoint")
     c.add_argument("--trust-pickle", action="store_true",
                    help="required: reading a pickle runs any code it holds; only for files you trust")
+    c.add_argument("--force", action="store_true", help="replace NEW if it exists (it may be OLD itself)")
     args = p.parse_args(argv)
     try:
-        out = convert(args.old, args.new, trust_pickle=args.trust_pickle)
+        out = convert(args.old, args.new, trust_pickle=args.trust_pickle, overwrite=args.force)
     except (CheckpointError, OSError, TypeError) as e:
         print(f"python -m manaka.checkpoint: {e}", file=sys.stderr)
         return 2

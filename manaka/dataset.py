@@ -166,7 +166,13 @@ class Dataset:
 
         if not os.path.isdir(path):
             fail("not a directory")
+        def regular(file, name):
+            # a FIFO would block open() until a writer came (a hang), a device read forever
+            if os.path.exists(file) and not os.path.isfile(file):
+                fail(f"{name}: not a regular file (a folder, FIFO, socket or device)")
+
         meta_path = os.path.join(path, "meta.json")
+        regular(meta_path, "meta.json")
         try:
             with open(meta_path) as f:
                 meta = json.load(f)
@@ -177,6 +183,7 @@ class Dataset:
         arrays: Dict[str, Optional[np.ndarray]] = {}
         for name in _v.FILES:
             file = os.path.join(path, name + ".npy")
+            regular(file, name + ".npy")
             if not os.path.exists(file):
                 if name == "policy_target":
                     arrays[name] = None
@@ -197,18 +204,48 @@ class Dataset:
         return make(n, cfg, seed, **options)
 
     def save(self, path: str) -> str:
-        """Writes the dataset as a folder of .npy files plus meta.json (meta last, so a folder
-        with a meta.json is complete). Returns the path."""
+        """Writes the dataset as a folder of .npy files plus meta.json. Returns the path.
+
+        A dataset already in `path` is replaced, never mixed with this one: every file is
+        first written whole to a temporary beside it (``.<name>.tmp-<pid>``), then the old
+        meta.json is removed, the arrays are renamed over the old ones (an old
+        policy_target.npy this dataset lacks is removed) and meta.json comes last. So a
+        failure or Ctrl-C while writing leaves the old dataset as it was, a folder with a
+        meta.json is always complete, and a dataset saved over the folder it was opened
+        from (its arrays memory-mapped from the files being replaced) is read whole first."""
+        from .atomic_file import temporary_name
+
         path = os.fspath(path)
         os.makedirs(path, exist_ok=True)
-        for name in _v.FILES:
-            arr = getattr(self, name)
-            if arr is not None:
-                np.save(os.path.join(path, name + ".npy"), np.asarray(arr))
-        tmp = os.path.join(path, "meta.json.tmp")
-        with open(tmp, "w") as f:
-            json.dump(self.meta, f, indent=1)
-        os.replace(tmp, os.path.join(path, "meta.json"))
+        meta = os.path.join(path, "meta.json")
+        files = {name: os.path.join(path, name + ".npy") for name in _v.FILES if getattr(self, name) is not None}
+        temps = []
+        try:
+            for name, file in [*files.items(), ("meta", meta)]:
+                temps.append(temporary_name(file, os.getpid()))
+                with open(temps[-1], "wb") as f:
+                    if name == "meta":
+                        f.write(json.dumps(self.meta, indent=1).encode())
+                    else:
+                        np.save(f, np.asarray(getattr(self, name)))
+                    f.flush()
+                    os.fsync(f.fileno())
+            if os.path.lexists(meta):
+                os.remove(meta)
+            for tmp, file in zip(temps, files.values()):
+                os.replace(tmp, file)
+            for name in _v.FILES:  # an array of the old dataset that this one does not have
+                stale = os.path.join(path, name + ".npy")
+                if name not in files and os.path.lexists(stale):
+                    os.remove(stale)
+            os.replace(temps[-1], meta)
+        except BaseException:  # including KeyboardInterrupt: no temporary is left behind
+            for tmp in temps:
+                try:
+                    os.remove(tmp)
+                except OSError:
+                    pass
+            raise
         return path
 
     @property

@@ -260,6 +260,26 @@ def _eval_loader(eval_data, batch_size: int):
         raise TypeError(f"fit: eval_data: {e}") from None
 
 
+def _check_run_length(steps, epochs, time_limit, log_every, checkpoint_every) -> None:
+    """The types and ranges of fit's counts and budgets, named: a time_limit of NaN never ran
+    out (a run bounded by time alone trained forever), epochs NaN or infinite failed in
+    int(), a float step count or a str was taken or failed in a comparison."""
+    import math
+    import numbers
+
+    for name, value in (("steps", steps), ("log_every", log_every), ("checkpoint_every", checkpoint_every)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+            raise TypeError(f"fit: {name} must be an int, got {type(value).__name__}")
+    for name, value, rule in (("epochs", epochs, "a finite number >= 0"), ("time_limit", time_limit,
+                                                                            "a finite number of seconds > 0")):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"fit: {name} must be {rule} (or None), got {type(value).__name__}")
+        if not math.isfinite(value) or value < 0 or (name == "time_limit" and value == 0):
+            raise ValueError(f"fit: {name} must be {rule} (or None), got {value}")
+
+
 def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = None, trainer=None,
         log_every: int = 100, checkpoint: Optional[str] = None, checkpoint_every: Optional[int] = None,
         resume: bool = False, progress: bool = True, log: Optional[Callable[[str], None]] = None,
@@ -333,6 +353,7 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     if not isinstance(loader, Loader):
         raise TypeError(f"fit: loader must be a manaka.Loader, got {type(loader).__name__}"
                         + (" (wrap the data in one: mk.Loader(data, batch_size=1024))" if hasattr(loader, "__len__") else ""))
+    _check_run_length(steps, epochs, time_limit, log_every, checkpoint_every)
     if log_every < 1:
         raise ValueError(f"fit: log_every must be >= 1, got {log_every}")
     from .shogi.position import check_encoding

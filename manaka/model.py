@@ -179,6 +179,17 @@ def check_tensors(config: ModelConfig, tensors: Mapping[str, np.ndarray], path, 
                               f"its config {config} needs {shape} float32")
 
 
+def real_arg(op: str, name: str, value) -> float:
+    """`value` as a float when it is a real number (int, float, NumPy's; not a bool, a str or
+    None, which float() would take or refuse without naming the argument); a TypeError
+    naming `op` and `name` otherwise. The range is the core's rule, checked after."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{op}: {name} must be a real number, got {type(value).__name__}")
+    return float(value)
+
+
 def _resolve_device(device: str):
     """The C backend that runs `device`: the one place a device string is interpreted.
 
@@ -318,7 +329,11 @@ class Model:
             raise KeyError(f"Model.load_state_dict: missing {missing}, unexpected {extra}")
         arrays = {}
         for name, shape in self._shapes.items():
-            arr = np.asarray(state[name])
+            try:  # e.g. a torch tensor that requires grad, or of a dtype NumPy has not (bfloat16)
+                arr = np.asarray(state[name])
+            except (TypeError, ValueError, RuntimeError) as e:
+                raise TypeError(f"Model.load_state_dict: {name} cannot be read as a NumPy array "
+                                f"({type(state[name]).__name__}: {e})") from None
             if arr.dtype.kind != "f":
                 raise TypeError(f"Model.load_state_dict: {name} must have a float dtype, got {arr.dtype}")
             if arr.shape != tuple(shape):
@@ -380,8 +395,9 @@ class Model:
         stats: {"loss", "policy_loss", "value_loss", "accuracy"} (floats);
         grads: {name: array}, d loss / d parameter, copies in parameter order."""
         self._sync()
+        value_weight = real_arg("Model.loss_and_grad", "value_weight", value_weight)
         raw = self._read("Model.loss_and_grad", batch, True,
-                         lambda b: self._core.loss_and_grad(b, float(value_weight)))
+                         lambda b: self._core.loss_and_grad(b, value_weight))
         layout = _core.STATS
         stats = {k: float(raw[layout[k]]) for k in ("loss", "policy_loss", "value_loss", "accuracy")}
         grads = {name: self._core.read(name, True) for name in self._shapes}

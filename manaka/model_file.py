@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import struct
 import zlib
 from typing import Dict, Iterable, Tuple, Type
@@ -45,7 +46,7 @@ _MAX_EXTENT = 1 << 48
 # dtypes a tensor may have: what models (float32) and checkpoints (also counters) hold
 DTYPES = ("<f4", "<f8", "<i4", "<i8", "|u1", "<u4", "<u8")
 
-__all__ = ["write", "read", "MAGIC", "DTYPES"]
+__all__ = ["write", "read", "refuse_special", "MAGIC", "DTYPES"]
 
 
 def _pad(n: int) -> int:
@@ -118,6 +119,15 @@ def _plan(header: dict, fail) -> list:
     return plan
 
 
+def refuse_special(path, error: Type[FileFormatError] = FileFormatError) -> None:
+    """`error` naming `path` when it is a FIFO, socket or device: open() of a FIFO blocks
+    until a writer comes (a hang), a device reads forever. A missing file or a folder is left
+    to open() (its OSError)."""
+    mode = os.stat(path).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise error(os.fspath(path), "is not a regular file (a FIFO, socket or device)")
+
+
 def read(path, kind: str, error: Type[FileFormatError] = FileFormatError) -> Tuple[dict, Dict[str, np.ndarray]]:
     """(meta, {name: array}) of a file written by :func:`write` with this `kind`.
 
@@ -128,6 +138,7 @@ def read(path, kind: str, error: Type[FileFormatError] = FileFormatError) -> Tup
     def fail(message):
         raise error(path, message)
 
+    refuse_special(path, error)
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         head = f.read(len(MAGIC) + 8)

@@ -10,7 +10,9 @@ against the chance and frequency baselines (manaka/evaluate/baseline_figures.py)
 The trained model is saved to --save, or next to --checkpoint (run.ckpt -> run.manaka), or
 to model.manaka here; an existing file is never replaced unless named by --save (a free name
 is picked instead: run-1.manaka). An existing checkpoint is continued with --resume, or
-replaced only with --force. Ctrl-C saves the checkpoint at the last finished step.
+replaced only with --force. --save and --checkpoint must differ, neither may be a file of
+--data or --eval-data, and each must be writable (refused before anything is read). Ctrl-C saves the checkpoint at
+the last finished step.
 
 Examples:
     python -m manaka.train                                   # a one-minute demonstration
@@ -259,6 +261,15 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _hidden(text: str) -> tuple:
+    """--hidden W1,W2,... as ints (empty: no trunk layer); anything else is a ValueError naming
+    the option (the widths' own rules are ModelConfig's)."""
+    try:
+        return tuple(int(h) for h in text.split(",") if h.strip())
+    except ValueError:
+        raise ValueError(f"--hidden: expected comma-separated integer widths (e.g. 512,512), got {text!r}") from None
+
+
 def _board(text: str) -> tuple:
     """--move-pair-board W,H,K as three ints; anything else is a ValueError naming the option
     (the fields' own rules are ModelConfig's)."""
@@ -273,7 +284,7 @@ def _board(text: str) -> tuple:
 
 def model_config(args, preset: dict, data) -> "mk.ModelConfig":
     pick = lambda name: getattr(args, name) if getattr(args, name) is not None else preset[name]
-    hidden = preset["hidden"] if args.hidden is None else tuple(int(h) for h in args.hidden.split(",") if h.strip())
+    hidden = preset["hidden"] if args.hidden is None else _hidden(args.hidden)
     board = preset["move_pair_board"] if args.move_pair_board is None else _board(args.move_pair_board)
     if args.move_pair_board is None and pick("move_pairs") == 0:
         board = (0, 0, 0)  # the relative part belongs to the table: --move-pairs 0 removes both
@@ -353,6 +364,9 @@ def main(argv=None) -> int:
     for option, path in (("--checkpoint", args.checkpoint), ("--save", args.save)):
         if path and os.path.isdir(path):  # found now, not when the run's end writes it
             return fail(f"{option} {path} is a folder; give a file path")
+    clash = _output_clash(args)
+    if clash:
+        return fail(clash)
     if args.checkpoint and os.path.exists(args.checkpoint) and not (args.resume or args.force):
         # a finished run must not be lost to a new one that happens to use the same name
         return fail(f"the checkpoint {args.checkpoint} exists: continue it with --resume, or replace it with --force")
@@ -369,6 +383,46 @@ def main(argv=None) -> int:
             print(f"python -m manaka.train: interrupted after training; {held}the model was not saved", file=sys.stderr)
         # in mk.fit: its line has said what it saved
         return 130
+
+
+def _input_files(path: str) -> list:
+    """The files --data / --eval-data `path` may read: the file, a glob's, a folder's record
+    files or a dataset folder's arrays and meta.json."""
+    if os.path.isdir(path):
+        read = (".hcpe", ".hcpe3", ".bin", ".psv", ".npy", "meta.json")
+        return [os.path.join(path, n) for n in os.listdir(path) if n.lower().endswith(read)]
+    if os.path.exists(path):
+        return [path]
+    return glob.glob(path) if any(ch in path for ch in "*?[") else []
+
+
+def _output_clash(args) -> str:
+    """Why the files this run writes (--checkpoint, --save) cannot be the ones named, or ""
+    when they can: each in a folder that is one (or can be made) and is writable, the two
+    must differ (the model written at the end would replace the
+    checkpoint the run just wrote, whose log line then lies), and neither may be a file
+    the run reads (--data, --eval-data), whatever --force or --save say; before anything
+    is read or written."""
+    outputs = [(o, p) for o, p in (("--checkpoint", args.checkpoint), ("--save", args.save)) if p]
+    for option, path in outputs:
+        # found now, not when the run's end writes it (the trained model would be lost)
+        folder = os.path.dirname(os.path.abspath(path))
+        while not os.path.exists(folder):  # the folders to be created: the nearest that exists
+            folder = os.path.dirname(folder)
+        if not os.path.isdir(folder):
+            return f"{option} {path} cannot be written: {folder} is a file, not a folder"
+        if not os.access(folder, os.W_OK | os.X_OK):
+            return f"{option} {path} cannot be written: the folder {folder} is not writable"
+    real = lambda p: os.path.realpath(p)
+    if len(outputs) == 2 and real(outputs[0][1]) == real(outputs[1][1]):
+        return (f"--checkpoint {args.checkpoint} and --save {args.save} name the same file: the model would "
+                "replace the checkpoint; give --save another path")
+    for option, path in outputs:
+        for source, data in (("--data", args.data), ("--eval-data", args.eval_data)):
+            if data and any(real(f) == real(path) for f in _input_files(data)):
+                return (f"{option} {path} is a file of {source} {data}: writing it would replace the data; "
+                        "give another path (nothing was written)")
+    return ""
 
 
 def _spawn(args) -> int:
@@ -463,7 +517,10 @@ def _train(args, rank: int = 0, world: int = 1, group=None) -> int:
     preset = PRESETS[args.preset or ("shogi" if args.data and _is_records(args.data)
                                      else "seed" if device == "cuda" else "small")]
     if args.threads:
-        mk.set_num_threads(args.threads)
+        try:  # more than MK_MAX_THREADS: one line, not a traceback
+            mk.set_num_threads(args.threads)
+        except ValueError as e:
+            return fail(f"--threads: {e}")
     elif world > 1:  # the processes share this machine's cores
         mk.set_num_threads(max(1, (os.cpu_count() or 1) // world))
     time_limit, epochs = args.time_limit, args.epochs
@@ -763,7 +820,10 @@ def summary(history, loader, data, held_out, model, batch_size, checkpoint=None,
             print(f"kept the best held-out step {kept['step']} (the saved model): loss {kept['eval_loss']:.4f} "
                   f"(policy {kept['eval_policy_loss']:.4f}, value {kept['eval_value_loss']:.4f}), "
                   f"accuracy {kept['eval_accuracy']:.3f}")
-    if "teacher_accuracy_ceiling" in meta:
+    teacher = ("teacher_accuracy_ceiling", "teacher_policy_loss_floor", "teacher_value_loss_floor", "chance_accuracy")
+    # synthetic data's figures; a dataset folder's meta.json may hold anything under these keys,
+    # which must not fail the run's end before the model is saved
+    if all(isinstance(meta.get(k), (int, float)) and not isinstance(meta.get(k), bool) for k in teacher):
         print(f"teacher's ceiling: accuracy {meta['teacher_accuracy_ceiling']:.3f}, policy loss floor "
               f"{meta['teacher_policy_loss_floor']:.4f}, value loss floor {meta['teacher_value_loss_floor']:.4f}; "
               f"chance accuracy {meta['chance_accuracy']:.3f}")

@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _core
 from .batch import Batch
-from .model import Model
+from .model import Model, real_arg
 
 __all__ = ["Trainer", "Stats"]
 
@@ -151,15 +151,17 @@ class Trainer:
     def _hyper(lr, betas, eps, weight_decay, warmup_steps, schedule, total_steps, min_lr,
                value_weight) -> dict:
         """The hyperparameters as the core takes them. Only Python's conversions are here
-        (betas to a pair, float()); the core converts the step counts and the schedule's
+        (betas to a pair, each rate a real number: real_arg); the core converts the step counts and the schedule's
         name, and every rule is C's (mk_trainer_config_check, csrc/core/trainer.c)."""
         try:
-            beta1, beta2 = (float(b) for b in betas)
+            beta1, beta2 = betas
         except (TypeError, ValueError):
             raise ValueError(f"Trainer: betas must be a pair of floats, got {betas!r}") from None
-        return dict(lr=float(lr), beta1=beta1, beta2=beta2, eps=float(eps),
-                    weight_decay=float(weight_decay), warmup_steps=warmup_steps, schedule=schedule,
-                    total_steps=total_steps, min_lr=float(min_lr), value_weight=float(value_weight))
+        real = lambda name, v: real_arg("Trainer", name, v)
+        return dict(lr=real("lr", lr), beta1=real("betas[0]", beta1), beta2=real("betas[1]", beta2),
+                    eps=real("eps", eps), weight_decay=real("weight_decay", weight_decay),
+                    warmup_steps=warmup_steps, schedule=schedule, total_steps=total_steps,
+                    min_lr=real("min_lr", min_lr), value_weight=real("value_weight", value_weight))
 
     def step(self, batch: Batch) -> Stats:
         """One AdamW step on `batch`; returns its :class:`Stats`.

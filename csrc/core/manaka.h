@@ -69,8 +69,12 @@ static inline int64_t mk_vocab_of_pairs(int64_t num_pairs) {
 }
 
 /* ---------------------------------------------------------------- threads
- * OpenMP thread count used by every CPU op (default: OpenMP's default). */
-void mk_set_num_threads(int n);
+ * OpenMP thread count used by every CPU op (default: OpenMP's default). n = 0 restores the
+ * default; n is at most MK_MAX_THREADS (an MK_ERR_VALUE otherwise, the count unchanged): far
+ * beyond any machine's cores, a team of 100,000 threads crashed the next op when the
+ * system could not start them. */
+#define MK_MAX_THREADS 4096
+mk_status mk_set_num_threads(int64_t n);
 int mk_get_num_threads(void);
 
 #ifdef __cplusplus

@@ -7,9 +7,18 @@ static int num_threads = 0; /* 0: OpenMP's default */
 
 /* GEMMs run on this same OpenMP team (OpenBLAS's own pool is pinned to one thread), so
  * this one count governs every CPU op and GEMM. */
-void mk_set_num_threads(int n) {
-    num_threads = n > 0 ? n : 0;
+mk_status mk_set_num_threads(int64_t n) {
+    if (n < 0)
+        return mk_fail(MK_ERR_VALUE, "set_num_threads: n must be >= 0 (0 = default), got %lld",
+                       (long long)n);
+    if (n > MK_MAX_THREADS)
+        return mk_fail(MK_ERR_VALUE,
+                       "set_num_threads: n must be at most %d (more threads than any machine's "
+                       "cores, which the system may not be able to start), got %lld",
+                       MK_MAX_THREADS, (long long)n);
+    num_threads = (int)n;
     mk_gemm_pin_blas_threads();
+    return MK_OK;
 }
 
 int mk_get_num_threads(void) {

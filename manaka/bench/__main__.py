@@ -26,8 +26,34 @@ def main(argv=None):
             print(f"python -m manaka.bench: unknown suite {argv[0]!r}\n", file=sys.stderr)
         print(usage(), file=sys.stderr)
         return 2
+    bad = _unwritable_out(argv[1:])
+    if bad:
+        print(f"python -m manaka.bench {argv[0]}: {bad}", file=sys.stderr)
+        return 2
     suite = importlib.import_module(f"manaka.bench.{argv[0]}")
     return suite.main(argv[1:])
+
+
+def _unwritable_out(args) -> str:
+    """Why the results folder (--out DIR, --out=DIR, else $MANAKA_BENCH_DIR) cannot hold the
+    results, or "": found before the suite runs, not when its end writes them (a file
+    there failed with a traceback once the measurements were made, losing them)."""
+    import os
+
+    out, where = os.environ.get("MANAKA_BENCH_DIR") or None, "MANAKA_BENCH_DIR="
+    for i, a in enumerate(args):
+        if a == "--out" and i + 1 < len(args):
+            out, where = args[i + 1], "--out "
+        elif a.startswith("--out="):
+            out, where = a[len("--out="):], "--out "
+    if not out:
+        return ""
+    folder = os.path.abspath(out)
+    while not os.path.exists(folder):  # the folders to be created: the nearest that exists
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        return f"{where}{out}: {folder} is a file, not a folder for the results"
+    return ""
 
 
 if __name__ == "__main__":

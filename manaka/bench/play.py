@@ -16,6 +16,7 @@ import sys
 import time
 
 from ..shogi.match import Clock, Player, run_match, summary, summary_line
+from ..shogi.usi_client import EngineError
 from .timing import OUT_HELP, note_resources, write_results
 
 FSF = "/usr/games/fairy-stockfish"
@@ -51,6 +52,13 @@ def main(argv=None) -> int:
     if not os.path.exists(args.model):
         print(f"bench play: no model file {args.model!r}", file=sys.stderr)
         return 2
+    from ..model import Model
+    from ..shogi.position import model_encoding
+    try:  # a model its engine would refuse is refused here, before any match
+        model_encoding(Model.load(args.model), repr(args.model))
+    except (ValueError, OSError, MemoryError) as e:
+        print(f"bench play: {e}", file=sys.stderr)
+        return 2
     low, _, high = args.openings.partition("-")
     openings = (int(low), int(high or low))
     python = shlex.quote(sys.executable)
@@ -69,7 +77,12 @@ def main(argv=None) -> int:
                     f"--threads {args.threads}", f"manaka-{search}", (), args.manaka_go)
         for opponent in opponents:
             started = time.monotonic()
-            records = run_match(me, opponent, args.games, clock, openings, args.max_plies, args.seed, report=None)
+            try:
+                records = run_match(me, opponent, args.games, clock, openings, args.max_plies, args.seed,
+                                    report=None)
+            except EngineError as e:  # an engine that cannot play: one line, as the match runner says it
+                print(f"bench play: {e}", file=sys.stderr)
+                return 1
             s = summary(me, opponent, records)
             s["seconds"] = round(time.monotonic() - started, 1)
             s["manaka_go"], s["opponent_go"] = args.manaka_go, opponent.go or "byoyomi 1000"

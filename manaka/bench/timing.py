@@ -18,6 +18,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List, Optional
 
+from ..atomic_file import atomic_write
+
 
 @dataclass
 class Timing:
@@ -142,10 +144,15 @@ def write_results(suite: str, tag: str, payload: Dict[str, object], lines: List[
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     payload = {"suite": suite, "measured_at": stamp, "machine": machine(), **payload}
     base = os.path.join(out_dir, f"{suite}-{tag}")
-    with open(base + ".json", "w") as f:
-        json.dump(payload, f, indent=2, default=lambda o: asdict(o) if hasattr(o, "__dataclass_fields__") else str(o))
-    with open(base + ".md", "w") as f:
-        f.write(f"# manaka.bench {suite} ({tag}), {stamp}\n\n")
-        f.write("Machine: " + ", ".join(f"{k}: {v}" for k, v in payload["machine"].items()) + "\n\n")
-        f.write("```\n" + "\n".join(lines) + "\n```\n")
+    # both texts are made before either file is touched, and each file is replaced whole
+    # (atomic_write): a payload json cannot write, or a Ctrl-C, leaves the earlier results
+    # as they were, never a truncated file
+    text = json.dumps(payload, indent=2, default=lambda o: asdict(o) if hasattr(o, "__dataclass_fields__") else str(o))
+    md = (f"# manaka.bench {suite} ({tag}), {stamp}\n\n"
+          + "Machine: " + ", ".join(f"{k}: {v}" for k, v in payload["machine"].items()) + "\n\n"
+          + "```\n" + "\n".join(lines) + "\n```\n")
+    with atomic_write(base + ".json") as f:
+        f.write(text.encode())
+    with atomic_write(base + ".md") as f:
+        f.write(md.encode())
     return base + ".json"

@@ -12,7 +12,7 @@ from ..dataset import Dataset
 from ..loader import Loader
 from .baseline_figures import Frequencies, baselines, label_frequencies
 from .data import batches, check_fits
-from .metrics import TOP_K, Totals, log_softmax, policy_rows, target_rank, value_rows
+from .metrics import TOP_K, Totals, check_value_weight, log_softmax, policy_rows, target_rank, value_rows
 
 __all__ = ["evaluate", "baselines", "label_frequencies", "Frequencies", "TOP_K"]
 
@@ -33,6 +33,7 @@ def evaluate(model, data: Union[Dataset, Loader], batch_size: int = 1024,
     or T) or when no position is left to evaluate (every record bad and skipped with
     ``on_bad="skip"``): a mean over nothing is not a loss of 0.
     """
+    value_weight = check_value_weight("evaluate", value_weight)
     check_fits(model, data)
     totals = Totals()
     with batches(data, batch_size) as loader:

@@ -82,12 +82,12 @@ def _eval_scale(text: str):
     return parse(text)
 
 
-def open_data(path: str, option: str, value, on_bad: str, model=None, eval_scale=756.0):
+def open_data(path: str, option: str, value, on_bad: str, model=None, model_path: str = "MODEL", eval_scale=756.0):
     """What ``python -m manaka.train --data`` reads (its data_kind and open_data: a dataset
     folder, or shogi records chosen by suffix, a file, glob or folder); `value`, `on_bad`
     and `eval_scale` apply to records, which are labelled in the move encoding `model`
-    reads."""
-    from ..shogi.position import moves_of
+    reads (a model that reads no shogi positions is refused, naming `model_path`)."""
+    from ..shogi.position import model_encoding
     from ..train import data_kind, open_data as open_train_data
 
     kind = data_kind(path, option)
@@ -95,8 +95,8 @@ def open_data(path: str, option: str, value, on_bad: str, model=None, eval_scale
         if value != "result":
             raise ValueError(f"--value {value} applies to shogi records; the dataset folder {path} holds its own values")
         return open_train_data(path, kind)
-    return open_train_data(path, kind, value=value, on_bad=on_bad, moves=moves_of(model.config.num_moves),
-                           eval_scale=eval_scale)
+    moves = model_encoding(model, f"MODEL {model_path} beside the shogi records {option} {path}")
+    return open_train_data(path, kind, value=value, on_bad=on_bad, moves=moves, eval_scale=eval_scale)
 
 
 ROWS = (("model", "model"), ("chance", "chance (uniform)"), ("frequency", "frequency"))
@@ -122,9 +122,10 @@ def main(argv=None) -> int:
     try:
         start = time.perf_counter()
         model = Model.load(args.model, device=args.device)
-        train = open_data(args.train, "--train", args.value, args.on_bad, model, args.eval_scale) if args.train else None
+        train = (open_data(args.train, "--train", args.value, args.on_bad, model, args.model, args.eval_scale)
+                 if args.train else None)
         scale = getattr(train, "eval_scale", None)  # a fit on --train is DATA's scale too
-        data = open_data(args.data, "DATA", args.value, args.on_bad, model,
+        data = open_data(args.data, "DATA", args.value, args.on_bad, model, args.model,
                          args.eval_scale if scale is None else scale)
         result = evaluate(model, data, batch_size=args.batch_size, value_weight=args.value_weight)
         counted = label_frequencies(train if train is not None else data, batch_size=args.batch_size)

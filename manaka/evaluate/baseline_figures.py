@@ -24,7 +24,7 @@ from typing import Dict, Optional
 import numpy as np
 
 from .data import batches, describe
-from .metrics import TOP_K, Totals, legal_mask, log_softmax, policy_rows, target_rank, value_rows
+from .metrics import TOP_K, Totals, check_value_weight, legal_mask, log_softmax, policy_rows, target_rank, value_rows
 
 __all__ = ["Frequencies", "label_frequencies", "baselines"]
 
@@ -66,6 +66,7 @@ def baselines(data, frequencies: Optional[Frequencies] = None, batch_size: int =
     """{"chance": figures, "frequency": figures} over every position of `data`, with the
     keys of :func:`manaka.evaluate` (see the module docstring for what each baseline
     predicts). `frequencies` default: :func:`label_frequencies` of `data` itself."""
+    value_weight = check_value_weight("baselines", value_weight)
     if frequencies is None:
         frequencies = label_frequencies(data, batch_size)
     chance, frequency = Totals(), Totals()

@@ -93,3 +93,17 @@ class Totals:
                 "accuracy": s["accuracy"] / n, "top5_accuracy": s["top5_accuracy"] / n,
                 "value_accuracy": s["value_correct"] / self.decisive if self.decisive else float("nan"),
                 "positions": n, "decisive": self.decisive}
+
+
+def check_value_weight(op: str, value_weight) -> float:
+    """`value_weight` as a float when it is a finite real number >= 0 (the trainer's rule); a
+    TypeError / ValueError naming `op` otherwise (NaN made every loss NaN, a negative weight
+    a loss below the policy loss)."""
+    import math
+
+    from ..model import real_arg
+
+    v = real_arg(op, "value_weight", value_weight)
+    if not (math.isfinite(v) and v >= 0):
+        raise ValueError(f"{op}: value_weight must be finite and >= 0, got {v:g}")
+    return v

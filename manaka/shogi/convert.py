@@ -90,6 +90,10 @@ def _record_files(inputs: List[str]) -> List[str]:
             files.append(p)
     if not files:
         raise ValueError(f"no .csa, .kif or .kifu file in {', '.join(map(repr, inputs))}; nothing was written")
+    for p in files:  # a FIFO would block the parser reading it (a hang)
+        if not os.path.isfile(p):
+            raise ValueError(f"the record {p!r} is not a regular file (a folder, FIFO, socket or device); "
+                             "nothing was written")
     return files
 
 

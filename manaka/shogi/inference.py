@@ -6,7 +6,7 @@ from typing import List, Tuple
 import numpy as np
 
 from ..batch import Batch
-from .position import NUM_LABELS, _checked, move_to_usi, moves_of
+from .position import NUM_LABELS, _checked, model_encoding, move_to_usi
 
 __all__ = ["policy"]
 
@@ -16,8 +16,9 @@ def policy(model, position) -> Tuple[List[Tuple[str, float]], float]:
     shogi.Position): the softmax of the logits over the legal moves, and the value head's
     win probability for the side to move. A position without a legal move (the side to
     move is mated) gives no moves and the value head's value."""
+    moves_encoding = model_encoding(model, "shogi.policy")
     pos, _ = _checked(position)
-    _, moves, labels, tokens = pos.analyse(moves_of(model.config.num_moves))
+    _, moves, labels, tokens = pos.analyse(moves_encoding)
     order = np.argsort(labels % NUM_LABELS)  # the loader's order: ascending dlshogi labels
     legal = labels[order].astype(np.int32)[None]
     if legal.shape[1] == 0:

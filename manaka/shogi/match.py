@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -245,7 +246,10 @@ def summary_line(s: dict) -> str:
 
 def _plies(text: str) -> Tuple[int, int]:
     low, _, high = text.partition("-")
-    lo, hi = int(low), int(high or low)
+    try:
+        lo, hi = int(low), int(high or low)
+    except ValueError:  # argparse would say "invalid _plies value"
+        lo, hi = -1, -1
     if not 0 <= lo <= hi:
         raise argparse.ArgumentTypeError(f"expected PLIES or LOW-HIGH with 0 <= LOW <= HIGH, got {text!r}")
     return lo, hi
@@ -277,9 +281,23 @@ def main(argv=None) -> int:
     p.add_argument("--max-plies", type=int, default=320, help="a draw after this many plies (default 320)")
     p.add_argument("--seed", type=int, default=0, help="openings seed (default 0)")
     p.add_argument("--json", metavar="PATH", help="also write the summary and every game (moves in USI) here")
+    p.add_argument("--force", action="store_true", help="replace the --json file if it exists")
     args = p.parse_args(argv)
     if args.games < 1:
         p.error("--games must be >= 1")
+    # limits an engine would be sent as they are ("go nodes -5"), or that end every game at once
+    for option, value, low in (("--nodes", args.nodes, 1), ("--time", args.time, 0), ("--byoyomi", args.byoyomi, 0),
+                               ("--inc", args.inc, 0), ("--grace", args.grace, 0), ("--max-plies", args.max_plies, 1),
+                               ("--seed", args.seed, 0)):
+        if value is not None and value < low:
+            p.error(f"{option} must be >= {low}, got {value}")
+    if not args.move_timeout > 0 or args.move_timeout == float("inf"):
+        p.error(f"--move-timeout must be a finite number of seconds > 0, got {args.move_timeout}")
+    # refused before the match, not once its games are played and would be lost
+    if args.json and os.path.isdir(args.json):
+        p.error(f"--json {args.json} is a folder; give a file path")
+    if args.json and os.path.lexists(args.json) and not args.force:
+        p.error(f"--json {args.json} exists; pass --force to replace it")
     if args.nodes is None and args.time is None and args.byoyomi is None and args.inc is None:
         args.byoyomi = 1000
     a = Player(args.engine_a, args.name_a or args.engine_a, args.option_a, args.go_a)

@@ -67,7 +67,8 @@ def check_encoding(model, data, op: str) -> None:
     meta = getattr(src, "meta", None)
     moves = meta.get("moves") if isinstance(meta, dict) else None
     cfg = getattr(model, "config", None)
-    if moves not in MOVE_ENCODINGS or cfg is None or not hasattr(cfg, "num_moves") or num_labels(moves) == cfg.num_moves:
+    # a dataset's meta.json is the user's: "moves" may hold anything (a list is unhashable)
+    if not isinstance(moves, str) or moves not in MOVE_ENCODINGS or cfg is None or not hasattr(cfg, "num_moves") or num_labels(moves) == cfg.num_moves:
         return
     try:
         reads = f"encoding {moves_of(cfg.num_moves)!r}"
@@ -76,6 +77,25 @@ def check_encoding(model, data, op: str) -> None:
     raise ValueError(f"{op}: the data's move labels are in encoding {moves!r} ({num_labels(moves):,} labels) but the "
                      f"model reads {reads} (num_moves={cfg.num_moves:,}): open the records with "
                      f"moves=... matching the model (manaka.shogi.moves_of(model.config.num_moves))")
+
+
+def model_encoding(model, op: str) -> str:
+    """The move encoding in which `model` (anything with a ModelConfig as ``.config``) reads
+    shogi positions: ``moves_of(num_moves)``, once its config can read manaka's encoding of
+    a position at all (``tokens_per_side`` = TOKENS_PER_SIDE, every token id below
+    ``num_tokens``). Otherwise a ValueError naming `op` and what does not fit, so that a
+    player refuses the model when it is made, not at its first forward pass mid-game."""
+    cfg = getattr(model, "config", None)
+    if cfg is None or not all(hasattr(cfg, n) for n in ("num_tokens", "num_moves", "tokens_per_side")):
+        raise TypeError(f"{op}: expected a manaka model (with a ModelConfig as .config), got {type(model).__name__}")
+    if cfg.tokens_per_side != TOKENS_PER_SIDE or cfg.num_tokens < NUM_TOKENS:
+        raise ValueError(f"{op}: the model (num_tokens={cfg.num_tokens}, tokens_per_side={cfg.tokens_per_side}) "
+                         f"cannot read shogi positions, which have tokens_per_side={TOKENS_PER_SIDE} and token ids "
+                         f"below {NUM_TOKENS}: it is not a shogi model")
+    try:
+        return moves_of(cfg.num_moves)
+    except ValueError as e:
+        raise ValueError(f"{op}: {e}: it is not a shogi model") from None
 
 
 def moves_of(num_moves: int) -> str:
@@ -139,7 +159,12 @@ class Position:
         is in check). `move` is a USI string or a cshogi move16; ValueError when it is not
         legal here (checked by the C move generator) or the position is not valid."""
         m = usi_to_move(move) if isinstance(move, str) else int(move)
-        board, hand, side, check = _core.shogi_apply_move(self.board, self.hand, self.side, m)
+        try:
+            board, hand, side, check = _core.shogi_apply_move(self.board, self.hand, self.side, m)
+        except ValueError as e:
+            if isinstance(move, str) and "is not legal" in str(e):  # the text given, not its move16
+                raise ValueError(f"shogi: {move} is not a legal move of {self.sfen()!r}") from None
+            raise
         return Position(board, hand, side, self.move_number + 1), check
 
     def key(self) -> bytes:
@@ -303,8 +328,14 @@ def encode(position) -> Tuple[np.ndarray, np.ndarray]:
 
 def label_to_usi(label: int, position) -> str:
     """The legal move of `position` with dlshogi label `label`, in USI (ValueError if none)."""
+    import operator
+
+    try:  # an int (NumPy's too); not a str, a float or None, which int() would read or refuse unnamed
+        label = operator.index(label)
+    except TypeError:
+        raise TypeError(f"shogi: label must be an int, got {type(label).__name__}") from None
     _, (_, moves, labels, _) = _checked(position)
-    hit = np.nonzero(labels == int(label))[0]
+    hit = np.nonzero(labels == label)[0]
     if len(hit) == 0:
         raise ValueError(f"shogi: label {label} is not a legal move of this position")
     return move_to_usi(int(moves[hit[0]]))
@@ -312,6 +343,8 @@ def label_to_usi(label: int, position) -> str:
 
 def usi_to_label(usi: str, position) -> int:
     """The dlshogi label of the legal move `usi` (ValueError if it is not legal)."""
+    if not isinstance(usi, str):
+        raise TypeError(f"shogi: a USI move must be a str, got {type(usi).__name__}")
     _, (_, moves, labels, _) = _checked(position)
     for m, l in zip(moves, labels):
         if move_to_usi(int(m)) == usi:

@@ -77,20 +77,27 @@ def parse_setting(text: str):
         raise ValueError(f"shogi recipe: expected NAME=VALUE with NAME one of {sorted(RECIPE)}, got {text!r}")
     old = RECIPE[name]
     raw = raw.strip()
-    if name == "hidden":
-        return name, tuple(int(h) for h in raw.split(",") if h.strip())
-    if name == "value":  # "result", "eval" or a mixing weight
-        return name, raw if raw in ("result", "eval") else float(raw)
-    if name == "eval_scale":  # "fit" or a number
-        return name, raw if raw == "fit" else float(raw)
-    if isinstance(old, bool):
-        if raw.lower() not in ("0", "1", "true", "false"):
-            raise ValueError(f"shogi recipe: {name} must be true or false, got {raw!r}")
-        return name, raw.lower() in ("1", "true")
-    if isinstance(old, int):
-        return name, int(raw)
-    if isinstance(old, float):
-        return name, float(raw)
+    try:  # a value that is not of the setting's type is a ValueError naming the setting
+        if name == "hidden":
+            return name, tuple(int(h) for h in raw.split(",") if h.strip())
+        if name == "value":  # "result", "eval" or a mixing weight
+            return name, raw if raw in ("result", "eval") else float(raw)
+        if name == "eval_scale":  # "fit" or a number
+            return name, raw if raw == "fit" else float(raw)
+        if isinstance(old, bool):
+            if raw.lower() not in ("0", "1", "true", "false"):
+                raise ValueError(f"shogi recipe: {name} must be true or false, got {raw!r}")
+            return name, raw.lower() in ("1", "true")
+        if isinstance(old, int):
+            return name, int(raw)
+        if isinstance(old, float):
+            return name, float(raw)
+    except ValueError as e:
+        if str(e).startswith("shogi recipe:"):
+            raise
+        kind = {"hidden": "comma-separated ints", "value": "'result', 'eval' or a float",
+                "eval_scale": "'fit' or a number"}.get(name, type(old).__name__)
+        raise ValueError(f"shogi recipe: {name} must be {kind}, got {raw!r}") from None
     return name, raw
 
 

@@ -51,6 +51,9 @@ def expand_paths(paths, fmt: int) -> List[str]:
             raise ValueError(f"shogi: {p!r} is neither a file, a folder nor a glob that matches")
     if not out:
         raise ValueError(f"shogi: no {_NAMES[fmt]} file in {paths!r}")
+    for p in out:  # a folder's or a glob's entry: a FIFO would block its reader (a hang)
+        if not os.path.isfile(p):
+            raise ValueError(f"shogi: {p!r} is not a regular file (a folder, FIFO, socket or device)")
     return out
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import _core
 from ..batch import Batch
-from .position import MOVE_ENCODINGS, Position, move_to_usi, moves_of
+from .position import MOVE_ENCODINGS, Position, model_encoding, move_to_usi
 
 __all__ = ["Evaluator", "Budget", "SearchResult", "mate_in_one", "policy_search", "value_search", "PuctSearch", "SEARCHES",
            "value_to_cp"]
@@ -40,7 +40,8 @@ class Evaluator:
 
     def __init__(self, model):
         self.model = model
-        self.encoding = MOVE_ENCODINGS[moves_of(model.config.num_moves)]
+        # a model that cannot read shogi positions is refused here, not at its first forward
+        self.encoding = MOVE_ENCODINGS[model_encoding(model, "shogi Evaluator")]
         self.positions = 0  # evaluated so far
         self.lock = threading.Lock()  # a Model runs one call at a time
 

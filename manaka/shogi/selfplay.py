@@ -217,12 +217,23 @@ class GameFile:
         return counts
 
     def append(self, records: np.ndarray) -> None:
-        self.data.write(records.tobytes())
-        self.data.flush()
-        os.fsync(self.data.fileno())
-        self.index.write(f"{len(records)}\n")
-        self.index.flush()
-        os.fsync(self.index.fileno())
+        """One whole game: its records, then its line in the index. A failure or Ctrl-C before
+        the line is written takes the records back out, so the data file never holds a game
+        its index does not count (a reader of the file would see it; a rerun cut it off)."""
+        start, indexed = self.data.tell(), False
+        try:
+            self.data.write(records.tobytes())
+            self.data.flush()
+            os.fsync(self.data.fileno())
+            self.index.write(f"{len(records)}\n")
+            indexed = True  # the line is written (buffered, flushed at the latest by close)
+            self.index.flush()
+            os.fsync(self.index.fileno())
+        except BaseException:
+            if not indexed:
+                self.data.flush()  # what the buffer still holds goes out first, then is cut off
+                os.ftruncate(self.data.fileno(), start)
+            raise
         self.counts.append(len(records))
 
     def close(self) -> None:
@@ -233,10 +244,31 @@ class GameFile:
 def _open_outputs(out: str, held: Optional[str], settings: Settings, log) -> Tuple[GameFile, Optional[GameFile]]:
     """The output files, recovered, after checking a rerun repeats the settings."""
     meta = out + ".selfplay.json"
+    # every file of the run is its own: a held-out file named like one of --out's files
+    # (its index, its settings) would be written into it
+    files = [("--out", out), ("--out's index", out + ".games"), ("--out's settings", meta)]
+    if held:
+        files += [("the held-out file", held), ("the held-out file's index", held + ".games")]
+    real = [os.path.realpath(f) for _, f in files]
+    for i, (role, f) in enumerate(files):
+        if real[i] in real[:i]:
+            other, g = files[real.index(real[i])]
+            raise ValueError(f"selfplay: {role} {f} is also {other} {g}: choose another --out or held-out file; "
+                             "nothing was written")
     identity = settings.identity()
     if os.path.exists(meta):
-        with open(meta) as f:
-            before = json.load(f)
+        try:
+            with open(meta, "rb") as f:
+                before = json.loads(f.read().decode())
+        except (ValueError, OSError) as e:  # JSON and UTF-8 errors are ValueErrors
+            raise ValueError(f"selfplay: {meta} cannot be read as this command's settings "
+                             f"({type(e).__name__}: {e}); it is left alone: choose another --out") from None
+        for path in (out, held):
+            # a rerun continues files this command wrote, each beside its index: a data file
+            # without one (a held-out file named now for the first time) is someone else's
+            if path and os.path.exists(path) and os.path.getsize(path) > 0 and not os.path.exists(path + ".games"):
+                raise ValueError(f"selfplay: {path} exists and is not a selfplay output of this command "
+                                 f"(no {path}.games); it is left alone: choose another file")
         if before != identity:
             diff = [f"{k}: {before.get(k)!r} before, {identity.get(k)!r} now"
                     for k in sorted(set(before) | set(identity)) if before.get(k) != identity.get(k)]
@@ -278,6 +310,8 @@ def selfplay(out: str, games: int, settings: Settings, workers: int = 1, held_ou
         raise ValueError(f"selfplay: the held-out games must be >= 0, got {settings.held_out_games}")
     if settings.max_plies < 1 or settings.resign_score < 0 or settings.seed < 0:
         raise ValueError("selfplay: max plies must be >= 1, the resign score >= 0 and the seed >= 0")
+    if not 0 < settings.timeout < float("inf"):  # nan: every wait for the engine would be unbounded
+        raise ValueError(f"selfplay: the timeout must be a finite number of seconds > 0, got {settings.timeout}")
     splitting = settings.held_out_games is not None or settings.held_out_fraction is not None
     if held_out_out and not splitting:
         raise ValueError("selfplay: a held-out file needs --held-out-games or --held-out-fraction")

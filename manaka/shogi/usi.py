@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..model import Model
+from .position import model_encoding
 from .search import SEARCHES, Budget, Evaluator, PuctSearch, policy_search, value_search
 from .usi_protocol import Option, UsiEngine
 
@@ -52,9 +53,13 @@ def main(argv=None) -> int:
     if args.threads is not None:
         if args.threads < 1:
             p.error("--threads must be >= 1")
-        set_num_threads(args.threads)
+        try:
+            set_num_threads(args.threads)
+        except ValueError as e:  # more than the core's limit
+            p.error(f"--threads: {e}")
     try:
         model = Model.load(args.model)
+        model_encoding(model, repr(args.model))  # a model of other data: refused now, not mid-game
     except (ValueError, OSError, MemoryError) as e:  # ModelFileError is a ValueError
         print(f"python -m manaka.shogi usi: {e}", file=sys.stderr)
         return 2

@@ -37,7 +37,8 @@ def export_onnx(model_or_network: Union[Model, Network], path, *, opset: int = D
     rounded to float32. A Network subclass that overrides forward, logits, features,
     body, heads, value_logit, move_kind, move_pair_sums, move_pair_relative_sums,
     move_hidden, move_hidden_readout or move_shared, or adds parameters or persistent buffers, is a
-    TypeError naming them.
+    TypeError naming them; so is a Network with one of those methods replaced on the instance,
+    or with forward hooks on it or on a submodule.
     `opset` and `overwrite` and the errors are :func:`manaka.export.export_onnx`'s.
     """
     if isinstance(model_or_network, Network):
@@ -57,6 +58,16 @@ def _as_model(net: Network) -> Model:
     if overridden:
         raise TypeError(f"export_onnx: {cls.__name__} overrides {', '.join(overridden)}: the ONNX graph is "
                         "manaka's network (docs/design.md §1), which a changed computation is not")
+    # the same changes made to the one object: a method set on the instance, or a forward
+    # (pre-)hook on it or a submodule (net.trunk[0]), which can change what it computes
+    replaced = [name for name in _COMPUTATION if name in vars(net)]
+    if replaced:
+        raise TypeError(f"export_onnx: this {cls.__name__} has {', '.join(replaced)} replaced on the instance: the "
+                        "ONNX graph is manaka's network (docs/design.md §1), which a changed computation is not")
+    hooked = [name or "the network" for name, m in net.named_modules() if m._forward_hooks or m._forward_pre_hooks]
+    if hooked:
+        raise TypeError(f"export_onnx: forward hooks on {', '.join(hooked[:5])} may change what the network "
+                        "computes, and the ONNX graph would leave them out: remove them first")
     own = set(expected_shapes(net.config))
     extra = [name for name in net.state_dict() if name not in own]
     if extra:

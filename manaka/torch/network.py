@@ -80,6 +80,9 @@ class Network(nn.Module):
             raise TypeError(f"Network: config must be a manaka.ModelConfig, got {type(config).__name__}")
         self.config = config
         c = config
+        # first: mk.Model runs every rule of the config and its sizes (a ValueError naming the
+        # field, a MemoryError) before a tensor is made here from fields no rule has checked
+        initial = Model(config, seed=seed).state_dict()
         self.embedding = nn.Parameter(torch.empty(c.num_tokens, c.embed_dim))
         self.pair_table = nn.Parameter(torch.empty(c.num_pairs, c.pair_dim))
         widths = (c.num_features,) + c.hidden
@@ -111,7 +114,7 @@ class Network(nn.Module):
             self.move_kind_table = nn.Parameter(torch.zeros(max(c.move_pairs, 1) * c.move_kinds, c.head_width))
         if c.value_hidden:  # the last submodule: its two tensors end state_dict, as mk.Model's
             self.value_hidden = nn.Linear(widths[-1], c.value_hidden)
-        self._load_model_state(Model(config, seed=seed).state_dict())
+        self._load_model_state(initial)
 
     # ------------------------------------------------------------ compute
     def features(self, tokens: Tensor) -> Tensor:
@@ -136,8 +139,12 @@ class Network(nn.Module):
         ``config.move_kinds`` their moves ``legal % R`` (:func:`move_kind_split`); the kind's
         term is :meth:`move_kind`'s."""
         c = self.config
-        rows = move_kind_split(legal, counts, c.num_moves // c.move_kinds, max(c.move_pairs, 1))[0] if c.move_kinds \
-            else legal
+        rows = legal
+        if c.move_kinds:
+            rows = move_kind_split(legal, counts, c.num_moves // c.move_kinds, max(c.move_pairs, 1))[0]
+            # a label outside [0, M) goes to GatherDot as it is, out of the table's range, so
+            # that its check names the label itself (the label's l % R is a row in range)
+            rows = torch.where((legal < 0) | (legal >= c.num_moves), legal.to(torch.int64), rows)
         logits = ops.gather_dot(self.policy(x), self.move_table, rows, counts)
         return logits, self.value_logit(x)
 

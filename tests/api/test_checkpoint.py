@@ -290,3 +290,25 @@ def test_cli_resume_of_a_crafted_checkpoint_is_one_line(tmp_path):
         lines = out.stderr.strip().splitlines()
         assert out.returncode == 2 and "Traceback" not in out.stderr and len(lines) == 1, out.stderr[-3000:]
         assert str(path) in lines[0] and words in lines[0], lines[0]
+
+
+def test_the_converter_replaces_an_existing_file_only_with_force(tmp_path):
+    old = {"format": "manaka-checkpoint", "version": 1, "step": 3, "model": {"w": np.ones(4, np.float32)}}
+    (tmp_path / "old.ckpt").write_bytes(pickle.dumps(old, protocol=pickle.HIGHEST_PROTOCOL))
+    ckpt.save(tmp_path / "other.ckpt", {"step": 9, "model": {"w": np.zeros(2, np.float32)}})  # another run's
+    before = {n: (tmp_path / n).read_bytes() for n in ("old.ckpt", "other.ckpt")}
+    for new in ("other.ckpt", "old.ckpt"):
+        out = subprocess.run([sys.executable, "-m", "manaka.checkpoint", "convert", str(tmp_path / "old.ckpt"),
+                              str(tmp_path / new), "--trust-pickle"], capture_output=True, text=True, timeout=60)
+        last = out.stderr.strip().splitlines()[-1]  # after runpy's warning about the package's own import
+        assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+        assert last.startswith("python -m manaka.checkpoint: ") and new in last and "--force" in last, out.stderr
+    with pytest.raises(FileExistsError, match="other.ckpt.*overwrite=True"):
+        ckpt.convert(tmp_path / "old.ckpt", tmp_path / "other.ckpt", trust_pickle=True)
+    assert {n: (tmp_path / n).read_bytes() for n in ("old.ckpt", "other.ckpt")} == before
+    assert sorted(os.listdir(tmp_path)) == ["old.ckpt", "other.ckpt"]
+    out = subprocess.run([sys.executable, "-m", "manaka.checkpoint", "convert", str(tmp_path / "old.ckpt"),
+                          str(tmp_path / "old.ckpt"), "--trust-pickle", "--force"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert ckpt.load(tmp_path / "old.ckpt")["step"] == 3  # converted in place

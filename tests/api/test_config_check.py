@@ -266,6 +266,32 @@ def test_every_hyperparameter_rule_is_c_s(change, message):
     assert trainer.hyperparameters["lr"] == 0.5 and trainer.hyperparameters["schedule"] == "constant"
 
 
+@pytest.mark.parametrize("name", ["lr", "betas[0]", "betas[1]", "eps", "weight_decay", "min_lr", "value_weight"])
+@pytest.mark.parametrize("bad", ["0.5", None, True, [0.5]], ids=["str", "None", "bool", "list"])
+def test_a_rate_that_is_not_a_real_number_is_named(name, bad):
+    # float() took "0.5" and True, and refused None or a list without naming the argument
+    model = mk.Model(mk.ModelConfig(**BASE))
+    h = public(HYPER)
+    if name.startswith("betas"):
+        h["betas"] = (bad, 0.999) if name == "betas[0]" else (0.9, bad)
+    else:
+        h[name] = bad
+    want = (TypeError, f"Trainer: {name} must be a real number, got {type(bad).__name__}")
+    assert error_of(lambda: mk.Trainer(model, **h)) == want
+    trainer = mk.Trainer(model, lr=0.5)
+    state = trainer.state_dict()
+    state["hyperparameters"] = h
+    assert error_of(lambda: trainer.load_state_dict(state)) == want
+    assert trainer.hyperparameters["lr"] == 0.5
+    if name == "value_weight":
+        import model_cases as cases
+        batch = cases.batch(model.config, B=2, L=3, seed=0)
+        assert error_of(lambda: model.loss_and_grad(batch, value_weight=bad)) == (
+            TypeError, f"Model.loss_and_grad: value_weight must be a real number, got {type(bad).__name__}")
+    # NumPy's reals are real numbers
+    assert mk.Trainer(model, lr=np.float32(0.25), betas=np.array([0.5, 0.75])).hyperparameters["betas"] == (0.5, 0.75)
+
+
 @pytest.mark.parametrize("bad", ["float16", "BF16", None, 16])
 def test_pair_state_dtype_is_named_by_c(bad):
     model = mk.Model(mk.ModelConfig(**BASE))

@@ -198,6 +198,20 @@ def test_no_usable_record_is_an_error_naming_the_data(tmp_path):
         mk.evaluate(model, shogi.open_hcpe(str(tmp_path / "bad.hcpe")))
 
 
+def test_a_value_weight_that_is_no_weight_is_refused(rng):
+    data = random_dataset(rng, n=20)
+    model = mk.Model(tiny_config(data))
+    for bad, error, words in ((float("nan"), ValueError, "must be finite and >= 0, got nan"),
+                              (-0.5, ValueError, "must be finite and >= 0, got -0.5"),
+                              (float("inf"), ValueError, "must be finite and >= 0, got inf"),
+                              ("1", TypeError, "must be a real number, got str"),
+                              (None, TypeError, "must be a real number, got NoneType")):
+        with pytest.raises(error, match=f"^evaluate: value_weight {words}"):
+            mk.evaluate(model, data, value_weight=bad)
+        with pytest.raises(error, match=f"^baselines: value_weight {words}"):
+            baselines(data, value_weight=bad)
+
+
 def test_data_that_does_not_fit_the_model(rng):
     ds = random_dataset(rng, V=13, M=40, T=5)
     for change in ({"num_tokens": 12}, {"num_moves": 39}, {"tokens_per_side": 6}):
@@ -293,6 +307,14 @@ def test_command_reads_the_eval_with_the_scale_given(shogi_files):
     (("tiny.manaka", "bad.hcpe", "--on-bad", "skip"), "no position to evaluate in"),
     (("tiny.manaka", "synthetic"), "does not fit the model"),
     (("tiny.manaka", "synthetic", "--value", "eval"), "--value eval applies to shogi records"),
+    # a weight that made every loss NaN, or the loss below the policy loss
+    (("tiny.manaka", "held.hcpe", "--value-weight", "nan"), "evaluate: value_weight must be finite and >= 0, got nan"),
+    (("tiny.manaka", "held.hcpe", "--value-weight", "-1"), "evaluate: value_weight must be finite and >= 0, got -1"),
+    # a model of other data beside shogi records: named, not the encoding's lookup alone
+    (("other.manaka", "held.hcpe"), "MODEL other.manaka beside the shogi records DATA held.hcpe: the model "
+                                    "(num_tokens=3, tokens_per_side=2) cannot read shogi positions"),
+    (("t30.manaka", "held.hcpe"), "MODEL t30.manaka beside the shogi records DATA held.hcpe: the model "
+                                  "(num_tokens=2344, tokens_per_side=30) cannot read shogi positions"),
 ])
 def test_command_bad_inputs_are_one_line(shogi_files, args, message):
     folder = shogi_files
@@ -304,6 +326,9 @@ def test_command_bad_inputs_are_one_line(shogi_files, args, message):
         cfg = mk.ModelConfig(num_tokens=3, num_moves=7, tokens_per_side=2, embed_dim=2, orders=1, pair_dim=1,
                              hidden=(), head_width=2)
         mk.Dataset.synthetic(20, cfg).save(str(folder / "synthetic"))
+        mk.Model(cfg).save(folder / "other.manaka")
+        mk.Model(mk.ModelConfig(num_tokens=2344, num_moves=2187, tokens_per_side=30, embed_dim=2, orders=1,
+                                pair_dim=1, hidden=(), head_width=2)).save(folder / "t30.manaka")
     done = run(*args, cwd=folder)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and done.stdout == "", (args, done.stdout, done.stderr)

@@ -213,6 +213,24 @@ def test_bad_arguments(ds):
         mk.fit(FakeModel(), loader, steps=1, trainer=FakeTrainer(FakeModel()), log_every=0)
     with pytest.raises(ValueError, match="checkpoint path"):
         mk.fit(FakeModel(), loader, steps=1, trainer=FakeTrainer(FakeModel()), resume=True)
+    # run lengths and budgets named: time_limit NaN never ran out (a time-only run trained
+    # forever), epochs NaN / inf failed in int(), -1 as the trainer's total_steps, a float
+    # step count was taken and a str failed in a comparison
+    for kw, error, words in ((dict(time_limit=float("nan")), ValueError, "time_limit must be a finite number of "
+                                                                          "seconds > 0 (or None), got nan"),
+                             (dict(time_limit=-1.0), ValueError, "time_limit must be a finite number of seconds > 0"),
+                             (dict(time_limit=float("inf")), ValueError, "time_limit must be a finite number"),
+                             (dict(epochs=float("nan")), ValueError, "epochs must be a finite number >= 0 (or None), "
+                                                                     "got nan"),
+                             (dict(epochs=-1), ValueError, "epochs must be a finite number >= 0"),
+                             (dict(epochs="1"), TypeError, "epochs must be a finite number >= 0 (or None), got str"),
+                             (dict(steps=1.5), TypeError, "steps must be an int, got float"),
+                             (dict(steps="3"), TypeError, "steps must be an int, got str"),
+                             (dict(steps=True), TypeError, "steps must be an int, got bool"),
+                             (dict(steps=2, log_every=1.5), TypeError, "log_every must be an int, got float")):
+        model = FakeModel()
+        with pytest.raises(error, match=f"^fit: {re.escape(words)}"):
+            mk.fit(model, loader, **kw, trainer=FakeTrainer(model), progress=False, log=lambda s: None)
 
 
 def test_progress_bar_leaves_no_thread(ds, capsys):

@@ -242,6 +242,20 @@ def test_load_state_dict_rejects_bad_state_without_changes():
         np.testing.assert_array_equal(arr, before[name])
 
 
+def test_load_state_dict_names_a_value_numpy_cannot_read():
+    # torch's own errors (a tensor that requires grad, bfloat16) named no parameter
+    torch = pytest.importorskip("torch")
+    model = mk.Model(cases.config(move_kinds=1, value_hidden=3), seed=0)
+    before = model.state_dict()
+    for bad in (torch.zeros(model.shapes["value_hidden.bias"], requires_grad=True),
+                torch.zeros(model.shapes["value_hidden.bias"], dtype=torch.bfloat16)):
+        with pytest.raises(TypeError, match=r"^Model.load_state_dict: value_hidden.bias cannot be read as a NumPy "
+                                            r"array \(Tensor: "):
+            model.load_state_dict({**before, "value_hidden.bias": bad})
+    for name, arr in model.state_dict().items():
+        np.testing.assert_array_equal(arr, before[name])
+
+
 def test_save_load_round_trip(tmp_path):
     cfg = cases.config(hidden=(8, 4))
     model = mk.Model(cfg, seed=4)

@@ -41,6 +41,20 @@ def test_save_creates_missing_folders_and_names_a_blocked_one(tmp_path):
         model.save(tmp_path / "file" / "m.manaka")
 
 
+def test_an_empty_or_bytes_path(tmp_path, monkeypatch):
+    # "": abspath("") is the working folder, so the temporary went to its parent and the
+    # error named neither; a bytes path failed in the temporaries' search (a str pattern)
+    model = mk.Model(cases.config(), seed=2)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    with pytest.raises(FileNotFoundError, match="cannot write '': the path is empty"):
+        model.save("")
+    model.save(os.fsencode(tmp_path / "work" / "b.manaka"))
+    cases.assert_parameters_match(mk.Model.load(tmp_path / "work" / "b.manaka"), model)
+    assert sorted(os.listdir(tmp_path)) == ["work"] and os.listdir(tmp_path / "work") == ["b.manaka"]
+
+
 def _dead_pid() -> int:
     child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     return int(child.stdout)
@@ -191,3 +205,26 @@ def test_a_config_the_core_refuses_is_a_model_file_error(tmp_path, T):
         mk.Model.load(path)
     with pytest.raises(ValueError, match="policy_head"):
         mk.Model.load(path, policy_head="both")
+
+
+def test_a_fifo_or_a_device_is_refused_without_waiting(tmp_path):
+    # open() of a FIFO blocks until a writer comes: Model.load (and usi --model) hung
+    fifo = tmp_path / "m.manaka"
+    os.mkfifo(fifo)
+    code = ("import sys, manaka as mk\nfrom manaka import checkpoint\n"
+            "for load in (mk.Model.load, checkpoint.load):\n"
+            "    for path in sys.argv[1:]:\n"
+            "        try:\n"
+            "            load(path)\n"
+            "        except mk.FileFormatError as e:\n"
+            "            print(type(e).__name__, e)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", code, str(fifo), "/dev/zero"], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"ModelFileError {str(fifo)!r}: is not a regular file (a FIFO, socket or device)",
+        "ModelFileError '/dev/zero': is not a regular file (a FIFO, socket or device)",
+        f"CheckpointError {str(fifo)!r}: is not a regular file (a FIFO, socket or device)",
+        "CheckpointError '/dev/zero': is not a regular file (a FIFO, socket or device)"], done.stdout

@@ -777,6 +777,19 @@ def test_networks_that_compute_something_else_are_refused(tmp_path):
         mkt.export_onnx(Extra(cfg), tmp_path / "b.onnx")
     with pytest.raises(TypeError, match="must be a manaka.Model or a manaka.torch.Network"):
         mkt.export_onnx(torch.nn.Linear(2, 2), tmp_path / "c.onnx")
+    # the same changes made to one instance (the class check alone exported the plain graph)
+    net = mkt.Network(mk.ModelConfig(**CONFIGS["value-hidden"]))
+    net.value_logit = lambda x: torch.tanh(mkt.Network.value_logit(net, x))
+    with pytest.raises(TypeError, match="this Network has value_logit replaced on the instance"):
+        mkt.export_onnx(net, tmp_path / "d.onnx")
+    net = mkt.Network(mk.ModelConfig(**CONFIGS["value-hidden"]))
+    handle = net.trunk[0].register_forward_hook(lambda module, args, out: 2 * out)
+    with pytest.raises(TypeError, match="forward hooks on trunk.0 may change what the network computes"):
+        mkt.export_onnx(net, tmp_path / "e.onnx")
+    handle.remove()
+    net.register_forward_pre_hook(lambda module, args: args)
+    with pytest.raises(TypeError, match="forward hooks on the network"):
+        mkt.export_onnx(net, tmp_path / "e.onnx")
     assert not os.listdir(tmp_path)
 
 

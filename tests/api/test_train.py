@@ -64,6 +64,11 @@ def test_move_pair_board_option_gives_the_model_its_relative_part(tmp_path, caps
                        ("3,2,1", "relative move pairs need move_pairs, a multiple of board_width * board_height = 6")):
         assert train.main(args + ["--move-pair-board", bad]) == 2
         assert words in capsys.readouterr().err
+    # --hidden names itself too (int() said only "invalid literal")
+    for bad in ("a", "8;8", "1e3"):
+        assert train.main(args + ["--hidden", bad]) == 2
+        assert f"--hidden: expected comma-separated integer widths (e.g. 512,512), got {bad!r}" in \
+            capsys.readouterr().err
 
 
 def test_move_hidden_option_gives_the_model_its_layer(tmp_path, capsys):
@@ -171,6 +176,50 @@ def test_the_model_is_saved_without_replacing_a_file_nobody_named(tmp_path):
     assert out.returncode == 0 and "saved the model" not in out.stdout
     assert sorted(os.listdir(tmp_path)) == ["model.manaka", "other-1.manaka", "other.ckpt", "other.manaka",
                                             "run.ckpt", "run.manaka"]
+
+
+def test_an_output_that_is_the_other_output_or_an_input_is_refused_before_anything_is_written(tmp_path):
+    # --save over --checkpoint: the model would replace the checkpoint the run just wrote
+    line = one_line(cli(["--steps", "2", "--checkpoint", "run.ckpt", "--save", "./run.ckpt", *QUICK], tmp_path))
+    assert "--checkpoint run.ckpt and --save ./run.ckpt name the same file" in line, line
+    assert os.listdir(tmp_path) == []
+    # an output that is a file the run reads: refused whatever --force or --save say
+    data = mk.Dataset.synthetic(300, SMALL, seed=1)
+    data.save(str(tmp_path / "ds"))
+    (tmp_path / "ds" / "notes.txt").write_text("mine")
+    before = {n: (tmp_path / "ds" / n).read_bytes() for n in os.listdir(tmp_path / "ds")}
+    base = ["--steps", "2", "--batch-size", "32", "--device", "cpu", "--no-progress", *TINY]
+    for option, path, extra in (("--save", "ds/meta.json", []), ("--checkpoint", "ds/tokens.npy", ["--force"]),
+                                ("--checkpoint", "ds/legal_moves.npy", ["--resume"])):
+        for data_option in ("--data", "--eval-data"):
+            data_args = ["--data", "ds"] if data_option == "--data" else ["--data", "ds", "--eval-data", "ds"]
+            line = one_line(cli(base + data_args + [option, path, *extra], tmp_path))
+            assert f"{option} {path} is a file of --data ds" in line and "replace the data" in line, line
+    assert {n: (tmp_path / "ds" / n).read_bytes() for n in os.listdir(tmp_path / "ds")} == before
+    assert sorted(os.listdir(tmp_path)) == ["ds"]
+    # a thread count the core refuses: one line (it was a traceback)
+    line = one_line(cli(base + ["--data", "ds", "--threads", "5000"], tmp_path))
+    assert line == ("python -m manaka.train: --threads: set_num_threads: n must be at most 4096 (more threads than "
+                    "any machine's cores, which the system may not be able to start), got 5000"), line
+    # a path under a file cannot be written: refused now, not once the run has trained
+    (tmp_path / "afile").write_text("x")
+    for option in ("--save", "--checkpoint"):
+        line = one_line(cli(base + ["--data", "ds", option, "afile/sub/m.out"], tmp_path))
+        assert f"{option} afile/sub/m.out cannot be written: {tmp_path / 'afile'} is a file" in line, line
+    assert (tmp_path / "afile").read_text() == "x"
+    # a meta.json holding the synthetic data's figure keys with other values: the summary
+    # formatted them and failed after training, before the model was saved (a traceback)
+    import json
+    meta = json.load(open(tmp_path / "ds" / "meta.json"))
+    meta.update(teacher_accuracy_ceiling="high", teacher_policy_loss_floor=None)
+    json.dump(meta, open(tmp_path / "ds" / "meta.json", "w"))
+    out = cli(base + ["--data", "ds", "--save", "odd-meta.manaka"], tmp_path)
+    assert out.returncode == 0 and "saved the model (step 2) to odd-meta.manaka" in out.stdout, out.stderr
+    assert "teacher's ceiling" not in out.stdout
+    os.remove(tmp_path / "odd-meta.manaka")
+    # a file in the data's folder that the run does not read may be named
+    out = cli(base + ["--data", "ds", "--save", "ds/notes.txt"], tmp_path)
+    assert out.returncode == 0 and mk.Model.load(tmp_path / "ds" / "notes.txt").config.embed_dim == 8, out.stderr
 
 
 def _interrupt(args, cwd):

@@ -22,7 +22,7 @@ def bench(*args, cwd=None, env=None):
     full_env = {k: v for k, v in os.environ.items() if k != "MANAKA_BENCH_DIR"}
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "manaka.bench", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "manaka.bench", *map(str, args)], capture_output=True, text=True,
                           timeout=300, cwd=cwd, env=full_env)
 
 
@@ -105,3 +105,54 @@ def test_environment_variable_names_the_default_folder(tmp_path):
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "env_dir" / "ops-cpu.json").exists()
     assert not (tmp_path / "bench_results").exists()
+
+
+def test_results_that_cannot_be_written_leave_the_earlier_ones_whole(tmp_path):
+    # a payload json cannot encode (a tuple key) fails before either file is touched: the
+    # earlier results stay as they were, and no truncated or temporary file is left
+    from manaka.bench.timing import write_results
+
+    path = write_results("ops", "t", {"x": 1}, ["first"], out_dir=str(tmp_path))
+    assert json.load(open(path))["x"] == 1
+    before = {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)}
+    with pytest.raises(TypeError, match="keys must be str"):
+        write_results("ops", "t", {"x": 2, "by_shape": {(4, 8): 1.0}}, ["second"], out_dir=str(tmp_path))
+    assert {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)} == before
+
+
+def test_play_refuses_a_model_its_engine_cannot_run_and_an_engine_that_fails_in_one_line(tmp_path):
+    # a model of other data: refused before any match (the engine's refusal at its start
+    # escaped run_match as a traceback); an opponent that cannot start: one line too
+    import manaka as mk
+
+    other = tmp_path / "other.manaka"
+    mk.Model(mk.ModelConfig(num_tokens=5, num_moves=7, tokens_per_side=2, embed_dim=2, orders=1, pair_dim=1,
+                            hidden=(), head_width=2)).save(other)
+    out = bench("play", "--model", other, "--games", "1", "--fsf", "/nonexistent", "--searches", "policy",
+                "--out", tmp_path / "results")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith(f"bench play: {str(other)!r}: the model "), out.stderr
+    assert "not a shogi model" in out.stderr
+    shogi_model = tmp_path / "shogi.manaka"
+    mk.Model(mk.ModelConfig(num_tokens=2344, num_moves=2187, embed_dim=2, orders=1, pair_dim=1, hidden=(),
+                            head_width=2)).save(shogi_model)
+    out = bench("play", "--model", shogi_model, "--games", "1", "--no-heuristic", "--fsf", "/bin/false",
+                "--fsf-nodes", "1", "--searches", "policy", "--out", tmp_path / "results")
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith("bench play: usi: the engine '/bin/false' ") and len(out.stderr.splitlines()) == 1
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_results_folder_that_is_a_file_is_refused_before_the_suite_runs(tmp_path):
+    # it failed with a traceback in write_results once the measurements were made
+    (tmp_path / "taken").write_text("mine")
+    for args, env, where in (((*TINY_OPS, "--out", tmp_path / "taken"), None, f"--out {tmp_path / 'taken'}"),
+                             ((*TINY_OPS, f"--out={tmp_path / 'taken' / 'sub'}"), None,
+                              f"--out {tmp_path / 'taken' / 'sub'}"),
+                             (TINY_OPS, {"MANAKA_BENCH_DIR": str(tmp_path / "taken")},
+                              f"MANAKA_BENCH_DIR={tmp_path / 'taken'}")):
+        out = bench(*args, env=env)
+        assert out.returncode == 2 and out.stdout == "", out
+        assert out.stderr == f"python -m manaka.bench ops: {where}: {tmp_path / 'taken'} is a file, not a folder " \
+                             "for the results\n", out.stderr
+    assert (tmp_path / "taken").read_text() == "mine" and os.listdir(tmp_path) == ["taken"]

@@ -212,3 +212,41 @@ def test_dataset_arrays_are_read_only_and_offsets_private():
         ds.legal_offsets[0] = 5
     with pytest.raises(ValueError):
         ds.tokens[0, 0, 0] = 1
+
+
+def _files(path):
+    return {n: open(os.path.join(path, n), "rb").read() for n in sorted(os.listdir(path))}
+
+
+def test_saving_over_the_folder_a_dataset_was_opened_from_keeps_it_whole(tmp_path):
+    # its arrays are memory maps of the very files being replaced: np.save into them
+    # truncated each file under its own map (an OSError, and the dataset was lost)
+    path = mk.Dataset.from_arrays(**arrays(N=40, soft=True)).save(tmp_path / "ds")
+    before = _files(path)
+    opened = mk.Dataset.open(path)
+    assert opened.save(path) == path
+    assert _files(path) == before
+    back = mk.Dataset.open(path)
+    assert back.fingerprint == opened.fingerprint and back.policy_target is not None
+
+
+def test_saving_over_another_dataset_replaces_it_whole(tmp_path):
+    # the old dataset's soft targets must not stay beside the new one's arrays (same legal
+    # lists: Dataset.open would have read them as the new dataset's)
+    hard, soft = arrays(N=6, seed=3), arrays(N=6, seed=3, soft=True)
+    path = mk.Dataset.from_arrays(**soft).save(tmp_path / "ds")
+    new = mk.Dataset.from_arrays(**{**hard, "value": np.full(6, 0.25)})
+    new.save(path)
+    back = mk.Dataset.open(path)
+    assert back.policy_target is None and np.array_equal(back.value, np.full(6, 0.25, np.float32))
+    assert sorted(os.listdir(path)) == sorted([n + ".npy" for n in ("tokens", "legal_offsets", "legal_moves",
+                                                                     "target", "value")] + ["meta.json"])
+
+
+def test_a_save_that_fails_leaves_the_old_dataset_and_no_temporary(tmp_path):
+    path = mk.Dataset.from_arrays(**arrays(N=6, soft=True)).save(tmp_path / "ds")
+    before = _files(path)
+    bad = mk.Dataset.from_arrays(**arrays(N=9, seed=5), meta={"note": object()})  # meta json cannot write
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        bad.save(path)
+    assert _files(path) == before

@@ -103,3 +103,21 @@ def test_the_cli_prints_one_line_for_a_corrupt_dataset(tmp_path):
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "tokens.npy: cannot be read" in lines[0] and path in lines[0]
+
+
+@pytest.mark.parametrize("name", ["meta.json", "tokens.npy", "policy_target.npy"])
+def test_a_fifo_in_the_folder_is_refused_without_waiting(tmp_path, name):
+    # open() of a FIFO blocks until a writer comes: Dataset.open hung on one
+    import subprocess
+    import sys
+
+    path = mk.Dataset.from_arrays(**arrays(soft=True)).save(tmp_path / "ds")
+    os.remove(os.path.join(path, name))
+    os.mkfifo(os.path.join(path, name))
+    code = ("import sys, manaka as mk\ntry:\n    mk.Dataset.open(sys.argv[1])\n"
+            "except mk.DatasetError as e:\n    print(e)\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"{name}: not a regular file (a folder, FIFO, socket or device)" in done.stdout, done.stdout

@@ -336,10 +336,14 @@ def ops_case(rng):
 # ---------------------------------------------------------------- Batch, Model, Trainer
 CFG = dict(num_tokens=11, num_moves=17, tokens_per_side=6, embed_dim=5, orders=3, pair_dim=4, hidden=(12,),
            head_width=7)
+# the newer terms over a second config: move kinds (F = 2 kinds over C = 3 move-pair classes,
+# M / F = 9 move-table rows), the move-pair table and the value head's hidden layer
+KINDS_CFG = dict(CFG, num_moves=18, move_pairs=3, move_kinds=2, value_hidden=4)
+COUNT_FIELDS = ("move_pairs", "move_kinds", "value_hidden")  # may be 0
 INDEX_FIELDS = ("tokens", "legal", "counts", "target")
 
 
-def batch_validity(f, action):
+def batch_validity(f, action, cfg=CFG):
     """mk.Batch's contract (its docstring) and the model's (docs/design.md §1-2, csrc/core/batch.c's
     rules restated): index fields any integer dtype whose values fit int32, float fields any
     float dtype (converted to float32), shapes [B, 2, T], [B, L], [B], [B], [B], [B, L]."""
@@ -369,11 +373,11 @@ def batch_validity(f, action):
     value = f["value"].astype(np.float32)
     _, S, T = tok.shape
     L = legal.shape[1]
-    if B < 1 or S != 2 or T != CFG["tokens_per_side"] or L < 1:
+    if B < 1 or S != 2 or T != cfg["tokens_per_side"] or L < 1:
         return False
-    if ((tok < -1) | (tok >= CFG["num_tokens"])).any() or ((counts < 1) | (counts > L)).any():
+    if ((tok < -1) | (tok >= cfg["num_tokens"])).any() or ((counts < 1) | (counts > L)).any():
         return False
-    if ((legal < 0) | (legal >= CFG["num_moves"]))[np.arange(L)[None] < counts[:, None]].any():
+    if ((legal < 0) | (legal >= cfg["num_moves"]))[np.arange(L)[None] < counts[:, None]].any():
         return False
     if action == "forward":
         return both(*v)
@@ -389,11 +393,11 @@ def batch_validity(f, action):
     return both(*v)
 
 
-def _valid_batch(rng, soft):
+def _valid_batch(rng, soft, cfg=CFG):
     B, L = (int(n) for n in rng.integers(1, 7, 2))
-    tokens = rng.integers(-1, CFG["num_tokens"], (B, 2, CFG["tokens_per_side"]))
+    tokens = rng.integers(-1, cfg["num_tokens"], (B, 2, cfg["tokens_per_side"]))
     counts = rng.integers(1, L + 1, B)
-    legal = np.where(np.arange(L)[None] < counts[:, None], rng.integers(0, CFG["num_moves"], (B, L)), -1)
+    legal = np.where(np.arange(L)[None] < counts[:, None], rng.integers(0, cfg["num_moves"], (B, L)), -1)
     target = (rng.random(B) * counts).astype(np.int64)
     value = rng.choice([0.0, 0.5, 1.0], B).astype(np.float32)
     pt = None
@@ -406,8 +410,11 @@ def _valid_batch(rng, soft):
 
 def config_case(rng):
     """mk.Model(ModelConfig(...)) with mutated sizes, then a forward pass: a size too large
-    to allocate is a MemoryError / ValueError / OverflowError, never a wrapped size."""
-    cfg = dict(CFG)
+    to allocate is a MemoryError / ValueError / OverflowError, never a wrapped size. Half the
+    cases start from KINDS_CFG, whose move_kinds must divide num_moves into a multiple of
+    the move-pair classes (docs/design.md, "Move kinds")."""
+    kinds = rng.random() >= 0.5
+    cfg = dict(KINDS_CFG if kinds else CFG)
     changes = []
     for _ in range(int(rng.integers(1, 3))):
         name = list(cfg)[rng.integers(len(cfg))]
@@ -424,16 +431,21 @@ def config_case(rng):
         else:
             cfg[name], what = mutate(rng, cfg[name], ints=True)
         changes.append(f"{name}={what}")
-    v = [is_int(cfg[k], 1) for k in CFG if k != "hidden"]
+    v = [is_int(cfg[k], 0 if k in COUNT_FIELDS else 1) for k in cfg if k != "hidden"]
     h = cfg["hidden"]
     v.append(isinstance(h, (list, tuple)) and all(is_int(x, 1) for x in h))
     valid = both(*v)
     if valid:
         V, D, K, P, W, M, T = (int(cfg[k]) for k in ("num_tokens", "embed_dim", "orders", "pair_dim", "head_width",
                                                        "num_moves", "tokens_per_side"))
+        C, F, Hv = (int(cfg.get(k, 0)) for k in COUNT_FIELDS)
+        if F and (M % F or (M // F) % max(C, 1)):
+            valid = False
+    if valid:
         widths = [int(x) for x in h]
         top = max(widths + [2 * K * D + 2 * P, W])
-        size = V * D + V * (V + 1) // 2 * P + M * W + top * top * (len(widths) + 2)
+        size = (V * D + V * (V + 1) // 2 * P + M * W + top * top * (len(widths) + 2) + V * C
+                + max(C, 1) * F * W + Hv * (top + 1))
         if size > 2**24 or T > 2**16:
             valid = None  # large: it may fit in memory or be refused; no crash either way
 
@@ -445,22 +457,26 @@ def config_case(rng):
 
     def check(result):
         return None if result[0].shape == (1, 1) and np.isfinite(result[0]).all() else "Model.forward: bad logits"
-    return Case("Model(ModelConfig(" + ", ".join(changes) + ")).forward", call, valid, check=check)
+    return Case(("KINDS_CFG: " if kinds else "") + "Model(ModelConfig(" + ", ".join(changes) + ")).forward", call,
+                valid, check=check)
 
 
 def model_case(rng):
     if rng.random() < 0.15:
         return config_case(rng)
     action = ("forward", "loss_and_grad", "step")[rng.integers(3)]
-    f = _valid_batch(rng, soft=rng.random() < 0.3)
+    cfg = CFG if rng.random() < 0.5 else KINDS_CFG
+    f = _valid_batch(rng, soft=rng.random() < 0.3, cfg=cfg)
     changes = []
     for _ in range(int(rng.choice([0, 1, 1, 2, 3]))):
         name = list(f)[rng.integers(len(f))]
-        base = f[name] if f[name] is not None else np.zeros(np.shape(f["legal"]), np.float32)
+        # soft targets shaped like legal (a small stand-in when legal was made huge)
+        base = f[name] if f[name] is not None else np.zeros(np.shape(f["legal"]) if not huge(f["legal"]) else (1, 1),
+                                                            np.float32)
         f[name], what = mutate(rng, base, ints=name in INDEX_FIELDS)
         changes.append(f"{name} {what}")
-    valid = batch_validity(f, action)
-    model = mk.Model(mk.ModelConfig(**CFG), seed=int(rng.integers(100)))
+    valid = batch_validity(f, action, cfg)
+    model = mk.Model(mk.ModelConfig(**cfg), seed=int(rng.integers(100)))
     trainer = mk.Trainer(model) if action == "step" else None
 
     def call():
@@ -484,7 +500,7 @@ def model_case(rng):
 
     def state():
         return (model.state_dict(), trainer.step_count if trainer else None)
-    name = "Trainer.step" if action == "step" else f"Model.{action}"
+    name = ("KINDS_CFG " if cfg is KINDS_CFG else "") + ("Trainer.step" if action == "step" else f"Model.{action}")
     return Case(name + ": " + ("; ".join(changes) or "valid"), call, valid, check=check, state=state)
 
 

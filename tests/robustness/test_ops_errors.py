@@ -137,6 +137,26 @@ def test_set_num_threads_rejects_negative():
         mk.set_num_threads(-1)
 
 
+def test_set_num_threads_refuses_a_team_no_machine_starts_and_non_ints():
+    # 100,000 was accepted and the next op crashed (a segfault) when the threads could not be
+    # started; 2**31 wrapped to a negative int and silently meant the default
+    before = mk.get_num_threads()
+    try:
+        for n in (4097, 100_000, 2**31):
+            with pytest.raises(ValueError, match=f"^set_num_threads: n must be at most 4096 .*got {n}$"):
+                mk.set_num_threads(n)
+        with pytest.raises(ValueError, match=rf"^set_num_threads: n must be in \[0, 4096\] \(0 = default\), got {2**70}$"):
+            mk.set_num_threads(2**70)
+        for bad in (True, 1.5, "2", None):
+            with pytest.raises(TypeError, match=f"^set_num_threads: n must be an int, got {type(bad).__name__}$"):
+                mk.set_num_threads(bad)
+        assert mk.get_num_threads() == before  # a refused count changes nothing
+        mk.set_num_threads(np.int64(3))
+        assert mk.get_num_threads() == 3
+    finally:
+        mk.set_num_threads(before)
+
+
 def test_gpu_and_cpu_arrays_cannot_be_mixed(rng):
     class FakeGpuArray:  # looks like a device array; must never be touched by the CPU path
         __cuda_array_interface__ = {"shape": (4, 5), "typestr": "<f4", "data": (0, False), "version": 3}

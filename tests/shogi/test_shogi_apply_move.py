@@ -1,6 +1,8 @@
 """Playing a move (csrc/shogi/move_apply.c) against cshogi, the oracle: the position after
 every legal move of random-game positions is cshogi's Board.push, and in_check is cshogi's
 is_check; moves that are not legal, or not moves, are refused with a ValueError."""
+import re
+
 import numpy as np
 import pytest
 
@@ -64,6 +66,9 @@ def test_illegal_and_malformed_moves_are_refused():
     for usi in ["7g7e", "5i5g", "P*5e", "8h2b", "2h2a+", "7g7f+"]:  # well-formed, not legal here
         with pytest.raises(ValueError, match="not a legal move"):
             shogi.apply_move(start, usi)
+        # Position.play names the move as given (the C core's message has its move16 number)
+        with pytest.raises(ValueError, match=f"shogi: {re.escape(usi)} is not a legal move of '{re.escape(start)}'"):
+            shogi.parse_sfen(start).play(usi)
     for usi in ["", "7g", "7g7g", "0a1b", "7g7f++", "K*5e", "p*5e", "7j7f", "resign"]:
         with pytest.raises(ValueError, match="not a USI move"):
             shogi.apply_move(start, usi)

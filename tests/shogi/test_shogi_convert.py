@@ -72,6 +72,19 @@ def test_convert_refuses_other_files(tmp_path, capsys):
     assert "not a .csa, .kif or .kifu file" in capsys.readouterr().err
 
 
+def test_a_record_that_is_a_fifo_is_refused_before_anything_is_read(tmp_path, capsys):
+    # the parser's child opened it and blocked: convert hung
+    import os
+
+    os.mkdir(tmp_path / "games")
+    os.mkfifo(tmp_path / "games" / "a.csa")
+    for arg in (tmp_path / "games", tmp_path / "games" / "a.csa"):
+        assert convert.main([str(tmp_path / "o.hcpe"), str(arg)]) == 2
+        err = capsys.readouterr().err
+        assert f"the record {str(tmp_path / 'games' / 'a.csa')!r} is not a regular file" in err, err
+    assert sorted(os.listdir(tmp_path)) == ["games"]
+
+
 def test_a_file_that_crashes_the_parser_is_isolated(monkeypatch):
     # A stand-in child that dies (abort) whenever its batch holds a file named "bad".
     crash = ("import json, os, sys; paths = json.load(sys.stdin)\n"

@@ -52,3 +52,27 @@ def test_policy_on_a_mated_position_gives_no_moves_and_the_value():
         batch = mk.Batch(tokens(board)[None], np.array([[5, 9]], np.int32), np.array([2], np.int32),
                          np.zeros(1, np.int32), np.full(1, 0.5, np.float32))
         assert value == pytest.approx(float(model.forward(batch)[1][0]), rel=1e-6) and 0 < value < 1
+
+
+@pytest.mark.parametrize("fields", [dict(num_tokens=50, num_moves=60, tokens_per_side=4),
+                                    dict(num_tokens=shogi.NUM_TOKENS, num_moves=shogi.NUM_LABELS, tokens_per_side=30),
+                                    dict(num_tokens=100, num_moves=shogi.NUM_LABELS, tokens_per_side=40),
+                                    dict(num_tokens=shogi.NUM_TOKENS, num_moves=61, tokens_per_side=40)])
+def test_a_model_that_cannot_read_shogi_positions_is_refused_by_name(fields):
+    from manaka.shogi import search
+
+    model = mk.Model(mk.ModelConfig(**fields, embed_dim=2, orders=1, pair_dim=1, hidden=(), head_width=2))
+    with pytest.raises(ValueError, match=r"^shogi\.policy: .*not a shogi model"):
+        shogi.policy(model, shogi.STARTING_SFEN)
+    with pytest.raises(ValueError, match=r"^shogi Evaluator: .*not a shogi model"):
+        search.Evaluator(model)
+    with pytest.raises(TypeError, match="shogi.policy: expected a manaka model"):
+        shogi.policy(object(), shogi.STARTING_SFEN)
+
+
+def test_a_model_with_more_token_ids_than_shogi_reads_it():
+    # every shogi token id is in range: such a model plays (the rule evaluate's data check has)
+    cfg = mk.ModelConfig(num_tokens=shogi.NUM_TOKENS + 6, num_moves=shogi.NUM_LABELS, embed_dim=2, orders=1,
+                         pair_dim=1, hidden=(), head_width=2)
+    ranked, _ = shogi.policy(mk.Model(cfg), shogi.STARTING_SFEN)
+    assert len(ranked) == 30

@@ -157,3 +157,19 @@ def test_match_command_line(tmp_path):
     assert data["summary"]["wins"] == 2 and data["summary"]["elo"] == "inf" and len(data["games"]) == 2
     bad = subprocess.run(cmd[:6] + ["--games", "0"], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
     assert bad.returncode == 2 and "--games must be >= 1" in bad.stderr
+    # limits an engine would be sent as they are, or that end every game at once
+    for option, value, words in (("--nodes", "-5", ">= 1"), ("--byoyomi", "-1", ">= 0"), ("--time", "-1", ">= 0"),
+                                 ("--inc", "-3", ">= 0"), ("--grace", "-1", ">= 0"), ("--max-plies", "0", ">= 1"),
+                                 ("--seed", "-1", ">= 0"), ("--move-timeout", "0", "> 0"),
+                                 ("--move-timeout", "nan", "> 0"), ("--openings", "a-b", "LOW-HIGH"),
+                                 ("--openings", "-1", "LOW-HIGH")):
+        bad = subprocess.run(cmd[:6] + [option, value], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+        assert bad.returncode == 2 and option in bad.stderr and words in bad.stderr, bad.stderr
+    # an existing --json file (this run's) or a folder is refused before any game is played
+    before = out.read_bytes()
+    for path in (out, tmp_path):
+        again = subprocess.run(cmd[:-1] + [str(path)], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+        assert again.returncode == 2 and f"--json {path}" in again.stderr and again.stdout == "", again
+    assert out.read_bytes() == before
+    forced = subprocess.run(cmd + ["--force"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert forced.returncode == 0 and json.loads(out.read_text())["summary"]["wins"] == 2, forced.stderr

@@ -3,6 +3,8 @@ move's class against cshogi, the oracle, computed independently of the C attack 
 (captured piece from the move, "defended" from the opponent's pseudo-legal replies, check
 from the position after the move, "escape" from a null move), and the encodings through
 the producers, the Loader, fit, evaluate and inference."""
+import os
+
 import numpy as np
 import pytest
 
@@ -226,6 +228,24 @@ def test_a_model_refuses_records_in_another_encoding(hcpe_file):
     history = mk.fit(model, mk.Loader(shogi.open_hcpe(hcpe_file, moves="capture"), batch_size=32), steps=2,
                      progress=False)
     assert len(history.records) >= 1
+
+
+@pytest.mark.parametrize("moves", [["capture"], {"a": 1}, 3, None, "no-such-encoding"])
+def test_a_dataset_meta_whose_moves_is_no_encoding_is_not_read_as_one(tmp_path, moves):
+    # meta.json is the user's file: a list there was an unhashable-type TypeError in fit and evaluate
+    import json
+    from model_cases import arrays
+
+    path = mk.Dataset.from_arrays(**arrays(N=40)).save(tmp_path / "ds")
+    meta = json.load(open(os.path.join(path, "meta.json")))
+    meta["moves"] = moves
+    json.dump(meta, open(os.path.join(path, "meta.json"), "w"))
+    ds = mk.Dataset.open(path)
+    model = mk.Model(mk.ModelConfig(num_tokens=ds.num_tokens, num_moves=ds.num_moves,
+                                    tokens_per_side=ds.tokens_per_side, embed_dim=4, orders=2, pair_dim=1,
+                                    hidden=(), head_width=4))
+    assert mk.evaluate(model, ds)["positions"] == 40
+    assert len(mk.fit(model, mk.Loader(ds, batch_size=16), steps=1, progress=False, log=lambda s: None).records) == 1
 
 
 def test_policy_reads_the_models_encoding():

@@ -24,6 +24,13 @@ def test_recipe_overrides_and_parsing():
     for bad in ("nope=1", "lr", "mirror=maybe"):
         with pytest.raises(ValueError):
             recipe.parse_setting(bad)
+    # a value not of the setting's type names the setting (int() and float() did not)
+    for text, message in (("move_pairs=x", "move_pairs must be int, got 'x'"), ("lr=fast", "lr must be float"),
+                          ("hidden=8,a", "hidden must be comma-separated ints"),
+                          ("value=half", "value must be 'result', 'eval' or a float"),
+                          ("value_hidden=1.5", "value_hidden must be int, got '1.5'")):
+        with pytest.raises(ValueError, match=f"^shogi recipe: {message}"):
+            recipe.parse_setting(text)
     cfg = recipe.model_config()
     assert (cfg.embed_dim, cfg.pair_dim, cfg.hidden, cfg.head_width, cfg.move_pairs) == (
         recipe.RECIPE["embed_dim"], recipe.RECIPE["pair_dim"], tuple(recipe.RECIPE["hidden"]), recipe.RECIPE["head_width"],

@@ -94,3 +94,21 @@ def test_more_files_than_the_open_file_limit(tmp_path, pool):
     got = np.load(out)
     for k in range(0, n, 13):
         np.testing.assert_array_equal(got[k], tokens(boards[k % 60]))
+
+
+@pytest.mark.parametrize("how", ["folder", "glob", "hcpe3 folder"])
+def test_a_fifo_among_the_records_is_refused_without_waiting(tmp_path, pool, how):
+    # a folder's or a glob's FIFO was opened like a file: its reader blocked (a hang)
+    _, arr = pool
+    suffix = ".hcpe3" if how == "hcpe3 folder" else ".hcpe"
+    arr[:5].tofile(tmp_path / "a.hcpe")
+    os.mkfifo(tmp_path / f"z{suffix}")
+    arg = str(tmp_path / "*.hcpe") if how == "glob" else str(tmp_path)
+    opener = "open_hcpe3" if how == "hcpe3 folder" else "open_hcpe"
+    code = (f"import sys\nfrom manaka import shogi\ntry:\n    shogi.{opener}(sys.argv[1])\n"
+            "except ValueError as e:\n    print(e)\n")
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    want = f"shogi: {str(tmp_path / f'z{suffix}')!r} is not a regular file (a folder, FIFO, socket or device)"
+    assert done.stdout.strip() == want, done.stdout

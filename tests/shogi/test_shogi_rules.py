@@ -91,6 +91,16 @@ def test_labels_round_trip_and_bad_input():
         assert shogi.label_to_usi(shogi.usi_to_label(usi, sfen), sfen) == usi
     with pytest.raises(ValueError, match="not a legal move"):
         shogi.usi_to_label("5a5i", sfen)
+    # arguments of the wrong type are named (int() read "7" and refused None unnamed; 5 was
+    # "not a legal move")
+    import numpy as np
+    for bad in ("7", None, 1.0):
+        with pytest.raises(TypeError, match=f"^shogi: label must be an int, got {type(bad).__name__}$"):
+            shogi.label_to_usi(bad, sfen)
+    usi = shogi.legal_moves(sfen)[0]
+    assert shogi.label_to_usi(np.int32(shogi.usi_to_label(usi, sfen)), sfen) == usi
+    with pytest.raises(TypeError, match="^shogi: a USI move must be a str, got int$"):
+        shogi.usi_to_label(5, sfen)
     with pytest.raises(ValueError, match="9 ranks"):
         shogi.parse_sfen("9/9 b - 1")
     with pytest.raises(ValueError, match="exactly one king"):

@@ -6,6 +6,7 @@ bit, the engine's move and score, the result by the rules); resuming, the split 
 workers, illegal moves, resignations, dying and silent engines each have a test.
 Fairy-Stockfish itself only where it is installed."""
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -158,6 +159,66 @@ def test_existing_files_are_not_overwritten(tmp_path):
     Path(str(index_only) + ".games").write_text("1000\n")
     with pytest.raises(ValueError, match="do not belong together"):
         run(index_only, 2, settings())
+
+
+def test_a_held_out_file_named_on_a_rerun_is_not_taken_over(tmp_path):
+    # a rerun naming an existing HCPE file (no .games index: not this command's) as its
+    # held-out file: it was cut to nothing as "a game not finished writing" and written into
+    st = settings(held_out_fraction=0.5)
+    out = tmp_path / "x.hcpe"
+    run(out, 2, st)
+    mine = tmp_path / "mine.hcpe"
+    mine.write_bytes(b"\1" * 380)
+    before = files_of(out)
+    with pytest.raises(ValueError, match=r"mine\.hcpe exists and is not a selfplay output.*left alone"):
+        run(out, 4, st, held_out_out=str(mine))
+    assert mine.read_bytes() == b"\1" * 380 and files_of(out) == before
+
+
+@pytest.mark.parametrize("suffix, role", [(".games", "--out's index"), (".selfplay.json", "--out's settings")])
+def test_a_held_out_file_that_is_one_of_the_outs_files_is_refused(tmp_path, suffix, role):
+    out = tmp_path / "x.hcpe"
+    with pytest.raises(ValueError, match=f"the held-out file .*x.hcpe{re.escape(suffix)} is also {role}"):
+        run(out, 2, settings(held_out_fraction=0.5), held_out_out=str(out) + suffix)
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_interrupted_append_leaves_no_game_the_index_does_not_count(tmp_path):
+    # Ctrl-C between a game's records and its index line left the records in the data file,
+    # uncounted, until a rerun cut them off (a reader of the file saw a game the index lacks)
+    lines = []
+    game = sp.GameFile(str(tmp_path / "x.hcpe"), lines.append)
+    first, second = np.zeros(3, sp.HCPE_DTYPE), np.ones(5, sp.HCPE_DTYPE)
+    game.append(first)
+
+    class Interrupted:
+        def __init__(self, real):
+            self.real = real
+
+        def write(self, text):
+            raise KeyboardInterrupt
+
+        def __getattr__(self, name):
+            return getattr(self.real, name)
+
+    game.index = Interrupted(game.index)
+    with pytest.raises(KeyboardInterrupt):
+        game.append(second)
+    game.index = game.index.real
+    game.close()
+    assert (tmp_path / "x.hcpe").read_bytes() == first.tobytes()
+    assert games_index(tmp_path / "x.hcpe") == [3]
+    again = sp.GameFile(str(tmp_path / "x.hcpe"), lines.append)
+    again.close()
+    assert again.counts == [3] and lines == []  # nothing to cut off
+
+
+def test_settings_that_cannot_be_read_are_named(tmp_path):
+    out = tmp_path / "x.hcpe"
+    Path(str(out) + ".selfplay.json").write_bytes(b"\xa4\x00 not json")
+    with pytest.raises(ValueError, match=r"x\.hcpe\.selfplay\.json cannot be read as this command's settings"):
+        run(out, 2, settings())
+    assert sorted(os.listdir(tmp_path)) == ["x.hcpe.selfplay.json"]
 
 
 @pytest.mark.parametrize("split", [dict(held_out_games=2), dict(held_out_fraction=0.4)])
@@ -314,7 +375,10 @@ def test_bad_arguments(tmp_path):
     out = str(tmp_path / "x.hcpe")
     for kw, match in [(dict(held_out_fraction=1.5), "fraction"), (dict(random_plies=(5, 2)), "random plies"),
                       (dict(nodes=0), "nodes"), (dict(max_plies=0), "max plies"),
-                      (dict(held_out_games=1, held_out_fraction=0.1), "not both")]:
+                      (dict(held_out_games=1, held_out_fraction=0.1), "not both"),
+                      # an engine given no time, or unbounded waits (nan): refused before it starts
+                      (dict(timeout=0.0), "timeout must be a finite number of seconds > 0, got 0.0"),
+                      (dict(timeout=float("nan")), "timeout must be a finite number of seconds > 0, got nan")]:
         with pytest.raises(ValueError, match=match):
             sp.selfplay(out, 1, settings(**kw), log=lambda line: None)
     with pytest.raises(ValueError, match="held-out file needs"):

@@ -258,6 +258,36 @@ def test_a_model_file_that_cannot_be_read_is_one_line_and_exit_2(tmp_path):
         assert len(lines) == 1 and lines[0].startswith("python -m manaka.shogi usi: ") and path.name in lines[0], lines
 
 
+@pytest.mark.parametrize("fields, what", [
+    (dict(num_tokens=50, num_moves=60, tokens_per_side=4), "tokens_per_side=4"),          # another game's model
+    (dict(num_tokens=shogi.NUM_TOKENS, num_moves=shogi.NUM_LABELS, tokens_per_side=30), "tokens_per_side=30"),
+    (dict(num_tokens=100, num_moves=shogi.NUM_LABELS), "num_tokens=100"),                  # shogi's tokens out of range
+    (dict(num_tokens=shogi.NUM_TOKENS, num_moves=shogi.NUM_LABELS + 1), "num_moves=2188"),  # no encoding's labels
+])
+def test_a_model_that_cannot_play_shogi_is_refused_at_start(tmp_path, fields, what):
+    # refused before "usiok", in one line naming the file: not a traceback, and not a
+    # "bestmove resign" at the first go (its first forward pass would refuse the positions)
+    path = tmp_path / "other.manaka"
+    mk.Model(mk.ModelConfig(**{"tokens_per_side": 40, **fields}, embed_dim=2, orders=1, pair_dim=1, hidden=(),
+                            head_width=2)).save(str(path))
+    done = subprocess.run([sys.executable, "-m", "manaka.shogi", "usi", "--model", str(path), "--threads", "1"],
+                          input="usi\nisready\nposition startpos\ngo nodes 4\nquit\n", capture_output=True,
+                          text=True, timeout=60, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and done.stdout == "", done
+    assert len(lines) == 1 and lines[0].startswith("python -m manaka.shogi usi: "), lines
+    assert path.name in lines[0] and what in lines[0] and "not a shogi model" in lines[0], lines
+
+
+def test_a_thread_count_the_core_refuses_is_a_usage_error(model_file):
+    done = subprocess.run([sys.executable, "-m", "manaka.shogi", "usi", "--model", model_file, "--threads", "5000"],
+                          input="usi\nquit\n", capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr, done
+    assert "--threads: set_num_threads: n must be at most 4096" in done.stderr
+
+
 def cshogi_sfen_after(moves):
     board = cshogi.Board()
     for m in moves:

@@ -66,6 +66,26 @@ def test_new_network_is_initialised_as_model_and_parameters_go_both_ways():
     assert float(back.loss(**mkt.batch_tensors(b))) == pytest.approx(model.loss_and_grad(b)[0]["loss"], rel=1e-5)
 
 
+@pytest.mark.parametrize("change, error, message", [
+    (dict(move_hidden=3), ValueError, "ModelConfig: move_hidden = 3 needs the relative move pairs"),  # no board
+    (dict(value_hidden=2**40), ValueError, f"ModelConfig: value_hidden = {2**40} is above 2^31 - 1"),
+    (dict(embed_dim=2**62), ValueError, f"ModelConfig: embed_dim = {2**62} is above 2^31 - 1"),
+    (dict(move_kinds=5), ValueError, "ModelConfig: move_kinds = F needs num_moves = M a multiple of F"),
+    (dict(num_tokens=2**20, pair_dim=2**12), MemoryError, "cannot allocate"),  # 2^51 bytes of pair table
+])
+def test_a_config_the_model_refuses_is_refused_in_its_words_before_any_tensor(change, error, message):
+    # the tensors were made first, from fields no rule had checked: an UnboundLocalError
+    # (MoveHidden without a board), or torch's RuntimeError for a size C refuses
+    cfg = mk.ModelConfig(**{**dict(num_tokens=11, num_moves=12, tokens_per_side=4, embed_dim=4, orders=2, pair_dim=2,
+                                   hidden=(8,), head_width=4), **change})
+    with pytest.raises(error) as info:
+        mk.Model(cfg)
+    assert message in str(info.value)
+    with pytest.raises(error) as info:
+        mkt.Network(cfg)
+    assert message in str(info.value)
+
+
 def test_to_model_refuses_parameters_manaka_has_no_place_for():
     class WithExtra(mkt.Network):
         def __init__(self, cfg, seed=0):
@@ -646,6 +666,23 @@ def _kinds_case(move_pairs, move_kinds, num_moves, board, move_hidden, move_shar
     assert set(np.unique(b.legal[used] // R)) == set(range(move_kinds))  # every kind appears
     assert (~used).any() and (b.legal[~used] == -1).all()
     return net, model, b
+
+
+@pytest.mark.parametrize("move_pairs, move_kinds, num_moves, board, move_hidden, move_shared, gate", KIND_CASES,
+                         ids=KIND_IDS)
+def test_move_kinds_forward_names_a_label_out_of_range_itself(move_pairs, move_kinds, num_moves, board, move_hidden,
+                                                              move_shared, gate):
+    # the move table reads l % R: a label >= M or < 0 was reported as the kind row or move it
+    # wraps to (label M + 5 as "= 1 is out of range for a table of F rows")
+    net, model, b = _kinds_case(move_pairs, move_kinds, num_moves, board, move_hidden, move_shared, gate, 0)
+    tens = mkt.batch_tensors(b)
+    for label in (num_moves, num_moves + 5, 3 * num_moves + 1, -1, -num_moves - 2):
+        legal = tens["legal"].clone()
+        legal[2, 1] = label
+        with pytest.raises(ValueError, match=rf"\[2, 1\] = {label} is out of range"):
+            net(tens["tokens"], legal, tens["counts"])
+        with pytest.raises(ValueError, match=rf"legal\[2, 1\] = {label} is out of range"):
+            model.forward(mk.Batch(b.tokens, legal.numpy(), b.counts, b.target, b.value))
 
 
 @pytest.mark.parametrize("move_pairs, move_kinds, num_moves, board, move_hidden, move_shared, gate", KIND_CASES,

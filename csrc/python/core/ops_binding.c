@@ -57,14 +57,20 @@ static const mk_op_layer numpy_layer = {
 
 /* ---------------------------------------------------------------- threads */
 
+/* set_num_threads(n): an int (not a bool or a float: a TypeError naming n); its range is
+ * mk_set_num_threads' rule (a value beyond int64, which C cannot hold, is worded here). */
 static PyObject *py_set_num_threads(PyObject *self, PyObject *arg) {
-    long n = PyLong_AsLong(arg);
-    if (n == -1 && PyErr_Occurred()) return NULL;
-    if (n < 0) {
-        PyErr_Format(PyExc_ValueError, "set_num_threads: n must be >= 0 (0 = default), got %ld", n);
-        return NULL;
-    }
-    mk_set_num_threads((int)n);
+    PyObject *value = mk_config_int_arg(arg, "set_num_threads", "n");
+    if (!value) return NULL;
+    int overflow = 0;
+    long long n = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow)
+        PyErr_Format(PyExc_ValueError, "set_num_threads: n must be in [0, %d] (0 = default), got %S",
+                     MK_MAX_THREADS, value);
+    Py_DECREF(value);
+    if (PyErr_Occurred()) return NULL;
+    mk_status st = mk_set_num_threads(n);
+    if (st != MK_OK) return mk_raise_status(st);
     Py_RETURN_NONE;
 }
 
