@@ -547,7 +547,8 @@ def _train(args, rank: int = 0, world: int = 1, group=None) -> int:
         if args.data:
             records = dict(value=option("value"), on_bad=option("on_bad"), moves=option("moves")) if kind != "data" else {}
             # the recipe's mirror doubles the training records only: held-out data is scored as recorded
-            data = open_records_scaled(args.data, kind, records, option("eval_scale"), args.eval_scale is None,
+            scale = option("eval_scale") if kind != "data" else None
+            data = open_records_scaled(args.data, kind, records, scale, args.eval_scale is None,
                                        mirror=kind != "data" and recipe["mirror"])
             if args.eval_data:  # the training records' scale (a fitted one included)
                 held_out = open_data(args.eval_data, kind, **records, **_scale_of(data))
