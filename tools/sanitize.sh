@@ -60,11 +60,12 @@ done
 
 DEST="$ROOT/build/sanitize-$MODE"
 mkdir -p "$DEST"
-# Copy the tree (tracked and untracked, not ignored), keeping mtimes so the build is
+# Copy the tree (tracked and untracked, not ignored; examples/data: the engine games some
+# tests read), keeping mtimes so the build is
 # incremental; the copy's old sources go first so a deleted file does not linger.
-rm -rf "$DEST/csrc" "$DEST/tests" "$DEST/tools"
+rm -rf "$DEST/csrc" "$DEST/tests" "$DEST/tools" "$DEST/examples"
 find "$DEST/manaka" -name '*.py' -delete 2>/dev/null || true
-(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard -- setup.py pyproject.toml csrc manaka tests tools \
+(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard -- setup.py pyproject.toml csrc manaka tests tools examples/data \
     | xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh \
     | tar --null -T - -cf -) | tar -xf - -C "$DEST"
 

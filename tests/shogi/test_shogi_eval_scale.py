@@ -6,13 +6,14 @@ import os
 import numpy as np
 import pytest
 
+from paths import ROOT
 from shogi_reference import cshogi, make_records
 
 import manaka as mk
 from manaka import _core, shogi
 from manaka.shogi.eval_scale import EvalScaleFitError, fit_eval_scale
 
-GAMES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "data", "fsf-train.hcpe")
+GAMES = os.path.join(ROOT, "examples", "data", "fsf-train.hcpe")  # shipped engine games
 
 
 def side_results(hcpe):

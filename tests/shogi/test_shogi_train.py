@@ -161,7 +161,9 @@ def test_the_eval_scale_is_fitted_given_or_dlshogis(tmp_path, capsys):
     from manaka.shogi.eval_scale import fit_eval_scale
     from manaka.shogi.records import read_records
 
-    games = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "data", "fsf-train.hcpe")
+    from paths import ROOT
+
+    games = os.path.join(ROOT, "examples", "data", "fsf-train.hcpe")
     fitted = fit_eval_scale([read_records(games, 0)[0]], 0, games)
     run = ["--data", games, "--steps", "1", *QUICK]
     assert train.main(run) == 0  # the recipe: value "eval", its scale fitted to the training games
