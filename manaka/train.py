@@ -33,6 +33,7 @@ import time
 import manaka as mk
 
 from .fit import format_duration
+from .shogi.eval_scale import EVAL_SCALE
 from .shogi.position import MOVE_ENCODINGS
 from .synthetic import SEED_SHAPES
 
@@ -108,17 +109,15 @@ def _value(text: str):
     return x
 
 
-def _eval_scale(text: str):
-    """--eval-scale: fit, or a positive number."""
-    if text == "fit":
-        return text
+def eval_scale_option(text: str):
+    """--eval-scale (here and in manaka.evaluate): fit, or a positive number
+    (shogi.eval_scale.check_eval_scale's rule)."""
+    from .shogi.eval_scale import check_eval_scale
+
     try:
-        x = float(text)
+        return check_eval_scale("fit" if text == "fit" else float(text))
     except ValueError:
-        x = -1.0
-    if not 0.0 < x < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected fit or a positive number, got {text!r}")
-    return x
+        raise argparse.ArgumentTypeError(f"expected fit or a positive number, got {text!r}") from None
 
 
 def _default(name: str) -> str:
@@ -157,7 +156,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--value", type=_value, metavar="result|eval|λ",
                    help="shogi records: the value target: the game result, the evaluation (sigmoid(eval/756)) or "
                         f"the mix (1-λ)·result + λ·eval ({_default('value')})")
-    g.add_argument("--eval-scale", type=_eval_scale, metavar="S|fit",
+    g.add_argument("--eval-scale", type=eval_scale_option, metavar="S|fit",
                    help="shogi records: s in the evaluation's win probability sigmoid(eval/s): a number (dlshogi's "
                         "756) or fit, the s that best predicts the training records' own results, also used for "
                         f"--eval-data ({_default('eval_scale')})")
@@ -725,7 +724,7 @@ def _is_records(path: str) -> bool:
 
 
 def open_data(path: str, kind: str, value="result", on_bad="raise", mirror: bool = False, moves: str = "dlshogi",
-              eval_scale=756.0):
+              eval_scale=EVAL_SCALE):
     """A dataset folder, or shogi records (a file, glob or folder) of `kind` (data_kind);
     `mirror` adds the records' left-right mirrors (shogi.open_hcpe's mirror=), `moves` is
     their move label encoding, `eval_scale` the evaluation's scale (a number or "fit")."""
@@ -759,13 +758,13 @@ def open_records_scaled(path: str, kind: str, records: dict, eval_scale, from_re
         return open_data(path, kind)
     from .shogi.eval_scale import EvalScaleFitError
 
-    try:
+    try:  # a fit that fails has only memory-mapped the records (hcpe3: indexed them) so far
         data = open_data(path, kind, **records, mirror=mirror, eval_scale=eval_scale)
     except EvalScaleFitError as e:
         if not from_recipe:
             raise
         print(f"eval_scale: 756 (dlshogi's): the recipe's fit is not possible here: {e}")
-        return open_data(path, kind, **records, mirror=mirror, eval_scale=756.0)
+        return open_data(path, kind, **records, mirror=mirror, eval_scale=EVAL_SCALE)
     if data.eval_scale is not None:
         how = "fitted to the training records' results" if eval_scale == "fit" else "given"
         print(f"value target: {records['value']!r} with sigmoid(eval / {data.eval_scale:g}), the scale {how}")

@@ -34,6 +34,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from ..shogi.eval_scale import EVAL_SCALE
 from .timing import OUT_HELP, note_resources, write_results
 
 NUM_LABELS = 27 * 81
@@ -95,7 +96,7 @@ class Table:
     weight 0) and the training value target (with the recipe's eval weight)."""
 
     def __init__(self, path: str, eval_weight: float = 0.0, limit: int = 0, moves: str = "dlshogi",
-                 eval_scale: float = 756.0):
+                 eval_scale: float = EVAL_SCALE):
         from .. import _core
         from ..shogi.position import MOVE_ENCODINGS
         from ..shogi.records import HCPE, read_records
@@ -374,20 +375,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _eval_scale(train: str, r: dict) -> float:
-    """The recipe's eval_scale as a number, a fitted one from the training records: both
-    models train on the same value target."""
-    from ..shogi.eval_scale import EVAL_SCALE, EvalScaleFitError, fit_eval_scale
-    from ..shogi.records import HCPE, read_records, value_weight
+    """The recipe's eval_scale as a number (fitted to the training records as manaka.train
+    fits it, with its fallback): both models train on the same value target."""
+    from ..train import open_records_scaled
 
-    if value_weight(r["value"]) == 0.0:  # the value target reads no evaluation
-        return EVAL_SCALE
-    if r["eval_scale"] != "fit":
-        return float(r["eval_scale"])
-    try:
-        return fit_eval_scale([read_records(train, HCPE)[0]], HCPE, train)
-    except EvalScaleFitError as e:  # as manaka.train's recipe does
-        print(f"eval_scale: 756 (dlshogi's): the recipe's fit is not possible here: {e}")
-        return EVAL_SCALE
+    records = dict(value=r["value"], on_bad="raise", moves=r["moves"])
+    scale = open_records_scaled(train, "hcpe", records, r["eval_scale"], True, mirror=False).eval_scale
+    return EVAL_SCALE if scale is None else scale  # None: the value target reads no evaluation
 
 
 def run(a) -> dict:

@@ -24,6 +24,7 @@ import time
 
 from ..errors import FileFormatError
 from ..model import Model
+from ..shogi.eval_scale import EVAL_SCALE
 from . import baselines, evaluate, label_frequencies
 
 PROG = "python -m manaka.evaluate"
@@ -50,6 +51,8 @@ def positive(text: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    from ..train import eval_scale_option
+
     p = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="MODEL", help="a model file (mk.Model.save, python -m manaka.train --save)")
     p.add_argument("data", metavar="DATA", help="a dataset folder (docs/design.md §4), or shogi records: "
@@ -59,7 +62,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--value", type=value_option, default="result", metavar="result|eval|λ",
                    help="value target of shogi records: the game result (default), the engine eval "
                         "(sigmoid(eval / S), S from --eval-scale), or the mix (1 - λ) result + λ eval")
-    p.add_argument("--eval-scale", type=_eval_scale, default=756.0, metavar="S|fit",
+    p.add_argument("--eval-scale", type=eval_scale_option, default=EVAL_SCALE, metavar="S|fit",
                    help="s in the engine eval's win probability sigmoid(eval / s): a number (default 756, "
                         "dlshogi's) or fit, the s that best predicts the results of --train's records (of DATA's "
                         "without --train)")
@@ -75,14 +78,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _eval_scale(text: str):
-    """--eval-scale: fit, or a positive number."""
-    from ..train import _eval_scale as parse
-
-    return parse(text)
-
-
-def open_data(path: str, option: str, value, on_bad: str, model=None, model_path: str = "MODEL", eval_scale=756.0):
+def open_data(path: str, option: str, value, on_bad: str, model=None, model_path: str = "MODEL", eval_scale=EVAL_SCALE):
     """What ``python -m manaka.train --data`` reads (its data_kind and open_data: a dataset
     folder, or shogi records chosen by suffix, a file, glob or folder); `value`, `on_bad`
     and `eval_scale` apply to records, which are labelled in the move encoding `model`
