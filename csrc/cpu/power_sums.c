@@ -22,12 +22,23 @@
 
 #include "backend_cpu.h"
 #include "f16v.h"
+#include "fv.h"
 #include "threads.h"
 
 #define MK_INLINE static inline __attribute__((always_inline))
 
 /* Vectors per slab: at K = 4 one row's 4 x 4 sums fill 16 of AVX-512's 32 registers. */
 #define MK_POWER_NV 4
+/* The forward's accumulators are in vectors of the target's width (fv.h), in passes of
+ * MK_POWER_FV vectors over a slab's tokens, so that K x MK_POWER_FV sums stay in registers
+ * with room for a token's powers: 4 x 4 of AVX-512's 32 (the whole slab in one pass), 4 x 2
+ * of AVX2's 16 (four passes; the slab's rows stay in L1 between them). */
+#define FL MK_FV_LANES
+#if MK_FV_LANES == 16
+#define MK_POWER_FV 4
+#else
+#define MK_POWER_FV 2
+#endif
 
 /* Packing pays when every table row is used at least this often on average ... */
 #define MK_POWER_PACK_USES 8
@@ -46,7 +57,8 @@
  * do not follow. */
 #define MK_POWER_ROWS_AHEAD 2
 
-/* K x MK_POWER_NV vectors for more than 4 orders (K is not bounded: not on the stack). */
+/* K x MK_POWER_NV 16-float vectors for more than 4 orders (K is not bounded: not on the stack);
+ * the forward uses them as K x MK_POWER_FV vectors of fv.h, no more floats. */
 static mk_f16v *alloc_spill(int64_t K) {
     return aligned_alloc(sizeof(mk_f16v), (size_t)K * MK_POWER_NV * sizeof(mk_f16v));
 }
@@ -140,39 +152,61 @@ static void list_tokens(const int32_t *tokens, int64_t r0, int64_t r1, int64_t T
 /* ------------------------------------------------------------------------------ forward */
 
 /* o[k * D + c] = sum over the n tokens ids[i] (in order, from +0) of e[ids[i]][c] ^ (k + 1)
- * for the columns of one slab, with e[v] = table + v * stride; ids < 0 are skipped when
- * `skip`. Each power is the chain e, e * e, (e * e) * e, ... of the plain loop. `listed`
- * tokens at ids are valid rows (the next rows' too): those ahead are prefetched, and so
- * is o_ahead (unless NULL), a later row's slab of out, a line per token. */
-MK_INLINE void power_slab_row(const float *table, int64_t stride, const int32_t *ids, int64_t n,
-                              int64_t listed, int skip, int64_t D, int64_t K, int64_t nv,
-                              int64_t last, mk_f16v *spill, float *o, float *o_ahead) {
+ * for nf vectors of FL columns from column c0 (the last holding lastf <= FL), with
+ * e[v] = table + v * stride; ids < 0 are skipped when `skip`. Each power is the chain e,
+ * e * e, (e * e) * e, ... of the plain loop. `listed` tokens at ids are valid rows (the next
+ * rows' too): those ahead are prefetched, and so is o_ahead (unless NULL), a later row's
+ * slab of out, a line per token. */
+MK_INLINE void power_pass(const float *table, int64_t stride, const int32_t *ids, int64_t n,
+                          int64_t listed, int skip, int64_t D, int64_t K, int64_t c0, int64_t nf,
+                          int64_t lastf, mk_fv *spill, float *o, float *o_ahead) {
     /* K of 1 to 4 (a constant): a local array, which the compiler keeps in registers (a
      * caller's array it would store back on every token); more orders: `spill` */
-    mk_f16v local[4 * MK_POWER_NV];
-    mk_f16v *const acc = K <= 4 ? local : spill;
-    for (int64_t i = 0; i < K * nv; i++) acc[i] = (mk_f16v){0};
+    mk_fv local[4 * MK_POWER_FV] = {{0}}; /* (zeroed below too; GCC cannot tell K <= 4 here) */
+    mk_fv *const acc = K <= 4 ? local : spill;
+    for (int64_t i = 0; i < K * nf; i++) acc[i] = (mk_fv){0};
     for (int64_t i = 0; i < n; i++) {
         if (i + MK_POWER_TOKENS_AHEAD < listed) /* the packed path: rows from L2 into L1 */
-            for (int64_t j = 0; j < nv; j++) {
+            for (int64_t j = 0; j < nf; j++) {
                 const int64_t u = ids[i + MK_POWER_TOKENS_AHEAD];
-                __builtin_prefetch(table + u * stride + 16 * j);
+                __builtin_prefetch(table + u * stride + c0 + FL * j);
             }
-        if (o_ahead && i < K * nv) /* line i of a later row's slab of out, to be written */
-            __builtin_prefetch(o_ahead + i / nv * D + 16 * (i % nv), 1);
+        if (o_ahead && i < K * nf) /* line i of a later row's slab of out, to be written */
+            __builtin_prefetch(o_ahead + i / nf * D + c0 + FL * (i % nf), 1);
         if (skip && ids[i] < 0) continue;
-        const float *e = table + (int64_t)ids[i] * stride;
-        for (int64_t j = 0; j < nv; j++) {
-            const mk_f16v x = MK_SLAB_LOAD(e, j);
-            mk_f16v p = x;
+        const float *e = table + (int64_t)ids[i] * stride + c0;
+        for (int64_t j = 0; j < nf; j++) {
+            const mk_fv x = lastf < FL && j == nf - 1 ? MK_FV_LOAD_PART(e + FL * j, lastf)
+                                                      : MK_FV_LOAD(e + FL * j);
+            mk_fv p = x;
             for (int64_t k = 0; k < K; k++) {
-                acc[k * nv + j] += p;
+                acc[k * nf + j] += p;
                 if (k + 1 < K) p *= x;
             }
         }
     }
     for (int64_t k = 0; k < K; k++)
-        for (int64_t j = 0; j < nv; j++) MK_SLAB_STORE(o + k * D, j, acc[k * nv + j]);
+        for (int64_t j = 0; j < nf; j++) {
+            float *at = o + k * D + c0 + FL * j;
+            if (lastf < FL && j == nf - 1) MK_FV_STORE_PART(at, acc[k * nf + j], lastf);
+            else MK_FV_STORE(at, acc[k * nf + j]);
+        }
+}
+
+/* power_pass over one slab of `width` columns (nv, last: slab_at's), pass by pass. */
+MK_INLINE void power_slab_row(const float *table, int64_t stride, const int32_t *ids, int64_t n,
+                              int64_t listed, int skip, int64_t D, int64_t K, int64_t nv,
+                              int64_t last, mk_f16v *spill, float *o, float *o_ahead) {
+    const int64_t width = 16 * (nv - 1) + last;
+    for (int64_t c0 = 0; c0 < width; c0 += FL * MK_POWER_FV) {
+        const int64_t cw = width - c0 < FL * MK_POWER_FV ? width - c0 : FL * MK_POWER_FV;
+        if (cw == FL * MK_POWER_FV) /* a full pass: constants, so that its loops unroll */
+            power_pass(table, stride, ids, n, listed, skip, D, K, c0, MK_POWER_FV, FL,
+                       (mk_fv *)spill, o, o_ahead);
+        else
+            power_pass(table, stride, ids, n, listed, skip, D, K, c0, (cw + FL - 1) / FL,
+                       cw - FL * ((cw + FL - 1) / FL - 1), (mk_fv *)spill, o, o_ahead);
+    }
 }
 
 /* Rows [r0, r1), row by row, gathering from emb. */
