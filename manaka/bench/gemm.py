@@ -20,7 +20,7 @@ import manaka as mk
 from manaka import _core
 from manaka.bench import testing_hooks
 from manaka.bench.seed import SeedShapes
-from manaka.bench.timing import HEADER, measure, write_results
+from manaka.bench.timing import HEADER, measure, write_results, use_threads
 
 
 def step_gemms(cfg, B: int) -> List[Tuple[str, int, int, int, bool, bool]]:
@@ -57,7 +57,7 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--no-write", action="store_true", help="print only")
     args = ap.parse_args(argv)
     hooks = testing_hooks("python -m manaka.bench gemm")
-    mk.set_num_threads(args.threads)
+    use_threads("gemm", args.threads)
     cfg = SeedShapes().model_config()
     rng = np.random.default_rng(0)
     lines = [f"CPU GEMMs of one step at the seed shapes, B = {args.batch}, "

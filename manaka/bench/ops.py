@@ -24,7 +24,7 @@ import manaka as mk
 from . import numpy_ops
 from .floors import cpu_rates, floor_ms, floors
 from .seed import SeedShapes, op_inputs
-from .timing import HEADER, measure, write_results, OUT_HELP
+from .timing import HEADER, OUT_HELP, measure, use_threads, write_results
 
 
 def peak_alloc_mb(fn) -> float:
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
             forwarded += ["--runs", str(args.runs)]
         return ops_cuda.main(rest + forwarded)
 
-    mk.set_num_threads(args.threads)
+    use_threads("ops", args.threads)
     shapes = SeedShapes(B=args.batch)
     print(f"manaka.bench ops (cpu): {shapes}, threads {mk.get_num_threads()}\n{mk.build_info()}", flush=True)
     x = op_inputs(shapes)

@@ -23,7 +23,7 @@ import manaka as mk
 from manaka.bench import policy_head
 from manaka.bench.seed import SeedShapes
 from manaka.bench.floors import cpu_rates
-from manaka.bench.timing import HEADER, OUT_HELP, measure, note_resources, phase_ms, write_results
+from manaka.bench.timing import HEADER, OUT_HELP, measure, note_resources, phase_ms, write_results, use_threads
 
 SEED = SeedShapes().model_config()
 
@@ -121,7 +121,7 @@ def main(argv: List[str]) -> int:
     if rest:
         ap.error(f"unrecognized arguments: {' '.join(rest)}")
 
-    mk.set_num_threads(args.threads)
+    use_threads("step", args.threads)
     load = os.getloadavg()
     cfg = mk.ModelConfig(**SEED)
     batch = seed_batch(cfg, args.batch, args.max_legal)
@@ -203,7 +203,7 @@ def main_pair_update(args, table: str = "pair") -> int:
         if reason:
             print(f"error: --device cuda: {reason}", file=sys.stderr)
             return 1
-    mk.set_num_threads(args.threads)
+    use_threads("step", args.threads)
     load = os.getloadavg()
     settings, moves = None, "dlshogi"
     if table == "move":  # the shogi recipe, whose move table is the step's largest

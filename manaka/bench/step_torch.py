@@ -46,7 +46,7 @@ import manaka as mk
 from manaka.bench.seed import SMALL
 from manaka.bench.step import SEED, seed_batch
 from manaka.bench.floors import cpu_rates, explain, phases_floor_ms, step_floor, phases_total
-from manaka.bench.timing import HEADER, OUT_HELP, measure_interleaved, note_resources, write_results
+from manaka.bench.timing import HEADER, OUT_HELP, measure_interleaved, note_resources, write_results, use_threads
 
 
 def padded(batch: mk.Batch, L: int) -> mk.Batch:
@@ -108,7 +108,7 @@ def main(argv: List[str]) -> int:
         print(f"step_torch --device cuda: torch {torch.__version__} sees no CUDA device", file=sys.stderr)
         return 2
 
-    mk.set_num_threads(args.threads)
+    use_threads("step_torch", args.threads)
     torch.set_num_threads(mk.get_num_threads())
     load = os.getloadavg()
     cfg = mk.ModelConfig(**(SMALL if args.small else SEED))

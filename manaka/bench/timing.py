@@ -45,6 +45,17 @@ class Timing:
 HEADER = f"{'what':<44} {'median ms':>10} {'min ms':>10} {'max ms':>10} {'speed-up':>9}"
 
 
+def use_threads(suite: str, n: int) -> None:
+    """mk.set_num_threads(n) for a suite's --threads: a count manaka refuses (negative, or
+    more than it can start) ends the run in one line, not a traceback."""
+    import manaka as mk
+
+    try:
+        mk.set_num_threads(n)
+    except (ValueError, TypeError) as e:
+        raise SystemExit(f"python -m manaka.bench {suite}: --threads: {e}") from None
+
+
 def measure(name: str, fn: Callable[[], object], runs: int = 10, warmup: int = 2,
             sync: Callable[[], None] = lambda: None, **extra) -> Timing:
     """Median/min/max wall time of `fn()` over `runs` calls after `warmup` calls.

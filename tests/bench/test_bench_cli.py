@@ -156,3 +156,14 @@ def test_a_results_folder_that_is_a_file_is_refused_before_the_suite_runs(tmp_pa
         assert out.stderr == f"python -m manaka.bench ops: {where}: {tmp_path / 'taken'} is a file, not a folder " \
                              "for the results\n", out.stderr
     assert (tmp_path / "taken").read_text() == "mine" and os.listdir(tmp_path) == ["taken"]
+
+
+@pytest.mark.parametrize("suite", ["ops", "step", "gemm", "step_torch"])
+@pytest.mark.parametrize("threads, why", [(100_000, "at most 4096"), (-1, ">= 0")])
+def test_a_thread_count_manaka_refuses_is_one_line_naming_the_option(suite, threads, why, tmp_path):
+    out = bench(suite, "--threads", threads, "--out", tmp_path)
+    assert out.returncode != 0
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+    assert lines[0].startswith(f"python -m manaka.bench {suite}: --threads: ") and why in lines[0]
+    assert not os.listdir(tmp_path)  # nothing measured, nothing written
