@@ -102,6 +102,14 @@ def _padded(moves, counts, row, slot) -> np.ndarray:
     return legal
 
 
+def _times_t(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x @ w.T in a fixed order of sums: NumPy's own einsum loop, one thread, no BLAS. The
+    dataset must not depend on the BLAS NumPy links or its thread count: on an AMD EPYC,
+    OpenBLAS's 2-thread product rounded the value logits differently from its 1-thread one,
+    so that OMP_NUM_THREADS=1 made another dataset (and refused its checkpoints)."""
+    return np.einsum("ij,kj->ik", x, w)
+
+
 def teacher_forward(params: Dict[str, np.ndarray], orders: int, tokens, legal, counts) -> Tuple[np.ndarray, np.ndarray]:
     """The network of docs/design.md §1 on NumPy: returns (logits [B, L], value [B])."""
     tokens = np.asarray(tokens, np.int32)
@@ -111,11 +119,11 @@ def teacher_forward(params: Dict[str, np.ndarray], orders: int, tokens, legal, c
     x = np.concatenate([ps[:, 0], pr[:, 0], ps[:, 1], pr[:, 1]], axis=1)
     i = 0
     while f"trunk.{i}.weight" in params:
-        x = np.maximum(x @ params[f"trunk.{i}.weight"].T + params[f"trunk.{i}.bias"], 0)
+        x = np.maximum(_times_t(x, params[f"trunk.{i}.weight"]) + params[f"trunk.{i}.bias"], 0)
         i += 1
-    q = np.ascontiguousarray(x @ params["policy.weight"].T + params["policy.bias"], np.float32)
+    q = np.ascontiguousarray(_times_t(x, params["policy.weight"]) + params["policy.bias"], np.float32)
     logits = ops.gather_dot(q, params["move_table"], legal, counts)
-    z = (x @ params["value.weight"].T + params["value.bias"])[:, 0]
+    z = (_times_t(x, params["value.weight"]) + params["value.bias"])[:, 0]
     return logits, 1.0 / (1.0 + np.exp(-z))
 
 
@@ -145,12 +153,12 @@ def _teacher(shape: Dict[str, int], teacher_seed: int):
         b = rng.standard_normal(h) * 0.1
         if i == 0:
             w = w / sigma
-            b = b - w @ mu
+            b = b - _times_t(mu[None, :], w)[0]
         p[f"trunk.{i}.weight"], p[f"trunk.{i}.bias"] = f32(w), f32(b)
-        x = np.maximum(x @ w.T + b, 0)
+        x = np.maximum(_times_t(x, w) + b, 0)
         width = h
     wp = rng.standard_normal((W, width)) / np.sqrt(width)
-    q = x @ wp.T
+    q = _times_t(x, wp)
     # Half of the policy's variance is a position-independent move prior (the bias),
     # half depends on the position: early learning is fast, the rest takes real training.
     bp = rng.standard_normal(W) * q.std()
@@ -161,7 +169,7 @@ def _teacher(shape: Dict[str, int], teacher_seed: int):
     spread = np.mean([logits[b, :counts[b]].std() for b in range(B) if counts[b] > 1])
     p["move_table"] = f32(table * (SHARPNESS / spread))
     wv = rng.standard_normal((1, width)) / np.sqrt(width)
-    zv = (x @ wv.T)[:, 0]
+    zv = _times_t(x, wv)[:, 0]
     p["value.weight"] = f32(wv * (VALUE_SHARPNESS / zv.std()))
     p["value.bias"] = f32(-np.mean(zv) * VALUE_SHARPNESS / zv.std() * np.ones(1))
     return world, p

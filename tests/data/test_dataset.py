@@ -1,13 +1,16 @@
 """Dataset: the on-disk format of docs/design.md §4, its validation rules, and synthetic data."""
 import json
-import re
 import os
+import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import manaka as mk
 from model_cases import SMALL, arrays
+from paths import HELPERS, ROOT
 
 
 
@@ -191,6 +194,25 @@ def test_synthetic_is_seeded_and_shares_its_teacher():
         legal[r, :counts[r]] = ds[i].legal_moves
     _, value = synthetic.teacher_forward(t1, SMALL.orders, ds.tokens[idx], legal, counts.astype(np.int32))
     np.testing.assert_allclose(value, ds.value[idx], rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape", ["default", "small"])
+def test_synthetic_is_the_same_dataset_whatever_the_blas_threads(shape):
+    """The teacher's products do not go through NumPy's BLAS, whose thread count
+    (OMP_NUM_THREADS, read when NumPy loads) may change how a product rounds: on an AMD
+    EPYC, 1 and 2 threads once made two datasets, and a checkpoint refused the other."""
+    code = ("import sys; import manaka as mk; sys.path.insert(0, sys.argv[1]); from model_cases import SMALL; "
+            "ds = mk.Dataset.synthetic(2000, SMALL if sys.argv[2] == 'small' else None, seed=5); "
+            "print(ds.fingerprint)")
+    prints = set()
+    for threads in ("1", "2", "3"):
+        env = dict(os.environ, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads,
+                   PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+        out = subprocess.run([sys.executable, "-c", code, HELPERS, shape], capture_output=True, text=True,
+                             env=env, timeout=300)
+        assert out.returncode == 0, out.stderr
+        prints.add(out.stdout.strip())
+    assert len(prints) == 1, prints
 
 
 def test_synthetic_soft_targets(tmp_path):
