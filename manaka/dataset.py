@@ -296,6 +296,13 @@ class Dataset:
         return self.meta["T"]
 
     @property
+    def move_kinds(self) -> int:
+        """ModelConfig.move_kinds of a model reading these labels: F > 0 when each label
+        names a move and one of F kinds of it (meta "move_kinds", written by shogi records'
+        to_dataset), else 0."""
+        return int(self.meta.get("move_kinds", 0))
+
+    @property
     def max_legal(self) -> int:
         """The largest legal-move count of any position."""
         return self._stats["max_legal"]

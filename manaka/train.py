@@ -281,6 +281,18 @@ def _board(text: str) -> tuple:
         raise ValueError(f"--move-pair-board: expected three integers W,H,K, got {text!r}") from None
 
 
+def move_kinds_of(data) -> int:
+    """ModelConfig.move_kinds for data whose labels may name move kinds: shogi records say
+    so, and so does a Dataset folder they made (meta "move_kinds"; a folder saved before that
+    entry existed, by its meta "moves", the encoding's name). Without it, a model of a
+    kinds encoding's 7.3 M labels gets a move-table row per label: 28x larger and weaker."""
+    kinds = getattr(data, "move_kinds", 0)
+    if not kinds and isinstance(getattr(data, "meta", None), dict):
+        from .shogi.position import MOVE_KINDS
+        kinds = MOVE_KINDS.get(data.meta.get("moves"), 0)
+    return kinds
+
+
 def model_config(args, preset: dict, data) -> "mk.ModelConfig":
     pick = lambda name: getattr(args, name) if getattr(args, name) is not None else preset[name]
     hidden = preset["hidden"] if args.hidden is None else _hidden(args.hidden)
@@ -301,7 +313,7 @@ def model_config(args, preset: dict, data) -> "mk.ModelConfig":
                          hidden=hidden, head_width=pick("head_width"), move_pairs=pick("move_pairs"),
                          board_width=board[0], board_height=board[1], board_kinds=board[2],
                          move_hidden=move_hidden, move_shared=move_shared, move_hidden_gate=gate,
-                         move_kinds=getattr(data, "move_kinds", 0), value_hidden=pick("value_hidden"))
+                         move_kinds=move_kinds_of(data), value_hidden=pick("value_hidden"))
     check_fits_in_memory(cfg, data)
     return cfg
 

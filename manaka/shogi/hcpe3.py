@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import _core
 from ..dataset import Dataset, Position
-from .position import MOVE_ENCODINGS, MOVE_KINDS, check_moves, num_labels
+from .position import MOVE_ENCODINGS, MOVE_KINDS, check_moves, kinds_meta, num_labels
 from .eval_scale import EVAL_SCALE, check_eval_scale
 from .records import HCPE, RecordFiles, _check_on_bad, _scale_text, expand_paths, resolve_eval_scale, value_weight
 
@@ -146,7 +146,8 @@ class Hcpe3Files(RecordFiles):
                                    target=np.concatenate([p[3] for p in parts]),
                                    value=np.concatenate([p[4] for p in parts]),
                                    policy_target=np.concatenate([p[5] for p in parts]),
-                                   num_tokens=self.num_tokens, num_moves=self.num_moves, meta=dict(self.meta))
+                                   num_tokens=self.num_tokens, num_moves=self.num_moves,
+                                   meta={**self.meta, **kinds_meta(self.move_kinds)})
 
     def __repr__(self) -> str:
         return (f"shogi.Hcpe3Files({len(self):,} records in {len(self.files)} file(s), value={self.value!r}"

@@ -46,6 +46,12 @@ _CLASSES = {"dlshogi": 1, "capture": 15, "capture-defended": 30, "capture-defend
 MOVE_KINDS = {"capture-defended-check-escape-mover": 14, "capture-defended-check-escape-mover-supported": 28}
 
 
+def kinds_meta(move_kinds: int) -> dict:
+    """The meta.json entry by which a Dataset of labels with move kinds says so
+    (Dataset.move_kinds): a model trained on the folder then has the kind table."""
+    return {"move_kinds": int(move_kinds)} if move_kinds else {}
+
+
 def num_labels(moves: str = "dlshogi") -> int:
     """The number of labels of a move encoding (MOVE_ENCODINGS)."""
     return NUM_LABELS * _CLASSES[check_moves(moves)]

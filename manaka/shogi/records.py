@@ -17,7 +17,7 @@ from .. import _core
 from . import fingerprint as _fingerprint
 from .eval_scale import EVAL_SCALE, check_eval_scale, fit_eval_scale
 from ..dataset import Dataset, Position
-from .position import MOVE_ENCODINGS, MOVE_KINDS, NUM_TOKENS, TOKENS_PER_SIDE, check_moves, num_labels
+from .position import MOVE_ENCODINGS, MOVE_KINDS, NUM_TOKENS, TOKENS_PER_SIDE, check_moves, kinds_meta, num_labels
 
 __all__ = ["HCPE", "PSV", "RECORD_BYTES", "expand_paths", "read_records", "decode", "value_weight",
            "open_hcpe", "open_psv", "open_records", "RecordFiles"]
@@ -236,7 +236,7 @@ class RecordFiles:
                                    legal_moves=np.concatenate([p[2] for p in parts]),
                                    target=np.concatenate([p[3] for p in parts]),
                                    value=np.concatenate([p[4] for p in parts]), num_tokens=NUM_TOKENS,
-                                   num_moves=self.num_moves, meta={**self.meta, "skipped": skipped})
+                                   num_moves=self.num_moves, meta={**self.meta, "skipped": skipped, **kinds_meta(self.move_kinds)})
 
     def __repr__(self) -> str:
         return (f"shogi.RecordFiles({int(self._starts[-1]):,} {_NAMES[self.format]} records in {len(self.files)} file(s), "

@@ -181,3 +181,31 @@ def test_the_eval_scale_is_fitted_given_or_dlshogis(tmp_path, capsys):
     with pytest.raises(SystemExit):
         train.main([*run, "--eval-scale", "-3"])
     assert "expected fit or a positive number, got '-3'" in capsys.readouterr().err
+
+
+def test_a_dataset_folder_of_move_kind_records_trains_the_kind_table(tmp_path):
+    """A folder made by to_dataset from records in a move-kind encoding says so in its meta
+    (and a folder saved before that entry, by its encoding's name): the model trained on it
+    has the kind table and a move table of 262,440 rows, not one row per label (7.3 M)."""
+    import json
+    from manaka.shogi.position import MOVE_KINDS
+    _, hcpe, _ = make_records(120, 37)
+    hcpe.tofile(tmp_path / "g.hcpe")
+    kinds = "capture-defended-check-escape-mover-supported"
+    folders = {"kinds": shogi.open_hcpe(str(tmp_path / "g.hcpe"), moves=kinds).to_dataset().save(tmp_path / "k"),
+               "plain": shogi.open_hcpe(str(tmp_path / "g.hcpe")).to_dataset().save(tmp_path / "p")}
+    old = shogi.open_hcpe(str(tmp_path / "g.hcpe"), moves=kinds).to_dataset().save(tmp_path / "old")
+    meta = json.loads((tmp_path / "old" / "meta.json").read_text())
+    assert meta.pop("move_kinds") == MOVE_KINDS[kinds] == 28 and meta["moves"] == kinds
+    (tmp_path / "old" / "meta.json").write_text(json.dumps(meta))
+    folders["old"] = old
+    for name, folder in folders.items():
+        assert mk.Dataset.open(folder).move_kinds == (0 if name in ("plain", "old") else 28)
+        out = tmp_path / f"{name}.manaka"
+        assert train.main(["--data", str(folder), "--steps", "1", "--no-progress", "--batch-size", "16",
+                           "--device", "cpu", "--save", str(out), "--preset", "small", *TINY]) == 0
+        model = mk.Model.load(str(out))
+        want = 0 if name == "plain" else 28
+        assert model.config.move_kinds == want, name
+        rows = model.state_dict()["move_table"].shape[0]
+        assert rows == (model.config.num_moves // 28 if want else model.config.num_moves) == (262_440 if want else 2_187)
