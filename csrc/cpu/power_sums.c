@@ -1,8 +1,9 @@
 /* PowerSums on the CPU: one sweep over a row's tokens accumulates every order k at once,
  * so the [rows, T, D] gather per order is never formed. Both directions work in vectors
- * of 16 columns (f16v.h); every output is the same chain of float operations, in the
- * same order, as the plain per-token loop of docs/design.md, so the bits are those of
- * that loop whatever the vector width the target has, and whichever path below runs.
+ * of 16 columns (fv.h's mk_f16v; the forward sums in the target's width, mk_fv); every
+ * output is the same chain of float operations, in the same order, as the plain per-token
+ * loop of docs/design.md, so the bits are those of that loop whatever the vector width the
+ * target has, and whichever path below runs.
  *
  * The columns go in slabs of up to MK_POWER_NV vectors (64 columns); one row's sums (or,
  * backward, its scaled gradient) for one slab stay in registers over the row's tokens.
@@ -21,7 +22,6 @@
 #include <string.h>
 
 #include "backend_cpu.h"
-#include "f16v.h"
 #include "fv.h"
 #include "threads.h"
 
