@@ -316,3 +316,40 @@ def test_heuristic_engine_mates_captures_and_is_legal():
         assert bestmove(e, "go byoyomi 100")[0] == "resign"
     finally:
         e.close()
+
+
+def test_a_go_number_too_large_for_the_clock_is_refused_and_answered(model_file):
+    # 10^400 ms overflowed think_time's float division (OverflowError: the engine exited)
+    e = engine(model_file)
+    try:
+        e.start()
+        for go in ("go btime " + "1" + "0" * 400 + " wtime 1000", "go nodes " + str(2 ** 63)):
+            e.send("position startpos")
+            move, lines = bestmove(e, go)
+            assert any(l.startswith("info string go:") and "2^63-1" in l and "instead" in l for l in lines), lines
+            assert move in legal_usi(shogi.STARTING_SFEN), (go, lines)
+        e.send("position startpos")
+        assert bestmove(e, "go btime " + str(2 ** 63 - 1) + " wtime 0 nodes 8")[0] in legal_usi(shogi.STARTING_SFEN)
+        e.ready()
+    finally:
+        e.close()
+    assert e.proc.returncode == 0
+
+
+@pytest.mark.parametrize("between", ["position startpos moves 7g7f 3c3d", "usinewgame"])
+def test_ponderhit_after_a_position_sent_during_the_ponder(model_file, between):
+    # the command clears the engine's game (refused during the search, or a new game); the
+    # ponderhit used to read that game's side to move (AttributeError: the engine exited)
+    e = engine(model_file)
+    try:
+        e.start()
+        e.send("position startpos moves 7g7f")
+        e.send("go ponder btime 0 wtime 0 byoyomi 100")
+        e.send(between)
+        e.send("ponderhit")
+        lines = e.wait_for("bestmove", 10.0)
+        assert lines[-1].split()[1] in legal_usi(cshogi_sfen_after(["7g7f"])), lines
+        e.ready()
+    finally:
+        e.close()
+    assert e.proc.returncode == 0
