@@ -138,6 +138,18 @@ def parse_position(args: List[str]) -> Game:
     return game
 
 
+def _stdin_lines():
+    """stdin's lines decoded as UTF-8 whatever the locale, a byte that is not UTF-8 (a GUI's
+    Shift-JIS option value) as U+FFFD: a UnicodeDecodeError would end the engine. USI's own
+    words, positions and moves are ASCII."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text stream set by the caller (tests): already decoded
+        yield from sys.stdin
+        return
+    for raw in stream:
+        yield raw.decode("utf-8", "replace")
+
+
 class UsiEngine:
     """The protocol loop. `player(game, budget, report)` returns a SearchResult; `options`
     are the engine's own USI options (MarginMs is added)."""
@@ -170,7 +182,12 @@ class UsiEngine:
 
     # ------------------------------------------------------------------ loop
     def run(self, lines=None) -> int:
-        for line in (lines if lines is not None else sys.stdin):
+        if lines is None:
+            lines = _stdin_lines()
+            if self.out is sys.stdout and hasattr(self.out, "reconfigure"):
+                # an echoed line (info string) in a character the locale cannot write
+                self.out.reconfigure(errors="backslashreplace")
+        for line in lines:
             if not self.command(line):
                 break
         self._stop_search()

@@ -353,3 +353,20 @@ def test_ponderhit_after_a_position_sent_during_the_ponder(model_file, between):
     finally:
         e.close()
     assert e.proc.returncode == 0
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "ascii"])
+def test_a_line_the_locale_cannot_decode_is_ignored_not_fatal(model_file, encoding):
+    # a GUI's Shift-JIS option name (テスト) under a UTF-8 or ASCII locale: a
+    # UnicodeDecodeError ended the engine, and an echo the locale cannot write would too
+    sjis = "setoption name テスト value 1".encode("shift_jis")
+    utf8 = "setoption name テスト value 2".encode("utf-8")
+    done = subprocess.run([sys.executable, "-m", "manaka.shogi", "usi", "--model", model_file, "--threads", "1"],
+                          input=b"usi\n" + sjis + b"\n" + utf8 + b"\nisready\nposition startpos\ngo nodes 4\n",
+                          capture_output=True, timeout=60, cwd=ROOT,
+                          env={**os.environ, "PYTHONIOENCODING": encoding,
+                               "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+    lines = done.stdout.decode(encoding).splitlines()
+    assert sum(l.startswith("info string ignored setoption: no option") for l in lines) == 2, lines
+    assert "readyok" in lines and lines[-1].split()[1] in legal_usi(shogi.STARTING_SFEN), lines
