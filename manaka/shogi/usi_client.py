@@ -170,7 +170,12 @@ class UsiEngine:
     def _line(self, doing: str, deadline: float, limit: float) -> str:
         wait = deadline - time.monotonic()
         try:
-            line = self._lines.get(timeout=max(wait, 0.0))
+            # past the deadline no line is read, though some are waiting: an engine that
+            # keeps writing lines that are not the answer (garbage, endless info) must time
+            # out too, not keep its caller reading forever
+            if wait <= 0:
+                raise queue.Empty
+            line = self._lines.get(timeout=wait)
         except queue.Empty:
             raise self._failure(f"did not answer within {limit:g} s", doing) from None
         if line is None:

@@ -2,7 +2,8 @@
 ``python fake_engine_match.py MODE [SEED]``. MODE: random (a uniformly random legal move),
 first (the first legal move), resign (always resigns), illegal (a move that is never legal
 at the start: 5e5d), hang (never answers go), crash (exits on go), slow (answers after 2 s),
-win (declares a win by entering king at once)."""
+win (declares a win by entering king at once), flood (answers go with info lines without
+end, never bestmove), flood-usi (answers usi with other lines without end, never usiok)."""
 import random
 import sys
 import time
@@ -16,6 +17,9 @@ for line in sys.stdin:
     words = line.split()
     if not words:
         continue
+    if words[0] == "usi" and mode == "flood-usi":
+        while True:
+            print("this is not usiok", flush=True)
     if words[0] == "usi":
         print(f"id name fake-{mode}\nid author tests\nusiok", flush=True)
     elif words[0] == "isready":
@@ -28,6 +32,9 @@ for line in sys.stdin:
             sys.exit(3)
         if mode == "hang":
             continue
+        if mode == "flood":
+            while True:
+                print("info depth 1 nodes 1 score cp 0 pv 7g7f", flush=True)
         if mode == "slow":
             time.sleep(2)
         if mode == "resign" or not moves:

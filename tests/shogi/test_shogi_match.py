@@ -130,6 +130,21 @@ def test_timeout_and_crash_lose_and_the_engine_is_restarted():
     assert tally(records) == (2, 0, 0) and {r.reason for r in records} == {"engine died"}
 
 
+def test_an_engine_that_floods_its_output_times_out():
+    # lines kept coming faster than the deadline was checked: the runner read them forever
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [sys.executable, "-m", "manaka.shogi", "match", f"{sys.executable} {FAKE} flood", f"{sys.executable} {FAKE} random",
+           "--games", "2", "--byoyomi", "300", "--grace", "100", "--openings", "0"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "2 games, +0 =0 -2" in done.stdout and "endings: timeout 2" in done.stdout, done.stdout
+    handshake = (f"from manaka.shogi.usi_client import UsiEngine\n"
+                 f"UsiEngine({[sys.executable, FAKE, 'flood-usi']!r}, timeout=1, start_timeout=1)")
+    done = subprocess.run([sys.executable, "-c", handshake], capture_output=True, text=True, timeout=30, cwd=ROOT,
+                          env=env)
+    assert done.returncode != 0 and "did not answer within 1 s while waiting for usiok" in done.stderr, done.stderr
+
+
 def test_random_games_end_by_the_rules(tmp_path):
     records = run_match(fake("random", 1), fake("random", 2), 2, Clock(nodes=1), openings=(0, 4), max_plies=60,
                         report=None)
