@@ -28,6 +28,13 @@ __all__ = ["EngineError", "UsiEngine", "score_to_eval", "MATE_SCORE"]
 MATE_SCORE = 32000
 
 
+def _close(stream) -> None:
+    try:
+        stream.close()
+    except (OSError, ValueError):
+        pass
+
+
 class EngineError(RuntimeError):
     """The engine died, closed its output, did not answer in time, or broke the protocol."""
 
@@ -131,12 +138,17 @@ class UsiEngine:
         offered = any(a == "var" and b == "shogi" for a, b in zip(words, words[1:]))
         return "shogi" if offered else None
 
+    # Each reader closes its own pipe at its end: close() must not, since closing a pipe
+    # another thread is reading waits for that read, and a process the engine started (a
+    # wrapper script's engine, which kill() does not reach) may keep the pipe open for good.
     def _read_stdout(self) -> None:
         try:
             for line in self.proc.stdout:
                 self._lines.put(line.rstrip("\r\n"))
-        except (OSError, ValueError):  # closed by close() or undecodable output
+        except (OSError, ValueError):  # undecodable output
             pass
+        finally:
+            _close(self.proc.stdout)
         self._lines.put(None)  # end of output
 
     def _read_stderr(self) -> None:
@@ -145,6 +157,8 @@ class UsiEngine:
                 self.stderr_tail.append(line.rstrip("\r\n"))
         except (OSError, ValueError):
             pass
+        finally:
+            _close(self.proc.stderr)
 
     def _failure(self, what: str, doing: str) -> EngineError:
         """An EngineError saying what happened while `doing`, with the exit code and stderr."""
@@ -257,11 +271,7 @@ class UsiEngine:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            try:
-                f.close()
-            except (OSError, ValueError):
-                pass
+        _close(self.proc.stdin)  # stdout and stderr: by their readers
 
     def kill(self) -> None:
         """Ends the process now (an interrupted run)."""

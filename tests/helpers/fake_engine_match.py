@@ -3,8 +3,11 @@
 first (the first legal move), resign (always resigns), illegal (a move that is never legal
 at the start: 5e5d), hang (never answers go), crash (exits on go), slow (answers after 2 s),
 win (declares a win by entering king at once), flood (answers go with info lines without
-end, never bestmove), flood-usi (answers usi with other lines without end, never usiok)."""
+end, never bestmove), flood-usi (answers usi with other lines without end, never usiok),
+wrapper (like a wrapper script whose engine hangs: at isready it starts a process that keeps
+its stdout and stderr open for 20 s, and never answers)."""
 import random
+import subprocess
 import sys
 import time
 
@@ -22,6 +25,9 @@ for line in sys.stdin:
             print("this is not usiok", flush=True)
     if words[0] == "usi":
         print(f"id name fake-{mode}\nid author tests\nusiok", flush=True)
+    elif words[0] == "isready" and mode == "wrapper":
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(20)"], stdin=subprocess.DEVNULL)
+        time.sleep(600)
     elif words[0] == "isready":
         print("readyok", flush=True)
     elif words[0] == "position":

@@ -6,6 +6,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -143,6 +144,19 @@ def test_an_engine_that_floods_its_output_times_out():
     done = subprocess.run([sys.executable, "-c", handshake], capture_output=True, text=True, timeout=30, cwd=ROOT,
                           env=env)
     assert done.returncode != 0 and "did not answer within 1 s while waiting for usiok" in done.stderr, done.stderr
+
+
+def test_an_engine_whose_child_keeps_its_pipes_open_times_out():
+    # a wrapper script's engine that hangs: kill() ends the script, not the engine, which
+    # keeps the pipes open; closing them waited for it (for ever)
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    handshake = (f"from manaka.shogi.usi_client import UsiEngine\n"
+                 f"UsiEngine({[sys.executable, FAKE, 'wrapper']!r}, timeout=1, start_timeout=1)")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", handshake], capture_output=True, text=True, timeout=30, cwd=ROOT,
+                          env=env)
+    assert done.returncode != 0 and "did not answer within 1 s while waiting for readyok" in done.stderr, done.stderr
+    assert time.monotonic() - started < 15, "close() waited for the engine's child (it lives 20 s)"
 
 
 def test_random_games_end_by_the_rules(tmp_path):
