@@ -7,7 +7,7 @@ import sys
 
 from ..model import Model
 from .position import model_encoding
-from .search import SEARCHES, Budget, Evaluator, PuctSearch, policy_search, value_search
+from .search import NODE_LIMIT, SEARCHES, Budget, Evaluator, PuctSearch, policy_search, value_search
 from .usi_protocol import Option, UsiEngine
 
 __all__ = ["main", "model_player"]
@@ -16,9 +16,9 @@ __all__ = ["main", "model_player"]
 class ModelPlayer:
     """The network's move in a game, by one of the searches (settable while the engine runs)."""
 
-    def __init__(self, model: Model, search: str = "puct", batch_size: int = 32):
+    def __init__(self, model: Model, search: str = "puct", batch_size: int = 32, node_limit: int = NODE_LIMIT):
         self.evaluate = Evaluator(model)
-        self.search, self.batch_size = search, batch_size
+        self.search, self.batch_size, self.node_limit = search, batch_size, node_limit
 
     def __call__(self, game, budget: Budget, report):
         # the game's earlier positions: reaching one again is scored a draw
@@ -27,8 +27,8 @@ class ModelPlayer:
             return policy_search(self.evaluate, game.position)
         if self.search == "value":
             return value_search(self.evaluate, game.position, history=history)
-        return PuctSearch(self.evaluate, batch_size=self.batch_size)(game.position, budget, history=history,
-                                                                    report=report)
+        return PuctSearch(self.evaluate, batch_size=self.batch_size, node_limit=self.node_limit)(
+            game.position, budget, history=history, report=report)
 
 
 def model_player(model: Model, search: str = "puct", batch_size: int = 32) -> ModelPlayer:
@@ -67,6 +67,8 @@ def main(argv=None) -> int:
     options = {
         "Search": Option("combo", args.search, lambda v: setattr(player, "search", v), choices=SEARCHES),
         "BatchSize": Option("spin", args.batch_size, lambda v: setattr(player, "batch_size", v), 1, 4096),
+        # the PUCT tree's size bound (about 3.5 kB a node): go infinite ends its search there
+        "NodeLimit": Option("spin", NODE_LIMIT, lambda v: setattr(player, "node_limit", v), 1, 100_000_000),
         "Threads": Option("spin", args.threads or 0, set_num_threads, 0, 1024),
     }
     return UsiEngine(f"manaka ({args.search})", player, options).run()

@@ -370,3 +370,24 @@ def test_a_line_the_locale_cannot_decode_is_ignored_not_fatal(model_file, encodi
     lines = done.stdout.decode(encoding).splitlines()
     assert sum(l.startswith("info string ignored setoption: no option") for l in lines) == 2, lines
     assert "readyok" in lines and lines[-1].split()[1] in legal_usi(shogi.STARTING_SFEN), lines
+
+
+def test_go_infinite_ends_its_search_at_the_node_limit(model_file):
+    # the tree of go infinite grew without bound (out of memory in a long analysis); the
+    # search now ends at NodeLimit, and bestmove still waits for stop
+    e = engine(model_file)
+    try:
+        e.send("usi")
+        assert "option name NodeLimit type spin default 1000000 min 1 max 100000000" in e.wait_for("usiok", 60)
+        e.send("setoption name NodeLimit value 200")
+        e.ready()
+        e.send("position startpos")
+        e.send("go infinite")
+        time.sleep(3.0)  # the tiny model makes far more than 200 playouts in 3 s
+        e.send("stop")
+        lines = e.wait_for("bestmove", 10.0)
+        nodes = [int(l.split(" nodes ")[1].split()[0]) for l in lines if l.startswith("info depth")]
+        assert nodes and nodes[-1] == 200, lines
+        assert lines[-1].split()[1] in legal_usi(shogi.STARTING_SFEN)
+    finally:
+        e.close()
