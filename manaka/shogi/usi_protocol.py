@@ -134,7 +134,7 @@ def parse_position(args: List[str]) -> Game:
         try:
             game.play(usi_to_move(m))
         except ValueError as e:
-            raise ValueError(f"move {n + 1}: {e}") from None
+            raise ValueError(f"move {n + 1} ({m[:20]}): {e}") from None  # the text sent: the C core names move16
     return game
 
 

@@ -230,6 +230,10 @@ def test_malformed_commands_are_ignored_with_an_info_string(model_file):
             e.send("isready")
             lines = e.wait_for("readyok", 30)
             assert any(l.startswith("info string ignored") for l in lines), (line, lines)
+        # the refused move is named as it was sent, not as the C core's move16
+        e.send("position startpos moves 7g7f 3c3d 7g7f")
+        e.send("isready")
+        assert any(l.startswith("info string ignored position: move 3 (7g7f):") for l in e.wait_for("readyok", 30))
         # a refused position leaves no position to play: resign rather than play an old one
         e.send("position startpos")
         e.send("position startpos moves 5a5b")
