@@ -28,6 +28,25 @@ __all__ = ["EngineError", "UsiEngine", "score_to_eval", "MATE_SCORE"]
 MATE_SCORE = 32000
 
 
+# The characters of an engine's output line that are kept: the rest of a longer line is
+# read and dropped, so that output with no newline (a binary, cat /dev/zero) cannot grow
+# one line until memory runs out.
+MAX_LINE = 1 << 16
+
+
+def _lines_of(stream):
+    """`stream`'s lines without their line ends, each cut at MAX_LINE characters."""
+    while True:
+        line = stream.readline(MAX_LINE)
+        if not line:
+            return
+        if not line.endswith("\n"):  # cut short, or the output's last line
+            rest = line
+            while rest and not rest.endswith("\n"):
+                rest = stream.readline(MAX_LINE)
+        yield line.rstrip("\r\n")
+
+
 def _close(stream) -> None:
     try:
         stream.close()
@@ -143,8 +162,8 @@ class UsiEngine:
     # wrapper script's engine, which kill() does not reach) may keep the pipe open for good.
     def _read_stdout(self) -> None:
         try:
-            for line in self.proc.stdout:
-                self._lines.put(line.rstrip("\r\n"))
+            for line in _lines_of(self.proc.stdout):
+                self._lines.put(line)
         except (OSError, ValueError):  # undecodable output
             pass
         finally:
@@ -153,8 +172,8 @@ class UsiEngine:
 
     def _read_stderr(self) -> None:
         try:
-            for line in self.proc.stderr:
-                self.stderr_tail.append(line.rstrip("\r\n"))
+            for line in _lines_of(self.proc.stderr):
+                self.stderr_tail.append(line)
         except (OSError, ValueError):
             pass
         finally:
@@ -170,7 +189,7 @@ class UsiEngine:
                 code = None
         exited = f", exit code {code}" if code is not None else ""
         time.sleep(0.05)  # let the stderr reader catch the last lines
-        tail = " | ".join(list(self.stderr_tail)[-5:])
+        tail = " | ".join(line[:300] for line in list(self.stderr_tail)[-5:])  # one readable line
         return EngineError(f"usi: the engine {self.name!r} {what} while {doing}{exited}"
                            + (f"; its stderr ends: {tail}" if tail else ""))
 

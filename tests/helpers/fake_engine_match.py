@@ -5,7 +5,8 @@ at the start: 5e5d), hang (never answers go), crash (exits on go), slow (answers
 win (declares a win by entering king at once), flood (answers go with info lines without
 end, never bestmove), flood-usi (answers usi with other lines without end, never usiok),
 wrapper (like a wrapper script whose engine hangs: at isready it starts a process that keeps
-its stdout and stderr open for 20 s, and never answers)."""
+its stdout and stderr open for 20 s, and never answers), no-newline (answers usi with output
+that has no line end, without end, on stdout and stderr)."""
 import random
 import subprocess
 import sys
@@ -23,6 +24,10 @@ for line in sys.stdin:
     if words[0] == "usi" and mode == "flood-usi":
         while True:
             print("this is not usiok", flush=True)
+    if words[0] == "usi" and mode == "no-newline":
+        while True:
+            sys.stdout.write("x" * 65536)
+            sys.stderr.write("y" * 65536)
     if words[0] == "usi":
         print(f"id name fake-{mode}\nid author tests\nusiok", flush=True)
     elif words[0] == "isready" and mode == "wrapper":

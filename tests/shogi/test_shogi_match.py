@@ -159,6 +159,22 @@ def test_an_engine_whose_child_keeps_its_pipes_open_times_out():
     assert time.monotonic() - started < 15, "close() waited for the engine's child (it lives 20 s)"
 
 
+def test_an_engine_whose_output_has_no_line_end_times_out_in_bounded_memory():
+    # the reader made one line of all the output (cat /dev/zero as an engine: gigabytes a
+    # second); under an address-space limit 1 GB over the start, a MemoryError in the reader
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    handshake = ("import resource\n"
+                 "from manaka.shogi.usi_client import UsiEngine\n"
+                 "vm = int(open('/proc/self/status').read().split('VmSize:')[1].split()[0]) * 1024\n"
+                 "resource.setrlimit(resource.RLIMIT_AS, (vm + (1 << 30), resource.RLIM_INFINITY))\n"
+                 f"UsiEngine({[sys.executable, FAKE, 'no-newline']!r}, timeout=3, start_timeout=3)")
+    done = subprocess.run([sys.executable, "-c", handshake], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          env=env)
+    assert "did not answer within 3 s while waiting for usiok" in done.stderr, done.stderr[-2000:]
+    assert "MemoryError" not in done.stderr and done.stderr.count("Traceback") == 1, done.stderr[-2000:]
+    assert len(done.stderr.splitlines()[-1]) < 2000  # the engine's stderr tail is cut too
+
+
 def test_random_games_end_by_the_rules(tmp_path):
     records = run_match(fake("random", 1), fake("random", 2), 2, Clock(nodes=1), openings=(0, 4), max_plies=60,
                         report=None)
