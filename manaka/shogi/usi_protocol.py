@@ -138,15 +138,29 @@ def parse_position(args: List[str]) -> Game:
     return game
 
 
+# The bytes of a command line that are read: a longer one (no USI command is: a position
+# of thousands of moves is a few tens of kB) is dropped with an info string, so that input
+# with no line end cannot grow one line until memory runs out.
+MAX_LINE_BYTES = 1 << 22
+
+
 def _stdin_lines():
     """stdin's lines decoded as UTF-8 whatever the locale, a byte that is not UTF-8 (a GUI's
     Shift-JIS option value) as U+FFFD: a UnicodeDecodeError would end the engine. USI's own
-    words, positions and moves are ASCII."""
+    words, positions and moves are ASCII. A line over MAX_LINE_BYTES is read to its end and
+    given as the unknown command 'overlong'."""
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:  # a text stream set by the caller (tests): already decoded
         yield from sys.stdin
         return
-    for raw in stream:
+    while True:
+        raw = stream.readline(MAX_LINE_BYTES)
+        if not raw:
+            return
+        if len(raw) == MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):
+                raw = stream.readline(MAX_LINE_BYTES)
+            raw = f"overlong line (over {MAX_LINE_BYTES} bytes)".encode()
         yield raw.decode("utf-8", "replace")
 
 

@@ -395,3 +395,35 @@ def test_go_infinite_ends_its_search_at_the_node_limit(model_file):
         assert lines[-1].split()[1] in legal_usi(shogi.STARTING_SFEN)
     finally:
         e.close()
+
+
+def test_input_with_no_line_end_is_read_in_bounded_memory(model_file):
+    # a 400 MB line (cat /dev/zero | engine, without end): read whole, it ended the engine
+    # with a MemoryError under an address-space limit 640 MB over none (the engine uses ~280)
+    def limit():
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (640 << 20, resource.RLIM_INFINITY))
+
+    proc = subprocess.Popen([sys.executable, "-m", "manaka.shogi", "usi", "--model", model_file, "--threads", "1"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                            preexec_fn=limit,
+                            env={**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")})
+
+    def feed():
+        try:
+            chunk = b"x" * (1 << 20)
+            for _ in range(400):
+                proc.stdin.write(chunk)
+            proc.stdin.write(b"\nisready\nposition startpos\ngo nodes 4\n")
+            proc.stdin.close()
+        except OSError:  # the engine died
+            pass
+
+    threading.Thread(target=feed, daemon=True).start()
+    out = proc.stdout.read()  # to the engine's exit (stderr: a traceback at most)
+    err = proc.stderr.read()
+    proc.wait(60)
+    lines = out.decode().splitlines()
+    assert proc.returncode == 0 and b"Traceback" not in err, err[-2000:]
+    assert lines[0].startswith("info string ignored unknown command: overlong line"), lines
+    assert "readyok" in lines and lines[-1].split()[1] in legal_usi(shogi.STARTING_SFEN), lines
