@@ -175,6 +175,21 @@ def test_an_engine_whose_output_has_no_line_end_times_out_in_bounded_memory():
     assert len(done.stderr.splitlines()[-1]) < 2000  # the engine's stderr tail is cut too
 
 
+def test_a_bad_engine_command_or_option_is_a_usage_error():
+    # an empty command and unbalanced quotes were a ValueError traceback at the first game;
+    # --option-a NAME (no =) set the option to the empty string, silently
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    good = f"{sys.executable} {FAKE} random"
+    for argv, said in (([" ", good], "ENGINE_A is an empty command"),
+                       ([good, "python 'engine"], "ENGINE_B \"python 'engine\": No closing quotation"),
+                       ([good, good, "--option-a", "Threads"], "--option-a expects NAME=VALUE, got 'Threads'"),
+                       ([good, good, "--option-b", "=4"], "--option-b expects NAME=VALUE, got '=4'")):
+        done = subprocess.run([sys.executable, "-m", "manaka.shogi", "match", *argv, "--games", "2"],
+                              capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.splitlines()[-1] == f"python -m manaka.shogi match: error: {said}", done.stderr
+
+
 def test_random_games_end_by_the_rules(tmp_path):
     records = run_match(fake("random", 1), fake("random", 2), 2, Clock(nodes=1), openings=(0, 4), max_plies=60,
                         report=None)
