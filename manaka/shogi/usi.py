@@ -12,6 +12,8 @@ from .usi_protocol import Option, UsiEngine
 
 __all__ = ["main", "model_player"]
 
+MAX_BATCH_SIZE = 4096  # leaves per forward of the PUCT search (--batch-size, option BatchSize)
+
 
 class ModelPlayer:
     """The network's move in a game, by one of the searches (settable while the engine runs)."""
@@ -47,8 +49,10 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, help="CPU threads of the model's ops (default: all cores)")
     p.add_argument("--batch-size", type=int, default=32, help="leaves per forward in the PUCT search (default 32)")
     args = p.parse_args(argv)
-    if args.batch_size < 1:
-        p.error("--batch-size must be >= 1")
+    # the BatchSize option's range: a batch ends only after batch-size playouts or as many
+    # collisions, whatever the clock, so --batch-size 1000000 took 10 s on a 0.5 s byoyomi
+    if not 1 <= args.batch_size <= MAX_BATCH_SIZE:
+        p.error(f"--batch-size must be in [1, {MAX_BATCH_SIZE}], got {args.batch_size}")
     from .. import set_num_threads
     if args.threads is not None:
         if args.threads < 1:
@@ -66,7 +70,7 @@ def main(argv=None) -> int:
     player = model_player(model, args.search, args.batch_size)
     options = {
         "Search": Option("combo", args.search, lambda v: setattr(player, "search", v), choices=SEARCHES),
-        "BatchSize": Option("spin", args.batch_size, lambda v: setattr(player, "batch_size", v), 1, 4096),
+        "BatchSize": Option("spin", args.batch_size, lambda v: setattr(player, "batch_size", v), 1, MAX_BATCH_SIZE),
         # the PUCT tree's size bound (about 3.5 kB a node): go infinite ends its search there
         "NodeLimit": Option("spin", NODE_LIMIT, lambda v: setattr(player, "node_limit", v), 1, 100_000_000),
         "Threads": Option("spin", args.threads or 0, set_num_threads, 0, 1024),

@@ -427,3 +427,14 @@ def test_input_with_no_line_end_is_read_in_bounded_memory(model_file):
     assert proc.returncode == 0 and b"Traceback" not in err, err[-2000:]
     assert lines[0].startswith("info string ignored unknown command: overlong line"), lines
     assert "readyok" in lines and lines[-1].split()[1] in legal_usi(shogi.STARTING_SFEN), lines
+
+
+@pytest.mark.parametrize("size", ["0", "4097", "1000000"])
+def test_a_batch_size_outside_the_options_range_is_a_usage_error(model_file, size):
+    # --batch-size 1000000 was taken: a batch ends after that many playouts or collisions,
+    # whatever the clock, so a 0.5 s byoyomi was answered after 10 s
+    done = subprocess.run([sys.executable, "-m", "manaka.shogi", "usi", "--model", model_file, "--batch-size", size],
+                          input="usi\nquit\n", capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr, done
+    assert done.stderr.splitlines()[-1].endswith(f"--batch-size must be in [1, 4096], got {size}"), done.stderr
