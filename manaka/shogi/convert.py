@@ -13,7 +13,8 @@ has succeeded, whole. It is refused, before anything is read, when it is one of 
 or looks like a game record (a .csa / .kif / .kifu name, or existing content that is not
 HCPE), and an existing output is replaced only with ``--force``. A missing input is an
 error; a conversion that yields no position writes nothing and fails. A game holding a move
-that is not legal where it is played is left out whole, and reported (file, game, move).
+that is not legal where it is played, or starting from a position that is not legal, is
+left out whole, and reported (file, game, move).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from ..atomic_file import atomic_write
+from .game import Game
 from .position import move_to_usi
 
 __all__ = ["convert", "main"]
@@ -133,12 +135,29 @@ def _check_output(out: str, inputs: List[str], files: List[str], force: bool) ->
                               "HCPE records); pass --force to replace it; it was left untouched")
 
 
+def _start_refused(sfen: str) -> str:
+    """Why manaka's C core refuses a game's starting position ('' when it accepts it). cshogi
+    parses boards no game can reach (three kings, a pawn on the last rank) and encodes them
+    into HCPE records that are another position or that the loader refuses; legal moves
+    from an accepted position only reach accepted ones."""
+    try:
+        Game(sfen)
+    except ValueError as e:
+        return str(e)
+    return ""
+
+
 def _game_records(cshogi, game: Dict, where: str, log):
-    """The HCPE records of one parsed game, or None when a recorded move is not legal: the
-    whole game is then left out. Its result belongs to the game as it was really played,
-    which the record no longer shows from that move on (a corrupted or mis-parsed record,
-    or an illegal move that ended the game), and HCPE has no code for an unknown result:
-    a draw (0) would be a false label too."""
+    """The HCPE records of one parsed game, or None when its starting position or a recorded
+    move is not legal: the whole game is then left out. Its result belongs to the game as it
+    was really played, which the record no longer shows from that move on (a corrupted or
+    mis-parsed record, or an illegal move that ended the game), and HCPE has no code for an
+    unknown result: a draw (0) would be a false label too."""
+    refused = _start_refused(game["sfen"])
+    if refused:
+        log(f"shogi convert: {where}: the starting position is not legal ({refused}); "
+            f"the game ({len(game['moves'])} moves) is left out")
+        return None
     board = cshogi.Board(game["sfen"])
     records = np.zeros(len(game["moves"]), cshogi.HuffmanCodedPosAndEval)
     result = game["win"] if game["win"] in (1, 2) else 0
@@ -196,7 +215,7 @@ def convert(out: str, inputs: List[str], log=print, force: bool = False) -> Dict
 
 def _summary(counts: Dict[str, int]) -> str:
     return (f"{counts['failed_files']} unreadable, {counts['crashed_files']} crashed the parser, "
-            f"{counts['left_out_games']} games left out for an illegal move")
+            f"{counts['left_out_games']} games left out for an illegal move or position")
 
 
 def main(argv=None) -> int:

@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import random
+import shlex
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -300,6 +301,18 @@ def main(argv=None) -> int:
         p.error(f"--json {args.json} exists; pass --force to replace it")
     if args.nodes is None and args.time is None and args.byoyomi is None and args.inc is None:
         args.byoyomi = 1000
+    # refused now, not as a traceback when the first game starts the engine
+    for name, command in (("ENGINE_A", args.engine_a), ("ENGINE_B", args.engine_b)):
+        try:
+            if not shlex.split(command):
+                p.error(f"{name} is an empty command")
+        except ValueError as e:  # unbalanced quotes
+            p.error(f"{name} {command!r}: {e}")
+    # NAME=VALUE: a bare NAME would be set to the empty string, its default lost
+    for option, values in (("--option-a", args.option_a), ("--option-b", args.option_b)):
+        for value in values:
+            if "=" not in value or not value.partition("=")[0].strip():
+                p.error(f"{option} expects NAME=VALUE, got {value!r}")
     a = Player(args.engine_a, args.name_a or args.engine_a, args.option_a, args.go_a)
     b = Player(args.engine_b, args.name_b or args.engine_b, args.option_b, args.go_b)
     clock = Clock(args.time, args.byoyomi, args.inc, args.nodes, args.grace, args.move_timeout)

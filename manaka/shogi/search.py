@@ -24,6 +24,10 @@ __all__ = ["Evaluator", "Budget", "SearchResult", "mate_in_one", "policy_search"
            "value_to_cp"]
 
 SEARCHES = ("policy", "value", "puct")
+# The most playouts of one PUCT search, whatever its budget: the tree is kept in Python
+# objects of about 3.5 kB a node, so ``go infinite`` (a GUI's analysis) would otherwise
+# grow it until the machine runs out of memory (about 13 MB/s on one CPU thread).
+NODE_LIMIT = 1_000_000
 
 
 def value_to_cp(value: float) -> int:
@@ -187,11 +191,14 @@ class PuctSearch:
     c(N) = c_init + ln((N + c_base + 1) / c_base); an unvisited move's Q is the node's own
     network value minus `fpu_reduction`. A position with no legal move is a loss for its
     side to move, and one that occurred earlier in the game or on the path a draw (0.5). A
-    mate in one at the root is played without a search."""
+    mate in one at the root is played without a search. The search ends after `node_limit`
+    playouts (NODE_LIMIT: the tree's memory) even when its budget has no limit."""
 
     def __init__(self, evaluate: Evaluator, batch_size: int = 32, c_init: float = 1.0, c_base: float = 19652.0,
-                 fpu_reduction: float = 0.2):
-        self.evaluate, self.batch_size = evaluate, int(batch_size)
+                 fpu_reduction: float = 0.2, node_limit: int = NODE_LIMIT):
+        if node_limit < 1:
+            raise ValueError(f"PuctSearch: node_limit must be >= 1, got {node_limit}")
+        self.evaluate, self.batch_size, self.node_limit = evaluate, int(batch_size), int(node_limit)
         self.c_init, self.c_base, self.fpu_reduction = c_init, c_base, fpu_reduction
 
     def __call__(self, pos: Position, budget: Budget, history: frozenset = frozenset(),
@@ -207,8 +214,9 @@ class PuctSearch:
         root.expand(analysis[1].astype(np.int64), priors[0], float(value[0]), self.fpu_reduction)
         nodes, last_report = 1, time.monotonic()
         self.max_depth = 1
-        while len(root.moves) > 1 and not budget.spent(nodes):
-            want = self.batch_size if budget.nodes is None else min(self.batch_size, budget.nodes - nodes)
+        limit = self.node_limit if budget.nodes is None else min(budget.nodes, self.node_limit)
+        while len(root.moves) > 1 and not budget.spent(nodes) and nodes < limit:
+            want = min(self.batch_size, limit - nodes)
             nodes += self._batch(root, max(1, want), history)
             if report is not None and time.monotonic() - last_report >= 1.0:
                 last_report = time.monotonic()

@@ -241,6 +241,17 @@ class GameFile:
         self.index.close()
 
 
+def _write_settings(meta: str, identity: dict) -> None:
+    with atomic_write(meta) as f:
+        f.write(json.dumps(identity, indent=1, sort_keys=True).encode() + b"\n")
+
+
+def _holds_games(out: str, held: Optional[str]) -> bool:
+    """Whether a data file or an index of the run has any byte (a game, or part of one)."""
+    paths = [p for f in (out, held) if f for p in (f, f + ".games")]
+    return any(os.path.exists(p) and os.path.getsize(p) > 0 for p in paths)
+
+
 def _open_outputs(out: str, held: Optional[str], settings: Settings, log) -> Tuple[GameFile, Optional[GameFile]]:
     """The output files, recovered, after checking a rerun repeats the settings."""
     meta = out + ".selfplay.json"
@@ -269,7 +280,11 @@ def _open_outputs(out: str, held: Optional[str], settings: Settings, log) -> Tup
             if path and os.path.exists(path) and os.path.getsize(path) > 0 and not os.path.exists(path + ".games"):
                 raise ValueError(f"selfplay: {path} exists and is not a selfplay output of this command "
                                  f"(no {path}.games); it is left alone: choose another file")
-        if before != identity:
+        if before != identity and not _holds_games(out, held):
+            # a run that wrote no game (an engine command with a typo) binds no settings
+            log(f"selfplay: {out} holds no game yet: its settings are replaced by this command's")
+            _write_settings(meta, identity)
+        elif before != identity:
             diff = [f"{k}: {before.get(k)!r} before, {identity.get(k)!r} now"
                     for k in sorted(set(before) | set(identity)) if before.get(k) != identity.get(k)]
             raise ValueError(f"selfplay: {out} holds games made with other settings ({'; '.join(diff)}); "
@@ -279,8 +294,7 @@ def _open_outputs(out: str, held: Optional[str], settings: Settings, log) -> Tup
             if path and os.path.exists(path) and os.path.getsize(path) > 0:
                 raise ValueError(f"selfplay: {path} exists and is not a selfplay output of this command "
                                  f"(no {meta}); it is left alone: choose another --out")
-        with atomic_write(meta) as f:
-            f.write(json.dumps(identity, indent=1, sort_keys=True).encode() + b"\n")
+        _write_settings(meta, identity)
     train = GameFile(out, log)
     heldout = GameFile(held, log) if held else None
     return train, heldout

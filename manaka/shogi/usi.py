@@ -7,18 +7,20 @@ import sys
 
 from ..model import Model
 from .position import model_encoding
-from .search import SEARCHES, Budget, Evaluator, PuctSearch, policy_search, value_search
+from .search import NODE_LIMIT, SEARCHES, Budget, Evaluator, PuctSearch, policy_search, value_search
 from .usi_protocol import Option, UsiEngine
 
 __all__ = ["main", "model_player"]
+
+MAX_BATCH_SIZE = 4096  # leaves per forward of the PUCT search (--batch-size, option BatchSize)
 
 
 class ModelPlayer:
     """The network's move in a game, by one of the searches (settable while the engine runs)."""
 
-    def __init__(self, model: Model, search: str = "puct", batch_size: int = 32):
+    def __init__(self, model: Model, search: str = "puct", batch_size: int = 32, node_limit: int = NODE_LIMIT):
         self.evaluate = Evaluator(model)
-        self.search, self.batch_size = search, batch_size
+        self.search, self.batch_size, self.node_limit = search, batch_size, node_limit
 
     def __call__(self, game, budget: Budget, report):
         # the game's earlier positions: reaching one again is scored a draw
@@ -27,8 +29,8 @@ class ModelPlayer:
             return policy_search(self.evaluate, game.position)
         if self.search == "value":
             return value_search(self.evaluate, game.position, history=history)
-        return PuctSearch(self.evaluate, batch_size=self.batch_size)(game.position, budget, history=history,
-                                                                    report=report)
+        return PuctSearch(self.evaluate, batch_size=self.batch_size, node_limit=self.node_limit)(
+            game.position, budget, history=history, report=report)
 
 
 def model_player(model: Model, search: str = "puct", batch_size: int = 32) -> ModelPlayer:
@@ -47,8 +49,10 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, help="CPU threads of the model's ops (default: all cores)")
     p.add_argument("--batch-size", type=int, default=32, help="leaves per forward in the PUCT search (default 32)")
     args = p.parse_args(argv)
-    if args.batch_size < 1:
-        p.error("--batch-size must be >= 1")
+    # the BatchSize option's range: a batch ends only after batch-size playouts or as many
+    # collisions, whatever the clock, so --batch-size 1000000 took 10 s on a 0.5 s byoyomi
+    if not 1 <= args.batch_size <= MAX_BATCH_SIZE:
+        p.error(f"--batch-size must be in [1, {MAX_BATCH_SIZE}], got {args.batch_size}")
     from .. import set_num_threads
     if args.threads is not None:
         if args.threads < 1:
@@ -66,7 +70,9 @@ def main(argv=None) -> int:
     player = model_player(model, args.search, args.batch_size)
     options = {
         "Search": Option("combo", args.search, lambda v: setattr(player, "search", v), choices=SEARCHES),
-        "BatchSize": Option("spin", args.batch_size, lambda v: setattr(player, "batch_size", v), 1, 4096),
+        "BatchSize": Option("spin", args.batch_size, lambda v: setattr(player, "batch_size", v), 1, MAX_BATCH_SIZE),
+        # the PUCT tree's size bound (about 3.5 kB a node): go infinite ends its search there
+        "NodeLimit": Option("spin", NODE_LIMIT, lambda v: setattr(player, "node_limit", v), 1, 100_000_000),
         "Threads": Option("spin", args.threads or 0, set_num_threads, 0, 1024),
     }
     return UsiEngine(f"manaka ({args.search})", player, options).run()

@@ -28,6 +28,32 @@ __all__ = ["EngineError", "UsiEngine", "score_to_eval", "MATE_SCORE"]
 MATE_SCORE = 32000
 
 
+# The characters of an engine's output line that are kept: the rest of a longer line is
+# read and dropped, so that output with no newline (a binary, cat /dev/zero) cannot grow
+# one line until memory runs out.
+MAX_LINE = 1 << 16
+
+
+def _lines_of(stream):
+    """`stream`'s lines without their line ends, each cut at MAX_LINE characters."""
+    while True:
+        line = stream.readline(MAX_LINE)
+        if not line:
+            return
+        if not line.endswith("\n"):  # cut short, or the output's last line
+            rest = line
+            while rest and not rest.endswith("\n"):
+                rest = stream.readline(MAX_LINE)
+        yield line.rstrip("\r\n")
+
+
+def _close(stream) -> None:
+    try:
+        stream.close()
+    except (OSError, ValueError):
+        pass
+
+
 class EngineError(RuntimeError):
     """The engine died, closed its output, did not answer in time, or broke the protocol."""
 
@@ -131,20 +157,27 @@ class UsiEngine:
         offered = any(a == "var" and b == "shogi" for a, b in zip(words, words[1:]))
         return "shogi" if offered else None
 
+    # Each reader closes its own pipe at its end: close() must not, since closing a pipe
+    # another thread is reading waits for that read, and a process the engine started (a
+    # wrapper script's engine, which kill() does not reach) may keep the pipe open for good.
     def _read_stdout(self) -> None:
         try:
-            for line in self.proc.stdout:
-                self._lines.put(line.rstrip("\r\n"))
-        except (OSError, ValueError):  # closed by close() or undecodable output
+            for line in _lines_of(self.proc.stdout):
+                self._lines.put(line)
+        except (OSError, ValueError):  # undecodable output
             pass
+        finally:
+            _close(self.proc.stdout)
         self._lines.put(None)  # end of output
 
     def _read_stderr(self) -> None:
         try:
-            for line in self.proc.stderr:
-                self.stderr_tail.append(line.rstrip("\r\n"))
+            for line in _lines_of(self.proc.stderr):
+                self.stderr_tail.append(line)
         except (OSError, ValueError):
             pass
+        finally:
+            _close(self.proc.stderr)
 
     def _failure(self, what: str, doing: str) -> EngineError:
         """An EngineError saying what happened while `doing`, with the exit code and stderr."""
@@ -156,7 +189,7 @@ class UsiEngine:
                 code = None
         exited = f", exit code {code}" if code is not None else ""
         time.sleep(0.05)  # let the stderr reader catch the last lines
-        tail = " | ".join(list(self.stderr_tail)[-5:])
+        tail = " | ".join(line[:300] for line in list(self.stderr_tail)[-5:])  # one readable line
         return EngineError(f"usi: the engine {self.name!r} {what} while {doing}{exited}"
                            + (f"; its stderr ends: {tail}" if tail else ""))
 
@@ -170,7 +203,12 @@ class UsiEngine:
     def _line(self, doing: str, deadline: float, limit: float) -> str:
         wait = deadline - time.monotonic()
         try:
-            line = self._lines.get(timeout=max(wait, 0.0))
+            # past the deadline no line is read, though some are waiting: an engine that
+            # keeps writing lines that are not the answer (garbage, endless info) must time
+            # out too, not keep its caller reading forever
+            if wait <= 0:
+                raise queue.Empty
+            line = self._lines.get(timeout=wait)
         except queue.Empty:
             raise self._failure(f"did not answer within {limit:g} s", doing) from None
         if line is None:
@@ -252,11 +290,7 @@ class UsiEngine:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            try:
-                f.close()
-            except (OSError, ValueError):
-                pass
+        _close(self.proc.stdin)  # stdout and stderr: by their readers
 
     def kill(self) -> None:
         """Ends the process now (an interrupted run)."""

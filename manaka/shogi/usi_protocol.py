@@ -22,6 +22,9 @@ __all__ = ["Option", "UsiEngine", "GoLimits", "think_time", "parse_position"]
 
 # A bare ``go`` (no limits at all) thinks this long, so that it cannot hang a caller.
 DEFAULT_MOVETIME_MS = 1000
+# The largest number a ``go`` argument may have (a signed 64-bit integer, what C engines
+# read): a larger one would overflow the float arithmetic of think_time.
+MAX_GO_VALUE = 2 ** 63 - 1
 
 
 @dataclass
@@ -82,8 +85,8 @@ class GoLimits:
                 i += 1
             elif word in numbers and i + 1 < len(args):
                 value = int(args[i + 1])  # ValueError: reported by the caller
-                if value < 0:
-                    raise ValueError(f"go: {word} must be >= 0, got {value}")
+                if not 0 <= value <= MAX_GO_VALUE:
+                    raise ValueError(f"go: {word} must be in [0, 2^63-1], got {value}")
                 setattr(limits, word, value)
                 i += 2
             else:
@@ -131,8 +134,34 @@ def parse_position(args: List[str]) -> Game:
         try:
             game.play(usi_to_move(m))
         except ValueError as e:
-            raise ValueError(f"move {n + 1}: {e}") from None
+            raise ValueError(f"move {n + 1} ({m[:20]}): {e}") from None  # the text sent: the C core names move16
     return game
+
+
+# The bytes of a command line that are read: a longer one (no USI command is: a position
+# of thousands of moves is a few tens of kB) is dropped with an info string, so that input
+# with no line end cannot grow one line until memory runs out.
+MAX_LINE_BYTES = 1 << 22
+
+
+def _stdin_lines():
+    """stdin's lines decoded as UTF-8 whatever the locale, a byte that is not UTF-8 (a GUI's
+    Shift-JIS option value) as U+FFFD: a UnicodeDecodeError would end the engine. USI's own
+    words, positions and moves are ASCII. A line over MAX_LINE_BYTES is read to its end and
+    given as the unknown command 'overlong'."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text stream set by the caller (tests): already decoded
+        yield from sys.stdin
+        return
+    while True:
+        raw = stream.readline(MAX_LINE_BYTES)
+        if not raw:
+            return
+        if len(raw) == MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):
+                raw = stream.readline(MAX_LINE_BYTES)
+            raw = f"overlong line (over {MAX_LINE_BYTES} bytes)".encode()
+        yield raw.decode("utf-8", "replace")
 
 
 class UsiEngine:
@@ -153,6 +182,7 @@ class UsiEngine:
         self._hold = threading.Event()     # set while bestmove must wait (infinite / ponder)
         self._answered = threading.Event()  # set when the search thread has sent bestmove
         self._limits: Optional[GoLimits] = None
+        self._side = 0  # the side to move of the searched position (self.game may change meanwhile)
         self._started = 0.0
 
     # ------------------------------------------------------------------ output
@@ -166,7 +196,12 @@ class UsiEngine:
 
     # ------------------------------------------------------------------ loop
     def run(self, lines=None) -> int:
-        for line in (lines if lines is not None else sys.stdin):
+        if lines is None:
+            lines = _stdin_lines()
+            if self.out is sys.stdout and hasattr(self.out, "reconfigure"):
+                # an echoed line (info string) in a character the locale cannot write
+                self.out.reconfigure(errors="backslashreplace")
+        for line in lines:
             if not self.command(line):
                 break
         self._stop_search()
@@ -239,8 +274,8 @@ class UsiEngine:
             self.info("no position was set (or it was refused): resigning")
             self.send("bestmove resign")
             return
-        self._started = time.monotonic()
-        seconds = None if limits.ponder else think_time(limits, self.game.position.side, self.margin_ms)
+        self._started, self._side = time.monotonic(), self.game.position.side
+        seconds = None if limits.ponder else think_time(limits, self._side, self.margin_ms)
         self._budget = Budget(nodes=limits.nodes, deadline=None if seconds is None else self._started + seconds)
         self._limits = limits
         if limits.infinite or limits.ponder:
@@ -258,8 +293,9 @@ class UsiEngine:
         if not self._searching() or self._limits is None or not self._limits.ponder:
             return
         self._started = time.monotonic()
-        seconds = think_time(GoLimits(**{**self._limits.__dict__, "ponder": False}),
-                             self.game.position.side, self.margin_ms)
+        # the clock of the position being searched: a ``position`` or ``usinewgame`` sent
+        # during the ponder has cleared self.game, not the search
+        seconds = think_time(GoLimits(**{**self._limits.__dict__, "ponder": False}), self._side, self.margin_ms)
         self._budget.deadline = None if seconds is None else self._started + seconds
         if not self._limits.infinite:
             self._hold.clear()

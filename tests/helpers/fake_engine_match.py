@@ -2,8 +2,13 @@
 ``python fake_engine_match.py MODE [SEED]``. MODE: random (a uniformly random legal move),
 first (the first legal move), resign (always resigns), illegal (a move that is never legal
 at the start: 5e5d), hang (never answers go), crash (exits on go), slow (answers after 2 s),
-win (declares a win by entering king at once)."""
+win (declares a win by entering king at once), flood (answers go with info lines without
+end, never bestmove), flood-usi (answers usi with other lines without end, never usiok),
+wrapper (like a wrapper script whose engine hangs: at isready it starts a process that keeps
+its stdout and stderr open for 20 s, and never answers), no-newline (answers usi with output
+that has no line end, without end, on stdout and stderr)."""
 import random
+import subprocess
 import sys
 import time
 
@@ -16,8 +21,18 @@ for line in sys.stdin:
     words = line.split()
     if not words:
         continue
+    if words[0] == "usi" and mode == "flood-usi":
+        while True:
+            print("this is not usiok", flush=True)
+    if words[0] == "usi" and mode == "no-newline":
+        while True:
+            sys.stdout.write("x" * 65536)
+            sys.stderr.write("y" * 65536)
     if words[0] == "usi":
         print(f"id name fake-{mode}\nid author tests\nusiok", flush=True)
+    elif words[0] == "isready" and mode == "wrapper":
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(20)"], stdin=subprocess.DEVNULL)
+        time.sleep(600)
     elif words[0] == "isready":
         print("readyok", flush=True)
     elif words[0] == "position":
@@ -28,6 +43,9 @@ for line in sys.stdin:
             sys.exit(3)
         if mode == "hang":
             continue
+        if mode == "flood":
+            while True:
+                print("info depth 1 nodes 1 score cp 0 pv 7g7f", flush=True)
         if mode == "slow":
             time.sleep(2)
         if mode == "resign" or not moves:

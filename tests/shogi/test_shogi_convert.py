@@ -210,3 +210,35 @@ def test_a_game_with_an_illegal_move_is_left_out_and_reported(tmp_path, capsys):
     records = np.fromfile(out, cshogi.HuffmanCodedPosAndEval)
     assert len(records) == len(good)
     assert list(records["bestMove16"]) == [cshogi.move16(m) for m in good]
+
+
+def csa_from_board(rows, move):
+    """A CSA game from a board of CSA rows (rank 1 first, file 9 first, ' * ' for empty) and one move."""
+    lines = ["V2.2"] + [f"P{r + 1}" + "".join(row) for r, row in enumerate(rows)] + ["+", move, "%TORYO", ""]
+    return "\n".join(lines)
+
+
+def test_a_game_from_a_position_that_is_not_legal_is_left_out_and_reported(tmp_path, capsys):
+    # cshogi parses these boards and encoded them as records of another position (a third
+    # king became a pawn in hand) or records the loader refuses, and the conversion said
+    # they were written
+    empty = [[" * "] * 9 for _ in range(9)]
+    three_kings = [row[:] for row in empty]
+    three_kings[0][4], three_kings[8][0], three_kings[8][4] = "-OU", "+OU", "+OU"
+    pawn_on_rank_1 = [row[:] for row in empty]
+    pawn_on_rank_1[0][0], pawn_on_rank_1[0][4], pawn_on_rank_1[8][4] = "+FU", "-OU", "+OU"
+    (tmp_path / "kings.csa").write_text(csa_from_board(three_kings, "+5958OU"))
+    (tmp_path / "pawn.csa").write_text(csa_from_board(pawn_on_rank_1, "+5958OU"))
+    good = random_game(5, 16)
+    write_csa(tmp_path / "good.csa", good)
+    out = tmp_path / "out.hcpe"
+    code, said, err = run(capsys, out, tmp_path / "kings.csa", tmp_path / "pawn.csa", tmp_path / "good.csa")
+    assert code == 0, err
+    assert "kings.csa: game 1 of 1: the starting position is not legal" in err and "one king" in err, err
+    assert "pawn.csa: game 1 of 1: the starting position is not legal" in err and "never move" in err, err
+    assert f"wrote {len(good)} positions of 1 games" in said and "2 games left out" in said, said
+    records = np.fromfile(out, cshogi.HuffmanCodedPosAndEval)
+    assert list(records["bestMove16"]) == [cshogi.move16(m) for m in good]
+    # alone, nothing is converted: refused, nothing written
+    code, _, err = run(capsys, tmp_path / "none.hcpe", tmp_path / "kings.csa")
+    assert code != 0 and "no position was converted" in err and not (tmp_path / "none.hcpe").exists()

@@ -6,6 +6,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -128,6 +129,65 @@ def test_timeout_and_crash_lose_and_the_engine_is_restarted():
     # a crash with time to spare (a process's exit can take longer than 0.4 s on a loaded machine)
     records = run_match(fake("random"), fake("crash"), 2, Clock(byoyomi=5000), openings=(0, 0), report=None)
     assert tally(records) == (2, 0, 0) and {r.reason for r in records} == {"engine died"}
+
+
+def test_an_engine_that_floods_its_output_times_out():
+    # lines kept coming faster than the deadline was checked: the runner read them forever
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [sys.executable, "-m", "manaka.shogi", "match", f"{sys.executable} {FAKE} flood", f"{sys.executable} {FAKE} random",
+           "--games", "2", "--byoyomi", "300", "--grace", "100", "--openings", "0"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "2 games, +0 =0 -2" in done.stdout and "endings: timeout 2" in done.stdout, done.stdout
+    handshake = (f"from manaka.shogi.usi_client import UsiEngine\n"
+                 f"UsiEngine({[sys.executable, FAKE, 'flood-usi']!r}, timeout=1, start_timeout=1)")
+    done = subprocess.run([sys.executable, "-c", handshake], capture_output=True, text=True, timeout=30, cwd=ROOT,
+                          env=env)
+    assert done.returncode != 0 and "did not answer within 1 s while waiting for usiok" in done.stderr, done.stderr
+
+
+def test_an_engine_whose_child_keeps_its_pipes_open_times_out():
+    # a wrapper script's engine that hangs: kill() ends the script, not the engine, which
+    # keeps the pipes open; closing them waited for it (for ever)
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    handshake = (f"from manaka.shogi.usi_client import UsiEngine\n"
+                 f"UsiEngine({[sys.executable, FAKE, 'wrapper']!r}, timeout=1, start_timeout=1)")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", handshake], capture_output=True, text=True, timeout=30, cwd=ROOT,
+                          env=env)
+    assert done.returncode != 0 and "did not answer within 1 s while waiting for readyok" in done.stderr, done.stderr
+    assert time.monotonic() - started < 15, "close() waited for the engine's child (it lives 20 s)"
+
+
+def test_an_engine_whose_output_has_no_line_end_times_out_in_bounded_memory():
+    # the reader made one line of all the output (cat /dev/zero as an engine: gigabytes a
+    # second); under an address-space limit 1 GB over the start, a MemoryError in the reader
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    handshake = ("import resource\n"
+                 "from manaka.shogi.usi_client import UsiEngine\n"
+                 "vm = int(open('/proc/self/status').read().split('VmSize:')[1].split()[0]) * 1024\n"
+                 "resource.setrlimit(resource.RLIMIT_AS, (vm + (1 << 30), resource.RLIM_INFINITY))\n"
+                 f"UsiEngine({[sys.executable, FAKE, 'no-newline']!r}, timeout=3, start_timeout=3)")
+    done = subprocess.run([sys.executable, "-c", handshake], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          env=env)
+    assert "did not answer within 3 s while waiting for usiok" in done.stderr, done.stderr[-2000:]
+    assert "MemoryError" not in done.stderr and done.stderr.count("Traceback") == 1, done.stderr[-2000:]
+    assert len(done.stderr.splitlines()[-1]) < 2000  # the engine's stderr tail is cut too
+
+
+def test_a_bad_engine_command_or_option_is_a_usage_error():
+    # an empty command and unbalanced quotes were a ValueError traceback at the first game;
+    # --option-a NAME (no =) set the option to the empty string, silently
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    good = f"{sys.executable} {FAKE} random"
+    for argv, said in (([" ", good], "ENGINE_A is an empty command"),
+                       ([good, "python 'engine"], "ENGINE_B \"python 'engine\": No closing quotation"),
+                       ([good, good, "--option-a", "Threads"], "--option-a expects NAME=VALUE, got 'Threads'"),
+                       ([good, good, "--option-b", "=4"], "--option-b expects NAME=VALUE, got '=4'")):
+        done = subprocess.run([sys.executable, "-m", "manaka.shogi", "match", *argv, "--games", "2"],
+                              capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.splitlines()[-1] == f"python -m manaka.shogi match: error: {said}", done.stderr
 
 
 def test_random_games_end_by_the_rules(tmp_path):

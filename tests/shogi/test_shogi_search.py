@@ -142,3 +142,18 @@ def test_think_time():
     for bad in ("btime", "nodes x", "depth 3", "byoyomi -1"):
         with pytest.raises(ValueError):
             GoLimits.parse(bad.split())
+
+
+def test_puct_ends_at_its_node_limit_without_a_budget(model):
+    # go infinite: no node or time budget; the tree (Python objects, about 3.5 kB a node)
+    # grew until the machine ran out of memory
+    evaluate = search.Evaluator(model)
+    pos = parse_sfen(shogi.STARTING_SFEN)
+    assert search.PuctSearch(evaluate).node_limit == search.NODE_LIMIT
+    result = search.PuctSearch(evaluate, batch_size=8, node_limit=50)(pos, search.Budget())
+    assert result.nodes == 50 and result.move in [int(m) for m in analyse(pos)[1]]
+    # a node budget under the limit is kept exactly; one over it stops at the limit
+    assert search.PuctSearch(evaluate, batch_size=8, node_limit=50)(pos, search.Budget(nodes=20)).nodes == 20
+    assert search.PuctSearch(evaluate, batch_size=8, node_limit=50)(pos, search.Budget(nodes=90)).nodes == 50
+    with pytest.raises(ValueError, match="node_limit must be >= 1"):
+        search.PuctSearch(evaluate, node_limit=0)

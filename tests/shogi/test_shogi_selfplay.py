@@ -456,3 +456,20 @@ def test_fairy_stockfish(tmp_path):
         path.parent.mkdir()
         run(path, 3, sp.Settings(**{**st.__dict__, "fresh_engine": True}), workers=workers)
     assert files_of(tmp_path / "fresh1" / "f.hcpe") == files_of(tmp_path / "fresh2" / "f.hcpe")
+
+
+def test_a_run_that_wrote_no_game_does_not_bind_its_settings(tmp_path):
+    # an engine command with a typo fails before any game, but its settings were kept and
+    # the corrected command refused ("holds games made with other settings"), though --out
+    # held no game: only deleting the three files by hand let it run
+    out = tmp_path / "x.hcpe"
+    with pytest.raises(EngineError, match="cannot start the engine"):
+        run(out, 2, settings(engine=str(tmp_path / "no-such-engine")))
+    assert games_index(out) == [] and out.stat().st_size == 0
+    stats, played, lines = run(out, 2, settings())
+    assert len(played) == 2 and games_index(out) and any("holds no game yet" in l for l in lines), lines
+    # once it holds games, other settings are refused again, the files untouched
+    before = files_of(out)
+    with pytest.raises(ValueError, match="holds games made with other settings"):
+        run(out, 3, settings(engine=str(tmp_path / "no-such-engine")))
+    assert files_of(out) == before

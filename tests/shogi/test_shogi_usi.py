@@ -230,6 +230,10 @@ def test_malformed_commands_are_ignored_with_an_info_string(model_file):
             e.send("isready")
             lines = e.wait_for("readyok", 30)
             assert any(l.startswith("info string ignored") for l in lines), (line, lines)
+        # the refused move is named as it was sent, not as the C core's move16
+        e.send("position startpos moves 7g7f 3c3d 7g7f")
+        e.send("isready")
+        assert any(l.startswith("info string ignored position: move 3 (7g7f):") for l in e.wait_for("readyok", 30))
         # a refused position leaves no position to play: resign rather than play an old one
         e.send("position startpos")
         e.send("position startpos moves 5a5b")
@@ -316,3 +320,121 @@ def test_heuristic_engine_mates_captures_and_is_legal():
         assert bestmove(e, "go byoyomi 100")[0] == "resign"
     finally:
         e.close()
+
+
+def test_a_go_number_too_large_for_the_clock_is_refused_and_answered(model_file):
+    # 10^400 ms overflowed think_time's float division (OverflowError: the engine exited)
+    e = engine(model_file)
+    try:
+        e.start()
+        for go in ("go btime " + "1" + "0" * 400 + " wtime 1000", "go nodes " + str(2 ** 63)):
+            e.send("position startpos")
+            move, lines = bestmove(e, go)
+            assert any(l.startswith("info string go:") and "2^63-1" in l and "instead" in l for l in lines), lines
+            assert move in legal_usi(shogi.STARTING_SFEN), (go, lines)
+        e.send("position startpos")
+        assert bestmove(e, "go btime " + str(2 ** 63 - 1) + " wtime 0 nodes 8")[0] in legal_usi(shogi.STARTING_SFEN)
+        e.ready()
+    finally:
+        e.close()
+    assert e.proc.returncode == 0
+
+
+@pytest.mark.parametrize("between", ["position startpos moves 7g7f 3c3d", "usinewgame"])
+def test_ponderhit_after_a_position_sent_during_the_ponder(model_file, between):
+    # the command clears the engine's game (refused during the search, or a new game); the
+    # ponderhit used to read that game's side to move (AttributeError: the engine exited)
+    e = engine(model_file)
+    try:
+        e.start()
+        e.send("position startpos moves 7g7f")
+        e.send("go ponder btime 0 wtime 0 byoyomi 100")
+        e.send(between)
+        e.send("ponderhit")
+        lines = e.wait_for("bestmove", 10.0)
+        assert lines[-1].split()[1] in legal_usi(cshogi_sfen_after(["7g7f"])), lines
+        e.ready()
+    finally:
+        e.close()
+    assert e.proc.returncode == 0
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "ascii"])
+def test_a_line_the_locale_cannot_decode_is_ignored_not_fatal(model_file, encoding):
+    # a GUI's Shift-JIS option name (テスト) under a UTF-8 or ASCII locale: a
+    # UnicodeDecodeError ended the engine, and an echo the locale cannot write would too
+    sjis = "setoption name テスト value 1".encode("shift_jis")
+    utf8 = "setoption name テスト value 2".encode("utf-8")
+    done = subprocess.run([sys.executable, "-m", "manaka.shogi", "usi", "--model", model_file, "--threads", "1"],
+                          input=b"usi\n" + sjis + b"\n" + utf8 + b"\nisready\nposition startpos\ngo nodes 4\n",
+                          capture_output=True, timeout=60, cwd=ROOT,
+                          env={**os.environ, "PYTHONIOENCODING": encoding,
+                               "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+    lines = done.stdout.decode(encoding).splitlines()
+    assert sum(l.startswith("info string ignored setoption: no option") for l in lines) == 2, lines
+    assert "readyok" in lines and lines[-1].split()[1] in legal_usi(shogi.STARTING_SFEN), lines
+
+
+def test_go_infinite_ends_its_search_at_the_node_limit(model_file):
+    # the tree of go infinite grew without bound (out of memory in a long analysis); the
+    # search now ends at NodeLimit, and bestmove still waits for stop
+    e = engine(model_file)
+    try:
+        e.send("usi")
+        assert "option name NodeLimit type spin default 1000000 min 1 max 100000000" in e.wait_for("usiok", 60)
+        e.send("setoption name NodeLimit value 200")
+        e.ready()
+        e.send("position startpos")
+        e.send("go infinite")
+        time.sleep(3.0)  # the tiny model makes far more than 200 playouts in 3 s
+        e.send("stop")
+        lines = e.wait_for("bestmove", 10.0)
+        nodes = [int(l.split(" nodes ")[1].split()[0]) for l in lines if l.startswith("info depth")]
+        assert nodes and nodes[-1] == 200, lines
+        assert lines[-1].split()[1] in legal_usi(shogi.STARTING_SFEN)
+    finally:
+        e.close()
+
+
+def test_input_with_no_line_end_is_read_in_bounded_memory(model_file):
+    # a 400 MB line (cat /dev/zero | engine, without end): read whole, it ended the engine
+    # with a MemoryError under an address-space limit 640 MB over none (the engine uses ~280)
+    def limit():
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (640 << 20, resource.RLIM_INFINITY))
+
+    proc = subprocess.Popen([sys.executable, "-m", "manaka.shogi", "usi", "--model", model_file, "--threads", "1"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                            preexec_fn=limit,
+                            env={**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")})
+
+    def feed():
+        try:
+            chunk = b"x" * (1 << 20)
+            for _ in range(400):
+                proc.stdin.write(chunk)
+            proc.stdin.write(b"\nisready\nposition startpos\ngo nodes 4\n")
+            proc.stdin.close()
+        except OSError:  # the engine died
+            pass
+
+    threading.Thread(target=feed, daemon=True).start()
+    out = proc.stdout.read()  # to the engine's exit (stderr: a traceback at most)
+    err = proc.stderr.read()
+    proc.wait(60)
+    lines = out.decode().splitlines()
+    assert proc.returncode == 0 and b"Traceback" not in err, err[-2000:]
+    assert lines[0].startswith("info string ignored unknown command: overlong line"), lines
+    assert "readyok" in lines and lines[-1].split()[1] in legal_usi(shogi.STARTING_SFEN), lines
+
+
+@pytest.mark.parametrize("size", ["0", "4097", "1000000"])
+def test_a_batch_size_outside_the_options_range_is_a_usage_error(model_file, size):
+    # --batch-size 1000000 was taken: a batch ends after that many playouts or collisions,
+    # whatever the clock, so a 0.5 s byoyomi was answered after 10 s
+    done = subprocess.run([sys.executable, "-m", "manaka.shogi", "usi", "--model", model_file, "--batch-size", size],
+                          input="usi\nquit\n", capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr, done
+    assert done.stderr.splitlines()[-1].endswith(f"--batch-size must be in [1, 4096], got {size}"), done.stderr
