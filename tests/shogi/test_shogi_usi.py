@@ -1,5 +1,6 @@
 """python -m manaka.shogi usi / heuristic: the USI engines driven through a real subprocess
 (a tiny model saved to a temporary file); every bestmove checked legal with cshogi."""
+import contextlib
 import os
 import queue
 import subprocess
@@ -91,6 +92,20 @@ def model_file(tmp_path_factory):
 def engine(model_file, *args):
     e = EngineProcess([sys.executable, "-m", "manaka.shogi", "usi", "--model", model_file, "--threads", "1", *args])
     return e
+
+
+@contextlib.contextmanager
+def started_engine(model_file, *args):
+    """An engine past `usi`; after the body, `isready` is answered and `quit` ends it with
+    exit code 0."""
+    e = engine(model_file, *args)
+    try:
+        e.start()
+        yield e
+        e.ready()
+    finally:
+        e.close()
+    assert e.proc.returncode == 0
 
 
 def bestmove(e, go="go nodes 16", timeout=60.0):
@@ -324,9 +339,7 @@ def test_heuristic_engine_mates_captures_and_is_legal():
 
 def test_a_go_number_too_large_for_the_clock_is_refused_and_answered(model_file):
     # 10^400 ms overflowed think_time's float division (OverflowError: the engine exited)
-    e = engine(model_file)
-    try:
-        e.start()
+    with started_engine(model_file) as e:
         for go in ("go btime " + "1" + "0" * 400 + " wtime 1000", "go nodes " + str(2 ** 63)):
             e.send("position startpos")
             move, lines = bestmove(e, go)
@@ -334,29 +347,19 @@ def test_a_go_number_too_large_for_the_clock_is_refused_and_answered(model_file)
             assert move in legal_usi(shogi.STARTING_SFEN), (go, lines)
         e.send("position startpos")
         assert bestmove(e, "go btime " + str(2 ** 63 - 1) + " wtime 0 nodes 8")[0] in legal_usi(shogi.STARTING_SFEN)
-        e.ready()
-    finally:
-        e.close()
-    assert e.proc.returncode == 0
 
 
 @pytest.mark.parametrize("between", ["position startpos moves 7g7f 3c3d", "usinewgame"])
 def test_ponderhit_after_a_position_sent_during_the_ponder(model_file, between):
     # the command clears the engine's game (refused during the search, or a new game); the
     # ponderhit used to read that game's side to move (AttributeError: the engine exited)
-    e = engine(model_file)
-    try:
-        e.start()
+    with started_engine(model_file) as e:
         e.send("position startpos moves 7g7f")
         e.send("go ponder btime 0 wtime 0 byoyomi 100")
         e.send(between)
         e.send("ponderhit")
         lines = e.wait_for("bestmove", 10.0)
         assert lines[-1].split()[1] in legal_usi(cshogi_sfen_after(["7g7f"])), lines
-        e.ready()
-    finally:
-        e.close()
-    assert e.proc.returncode == 0
 
 
 @pytest.mark.parametrize("encoding", ["utf-8", "ascii"])
