@@ -120,6 +120,38 @@ class _Seat:
             self.discard()
 
 
+# go arguments --go-a / --go-b may carry: each with an integer value and its least value.
+# "infinite" and "ponder" are not among them: a match never sends stop or ponderhit, so such
+# a search would only end at --move-timeout and lose the game.
+GO_LIMITS = {"nodes": 1, "depth": 1, "movetime": 1, "mate": 1, "byoyomi": 0, "btime": 0, "wtime": 0,
+             "binc": 0, "winc": 0}
+GO_BOUNDS = ("nodes", "depth", "movetime", "mate", "byoyomi", "btime", "wtime")
+
+
+def go_args_problem(text: str) -> Optional[str]:
+    """Why `text` cannot be sent after "go" as every move's limit, or None: each word a known
+    limit followed by an integer at least its least value (up to 2^63 - 1, once each), and at
+    least one of them bounding the search."""
+    words, seen = text.split(), set()
+    if not words:
+        return "is empty: give a limit, e.g. 'nodes 100'"
+    for i in range(0, len(words), 2):
+        key = words[i]
+        if key not in GO_LIMITS:
+            return f"has {key!r} where a limit is expected (one of {', '.join(GO_LIMITS)})"
+        if key in seen:
+            return f"gives {key} twice"
+        seen.add(key)
+        value = words[i + 1] if i + 1 < len(words) else None
+        if value is None or not value.lstrip("-").isdigit():
+            return f"needs an integer after {key}, got {value!r}"
+        if not GO_LIMITS[key] <= int(value) < 2**63:
+            return f"needs {key} >= {GO_LIMITS[key]} (and below 2^63), got {value}"
+    if not seen & set(GO_BOUNDS):
+        return f"bounds no search (give one of {', '.join(GO_BOUNDS)})"
+    return None
+
+
 def _go_args(player: Player, clock: Clock, left: List[int]) -> str:
     """The go arguments for a move with `left` ms on the clocks."""
     if player.go is not None:
@@ -292,6 +324,10 @@ def main(argv=None) -> int:
                                ("--seed", args.seed, 0)):
         if value is not None and value < low:
             p.error(f"{option} must be >= {low}, got {value}")
+    for option, value in (("--go-a", args.go_a), ("--go-b", args.go_b)):
+        problem = go_args_problem(value) if value is not None else None
+        if problem:
+            p.error(f"{option} {value!r} {problem}")
     if not args.move_timeout > 0 or args.move_timeout == float("inf"):
         p.error(f"--move-timeout must be a finite number of seconds > 0, got {args.move_timeout}")
     # refused before the match, not once its games are played and would be lost
@@ -299,6 +335,12 @@ def main(argv=None) -> int:
         p.error(f"--json {args.json} is a folder; give a file path")
     if args.json and os.path.lexists(args.json) and not args.force:
         p.error(f"--json {args.json} exists; pass --force to replace it")
+    if args.json:
+        folder = os.path.dirname(os.path.abspath(args.json))
+        if not os.path.isdir(folder):
+            p.error(f"--json {args.json}: the folder {folder} does not exist")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            p.error(f"--json {args.json}: the folder {folder} is not writable")
     if args.nodes is None and args.time is None and args.byoyomi is None and args.inc is None:
         args.byoyomi = 1000
     # refused now, not as a traceback when the first game starts the engine

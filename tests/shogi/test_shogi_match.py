@@ -15,7 +15,8 @@ cshogi = pytest.importorskip("cshogi")
 
 from manaka.shogi import elo  # noqa: E402
 from manaka.shogi.game import Game  # noqa: E402
-from manaka.shogi.match import Clock, Player, adjudicate, random_opening, run_match, summary, tally  # noqa: E402
+from manaka.shogi.match import (Clock, Player, adjudicate, go_args_problem, random_opening, run_match, summary,  # noqa: E402
+                                 tally)
 from manaka.shogi.position import move_to_usi, usi_to_move  # noqa: E402
 
 from paths import HELPERS, ROOT  # noqa: E402
@@ -183,11 +184,36 @@ def test_a_bad_engine_command_or_option_is_a_usage_error():
     for argv, said in (([" ", good], "ENGINE_A is an empty command"),
                        ([good, "python 'engine"], "ENGINE_B \"python 'engine\": No closing quotation"),
                        ([good, good, "--option-a", "Threads"], "--option-a expects NAME=VALUE, got 'Threads'"),
-                       ([good, good, "--option-b", "=4"], "--option-b expects NAME=VALUE, got '=4'")):
+                       ([good, good, "--option-b", "=4"], "--option-b expects NAME=VALUE, got '=4'"),
+                       # go arguments were sent as given: "go nodes -5", or "go infinite", which
+                       # only ends at --move-timeout since a match never sends stop
+                       ([good, good, "--go-a", "nodes -5"],
+                        "--go-a 'nodes -5' needs nodes >= 1 (and below 2^63), got -5"),
+                       ([good, good, "--go-b", "infinite"], "--go-b 'infinite' has 'infinite' where a limit is "
+                        "expected (one of nodes, depth, movetime, mate, byoyomi, btime, wtime, binc, winc)"),
+                       # a missing folder was found only when the match's end wrote its games
+                       ([good, good, "--json", "/nonexistent-folder/m.json"],
+                        "--json /nonexistent-folder/m.json: the folder /nonexistent-folder does not exist")):
         done = subprocess.run([sys.executable, "-m", "manaka.shogi", "match", *argv, "--games", "2"],
                               capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert done.stderr.splitlines()[-1] == f"python -m manaka.shogi match: error: {said}", done.stderr
+
+
+@pytest.mark.parametrize("text,problem", [
+    ("", "is empty: give a limit, e.g. 'nodes 100'"),
+    ("nodes", "needs an integer after nodes, got None"),
+    ("nodes 1e3", "needs an integer after nodes, got '1e3'"),
+    ("nodes 0", "needs nodes >= 1 (and below 2^63), got 0"),
+    (f"nodes {2**63}", f"needs nodes >= 1 (and below 2^63), got {2**63}"),
+    ("nodes 100 nodes 5", "gives nodes twice"),
+    ("ponder nodes 5", "has 'ponder' where a limit is expected"),
+    ("binc 100 winc 100", "bounds no search (give one of nodes, depth, movetime, mate, byoyomi, btime, wtime)"),
+    ("nodes 100", None), ("depth 3 movetime 500", None), ("btime 0 wtime 0 byoyomi 1000", None),
+    (f"nodes {2**63 - 1}", None)])
+def test_go_arguments_are_checked(text, problem):
+    got = go_args_problem(text)
+    assert got == problem if problem is None else got.startswith(problem), got
 
 
 def test_random_games_end_by_the_rules(tmp_path):
