@@ -14,8 +14,9 @@ RECIPE: Dict[str, Any] = {
     # piece that moves and whether another of ours attacks its destination, read through
     # the move kind table (ModelConfig.move_kinds = 28)
     "moves": "capture-defended-check-escape-mover-supported",
-    # model shapes (the token vocabulary is the encoding's; the move vocabulary the move encoding's)
-    "embed_dim": 32, "orders": 4, "pair_dim": 1, "hidden": (512,), "head_width": 64,
+    # model shapes (the token vocabulary is the encoding's; the move vocabulary the move encoding's);
+    # pair_dim 4: four numbers per (piece, square) pair instead of one, for the value head
+    "embed_dim": 32, "orders": 4, "pair_dim": 4, "hidden": (512,), "head_width": 64,
     # move classes of the move-pair table (ModelConfig.move_pairs): a scalar per (token of the
     # side to move, dlshogi label) added to each legal move's logit; 0: none
     "move_pairs": 2187,
