@@ -33,6 +33,11 @@ MATE_SCORE = 32000
 # one line until memory runs out.
 MAX_LINE = 1 << 16
 
+# The output lines read ahead of the caller. Past this the reader waits, and so does an
+# engine that floods its output (its pipe fills): at most MAX_QUEUED x MAX_LINE characters
+# are held, where an unbounded queue grew by ~1 GB over a 60 s move timeout.
+MAX_QUEUED = 1024
+
 
 def _lines_of(stream):
     """`stream`'s lines without their line ends, each cut at MAX_LINE characters."""
@@ -117,13 +122,15 @@ class UsiEngine:
         self.timeout = float(timeout)
         self.start_timeout = max(float(start_timeout), self.timeout)
         self.stderr_tail: collections.deque = collections.deque(maxlen=20)
-        self._lines: "queue.Queue[Optional[str]]" = queue.Queue()
+        self._lines: "queue.Queue[Optional[str]]" = queue.Queue(MAX_QUEUED)
+        self._closed = threading.Event()  # close(): a reader waiting on a full queue gives up
         try:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)
         except OSError as e:
             raise EngineError(f"usi: cannot start the engine {self.name!r}: {e}") from e
-        threading.Thread(target=self._read_stdout, daemon=True).start()
+        self._reader = threading.Thread(target=self._read_stdout, daemon=True)
+        self._reader.start()
         threading.Thread(target=self._read_stderr, daemon=True).start()
         self.options: Dict[str, str] = {}  # name -> the rest of its "option name" line
         self.engine_name = ""
@@ -163,12 +170,24 @@ class UsiEngine:
     def _read_stdout(self) -> None:
         try:
             for line in _lines_of(self.proc.stdout):
-                self._lines.put(line)
+                if not self._queue(line):
+                    break
         except (OSError, ValueError):  # undecodable output
             pass
         finally:
             _close(self.proc.stdout)
-        self._lines.put(None)  # end of output
+        self._queue(None)  # end of output
+
+    def _queue(self, line: Optional[str]) -> bool:
+        """Puts `line` once the queue has room; False (dropped) once close() was called, so
+        that a reader of a flooding engine never waits for good on a queue nobody reads."""
+        while True:
+            try:
+                self._lines.put(line, timeout=0.1)
+                return True
+            except queue.Full:
+                if self._closed.is_set():
+                    return False
 
     def _read_stderr(self) -> None:
         try:
@@ -212,7 +231,7 @@ class UsiEngine:
         except queue.Empty:
             raise self._failure(f"did not answer within {limit:g} s", doing) from None
         if line is None:
-            self._lines.put(None)  # stay at the end for any later read
+            self._lines.put_nowait(None)  # stay at the end for any later read (just taken: room)
             raise self._failure("closed its output", doing)
         return line
 
@@ -279,6 +298,7 @@ class UsiEngine:
 
     def close(self) -> None:
         """``quit``, then the process is killed if it has not exited within 2 s."""
+        self._closed.set()
         if self.proc.poll() is None:
             try:
                 self.proc.stdin.write("quit\n")
@@ -294,6 +314,7 @@ class UsiEngine:
 
     def kill(self) -> None:
         """Ends the process now (an interrupted run)."""
+        self._closed.set()
         if self.proc.poll() is None:
             self.proc.kill()
 

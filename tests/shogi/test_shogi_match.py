@@ -147,6 +147,23 @@ def test_an_engine_that_floods_its_output_times_out():
     assert done.returncode != 0 and "did not answer within 1 s while waiting for usiok" in done.stderr, done.stderr
 
 
+def test_a_flooding_engine_is_read_into_a_bounded_queue_and_its_reader_ends_at_close():
+    # the queue of read lines was unbounded: a flooding engine grew it by ~1 GB over a 60 s
+    # move timeout, and a bounded queue must not keep its reader waiting once nobody reads
+    from manaka.shogi import usi_client
+    engine = usi_client.UsiEngine([sys.executable, FAKE, "flood"], timeout=1, start_timeout=30)
+    engine._send("position startpos")
+    engine._send("go nodes 1")
+    deadline = time.monotonic() + 20
+    while engine._lines.qsize() < usi_client.MAX_QUEUED and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # more than enough time for thousands more lines
+    assert engine._lines.qsize() == usi_client.MAX_QUEUED
+    engine.close()
+    engine._reader.join(10)
+    assert not engine._reader.is_alive() and engine.proc.poll() is not None
+
+
 def test_an_engine_whose_child_keeps_its_pipes_open_times_out():
     # a wrapper script's engine that hangs: kill() ends the script, not the engine, which
     # keeps the pipes open; closing them waited for it (for ever)
