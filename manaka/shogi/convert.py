@@ -1,7 +1,7 @@
 """Game records to HCPE: ``python -m manaka.shogi convert OUT.hcpe RECORDS... [--force]``.
 
-CSA (``.csa``, one or more games per file) and KIF (``.kif``, ``.kifu``) files are parsed
-by cshogi (``pip install cshogi``; the clone's ``pip install -e '.[shogi]'``); every position of every
+CSA (``.csa``, one or more games per file) and KIF (``.kif``, ``.kifu``; UTF-8 or cp932,
+whatever the name) files are parsed by cshogi (``pip install cshogi``; the clone's ``pip install -e '.[shogi]'``); every position of every
 game becomes one HCPE record: the position, the move played, the game's result (an
 unfinished game or a draw: 0), eval 0. cshogi's parsers are known to crash the process on
 some valid files, so they run in child processes, a batch of files each; a batch whose
@@ -39,6 +39,20 @@ BATCH = 64
 CHILD = [sys.executable, "-m", "manaka.shogi.convert", "--parse-child"]
 
 
+def kif_text(path: str) -> str:
+    """A KIF file's text, whatever its encoding: UTF-8 (with or without a byte-order mark),
+    else cp932 (Shift-JIS, the format's original encoding). cshogi's own reader picks by the
+    name (.kifu UTF-8, .kif cp932), and so failed on the UTF-8 .kif files today's programs
+    write. Japanese text in cp932 is not valid UTF-8, so the first decoding that succeeds
+    is the file's."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return data.decode("cp932")
+
+
 def _parse(paths: List[str]) -> List[Dict]:
     """Parses files in this process: [{"file", "games": [{"sfen", "moves", "win"}] or "error"}]."""
     import cshogi.CSA
@@ -50,7 +64,7 @@ def _parse(paths: List[str]) -> List[Dict]:
             if path.lower().endswith(".csa"):
                 games = cshogi.CSA.Parser.parse_file(path)
             else:
-                games = [cshogi.KIF.Parser.parse_file(path)]
+                games = [cshogi.KIF.Parser.parse_str(kif_text(path))]
             out.append({"file": path, "games": [{"sfen": g.sfen, "moves": [int(m) for m in g.moves],
                                                  "win": int(g.win or 0)} for g in games]})
         except Exception as e:  # a parse error is reported per file

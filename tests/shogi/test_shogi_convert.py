@@ -66,6 +66,38 @@ def test_convert_writes_every_position_of_every_game(tmp_path, capsys):
     assert all(ds[j].target >= 0 for j in range(len(ds)))
 
 
+def test_kif_files_convert_whatever_their_encoding(tmp_path, capsys):
+    # cshogi's reader decodes .kif as cp932 and .kifu as UTF-8 by the name alone, so a UTF-8
+    # .kif (what today's programs write) was an error and left out
+    game = random_game(int(np.random.SeedSequence().entropy % 10_000), 25)
+    exporter = cshogi.KIF.Exporter(str(tmp_path / "cshogi.kifu"))  # UTF-8, by its name
+    exporter.header(["先手の名前", "後手の名前"])
+    for m in game:
+        exporter.move(m)
+    exporter.end("resign")
+    exporter.close()
+    text = (tmp_path / "cshogi.kifu").read_text("utf-8")
+    (tmp_path / "cshogi.kifu").unlink()
+    for name, data in (("utf8.kif", text.encode("utf-8")), ("bom.kif", b"\xef\xbb\xbf" + text.encode("utf-8")),
+                       ("sjis.kif", text.encode("cp932")), ("sjis.kifu", text.encode("cp932"))):
+        (tmp_path / name).write_bytes(data)
+        assert "先手の名前" in convert.kif_text(str(tmp_path / name))
+    out = tmp_path / "out.hcpe"
+    assert convert.main([str(out), str(tmp_path)]) == 0
+    said = capsys.readouterr()
+    assert f"wrote {4 * len(game)} positions of 4 games" in said.out, said
+    records = np.fromfile(out, cshogi.HuffmanCodedPosAndEval)
+    board, hand, side, move, _, result, status = shogi.decode(records.view(np.uint8).reshape(-1, 38), shogi.HCPE)
+    assert not status.any() and len(records) == 4 * len(game)
+    for k in range(4):  # each file is the same game, position by position, as cshogi plays it
+        b = cshogi.Board()
+        for j, m in enumerate(game):
+            i = k * len(game) + j
+            cells, h, turn = c_position(b)
+            assert bytes(board[i]) == cells and bytes(hand[i].reshape(-1)) == h and move[i] == cshogi.move16(m)
+            b.push(m)
+
+
 def test_convert_refuses_other_files(tmp_path, capsys):
     (tmp_path / "x.txt").write_text("")
     assert convert.main([str(tmp_path / "o.hcpe"), str(tmp_path / "x.txt")]) == 2
