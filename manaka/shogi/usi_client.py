@@ -14,8 +14,10 @@ can time out.
 from __future__ import annotations
 
 import collections
+import os
 import queue
 import shlex
+import signal
 import subprocess
 import threading
 import time
@@ -125,8 +127,11 @@ class UsiEngine:
         self._lines: "queue.Queue[Optional[str]]" = queue.Queue(MAX_QUEUED)
         self._closed = threading.Event()  # close(): a reader waiting on a full queue gives up
         try:
+            # its own process group (POSIX), so that killing it ends what it started too: an
+            # engine behind a wrapper script is the script's child
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)
+                                         stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1,
+                                         start_new_session=os.name == "posix")
         except OSError as e:
             raise EngineError(f"usi: cannot start the engine {self.name!r}: {e}") from e
         self._reader = threading.Thread(target=self._read_stdout, daemon=True)
@@ -308,14 +313,26 @@ class UsiEngine:
             try:
                 self.proc.wait(2.0)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                self._kill_group()
                 self.proc.wait()
         _close(self.proc.stdin)  # stdout and stderr: by their readers
 
     def kill(self) -> None:
-        """Ends the process now (an interrupted run)."""
+        """Ends the process and the processes it started now (an interrupted run)."""
         self._closed.set()
         if self.proc.poll() is None:
+            self._kill_group()
+
+    def _kill_group(self) -> None:
+        """SIGKILL to the engine's process group. Only while the engine has not been reaped
+        (poll() said None; it is ours alone to reap): its pid is then still reserved, so the
+        group cannot be another's."""
+        if os.name != "posix":
+            self.proc.kill()
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
             self.proc.kill()
 
     def __enter__(self) -> "UsiEngine":

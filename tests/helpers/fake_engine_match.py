@@ -31,7 +31,8 @@ for line in sys.stdin:
     if words[0] == "usi":
         print(f"id name fake-{mode}\nid author tests\nusiok", flush=True)
     elif words[0] == "isready" and mode == "wrapper":
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(20)"], stdin=subprocess.DEVNULL)
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(20)"], stdin=subprocess.DEVNULL)
+        print(f"child {child.pid}", file=sys.stderr, flush=True)
         time.sleep(600)
     elif words[0] == "isready":
         print("readyok", flush=True)

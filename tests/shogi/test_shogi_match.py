@@ -175,6 +175,21 @@ def test_an_engine_whose_child_keeps_its_pipes_open_times_out():
                           env=env)
     assert done.returncode != 0 and "did not answer within 1 s while waiting for readyok" in done.stderr, done.stderr
     assert time.monotonic() - started < 15, "close() waited for the engine's child (it lives 20 s)"
+    # and the child is killed with it (its process group), not left running
+    child = int(done.stderr.split("child ")[1].split()[0])
+    deadline = time.monotonic() + 10
+    while _running(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(child), "the wrapper's child outlived the engine"
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a process that has not ended (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return not any(line.startswith("State:") and "Z" in line.split()[1] for line in f)
+    except FileNotFoundError:
+        return False
 
 
 def test_an_engine_whose_output_has_no_line_end_times_out_in_bounded_memory():
