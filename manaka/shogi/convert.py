@@ -14,7 +14,8 @@ or looks like a game record (a .csa / .kif / .kifu name, or existing content tha
 HCPE), and an existing output is replaced only with ``--force``. A missing input is an
 error; a conversion that yields no position writes nothing and fails. A game holding a move
 that is not legal where it is played, or starting from a position that is not legal, is
-left out whole, and reported (file, game, move).
+left out whole, and reported (file, game, move); moves written after a CSA game's end
+(cshogi keeps them) are dropped, and reported.
 """
 from __future__ import annotations
 
@@ -22,9 +23,10 @@ import argparse
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -53,6 +55,34 @@ def kif_text(path: str) -> str:
         return data.decode("cp932")
 
 
+# A CSA move statement ("+7776FU"); statements of a line are separated by commas.
+_CSA_MOVE = re.compile(r"[+-]\d{4}[A-Z]{2}")
+
+
+def csa_moves_before_end(path: str) -> List[Optional[int]]:
+    """For each game of a CSA file (games are separated by "/" lines): how many moves come
+    before its first special move (%TORYO, %SENNICHITE, ...), or None when it has none.
+    cshogi's parser keeps the moves written after the game's end; they are not the game."""
+    with open(path, "rb") as f:
+        text = f.read().decode("ascii", errors="replace")
+    ends: List[Optional[int]] = []
+    moves, end = 0, None
+    for line in text.splitlines():
+        if line.startswith("'"):  # a comment
+            continue
+        for statement in line.split(","):
+            statement = statement.strip()
+            if statement == "/":
+                ends.append(end)
+                moves, end = 0, None
+            elif statement.startswith("%") and end is None:
+                end = moves
+            elif _CSA_MOVE.fullmatch(statement):
+                moves += 1
+    ends.append(end)
+    return ends
+
+
 def _parse(paths: List[str]) -> List[Dict]:
     """Parses files in this process: [{"file", "games": [{"sfen", "moves", "win"}] or "error"}]."""
     import cshogi.CSA
@@ -63,10 +93,15 @@ def _parse(paths: List[str]) -> List[Dict]:
         try:
             if path.lower().endswith(".csa"):
                 games = cshogi.CSA.Parser.parse_file(path)
+                ends = csa_moves_before_end(path)
+                if len(ends) != len(games):  # not split as cshogi split it: nothing to cut by
+                    ends = [None] * len(games)
             else:
                 games = [cshogi.KIF.Parser.parse_str(kif_text(path))]
-            out.append({"file": path, "games": [{"sfen": g.sfen, "moves": [int(m) for m in g.moves],
-                                                 "win": int(g.win or 0)} for g in games]})
+                ends = [None]
+            out.append({"file": path, "games": [{"sfen": g.sfen, "moves": [int(m) for m in g.moves][:end],
+                                                 "after_end": max(0, len(g.moves) - end) if end is not None else 0,
+                                                 "win": int(g.win or 0)} for g, end in zip(games, ends)]})
         except Exception as e:  # a parse error is reported per file
             out.append({"file": path, "error": f"{type(e).__name__}: {e}"})
     return out
@@ -172,6 +207,9 @@ def _game_records(cshogi, game: Dict, where: str, log):
         log(f"shogi convert: {where}: the starting position is not legal ({refused}); "
             f"the game ({len(game['moves'])} moves) is left out")
         return None
+    if game.get("after_end"):
+        log(f"shogi convert: {where}: {game['after_end']} move(s) written after the game's end "
+            f"(its %-line) are not part of it; the game's {len(game['moves'])} moves before it are kept")
     board = cshogi.Board(game["sfen"])
     records = np.zeros(len(game["moves"]), cshogi.HuffmanCodedPosAndEval)
     result = game["win"] if game["win"] in (1, 2) else 0

@@ -98,6 +98,31 @@ def test_kif_files_convert_whatever_their_encoding(tmp_path, capsys):
             b.push(m)
 
 
+def test_moves_after_a_games_end_are_not_converted(tmp_path, capsys):
+    # cshogi's CSA parser keeps moves written after %TORYO: they were converted as positions
+    # of the game, labelled with its result
+    (tmp_path / "g.csa").write_text("V2.2\nN+a\nN-b\nPI\n+\n+7776FU,T1\n-3334FU\n%TORYO\n+2726FU\n-8384FU\n/\n"
+                                    "V2.2\nPI\n+\n+2726FU\n'a comment: -8384FU\n-8384FU\n+2625FU\n%TORYO\n")
+    assert convert.csa_moves_before_end(str(tmp_path / "g.csa")) == [2, 3]
+    out = tmp_path / "out.hcpe"
+    assert convert.main([str(out), str(tmp_path / "g.csa")]) == 0
+    said = capsys.readouterr()
+    assert "wrote 5 positions of 2 games" in said.out, said
+    assert "game 1 of 2: 2 move(s) written after the game's end (its %-line) are not part of it" in said.err, said
+    records = np.fromfile(out, cshogi.HuffmanCodedPosAndEval)
+    board, hand, side, move, _, result, status = shogi.decode(records.view(np.uint8).reshape(-1, 38), shogi.HCPE)
+    i = 0
+    for moves, loser in ((["7g7f", "3c3d"], 0), (["2g2f", "8c8d", "2f2e"], 1)):  # Black resigns the first game
+        b = cshogi.Board()
+        for usi in moves:
+            cells, h, turn = c_position(b)
+            assert bytes(board[i]) == cells and move[i] == cshogi.move16(b.move_from_usi(usi))
+            assert result[i] == float(turn != loser)
+            b.push_usi(usi)
+            i += 1
+    assert i == len(records)
+
+
 def test_convert_refuses_other_files(tmp_path, capsys):
     (tmp_path / "x.txt").write_text("")
     assert convert.main([str(tmp_path / "o.hcpe"), str(tmp_path / "x.txt")]) == 2
