@@ -34,6 +34,17 @@ def write_csa(path, moves, resign=True):
     e.close()
 
 
+def converted(out, inputs, capsys):
+    """Converts `inputs` to `out` (it must succeed): (what it printed, the records decoded:
+    board, hand, side, move, result), every record's decode status checked."""
+    assert convert.main([str(out)] + [str(p) for p in inputs]) == 0
+    said = capsys.readouterr()
+    records = np.fromfile(out, cshogi.HuffmanCodedPosAndEval)
+    board, hand, side, move, _, result, status = shogi.decode(records.view(np.uint8).reshape(-1, 38), shogi.HCPE)
+    assert not status.any()
+    return said, (board, hand, side, move, result)
+
+
 def test_convert_writes_every_position_of_every_game(tmp_path, capsys):
     seed = int(np.random.SeedSequence().entropy % 10_000)
     games = [random_game(seed + k, 20 + 7 * k) for k in range(3)]
@@ -42,12 +53,8 @@ def test_convert_writes_every_position_of_every_game(tmp_path, capsys):
     write_csa(tmp_path / "c.csa", games[2], resign=False)  # unfinished: result 0
     (tmp_path / "d.csa").write_text("this is not a game record\n")
     out = tmp_path / "out.hcpe"
-    assert convert.main([str(out), str(tmp_path)]) == 0
-    said = capsys.readouterr()
+    said, (board, hand, side, move, result) = converted(out, [tmp_path], capsys)
     assert f"wrote {sum(map(len, games))} positions of 3 games" in said.out, said
-    records = np.fromfile(out, cshogi.HuffmanCodedPosAndEval)
-    board, hand, side, move, _, result, status = shogi.decode(records.view(np.uint8).reshape(-1, 38), shogi.HCPE)
-    assert not status.any()
     i = 0
     for k, game in enumerate(games):
         b = cshogi.Board()
@@ -60,7 +67,7 @@ def test_convert_writes_every_position_of_every_game(tmp_path, capsys):
             assert result[i] == want
             b.push(m)
             i += 1
-    assert i == len(records)
+    assert i == len(board)
     # the file trains: every recorded move is legal where it was played
     ds = shogi.open_hcpe(str(out))
     assert all(ds[j].target >= 0 for j in range(len(ds)))
@@ -82,13 +89,9 @@ def test_kif_files_convert_whatever_their_encoding(tmp_path, capsys):
                        ("sjis.kif", text.encode("cp932")), ("sjis.kifu", text.encode("cp932"))):
         (tmp_path / name).write_bytes(data)
         assert "先手の名前" in convert.kif_text(str(tmp_path / name))
-    out = tmp_path / "out.hcpe"
-    assert convert.main([str(out), str(tmp_path)]) == 0
-    said = capsys.readouterr()
+    said, (board, hand, side, move, result) = converted(tmp_path / "out.hcpe", [tmp_path], capsys)
     assert f"wrote {4 * len(game)} positions of 4 games" in said.out, said
-    records = np.fromfile(out, cshogi.HuffmanCodedPosAndEval)
-    board, hand, side, move, _, result, status = shogi.decode(records.view(np.uint8).reshape(-1, 38), shogi.HCPE)
-    assert not status.any() and len(records) == 4 * len(game)
+    assert len(board) == 4 * len(game)
     for k in range(4):  # each file is the same game, position by position, as cshogi plays it
         b = cshogi.Board()
         for j, m in enumerate(game):
@@ -104,13 +107,9 @@ def test_moves_after_a_games_end_are_not_converted(tmp_path, capsys):
     (tmp_path / "g.csa").write_text("V2.2\nN+a\nN-b\nPI\n+\n+7776FU,T1\n-3334FU\n%TORYO\n+2726FU\n-8384FU\n/\n"
                                     "V2.2\nPI\n+\n+2726FU\n'a comment: -8384FU\n-8384FU\n+2625FU\n%TORYO\n")
     assert convert.csa_moves_before_end(str(tmp_path / "g.csa")) == [2, 3]
-    out = tmp_path / "out.hcpe"
-    assert convert.main([str(out), str(tmp_path / "g.csa")]) == 0
-    said = capsys.readouterr()
+    said, (board, hand, side, move, result) = converted(tmp_path / "out.hcpe", [tmp_path / "g.csa"], capsys)
     assert "wrote 5 positions of 2 games" in said.out, said
     assert "game 1 of 2: 2 move(s) written after the game's end (its %-line) are not part of it" in said.err, said
-    records = np.fromfile(out, cshogi.HuffmanCodedPosAndEval)
-    board, hand, side, move, _, result, status = shogi.decode(records.view(np.uint8).reshape(-1, 38), shogi.HCPE)
     i = 0
     for moves, loser in ((["7g7f", "3c3d"], 0), (["2g2f", "8c8d", "2f2e"], 1)):  # Black resigns the first game
         b = cshogi.Board()
@@ -120,7 +119,7 @@ def test_moves_after_a_games_end_are_not_converted(tmp_path, capsys):
             assert result[i] == float(turn != loser)
             b.push_usi(usi)
             i += 1
-    assert i == len(records)
+    assert i == len(board)
 
 
 def test_convert_refuses_other_files(tmp_path, capsys):
