@@ -14,7 +14,7 @@ import re
 from contextlib import contextmanager
 from typing import BinaryIO, Iterator
 
-__all__ = ["atomic_write", "temporary_name"]
+__all__ = ["atomic_write", "temporary_name", "unwritable"]
 
 
 def temporary_name(path: str, pid: int) -> str:
@@ -62,6 +62,20 @@ def _fsync_dir(folder: str) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def unwritable(path) -> str:
+    """Why atomic_write(path) could not write `path` for its folder, or "": the nearest of its
+    folders that exists (atomic_write makes the others) is a file, or is not writable. For a
+    caller that writes only at the end of long work, to refuse before the work is done."""
+    folder = os.path.dirname(os.path.abspath(os.fsdecode(os.fspath(path))))
+    while not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        return f"{folder} is a file, not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable"
+    return ""
 
 
 @contextmanager

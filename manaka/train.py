@@ -32,6 +32,7 @@ import time
 
 import manaka as mk
 
+from .atomic_file import unwritable
 from .fit import format_duration
 from .shogi.eval_scale import EVAL_SCALE
 from .shogi.position import MOVE_ENCODINGS
@@ -417,13 +418,9 @@ def _output_clash(args) -> str:
     outputs = [(o, p) for o, p in (("--checkpoint", args.checkpoint), ("--save", args.save)) if p]
     for option, path in outputs:
         # found now, not when the run's end writes it (the trained model would be lost)
-        folder = os.path.dirname(os.path.abspath(path))
-        while not os.path.exists(folder):  # the folders to be created: the nearest that exists
-            folder = os.path.dirname(folder)
-        if not os.path.isdir(folder):
-            return f"{option} {path} cannot be written: {folder} is a file, not a folder"
-        if not os.access(folder, os.W_OK | os.X_OK):
-            return f"{option} {path} cannot be written: the folder {folder} is not writable"
+        why = unwritable(path)
+        if why:
+            return f"{option} {path} cannot be written: {why}"
     real = lambda p: os.path.realpath(p)
     if len(outputs) == 2 and real(outputs[0][1]) == real(outputs[1][1]):
         return (f"--checkpoint {args.checkpoint} and --save {args.save} name the same file: the model would "

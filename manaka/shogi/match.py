@@ -23,11 +23,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
-from ..atomic_file import atomic_write
+from ..atomic_file import atomic_write, unwritable
 from .elo import elo_interval
 from .game import Game, declaration_wins
 from .position import usi_to_move
 from .usi_client import EngineError, UsiEngine
+from .usi_protocol import MAX_GO_VALUE
 
 WIN, DRAW, LOSS = 1.0, 0.5, 0.0
 
@@ -125,7 +126,7 @@ class _Seat:
 # a search would only end at --move-timeout and lose the game.
 GO_LIMITS = {"nodes": 1, "depth": 1, "movetime": 1, "mate": 1, "byoyomi": 0, "btime": 0, "wtime": 0,
              "binc": 0, "winc": 0}
-GO_BOUNDS = ("nodes", "depth", "movetime", "mate", "byoyomi", "btime", "wtime")
+GO_BOUNDS = tuple(k for k in GO_LIMITS if k not in ("binc", "winc"))  # the increments bound nothing
 
 
 def go_args_problem(text: str) -> Optional[str]:
@@ -145,7 +146,7 @@ def go_args_problem(text: str) -> Optional[str]:
         value = words[i + 1] if i + 1 < len(words) else None
         if value is None or not value.lstrip("-").isdigit():
             return f"needs an integer after {key}, got {value!r}"
-        if not GO_LIMITS[key] <= int(value) < 2**63:
+        if not GO_LIMITS[key] <= int(value) <= MAX_GO_VALUE:
             return f"needs {key} >= {GO_LIMITS[key]} (and below 2^63), got {value}"
     if not seen & set(GO_BOUNDS):
         return f"bounds no search (give one of {', '.join(GO_BOUNDS)})"
@@ -335,12 +336,8 @@ def main(argv=None) -> int:
         p.error(f"--json {args.json} is a folder; give a file path")
     if args.json and os.path.lexists(args.json) and not args.force:
         p.error(f"--json {args.json} exists; pass --force to replace it")
-    if args.json:
-        folder = os.path.dirname(os.path.abspath(args.json))
-        if not os.path.isdir(folder):
-            p.error(f"--json {args.json}: the folder {folder} does not exist")
-        if not os.access(folder, os.W_OK | os.X_OK):
-            p.error(f"--json {args.json}: the folder {folder} is not writable")
+    if args.json and unwritable(args.json):
+        p.error(f"--json {args.json} cannot be written: {unwritable(args.json)}")
     if args.nodes is None and args.time is None and args.byoyomi is None and args.inc is None:
         args.byoyomi = 1000
     # refused now, not as a traceback when the first game starts the engine

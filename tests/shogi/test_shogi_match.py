@@ -223,9 +223,9 @@ def test_a_bad_engine_command_or_option_is_a_usage_error():
                         "--go-a 'nodes -5' needs nodes >= 1 (and below 2^63), got -5"),
                        ([good, good, "--go-b", "infinite"], "--go-b 'infinite' has 'infinite' where a limit is "
                         "expected (one of nodes, depth, movetime, mate, byoyomi, btime, wtime, binc, winc)"),
-                       # a missing folder was found only when the match's end wrote its games
-                       ([good, good, "--json", "/nonexistent-folder/m.json"],
-                        "--json /nonexistent-folder/m.json: the folder /nonexistent-folder does not exist")):
+                       # a path under a file was found only when the match's end wrote its games
+                       ([good, good, "--json", f"{FAKE}/m.json"],
+                        f"--json {FAKE}/m.json cannot be written: {FAKE} is a file, not a folder")):
         done = subprocess.run([sys.executable, "-m", "manaka.shogi", "match", *argv, "--games", "2"],
                               capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
