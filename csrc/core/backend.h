@@ -83,6 +83,19 @@ typedef struct {
     float bias_correction2; /* 1 - beta2^t */
 } mk_adamw_args;
 
+/* One GEMM of a gemm_batch: the parameters of `gemm`, C = alpha op(A) op(B) + beta C. */
+typedef struct {
+    int trans_a, trans_b;
+    int64_t M, N, K;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+    int64_t lda, ldb, ldc;
+} mk_gemm_call;
+
+/* The most calls one gemm_batch takes (a layer's backward: dW and dx of each input block). */
+#define MK_GEMM_BATCH_MAX 16
+
 typedef struct mk_backend {
     const char *name;
     int host_memory; /* 1: device memory is host memory (parameters can be viewed in place) */

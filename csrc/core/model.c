@@ -23,10 +23,11 @@ typedef struct {
     float *grad;
     int64_t ld, cols, col_offset;
 } block;
+#define MK_MAX_BLOCKS 4
 typedef struct {
     int n;
     int64_t width; /* sum of cols: the in-features of the layer that reads it */
-    block blk[4];
+    block blk[MK_MAX_BLOCKS];
 } input;
 
 /* Activations of one step, carved from the arena for the current (B, L). */
@@ -699,19 +700,25 @@ static mk_status linear(mk_model *m, const input *x, const float *weight, int64_
 }
 
 /* dweight[N, x.width] = dout^T @ x (overwritten); then, when `dx_beta` >= 0,
- * dx = dout @ weight + dx_beta * dx, block by block. */
+ * dx = dout @ weight + dx_beta * dx, block by block. The GEMMs are independent (each
+ * writes its own block of dweight or its own dx block), so they go as one gemm_batch:
+ * the threads share all of them, with the bits of separate calls. */
 static mk_status linear_backward(mk_model *m, const input *x, const float *weight,
                                  const float *dout, int64_t B, int64_t N, float *dweight,
                                  float dx_beta) {
+    mk_gemm_call calls[2 * MK_MAX_BLOCKS];
+    int n = 0;
     for (int k = 0; k < x->n; k++) {
         const block *b = &x->blk[k];
-        MK_TRY(m->be->gemm(m->stream, 1, 0, N, b->cols, B, 1.0f, dout, N, b->ptr, b->ld, 0.0f,
-                           dweight + b->col_offset, x->width));
+        calls[n++] = (mk_gemm_call){.trans_a = 1, .M = N, .N = b->cols, .K = B, .alpha = 1.0f,
+                                    .A = dout, .lda = N, .B = b->ptr, .ldb = b->ld,
+                                    .C = dweight + b->col_offset, .ldc = x->width};
         if (dx_beta >= 0.0f)
-            MK_TRY(m->be->gemm(m->stream, 0, 0, B, b->cols, N, 1.0f, dout, N,
-                               weight + b->col_offset, x->width, dx_beta, b->grad, b->ld));
+            calls[n++] = (mk_gemm_call){.M = B, .N = b->cols, .K = N, .alpha = 1.0f, .A = dout,
+                                        .lda = N, .B = weight + b->col_offset, .ldb = x->width,
+                                        .beta = dx_beta, .C = b->grad, .ldc = b->ld};
     }
-    return MK_OK;
+    return m->be->gemm_batch(m->stream, calls, n);
 }
 
 /* ---------------------------------------------------------------- passes */

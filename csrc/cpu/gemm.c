@@ -14,11 +14,11 @@
  * of C with the team size on some CPUs. With fixed tiles each element of C
  * comes from the same call on the same shape whatever the team size: same bits for any
  * thread count on one machine with one OpenBLAS build. */
-#include <limits.h>
 
 #include <cblas.h>
 
 #include "backend_cpu.h"
+#include "core/gemm_check.h"
 #include "threads.h"
 
 /* Below this many multiply-adds per tile a tile is not split further: a call costs
@@ -29,13 +29,16 @@
  * smaller shape than the whole GEMM: with sides of 128 and up to 32 tiles, the seed step's
  * GEMMs took +27 % time at 1 thread (bench/results/gemm-tiles-ab.md). Sides of 512 and at
  * most 2 tiles run at one call's speed at 1 thread and still give 2 threads a tile each
- * at the seed shapes (bench/results/cpu-kernels.md). More cores would take their
- * parallelism from independent whole GEMMs, not from smaller tiles. The team never
+ * at the seed shapes (bench/results/cpu-kernels.md). More threads take their parallelism
+ * from independent whole GEMMs (gemm_batch: a layer's dW and dx share one tile list), not
+ * from smaller tiles. The team never
  * exceeds the tile count, so concurrent single-threaded calls stay within OpenBLAS's fixed
  * number of work buffers. */
 #define MK_GEMM_TILE_MIN_SIDE 512
 #define MK_GEMM_MAX_TILES 2
 
+/* A leading dimension of 0 (an empty operand) is passed to OpenBLAS as 1, which it
+ * requires and never reads. */
 static void sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                   int64_t ldc) {
@@ -68,44 +71,69 @@ static int64_t boundary(int64_t n, int64_t i, int64_t parts) {
     return i >= parts ? n : n * i / parts / 16 * 16;
 }
 
-/* op(X) is rows x cols of X when not transposed, else its transpose: the element
- * (r, c) of op(X) sits at X + r * ld + c, or X + c * ld + r. A leading dimension of 0 (an
- * empty operand) is passed to OpenBLAS as 1, which it requires and never reads. */
-static int leading_dim_ok(int trans, int64_t rows, int64_t cols, int64_t ld) {
-    return ld >= (trans ? rows : cols);
+/* One tile of one call: C[i0:i1, j0:j1] = op(A)[i0:i1, :] @ op(B)[:, j0:j1]. */
+typedef struct {
+    const mk_gemm_call *call;
+    int64_t i0, i1, j0, j1;
+} gemm_tile;
+
+static int64_t tile_work(const gemm_tile *t) {
+    return (t->i1 - t->i0) * (t->j1 - t->j0) * t->call->K;
+}
+
+static void run_tile(const gemm_tile *t) {
+    const mk_gemm_call *c = t->call;
+    sgemm(c->trans_a, c->trans_b, t->i1 - t->i0, t->j1 - t->j0, c->K, c->alpha,
+          c->A + (c->trans_a ? t->i0 : t->i0 * c->lda), c->lda,
+          c->B + (c->trans_b ? t->j0 * c->ldb : t->j0), c->ldb, c->beta,
+          c->C + t->i0 * c->ldc + t->j0, c->ldc);
+}
+
+/* Every call's fixed tiles (tile_grid: a function of its shape alone) in one list, the
+ * largest first, taken by the team one at a time. Each tile is the same single-threaded
+ * sgemm whichever thread runs it and whatever else is in the list, so C has the bits of
+ * the calls made one by one, for any thread count. */
+static void run_calls(const mk_gemm_call *calls, int count) {
+    gemm_tile tiles[MK_GEMM_BATCH_MAX * MK_GEMM_MAX_TILES];
+    int64_t n = 0;
+    for (int k = 0; k < count; k++) {
+        const mk_gemm_call *c = &calls[k];
+        if (c->M == 0 || c->N == 0) continue;
+        int64_t rows, cols;
+        tile_grid(c->M, c->N, c->K, &rows, &cols);
+        for (int64_t t = 0; t < rows * cols; t++) {
+            gemm_tile g = {c, boundary(c->M, t / cols, rows), boundary(c->M, t / cols + 1, rows),
+                           boundary(c->N, t % cols, cols), boundary(c->N, t % cols + 1, cols)};
+            int64_t at = n++; /* insertion by falling work, ties in call order */
+            while (at > 0 && tile_work(&tiles[at - 1]) < tile_work(&g)) {
+                tiles[at] = tiles[at - 1];
+                at--;
+            }
+            tiles[at] = g;
+        }
+    }
+    int threads = mk_get_num_threads();
+    if (threads > n) threads = (int)n;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
+    for (int64_t t = 0; t < n; t++) run_tile(&tiles[t]);
 }
 
 mk_status mk_gemm_cpu(void *stream, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                       float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                       float beta, float *C, int64_t ldc) {
     (void)stream;
-    if (M < 0 || N < 0 || K < 0)
-        return mk_fail(MK_ERR_VALUE, "gemm: negative dimension (M = %lld, N = %lld, K = %lld)",
-                       (long long)M, (long long)N, (long long)K);
-    if (M > INT_MAX || N > INT_MAX || K > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
-        ldc > INT_MAX)
-        return mk_fail(MK_ERR_VALUE, "gemm: dimension above the 32-bit BLAS limit (%lld x %lld x %lld)",
-                       (long long)M, (long long)N, (long long)K);
-    if (!leading_dim_ok(trans_a, M, K, lda) || !leading_dim_ok(trans_b, K, N, ldb) ||
-        !leading_dim_ok(0, M, N, ldc))
-        return mk_fail(MK_ERR_VALUE, "gemm: a leading dimension is below its row length "
-                       "(lda = %lld, ldb = %lld, ldc = %lld for M = %lld, N = %lld, K = %lld)",
-                       (long long)lda, (long long)ldb, (long long)ldc, (long long)M,
-                       (long long)N, (long long)K);
-    if (M == 0 || N == 0) return MK_OK;
-    int64_t rows, cols;
-    tile_grid(M, N, K, &rows, &cols);
-    const int64_t tiles = rows * cols;
-    int threads = mk_get_num_threads();
-    if (threads > tiles) threads = (int)tiles;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
-    for (int64_t t = 0; t < tiles; t++) {
-        const int64_t i0 = boundary(M, t / cols, rows), i1 = boundary(M, t / cols + 1, rows);
-        const int64_t j0 = boundary(N, t % cols, cols), j1 = boundary(N, t % cols + 1, cols);
-        /* C[i0:i1, j0:j1] = op(A)[i0:i1, :] @ op(B)[:, j0:j1] */
-        sgemm(trans_a, trans_b, i1 - i0, j1 - j0, K, alpha, A + (trans_a ? i0 : i0 * lda), lda,
-              B + (trans_b ? j0 * ldb : j0), ldb, beta, C + i0 * ldc + j0, ldc);
-    }
+    const mk_gemm_call call = {.trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K,
+                              .alpha = alpha, .beta = beta, .A = A, .B = B, .C = C,
+                              .lda = lda, .ldb = ldb, .ldc = ldc};
+    MK_TRY(mk_gemm_call_check(&call, "gemm"));
+    run_calls(&call, 1);
+    return MK_OK;
+}
+
+mk_status mk_gemm_batch_cpu(void *stream, const mk_gemm_call *calls, int count) {
+    (void)stream;
+    MK_TRY(mk_gemm_batch_check(calls, count));
+    run_calls(calls, count);
     return MK_OK;
 }
 

@@ -3,6 +3,7 @@
 #include "backend_cuda.h"
 #include "common.cuh"
 #include "cublas_dynamic.h"
+#include "core/gemm_check.h"
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, and a row-major matrix
  * read as column-major is its transpose: so swap the operands, keep the flags. */
@@ -18,6 +19,18 @@ mk_status mk_gemm_cuda(void *stream, int trans_a, int trans_b, int64_t M, int64_
         return mk_fail(MK_ERR_VALUE, "gemm: dimensions exceed cuBLAS's 32-bit limit");
     return mk_cublas_sgemm(stream, trans_b, trans_a, (int)N, (int)M, (int)K, alpha, B,
                            (int)ldb, A, (int)lda, beta, C, (int)ldc);
+}
+
+/* The calls one after another on the stream: cuBLAS spreads each over the whole GPU.
+ * Every call is checked first, as on the CPU, so a bad one writes nothing. */
+mk_status mk_gemm_batch_cuda(void *stream, const mk_gemm_call *calls, int count) {
+    MK_TRY(mk_gemm_batch_check(calls, count));
+    for (int k = 0; k < count; k++) {
+        const mk_gemm_call *c = &calls[k];
+        MK_TRY(mk_gemm_cuda(stream, c->trans_a, c->trans_b, c->M, c->N, c->K, c->alpha, c->A,
+                            c->lda, c->B, c->ldb, c->beta, c->C, c->ldc));
+    }
+    return MK_OK;
 }
 
 __global__ void bias_act_kernel(float *y, const float *bias, int64_t rows, int64_t cols,

@@ -189,6 +189,53 @@ def _(r):
                 np.testing.assert_array_equal(got[:, N:], c_init[:, N:])  # past N: untouched
 
 
+@case("gemm_batch", tol=1e-5)
+def _(r):
+    """A layer backward's mix (a transposed dW, a dx accumulating with beta = 1, shapes the
+    CPU cuts into 2 tiles and shapes it does not): each C as the float64 product and
+    bitwise as the same call through `gemm`; a bad call anywhere fails the batch with
+    nothing written."""
+    shapes = [(1, 0, 1100, 40, 600, 0.0), (0, 0, 530, 520, 700, 1.0), (0, 1, 9, 1030, 1040, 0.5),
+              (1, 1, 5, 7, 3, 0.0), (0, 0, 0, 4, 4, 0.0)]  # trans_a, trans_b, M, N, K, beta
+    calls, wants, inits, outs = [], [], [], []
+    for ta, tb, M, N, K, beta in shapes:
+        A = r.randn(K, M + 2) if ta else r.randn(M, K + 2)  # leading dimensions past the rows
+        B = r.randn(N, K + 1) if tb else r.randn(K, N + 1)
+        C0 = r.randn(M, N + 3)
+        opa = A[:, :M].T if ta else A[:, :K]
+        opb = B[:, :K].T if tb else B[:, :N]
+        wants.append(0.5 * (np.float64(opa) @ np.float64(opb)) + beta * np.float64(C0[:, :N]))
+        # the same call through gemm, for the bits
+        one = r.be.put(C0)
+        r.be.call("gemm", None, ta, tb, M, N, K, 0.5, r.be.put(A), A.shape[1], r.be.put(B),
+                  B.shape[1], beta, one, C0.shape[1])
+        C = r.be.put(C0)
+        calls.append(bt.GemmCall(ta, tb, M, N, K, 0.5, beta, r.be.put(A).ptr, r.be.put(B).ptr,
+                                 C.ptr, A.shape[1], B.shape[1], C0.shape[1]))
+        inits.append(C0)
+        outs.append((C, r.be.get(one)))
+    r.op("gemm_batch", None, (bt.GemmCall * len(calls))(*calls), len(calls))
+    for k, (want, C0, (C, one)) in enumerate(zip(wants, inits, outs)):
+        got = r.be.get(C)
+        N = C0.shape[1] - 3
+        if want.size:
+            r.close(got[:, :N], want, f"call {k}")
+        np.testing.assert_array_equal(got, one, err_msg=f"call {k}: not the bits of gemm")
+        np.testing.assert_array_equal(got[:, N:], C0[:, N:])  # past N: untouched
+    # A bad last call (lda below its row length): nothing written, the call named.
+    first = r.be.put(inits[0])
+    bad = [bt.GemmCall(*[getattr(calls[0], f) for f, _ in bt.GemmCall._fields_]) for _ in range(2)]
+    bad[0].C = first.ptr
+    bad[1].lda = 1
+    assert r.be.status("gemm_batch", None, (bt.GemmCall * 2)(*bad), 2) == bt.MK_ERR_VALUE
+    assert "gemm_batch call 1" in r.be.error() and "leading dimension" in r.be.error()
+    np.testing.assert_array_equal(r.be.get(first), inits[0])
+    for count in (-1, 17):
+        assert r.be.status("gemm_batch", None, (bt.GemmCall * 1)(calls[0]), count) == bt.MK_ERR_VALUE
+        assert "count" in r.be.error()
+    r.op("gemm_batch", None, None, 0)  # nothing to do
+
+
 @case("bias_act", tol=1e-6)
 def _(r):
     rows, cols = 13, 37

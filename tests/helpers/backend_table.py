@@ -52,8 +52,14 @@ class AdamwArgs(ctypes.Structure):  # mk_adamw_args, backend.h
                                           "bias_correction1", "bias_correction2")]
 
 
+class GemmCall(ctypes.Structure):  # mk_gemm_call, backend.h
+    _fields_ = [("trans_a", I32), ("trans_b", I32), ("M", I64), ("N", I64), ("K", I64),
+                ("alpha", F32), ("beta", F32), ("A", P), ("B", P), ("C", P), ("lda", I64),
+                ("ldb", I64), ("ldc", I64)]
+
+
 MIRRORS = {"mk_batch": Batch, "mk_fault": Fault, "mk_step_shapes": StepShapes,
-           "mk_adamw_args": AdamwArgs}
+           "mk_adamw_args": AdamwArgs, "mk_gemm_call": GemmCall}
 
 ST, ARGS = ctypes.c_int, ctypes.POINTER(AdamwArgs)  # mk_status is an int
 OUT_PTR = ctypes.POINTER(ctypes.c_void_p)
@@ -94,6 +100,7 @@ def prototypes(path=OPS_DEF):
     """{entry: (return type, argument types)}: mk_status is an int, void returns None."""
     pointers = {"mk_adamw_args": ARGS, "mk_batch": ctypes.POINTER(Batch),
                 "mk_fault": ctypes.POINTER(Fault), "mk_step_shapes": ctypes.POINTER(StepShapes),
+                "mk_gemm_call": ctypes.POINTER(GemmCall),
                 "size_t": ctypes.POINTER(SIZE)}
     return {name: ({"mk_status": ST, "void": None}[ret], c_argtypes(params, pointers))
             for ret, name, params in declared_ops(path)}

@@ -72,6 +72,14 @@ static PyObject *py_backend_layout(PyObject *self, PyObject *unused) {
         FIELD(mk_adamw_args, bias_correction2))
         goto fail;
     if (add_struct(out, "mk_adamw_args", sizeof(mk_adamw_args), fields) < 0) goto fail_out;
+
+    if (!(fields = PyDict_New()) || FIELD(mk_gemm_call, trans_a) || FIELD(mk_gemm_call, trans_b) ||
+        FIELD(mk_gemm_call, M) || FIELD(mk_gemm_call, N) || FIELD(mk_gemm_call, K) ||
+        FIELD(mk_gemm_call, alpha) || FIELD(mk_gemm_call, beta) || FIELD(mk_gemm_call, A) ||
+        FIELD(mk_gemm_call, B) || FIELD(mk_gemm_call, C) || FIELD(mk_gemm_call, lda) ||
+        FIELD(mk_gemm_call, ldb) || FIELD(mk_gemm_call, ldc))
+        goto fail;
+    if (add_struct(out, "mk_gemm_call", sizeof(mk_gemm_call), fields) < 0) goto fail_out;
     return out;
 fail:
     Py_XDECREF(fields);
