@@ -322,6 +322,9 @@ class Model:
 
         Every name must be present with its exact shape, a float dtype and finite values;
         everything is checked before anything is written, so a bad state changes nothing."""
+        if not isinstance(state, Mapping):  # None failed in `in` without naming anything
+            raise TypeError(f"Model.load_state_dict: state must be a mapping {{name: array}}, "
+                            f"got {type(state).__name__}")
         self._sync()
         missing = [n for n in self._shapes if n not in state]
         extra = [n for n in state if n not in self._shapes]
