@@ -272,9 +272,21 @@ def _square(s: int) -> str:
 
 
 def move_to_usi(move: int) -> str:
-    """USI text of a cshogi move16 (to | from << 7 | promote << 14, drops from = 81 + kind)."""
+    """USI text of a cshogi move16 (to | from << 7 | promote << 14, drops from = 81 + kind);
+    the inverse of :func:`usi_to_move`. A number that is no move16 (a square beyond 81, a
+    drop of no piece or promoted, from = to, a bit beyond 15) is a ValueError: it was read
+    as whatever its bits spelled ("1a15b", "P*10a", 0 as "1a1a"), or an IndexError."""
+    import numbers
+
+    if isinstance(move, bool) or not isinstance(move, numbers.Integral):
+        raise TypeError(f"shogi: a move16 must be an int, got {type(move).__name__}")
+    move = int(move)
     to, frm, promote = move & 127, (move >> 7) & 127, (move >> 14) & 1
-    if frm >= 81:
+    drop = 81 <= frm < 81 + len(_HAND_LETTERS)
+    if not (0 <= move < 1 << 15 and to < 81 and (drop and not promote or frm < 81 and frm != to)):
+        raise ValueError(f"shogi: {move} is not a move16 (to | from << 7 | promote << 14: squares below 81, "
+                         f"from = 81 + a hand piece's kind for a drop, which does not promote)")
+    if drop:
         return f"{_HAND_LETTERS[frm - 81]}*{_square(to)}"
     return _square(frm) + _square(to) + ("+" if promote else "")
 

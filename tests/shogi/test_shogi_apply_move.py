@@ -80,6 +80,22 @@ def test_illegal_and_malformed_moves_are_refused():
         shogi.apply_move("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - x", "7g7f")
 
 
+def test_move_to_usi_is_usi_to_move_s_inverse_and_refuses_what_is_no_move():
+    for board in random_positions(30, 24):
+        for move in board.legal_moves:
+            usi = cshogi.move_to_usi(move)
+            assert shogi.move_to_usi(shogi.usi_to_move(usi)) == usi == shogi.move_to_usi(cshogi.move16(move))
+    # numbers that are no move16 were spelled from their bits: "1a1a", "1a15b", "1a10a", "P*10a",
+    # an IndexError for a drop of no piece or a negative number
+    for bad in (0, 127, 81, 81 | 81 << 7, 5 | 100 << 7, 1 << 16, 2**40, -5, 40 | 81 << 7 | 1 << 14, 10 | 10 << 7):
+        with pytest.raises(ValueError, match=f"^shogi: {bad} is not a move16"):
+            shogi.move_to_usi(bad)
+    for bad in (1.5, None, True):
+        with pytest.raises(TypeError, match="^shogi: a move16 must be an int"):
+            shogi.move_to_usi(bad)
+    assert shogi.move_to_usi(np.int32(shogi.usi_to_move("8h2b+"))) == "8h2b+"
+
+
 def test_move_number_and_side():
     after = shogi.apply_move("sfen " + shogi.STARTING_SFEN.replace(" 1", " 41"), "7g7f")
     assert after == "lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 42"
