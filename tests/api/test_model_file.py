@@ -246,3 +246,18 @@ def test_a_fifo_or_a_device_is_never_replaced_by_a_write(tmp_path):
     assert atomic_file.unwritable(fifo) == "it is a FIFO, not a regular file (it is never replaced)"
     assert atomic_file.unwritable("/dev/null") == "it is a device, not a regular file (it is never replaced)"
     assert atomic_file.unwritable(tmp_path / "new.manaka") == ""
+
+
+def test_a_model_with_a_non_finite_parameter_is_not_saved(tmp_path):
+    # save wrote it (over a good file) and Model.load then refused the file: the good model lost
+    path = tmp_path / "m.manaka"
+    model = mk.Model(cases.config())
+    model.save(path)
+    before = path.read_bytes()
+    for value in (np.nan, np.inf):
+        model.parameters()["move_table"][1, 0] = value
+        with pytest.raises(ValueError, match=f"^Model.save: move_table holds a non-finite value, which Model.load "
+                                             f"refuses: nothing was written to {re.escape(repr(path))}"):
+            model.save(path)
+        assert path.read_bytes() == before and os.listdir(tmp_path) == ["m.manaka"]
+    mk.Model.load(path)
