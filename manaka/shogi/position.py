@@ -162,9 +162,10 @@ class Position:
 
     def play(self, move) -> Tuple["Position", bool]:
         """(the position after `move`, its move number one more, whether its side to move
-        is in check). `move` is a USI string or a cshogi move16; ValueError when it is not
-        legal here (checked by the C move generator) or the position is not valid."""
-        m = usi_to_move(move) if isinstance(move, str) else int(move)
+        is in check). `move` is a USI string or a cshogi move16 (an int: a float or a bool is a
+        TypeError, not truncated into another move); ValueError when it is not legal here
+        (checked by the C move generator) or the position is not valid."""
+        m = usi_to_move(move) if isinstance(move, str) else _move16(move)
         try:
             board, hand, side, check = _core.shogi_apply_move(self.board, self.hand, self.side, m)
         except ValueError as e:
@@ -269,6 +270,18 @@ def _checked(position) -> Tuple[Position, tuple]:
 
 def _square(s: int) -> str:
     return f"{s // 9 + 1}{'abcdefghi'[s % 9]}"
+
+
+def _move16(move) -> int:
+    """`move` as an int in [0, 2**16): int() took 1.5 as move 1 (a move played that nobody
+    named) and True as 1; a number beyond 64 bits was an OverflowError."""
+    import numbers
+
+    if isinstance(move, bool) or not isinstance(move, numbers.Integral):
+        raise TypeError(f"shogi: a move must be USI text or a move16 int, got {type(move).__name__}")
+    if not 0 <= int(move) < 1 << 16:
+        raise ValueError(f"shogi: move must be a 16-bit move, got {int(move)}")
+    return int(move)
 
 
 def move_to_usi(move: int) -> str:
