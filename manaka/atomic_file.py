@@ -3,7 +3,8 @@
 The bytes go to ``.<name>.tmp-<pid>`` in the destination's folder, are flushed and
 fsynced, the temporary is renamed over the destination (``os.replace``, atomic on POSIX),
 and the folder is fsynced so the rename itself survives a power loss. The folder is
-created when missing. A process killed mid-write leaves its temporary behind; the next
+created when missing. A FIFO, device or socket at the destination is never replaced
+(FileExistsError). A process killed mid-write leaves its temporary behind; the next
 write of the same destination removes temporaries whose process is gone.
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 from contextlib import contextmanager
 from typing import BinaryIO, Iterator
 
@@ -64,6 +66,21 @@ def _fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
+def _special(path: str) -> str:
+    """"a FIFO" / "a device" / "a socket" when `path` is one (not a link to one), else "".
+    os.replace would put the new file in its place: Model.save("/dev/null") run as root
+    replaced the device node with a regular file."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return ""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a socket" if stat.S_ISSOCK(mode) else ""
+
+
 def unwritable(path) -> str:
     """Why atomic_write(path) could not write `path` for its folder, or "": the nearest of its
     folders that exists (atomic_write makes the others) is a file, or is not writable. For a
@@ -75,7 +92,8 @@ def unwritable(path) -> str:
         return f"{folder} is a file, not a folder"
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"the folder {folder} is not writable"
-    return ""
+    kind = _special(os.fsdecode(os.fspath(path)))
+    return f"it is {kind}, not a regular file (it is never replaced)" if kind else ""
 
 
 @contextmanager
@@ -92,6 +110,10 @@ def atomic_write(path) -> Iterator[BinaryIO]:
         raise type(e)(e.errno, f"cannot create the folder {folder!r} to write {path!r}: {e.strerror}") from None
     if os.path.isdir(path):
         raise IsADirectoryError(errno.EISDIR, f"cannot write {path!r}: it is a directory")
+    kind = _special(path)
+    if kind:
+        raise FileExistsError(errno.EEXIST, f"cannot write {path!r}: it is {kind}, not a regular file, "
+                                            "and is never replaced")
     _remove_stale(path)
     tmp = temporary_name(path, os.getpid())
     try:

@@ -94,18 +94,31 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("out", metavar="OUT.onnx", help="the ONNX file to write")
     p.add_argument("--opset", type=int, default=onnx_graph.DEFAULT_OPSET,
                    help=f"ONNX opset, at least {onnx_graph.MIN_OPSET} (default {onnx_graph.DEFAULT_OPSET})")
-    p.add_argument("--overwrite", action="store_true", help="replace OUT.onnx if it exists")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT.onnx if it exists (never MODEL itself)")
     return p
+
+
+def _refused_output(args) -> str:
+    """Why OUT.onnx is not written, or "": it is MODEL itself (whatever --overwrite says: the
+    model would be replaced by its export, and is the one copy of it), or it exists and
+    --overwrite is not given. Other failures (a folder, an unwritable path) are export_onnx's
+    and atomic_write's, each with its own message."""
+    if os.path.lexists(args.out) and os.path.realpath(args.out) == os.path.realpath(args.model):
+        return f"{args.out} is the model file MODEL: the export would replace the model; give another OUT.onnx"
+    if os.path.lexists(args.out) and not os.path.isdir(args.out) and not args.overwrite:
+        return f"{args.out} exists; pass --overwrite to replace it"
+    return ""
 
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    why = _refused_output(args)
+    if why:
+        print(f"python -m manaka.export: {why}", file=sys.stderr)
+        return 2
     try:
         model = Model.load(args.model)
         export_onnx(model, args.out, opset=args.opset, overwrite=args.overwrite)
-    except FileExistsError:
-        print(f"python -m manaka.export: {args.out} exists; pass --overwrite to replace it", file=sys.stderr)
-        return 2
     except (ValueError, TypeError, OSError, ImportError, MemoryError) as e:
         print(f"python -m manaka.export: {e}", file=sys.stderr)
         return 2

@@ -14,6 +14,7 @@ training metrics.
 """
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import time
@@ -22,6 +23,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 import numpy as np
 
 from . import checkpoint as _ckpt
+from .atomic_file import unwritable
 from .errors import CheckpointError, CheckpointMismatch
 from .interrupt import StepGuard
 
@@ -280,6 +282,51 @@ def _check_run_length(steps, epochs, time_limit, log_every, checkpoint_every) ->
             raise ValueError(f"fit: {name} must be {rule} (or None), got {value}")
 
 
+def _data_files(data) -> List[str]:
+    """The files `data` (a Loader, a Dataset, shogi records) reads: record files'
+    ``files``, a dataset folder's arrays and meta.json; none for data held in memory."""
+    data = getattr(data, "dataset", data)
+    files = list(getattr(data, "files", None) or [])
+    folder = getattr(data, "path", None)
+    if isinstance(folder, (str, os.PathLike)) and os.path.isdir(folder):
+        files += [os.path.join(folder, name) for name in os.listdir(folder)
+                  if name.endswith(".npy") or name == "meta.json"]
+    return files
+
+
+def _check_checkpoint_path(checkpoint, loader, eval_data) -> None:
+    """A checkpoint path fit may write, refused before any step: a path (TypeError), and not
+    a file the run reads, which the checkpoint would replace (ValueError; the command line
+    refuses the same for --checkpoint, whatever --force says), nor one that cannot be written
+    (an OSError)."""
+    if not isinstance(checkpoint, (str, bytes, os.PathLike)):
+        raise TypeError(f"fit: checkpoint must be a path, got {type(checkpoint).__name__}")
+    path = os.fsdecode(os.fspath(checkpoint))
+    real = os.path.realpath(path)
+    for name, data in (("the training data", loader), ("eval_data", eval_data)):
+        if data is not None and any(os.path.realpath(f) == real for f in _data_files(data)):
+            raise ValueError(f"fit: checkpoint {path!r} is a file of {name}: writing it would replace the data; "
+                             "give another path (nothing was written)")
+    # found now, not when the first checkpoint is written (after the training it was to keep)
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, f"fit: checkpoint {path!r} is a directory; give the file to write")
+    why = unwritable(path)
+    if why:
+        raise OSError(f"fit: checkpoint {path!r} cannot be written: {why}")
+
+
+def _check_trainer(trainer, model) -> None:
+    """A trainer fit can step: one with step() (TypeError), and of this model when it says
+    which it trains (ValueError): another model's trainer trained that one and left this
+    one as it was."""
+    if not callable(getattr(trainer, "step", None)):
+        raise TypeError(f"fit: trainer must be a manaka.Trainer (anything with step(batch)), "
+                        f"got {type(trainer).__name__}")
+    if getattr(trainer, "model", model) is not model:
+        raise ValueError("fit: trainer trains another model than the one given (trainer.model is not model): "
+                         "build it with mk.Trainer(model, ...)")
+
+
 def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = None, trainer=None,
         log_every: int = 100, checkpoint: Optional[str] = None, checkpoint_every: Optional[int] = None,
         resume: bool = False, progress: bool = True, log: Optional[Callable[[str], None]] = None,
@@ -295,13 +342,16 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         steps: total optimizer steps of the run (counted from the start, also when resuming).
         epochs: or a number of epochs (may be fractional); with neither, one epoch (or, with a
             `time_limit`, as many steps and epochs as fit in it).
-        trainer: a :class:`manaka.Trainer`; default ``Trainer(model, total_steps=...)``, or
+        trainer: a :class:`manaka.Trainer` of `model` (another model's is a ValueError);
+            default ``Trainer(model, total_steps=...)``, or
             for shogi records (``shogi.open_hcpe`` / ``open_psv``) the shogi recipe's
             optimizer settings (``manaka.shogi.recipe``, docs/shogi.md "The default recipe").
         log_every: read back the loss and print a log line every this many steps (and at the end).
         checkpoint: path of the checkpoint file; written at the end, every `checkpoint_every`
             steps and on Ctrl-C (not when the call ran no step). An existing file is replaced
-            unless `resume` continues it (``python -m manaka.train`` refuses that without --force).
+            unless `resume` continues it (``python -m manaka.train`` refuses that without --force);
+            a file of the training data or of `eval_data` is refused (ValueError), as is a
+            path that cannot be written (OSError), before any step.
         resume: continue from `checkpoint` if it exists (model, optimizer, schedule and loader
             position restored): a resumed CPU run ends bitwise equal to an uninterrupted one.
             A checkpoint of another model config, another dataset (``Dataset.fingerprint``,
@@ -364,6 +414,10 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         raise ValueError(f"fit: checkpoint_every must be >= 1, got {checkpoint_every}")
     if (resume or checkpoint_every) and not checkpoint:
         raise ValueError("fit: resume and checkpoint_every need a checkpoint path")
+    if checkpoint:
+        _check_checkpoint_path(checkpoint, loader, eval_data)
+    if trainer is not None:
+        _check_trainer(trainer, model)
     if eval_every is not None and (not isinstance(eval_every, int) or isinstance(eval_every, bool) or eval_every < 1):
         raise ValueError(f"fit: eval_every must be an int >= 1 (or None: only at the end), got {eval_every!r}")
     if eval_every_seconds is not None and not (isinstance(eval_every_seconds, (int, float)) and eval_every_seconds > 0):

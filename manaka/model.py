@@ -322,6 +322,9 @@ class Model:
 
         Every name must be present with its exact shape, a float dtype and finite values;
         everything is checked before anything is written, so a bad state changes nothing."""
+        if not isinstance(state, Mapping):  # None failed in `in` without naming anything
+            raise TypeError(f"Model.load_state_dict: state must be a mapping {{name: array}}, "
+                            f"got {type(state).__name__}")
         self._sync()
         missing = [n for n in self._shapes if n not in state]
         extra = [n for n in state if n not in self._shapes]
@@ -347,11 +350,18 @@ class Model:
 
     # ------------------------------------------------------------ files
     def save(self, path) -> None:
-        """Writes config, seed and parameters to one file, atomically (see model_file)."""
+        """Writes config, seed and parameters to one file, atomically (see model_file).
+
+        A parameter holding NaN or infinity is a ValueError naming it, and nothing is
+        written: :meth:`load` refuses such a file, which would have replaced a good one."""
         self._sync()
         meta = {"config": self.config.to_dict(), "seed": self.seed}
         # on the CPU the live views are written directly (no 180 MB copy at the seed shapes)
         tensors = self.parameters() if self.device == "cpu" else self.state_dict()
+        for name, arr in tensors.items():
+            if not np.isfinite(arr).all():
+                raise ValueError(f"Model.save: {name} holds a non-finite value, which Model.load refuses: "
+                                 f"nothing was written to {path!r}")
         model_file.write(path, "model", meta, tensors.items())
 
     @classmethod

@@ -1,7 +1,8 @@
 """AdamW and the training step (docs/design.md §1–§2); the arithmetic is in C (csrc/core/trainer.c)."""
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+import inspect
+from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -278,10 +279,19 @@ class Trainer:
         except (KeyError, TypeError) as e:
             raise ValueError(f"Trainer.load_state_dict: not a trainer state: missing {e}") from None
         saved_dtype = state.get("pair_state_dtype", "float32")  # states from before the option
+        # every name of hyperparameters, no other: _hyper(**h) refused one with a TypeError
+        # about _hyper's own arguments
+        names = list(inspect.signature(self._hyper).parameters)
+        if set(h) != set(names):
+            raise ValueError(f"Trainer.load_state_dict: hyperparameters must name {names}: missing "
+                             f"{[n for n in names if n not in h]}, unexpected {[n for n in h if n not in names]}")
         hyper = self._hyper(**h)
         shapes = self.model.shapes
         checked = ([], [])
         for kind, moment in enumerate(moments):
+            if not isinstance(moment, Mapping):  # a list failed in sorted(), None in set()
+                raise ValueError(f"Trainer.load_state_dict: {('exp_avg', 'exp_avg_sq')[kind]} must be a dict "
+                                 f"{{name: array}}, got {type(moment).__name__}")
             if set(moment) != set(shapes):
                 raise KeyError(f"Trainer.load_state_dict: moment names {sorted(set(moment) ^ set(shapes))} "
                                "do not match the model")

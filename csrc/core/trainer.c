@@ -17,6 +17,7 @@
  * step; the host's step count has moved on by the skipped steps, which a checkpoint restore
  * (or trainer.load_state_dict) undoes. The "cpu_staged" test backend runs this device path
  * on the CPU. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,20 +80,38 @@ struct mk_trainer {
     int pending;
 };
 
+/* lr, eps, weight_decay and min_lr are read as float32 by the step (adamw_consts.h, and the
+ * (float) casts below): a double above FLT_MAX became infinity there, and an eps below
+ * FLT_MIN 0 (or a subnormal, which a GPU flushes to 0), so the first step wrote inf or NaN
+ * into every parameter. `x` has passed its finite and sign rule. */
+static mk_status check_float32(const char *name, double x, double lowest) {
+    if (x > FLT_MAX)
+        return mk_fail(MK_ERR_VALUE, "Trainer: %s = %g is above the float32 range the step computes in "
+                                     "(at most %g)", name, x, (double)FLT_MAX);
+    if (x < lowest)
+        return mk_fail(MK_ERR_VALUE, "Trainer: %s = %g is below the smallest normal float32 (%g), "
+                                     "which the step computes in: it would be 0 there", name, x, lowest);
+    return MK_OK;
+}
+
 mk_status mk_trainer_config_check(const mk_trainer_config *c) {
     if (!(c->lr >= 0.0 && isfinite(c->lr)))
         return mk_fail(MK_ERR_VALUE, "Trainer: lr must be finite and >= 0, got %g", c->lr);
+    MK_TRY(check_float32("lr", c->lr, 0.0));
     if (!(c->beta1 >= 0.0 && c->beta1 < 1.0))
         return mk_fail(MK_ERR_VALUE, "Trainer: betas[0] must be in [0, 1), got %g", c->beta1);
     if (!(c->beta2 >= 0.0 && c->beta2 < 1.0))
         return mk_fail(MK_ERR_VALUE, "Trainer: betas[1] must be in [0, 1), got %g", c->beta2);
     if (!(c->eps > 0.0 && isfinite(c->eps)))
         return mk_fail(MK_ERR_VALUE, "Trainer: eps must be finite and > 0, got %g", c->eps);
+    MK_TRY(check_float32("eps", c->eps, (double)FLT_MIN));
     if (!(c->weight_decay >= 0.0 && isfinite(c->weight_decay)))
         return mk_fail(MK_ERR_VALUE, "Trainer: weight_decay must be finite and >= 0, got %g",
                        c->weight_decay);
+    MK_TRY(check_float32("weight_decay", c->weight_decay, 0.0));
     if (!(c->min_lr >= 0.0 && isfinite(c->min_lr)))
         return mk_fail(MK_ERR_VALUE, "Trainer: min_lr must be finite and >= 0, got %g", c->min_lr);
+    MK_TRY(check_float32("min_lr", c->min_lr, 0.0));
     mk_status st = mk_check_value_weight("Trainer", c->value_weight);
     if (st != MK_OK) return st;
     if (c->warmup_steps < 0)

@@ -460,10 +460,36 @@ def report(out: dict) -> List[str]:
     return lines
 
 
+def _argument_error(a) -> str:
+    """What is wrong with the numbers and --save, or "": each budget and cadence finite and
+    >= 0 (a negative --eval-every or --eval-every-positions looped forever in Budget.due, a
+    NaN --time never ran out, a negative --time or --positions reported an untrained model),
+    each size >= 1, each rate finite and > 0, --save a folder (or none yet)."""
+    import math
+
+    for option, value in (("--time", a.time), ("--eval-every", a.eval_every), ("--positions", a.positions),
+                          ("--eval-every-positions", a.eval_every_positions), ("--eval-positions", a.eval_positions)):
+        if not (math.isfinite(value) and value >= 0):
+            return f"{option} must be a finite number >= 0, got {value}"
+    for option, value in (("--blocks", a.blocks), ("--channels", a.channels), ("--resnet-batch", a.resnet_batch)):
+        if value < 1:
+            return f"{option} must be >= 1, got {value}"
+    for option, value in (("--resnet-lr", a.resnet_lr), ("--rate-guess", a.rate_guess)):
+        if not (math.isfinite(value) and value > 0):
+            return f"{option} must be a finite number > 0, got {value}"
+    if a.save and os.path.exists(a.save) and not os.path.isdir(a.save):
+        return f"--save {a.save} is a file, not a folder"
+    return ""
+
+
 def main(argv=None) -> int:
     a = parser().parse_args(argv)
     if a.quick:
         a.time, a.eval_every, a.eval_positions = min(a.time, 6.0), 2.0, min(a.eval_positions or 512, 512)
+    why = _argument_error(a)
+    if why:
+        print(f"strength: {why}", file=sys.stderr)
+        return 2
     for path in (a.train, a.held):
         if not os.path.isfile(path):
             print(f"strength: {path}: no such file", file=sys.stderr)

@@ -43,9 +43,13 @@ class Game:
         return self._checks[-1]
 
     def play(self, move: int) -> None:
-        """Plays a legal move16 (ValueError if it is not legal)."""
-        self.position, check = self.position.play(move)
-        self.moves.append(move_to_usi(move))
+        """Plays a legal move16, or USI text (ValueError if it is not legal); on any error the
+        game is as it was (the position was replaced before the move's text was made, and a
+        move that failed there left the game a move ahead of its `moves`)."""
+        usi = move if isinstance(move, str) else move_to_usi(move)
+        position, check = self.position.play(move)
+        self.position = position
+        self.moves.append(usi)
         self._sides.append(self.position.side)
         self._checks.append(bool(check))
         self._seen.setdefault(self.position.key(), []).append(self.ply)

@@ -162,9 +162,10 @@ class Position:
 
     def play(self, move) -> Tuple["Position", bool]:
         """(the position after `move`, its move number one more, whether its side to move
-        is in check). `move` is a USI string or a cshogi move16; ValueError when it is not
-        legal here (checked by the C move generator) or the position is not valid."""
-        m = usi_to_move(move) if isinstance(move, str) else int(move)
+        is in check). `move` is a USI string or a cshogi move16 (an int: a float or a bool is a
+        TypeError, not truncated into another move); ValueError when it is not legal here
+        (checked by the C move generator) or the position is not valid."""
+        m = usi_to_move(move) if isinstance(move, str) else _move16(move)
         try:
             board, hand, side, check = _core.shogi_apply_move(self.board, self.hand, self.side, m)
         except ValueError as e:
@@ -271,10 +272,34 @@ def _square(s: int) -> str:
     return f"{s // 9 + 1}{'abcdefghi'[s % 9]}"
 
 
+def _move16(move) -> int:
+    """`move` as an int in [0, 2**16): int() took 1.5 as move 1 (a move played that nobody
+    named) and True as 1; a number beyond 64 bits was an OverflowError."""
+    import numbers
+
+    if isinstance(move, bool) or not isinstance(move, numbers.Integral):
+        raise TypeError(f"shogi: a move must be USI text or a move16 int, got {type(move).__name__}")
+    if not 0 <= int(move) < 1 << 16:
+        raise ValueError(f"shogi: move must be a 16-bit move, got {int(move)}")
+    return int(move)
+
+
 def move_to_usi(move: int) -> str:
-    """USI text of a cshogi move16 (to | from << 7 | promote << 14, drops from = 81 + kind)."""
+    """USI text of a cshogi move16 (to | from << 7 | promote << 14, drops from = 81 + kind);
+    the inverse of :func:`usi_to_move`. A number that is no move16 (a square beyond 81, a
+    drop of no piece or promoted, from = to, a bit beyond 15) is a ValueError: it was read
+    as whatever its bits spelled ("1a15b", "P*10a", 0 as "1a1a"), or an IndexError."""
+    import numbers
+
+    if isinstance(move, bool) or not isinstance(move, numbers.Integral):
+        raise TypeError(f"shogi: a move16 must be an int, got {type(move).__name__}")
+    move = int(move)
     to, frm, promote = move & 127, (move >> 7) & 127, (move >> 14) & 1
-    if frm >= 81:
+    drop = 81 <= frm < 81 + len(_HAND_LETTERS)
+    if not (0 <= move < 1 << 15 and to < 81 and (drop and not promote or frm < 81 and frm != to)):
+        raise ValueError(f"shogi: {move} is not a move16 (to | from << 7 | promote << 14: squares below 81, "
+                         f"from = 81 + a hand piece's kind for a drop, which does not promote)")
+    if drop:
         return f"{_HAND_LETTERS[frm - 81]}*{_square(to)}"
     return _square(frm) + _square(to) + ("+" if promote else "")
 

@@ -33,11 +33,19 @@ def expand_paths(paths, fmt: int) -> List[str]:
     A path that exists is that file or folder, whatever characters its name holds
     (``run[1].hcpe`` is that file, not ``run1.hcpe``); only a path that does not exist is
     read as a glob."""
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        paths = [paths]  # a bytes path is one path (iterated, it was a list of ints)
+    try:
+        paths = list(paths)
+    except TypeError:
+        paths = [paths]  # not iterable (None, 3): refused below, named
+    bad = [p for p in paths if not isinstance(p, (str, bytes, os.PathLike))]
+    if bad:
+        raise TypeError(f"shogi: paths must be a path, a glob, a folder or a list of them, got "
+                        f"{type(bad[0]).__name__} {bad[0]!r:.100}")
     out: List[str] = []
     for p in paths:
-        p = os.fspath(p)
+        p = os.fsdecode(os.fspath(p))
         if os.path.isdir(p):
             out += sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith(_SUFFIX[fmt]))
         elif os.path.isfile(p):

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from .. import _core
 from ..batch import Batch
-from ..model import Model, ModelConfig
+from ..model import Model, ModelConfig, real_arg
 from ..move_pair_board import relative_parts
 from . import ops, targets
 from .sparse_pairs import pair_sums_sparse_grad
@@ -467,7 +467,16 @@ def batch_tensors(batch: Batch, device=None) -> Dict[str, Optional[Tensor]]:
 def param_groups(module: nn.Module, weight_decay: float = 0.01) -> list:
     """Parameter groups for a torch optimizer with mk.Trainer's rule: weight decay on every
     parameter except those whose name ends in ``bias``:
-    ``torch.optim.AdamW(param_groups(net, 0.01), lr=1e-3)`` is ``mk.Trainer(model)``'s AdamW."""
+    ``torch.optim.AdamW(param_groups(net, 0.01), lr=1e-3)`` is ``mk.Trainer(model)``'s AdamW.
+    `weight_decay` follows mk.Trainer's rule, finite and >= 0 (torch checks only its
+    optimizer's default, not a group's: NaN made the first step's parameters NaN)."""
+    import math
+
+    weight_decay = real_arg("param_groups", "weight_decay", weight_decay)
+    if not (math.isfinite(weight_decay) and weight_decay >= 0):
+        raise ValueError(f"param_groups: weight_decay must be finite and >= 0, got {weight_decay:g}")
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"param_groups: module must be a torch.nn.Module, got {type(module).__name__}")
     decay, no_decay = [], []
     for name, p in module.named_parameters():
         (no_decay if name.endswith("bias") else decay).append(p)

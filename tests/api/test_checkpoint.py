@@ -51,8 +51,9 @@ def test_a_pickle_checkpoint_is_refused_without_running_it(tmp_path):
         ckpt.load(path)
     # fit(resume=True) and the converter without its flag refuse it the same way
     ds = mk.Dataset.synthetic(100, SMALL, seed=0)
+    model = FakeModel()
     with pytest.raises(mk.CheckpointError, match="pickle"):
-        mk.fit(FakeModel(), mk.Loader(ds, batch_size=32), steps=1, trainer=FakeTrainer(FakeModel()),
+        mk.fit(model, mk.Loader(ds, batch_size=32), steps=1, trainer=FakeTrainer(model),
                checkpoint=str(path), resume=True, progress=False, log=lambda s: None)
     out = subprocess.run([sys.executable, "-m", "manaka.checkpoint", "convert", str(path), str(tmp_path / "new")],
                          capture_output=True, text=True, timeout=60)
@@ -198,8 +199,9 @@ def test_a_checkpoint_with_the_wrong_structure_is_a_checkpoint_error(ds, tmp_pat
     for state, message in (({"step": 1}, "missing"), ({"step": -1, "model": {}, "trainer": {}, "loader": {}}, "invalid step"),
                            ({"step": 0, "model": {}, "trainer": {}, "loader": {}, "history": 3}, "history")):
         ckpt.save(path, state)
+        model = FakeModel()
         with pytest.raises(mk.CheckpointError, match=message):
-            mk.fit(FakeModel(), mk.Loader(ds, batch_size=32), steps=1, trainer=FakeTrainer(FakeModel()),
+            mk.fit(model, mk.Loader(ds, batch_size=32), steps=1, trainer=FakeTrainer(model),
                    checkpoint=str(path), resume=True, progress=False, log=lambda s: None)
 
 

@@ -240,6 +240,17 @@ BAD_HYPER = [
     (dict(weight_decay=-0.5), "Trainer: weight_decay must be finite and >= 0, got -0.5"),
     (dict(min_lr=float("-inf")), "Trainer: min_lr must be finite and >= 0, got -inf"),
     (dict(value_weight=float("nan")), "Trainer: value_weight must be finite and >= 0, got nan"),
+    # finite as doubles but not as the float32 the step reads: the first step wrote inf or
+    # NaN into every parameter (eps 0 in float32: 0 / 0 where a gradient is 0)
+    (dict(lr=1e39), "Trainer: lr = 1e+39 is above the float32 range the step computes in (at most 3.40282e+38)"),
+    (dict(eps=1e-300), "Trainer: eps = 1e-300 is below the smallest normal float32 (1.17549e-38), which the step "
+                       "computes in: it would be 0 there"),
+    (dict(eps=1e-40), "Trainer: eps = 1e-40 is below the smallest normal float32 (1.17549e-38), which the step "
+                      "computes in: it would be 0 there"),
+    (dict(weight_decay=1e300), "Trainer: weight_decay = 1e+300 is above the float32 range the step computes in "
+                               "(at most 3.40282e+38)"),
+    (dict(min_lr=1e39, schedule="cosine", total_steps=9), "Trainer: min_lr = 1e+39 is above the float32 range the "
+                                                          "step computes in (at most 3.40282e+38)"),
     (dict(warmup_steps=-1), "Trainer: warmup_steps must be >= 0, got -1"),
     (dict(total_steps=-1), "Trainer: total_steps must be >= 0 (or None), got -1"),
     (dict(schedule="linear"), "Trainer: schedule must be 'constant' or 'cosine', got 'linear'"),
@@ -338,6 +349,24 @@ def test_value_weight_has_one_rule_in_c_for_the_trainer_and_loss_and_grad():
     before = {n: model._core.read(n, True) for n in model.shapes}
     error_of(lambda: model._core.loss_and_grad(b, -1.0))
     assert all(np.array_equal(model._core.read(n, True), g) for n, g in before.items())
+
+
+def test_a_trainer_state_of_another_shape_is_a_value_error_naming_the_part():
+    # hyperparameters with a name too many or too few failed in Trainer._hyper() with a
+    # TypeError about its own arguments; moments that are not dicts in sorted() or set()
+    model = mk.Model(mk.ModelConfig(**BASE))
+    trainer = mk.Trainer(model, lr=0.5)
+    state = trainer.state_dict()
+    names = "['lr', 'betas', 'eps', 'weight_decay', 'warmup_steps', 'schedule', 'total_steps', 'min_lr', 'value_weight']"
+    h = state["hyperparameters"]
+    for hyper, words in (({**h, "momentum": 0.9}, "missing [], unexpected ['momentum']"),
+                         ({k: v for k, v in h.items() if k != "lr"}, "missing ['lr'], unexpected []")):
+        assert error_of(lambda: trainer.load_state_dict({**state, "hyperparameters": hyper})) == (
+            ValueError, f"Trainer.load_state_dict: hyperparameters must name {names}: {words}")
+    for key, bad in (("exp_avg", [1, 2]), ("exp_avg_sq", None)):
+        assert error_of(lambda: trainer.load_state_dict({**state, key: bad})) == (
+            ValueError, f"Trainer.load_state_dict: {key} must be a dict {{name: array}}, got {type(bad).__name__}")
+    assert trainer.hyperparameters["lr"] == 0.5
 
 
 def test_step_count_is_checked_in_c_by_load_and_by_the_setter():

@@ -233,6 +233,46 @@ def test_bad_arguments(ds):
             mk.fit(model, loader, **kw, trainer=FakeTrainer(model), progress=False, log=lambda s: None)
 
 
+
+def test_a_checkpoint_that_is_a_file_of_the_data_is_refused_before_anything_is_written(ds, tmp_path):
+    # fit(checkpoint=<a file the run reads>) trained, then wrote the checkpoint over the
+    # training data (or the held-out data): the data was lost
+    train, held = ds.save(str(tmp_path / "train")), ds.save(str(tmp_path / "held"))
+    loader = mk.Loader(mk.Dataset.open(train), batch_size=32)
+    for path, words, eval_data in ((os.path.join(train, "meta.json"), "of the training data", None),
+                                   (os.path.join(held, "meta.json"), "of eval_data", mk.Dataset.open(held))):
+        before = open(path, "rb").read()
+        model = FakeModel()
+        with pytest.raises(ValueError, match=f"^fit: checkpoint {re.escape(repr(path))} is a file {words}: "
+                                             "writing it would replace the data"):
+            mk.fit(model, loader, steps=2, trainer=FakeTrainer(model), checkpoint=path, eval_data=eval_data,
+                   progress=False, log=lambda s: None)
+        assert open(path, "rb").read() == before
+    # a folder, or a path under a file, was found only when the run's end wrote it
+    model = FakeModel()
+    trainer = FakeTrainer(model)
+    with pytest.raises(IsADirectoryError, match="^.*fit: checkpoint .* is a directory"):
+        mk.fit(model, loader, steps=2, trainer=trainer, checkpoint=str(tmp_path), progress=False, log=lambda s: None)
+    with pytest.raises(OSError, match="cannot be written: .*meta.json is a file, not a folder"):
+        mk.fit(model, loader, steps=2, trainer=trainer, checkpoint=os.path.join(train, "meta.json", "run.ckpt"),
+               progress=False, log=lambda s: None)
+    with pytest.raises(TypeError, match="^fit: checkpoint must be a path, got int"):
+        mk.fit(model, loader, steps=2, trainer=trainer, checkpoint=3, progress=False, log=lambda s: None)
+    assert trainer.t == 0
+
+
+def test_a_trainer_of_another_model_is_refused(ds):
+    # fit(model, trainer=mk.Trainer(other)) trained `other` and returned with `model` untouched
+    loader = mk.Loader(ds, batch_size=32)
+    model, other = FakeModel(), FakeModel()
+    trainer = FakeTrainer(other)
+    with pytest.raises(ValueError, match=r"^fit: trainer trains another model than the one given"):
+        mk.fit(model, loader, steps=2, trainer=trainer, progress=False, log=lambda s: None)
+    assert trainer.t == 0
+    # a trainer that is not one failed at the first step with an AttributeError
+    with pytest.raises(TypeError, match="^fit: trainer must be a manaka.Trainer .*got str"):
+        mk.fit(model, loader, steps=2, trainer="adamw", progress=False, log=lambda s: None)
+
 def test_progress_bar_leaves_no_thread(ds, capsys):
     before = threading.active_count()
     model = FakeModel()

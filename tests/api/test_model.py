@@ -238,6 +238,10 @@ def test_load_state_dict_rejects_bad_state_without_changes():
         model.load_state_dict(bad)
     with pytest.raises(KeyError, match="pair_table"):
         model.load_state_dict({k: v for k, v in before.items() if k != "pair_table"})
+    # not a mapping: None failed in `in` ("argument of type 'NoneType' is not iterable")
+    for bad in (None, [("embedding", before["embedding"])]):
+        with pytest.raises(TypeError, match=r"^Model.load_state_dict: state must be a mapping \{name: array\}, got "):
+            model.load_state_dict(bad)
     for name, arr in model.state_dict().items():
         np.testing.assert_array_equal(arr, before[name])
 

@@ -2,6 +2,8 @@
 (manaka/atomic_file.py) and Model.load's checks before it allocates."""
 import json
 import os
+import re
+import stat
 import struct
 import subprocess
 import sys
@@ -228,3 +230,34 @@ def test_a_fifo_or_a_device_is_refused_without_waiting(tmp_path):
         "ModelFileError '/dev/zero': is not a regular file (a FIFO, socket or device)",
         f"CheckpointError {str(fifo)!r}: is not a regular file (a FIFO, socket or device)",
         "CheckpointError '/dev/zero': is not a regular file (a FIFO, socket or device)"], done.stdout
+
+
+def test_a_fifo_or_a_device_is_never_replaced_by_a_write(tmp_path):
+    # os.replace put the new file in a special file's place: Model.save("/dev/null"), run as
+    # root, replaced the device node with a regular file (every later `> /dev/null` wrote there)
+    fifo = tmp_path / "m.manaka"
+    os.mkfifo(fifo)
+    model = mk.Model(cases.config())
+    with pytest.raises(FileExistsError, match=f"cannot write {re.escape(repr(str(fifo)))}: it is a FIFO, "
+                                              "not a regular file, and is never replaced"):
+        model.save(fifo)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and os.listdir(tmp_path) == ["m.manaka"]
+    # refused up front too, by the check commands make before long work (train --save, match --json)
+    assert atomic_file.unwritable(fifo) == "it is a FIFO, not a regular file (it is never replaced)"
+    assert atomic_file.unwritable("/dev/null") == "it is a device, not a regular file (it is never replaced)"
+    assert atomic_file.unwritable(tmp_path / "new.manaka") == ""
+
+
+def test_a_model_with_a_non_finite_parameter_is_not_saved(tmp_path):
+    # save wrote it (over a good file) and Model.load then refused the file: the good model lost
+    path = tmp_path / "m.manaka"
+    model = mk.Model(cases.config())
+    model.save(path)
+    before = path.read_bytes()
+    for value in (np.nan, np.inf):
+        model.parameters()["move_table"][1, 0] = value
+        with pytest.raises(ValueError, match=f"^Model.save: move_table holds a non-finite value, which Model.load "
+                                             f"refuses: nothing was written to {re.escape(repr(path))}"):
+            model.save(path)
+        assert path.read_bytes() == before and os.listdir(tmp_path) == ["m.manaka"]
+    mk.Model.load(path)

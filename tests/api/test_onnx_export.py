@@ -839,6 +839,18 @@ def test_command(tmp_path, rng):
     assert (tmp_path / "m.onnx").read_bytes() == before and not (tmp_path / "n.onnx").exists()
     assert run_cli("m.manaka", "m.onnx", "--overwrite", cwd=tmp_path).returncode == 0
 
+    # OUT naming MODEL: "m.manaka exists; pass --overwrite", and with it the model was replaced
+    # by its export; a path under a file was reported as existing (the hint then misled)
+    saved = (tmp_path / "m.manaka").read_bytes()
+    for args, message in [(("m.manaka", "m.manaka", "--overwrite"), "m.manaka is the model file MODEL: the export "
+                                                                     "would replace the model"),
+                          (("m.manaka", "./m.manaka"), "./m.manaka is the model file MODEL"),
+                          (("m.manaka", "m.manaka/x.onnx"), "cannot create the folder")]:
+        done = run_cli(*args, cwd=tmp_path)
+        assert done.returncode == 2 and message in done.stderr and "pass --overwrite" not in done.stderr, \
+            (args, done.stderr)
+    assert (tmp_path / "m.manaka").read_bytes() == saved
+
     # a saved model with the move-pair table's relative part: the file keeps it, the command writes it
     relative = mk.ModelConfig(**{**CONFIGS["move-pairs"], "board_width": 3, "board_height": 2, "board_kinds": 2})
     model = with_move_pair_table(mk.Model(relative, seed=8), rng)

@@ -274,6 +274,22 @@ def test_bad_arguments(tmp_path, capsys):
     assert strength.main([str(tmp_path / "a.hcpe"), str(tmp_path / "a.hcpe"), "--set", "nope=1",
                           "--only", "baselines"]) == 2
     assert "nope" in capsys.readouterr().err
+    # a negative cadence looped forever in Budget.due (a hang), a NaN --time never ran out, a
+    # negative --time or --positions reported an untrained model (rc 0), a negative
+    # --eval-positions and --resnet-batch 0 failed inside a worker, --save FILE in a traceback
+    (tmp_path / "file").write_bytes(b"")
+    for args, message in ((["--eval-every", "-1"], "--eval-every must be a finite number >= 0, got -1.0"),
+                          (["--eval-every-positions", "-5"], "--eval-every-positions must be a finite number >= 0"),
+                          (["--time", "nan"], "--time must be a finite number >= 0, got nan"),
+                          (["--time", "-5"], "--time must be a finite number >= 0, got -5.0"),
+                          (["--positions", "-4"], "--positions must be a finite number >= 0, got -4"),
+                          (["--eval-positions", "-3"], "--eval-positions must be a finite number >= 0"),
+                          (["--resnet-batch", "0"], "--resnet-batch must be >= 1, got 0"),
+                          (["--rate-guess", "nan"], "--rate-guess must be a finite number > 0, got nan"),
+                          (["--save", str(tmp_path / "file")], "is a file, not a folder")):
+        assert strength.main([str(tmp_path / "a.hcpe"), str(tmp_path / "a.hcpe"), "--only", "manaka", *args]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("strength: ") and message in err and len(err.splitlines()) == 1, (args, err)
 
 
 def test_mirror_records(tmp_path):

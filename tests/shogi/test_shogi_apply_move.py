@@ -80,6 +80,45 @@ def test_illegal_and_malformed_moves_are_refused():
         shogi.apply_move("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - x", "7g7f")
 
 
+def test_move_to_usi_is_usi_to_move_s_inverse_and_refuses_what_is_no_move():
+    for board in random_positions(30, 24):
+        for move in board.legal_moves:
+            usi = cshogi.move_to_usi(move)
+            assert shogi.move_to_usi(shogi.usi_to_move(usi)) == usi == shogi.move_to_usi(cshogi.move16(move))
+    # numbers that are no move16 were spelled from their bits: "1a1a", "1a15b", "1a10a", "P*10a",
+    # an IndexError for a drop of no piece or a negative number
+    for bad in (0, 127, 81, 81 | 81 << 7, 5 | 100 << 7, 1 << 16, 2**40, -5, 40 | 81 << 7 | 1 << 14, 10 | 10 << 7):
+        with pytest.raises(ValueError, match=f"^shogi: {bad} is not a move16"):
+            shogi.move_to_usi(bad)
+    for bad in (1.5, None, True):
+        with pytest.raises(TypeError, match="^shogi: a move16 must be an int"):
+            shogi.move_to_usi(bad)
+    assert shogi.move_to_usi(np.int32(shogi.usi_to_move("8h2b+"))) == "8h2b+"
+
+
+def test_a_move_that_is_no_int_is_refused_and_a_game_is_left_as_it_was():
+    from manaka.shogi.game import Game
+
+    start = shogi.parse_sfen(shogi.STARTING_SFEN).play("7g7f")[0]
+    # 1.5 was int()-ed to move 1 (1a1b, legal for White here) and played; True was move 1 too
+    for bad in (1.5, True, None):
+        with pytest.raises(TypeError, match="^shogi: a move must be USI text or a move16 int, got "):
+            start.play(bad)
+    with pytest.raises(ValueError, match=f"^shogi: move must be a 16-bit move, got {2**40}$"):
+        start.play(2**40)  # an OverflowError
+    # Game.play replaced its position before the move's text failed: the game was a move
+    # ahead of its `moves` (USI text, 1.5 played as 1a1b)
+    game = Game(start.sfen())
+    for bad in ("7g7f", 1.5, shogi.usi_to_move("7g7e")):
+        with pytest.raises((TypeError, ValueError)):
+            game.play(bad)
+        assert game.position == start and game.ply == 0
+    game.play("3c3d")
+    game.play(shogi.usi_to_move("2g2f"))
+    assert game.moves == ["3c3d", "2g2f"] and game.position.sfen() == shogi.apply_move(
+        shogi.apply_move(start.sfen(), "3c3d"), "2g2f")
+
+
 def test_move_number_and_side():
     after = shogi.apply_move("sfen " + shogi.STARTING_SFEN.replace(" 1", " 41"), "7g7f")
     assert after == "lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 42"

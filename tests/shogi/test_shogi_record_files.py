@@ -57,6 +57,22 @@ def test_an_existing_path_with_glob_characters_is_itself(tmp_path, pool):
     assert shogi.open_hcpe(str(folder)).files == [str(folder / "x.hcpe")]
 
 
+
+def test_a_bytes_path_is_one_path_and_a_non_path_is_named(tmp_path, pool):
+    # a bytes path was iterated as ints ("expected str, bytes or os.PathLike object, not int"),
+    # None or 3 failed with "'NoneType' object is not iterable"
+    boards, arr = pool
+    arr[:4].tofile(tmp_path / "a.hcpe")
+    same_positions(shogi.open_hcpe(os.fsencode(tmp_path / "a.hcpe")), boards[:4])
+    same_positions(shogi.open_hcpe(iter([tmp_path / "a.hcpe"])), boards[:4])
+    for bad, words in ((None, "NoneType None"), (3, "int 3"), ([str(tmp_path / "a.hcpe"), 7], "int 7")):
+        with pytest.raises(TypeError, match=f"^shogi: paths must be a path, a glob, a folder or a list of them, "
+                                            f"got {words}$"):
+            shogi.open_hcpe(bad)
+        with pytest.raises(TypeError, match="^shogi: paths must be"):
+            shogi.open_hcpe3(bad)
+
+
 # Opens the folder under a low limit of open files and reads it every way: prints the
 # count of records, of rows a loader epoch delivered, and of the in-memory dataset.
 CHILD = r"""

@@ -313,6 +313,21 @@ def test_move_pair_table_goes_both_ways_and_is_decayed():
     assert not hasattr(net, "move_pair_relative")  # board_kinds = 0: no relative part
 
 
+def test_param_groups_refuses_a_weight_decay_mk_trainer_refuses():
+    # torch.optim checks its default weight_decay only, not a group's: NaN (or -1) went into
+    # the decayed group and the first step made every decayed parameter NaN
+    net = mkt.Network(cases.config(hidden=(6,)))
+    for bad in (float("nan"), -1.0, float("inf")):
+        with pytest.raises(ValueError, match=r"^param_groups: weight_decay must be finite and >= 0, got "):
+            mkt.param_groups(net, bad)
+    with pytest.raises(TypeError, match=r"^param_groups: weight_decay must be a real number, got str"):
+        mkt.param_groups(net, "0.01")
+    with pytest.raises(TypeError, match=r"^param_groups: module must be a torch.nn.Module, got str"):
+        mkt.param_groups("net")
+    decayed, plain = mkt.param_groups(net, 0)
+    assert decayed["weight_decay"] == 0 and plain["weight_decay"] == 0.0
+
+
 def test_move_pair_relative_goes_both_ways_and_is_decayed():
     cfg = cases.config(hidden=(6,), move_pairs=12, board=(3, 2, 1))
     net, model, b = _with_move_pairs(cfg, 3)
