@@ -3,7 +3,9 @@
 The bytes go to ``.<name>.tmp-<pid>`` in the destination's folder, are flushed and
 fsynced, the temporary is renamed over the destination (``os.replace``, atomic on POSIX),
 and the folder is fsynced so the rename itself survives a power loss. The folder is
-created when missing. A FIFO, device or socket at the destination is never replaced
+created when missing. A symbolic link is written through: its target gets the new bytes and
+the link stays (renaming over the link would have left the target, which the link's user
+reads, with the old content). A FIFO, device or socket at the destination is never replaced
 (FileExistsError). A process killed mid-write leaves its temporary behind; the next
 write of the same destination removes temporaries whose process is gone.
 """
@@ -66,6 +68,12 @@ def _fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
+def _destination(path) -> str:
+    """The file a write of `path` replaces: `path`, or the end of its chain of symbolic links."""
+    path = os.fsdecode(os.fspath(path))  # a bytes path too (the temporaries' names are str)
+    return os.path.realpath(path) if os.path.islink(path) else path
+
+
 def _special(path: str) -> str:
     """"a FIFO" / "a device" / "a socket" when `path` is one (not a link to one), else "".
     os.replace would put the new file in its place: Model.save("/dev/null") run as root
@@ -85,14 +93,15 @@ def unwritable(path) -> str:
     """Why atomic_write(path) could not write `path` for its folder, or "": the nearest of its
     folders that exists (atomic_write makes the others) is a file, or is not writable. For a
     caller that writes only at the end of long work, to refuse before the work is done."""
-    folder = os.path.dirname(os.path.abspath(os.fsdecode(os.fspath(path))))
+    path = _destination(path)
+    folder = os.path.dirname(os.path.abspath(path))
     while not os.path.exists(folder):
         folder = os.path.dirname(folder)
     if not os.path.isdir(folder):
         return f"{folder} is a file, not a folder"
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"the folder {folder} is not writable"
-    kind = _special(os.fsdecode(os.fspath(path)))
+    kind = _special(path)
     return f"it is {kind}, not a regular file (it is never replaced)" if kind else ""
 
 
@@ -100,7 +109,7 @@ def unwritable(path) -> str:
 def atomic_write(path) -> Iterator[BinaryIO]:
     """``with atomic_write(path) as f: f.write(...)``: `path` holds the new bytes once the
     block ends, and its old content (or nothing) if the block raises."""
-    path = os.fsdecode(os.fspath(path))  # a bytes path too (the temporaries' names are str)
+    path = _destination(path)
     if not path:  # abspath("") is the working folder: its name would be written in its parent
         raise FileNotFoundError(errno.ENOENT, "cannot write '': the path is empty")
     folder = os.path.dirname(os.path.abspath(path))

@@ -26,6 +26,8 @@ import argparse
 import os
 import sys
 
+import numpy as np
+
 from . import onnx_graph
 from .atomic_file import atomic_write
 from .model import Model
@@ -57,7 +59,8 @@ def export_onnx(model: Model, path, *, opset: int = onnx_graph.DEFAULT_OPSET, ov
     The file is written atomically (manaka/atomic_file.py): a reader never sees half of
     it, and a failure leaves the old file, if any, as it was. Raises ImportError without
     the ``onnx`` package, and ValueError for a model of 2 GiB or more (one ONNX file is
-    one protobuf message, which cannot hold that).
+    one protobuf message, which cannot hold that), or for a parameter holding NaN or
+    infinity (named; nothing is written).
     """
     if not isinstance(model, Model):
         raise TypeError(f"export_onnx: model must be a manaka.Model, got {type(model).__name__} "
@@ -78,7 +81,12 @@ def export_onnx(model: Model, path, *, opset: int = onnx_graph.DEFAULT_OPSET, ov
                          f"file (a protobuf message) can hold (2 GiB); config {model.config}")
     from . import __version__
 
-    proto = onnx_graph.build(model.config, model.state_dict(), opset, metadata={"manaka_version": __version__})
+    state = model.state_dict()
+    for name, arr in state.items():  # a file that computes NaN for every position is no export
+        if not np.isfinite(arr).all():
+            raise ValueError(f"export_onnx: {name} holds a non-finite value (a diverged model): "
+                             f"nothing was written to {path!r}")
+    proto = onnx_graph.build(model.config, state, opset, metadata={"manaka_version": __version__})
     data = proto.SerializeToString()
     with atomic_write(path) as f:
         f.write(data)

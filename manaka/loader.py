@@ -7,7 +7,7 @@ position). See :class:`Loader` for the guarantees.
 from __future__ import annotations
 
 import time
-from typing import Dict, Iterator, Optional
+from typing import Dict, Iterator, Mapping, Optional
 
 import numpy as np
 
@@ -224,6 +224,9 @@ class Loader:
         loader's ``world_size * batch_size``). ``drop_last`` may differ too: it only decides
         whether an epoch's last, short step is trained on (``python -m manaka.train
         --nproc`` drops it)."""
+        if not isinstance(state, Mapping):
+            raise TypeError(f"Loader.load_state_dict: state must be a mapping (Loader.state_dict()'s dict), "
+                            f"got {type(state).__name__}")
         for key in ("seed", "shuffle"):
             if key in state and int(state[key]) != int(getattr(self, key)):
                 raise ValueError(f"Loader.load_state_dict: {key} = {state[key]} was saved, but this loader has "

@@ -90,7 +90,8 @@ static mk_status check_float32(const char *name, double x, double lowest) {
                                      "(at most %g)", name, x, (double)FLT_MAX);
     if (x < lowest)
         return mk_fail(MK_ERR_VALUE, "Trainer: %s = %g is below the smallest normal float32 (%g), "
-                                     "which the step computes in: it would be 0 there", name, x, lowest);
+                                     "which the step computes in: it would be 0 there, or a "
+                                     "subnormal that a GPU flushes to 0", name, x, lowest);
     return MK_OK;
 }
 

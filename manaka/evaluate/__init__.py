@@ -10,6 +10,7 @@ from typing import Dict, Union
 
 from ..dataset import Dataset
 from ..loader import Loader
+from ..model import Model
 from .baseline_figures import Frequencies, baselines, label_frequencies
 from .data import batches, check_fits
 from .metrics import TOP_K, Totals, check_value_weight, log_softmax, policy_rows, target_rank, value_rows
@@ -34,6 +35,9 @@ def evaluate(model, data: Union[Dataset, Loader], batch_size: int = 1024,
     ``on_bad="skip"``): a mean over nothing is not a loss of 0.
     """
     value_weight = check_value_weight("evaluate", value_weight)
+    if not isinstance(model, Model):  # a path, a Network: no forward(batch) to call
+        raise TypeError(f"evaluate: model must be a manaka.Model (mk.Model.load(path) reads a file), "
+                        f"got {type(model).__name__}")
     check_fits(model, data)
     totals = Totals()
     with batches(data, batch_size) as loader:

@@ -244,9 +244,9 @@ BAD_HYPER = [
     # NaN into every parameter (eps 0 in float32: 0 / 0 where a gradient is 0)
     (dict(lr=1e39), "Trainer: lr = 1e+39 is above the float32 range the step computes in (at most 3.40282e+38)"),
     (dict(eps=1e-300), "Trainer: eps = 1e-300 is below the smallest normal float32 (1.17549e-38), which the step "
-                       "computes in: it would be 0 there"),
+                       "computes in: it would be 0 there, or a subnormal that a GPU flushes to 0"),
     (dict(eps=1e-40), "Trainer: eps = 1e-40 is below the smallest normal float32 (1.17549e-38), which the step "
-                      "computes in: it would be 0 there"),
+                      "computes in: it would be 0 there, or a subnormal that a GPU flushes to 0"),
     (dict(weight_decay=1e300), "Trainer: weight_decay = 1e+300 is above the float32 range the step computes in "
                                "(at most 3.40282e+38)"),
     (dict(min_lr=1e39, schedule="cosine", total_steps=9), "Trainer: min_lr = 1e+39 is above the float32 range the "

@@ -212,6 +212,15 @@ def test_a_value_weight_that_is_no_weight_is_refused(rng):
             baselines(data, value_weight=bad)
 
 
+def test_a_model_that_is_no_model_is_a_type_error(rng, tmp_path):
+    # a path (the command takes one) was an AttributeError: 'str' object has no attribute 'config'
+    data = random_dataset(rng, n=20)
+    mk.Model(tiny_config(data)).save(tmp_path / "m.manaka")
+    for bad, name in ((str(tmp_path / "m.manaka"), "str"), (None, "NoneType")):
+        with pytest.raises(TypeError, match=f"^evaluate: model must be a manaka.Model .*got {name}$"):
+            mk.evaluate(bad, data)
+
+
 def test_data_that_does_not_fit_the_model(rng):
     ds = random_dataset(rng, V=13, M=40, T=5)
     for change in ({"num_tokens": 12}, {"num_moves": 39}, {"tokens_per_side": 6}):

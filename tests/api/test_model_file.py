@@ -248,6 +248,27 @@ def test_a_fifo_or_a_device_is_never_replaced_by_a_write(tmp_path):
     assert atomic_file.unwritable(tmp_path / "new.manaka") == ""
 
 
+def test_a_write_through_a_symbolic_link_replaces_its_target_and_keeps_the_link(tmp_path):
+    # os.replace put the new file in the link's place: the link's target, which whoever made
+    # the link reads, kept the old model
+    (tmp_path / "runs").mkdir()
+    target, link = tmp_path / "runs" / "m.manaka", tmp_path / "latest.manaka"
+    mk.Model(cases.config(), seed=1).save(target)
+    os.symlink(os.path.join("runs", "m.manaka"), link)
+    model = mk.Model(cases.config(), seed=2)
+    model.save(link)
+    assert os.path.islink(link) and os.readlink(link) == os.path.join("runs", "m.manaka")
+    loaded = mk.Model.load(target)
+    for name, value in model.state_dict().items():
+        np.testing.assert_array_equal(loaded.state_dict()[name], value)
+    assert sorted(os.listdir(tmp_path / "runs")) == ["m.manaka"]  # no temporary left beside it
+    # a link to a device is refused as the device is
+    os.symlink("/dev/null", tmp_path / "null.manaka")
+    with pytest.raises(FileExistsError, match="cannot write '/dev/null': it is a device"):
+        model.save(tmp_path / "null.manaka")
+    assert atomic_file.unwritable(tmp_path / "null.manaka") == "it is a device, not a regular file (it is never replaced)"
+
+
 def test_a_model_with_a_non_finite_parameter_is_not_saved(tmp_path):
     # save wrote it (over a good file) and Model.load then refused the file: the good model lost
     path = tmp_path / "m.manaka"

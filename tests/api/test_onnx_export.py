@@ -808,6 +808,12 @@ def test_bad_calls_write_nothing(tmp_path):
     with pytest.raises(TypeError, match="model must be a manaka.Model"):
         export_onnx(model.state_dict(), tmp_path / "x.onnx")
     assert sorted(os.listdir(tmp_path)) == ["m.onnx"]
+    diverged = mk.Model(mk.ModelConfig(**CONFIGS["small"]))
+    name = sorted(diverged.parameters())[-1]
+    diverged.parameters()[name].reshape(-1)[3] = np.nan  # a live view on the CPU
+    with pytest.raises(ValueError, match=f"export_onnx: {name} holds a non-finite value .* nothing was written"):
+        export_onnx(diverged, path, overwrite=True)
+    assert path.read_bytes() == b"keep me"
     export_onnx(model, path, overwrite=True)
     assert len(onnx.load(os.fspath(path)).graph.node) > 0 and sorted(os.listdir(tmp_path)) == ["m.onnx"]
 

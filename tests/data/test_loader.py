@@ -128,6 +128,9 @@ def test_position_resume(ds):
     assert len(rest) == 6 and all(np.array_equal(x[0], y[0]) for x, y in zip(rest, full[4:]))
     with pytest.raises(ValueError, match="seed"):
         mk.Loader(ds, batch_size=100, seed=4).load_state_dict(state)
+    for bad in (None, [("epoch", 0)]):  # a TypeError naming what it wants, not "'NoneType' is not ..."
+        with pytest.raises(TypeError, match=r"Loader.load_state_dict: state must be a mapping \(Loader.state_dict"):
+            mk.Loader(ds, batch_size=100, seed=3).load_state_dict(bad)
 
 
 def test_stats(ds):
