@@ -69,6 +69,12 @@ class ModelConfig:
             relu(value_hidden.weight x + value_hidden.bias) + value.bias`` (value.weight [1,
             Hv]; x the trunk's output), as dlshogi's and AlphaZero's value heads have. 0 (the
             default): z is linear in x.
+        value_power_sums: 1 (with value_hidden >= 1) for a value head that reads the power
+            sums of both perspectives (x_0 without its pair sums, [B, 2 K D]; value_hidden.weight
+            [Hv, 2 K D]) instead of the trunk's output: the value never sees the pair table,
+            which on small data sets memorises the positions' evaluations (docs/shogi.md, "The
+            default recipe"). The policy still reads the trunk. 0 (the default): x is the
+            trunk's output.
     """
 
     num_tokens: int
@@ -88,6 +94,7 @@ class ModelConfig:
     move_hidden_gate: int = 0
     move_kinds: int = 0
     value_hidden: int = 0
+    value_power_sums: int = 0
 
     def __post_init__(self):
         # The core converts and checks (_core.check_model_config: every field an int, or a
@@ -146,7 +153,7 @@ def expected_shapes(config: ModelConfig) -> Dict[str, Tuple[int, ...]]:
     if c.move_kinds:
         shapes["move_kind_table"] = (max(c.move_pairs, 1) * c.move_kinds, c.head_width)
     if c.value_hidden:
-        shapes["value_hidden.weight"] = (c.value_hidden, width)
+        shapes["value_hidden.weight"] = (c.value_hidden, 2 * c.orders * c.embed_dim if c.value_power_sums else width)
         shapes["value_hidden.bias"] = (c.value_hidden,)
     return shapes
 

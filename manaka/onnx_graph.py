@@ -51,7 +51,8 @@ masks and sums, so any ONNX runtime runs the file and manaka is not needed to re
 * The value head's hidden layer (a model with ``value_hidden`` = Hv > 0): ``Gemm`` of the
   trunk's output by ``value_hidden.weight`` and ``value_hidden.bias`` [B, Hv], ``Relu``,
   then the value head's ``Gemm`` by ``value.weight`` [1, Hv]; without it the value head
-  reads the trunk's output itself.
+  reads the trunk's output itself. With ``value_power_sums`` = 1 the hidden layer's
+  ``Gemm`` reads the power sums of both perspectives (``Reshape`` [B, 2 K D]) instead.
 
 Inputs and outputs are those of ``mk.Model.forward``: ``tokens`` int32 [B, 2, T] (-1
 empty), ``legal`` int32 [B, L] (padded slots may hold anything), ``counts`` int32 [B]
@@ -345,8 +346,8 @@ def build(config, parameters: Mapping[str, np.ndarray], opset: int = DEFAULT_OPS
 
     tokens = g.op("Cast", ["tokens"], "tokens_int64", to=g.INT64)
     present, rows = _token_rows(g, tokens, c.num_tokens)
-    sides = g.op("Concat", [_power_sums(g, present, rows, w["embedding"], c.orders),
-                            _pair_sums(g, tokens, w, c.tokens_per_side, c.pair_dim)],
+    power_sums = _power_sums(g, present, rows, w["embedding"], c.orders)  # [B, 2, K D]
+    sides = g.op("Concat", [power_sums, _pair_sums(g, tokens, w, c.tokens_per_side, c.pair_dim)],
                  "side_features", axis=2)  # [B, 2, K D + P]
     x = g.op("Reshape", [sides, g.small([0, c.num_features])], "x0")  # 0: keep B
     for i in range(len(c.hidden)):
@@ -378,8 +379,10 @@ def build(config, parameters: Mapping[str, np.ndarray], opset: int = DEFAULT_OPS
         scores = g.op("Add", [scores, group_part], "legal_scores_with_move_shared")
     g.op("Where", [used, scores, g.small(0, np.float32)], "logits")  # 0 at padded slots
     v = x
-    if c.value_hidden:  # vh = relu(value_hidden.weight x + value_hidden.bias) [B, Hv]
-        linear = g.op("Gemm", [x, w["value_hidden.weight"], w["value_hidden.bias"]], "value_hidden_linear", transB=1)
+    if c.value_power_sums:  # the value head's hidden layer reads the power sums [B, 2 K D]
+        v = g.op("Reshape", [power_sums, g.small([0, 2 * c.orders * c.embed_dim])], "value_power_sums")
+    if c.value_hidden:  # vh = relu(value_hidden.weight v + value_hidden.bias) [B, Hv]
+        linear = g.op("Gemm", [v, w["value_hidden.weight"], w["value_hidden.bias"]], "value_hidden_linear", transB=1)
         v = g.op("Relu", [linear], "value_hidden")
     z = g.op("Gemm", [v, w["value.weight"], w["value.bias"]], "value_logit", transB=1)  # [B, 1]
     g.op("Sigmoid", [g.op("Squeeze", [z, g.small([1])], "value_logit_row")], "value")

@@ -43,10 +43,10 @@ from .synthetic import SEED_SHAPES
 PRESETS = {
     "small": dict(embed_dim=32, orders=4, pair_dim=4, hidden=(128,), head_width=64, move_pairs=0,
                   move_pair_board=(0, 0, 0), move_hidden=0, move_shared=0, move_hidden_gate=0, value_hidden=0,
-                  batch_size=512, lr=5e-3),
+                  value_power_sums=0, batch_size=512, lr=5e-3),
     "seed": dict(embed_dim=256, orders=4, pair_dim=16, hidden=(512, 512), head_width=300, move_pairs=0,
                  move_pair_board=(0, 0, 0), move_hidden=0, move_shared=0, move_hidden_gate=0, value_hidden=0,
-                 batch_size=1024, lr=1e-3),
+                 value_power_sums=0, batch_size=1024, lr=1e-3),
 }
 
 # Training defaults by kind of data, stated once: shogi records (HCPE, PSV) have their own
@@ -137,8 +137,8 @@ def _shogi_preset() -> dict:
 
     return {"move_pair_board": (RECIPE["board_width"], RECIPE["board_height"], RECIPE["board_kinds"]),
             **{k: RECIPE[k] for k in ("embed_dim", "orders", "pair_dim", "hidden", "head_width", "move_pairs",
-                                      "move_hidden", "move_shared", "move_hidden_gate", "value_hidden", "batch_size",
-                                      "lr")}}
+                                      "move_hidden", "move_shared", "move_hidden_gate", "value_hidden",
+                                      "value_power_sums", "batch_size", "lr")}}
 
 
 PRESETS["shogi"] = _shogi_preset()
@@ -234,6 +234,9 @@ def parser() -> argparse.ArgumentParser:
                    "positions (needs --move-hidden; 0: none)")
     g.add_argument("--value-hidden", type=int, metavar="Hv", help="units of a hidden layer in the value head "
                    "(0: the value logit is linear in the trunk's output)")
+    g.add_argument("--value-power-sums", type=int, choices=[0, 1], metavar="0|1", help="1: the value head's hidden "
+                   "layer reads the power sums (the features without the pair sums) instead of the trunk, so the "
+                   "value never sees the pair table (needs --value-hidden; 0: the trunk)")
     g = p.add_argument_group("logging, checkpoints and the model file")
     g.add_argument("--log-every", type=_positive(int), default=25, help="log line every this many steps (default 25)")
     g.add_argument("--checkpoint", metavar="PATH", help="checkpoint file (model, optimizer, schedule, data position), "
@@ -309,12 +312,16 @@ def model_config(args, preset: dict, data) -> "mk.ModelConfig":
     move_shared = pick("move_shared")
     if args.move_shared is None and (pick("move_pairs") == 0 or data.num_moves % pick("move_pairs")):
         move_shared = 0  # the shared rows are keyed by the move-pair classes
+    value_power_sums = pick("value_power_sums")
+    if args.value_power_sums is None and pick("value_hidden") == 0:
+        value_power_sums = 0  # the preset's reads a hidden layer --value-hidden 0 removed
     cfg = mk.ModelConfig(num_tokens=data.num_tokens, num_moves=data.num_moves, tokens_per_side=data.tokens_per_side,
                          embed_dim=pick("embed_dim"), orders=pick("orders"), pair_dim=pick("pair_dim"),
                          hidden=hidden, head_width=pick("head_width"), move_pairs=pick("move_pairs"),
                          board_width=board[0], board_height=board[1], board_kinds=board[2],
                          move_hidden=move_hidden, move_shared=move_shared, move_hidden_gate=gate,
-                         move_kinds=move_kinds_of(data), value_hidden=pick("value_hidden"))
+                         move_kinds=move_kinds_of(data), value_hidden=pick("value_hidden"),
+                         value_power_sums=value_power_sums)
     check_fits_in_memory(cfg, data)
     return cfg
 

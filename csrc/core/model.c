@@ -180,6 +180,17 @@ static mk_status check_move_hidden_gate(const mk_config *c) {
  * kind). */
 static int64_t kind_classes(const mk_config *c) { return c->move_pairs ? c->move_pairs : 1; }
 
+/* value_power_sums: 0 or 1, and only with the hidden layer it feeds. */
+static mk_status check_value_power_sums(const mk_config *c) {
+    if (c->value_power_sums > 1)
+        return mk_fail(MK_ERR_VALUE, "ModelConfig: value_power_sums must be 0 or 1, got %lld",
+                       (long long)c->value_power_sums);
+    if (c->value_power_sums && !c->value_hidden)
+        return mk_fail(MK_ERR_VALUE, "ModelConfig: value_power_sums = 1 needs value_hidden >= 1 "
+                                     "(the hidden layer that reads the power sums)");
+    return MK_OK;
+}
+
 /* The move kinds: F kinds of every move of the move table, M / F rows, whose classes the
  * kind table [C F, W] is keyed by (so C divides M / F, and C F is an int32 row count). */
 static mk_status check_move_kinds(const mk_config *c) {
@@ -206,6 +217,7 @@ mk_status mk_config_check(const mk_config *c) {
     if ((st = mk_config_check_count("move_hidden_gate", c->move_hidden_gate)) != MK_OK) return st;
     if ((st = mk_config_check_count("move_kinds", c->move_kinds)) != MK_OK) return st;
     if ((st = mk_config_check_count("value_hidden", c->value_hidden)) != MK_OK) return st;
+    if ((st = mk_config_check_count("value_power_sums", c->value_power_sums)) != MK_OK) return st;
     const char *names[] = {"num_tokens", "num_moves", "tokens_per_side", "embed_dim",
                            "orders",     "pair_dim",  "head_width"};
     const int64_t values[] = {c->num_tokens, c->num_moves, c->tokens_per_side, c->embed_dim,
@@ -244,6 +256,7 @@ mk_status mk_config_check(const mk_config *c) {
     if ((st = check_move_shared(c)) != MK_OK) return st;
     if ((st = check_move_hidden_gate(c)) != MK_OK) return st;
     if ((st = check_move_kinds(c)) != MK_OK) return st;
+    if ((st = check_value_power_sums(c)) != MK_OK) return st;
     for (int i = 0; i < c->num_hidden; i++)
         if (c->hidden[i] > INT32_MAX)
             return mk_fail(MK_ERR_VALUE, "ModelConfig: hidden[%d] = %lld is above 2^31 - 1", i,
@@ -367,7 +380,8 @@ static void layout(mk_model *m) {
     if (c->move_kinds)
         add_tensor(m, "move_kind_table", kind_classes(c) * c->move_kinds, c->head_width, 2);
     if (c->value_hidden) {
-        add_tensor(m, "value_hidden.weight", c->value_hidden, in, 2);
+        add_tensor(m, "value_hidden.weight", c->value_hidden,
+                   c->value_power_sums ? S * c->orders * c->embed_dim : in, 2);
         add_tensor(m, "value_hidden.bias", c->value_hidden, 0, 1);
     }
     place_tensors(m);
@@ -682,6 +696,15 @@ static input layer_input(mk_model *m, int n) {
     return (input){.n = 1, .width = H, .blk = {{m->a.y[n - 1], m->a.dy[n - 1], H, H, 0}}};
 }
 
+/* What the value head's hidden layer reads: x_n, or with value_power_sums the power sums
+ * of both perspectives, [B, S K D] (a->ps holds them contiguously). */
+static input value_hidden_input(mk_model *m, int n) {
+    const mk_config *c = &m->cfg;
+    if (!c->value_power_sums) return layer_input(m, n);
+    int64_t W = S * c->orders * c->embed_dim;
+    return (input){.n = 1, .width = W, .blk = {{m->a.ps, m->a.dps, W, W, 0}}};
+}
+
 /* The value head's hidden layer as a layer input. */
 static input value_input(mk_model *m) {
     int64_t H = m->cfg.value_hidden;
@@ -786,7 +809,8 @@ static mk_status forward_net(mk_model *m, int logits) {
                                    groups, a->logits));
     }
     if (c->value_hidden) { /* vh = relu(value_hidden x_n + b); z = value.weight . vh */
-        MK_TRY(linear(m, &x, P(m, value_hidden_head(m)), B, c->value_hidden, a->vh));
+        input xv = value_hidden_input(m, c->num_hidden);
+        MK_TRY(linear(m, &xv, P(m, value_hidden_head(m)), B, c->value_hidden, a->vh));
         MK_TRY(be->bias_act(m->stream, a->vh, P(m, value_hidden_head(m) + 1), B, c->value_hidden, 1));
         input v = value_input(m);
         MK_TRY(linear(m, &v, P(m, head(m, H_VALUE_W)), B, 1, a->z));
@@ -927,8 +951,9 @@ mk_status mk_model_backward(mk_model *m, int pair_table, const uint8_t *move_row
                                G(m, head(m, H_VALUE_W)), 0.0f));
         MK_TRY(be->bias_act_backward(m->stream, a->dvh, a->vh, B, Hv, 1,
                                      G(m, value_hidden_head(m) + 1)));
-        MK_TRY(linear_backward(m, &x, P(m, value_hidden_head(m)), a->dvh, B, Hv,
-                               G(m, value_hidden_head(m)), 1.0f));
+        if (!c->value_power_sums) /* else into the power sums' gradient, after layer 0's */
+            MK_TRY(linear_backward(m, &x, P(m, value_hidden_head(m)), a->dvh, B, Hv,
+                                   G(m, value_hidden_head(m)), 1.0f));
     } else {
         MK_TRY(linear_backward(m, &x, P(m, head(m, H_VALUE_W)), a->dz, B, 1,
                                G(m, head(m, H_VALUE_W)), 1.0f));
@@ -939,6 +964,11 @@ mk_status mk_model_backward(mk_model *m, int pair_table, const uint8_t *move_row
         input xi = layer_input(m, i);
         MK_TRY(linear_backward(m, &xi, P(m, trunk_w(i)), a->dy[i], B, c->hidden[i],
                                G(m, trunk_w(i)), 0.0f));
+    }
+    if (c->value_power_sums) { /* dps += dvh value_hidden.weight: layer 0 wrote dps (beta 0) */
+        input xv = value_hidden_input(m, n);
+        MK_TRY(linear_backward(m, &xv, P(m, value_hidden_head(m)), a->dvh, B, c->value_hidden,
+                               G(m, value_hidden_head(m)), 1.0f));
     }
     MK_TRY(be->power_sums_backward(m->stream, a->dps, P(m, T_EMBEDDING), bt->tokens, B * S, T,
                                    c->embed_dim, c->orders, c->num_tokens, G(m, T_EMBEDDING),

@@ -72,6 +72,11 @@ typedef struct {
     /* Hv >= 1: the value head has a hidden layer, z = value.weight . relu(value_hidden.weight
      * x_n + value_hidden.bias) + value.bias (value.weight [1, Hv]); 0: z is linear in x_n. */
     int64_t value_hidden;
+    /* 1: the value head's hidden layer (value_hidden >= 1) reads the power sums of both
+     * perspectives (x_0 without its pair sums, [B, 2 K D]) instead of the trunk's output:
+     * the value does not see the pair table, which memorises positions' evaluations on
+     * small data sets (docs/shogi.md, "The default recipe"). 0: it reads x_n. */
+    int64_t value_power_sums;
 } mk_config;
 
 /* The configuration is checked here only; the bindings convert types and add nothing
@@ -90,7 +95,7 @@ typedef struct {
  * and then refuses a config whose tensors pass 2^56 values (their layout). */
 mk_status mk_config_check_dim(const char *name, int64_t value);
 /* The rule of a count that may be 0 (move_pairs, board_*, move_hidden, move_shared, move_hidden_gate,
- * move_kinds, value_hidden): >= 0, else MK_ERR_VALUE
+ * move_kinds, value_hidden, value_power_sums): >= 0, else MK_ERR_VALUE
  * "ModelConfig: <name> must be >= 0, got <v>". */
 mk_status mk_config_check_count(const char *name, int64_t value);
 mk_status mk_config_check(const mk_config *cfg);

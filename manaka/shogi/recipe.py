@@ -38,6 +38,9 @@ RECIPE: Dict[str, Any] = {
     # the value head's hidden layer (ModelConfig.value_hidden): z = w . relu(V x + b) + c;
     # 0: z linear in the trunk's output
     "value_hidden": 0,
+    # 1: that hidden layer reads the power sums (ModelConfig.value_power_sums), not the trunk,
+    # so the value never sees the pair table; 0: it reads the trunk
+    "value_power_sums": 0,
     # optimizer
     "batch_size": 512, "lr": 1e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "cosine",
     # which pair-table rows a step updates (manaka.Trainer's pair_update)
@@ -56,7 +59,8 @@ RECIPE: Dict[str, Any] = {
 }
 
 MODEL_KEYS = ("embed_dim", "orders", "pair_dim", "hidden", "head_width", "move_pairs", "board_width", "board_height",
-              "board_kinds", "move_hidden", "move_shared", "move_hidden_gate", "value_hidden")
+              "board_kinds", "move_hidden", "move_shared", "move_hidden_gate", "value_hidden",
+              "value_power_sums")
 
 
 def recipe(**overrides) -> Dict[str, Any]:

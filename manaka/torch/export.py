@@ -22,8 +22,8 @@ __all__ = ["export_onnx"]
 
 # the methods that define Network's computation: a subclass overriding one computes
 # something the exported graph would not
-_COMPUTATION = ("forward", "logits", "features", "body", "heads", "value_logit", "move_kind", "move_pair_sums",
-                "move_pair_relative_sums", "move_hidden", "move_hidden_readout", "move_shared")
+_COMPUTATION = ("forward", "logits", "features", "body", "heads", "value_input", "value_logit", "move_kind",
+                "move_pair_sums", "move_pair_relative_sums", "move_hidden", "move_hidden_readout", "move_shared")
 
 
 def export_onnx(model_or_network: Union[Model, Network], path, *, opset: int = DEFAULT_OPSET,
@@ -35,7 +35,7 @@ def export_onnx(model_or_network: Union[Model, Network], path, *, opset: int = D
 
     A Network (on any device, in any float dtype) is exported with its parameters
     rounded to float32. A Network subclass that overrides forward, logits, features,
-    body, heads, value_logit, move_kind, move_pair_sums, move_pair_relative_sums,
+    body, heads, value_input, value_logit, move_kind, move_pair_sums, move_pair_relative_sums,
     move_hidden, move_hidden_readout or move_shared, or adds parameters or persistent buffers, is a
     TypeError naming them; so is a Network with one of those methods replaced on the instance,
     or with forward hooks on it or on a submodule.

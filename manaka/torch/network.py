@@ -113,7 +113,8 @@ class Network(nn.Module):
         if c.move_kinds:  # after the gate: mk.Model's tensor order
             self.move_kind_table = nn.Parameter(torch.zeros(max(c.move_pairs, 1) * c.move_kinds, c.head_width))
         if c.value_hidden:  # the last submodule: its two tensors end state_dict, as mk.Model's
-            self.value_hidden = nn.Linear(widths[-1], c.value_hidden)
+            self.value_hidden = nn.Linear(SIDES * c.orders * c.embed_dim if c.value_power_sums else widths[-1],
+                                          c.value_hidden)
         self._load_model_state(initial)
 
     # ------------------------------------------------------------ compute
@@ -133,11 +134,11 @@ class Network(nn.Module):
             x = torch.relu(layer(x))
         return x
 
-    def heads(self, x: Tensor, legal: Tensor, counts: Tensor) -> Tuple[Tensor, Tensor]:
+    def heads(self, x: Tensor, legal: Tensor, counts: Tensor, value_x: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """(policy logits [B, L] by GatherDot over the legal moves' move table rows, value
-        logit z [B], :meth:`value_logit`). The rows are the labels, or with
-        ``config.move_kinds`` their moves ``legal % R`` (:func:`move_kind_split`); the kind's
-        term is :meth:`move_kind`'s."""
+        logit z [B], :meth:`value_logit` of `value_x`, default x: :meth:`value_input`'s). The
+        rows are the labels, or with ``config.move_kinds`` their moves ``legal % R``
+        (:func:`move_kind_split`); the kind's term is :meth:`move_kind`'s."""
         c = self.config
         rows = legal
         if c.move_kinds:
@@ -146,12 +147,23 @@ class Network(nn.Module):
             # that its check names the label itself (the label's l % R is a row in range)
             rows = torch.where((legal < 0) | (legal >= c.num_moves), legal.to(torch.int64), rows)
         logits = ops.gather_dot(self.policy(x), self.move_table, rows, counts)
-        return logits, self.value_logit(x)
+        return logits, self.value_logit(x if value_x is None else value_x)
+
+    def value_input(self, features: Tensor, x: Tensor) -> Tensor:
+        """What the value head reads, given x_0 (:meth:`features`) and the trunk's output x:
+        x, or with ``config.value_power_sums`` the power sums of both perspectives
+        [B, 2 K D] (x_0 without its pair sums)."""
+        c = self.config
+        if not c.value_power_sums:
+            return x
+        KD = c.orders * c.embed_dim
+        return features.reshape(features.shape[0], SIDES, KD + c.pair_dim)[:, :, :KD].reshape(-1, SIDES * KD)
 
     def value_logit(self, x: Tensor) -> Tensor:
-        """The value head's logit z [B] (before the sigmoid) from the trunk's output x
-        [B, H_n]: ``value(x)``, or with ``config.value_hidden`` = Hv > 0
-        ``value(relu(value_hidden(x)))`` (a hidden layer of Hv units)."""
+        """The value head's logit z [B] (before the sigmoid) from its input x
+        (:meth:`value_input`: the trunk's output [B, H_n], or the power sums): ``value(x)``,
+        or with ``config.value_hidden`` = Hv > 0 ``value(relu(value_hidden(x)))`` (a hidden
+        layer of Hv units)."""
         if self.config.value_hidden:
             x = torch.relu(self.value_hidden(x))
         return self.value(x)[:, 0]
@@ -253,8 +265,9 @@ class Network(nn.Module):
         :meth:`move_shared` of the policy vector. The policy vector ``self.policy(x)`` is
         computed again here, outside :meth:`heads`, once for the three that read it."""
         c = self.config
-        x = self.body(self.features(tokens))
-        logits, z = self.heads(x, legal, counts)
+        f = self.features(tokens)
+        x = self.body(f)
+        logits, z = self.heads(x, legal, counts, self.value_input(f, x) if c.value_power_sums else None)
         q = self.policy(x) if c.move_shared or c.move_hidden_gate or c.move_kinds else None
         if c.move_kinds:  # mk.Model adds it first, to GatherDot's logits
             logits = logits + self.move_kind(q, legal, counts)

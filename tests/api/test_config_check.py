@@ -15,13 +15,13 @@ from manaka import _core
 
 FIELDS = ("num_tokens", "num_moves", "tokens_per_side", "embed_dim", "orders", "pair_dim", "hidden", "head_width",
           "move_pairs", "board_width", "board_height", "board_kinds", "move_hidden", "move_shared", "move_hidden_gate",
-          "move_kinds", "value_hidden")
+          "move_kinds", "value_hidden", "value_power_sums")
 BASE = dict(num_tokens=10, num_moves=12, tokens_per_side=4, embed_dim=4, orders=2, pair_dim=2, hidden=(4,),
             head_width=4, move_pairs=0, board_width=0, board_height=0, board_kinds=0, move_hidden=0, move_shared=0,
-            move_hidden_gate=0, move_kinds=0, value_hidden=0)
+            move_hidden_gate=0, move_kinds=0, value_hidden=0, value_power_sums=0)
 INTS = [f for f in FIELDS if f != "hidden"]
 COUNTS = ("move_pairs", "board_width", "board_height", "board_kinds", "move_hidden", "move_shared",
-          "move_hidden_gate", "move_kinds", "value_hidden")  # 0 is allowed
+          "move_hidden_gate", "move_kinds", "value_hidden", "value_power_sums")  # 0 is allowed
 WIDTHS = [f for f in INTS if f not in COUNTS]
 
 
@@ -102,6 +102,9 @@ def test_every_count_must_be_at_least_0_in_c(field, value):
                                        "the move-pair classes C = move_pairs (a label l is move l % (M / F) of kind "
                                        "l / (M / F)), got move_kinds = 3, num_moves = 12, move_pairs = 3"),
     (dict(value_hidden=2**31), "value_hidden = 2147483648 is above 2^31 - 1"),
+    (dict(value_power_sums=2, value_hidden=3), "value_power_sums must be 0 or 1, got 2"),
+    (dict(value_power_sums=1), "value_power_sums = 1 needs value_hidden >= 1 (the hidden layer that reads the "
+                               "power sums)"),
 ])
 def test_the_relative_board_is_checked_by_c_when_a_model_is_made(change, message):
     cfg = {**BASE, **change}
@@ -199,7 +202,7 @@ def test_numpy_integers_and_iterables_convert_to_python_ints():
     assert config.embed_dim == 6 and config.orders == 3 and config.hidden == (5, 7)
     assert type(config.embed_dim) is int and all(type(h) is int for h in config.hidden)
     assert _core.check_model_config(**{**BASE, "hidden": [np.int16(3)]}) == (10, 12, 4, 4, 2, 2, (3,), 4, 0, 0, 0, 0, 0, 0, 0,
-                                                                         0, 0)
+                                                                         0, 0, 0)
     assert mk.Model(config).shapes["trunk.1.weight"] == (7, 5)
 
 
@@ -432,6 +435,17 @@ def test_value_hidden_makes_its_two_tensors_last():
     assert model.shapes["value.weight"] == (1, 5) and model.shapes["value_hidden.weight"] == (5, 4)
     assert dict(model.shapes) == mk.model.expected_shapes(config)
     assert model.state_dict()["value_hidden.weight"].std() > 0 and not model.state_dict()["value_hidden.bias"].any()
+
+
+def test_value_power_sums_makes_the_value_hidden_layer_read_the_power_sums():
+    config = mk.ModelConfig(**{**BASE, "hidden": (6,), "value_hidden": 5, "value_power_sums": 1})
+    model = mk.Model(config)
+    # [Hv, 2 K D]: the power sums of both perspectives, not the trunk's 6 nor x_0's 2 (K D + P)
+    assert model.shapes["value_hidden.weight"] == (5, 2 * 2 * 4)
+    assert dict(model.shapes) == mk.model.expected_shapes(config)
+    weight = model.state_dict()["value_hidden.weight"]
+    assert weight.std() > 0 and np.abs(weight).max() <= np.sqrt(2.0 / 16) * np.sqrt(3) * (1 + 1e-6)  # He, fan-in 16
+    assert mk.ModelConfig(**{**BASE, "value_hidden": 5}).to_dict()["value_power_sums"] == 0
 
 
 def test_move_shared_makes_its_two_tensors_last_and_at_zero():

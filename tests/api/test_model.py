@@ -34,10 +34,15 @@ CONFIGS = [
     # the value head's hidden layer, over a trunk and over the features themselves
     dict(hidden=(12,), value_hidden=5),
     dict(hidden=(), value_hidden=4, num_moves=36, move_pairs=4, move_kinds=3),
+    # the value head's hidden layer over the power sums alone (not the trunk, not the pair
+    # sums): below two trunk layers, and with no trunk (the policy head writes the power
+    # sums' gradient first, the value head's adds to it)
+    dict(hidden=(12, 8), value_hidden=5, value_power_sums=1),
+    dict(hidden=(), value_hidden=4, value_power_sums=1, num_moves=36, move_pairs=4, move_kinds=3),
 ]
 IDS = ["hidden0", "hidden1", "hidden2", "hidden3", "move_pairs", "relative", "move_hidden", "move_shared",
        "move_hidden_shared", "move_hidden_gate", "move_hidden_gate_shared", "move_kinds", "move_kinds_no_pairs", "move_kinds_all",
-       "value_hidden", "value_hidden_features"]
+       "value_hidden", "value_hidden_features", "value_power_sums", "value_power_sums_no_trunk"]
 
 
 @pytest.mark.parametrize("kw", CONFIGS, ids=IDS)

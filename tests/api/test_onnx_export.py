@@ -23,6 +23,7 @@ ort = pytest.importorskip("onnxruntime", reason="onnxruntime not installed: pip 
 import manaka as mk  # noqa: E402
 from manaka.export import export_onnx  # noqa: E402
 from assertions import assert_close  # noqa: E402
+import reference as ref  # noqa: E402
 from paths import ROOT  # noqa: E402
 
 # (name, config): small random shapes, the edges (T = 1: no pair; no trunk layer; one
@@ -80,6 +81,13 @@ CONFIGS = {
     "value-hidden-all": dict(num_tokens=13, num_moves=72, tokens_per_side=7, embed_dim=4, orders=2, pair_dim=3,
                              hidden=(10,), head_width=5, move_pairs=12, board_width=3, board_height=2, board_kinds=1,
                              move_hidden=3, move_shared=1, move_hidden_gate=1, move_kinds=2, value_hidden=5),
+    # that layer over the power sums (value_power_sums): below a trunk, and with every other term
+    "value-power-sums": dict(num_tokens=13, num_moves=17, tokens_per_side=7, embed_dim=4, orders=2, pair_dim=3,
+                             hidden=(10,), head_width=5, value_hidden=6, value_power_sums=1),
+    "value-power-sums-all": dict(num_tokens=13, num_moves=72, tokens_per_side=7, embed_dim=4, orders=2, pair_dim=3,
+                                 hidden=(10, 8), head_width=5, move_pairs=12, board_width=3, board_height=2,
+                                 board_kinds=1, move_hidden=3, move_shared=1, move_hidden_gate=1, move_kinds=2,
+                                 value_hidden=5, value_power_sums=1),
 }
 # run with L up to 600, as shogi's legal moves
 WIDE = ("seed-like", "shogi-board-relative", "shogi-move-hidden", "shogi-move-shared")
@@ -578,7 +586,7 @@ def value_head_checks(path, model, feeds):
     both ways over the feeds), value = sigmoid(relu(pre) value.weight^T + value.bias), which the same sum
     without the Relu misses."""
     cfg, p = model.config, model.state_dict()
-    Hv, x_n = cfg.value_hidden, f"x{len(cfg.hidden)}"
+    Hv, x_n = cfg.value_hidden, ("value_power_sums" if cfg.value_power_sums else f"x{len(cfg.hidden)}")
     proto = onnx.load(os.fspath(path))
     nodes = {n.output[0]: n for n in proto.graph.node}
     assert {k: nodes[k].op_type for k in ("value_hidden_linear", "value_hidden", "value_logit")} == \
@@ -589,6 +597,9 @@ def value_head_checks(path, model, feeds):
     assert {n.domain for n in proto.graph.node} == {""}, "only standard ONNX operators"
     shapes = {t.name: list(t.dims) for t in proto.graph.initializer}
     H = cfg.hidden[-1] if cfg.hidden else cfg.num_features
+    if cfg.value_power_sums:  # the power sums [B, 2 K D], reshaped from the features' first part
+        H = 2 * cfg.orders * cfg.embed_dim
+        assert nodes["value_power_sums"].op_type == "Reshape"
     assert shapes["value_hidden.weight"] == [Hv, H] and shapes["value_hidden.bias"] == [Hv]
     assert shapes["value.weight"] == [1, Hv]
 
@@ -599,6 +610,10 @@ def value_head_checks(path, model, feeds):
     pres = []
     for feed in feeds:
         value, x, pre = sess.run(["value", x_n, "value_hidden_linear"], feed)
+        if cfg.value_power_sums:  # x is the power sums of mk.Model's own features
+            K, D = cfg.orders, cfg.embed_dim
+            want_x = ref.power_sums(np.float64(p["embedding"]), feed["tokens"], K).reshape(len(x), 2 * K * D)
+            np.testing.assert_allclose(x, want_x, rtol=1e-5, atol=1e-5)
         want_pre = np.float64(x) @ W.T + b
         np.testing.assert_allclose(pre, want_pre, rtol=1e-4, atol=1e-5)
         want = 1 / (1 + np.exp(-(np.maximum(want_pre, 0) @ w[0] + c[0])))
@@ -613,7 +628,8 @@ def value_head_checks(path, model, feeds):
     assert np.abs(linear - want).max() > 1e-3                     # the Relu changes the value
 
 
-@pytest.mark.parametrize("name", ["value-hidden", "value-hidden-features", "value-hidden-all"])
+@pytest.mark.parametrize("name", ["value-hidden", "value-hidden-features", "value-hidden-all", "value-power-sums",
+                                  "value-power-sums-all"])
 def test_value_hidden_is_in_the_graph(tmp_path, rng, name):
     cfg = mk.ModelConfig(**CONFIGS[name])
     model = trained_looking(mk.Model(cfg, seed=7), rng)
@@ -628,7 +644,7 @@ def test_value_hidden_is_in_the_graph(tmp_path, rng, name):
         kind_nodes(path)
 
     # without the layer (value_hidden = 0) the value Gemm reads the trunk's output itself
-    plain = mk.ModelConfig(**{**CONFIGS[name], "value_hidden": 0})
+    plain = mk.ModelConfig(**{**CONFIGS[name], "value_hidden": 0, "value_power_sums": 0})
     proto = onnx.load(export_onnx(mk.Model(plain), tmp_path / "plain.onnx"))
     nodes = {n.output[0]: n for n in proto.graph.node}
     assert "value_hidden" not in nodes and "value_hidden_linear" not in nodes

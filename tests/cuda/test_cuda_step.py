@@ -145,8 +145,10 @@ def test_many_steps_cycle_the_pinned_staging_ring():
                                 dict(hidden=(12,), num_tokens=15, num_moves=72, move_pairs=12, board=(3, 2, 2),
                                      move_hidden=16, move_shared=1, move_kinds=2),
                                 dict(hidden=(12,), num_moves=36, move_pairs=4, move_kinds=3, value_hidden=7),
-                                dict(hidden=(12,), value_hidden=5)],
-                         ids=["move_kinds", "move_kinds_all", "move_kinds_value_hidden", "value_hidden"])
+                                dict(hidden=(12,), value_hidden=5),
+                                dict(hidden=(12,), value_hidden=5, value_power_sums=1)],
+                         ids=["move_kinds", "move_kinds_all", "move_kinds_value_hidden", "value_hidden",
+                              "value_power_sums"])
 def test_move_kinds_forward_gradients_and_steps_match_cpu(kw):
     """Move kinds (the label split on the device, the kind table's gather and scatter) and
     the value head's hidden layer: forward, every gradient and five AdamW steps as on the

@@ -33,17 +33,18 @@ def arrays(N=6, T=4, V=50, M=40, seed=0, soft=False):
 
 def config(hidden=(12,), orders=3, pair_dim=4, num_tokens=11, num_moves=17, T=6, D=5, W=7, move_pairs=0,
            board=(0, 0, 0), move_hidden=0, move_shared=0, move_hidden_gate=0, move_kinds=0,
-           value_hidden=0):
+           value_hidden=0, value_power_sums=0):
     """board: (W, H, K) of the move-pair table's relative part; move_hidden: MoveHidden's units;
     move_shared: the shared move embeddings (num_moves a multiple of move_pairs);
     move_hidden_gate: MoveHidden's readout gated by q; move_kinds: F kinds of each move
-    (num_moves / F a multiple of move_pairs); value_hidden: the value head's hidden layer."""
+    (num_moves / F a multiple of move_pairs); value_hidden: the value head's hidden layer;
+    value_power_sums: that layer reads the power sums, not the trunk."""
     return mk.ModelConfig(num_tokens=num_tokens, num_moves=num_moves, tokens_per_side=T,
                           embed_dim=D, orders=orders, pair_dim=pair_dim, hidden=hidden, head_width=W,
                           move_pairs=move_pairs, board_width=board[0], board_height=board[1],
                           board_kinds=board[2], move_hidden=move_hidden, move_shared=move_shared,
                           move_hidden_gate=move_hidden_gate, move_kinds=move_kinds,
-                          value_hidden=value_hidden)
+                          value_hidden=value_hidden, value_power_sums=value_power_sums)
 
 
 def model(cfg, seed=0):

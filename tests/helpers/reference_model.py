@@ -51,8 +51,9 @@ def forward(p, cfg, tokens, legal, counts):
         logits = logits + ref.move_shared_add(q @ p["move_shared_class"].T, q @ p["move_shared_group"].T,
                                               legal, counts, cfg.move_pairs)
     vh = None
-    if "value_hidden.weight" in p:  # the value head's hidden layer
-        vh = np.maximum(x @ p["value_hidden.weight"].T + p["value_hidden.bias"], 0.0)
+    if "value_hidden.weight" in p:  # the value head's hidden layer, over x_n or the power sums
+        xv = ps.reshape(B, S * K * D) if getattr(cfg, "value_power_sums", 0) else x
+        vh = np.maximum(xv @ p["value_hidden.weight"].T + p["value_hidden.bias"], 0.0)
     z = ((x if vh is None else vh) @ p["value.weight"].T)[:, 0] + p["value.bias"][0]
     return {"p": p, "ps": ps, "pair": pair, "xs": xs, "q": q, "logits": logits, "z": z, "vh": vh,
             "value": 1.0 / (1.0 + np.exp(-z)), "hidden_pre": hidden_pre, "gate": gate}
@@ -160,16 +161,23 @@ def backward(act, cfg, tokens, legal, counts, dlogits, dz):
         vh = act["vh"]
         g["value.weight"] = dz[None, :] @ vh
         dvh = np.where(vh > 0, dz[:, None] @ p["value.weight"], 0.0)
-        g["value_hidden.weight"] = dvh.T @ x
         g["value_hidden.bias"] = dvh.sum(axis=0)
-        dx = dq @ p["policy.weight"] + dvh @ p["value_hidden.weight"]
+        dx = dq @ p["policy.weight"]
+        if getattr(cfg, "value_power_sums", 0):  # the power sums' gradient, below
+            g["value_hidden.weight"] = dvh.T @ act["ps"].reshape(B, S * K * D)
+        else:
+            g["value_hidden.weight"] = dvh.T @ x
+            dx = dx + dvh @ p["value_hidden.weight"]
     for i in reversed(range(len(cfg.hidden))):
         dh = dx * (xs[i + 1] > 0)
         g[f"trunk.{i}.weight"] = dh.T @ xs[i]
         g[f"trunk.{i}.bias"] = dh.sum(axis=0)
         dx = dh @ p[f"trunk.{i}.weight"]
     df = dx.reshape(B, S, K * D + P)
-    g["embedding"] = ref.power_sums_backward(df[:, :, :K * D].reshape(B, S, K, D), p["embedding"], tokens)
+    dps = df[:, :, :K * D]
+    if getattr(cfg, "value_power_sums", 0):
+        dps = dps + (dvh @ p["value_hidden.weight"]).reshape(B, S, K * D)
+    g["embedding"] = ref.power_sums_backward(dps.reshape(B, S, K, D), p["embedding"], tokens)
     g["pair_table"] = ref.pair_sums_backward(df[:, :, K * D:], tokens, p["pair_table"].shape[0])
     return g
 

@@ -60,7 +60,7 @@ def test_cli_uses_the_recipe_for_records(tmp_path, capsys):
             f"board_width={R['board_width']}, board_height={R['board_height']}, board_kinds={R['board_kinds']}, "
             f"move_hidden={R['move_hidden']}, move_shared={R['move_shared']}, "
             f"move_hidden_gate={R['move_hidden_gate']}, move_kinds={shogi.MOVE_KINDS.get(R['moves'], 0)}, "
-            f"value_hidden={R['value_hidden']})") in out, out
+            f"value_hidden={R['value_hidden']}, value_power_sums={R['value_power_sums']})") in out, out
     assert f"pair_update={R['pair_update']!r}, move_update={R['move_update']!r})" in out, out
     assert (f"lr={R['lr']:g}, betas=(0.9, 0.999), eps={R['eps']:g}, weight_decay={R['weight_decay']:g}, "
             f"warmup_steps={R['warmup']}, schedule={R['schedule']!r}") in out, out

@@ -22,8 +22,18 @@ ALL = dict(num_moves=72, move_pairs=12, board=(3, 2, 1), move_hidden=3, move_sha
 
 # (hidden, value_hidden, other terms): over one and two trunk layers, over the features
 # (no trunk: x_n = x_0, whose entries take both signs), one unit, and over every other term
-CASES = [((8,), 5, {}), ((8, 6), 3, {}), ((), 4, {}), ((8,), 1, {}), ((8,), 6, ALL), ((), 3, ALL)]
-IDS = ["trunk1-Hv5", "trunk2-Hv3", "features-Hv4", "trunk1-Hv1", "trunk1-Hv6-all", "features-Hv3-all"]
+# and over the power sums alone (value_power_sums: not the trunk's output, not the pair sums)
+POWER_SUMS = dict(value_power_sums=1)
+CASES = [((8,), 5, {}), ((8, 6), 3, {}), ((), 4, {}), ((8,), 1, {}), ((8,), 6, ALL), ((), 3, ALL),
+         ((8,), 5, POWER_SUMS), ((8, 6), 4, {**ALL, **POWER_SUMS}), ((), 3, POWER_SUMS)]
+IDS = ["trunk1-Hv5", "trunk2-Hv3", "features-Hv4", "trunk1-Hv1", "trunk1-Hv6-all", "features-Hv3-all",
+       "power-sums-trunk1-Hv5", "power-sums-trunk2-Hv4-all", "power-sums-features-Hv3"]
+
+
+def value_x(net, tokens):
+    """What the value head reads: the trunk's output, or the power sums."""
+    f = net.features(tokens)
+    return net.value_input(f, net.body(f))
 
 
 def rel(got, want):
@@ -45,7 +55,7 @@ def _case(hidden, value_hidden, terms, seed, B=9, L=10):
     assert not state["value_hidden.bias"].any()  # 0 at the start
     net = mkt.Network.from_model(model)
     with torch.no_grad():
-        pre = net.value_hidden(net.body(net.features(mkt.batch_tensors(b)["tokens"]))).numpy()
+        pre = net.value_hidden(value_x(net, mkt.batch_tensors(b)["tokens"])).numpy()
     # per unit, the widest gap between its sorted pre-activations with 3 or more on each
     # side: the bias puts its middle at 0, away from ReLU's kink at every position
     sorted_pre = np.sort(pre, axis=0)
@@ -67,8 +77,13 @@ def test_value_hidden_forward_and_gradients_equal_model_and_reference(hidden, va
     want_logits, want_value = model.forward(b)
     assert rel(logits.detach(), want_logits) < 1e-5 and rel(value.detach(), want_value) < 1e-5
 
-    # the value logit against NumPy in float64, from the same trunk output
-    x = net.body(net.features(tens["tokens"])).detach().requires_grad_()
+    # the value logit against NumPy in float64, from the same input (trunk output or power sums)
+    x = value_x(net, tens["tokens"]).detach().requires_grad_()
+    if terms.get("value_power_sums"):
+        K, D = model.config.orders, model.config.embed_dim
+        assert x.shape == (len(b), 2 * K * D)
+        f = net.features(tens["tokens"]).detach().reshape(len(b), 2, -1)
+        assert torch.equal(x, f[:, :, :K * D].reshape(len(b), -1))
     z = net.value_logit(x)
     X, Wh, bh, w, c = (np.float64(t.detach().numpy()) for t in (x, net.value_hidden.weight, net.value_hidden.bias,
                                                                  net.value.weight, net.value.bias))

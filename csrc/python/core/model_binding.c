@@ -23,10 +23,11 @@ void mk_model_release(mk_model_object *self) { self->busy = 0; }
 static char *config_fields[] = {"num_tokens", "num_moves", "tokens_per_side", "embed_dim",
                                 "orders",     "pair_dim",  "hidden",          "head_width",
                                 "move_pairs", "board_width", "board_height", "board_kinds",
-                                "move_hidden", "move_shared", "move_hidden_gate", "move_kinds", "value_hidden", NULL};
-#define CONFIG_FIELDS 17
+                                "move_hidden", "move_shared", "move_hidden_gate", "move_kinds", "value_hidden",
+                                "value_power_sums", NULL};
+#define CONFIG_FIELDS 18
 #define FIRST_COUNT_FIELD 8 /* move_pairs, the board, move_hidden, move_shared, move_hidden_gate,
-                               move_kinds, value_hidden: counts that may be 0
+                               move_kinds, value_hidden, value_power_sums: counts that may be 0
                                (mk_config_check_count) */
 
 /* One width of a model config as a Python int (new reference), *out holding it, or NULL.
@@ -58,7 +59,7 @@ fail:
     return NULL;
 }
 
-/* ModelConfig's seventeen fields `o` (config_fields' order) converted by config_int into `cfg`
+/* ModelConfig's eighteen fields `o` (config_fields' order) converted by config_int into `cfg`
  * (the first MK_MAX_HIDDEN hidden widths; num_hidden counts them all, for mk_config_check
  * to refuse too many) and into the returned tuple of Python ints (hidden a tuple). */
 static PyObject *config_from_args(PyObject *const o[CONFIG_FIELDS], int build, mk_config *cfg) {
@@ -67,7 +68,7 @@ static PyObject *config_from_args(PyObject *const o[CONFIG_FIELDS], int build, m
                          NULL,             &cfg->head_width, &cfg->move_pairs,
                          &cfg->board_width, &cfg->board_height, &cfg->board_kinds,
                          &cfg->move_hidden, &cfg->move_shared, &cfg->move_hidden_gate,
-                         &cfg->move_kinds, &cfg->value_hidden};
+                         &cfg->move_kinds, &cfg->value_hidden, &cfg->value_power_sums};
     PyObject *out = PyTuple_New(CONFIG_FIELDS), *hidden = NULL, *widths, *v;
     int64_t width;
     char name[32];
@@ -105,17 +106,18 @@ fail:
 }
 
 /* check_model_config(num_tokens, ..., hidden, head_width, move_pairs, board_width,
- * board_height, board_kinds, move_hidden, move_shared, move_hidden_gate, move_kinds, value_hidden) ->
+ * board_height, board_kinds, move_hidden, move_shared, move_hidden_gate, move_kinds, value_hidden,
+ * value_power_sums) ->
  * the fields as Python ints:
  * ModelConfig's check when it is made (types, and mk_config_check_dim). The sizes this
  * build supports are checked when a model is made (mk_config_check). */
 static PyObject *py_check_model_config(PyObject *self, PyObject *args, PyObject *kwargs) {
     PyObject *o[CONFIG_FIELDS];
     mk_config cfg = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOOOOOOO:check_model_config",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOOOOOOOO:check_model_config",
                                      config_fields, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
                                      &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &o[13],
-                                     &o[14], &o[15], &o[16]))
+                                     &o[14], &o[15], &o[16], &o[17]))
         return NULL;
     return config_from_args(o, 0, &cfg);
 }
@@ -169,7 +171,7 @@ static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
     static char *kw[] = {"num_tokens", "num_moves",  "tokens_per_side", "embed_dim", "orders",
                          "pair_dim",   "hidden",     "head_width",      "move_pairs", "board_width",
                          "board_height", "board_kinds", "move_hidden", "move_shared", "move_hidden_gate",
-                         "move_kinds", "value_hidden", "backend", "seed",
+                         "move_kinds", "value_hidden", "value_power_sums", "backend", "seed",
                          "fused_head", NULL}; /* config_fields, then the model's own */
     PyObject *o[CONFIG_FIELDS];
     PyObject *backend_arg = NULL; /* a name ("cpu") or a capsule of another module's table */
@@ -180,9 +182,9 @@ static int model_init(mk_model_object *self, PyObject *args, PyObject *kwargs) {
         PyErr_SetString(PyExc_RuntimeError, "_core.Model: already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOOOOOOO|OOp", kw, &o[0], &o[1], &o[2],
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOOOOOOOO|OOp", kw, &o[0], &o[1], &o[2],
                                      &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10],
-                                     &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &backend_arg,
+                                     &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17], &backend_arg,
                                      &seed_obj,
                                      &fused_head))
         return -1;
@@ -494,7 +496,7 @@ static PyObject *model_arena_bytes_for(mk_model_object *self, PyObject *args) {
 static PyMethodDef module_functions[] = {
     {"check_model_config", (PyCFunction)(void (*)(void))py_check_model_config,
      METH_VARARGS | METH_KEYWORDS,
-     "check_model_config(num_tokens, ..., move_pairs, board_width, board_height, board_kinds, move_hidden, move_shared, move_hidden_gate, move_kinds, value_hidden) -> the fields as Python ints"},
+     "check_model_config(num_tokens, ..., move_pairs, board_width, board_height, board_kinds, move_hidden, move_shared, move_hidden_gate, move_kinds, value_hidden, value_power_sums) -> the fields as Python ints"},
     {NULL, NULL, 0, NULL},
 };
 
