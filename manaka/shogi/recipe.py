@@ -37,10 +37,11 @@ RECIPE: Dict[str, Any] = {
     "move_hidden_gate": 0,
     # the value head's hidden layer (ModelConfig.value_hidden): z = w . relu(V x + b) + c;
     # 0: z linear in the trunk's output
-    "value_hidden": 0,
+    "value_hidden": 128,
     # 1: that hidden layer reads the power sums (ModelConfig.value_power_sums), not the trunk,
-    # so the value never sees the pair table; 0: it reads the trunk
-    "value_power_sums": 0,
+    # so the value never sees the pair table, which memorises the training positions'
+    # evaluations; 0: it reads the trunk
+    "value_power_sums": 1,
     # optimizer
     "batch_size": 512, "lr": 1e-3, "weight_decay": 1.0, "eps": 1e-8, "warmup": 20, "schedule": "cosine",
     # which pair-table rows a step updates (manaka.Trainer's pair_update)
@@ -64,13 +65,17 @@ MODEL_KEYS = ("embed_dim", "orders", "pair_dim", "hidden", "head_width", "move_p
 
 
 def recipe(**overrides) -> Dict[str, Any]:
-    """The recipe with `overrides` (names of RECIPE; an unknown name is a KeyError naming it)."""
+    """The recipe with `overrides` (names of RECIPE; an unknown name is a KeyError naming it).
+    value_hidden = 0 without value_power_sums also sets value_power_sums to 0 (the layer it
+    names is gone); both given is ModelConfig's to check."""
     unknown = sorted(set(overrides) - set(RECIPE))
     if unknown:
         raise KeyError(f"shogi recipe: unknown setting(s) {unknown}; known: {sorted(RECIPE)}")
     out = dict(RECIPE)
     out.update(overrides)
     out["hidden"] = tuple(out["hidden"])
+    if overrides.get("value_hidden") == 0 and "value_power_sums" not in overrides:
+        out["value_power_sums"] = 0  # it reads the hidden layer value_hidden = 0 removed
     return out
 
 

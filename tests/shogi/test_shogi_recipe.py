@@ -7,6 +7,7 @@ import pytest
 from shogi_reference import make_records
 
 from manaka import train
+import manaka as mk
 from manaka import shogi
 from manaka.shogi import recipe
 
@@ -16,6 +17,13 @@ def test_recipe_overrides_and_parsing():
     assert r["pair_dim"] == 2 and r["hidden"] == (8, 8) and r["lr"] == recipe.RECIPE["lr"]
     with pytest.raises(KeyError, match="nope"):
         recipe.recipe(nope=1)
+    # the value head reads the power sums through its hidden layer: without the layer, not
+    # the power sums either, unless asked (then the model refuses the pair)
+    assert recipe.RECIPE["value_hidden"] >= 1 and recipe.RECIPE["value_power_sums"] == 1
+    assert recipe.recipe(value_hidden=0)["value_power_sums"] == 0
+    assert recipe.recipe(value_hidden=64)["value_power_sums"] == 1
+    with pytest.raises(ValueError, match="value_power_sums = 1 needs value_hidden >= 1"):
+        mk.Model(recipe.model_config(recipe.recipe(value_hidden=0, value_power_sums=1, moves="dlshogi")))
     assert recipe.parse_setting("hidden=256,128") == ("hidden", (256, 128))
     assert recipe.parse_setting("mirror=true") == ("mirror", True)
     assert recipe.parse_setting("value=eval") == ("value", "eval")
