@@ -654,19 +654,20 @@ def test_value_hidden_is_in_the_graph(tmp_path, rng, name):
 def test_value_hidden_at_the_shogi_recipe_shapes(tmp_path, rng):
     """The shogi recipe with --set moves=capture-defended-check-escape-mover --set
     value_hidden=64 (manaka.shogi.recipe.parse_setting, as bench strength reads them): the
-    value head's 64 units over the trunk's 512 outputs, beside move kinds (M = 3,674,160
+    value head's 64 units over the power sums (the recipe's value_power_sums: 2 x 4 x 32 =
+    256 inputs, not the trunk's 512 outputs), beside move kinds (M = 3,674,160
     labels of 14 kinds), the 9 x 9 board's relative part, MoveHidden and the shared move
     embeddings; every parameter away from its start: onnxruntime against mk.Model.forward
-    with L up to 600, and the value head against NumPy from the graph's own trunk output."""
+    with L up to 600, and the value head against NumPy from the graph's own power sums."""
     from manaka.shogi import recipe
     settings = dict(recipe.parse_setting(s) for s in ("moves=capture-defended-check-escape-mover", "value_hidden=64"))
     cfg = recipe.model_config(recipe.recipe(**settings))
-    assert cfg.value_hidden == 64 and cfg.hidden == (512,)
+    assert cfg.value_hidden == 64 and cfg.value_power_sums == 1 and cfg.hidden == (512,)
     assert (cfg.num_moves, cfg.move_kinds, cfg.move_pairs, cfg.board_kinds, cfg.move_hidden) == (3674160, 14, 2187,
                                                                                                28, 16)
     model = with_move_pair_table(trained_looking(mk.Model(cfg, seed=9), rng), rng)
     assert list(model.shapes)[-2:] == ["value_hidden.weight", "value_hidden.bias"]
-    assert model.shapes["value_hidden.weight"] == (64, 512) and model.shapes["value.weight"] == (1, 64)
+    assert model.shapes["value_hidden.weight"] == (64, 256) and model.shapes["value.weight"] == (1, 64)
     path = export_onnx(model, tmp_path / "m.onnx")
     feeds = [inputs(rng, cfg, B, L) for B, L in [(1, 1), (3, 600), (8, 120), (2, 37)]]
     every_kind_appears(cfg, feeds[1:2])
