@@ -71,7 +71,14 @@ def _fsync_dir(folder: str) -> None:
 def _destination(path) -> str:
     """The file a write of `path` replaces: `path`, or the end of its chain of symbolic links."""
     path = os.fsdecode(os.fspath(path))  # a bytes path too (the temporaries' names are str)
-    return os.path.realpath(path) if os.path.islink(path) else path
+    if not os.path.islink(path):
+        return path
+    try:
+        return os.path.realpath(path, strict=True)
+    except FileNotFoundError:  # a link to a file not yet made: it is made there
+        return os.path.realpath(path)
+    except OSError as e:  # a loop of links: no file to write
+        raise OSError(e.errno, f"cannot write {path!r}: {e.strerror} (its symbolic links never reach a file)") from None
 
 
 def _special(path: str) -> str:
@@ -93,7 +100,10 @@ def unwritable(path) -> str:
     """Why atomic_write(path) could not write `path` for its folder, or "": the nearest of its
     folders that exists (atomic_write makes the others) is a file, or is not writable. For a
     caller that writes only at the end of long work, to refuse before the work is done."""
-    path = _destination(path)
+    try:
+        path = _destination(path)
+    except OSError:
+        return "its symbolic links never reach a file (a loop)"
     folder = os.path.dirname(os.path.abspath(path))
     while not os.path.exists(folder):
         folder = os.path.dirname(folder)

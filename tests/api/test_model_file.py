@@ -267,6 +267,13 @@ def test_a_write_through_a_symbolic_link_replaces_its_target_and_keeps_the_link(
     with pytest.raises(FileExistsError, match="cannot write '/dev/null': it is a device"):
         model.save(tmp_path / "null.manaka")
     assert atomic_file.unwritable(tmp_path / "null.manaka") == "it is a device, not a regular file (it is never replaced)"
+    # a loop of links reaches no file: refused, the links left as they were
+    os.symlink("loop-b", tmp_path / "loop-a")
+    os.symlink("loop-a", tmp_path / "loop-b")
+    with pytest.raises(OSError, match="cannot write .*loop-a.*: Too many levels of symbolic links"):
+        model.save(tmp_path / "loop-a")
+    assert os.path.islink(tmp_path / "loop-a") and os.path.islink(tmp_path / "loop-b")
+    assert atomic_file.unwritable(tmp_path / "loop-a") == "its symbolic links never reach a file (a loop)"
 
 
 def test_a_model_with_a_non_finite_parameter_is_not_saved(tmp_path):
