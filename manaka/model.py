@@ -3,7 +3,7 @@ and gradients, file I/O. The arithmetic is in C (csrc/core/model.c); this is the
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Dict, Mapping, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -156,6 +156,12 @@ def expected_shapes(config: ModelConfig) -> Dict[str, Tuple[int, ...]]:
         shapes["value_hidden.weight"] = (c.value_hidden, 2 * c.orders * c.embed_dim if c.value_power_sums else width)
         shapes["value_hidden.bias"] = (c.value_hidden,)
     return shapes
+
+
+def first_non_finite(tensors: Mapping[str, np.ndarray]) -> Optional[str]:
+    """The name of the first tensor holding NaN or infinity, or None: a file of such a model
+    (Model.save, export_onnx) is refused, as Model.load refuses it."""
+    return next((name for name, arr in tensors.items() if not np.isfinite(arr).all()), None)
 
 
 def config_from_meta(meta: dict, path, error) -> Tuple[ModelConfig, Any]:
@@ -365,10 +371,10 @@ class Model:
         meta = {"config": self.config.to_dict(), "seed": self.seed}
         # on the CPU the live views are written directly (no 180 MB copy at the seed shapes)
         tensors = self.parameters() if self.device == "cpu" else self.state_dict()
-        for name, arr in tensors.items():
-            if not np.isfinite(arr).all():
-                raise ValueError(f"Model.save: {name} holds a non-finite value, which Model.load refuses: "
-                                 f"nothing was written to {path!r}")
+        name = first_non_finite(tensors)
+        if name is not None:
+            raise ValueError(f"Model.save: {name} holds a non-finite value, which Model.load refuses: "
+                             f"nothing was written to {path!r}")
         model_file.write(path, "model", meta, tensors.items())
 
     @classmethod
