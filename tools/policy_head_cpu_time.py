@@ -24,9 +24,21 @@ write; NumPy's sgemm on a 2048 cube; each the best of 9 in process CPU time). By
 (floors.policy_head_floor): q and the legal slots read, each distinct table row read once,
 dlogits [B, L] and dq written, the per-row stats; with the table, grad_table [M, W] written.
 FLOPs: 2 n W for the logits, 2 n W for dq, 2 n W for grad_table (n legal slots). The
-exponentials and logarithms are not counted."""
+exponentials and logarithms are not counted.
+
+Beside it, the row-read floor: each pass of the head reads one W-float row per legal slot
+(the logits and dq read the slot's table row, grad_table the slot's q row): n W 4 bytes a
+pass, 2 passes fused, 3 with the table, at the rate NumPy's sgemv reads a random [M, W]
+table (one thread, best of 9; for the seed's 2.6 MB table that is the L3 cache's rate);
+the seed cases only (the recipe's batch names a few thousand rows, which stay in cache).
+The floor above counts each distinct row once, which only a reuse of rows across positions
+inside a cache could reach; a batch of positions naming ~5 % of the moves each has little."""
 import json
 import os
+
+# NumPy's BLAS on one thread for the row-read floor's sgemv (before NumPy is imported; the
+# children time manaka with mk.set_num_threads(1), the sgemm probe sets its own)
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
 import statistics
 import subprocess
 import sys
@@ -49,14 +61,16 @@ def inputs(records):
         from manaka.shogi import recipe
         rcfg = recipe.model_config()
         rb = record_batches(records, 512, 1, moves=recipe.RECIPE["moves"])[0]
-        out["recipe"] = (rb, rcfg.head_width, rcfg.num_moves)
+        # with move kinds, a label's move-table row is label % rows (backend move_kind_split)
+        rows = rcfg.num_moves // rcfg.move_kinds if rcfg.move_kinds else rcfg.num_moves
+        out["recipe"] = (rb, rcfg.head_width, rows)
     data = {}
     for name, (batch, W, M) in out.items():
         rng = np.random.default_rng(0)
         B = len(batch)
         q = rng.standard_normal((B, W), dtype=np.float32) / np.float32(np.sqrt(W))
         table = rng.standard_normal((M, W), dtype=np.float32)
-        data[name] = (q, table, batch.legal, batch.counts, batch.target)
+        data[name] = (q, table, np.ascontiguousarray(batch.legal % M), batch.counts, batch.target)
     return data
 
 
@@ -73,6 +87,30 @@ def floors(data):
         kind = "fused" if name == "seed" else "split"
         for case, need in ((f"{name} {kind}", head), (f"{name} {kind}+table", with_table)):
             out[case] = {**need, "floor_ms": floor_ms(need, rates["copy_gbs"], rates["gemm_gflops"])}
+    return out
+
+
+def row_read_floors(data):
+    """{case: (ms, bytes)}: the row-read floor of each case (the module's docstring)."""
+    out = {}
+    for name, (q, table, legal, counts, _) in data.items():
+        if name != "seed":  # the recipe's batch names ~4,400 of 262,440 rows: they stay in cache
+            continue
+        n, W = int(np.asarray(counts).sum()), q.shape[1]
+        t = np.random.default_rng(0).standard_normal(table.shape, dtype=np.float32)
+        v = np.ones(W, np.float32)
+        reps = max(1, int(2e8 // t.nbytes))
+        best = []
+        for _ in range(9):
+            start = time.process_time()
+            for _ in range(reps):
+                t @ v
+            best.append((time.process_time() - start) / reps)
+        gbs = t.nbytes / max(min(best), 1e-9) / 1e9
+        kind = "fused" if name == "seed" else "split"
+        for case, passes in ((f"{name} {kind}", 2), (f"{name} {kind}+table", 3)):
+            need = passes * n * W * 4
+            out[case] = (need / gbs / 1e6, need, gbs)
     return out
 
 
@@ -114,7 +152,8 @@ def main(argv):
         return child(records)
     rounds, trees = int(argv[0]), [os.path.abspath(t) for t in argv[1:]]
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    floor = floors(inputs(records))  # this repository's manaka, measured before the rounds
+    data = inputs(records)
+    floor, rows = floors(data), row_read_floors(data)  # this repository's manaka, before the rounds
     got = {t: [] for t in trees}
     for r in range(rounds):
         for k in range(len(trees)):
@@ -136,6 +175,11 @@ def main(argv):
             cells.append(f"{os.path.basename(tree)} {med:.3f} ms ({med / f['floor_ms']:.2f}x)")
         print(f"{case:20s} floor {f['floor_ms']:.3f} ms ({f['bytes'] / 1e6:.2f} MB, {f['flops'] / 1e6:.1f} MFLOP) | "
               + " | ".join(cells))
+        if case not in rows:
+            continue
+        ms, need, gbs = rows[case]
+        cells = [f"{os.path.basename(t)} {statistics.median(x[case] for x in got[t]) / ms:.2f}x" for t in trees]
+        print(f"{'':20s} row-read floor {ms:.3f} ms ({need / 1e6:.1f} MB at {gbs:.1f} GB/s) | " + " | ".join(cells))
     loads = [x["load"] for t in trees for x in got[t]]
     print(f"load average over the runs: {min(loads):.2f} - {max(loads):.2f}")
 
