@@ -130,6 +130,11 @@ def _default(name: str) -> str:
     return f"default {d}" if d == s else f"default {d}; shogi records: {s}"
 
 
+def _by_preset(name: str) -> str:
+    """A preset setting's value in each preset, for the help ("512 small, 1024 seed, 512 shogi")."""
+    return ", ".join(f"{PRESETS[p][name]:g} {p}" for p in ("small", "seed", "shogi"))
+
+
 def _shogi_preset() -> dict:
     """"shogi": the shogi recipe's shapes, batch size and learning rate (its other settings
     are RECIPES["shogi"]), the default preset for record data."""
@@ -155,7 +160,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--eval-data", metavar="PATH", help="held-out data evaluated while training, every --eval-every "
                    "steps and at the end (the same kinds as --data)")
     g.add_argument("--value", type=_value, metavar="result|eval|λ",
-                   help="shogi records: the value target: the game result, the evaluation (sigmoid(eval/756)) or "
+                   help="shogi records: the value target: the game result, the evaluation (sigmoid(eval/s), s from "
+                        "--eval-scale) or "
                         f"the mix (1-λ)·result + λ·eval ({_default('value')})")
     g.add_argument("--eval-scale", type=eval_scale_option, metavar="S|fit",
                    help="shogi records: s in the evaluation's win probability sigmoid(eval/s): a number (dlshogi's "
@@ -165,7 +171,9 @@ def parser() -> argparse.ArgumentParser:
                    help="shogi records: the move label encoding: dlshogi, or one whose labels also say what a move "
                         "captures (capture), and whether its destination is defended (capture-defended), whether "
                         "it checks (capture-defended-check), whether it moves an attacked piece "
-                        f"(capture-defended-check-escape) ({_default('moves')}; docs/shogi.md)")
+                        "(capture-defended-check-escape), which piece moves (capture-defended-check-escape-mover) "
+                        "and whether another of ours attacks the destination "
+                        f"(capture-defended-check-escape-mover-supported) ({_default('moves')}; docs/shogi.md)")
     g.add_argument("--on-bad", choices=["raise", "skip"],
                    help="shogi records: a bad record stops the run naming it (raise), or is left out (skip) "
                         f"({_default('on_bad')})")
@@ -190,9 +198,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                    help="auto: the GPU when the CUDA backend is built and usable, else the CPU")
     g.add_argument("--batch-size", type=_positive(int),
-                   help="positions per step, per process with --nproc (default: the preset's: 512 small, 1024 seed)")
-    g.add_argument("--lr", type=_positive(float), help="peak learning rate (default: the preset's: 5e-3 small, "
-                   "1e-3 seed)")
+                   help="positions per step, per process with --nproc (default: the preset's: "
+                        f"{_by_preset('batch_size')})")
+    g.add_argument("--lr", type=_positive(float), help=f"peak learning rate (default: the preset's: {_by_preset('lr')})")
     g.add_argument("--warmup", type=_non_negative_int, metavar="STEPS",
                    help=f"linear warm-up steps ({_default('warmup')})")
     g.add_argument("--schedule", choices=["constant", "cosine"],
