@@ -22,12 +22,20 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import numpy as np
 
-from . import checkpoint as _ckpt
 from .atomic_file import unwritable
 from .errors import CheckpointError, CheckpointMismatch
 from .interrupt import StepGuard
 
 __all__ = ["fit", "History", "format_duration"]
+
+
+def _checkpoint():
+    """manaka.checkpoint, imported at the first use rather than by ``import manaka``: imported
+    beforehand, ``python -m manaka.checkpoint`` would run a second copy of it and runpy
+    warns that it "may result in unpredictable behaviour"."""
+    from . import checkpoint
+
+    return checkpoint
 
 METRICS = ("loss", "policy_loss", "value_loss", "accuracy", "lr")
 # mk.evaluate's metrics on the held-out data, as History fields (eval_loss, ...).
@@ -463,7 +471,7 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
 
     history, step, saved_step = History(), 0, None
     if resume and os.path.exists(checkpoint):
-        state = _ckpt.load(checkpoint)
+        state = _checkpoint().load(checkpoint)
         step = _check_resume(checkpoint, state, model, loader, total, bounded)
         _restore(checkpoint, state, model, trainer, loader)
         history = History(state.get("history"))
@@ -493,7 +501,7 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         if not lead:  # rank 0 writes the checkpoint of every rank's (identical) state
             saved_step = step
             return
-        _ckpt.save(checkpoint, {"step": step, "model": model.state_dict(), "trainer": trainer.state_dict(),
+        _checkpoint().save(checkpoint, {"step": step, "model": model.state_dict(), "trainer": trainer.state_dict(),
                                 "loader": loader.state_dict(), "history": history.records,
                                 "model_config": _config_of(model), "dataset": _dataset_of(loader)})
         saved_step = step
