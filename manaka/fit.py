@@ -229,9 +229,12 @@ def _check_resume(path: str, state: dict, model, loader, total: int, bounded: bo
             except (TypeError, ValueError, KeyError, IndexError):  # a damaged identity: say so plainly
                 differ = "its record identity does not match, or is damaged"
             raise CheckpointMismatch(path, f"was trained on other records than this run's ({differ})")
-        raise CheckpointMismatch(path, f"was trained on another dataset ({saved.get('positions')} positions at "
-                                       f"{saved.get('path')!r}, fingerprint {saved.get('fingerprint')}) than this "
-                                       f"run's ({mine['positions']} positions at {mine['path']!r}, fingerprint "
+        def where(d: dict) -> str:  # an in-memory dataset (synthetic, from_arrays) has no folder
+            return f"at {d['path']!r}" if d.get("path") is not None else "in memory"
+
+        raise CheckpointMismatch(path, f"was trained on another dataset ({saved.get('positions')} positions "
+                                       f"{where(saved)}, fingerprint {saved.get('fingerprint')}) than this "
+                                       f"run's ({mine['positions']} positions {where(mine)}, fingerprint "
                                        f"{mine['fingerprint']})")
     return step
 

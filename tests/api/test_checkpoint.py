@@ -119,8 +119,10 @@ def test_resume_refuses_another_model_another_dataset_or_fewer_steps(ds, tmp_pat
     with pytest.raises(mk.CheckpointMismatch, match=r"run.ckpt.*embed_dim=8.*this run's model has .*embed_dim=6"):
         _run(ds, path, 6, embed_dim=6, resume=True)
     other = mk.Dataset.synthetic(300, SMALL, seed=1)
-    with pytest.raises(mk.CheckpointMismatch, match="another dataset"):
+    with pytest.raises(mk.CheckpointMismatch, match="another dataset") as refused:
         _run(other, path, 6, resume=True)
+    # in-memory datasets are said to be, not "at None"
+    assert "None" not in str(refused.value) and str(refused.value).count("300 positions in memory") == 2, refused.value
     with pytest.raises(mk.CheckpointMismatch, match="at step 4, beyond the end of this run \\(step 3\\)"):
         _run(ds, path, 3, resume=True)
     assert path.read_bytes() == before
