@@ -742,7 +742,7 @@ def _is_records(path: str) -> bool:
     """--data names shogi records (the shogi preset's data); a bad path is reported with its
     reason when the data is opened."""
     try:
-        return data_kind(path) in ("hcpe", "psv")
+        return data_kind(path) in ("hcpe", "hcpe3", "psv")
     except ValueError:
         return False
 
