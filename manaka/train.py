@@ -507,6 +507,14 @@ def _rank(args, rank: int, rendezvous: str) -> None:
 
     if rank:
         sys.stdout = open(os.devnull, "w")
+    # tqdm's default lock holds a multiprocessing semaphore, which this process's os._exit
+    # below never releases: the parent's resource tracker then warned of "leaked semaphore
+    # objects" after every run. The ranks share no progress bar: a thread lock does.
+    import threading
+
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
     if args.device == "cuda":  # one GPU per process, chosen before CUDA starts
         os.environ["CUDA_VISIBLE_DEVICES"] = str(rank)
     backend = "nccl" if args.device == "cuda" else "gloo"
