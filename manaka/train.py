@@ -184,7 +184,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--synthetic", type=_positive(int), default=600_000, metavar="N",
                    help="positions of synthetic training data when --data is not given (default 600000)")
     g.add_argument("--eval-positions", type=_non_negative_int, default=4096, metavar="N",
-                   help="held-out synthetic positions (same teacher, other seed) evaluated at the end (default 4096)")
+                   help="held-out synthetic positions (same teacher, other seed) evaluated every --eval-every steps "
+                        "and at the end (default 4096)")
     g = p.add_argument_group("run length (default: one epoch, at most one minute)")
     g.add_argument("--steps", type=_non_negative_int, help="optimizer steps in total (counted from the start when "
                    "resuming)")
