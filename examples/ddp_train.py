@@ -51,7 +51,8 @@ def native(args, rank: int, world: int) -> None:
 
 
 def main():
-    p = argparse.ArgumentParser(description="data-parallel manaka.torch training (run under torchrun)")
+    p = argparse.ArgumentParser(description="data-parallel training on shogi records (run under torchrun): the C "
+                                "trainer (--trainer native, the default) or manaka.torch.Network (--trainer torch)")
     p.add_argument("records", help="an HCPE file (or .psv with --psv)")
     p.add_argument("--psv", action="store_true")
     p.add_argument("--batch-size", type=int, default=1024, help="positions per rank per step")
@@ -61,7 +62,8 @@ def main():
     p.add_argument("--backend", default="gloo")
     p.add_argument("--timeout", type=float, default=120, help="seconds a collective may wait for a dead rank")
     p.add_argument("--out", default="ddp_model.mk")
-    p.add_argument("--trainer", choices=["native", "torch"], default="native")
+    p.add_argument("--trainer", choices=["native", "torch"], default="native",
+                   help="native: mk.Trainer with a process group; torch: manaka.torch.Network under DDP (default native)")
     p.add_argument("--pair-update", choices=["dense", "sparse", "lazy"], default="dense",
                    help="native trainer: which pair-table rows a step updates")
     p.add_argument("--checkpoint", help="native trainer: mk.fit's checkpoint (rank 0 writes it; --resume continues)")

@@ -66,3 +66,13 @@ def build_info() -> dict:
     info["blas"] = f"{blas} ({_openblas.load()}); its pool is pinned to 1 thread, GEMMs are split over num_threads"
     return info
 from . import shogi  # noqa: E402  (manaka.shogi: HCPE / PSV records, rules in C)
+
+
+def __getattr__(name: str):
+    # manaka.checkpoint is imported when first named (mk.checkpoint.load), not by `import
+    # manaka`: python -m manaka.checkpoint must find it not yet imported (see fit._checkpoint)
+    if name == "checkpoint":
+        import importlib
+
+        return importlib.import_module(".checkpoint", __name__)
+    raise AttributeError(f"module 'manaka' has no attribute {name!r}")

@@ -22,12 +22,20 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import numpy as np
 
-from . import checkpoint as _ckpt
 from .atomic_file import unwritable
 from .errors import CheckpointError, CheckpointMismatch
 from .interrupt import StepGuard
 
 __all__ = ["fit", "History", "format_duration"]
+
+
+def _checkpoint():
+    """manaka.checkpoint, imported at the first use rather than by ``import manaka``: imported
+    beforehand, ``python -m manaka.checkpoint`` would run a second copy of it and runpy
+    warns that it "may result in unpredictable behaviour"."""
+    from . import checkpoint
+
+    return checkpoint
 
 METRICS = ("loss", "policy_loss", "value_loss", "accuracy", "lr")
 # mk.evaluate's metrics on the held-out data, as History fields (eval_loss, ...).
@@ -221,9 +229,12 @@ def _check_resume(path: str, state: dict, model, loader, total: int, bounded: bo
             except (TypeError, ValueError, KeyError, IndexError):  # a damaged identity: say so plainly
                 differ = "its record identity does not match, or is damaged"
             raise CheckpointMismatch(path, f"was trained on other records than this run's ({differ})")
-        raise CheckpointMismatch(path, f"was trained on another dataset ({saved.get('positions')} positions at "
-                                       f"{saved.get('path')!r}, fingerprint {saved.get('fingerprint')}) than this "
-                                       f"run's ({mine['positions']} positions at {mine['path']!r}, fingerprint "
+        def where(d: dict) -> str:  # an in-memory dataset (synthetic, from_arrays) has no folder
+            return f"at {d['path']!r}" if d.get("path") is not None else "in memory"
+
+        raise CheckpointMismatch(path, f"was trained on another dataset ({saved.get('positions')} positions "
+                                       f"{where(saved)}, fingerprint {saved.get('fingerprint')}) than this "
+                                       f"run's ({mine['positions']} positions {where(mine)}, fingerprint "
                                        f"{mine['fingerprint']})")
     return step
 
@@ -463,7 +474,7 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
 
     history, step, saved_step = History(), 0, None
     if resume and os.path.exists(checkpoint):
-        state = _ckpt.load(checkpoint)
+        state = _checkpoint().load(checkpoint)
         step = _check_resume(checkpoint, state, model, loader, total, bounded)
         _restore(checkpoint, state, model, trainer, loader)
         history = History(state.get("history"))
@@ -493,7 +504,7 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         if not lead:  # rank 0 writes the checkpoint of every rank's (identical) state
             saved_step = step
             return
-        _ckpt.save(checkpoint, {"step": step, "model": model.state_dict(), "trainer": trainer.state_dict(),
+        _checkpoint().save(checkpoint, {"step": step, "model": model.state_dict(), "trainer": trainer.state_dict(),
                                 "loader": loader.state_dict(), "history": history.records,
                                 "model_config": _config_of(model), "dataset": _dataset_of(loader)})
         saved_step = step

@@ -130,6 +130,11 @@ def _default(name: str) -> str:
     return f"default {d}" if d == s else f"default {d}; shogi records: {s}"
 
 
+def _by_preset(name: str) -> str:
+    """A preset setting's value in each preset, for the help ("512 small, 1024 seed, 512 shogi")."""
+    return ", ".join(f"{PRESETS[p][name]:g} {p}" for p in ("small", "seed", "shogi"))
+
+
 def _shogi_preset() -> dict:
     """"shogi": the shogi recipe's shapes, batch size and learning rate (its other settings
     are RECIPES["shogi"]), the default preset for record data."""
@@ -155,7 +160,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--eval-data", metavar="PATH", help="held-out data evaluated while training, every --eval-every "
                    "steps and at the end (the same kinds as --data)")
     g.add_argument("--value", type=_value, metavar="result|eval|λ",
-                   help="shogi records: the value target: the game result, the evaluation (sigmoid(eval/756)) or "
+                   help="shogi records: the value target: the game result, the evaluation (sigmoid(eval/s), s from "
+                        "--eval-scale) or "
                         f"the mix (1-λ)·result + λ·eval ({_default('value')})")
     g.add_argument("--eval-scale", type=eval_scale_option, metavar="S|fit",
                    help="shogi records: s in the evaluation's win probability sigmoid(eval/s): a number (dlshogi's "
@@ -165,7 +171,9 @@ def parser() -> argparse.ArgumentParser:
                    help="shogi records: the move label encoding: dlshogi, or one whose labels also say what a move "
                         "captures (capture), and whether its destination is defended (capture-defended), whether "
                         "it checks (capture-defended-check), whether it moves an attacked piece "
-                        f"(capture-defended-check-escape) ({_default('moves')}; docs/shogi.md)")
+                        "(capture-defended-check-escape), which piece moves (capture-defended-check-escape-mover) "
+                        "and whether another of ours attacks the destination "
+                        f"(capture-defended-check-escape-mover-supported) ({_default('moves')}; docs/shogi.md)")
     g.add_argument("--on-bad", choices=["raise", "skip"],
                    help="shogi records: a bad record stops the run naming it (raise), or is left out (skip) "
                         f"({_default('on_bad')})")
@@ -176,7 +184,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--synthetic", type=_positive(int), default=600_000, metavar="N",
                    help="positions of synthetic training data when --data is not given (default 600000)")
     g.add_argument("--eval-positions", type=_non_negative_int, default=4096, metavar="N",
-                   help="held-out synthetic positions (same teacher, other seed) evaluated at the end (default 4096)")
+                   help="held-out synthetic positions (same teacher, other seed) evaluated every --eval-every steps "
+                        "and at the end (default 4096)")
     g = p.add_argument_group("run length (default: one epoch, at most one minute)")
     g.add_argument("--steps", type=_non_negative_int, help="optimizer steps in total (counted from the start when "
                    "resuming)")
@@ -190,9 +199,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                    help="auto: the GPU when the CUDA backend is built and usable, else the CPU")
     g.add_argument("--batch-size", type=_positive(int),
-                   help="positions per step, per process with --nproc (default: the preset's: 512 small, 1024 seed)")
-    g.add_argument("--lr", type=_positive(float), help="peak learning rate (default: the preset's: 5e-3 small, "
-                   "1e-3 seed)")
+                   help="positions per step, per process with --nproc (default: the preset's: "
+                        f"{_by_preset('batch_size')})")
+    g.add_argument("--lr", type=_positive(float), help=f"peak learning rate (default: the preset's: {_by_preset('lr')})")
     g.add_argument("--warmup", type=_non_negative_int, metavar="STEPS",
                    help=f"linear warm-up steps ({_default('warmup')})")
     g.add_argument("--schedule", choices=["constant", "cosine"],
@@ -499,6 +508,14 @@ def _rank(args, rank: int, rendezvous: str) -> None:
 
     if rank:
         sys.stdout = open(os.devnull, "w")
+    # tqdm's default lock holds a multiprocessing semaphore, which this process's os._exit
+    # below never releases: the parent's resource tracker then warned of "leaked semaphore
+    # objects" after every run. The ranks share no progress bar: a thread lock does.
+    import threading
+
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
     if args.device == "cuda":  # one GPU per process, chosen before CUDA starts
         os.environ["CUDA_VISIBLE_DEVICES"] = str(rank)
     backend = "nccl" if args.device == "cuda" else "gloo"
@@ -734,7 +751,7 @@ def _is_records(path: str) -> bool:
     """--data names shogi records (the shogi preset's data); a bad path is reported with its
     reason when the data is opened."""
     try:
-        return data_kind(path) in ("hcpe", "psv")
+        return data_kind(path) in ("hcpe", "hcpe3", "psv")
     except ValueError:
         return False
 

@@ -36,6 +36,17 @@ class SeedShapes:
 # CUDA emulator, far too slow for the seed shapes); its timings are not results.
 SMALL = dict(num_tokens=60, num_moves=50, tokens_per_side=8, embed_dim=8, orders=2, pair_dim=4,
              hidden=(16,), head_width=12)
+# Its legal-move slots: a seed batch's 600 do not fit its 50 moves (seed_batch refuses them).
+SMALL_MAX_LEGAL = 20
+MAX_LEGAL_HELP = f"L (default 600; {SMALL_MAX_LEGAL} with --small)"
+
+
+def max_legal(given, small: bool) -> int:
+    """--max-legal as given, else the default of the configuration: 600, or SMALL_MAX_LEGAL
+    for SMALL."""
+    if given is not None:
+        return given
+    return SMALL_MAX_LEGAL if small else 600
 
 
 def legal_counts(rng: np.random.Generator, B: int, L: int = 600) -> np.ndarray:

@@ -21,7 +21,7 @@ import numpy as np
 
 import manaka as mk
 from manaka.bench import policy_head
-from manaka.bench.seed import SeedShapes
+from manaka.bench.seed import MAX_LEGAL_HELP, SeedShapes, max_legal
 from manaka.bench.floors import cpu_rates
 from manaka.bench.timing import HEADER, OUT_HELP, measure, note_resources, phase_ms, write_results, use_threads
 
@@ -69,7 +69,7 @@ def main(argv: List[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m manaka.bench step", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=1024, help="B (default 1024)")
-    ap.add_argument("--max-legal", type=int, default=600, help="L (default 600)")
+    ap.add_argument("--max-legal", type=int, default=None, help=MAX_LEGAL_HELP)
     ap.add_argument("--runs", type=int, default=10, help="timed steps (median of N)")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--head-runs", type=int, default=20,
@@ -100,6 +100,8 @@ def main(argv: List[str]) -> int:
                     help="with --pair-update: a small configuration, to test the benchmark itself")
     ap.add_argument("--dry-run", action="store_true", help="with --pair-update: parse the arguments only")
     args, rest = ap.parse_known_args(argv)
+    # --small is the pair-table comparison's (the move-table one runs the recipe's model)
+    args.max_legal = max_legal(args.max_legal, args.small and args.pair_update is not None and args.move_update is None)
     if args.move_update is not None:
         if rest:
             ap.error(f"unrecognized arguments: {' '.join(rest)}")

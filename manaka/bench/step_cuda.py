@@ -30,7 +30,7 @@ import manaka as mk
 from manaka import cuda
 
 from . import policy_head
-from .seed import SMALL
+from .seed import MAX_LEGAL_HELP, SMALL, max_legal
 from .skew import hottest_share, skewed_batch
 from .ops_cuda import bandwidth_gbs, fp32_tflops, import_torch, open_nvml, other_gpu_processes
 from .step import SEED, load_torch_baseline, seed_batch
@@ -62,7 +62,7 @@ def main(argv: List[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m manaka.bench step --device cuda", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=1024, help="B (default 1024)")
-    ap.add_argument("--max-legal", type=int, default=600, help="L (default 600)")
+    ap.add_argument("--max-legal", type=int, default=None, help=MAX_LEGAL_HELP)
     ap.add_argument("--runs", type=int, default=50, help="timed steps (median of N)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--head-runs", type=int, default=100,
@@ -77,6 +77,7 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--dry-run", action="store_true",
                     help="parse the arguments, print them and exit (tools/gpu_check.sh --rehearse)")
     args = ap.parse_args(argv)
+    args.max_legal = max_legal(args.max_legal, args.small)
     if args.dry_run:
         print(f"dry run: {vars(args)}")
         return 0

@@ -43,7 +43,7 @@ from typing import List
 import numpy as np
 
 import manaka as mk
-from manaka.bench.seed import SMALL
+from manaka.bench.seed import MAX_LEGAL_HELP, SMALL, max_legal
 from manaka.bench.step import SEED, seed_batch
 from manaka.bench.floors import cpu_rates, explain, phases_floor_ms, step_floor, phases_total
 from manaka.bench.timing import HEADER, OUT_HELP, measure_interleaved, note_resources, write_results, use_threads
@@ -76,7 +76,7 @@ def main(argv: List[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m manaka.bench step_torch", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=1024, help="B (default 1024)")
-    ap.add_argument("--max-legal", type=int, default=600, help="L (default 600)")
+    ap.add_argument("--max-legal", type=int, default=None, help=MAX_LEGAL_HELP)
     ap.add_argument("--records", default=None, metavar="FILES",
                     help="real positions from shogi records (HCPE / PSV file, glob or folder) instead of the seed batch")
     ap.add_argument("--batches", type=int, default=None,
@@ -94,6 +94,7 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--dry-run", action="store_true",
                     help="parse the arguments, print them and exit (tools/gpu_check.sh --rehearse)")
     args = ap.parse_args(argv)
+    args.max_legal = max_legal(args.max_legal, args.small)
     if args.dry_run:
         print(f"dry run: {vars(args)}")
         return 0

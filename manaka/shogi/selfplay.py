@@ -557,7 +557,9 @@ def main(argv=None) -> int:
         stats = selfplay(args.out, args.games, settings, workers=args.workers, held_out_out=args.held_out_out,
                          log=log)
     except (ValueError, OSError, EngineError) as e:
-        print(f"python -m manaka.shogi selfplay: {e}", file=sys.stderr)
+        why = str(e)  # the API's messages start "selfplay: ", which the command's prefix says already
+        print(f"python -m manaka.shogi selfplay: {why[len('selfplay: '):] if why.startswith('selfplay: ') else why}",
+              file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("python -m manaka.shogi selfplay: interrupted; the games written so far are kept (rerun to resume)",

@@ -268,7 +268,9 @@ class UsiEngine:
         try:
             limits = GoLimits.parse(args)
         except ValueError as e:  # a GUI waits for bestmove after any go: never leave it waiting
-            self.info(f"go: {e}; thinking {DEFAULT_MOVETIME_MS} ms instead")
+            why = str(e)  # GoLimits' own messages start "go: "; int()'s do not
+            self.info(f"go: {why[len('go: '):] if why.startswith('go: ') else why}; thinking {DEFAULT_MOVETIME_MS} ms "
+                      "instead")
             limits = GoLimits(movetime=DEFAULT_MOVETIME_MS)
         if self.game is None:
             self.info("no position was set (or it was refused): resigning")

@@ -119,8 +119,10 @@ def test_resume_refuses_another_model_another_dataset_or_fewer_steps(ds, tmp_pat
     with pytest.raises(mk.CheckpointMismatch, match=r"run.ckpt.*embed_dim=8.*this run's model has .*embed_dim=6"):
         _run(ds, path, 6, embed_dim=6, resume=True)
     other = mk.Dataset.synthetic(300, SMALL, seed=1)
-    with pytest.raises(mk.CheckpointMismatch, match="another dataset"):
+    with pytest.raises(mk.CheckpointMismatch, match="another dataset") as refused:
         _run(other, path, 6, resume=True)
+    # in-memory datasets are said to be, not "at None"
+    assert "None" not in str(refused.value) and str(refused.value).count("300 positions in memory") == 2, refused.value
     with pytest.raises(mk.CheckpointMismatch, match="at step 4, beyond the end of this run \\(step 3\\)"):
         _run(ds, path, 3, resume=True)
     assert path.read_bytes() == before
@@ -302,8 +304,8 @@ def test_the_converter_replaces_an_existing_file_only_with_force(tmp_path):
     for new in ("other.ckpt", "old.ckpt"):
         out = subprocess.run([sys.executable, "-m", "manaka.checkpoint", "convert", str(tmp_path / "old.ckpt"),
                               str(tmp_path / new), "--trust-pickle"], capture_output=True, text=True, timeout=60)
-        last = out.stderr.strip().splitlines()[-1]  # after runpy's warning about the package's own import
-        assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+        last = out.stderr.strip().splitlines()[-1]
+        assert out.returncode == 2 and "Traceback" not in out.stderr and len(out.stderr.splitlines()) == 1, out.stderr
         assert last.startswith("python -m manaka.checkpoint: ") and new in last and "--force" in last, out.stderr
     with pytest.raises(FileExistsError, match="other.ckpt.*overwrite=True"):
         ckpt.convert(tmp_path / "old.ckpt", tmp_path / "other.ckpt", trust_pickle=True)
@@ -314,3 +316,16 @@ def test_the_converter_replaces_an_existing_file_only_with_force(tmp_path):
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert ckpt.load(tmp_path / "old.ckpt")["step"] == 3  # converted in place
+
+
+def test_the_converter_runs_without_runpys_warning_and_mk_checkpoint_still_works():
+    """`import manaka` leaves manaka.checkpoint unimported, so python -m manaka.checkpoint does
+    not make runpy warn that the module "found in sys.modules ... may result in unpredictable
+    behaviour" (it did on every run); mk.checkpoint is imported when first named."""
+    out = subprocess.run([sys.executable, "-m", "manaka.checkpoint", "--help"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and out.stderr == "" and "convert" in out.stdout, out.stderr
+    probe = ("import sys, manaka as mk; assert 'manaka.checkpoint' not in sys.modules; "
+             "assert mk.checkpoint.load is sys.modules['manaka.checkpoint'].load; print('ok')")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

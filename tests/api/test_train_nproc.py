@@ -30,6 +30,7 @@ def cli(*args, cwd):
 def test_two_processes_then_resume_in_one_and_three(tmp_path):
     out = cli("--nproc", 2, "--batch-size", 24, "--steps", 4, "--checkpoint", "run.ckpt", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
+    assert "leaked semaphore" not in out.stderr, out.stderr  # the ranks' tqdm locks are thread locks
     assert "batch 24 x 2 processes" in out.stdout
     # one log line per logging step: process 1 prints nothing
     assert len(re.findall(r"^\[[^]]+\] step=\d+ ", out.stdout, flags=re.M)) == 2, out.stdout

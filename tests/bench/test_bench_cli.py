@@ -167,3 +167,18 @@ def test_a_thread_count_manaka_refuses_is_one_line_naming_the_option(suite, thre
     assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
     assert lines[0].startswith(f"python -m manaka.bench {suite}: --threads: ") and why in lines[0]
     assert not os.listdir(tmp_path)  # nothing measured, nothing written
+
+
+def test_small_runs_with_the_default_max_legal(tmp_path):
+    """--small's network has 50 moves: the default --max-legal is then 20, not the seed batch's
+    600, which seed_batch refuses (step --pair-update --small and step_torch --small stopped with
+    a traceback unless --max-legal was given)."""
+    out = bench("step", "--pair-update", "dense", "--small", "--batch", "8", "--runs", "1", "--warmup", "0",
+                "--pair-batches", "1", "--threads", "1", "--no-write", cwd=tmp_path)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    out = bench("step", "--device", "cuda", "--small", "--dry-run", cwd=tmp_path)
+    assert out.returncode == 0 and "'max_legal': 20" in out.stdout, out.stdout + out.stderr
+    out = bench("step_torch", "--small", "--dry-run", cwd=tmp_path)
+    assert out.returncode == 0 and "'max_legal': 20" in out.stdout, out.stdout + out.stderr
+    out = bench("step_torch", "--dry-run", cwd=tmp_path)
+    assert out.returncode == 0 and "'max_legal': 600" in out.stdout, out.stdout + out.stderr

@@ -171,7 +171,11 @@ def test_cli_trains_on_hcpe3(tmp_path, games, capsys, monkeypatch):
     (data / "games.hcpe3").write_bytes(games[0])
     assert train.main(["--data", str(data / "games.hcpe3"), "--steps", "3", "--no-progress", "--batch-size",
                        "16", "--device", "cpu", "--no-save", *TINY]) == 0
-    assert f"Hcpe3Files({len(games[1]):,} records in 1 file(s)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"Hcpe3Files({len(games[1]):,} records in 1 file(s)" in out
+    # shogi records: the shogi preset's network (its move-pair table), as HCPE and PSV get
+    # (hcpe3 got the shogi recipe's trainer settings but the small preset's network)
+    assert "move_pairs=2187, board_width=9" in out and "batch 16" in out, out
     # a folder of hcpe3 files is one too; mixed with HCPE files it is refused in one line
     assert train.main(["--data", str(data), "--steps", "1", "--no-progress", "--batch-size", "16",
                        "--device", "cpu", "--no-save", *TINY]) == 0

@@ -338,6 +338,8 @@ def test_a_dying_engine_stops_the_run_with_a_clear_error(tmp_path):
     r = cli("--engine", fake("--crash-at", 3), "--nodes", 5, "--games", 2, "--out", tmp_path / "c.hcpe")
     assert r.returncode == 1 and "exit code 3" in r.stderr and "rerun the same command to resume" in r.stderr
     assert "Traceback" not in r.stderr
+    last = r.stderr.strip().splitlines()[-1]  # the command's prefix once, not "selfplay: selfplay: "
+    assert last.startswith("python -m manaka.shogi selfplay: game 0 failed twice"), last
 
 
 def test_an_engine_that_dies_once_is_restarted_and_the_game_replayed(tmp_path):

@@ -260,6 +260,7 @@ def test_malformed_commands_are_ignored_with_an_info_string(model_file):
             e.send("position startpos moves 7g7f")
             move, lines = bestmove(e, go)
             assert any(l.startswith("info string go:") and "instead" in l for l in lines), (go, lines)
+            assert not any(l.startswith("info string go: go:") for l in lines), lines  # "go:" said once
             assert move in legal_usi(cshogi_sfen_after(["7g7f"])), (go, move)
     finally:
         e.close()
