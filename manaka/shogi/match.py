@@ -219,7 +219,12 @@ def play_game(seats: Sequence[_Seat], opening: List[int], clock: Clock, max_plie
 
 def run_match(a: Player, b: Player, games: int, clock: Clock, openings: Tuple[int, int] = (8, 8),
               max_plies: int = 320, seed: int = 0, report=print) -> List[GameRecord]:
-    """`games` games, A Black in the even ones; openings drawn per pair of games."""
+    """`games` games, A Black in the even ones; openings drawn per pair of games. ValueError
+    when an opening may reach `max_plies`: such a game ends a draw before either engine
+    moves, and would count in the score."""
+    if openings[1] >= max_plies:
+        raise ValueError(f"match: openings of up to {openings[1]} random plies leave no ply to the engines "
+                         f"under max_plies={max_plies}")
     rng = random.Random(seed)
     seats = {"A": _Seat(a, clock.move_timeout), "B": _Seat(b, clock.move_timeout)}
     records: List[GameRecord] = []
@@ -325,6 +330,10 @@ def main(argv=None) -> int:
                                ("--seed", args.seed, 0)):
         if value is not None and value < low:
             p.error(f"{option} must be >= {low}, got {value}")
+    # every game must have an engine move: one over at the opening's end is a draw nobody played
+    if args.openings[1] >= args.max_plies:
+        p.error(f"--openings {args.openings[1]} random plies reach --max-plies {args.max_plies}: "
+                "no ply would be left to the engines (give fewer opening plies or more --max-plies)")
     for option, value in (("--go-a", args.go_a), ("--go-b", args.go_b)):
         problem = go_args_problem(value) if value is not None else None
         if problem:
@@ -363,9 +372,14 @@ def main(argv=None) -> int:
     s = summary(a, b, records)
     print(summary_line(s))
     if args.json:
-        with atomic_write(args.json) as f:
-            finite = {k: (_fmt(v) if isinstance(v, float) and abs(v) == float("inf") else v) for k, v in s.items()}
-            f.write(json.dumps({"summary": finite, "games": [asdict(r) for r in records]}, indent=1).encode())
+        finite = {k: (_fmt(v) if isinstance(v, float) and abs(v) == float("inf") else v) for k, v in s.items()}
+        try:
+            with atomic_write(args.json) as f:
+                f.write(json.dumps({"summary": finite, "games": [asdict(r) for r in records]}, indent=1).encode())
+        except OSError as e:  # checked writable before the games; a full disk or a vanished folder since
+            print(f"match: --json {args.json} could not be written ({e}); the summary above is the "
+                  "match's result", file=sys.stderr)
+            return 1
     return 0
 
 

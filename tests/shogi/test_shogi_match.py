@@ -291,3 +291,30 @@ def test_match_command_line(tmp_path):
     assert out.read_bytes() == before
     forced = subprocess.run(cmd + ["--force"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
     assert forced.returncode == 0 and json.loads(out.read_text())["summary"]["wins"] == 2, forced.stderr
+
+
+def test_openings_that_reach_max_plies_are_refused(capsys):
+    # such a game ends a draw at the opening's end, before either engine moves: counted, it
+    # pulled every score towards 0.5 with no engine having played
+    with pytest.raises(ValueError, match="max_plies=8"):
+        run_match(fake("random"), fake("random"), 2, Clock(nodes=1), openings=(2, 8), max_plies=8, report=None)
+    from manaka.shogi import match
+    for argv in (["--max-plies", "8"], ["--openings", "2-9", "--max-plies", "9"]):
+        with pytest.raises(SystemExit) as e:
+            match.main(["a", "b", "--games", "2", "--nodes", "1", *argv])
+        assert e.value.code == 2 and "--max-plies" in capsys.readouterr().err
+
+
+def test_a_json_file_that_cannot_be_written_after_the_games_is_one_line(tmp_path, monkeypatch, capsys):
+    from manaka.shogi import match
+
+    def full_disk(path):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(match, "atomic_write", full_disk)
+    out = tmp_path / "m.json"
+    code = match.main([fake("random").command, fake("resign").command, "--games", "2", "--byoyomi", "500",
+                       "--openings", "1", "--json", str(out)])
+    captured = capsys.readouterr()
+    assert code == 1 and not out.exists()
+    assert "2 games, +2 =0 -0" in captured.out  # the result was printed before the write
+    assert f"--json {out} could not be written" in captured.err and "No space left" in captured.err
