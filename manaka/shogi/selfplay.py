@@ -266,6 +266,10 @@ def _open_outputs(out: str, held: Optional[str], settings: Settings, log) -> Tup
             other, g = files[real.index(real[i])]
             raise ValueError(f"selfplay: {role} {f} is also {other} {g}: choose another --out or held-out file; "
                              "nothing was written")
+    for role, f in files:  # a FIFO blocked the open that appends to it (a hang); a folder is no file
+        if os.path.exists(f) and not os.path.isfile(f):
+            raise ValueError(f"selfplay: {role} {f} is not a regular file (a folder, FIFO, socket or device): "
+                             "choose another --out or held-out file; nothing was written")
     identity = settings.identity()
     if os.path.exists(meta):
         try:

@@ -183,6 +183,20 @@ def test_a_held_out_file_that_is_one_of_the_outs_files_is_refused(tmp_path, suff
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("which", ["out", "index", "held"])
+def test_an_output_that_is_a_fifo_or_a_folder_is_refused_before_anything_is_written(tmp_path, which):
+    # a FIFO: opening it to append blocked until a reader came (a hang), after the settings
+    # file had been written beside it
+    out, held = tmp_path / "x.hcpe", tmp_path / "h.hcpe"
+    target = {"out": out, "index": Path(str(out) + ".games"), "held": held}[which]
+    for make in (os.mkfifo, os.mkdir):
+        make(target)
+        with pytest.raises(ValueError, match=f"{re.escape(str(target))} is not a regular file.*nothing was written"):
+            run(out, 2, settings(held_out_games=1), held_out_out=str(held))
+        assert os.listdir(tmp_path) == [target.name]
+        os.rmdir(target) if target.is_dir() else os.remove(target)
+
+
 def test_an_interrupted_append_leaves_no_game_the_index_does_not_count(tmp_path):
     # Ctrl-C between a game's records and its index line left the records in the data file,
     # uncounted, until a rerun cut them off (a reader of the file saw a game the index lacks)
