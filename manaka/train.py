@@ -727,6 +727,8 @@ def data_kind(path: str, option: str = "--data") -> str:
         raise ValueError(f"{option} {path}: a file of an unknown kind ({suffix}); {accepted}")
     if any(ch in path for ch in "*?["):
         raise ValueError(f"{option} {path}: no file matches this glob; {accepted}")
+    if os.path.exists(path):  # a FIFO, socket or device: it was reported as missing
+        raise ValueError(f"{option} {path}: not a regular file or folder (a FIFO, socket or device); {accepted}")
     raise ValueError(f"{option} {path}: no such file or folder; {accepted}")
 
 

@@ -137,11 +137,13 @@ def test_data_paths_that_are_not_training_data_say_what_they_are(tmp_path):
     (tmp_path / "kifu" / "g2.kif").write_text("")
     (tmp_path / "x.hcpe.usi").write_text("position startpos\n")
     (tmp_path / "empty").mkdir()
+    os.mkfifo(tmp_path / "fifo.hcpe")
     cases = {"kifu": "a folder of 2 CSA / KIF game record(s), which training does not read; convert CSA / KIF "
                      "game records first: python -m manaka.shogi convert games.hcpe kifu",
              "kifu/g1.csa": "a CSA / KIF game record, which training does not read; convert",
              "x.hcpe.usi": "a file of an unknown kind (.usi); --data takes a dataset folder with meta.json",
              "missing": "no such file or folder; --data takes a dataset folder with meta.json",
+             "fifo.hcpe": "not a regular file or folder (a FIFO, socket or device); --data takes",  # was "no such file"
              "empty": "a folder with no meta.json and no record file; --data takes",
              "*.psv": "no file matches this glob"}
     for path, words in cases.items():
