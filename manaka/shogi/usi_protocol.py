@@ -281,6 +281,11 @@ class UsiEngine:
     def _on_go(self, args) -> None:
         if self._searching():
             raise ValueError("a search is running")
+        if "mate" in args:
+            # a mate search (tsume): its caller waits for a ``checkmate`` line, never for
+            # bestmove, and USI's answer for an engine without one is this
+            self.send("checkmate notimplemented")
+            return
         try:
             limits = GoLimits.parse(args)
         except ValueError as e:  # a GUI waits for bestmove after any go: never leave it waiting

@@ -476,3 +476,15 @@ def test_a_reader_that_closes_the_output_ends_the_engine_quietly(model_file, aft
             proc.wait()
         proc.stdin.close()
         proc.stderr.close()
+
+
+def test_a_mate_search_is_answered_checkmate_notimplemented(model_file):
+    # a tsume request waits for ``checkmate``: it was answered "bestmove" after an info
+    # string and 1 s of ordinary thought, which such a caller never reads
+    with started_engine(model_file) as e:
+        e.send("position sfen " + MATE_IN_ONE)
+        for go in ("go mate 1000", "go mate infinite"):
+            e.send(go)
+            lines = e.wait_for("checkmate", 30)
+            assert lines == ["checkmate notimplemented"], lines
+        assert bestmove(e)[0] == "G*5b"  # an ordinary go after it
