@@ -320,6 +320,9 @@ def selfplay(out: str, games: int, settings: Settings, workers: int = 1, held_ou
     lo, hi = settings.random_plies
     if not 0 <= lo <= hi:
         raise ValueError(f"selfplay: random plies must be a range lo-hi with 0 <= lo <= hi, got {lo}-{hi}")
+    if hi >= settings.max_plies >= 1:  # a game whose opening reaches it ends before the engine moves: no record
+        raise ValueError(f"selfplay: random plies {lo}-{hi} reach max plies {settings.max_plies}: no ply would be "
+                         "left to the engine (give fewer random plies or more max plies)")
     if settings.held_out_games is not None and settings.held_out_fraction is not None:
         raise ValueError("selfplay: give --held-out-games or --held-out-fraction, not both")
     if settings.held_out_fraction is not None and not 0.0 <= settings.held_out_fraction <= 1.0:
@@ -515,7 +518,7 @@ def _plies(text: str) -> Tuple[int, int]:
 
 
 def _option(text: str) -> Tuple[str, str]:
-    if "=" not in text:
+    if "=" not in text or not text.partition("=")[0].strip():  # "=3": an option named ''
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
     name, value = text.split("=", 1)
     return name.strip(), value.strip()

@@ -400,6 +400,13 @@ def test_bad_arguments(tmp_path):
     assert not os.path.exists(out)
     r = cli("--engine", fake(), "--nodes", 5, "--games", 1, "--out", out, "--random-plies", "9-3")
     assert r.returncode == 2 and "LO-HI" in r.stderr
+    # every game whose opening reaches max plies ended before the engine moved: 0 records, exit 0
+    with pytest.raises(ValueError, match="random plies 2-6 reach max plies 6: no ply would be left"):
+        sp.selfplay(out, 1, settings(max_plies=6), log=lambda line: None)
+    # an option with no name ("=3") was sent to the engine as '' and failed its games
+    r = cli("--engine", fake(), "--nodes", 5, "--games", 1, "--out", out, "--option", "=3")
+    assert r.returncode == 2 and "expected NAME=VALUE, got '=3'" in r.stderr
+    assert not os.path.exists(out)
 
 
 def test_scores():
