@@ -364,7 +364,7 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         time_limit: stop after this many seconds of this call (the step in progress finishes;
             the last step is logged and checkpointed as at the end).
         eval_data: held-out data, anything :func:`manaka.evaluate` takes (a Dataset, shogi
-            records, a Loader): evaluated every `eval_every` steps (or `eval_every_seconds`)
+            records, a Loader other than `loader`: ValueError): evaluated every `eval_every` steps (or `eval_every_seconds`)
             and at the last step, its loss and accuracy shown in the log line and kept in the
             History (eval_loss, eval_accuracy, ...; the values mk.evaluate gives for the model
             at that step, with the trainer's value_weight). Those steps are always logged. The
@@ -409,6 +409,9 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     from .shogi.position import check_encoding
     check_encoding(model, loader, "fit")
     if eval_data is not None:
+        if eval_data is loader:  # each evaluation restarted it: the training loop's next batch was a RuntimeError
+            raise ValueError("fit: eval_data is the training loader itself; give the held-out data (a Dataset, "
+                             "shogi records, or a Loader of its own)")
         check_encoding(model, eval_data, "fit: eval_data")
     if checkpoint_every is not None and checkpoint_every < 1:
         raise ValueError(f"fit: checkpoint_every must be >= 1, got {checkpoint_every}")

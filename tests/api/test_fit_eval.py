@@ -140,6 +140,12 @@ def test_bad_arguments(data):
         mk.fit(model, loader, steps=1, eval_data=[1, 2], progress=False)
     with pytest.raises(ValueError, match="eval_data holds no position"):
         mk.fit(model, loader, steps=1, eval_data=[], progress=False)
+    # the training loader as its own held-out data: the first evaluation restarted it and
+    # the next training step failed ("superseded"), the model already trained that far
+    before = {k: v.copy() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match="eval_data is the training loader itself"):
+        mk.fit(model, loader, steps=4, eval_data=loader, eval_every=2, progress=False)
+    assert all(np.array_equal(v, model.state_dict()[k]) for k, v in before.items())
     assert loader.epoch == 0 and loader.batch_index == 0  # refused before any step
 
 
