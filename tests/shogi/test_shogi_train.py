@@ -18,6 +18,10 @@ def test_cli_trains_on_hcpe_and_psv_files(tmp_path, capsys, monkeypatch):
     assert train.main(["--data", str(tmp_path / "*.hcpe"), "--eval-data", str(tmp_path / "held.hcpe"), *base]) == 0
     out = capsys.readouterr().out
     assert "data: shogi.RecordFiles(300 HCPE records in 2 file(s)" in out and "held-out (60 positions)" in out, out
+    # the glob took in the held-out file: its figures were printed as held-out without a word
+    assert f"note: --eval-data {tmp_path / 'held.hcpe'} and --data {tmp_path / '*.hcpe'} share 1 file(s)" in out
+    assert train.main(["--data", str(tmp_path / "train.hcpe"), "--eval-data", str(tmp_path / "held.hcpe"), *base]) == 0
+    assert "note: --eval-data" not in capsys.readouterr().out
     assert train.main(["--data", str(tmp_path / "games.bin"), *base]) == 0
     assert "data: shogi.RecordFiles(300 PSV records in 1 file(s)" in capsys.readouterr().out
 
