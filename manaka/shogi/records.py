@@ -82,12 +82,25 @@ def _check_on_bad(on_bad: str) -> None:
         raise ValueError(f"shogi: on_bad must be 'raise' or 'skip', got {on_bad!r}")
 
 
+def _check_format(fmt) -> int:
+    """`fmt` as HCPE (0) or PSV (1): 2 was a KeyError, "hcpe" or 2**70 an unnamed TypeError
+    or OverflowError."""
+    import numbers
+
+    if isinstance(fmt, bool) or not isinstance(fmt, numbers.Integral):
+        raise TypeError(f"shogi: fmt must be shogi.HCPE (0) or shogi.PSV (1), got {type(fmt).__name__} {fmt!r:.50}")
+    if int(fmt) not in (HCPE, PSV):
+        raise ValueError(f"shogi: fmt must be shogi.HCPE (0) or shogi.PSV (1), got {fmt}")
+    return int(fmt)
+
+
 def read_records(path: str, fmt: int, on_bad: str = "raise") -> Tuple[np.ndarray, int]:
     """(records uint8 [N, record bytes] memory-mapped and read-only, trailing bytes
     ignored). A size that is not a multiple of the record size is an error unless
     on_bad="skip". The mapping keeps no file descriptor (any number of files can be
     open at once)."""
     _check_on_bad(on_bad)
+    fmt = _check_format(fmt)
     width = RECORD_BYTES[fmt]
     records, size = _core.map_records(os.fspath(path), width, "shogi")
     extra = size % width
@@ -98,7 +111,20 @@ def read_records(path: str, fmt: int, on_bad: str = "raise") -> Tuple[np.ndarray
 
 
 def decode(records: np.ndarray, fmt: int):
-    """(board [N, 81], hand [N, 2, 7], side [N], move16 [N], eval [N], result [N], status [N])."""
+    """(board [N, 81], hand [N, 2, 7], side [N], move16 [N], eval [N], result [N], status [N])
+    of `records`, uint8 [N, record bytes] (as read_records gives them)."""
+    fmt = _check_format(fmt)
+    want = f"uint8 [N, {RECORD_BYTES[fmt]}] (one row a record)"
+    # NumPy's own words named neither the argument nor the shape wanted ("object of too small
+    # depth", "Cannot cast array data from dtype('int32')")
+    if isinstance(records, np.ndarray) and records.dtype != np.uint8:
+        raise TypeError(f"shogi: decode: records must be {want}, got dtype {records.dtype}")
+    try:
+        ndim = np.ndim(records)
+    except ValueError as e:  # a ragged list
+        raise TypeError(f"shogi: decode: records must be {want}: {e}") from None
+    if ndim != 2:
+        raise ValueError(f"shogi: decode: records must be {want}, got {ndim} dimension(s)")
     return _core.shogi_decode(fmt, records)
 
 
@@ -141,6 +167,7 @@ class RecordFiles:
         self._encoding = MOVE_ENCODINGS[moves]
         if not isinstance(mirror, bool):
             raise TypeError(f"shogi: mirror must be True or False, got {mirror!r}")
+        fmt = _check_format(fmt)
         self.format, self.value, self.on_bad, self.mirror = fmt, value, on_bad, mirror
         self.eval_weight = value_weight(value)
         self.files = expand_paths(paths, fmt)
