@@ -218,16 +218,19 @@ def play_game(seats: Sequence[_Seat], opening: List[int], clock: Clock, max_plie
 
 
 def run_match(a: Player, b: Player, games: int, clock: Clock, openings: Tuple[int, int] = (8, 8),
-              max_plies: int = 320, seed: int = 0, report=print) -> List[GameRecord]:
+              max_plies: int = 320, seed: int = 0, report=print,
+              records: Optional[List[GameRecord]] = None) -> List[GameRecord]:
     """`games` games, A Black in the even ones; openings drawn per pair of games. ValueError
     when an opening may reach `max_plies`: such a game ends a draw before either engine
-    moves, and would count in the score."""
+    moves, and would count in the score. Each finished game is appended to `records` (a new
+    list when None), which is returned: a caller that passes its own list keeps the games
+    played before an EngineError or a Ctrl-C."""
     if openings[1] >= max_plies:
         raise ValueError(f"match: openings of up to {openings[1]} random plies leave no ply to the engines "
                          f"under max_plies={max_plies}")
     rng = random.Random(seed)
     seats = {"A": _Seat(a, clock.move_timeout), "B": _Seat(b, clock.move_timeout)}
-    records: List[GameRecord] = []
+    records = [] if records is None else records
     try:
         opening: List[int] = []
         for g in range(games):
@@ -364,11 +367,18 @@ def main(argv=None) -> int:
     a = Player(args.engine_a, args.name_a or args.engine_a, args.option_a, args.go_a)
     b = Player(args.engine_b, args.name_b or args.engine_b, args.option_b, args.go_b)
     clock = Clock(args.time, args.byoyomi, args.inc, args.nodes, args.grace, args.move_timeout)
+    records: List[GameRecord] = []
+    code = 0
     try:
-        records = run_match(a, b, args.games, clock, args.openings, args.max_plies, args.seed)
-    except EngineError as e:
-        print(f"match: {e}", file=sys.stderr)
-        return 1
+        run_match(a, b, args.games, clock, args.openings, args.max_plies, args.seed, records=records)
+    except (EngineError, KeyboardInterrupt) as e:
+        # the games already played are summarised and written, not lost with a traceback
+        code = 130 if isinstance(e, KeyboardInterrupt) else 1
+        why = "interrupted" if code == 130 else str(e)
+        print(f"match: {why}; stopped after {len(records)} of {args.games} games"
+              + (" (the summary below is theirs)" if records else ""), file=sys.stderr)
+        if not records:
+            return code
     s = summary(a, b, records)
     print(summary_line(s))
     if args.json:
@@ -380,7 +390,7 @@ def main(argv=None) -> int:
             print(f"match: --json {args.json} could not be written ({e}); the summary above is the "
                   "match's result", file=sys.stderr)
             return 1
-    return 0
+    return code
 
 
 if __name__ == "__main__":

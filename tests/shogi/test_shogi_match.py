@@ -318,3 +318,29 @@ def test_a_json_file_that_cannot_be_written_after_the_games_is_one_line(tmp_path
     assert code == 1 and not out.exists()
     assert "2 games, +2 =0 -0" in captured.out  # the result was printed before the write
     assert f"--json {out} could not be written" in captured.err and "No space left" in captured.err
+
+
+@pytest.mark.parametrize("stop, code", [(KeyboardInterrupt, 130), ("engine", 1)])
+def test_games_played_before_a_ctrl_c_or_an_engine_failure_are_summarised_and_written(tmp_path, monkeypatch,
+                                                                                        capsys, stop, code):
+    # they were lost: a KeyboardInterrupt traceback, or "match: ..." and exit 1, no summary, no --json
+    from manaka.shogi import match
+    from manaka.shogi.usi_client import EngineError
+
+    real, calls = match.play_game, []
+
+    def third_game_stops(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt if stop is KeyboardInterrupt else EngineError("usi: cannot start the engine 'x'")
+        return real(*args)
+    monkeypatch.setattr(match, "play_game", third_game_stops)
+    out = tmp_path / "m.json"
+    got = match.main([fake("random").command, fake("resign").command, "--games", "6", "--byoyomi", "500",
+                      "--openings", "1", "--json", str(out)])
+    captured = capsys.readouterr()
+    assert got == code
+    assert "stopped after 2 of 6 games" in captured.err and ("interrupted" if code == 130 else "cannot start") in captured.err
+    assert "2 games, +2 =0 -0" in captured.out
+    data = json.loads(out.read_text())
+    assert data["summary"]["games"] == 2 and len(data["games"]) == 2
