@@ -217,11 +217,15 @@ class UsiEngine:
             if self.out is sys.stdout and hasattr(self.out, "reconfigure"):
                 # an echoed line (info string) in a character the locale cannot write
                 self.out.reconfigure(errors="backslashreplace")
-        for line in lines:
-            if not self.command(line) or self.gone:
-                break
+        code = 0
+        try:
+            for line in lines:
+                if not self.command(line) or self.gone:
+                    break
+        except KeyboardInterrupt:  # Ctrl-C in a terminal: as quit, with the shell's status, no traceback
+            code = 130
         self._stop_search()
-        return 0
+        return code
 
     def command(self, line: str) -> bool:
         """Handles one line; False after ``quit``."""

@@ -488,3 +488,26 @@ def test_a_mate_search_is_answered_checkmate_notimplemented(model_file):
             lines = e.wait_for("checkmate", 30)
             assert lines == ["checkmate notimplemented"], lines
         assert bestmove(e)[0] == "G*5b"  # an ordinary go after it
+
+
+def test_ctrl_c_ends_the_engine_like_quit_without_a_traceback(model_file):
+    import signal
+
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-m", "manaka.shogi", "usi", "--model", model_file, "--threads", "1"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=ROOT)
+    try:
+        proc.stdin.write("usi\nposition startpos\ngo infinite\n")
+        proc.stdin.flush()
+        for line in proc.stdout:
+            if line.startswith("info depth"):  # searching
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130 and "Traceback" not in err, err
+        assert out.splitlines()[-1].split()[0] == "bestmove"  # the search it stopped still answered
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
