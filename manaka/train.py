@@ -380,6 +380,9 @@ def main(argv=None) -> int:
         return fail("--resume needs --checkpoint")
     if args.save and args.no_save:
         return fail("--save and --no-save contradict each other")
+    # no held-out data to evaluate: the option was ignored without a word
+    if args.eval_every is not None and (args.eval_data is None if args.data else args.eval_positions == 0):
+        return fail("--eval-every needs held-out data: --eval-data" + ("" if args.data else " (or --eval-positions > 0)"))
     for option, path in (("--checkpoint", args.checkpoint), ("--save", args.save)):
         if path and os.path.isdir(path):  # found now, not when the run's end writes it
             return fail(f"{option} {path} is a folder; give a file path")

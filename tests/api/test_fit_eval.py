@@ -178,3 +178,8 @@ def test_cli_evaluates_while_training(capsys, monkeypatch, tmp_path):
     with pytest.raises(SystemExit) as e:
         train.main(["--steps", "4", "--eval-every", "-1", *base])
     assert e.value.code == 2 and "--eval-every: must be >= 0" in capsys.readouterr().err
+    # no held-out data: --eval-every was ignored without a word
+    no_held = [a if a != "200" else "0" for a in base]
+    assert train.main(["--steps", "4", "--eval-every", "2", *no_held]) == 2
+    assert "--eval-every needs held-out data: --eval-data (or --eval-positions > 0)" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "model-3.manaka")  # refused before training: nothing saved
