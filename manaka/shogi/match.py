@@ -157,15 +157,17 @@ def _go_args(player: Player, clock: Clock, left: List[int]) -> str:
     """The go arguments for a move with `left` ms on the clocks."""
     if player.go is not None:
         return player.go
+    # at most USI's 2^63 - 1: a main time near it grows past it by the increments
+    ms = lambda v: min(v, MAX_GO_VALUE)
     words = []
     if clock.timed:
-        words += [f"btime {left[0]}", f"wtime {left[1]}"]
+        words += [f"btime {ms(left[0])}", f"wtime {ms(left[1])}"]
         if clock.inc:
-            words += [f"binc {clock.inc}", f"winc {clock.inc}"]
+            words += [f"binc {ms(clock.inc)}", f"winc {ms(clock.inc)}"]
         else:
-            words += [f"byoyomi {clock.byoyomi or 0}"]
+            words += [f"byoyomi {ms(clock.byoyomi or 0)}"]
     if clock.nodes is not None:
-        words.append(f"nodes {clock.nodes}")
+        words.append(f"nodes {ms(clock.nodes)}")
     return " ".join(words)
 
 
@@ -333,6 +335,8 @@ def main(argv=None) -> int:
                                ("--seed", args.seed, 0)):
         if value is not None and value < low:
             p.error(f"{option} must be >= {low}, got {value}")
+        if value is not None and value > MAX_GO_VALUE:  # what an engine reads (a signed 64-bit integer)
+            p.error(f"{option} must be <= 2^63 - 1, got {value}")
     # every game must have an engine move: one over at the opening's end is a draw nobody played
     if args.openings[1] >= args.max_plies:
         p.error(f"--openings {args.openings[1]} random plies reach --max-plies {args.max_plies}: "

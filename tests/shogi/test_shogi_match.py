@@ -344,3 +344,16 @@ def test_games_played_before_a_ctrl_c_or_an_engine_failure_are_summarised_and_wr
     assert "2 games, +2 =0 -0" in captured.out
     data = json.loads(out.read_text())
     assert data["summary"]["games"] == 2 and len(data["games"]) == 2
+
+
+def test_clocks_of_centuries_play_and_clocks_past_64_bits_are_refused(capsys):
+    # a wait of 2^62 ms overflowed time_t in the queue's timeout: an OverflowError traceback
+    # at the first move; a main time near 2^63 grew past what an engine reads by the increments
+    for clock in (Clock(time=2**62, byoyomi=2**62), Clock(time=2**63 - 1, inc=2**63 - 1), Clock(nodes=1, move_timeout=1e16)):
+        records = run_match(fake("random"), fake("random", 1), 2, clock, openings=(0, 2), max_plies=8, report=None)
+        assert [r.reason for r in records] == ["max plies", "max plies"], records
+    from manaka.shogi import match
+    for option in ("--time", "--byoyomi", "--inc", "--nodes", "--grace"):
+        with pytest.raises(SystemExit) as e:
+            match.main(["a", "b", option, str(2**63)])
+        assert e.value.code == 2 and f"{option} must be <= 2^63 - 1, got {2**63}" in capsys.readouterr().err
