@@ -317,6 +317,8 @@ def selfplay(out: str, games: int, settings: Settings, workers: int = 1, held_ou
     if games < 0 or workers < 1 or settings.nodes < 1:
         raise ValueError(f"selfplay: games must be >= 0, workers >= 1 and nodes >= 1 "
                          f"(got {games}, {workers}, {settings.nodes})")
+    if settings.nodes > 2**63 - 1:  # "go nodes" beyond what an engine reads: refused by it, or wrapped
+        raise ValueError(f"selfplay: nodes must be <= 2^63 - 1, got {settings.nodes}")
     lo, hi = settings.random_plies
     if not 0 <= lo <= hi:
         raise ValueError(f"selfplay: random plies must be a range lo-hi with 0 <= lo <= hi, got {lo}-{hi}")

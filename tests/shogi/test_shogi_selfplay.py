@@ -388,7 +388,8 @@ def test_engine_start_problems(tmp_path):
 def test_bad_arguments(tmp_path):
     out = str(tmp_path / "x.hcpe")
     for kw, match in [(dict(held_out_fraction=1.5), "fraction"), (dict(random_plies=(5, 2)), "random plies"),
-                      (dict(nodes=0), "nodes"), (dict(max_plies=0), "max plies"),
+                      (dict(nodes=0), "nodes"), (dict(nodes=2**63), r"nodes must be <= 2\^63 - 1"),
+                      (dict(max_plies=0), "max plies"),
                       (dict(held_out_games=1, held_out_fraction=0.1), "not both"),
                       # an engine given no time, or unbounded waits (nan): refused before it starts
                       (dict(timeout=0.0), "timeout must be a finite number of seconds > 0, got 0.0"),
