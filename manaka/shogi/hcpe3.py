@@ -71,6 +71,7 @@ class Hcpe3Files(RecordFiles):
         self.eval_weight = value_weight(value)
         self.files = expand_paths(paths, "hcpe3")
         self._arrays, self._raw, self._info, self._game, self._ply = [], [], [], [], []
+        self._sizes = []  # each file's bytes when opened (its identity)
         self.cut_short, skipped = 0, 0
         for path in self.files:
             raw = _read_bytes(path)
@@ -82,6 +83,7 @@ class Hcpe3Files(RecordFiles):
             skipped += bad
             self._arrays.append(np.ascontiguousarray(hcpe[:n]))
             self._raw.append(raw)
+            self._sizes.append(len(raw))
             self._info.append(np.ascontiguousarray(info[:n]))
             self._game.append(game[:n].copy())
             self._ply.append(ply[:n].copy())

@@ -172,9 +172,11 @@ class RecordFiles:
         self.eval_weight = value_weight(value)
         self.files = expand_paths(paths, fmt)
         self._arrays, self.cut_short = [], 0
+        self._sizes = []  # each file's bytes when opened: what the records are (its identity)
         for path in self.files:
             records, extra = read_records(path, fmt, on_bad)
             self._arrays.append(np.ascontiguousarray(records) if len(records) == 0 else records)
+            self._sizes.append(len(records) * RECORD_BYTES[fmt] + extra)
             self.cut_short += extra > 0
         self._starts = np.cumsum([0] + [len(a) for a in self._arrays])
         if self._starts[-1] == 0:

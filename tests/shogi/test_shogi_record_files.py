@@ -128,3 +128,22 @@ def test_a_fifo_among_the_records_is_refused_without_waiting(tmp_path, pool, how
     assert done.returncode == 0, done.stderr
     want = f"shogi: {str(tmp_path / f'z{suffix}')!r} is not a regular file (a folder, FIFO, socket or device)"
     assert done.stdout.strip() == want, done.stdout
+
+
+def test_the_identity_is_of_the_records_opened_whatever_the_file_became(tmp_path, pool):
+    # it read the files' sizes now: a training file appended to since (selfplay still
+    # writing it) gave a checkpoint identity of records the run never read
+    _, arr = pool
+    path = tmp_path / "a.hcpe"
+    arr[:40].tofile(path)
+    grown = shogi.open_hcpe(str(path))
+    want = shogi.open_hcpe(str(path)).identity
+    with open(path, "ab") as f:
+        arr[40:].tofile(f)
+    assert grown.identity == want and grown.identity["files"] == [["a.hcpe", 40 * 38]]
+    # cut short under its map: a ValueError naming the file (the sampled records past its end
+    # would have been a SIGBUS)
+    cut = shogi.open_hcpe(str(path))
+    os.truncate(path, 10 * 38)
+    with pytest.raises(ValueError, match=r"a\.hcpe is shorter \(380 bytes\) than when it was opened \(2,280 bytes\)"):
+        cut.fingerprint
