@@ -207,13 +207,13 @@ class Dataset:
         """Writes the dataset as a folder of .npy files plus meta.json. Returns the path.
 
         A dataset already in `path` is replaced, never mixed with this one: every file is
-        first written whole to a temporary beside it (``.<name>.tmp-<pid>``), then the old
+        first written whole to a temporary beside it (``.<name>.tmp-<pid>.<n>``), then the old
         meta.json is removed, the arrays are renamed over the old ones (an old
         policy_target.npy this dataset lacks is removed) and meta.json comes last. So a
         failure or Ctrl-C while writing leaves the old dataset as it was, a folder with a
         meta.json is always complete, and a dataset saved over the folder it was opened
         from (its arrays memory-mapped from the files being replaced) is read whole first."""
-        from .atomic_file import temporary_name
+        from .atomic_file import _writes, temporary_name
 
         path = os.fspath(path)
         os.makedirs(path, exist_ok=True)
@@ -222,7 +222,7 @@ class Dataset:
         temps = []
         try:
             for name, file in [*files.items(), ("meta", meta)]:
-                temps.append(temporary_name(file, os.getpid()))
+                temps.append(temporary_name(file, os.getpid(), next(_writes)))  # its own, whoever else writes
                 with open(temps[-1], "wb") as f:
                     if name == "meta":
                         f.write(json.dumps(self.meta, indent=1).encode())
