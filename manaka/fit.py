@@ -348,7 +348,8 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
             optimizer settings (``manaka.shogi.recipe``, docs/shogi.md "The default recipe").
         log_every: read back the loss and print a log line every this many steps (and at the end).
         checkpoint: path of the checkpoint file; written at the end, every `checkpoint_every`
-            steps and on Ctrl-C (not when the call ran no step). An existing file is replaced
+            steps, on Ctrl-C and when taking a batch raises (a bad record: the steps before it
+            are kept; the error is raised after) (not when the call ran no step). An existing file is replaced
             unless `resume` continues it (``python -m manaka.train`` refuses that without --force);
             a file of the training data or of `eval_data` is refused (ValueError), as is a
             path that cannot be written (OSError), before any step.
@@ -637,6 +638,15 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
             loader.load_state_dict({"epoch": position[0], "batch_index": position[1]})
         say(_interrupted(step, first_step, checkpoint, saved_step, torn, save))
         raise
+    except Exception:
+        # raised while taking a batch (a bad record, a data file changed under the loader):
+        # the state is the last finished step, which the checkpoint keeps as a Ctrl-C does,
+        # rather than losing every step of the run
+        if taking and checkpoint:
+            loader.load_state_dict({"epoch": position[0], "batch_index": position[1]})
+            say(_interrupted(step, first_step, checkpoint, saved_step, False, save,
+                             what=f"stopped by an error in the data at step {step}"))
+        raise
     finally:
         if batches is not None:
             batches.close()  # stops and joins the producer threads
@@ -646,10 +656,10 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     return history
 
 
-def _interrupted(step: int, first_step: int, checkpoint, saved_step, torn: bool, save) -> str:
+def _interrupted(step: int, first_step: int, checkpoint, saved_step, torn: bool, save, what: str = "") -> str:
     """Saves the checkpoint of an interrupted run where the state is a finished step, and
     says truthfully what the checkpoint file holds."""
-    what = f"interrupted at step {step}"
+    what = what or f"interrupted at step {step}"
     if torn:
         reason = "the interrupt came inside a step, which may be half applied: not saved"
     elif not checkpoint:

@@ -1,6 +1,7 @@
 """python -m manaka.train on shogi records: --data and --eval-data chosen by suffix
 (.hcpe: dlshogi HCPE, .bin: YaneuraOu PSV), files written by cshogi."""
 import numpy as np
+import pytest
 
 from shogi_reference import make_records
 from train_cli import TINY, cli, one_line
@@ -215,3 +216,34 @@ def test_a_dataset_folder_of_move_kind_records_trains_the_kind_table(tmp_path):
         assert model.config.move_kinds == want, name
         rows = model.state_dict()["move_table"].shape[0]
         assert rows == (model.config.num_moves // 28 if want else model.config.num_moves) == (262_440 if want else 2_187)
+
+
+def test_a_bad_record_met_late_keeps_the_steps_before_it_in_the_checkpoint(tmp_path):
+    # the run ended with the one-line error and nothing saved: every step before it was lost
+    import os
+
+    import manaka as mk
+    from manaka import shogi
+
+    _, hcpe, _ = make_records(200, 37)
+    hcpe["hcp"][199] = 255  # not a position: met at the epoch's last batch (no shuffle)
+    hcpe.tofile(tmp_path / "a.hcpe")
+    data = shogi.open_hcpe(str(tmp_path / "a.hcpe"))
+    model = mk.Model(mk.ModelConfig(num_tokens=data.num_tokens, num_moves=data.num_moves, tokens_per_side=40,
+                                    embed_dim=4, orders=2, pair_dim=1, hidden=(8,), head_width=4), seed=0)
+    loader = mk.Loader(data, batch_size=20, producers=1, shuffle=False)
+    lines, ckpt = [], str(tmp_path / "run.ckpt")
+    with pytest.raises(ValueError, match=r"a\.hcpe: record 199"):
+        mk.fit(model, loader, steps=30, checkpoint=ckpt, progress=False, log=lines.append)
+    assert any("stopped by an error in the data at step 9; saved the checkpoint" in line for line in lines), lines
+    from manaka import checkpoint
+    saved = checkpoint.load(ckpt)
+    assert saved["step"] == 9 and saved["loader"]["batch_index"] == 9  # the failing batch is not counted
+    assert all(np.array_equal(v, model.state_dict()[k]) for k, v in saved["model"].items())
+    # a run that meets it before any step saves nothing, and says so as before
+    os.remove(ckpt)
+    loader = mk.Loader(data, batch_size=20, producers=1, shuffle=False)
+    loader.load_state_dict({"epoch": 0, "batch_index": 9})
+    with pytest.raises(ValueError, match=r"record 199"):
+        mk.fit(model, loader, steps=30, checkpoint=ckpt, progress=False, log=lines.append)
+    assert not os.path.exists(ckpt)
