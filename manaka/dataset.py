@@ -13,6 +13,7 @@ Files are memory-mapped, never loaded whole; :meth:`Dataset.open` validates ever
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import zlib
@@ -216,6 +217,9 @@ class Dataset:
         from .atomic_file import _writes, temporary_name
 
         path = os.fspath(path)
+        if os.path.exists(path) and not os.path.isdir(path):  # makedirs said only "File exists"
+            raise FileExistsError(errno.EEXIST, f"Dataset.save: {path!r} is a file, not a folder: a dataset is a "
+                                                "folder of .npy files (give a folder's path)")
         os.makedirs(path, exist_ok=True)
         meta = os.path.join(path, "meta.json")
         files = {name: os.path.join(path, name + ".npy") for name in _v.FILES if getattr(self, name) is not None}
