@@ -16,7 +16,8 @@ what a reader of the code needs:
   ``.games`` index and fsynced. That line is the commit: on a rerun, records past the
   positions the index counts (a game cut short by a crash) are cut off, and play resumes
   at the first game not in either index. Output therefore does not depend on --workers
-  beyond what the engine itself carries from game to game (see above).
+  beyond what the engine itself carries from game to game (see above). A run holds a lock
+  on --out while it writes: a second run on the same files is refused.
 - The held-out split is by game (game i held out iff i < --held-out-games, or a draw from
   generator (seed, i) falls below --held-out-fraction), so no game has positions in both.
 - Every engine move is checked against the C move generator. An illegal move ends its
@@ -186,10 +187,12 @@ def held_out_path(out: str) -> str:
 class GameFile:
     """An HCPE file and its ``.games`` index, opened for appending whole games."""
 
-    def __init__(self, path: str, log: Callable[[str], None]):
+    def __init__(self, path: str, log: Callable[[str], None], data=None):
+        """`data`: `path` already opened for appending (and locked by _lock)."""
         self.path, self.index_path = path, path + ".games"
         self.counts = self._recover(log)
-        self.data = open(path, "ab")
+        self.data = open(path, "ab") if data is None else data
+        self.data.seek(0, os.SEEK_END)  # opened before _recover cut it: tell() is where games are appended
         self.index = open(self.index_path, "a")
 
     def _recover(self, log) -> List[int]:
@@ -270,6 +273,36 @@ def _open_outputs(out: str, held: Optional[str], settings: Settings, log) -> Tup
         if os.path.exists(f) and not os.path.isfile(f):
             raise ValueError(f"selfplay: {role} {f} is not a regular file (a folder, FIFO, socket or device): "
                              "choose another --out or held-out file; nothing was written")
+    created = not os.path.exists(out)
+    lock = _lock(out)
+    try:
+        return _open_locked(out, held, meta, settings, log, lock)
+    except BaseException:
+        lock.close()
+        if created and os.path.exists(out) and os.path.getsize(out) == 0:  # refused: leave no file behind
+            os.remove(out)
+        raise
+
+
+def _lock(path: str):
+    """`path` opened for appending, with an exclusive lock that lasts as long as the run: a
+    second run writing the same files (the command started twice) cut the first one's game
+    in progress as "not finished writing" and played the same games again beside it."""
+    f = open(path, "ab")
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): unlocked, as before
+        return f
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise ValueError(f"selfplay: another selfplay run is writing {path} (it holds the file's lock): wait for "
+                         "it to end, or write to another --out; nothing was written") from None
+    return f
+
+
+def _open_locked(out: str, held: Optional[str], meta: str, settings: Settings, log, lock) -> Tuple[GameFile, Optional[GameFile]]:
     identity = settings.identity()
     if os.path.exists(meta):
         try:
@@ -299,7 +332,7 @@ def _open_outputs(out: str, held: Optional[str], settings: Settings, log) -> Tup
                 raise ValueError(f"selfplay: {path} exists and is not a selfplay output of this command "
                                  f"(no {meta}); it is left alone: choose another --out")
         _write_settings(meta, identity)
-    train = GameFile(out, log)
+    train = GameFile(out, log, lock)
     heldout = GameFile(held, log) if held else None
     return train, heldout
 

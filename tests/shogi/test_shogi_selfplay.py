@@ -197,6 +197,30 @@ def test_an_output_that_is_a_fifo_or_a_folder_is_refused_before_anything_is_writ
         os.rmdir(target) if target.is_dir() else os.remove(target)
 
 
+def test_a_second_run_on_the_same_files_is_refused_while_the_first_writes(tmp_path):
+    # it cut the first run's game in progress as "not finished writing", then played the
+    # same games again beside the first's (the command started twice: 2 x the games asked)
+    import fcntl
+
+    (tmp_path / "a").mkdir()
+    out = tmp_path / "a" / "x.hcpe"
+    run(out, 2, settings())
+    before = files_of(out)
+    with open(out, "ab") as other:  # the running first run's hold on its output
+        fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(ValueError, match=r"another selfplay run is writing .*x\.hcpe.*nothing was written"):
+            run(out, 4, settings())
+        (tmp_path / "new").mkdir()
+        fresh = tmp_path / "new" / "y.hcpe"
+        with open(fresh, "ab") as hold:  # another run's first game, not written yet
+            fcntl.flock(hold.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with pytest.raises(ValueError, match="another selfplay run"):
+                run(fresh, 1, settings())
+    assert files_of(out) == before
+    run(out, 4, settings())  # once the first has ended, the run continues its files
+    assert len(games_index(out)) == 4
+
+
 def test_an_interrupted_append_leaves_no_game_the_index_does_not_count(tmp_path):
     # Ctrl-C between a game's records and its index line left the records in the data file,
     # uncounted, until a rerun cut them off (a reader of the file saw a game the index lacks)
