@@ -106,10 +106,20 @@ def _special(path: str) -> str:
     return "a socket" if stat.S_ISSOCK(mode) else ""
 
 
+def _names_a_folder(path) -> bool:
+    """Whether `path` ends with a separator ("runs/new/"): abspath drops it, so the file was
+    to be written as "runs/new", and the rename onto "runs/new/" failed with "Not a directory"
+    once the work was done."""
+    text = os.fsdecode(os.fspath(path))
+    return text.endswith(tuple(sep for sep in (os.sep, os.altsep) if sep)) and not os.path.isdir(text)
+
+
 def unwritable(path) -> str:
     """Why atomic_write(path) could not write `path` for its folder, or "": the nearest of its
     folders that exists (atomic_write makes the others) is a file, or is not writable. For a
     caller that writes only at the end of long work, to refuse before the work is done."""
+    if _names_a_folder(path):
+        return "it ends with a path separator, which names a folder, not a file"
     try:
         path = _destination(path)
     except OSError:
@@ -129,6 +139,9 @@ def unwritable(path) -> str:
 def atomic_write(path) -> Iterator[BinaryIO]:
     """``with atomic_write(path) as f: f.write(...)``: `path` holds the new bytes once the
     block ends, and its old content (or nothing) if the block raises."""
+    if _names_a_folder(path):
+        raise IsADirectoryError(errno.EISDIR, f"cannot write {os.fsdecode(os.fspath(path))!r}: it ends with a path "
+                                              "separator, which names a folder, not a file")
     path = _destination(path)
     if not path:  # abspath("") is the working folder: its name would be written in its parent
         raise FileNotFoundError(errno.ENOENT, "cannot write '': the path is empty")

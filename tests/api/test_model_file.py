@@ -103,6 +103,21 @@ def test_threads_saving_one_path_at_once_each_write_a_whole_file(tmp_path):
     assert os.listdir(tmp_path) == ["m.manaka"]
 
 
+def test_a_path_ending_with_a_separator_is_refused_before_writing(tmp_path):
+    # abspath dropped the separator: the file was written as "new" and its rename onto
+    # "new/" failed with "Not a directory" (after a whole training run, for --save)
+    from manaka.atomic_file import unwritable
+
+    target = str(tmp_path / "new") + os.sep
+    assert "names a folder" in unwritable(target)
+    with pytest.raises(IsADirectoryError, match="ends with a path separator, which names a folder"):
+        mk.Model(cases.config()).save(target)
+    assert os.listdir(tmp_path) == []
+    (tmp_path / "new").mkdir()  # an existing folder: refused as before, by its kind
+    with pytest.raises(IsADirectoryError):
+        mk.Model(cases.config()).save(target)
+
+
 def test_kill_9_during_a_write_leaves_a_temporary_the_next_write_removes(tmp_path):
     path = tmp_path / "c.ckpt"
     code = ("import os, sys; from manaka.atomic_file import atomic_write\n"
