@@ -1,8 +1,9 @@
 """Writing a file so that a reader, a crash or ``kill -9`` never sees half of it.
 
-The bytes go to ``.<name>.tmp-<pid>`` in the destination's folder, are flushed and
-fsynced, the temporary is renamed over the destination (``os.replace``, atomic on POSIX),
-and the folder is fsynced so the rename itself survives a power loss. The folder is
+The bytes go to ``.<name>.tmp-<pid>.<n>`` (n numbers this process's writes) in the
+destination's folder, are flushed and fsynced, the temporary is renamed over the
+destination (``os.replace``, atomic on POSIX), and the folder is fsynced so the rename
+itself survives a power loss. The folder is
 created when missing. A symbolic link is written through: its target gets the new bytes and
 the link stays (renaming over the link would have left the target, which the link's user
 reads, with the old content). A FIFO, device or socket at the destination is never replaced
@@ -12,18 +13,27 @@ write of the same destination removes temporaries whose process is gone.
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import re
 import stat
 from contextlib import contextmanager
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterator, Optional
 
 __all__ = ["atomic_write", "temporary_name", "unwritable"]
 
 
-def temporary_name(path: str, pid: int) -> str:
+# Each write's own number within this process: two threads writing one destination at once
+# (Model.save of two models to one path) shared ``.<name>.tmp-<pid>``, each truncating and
+# writing the other's temporary (a file of both, which the CRC refused) and failing its rename
+# with a FileNotFoundError once the other had moved it.
+_writes = itertools.count()
+
+
+def temporary_name(path: str, pid: int, write: Optional[int] = None) -> str:
+    """``.<name>.tmp-<pid>``, or ``.<name>.tmp-<pid>.<write>`` for one write of several."""
     folder, base = os.path.split(os.path.abspath(path))
-    return os.path.join(folder, f".{base}.tmp-{pid}")
+    return os.path.join(folder, f".{base}.tmp-{pid}" + ("" if write is None else f".{write}"))
 
 
 def _alive(pid: int) -> bool:
@@ -39,8 +49,8 @@ def _alive(pid: int) -> bool:
 def _remove_stale(path: str) -> None:
     """Removes temporaries of `path` left by processes that no longer exist."""
     folder, base = os.path.split(os.path.abspath(path))
-    # ".tmp-<pid>" today; ".tmp<pid>" was written by earlier model files
-    pattern = re.compile(re.escape(f".{base}.tmp") + r"-?(\d+)$")
+    # ".tmp-<pid>.<write>" and ".tmp-<pid>" today; ".tmp<pid>" was written by earlier model files
+    pattern = re.compile(re.escape(f".{base}.tmp") + r"-?(\d+)(?:\.\d+)?$")
     try:
         names = os.listdir(folder)
     except OSError:
@@ -96,10 +106,20 @@ def _special(path: str) -> str:
     return "a socket" if stat.S_ISSOCK(mode) else ""
 
 
+def _names_a_folder(path) -> bool:
+    """Whether `path` ends with a separator ("runs/new/"): abspath drops it, so the file was
+    to be written as "runs/new", and the rename onto "runs/new/" failed with "Not a directory"
+    once the work was done."""
+    text = os.fsdecode(os.fspath(path))
+    return text.endswith(tuple(sep for sep in (os.sep, os.altsep) if sep)) and not os.path.isdir(text)
+
+
 def unwritable(path) -> str:
     """Why atomic_write(path) could not write `path` for its folder, or "": the nearest of its
     folders that exists (atomic_write makes the others) is a file, or is not writable. For a
     caller that writes only at the end of long work, to refuse before the work is done."""
+    if _names_a_folder(path):
+        return "it ends with a path separator, which names a folder, not a file"
     try:
         path = _destination(path)
     except OSError:
@@ -119,6 +139,9 @@ def unwritable(path) -> str:
 def atomic_write(path) -> Iterator[BinaryIO]:
     """``with atomic_write(path) as f: f.write(...)``: `path` holds the new bytes once the
     block ends, and its old content (or nothing) if the block raises."""
+    if _names_a_folder(path):
+        raise IsADirectoryError(errno.EISDIR, f"cannot write {os.fsdecode(os.fspath(path))!r}: it ends with a path "
+                                              "separator, which names a folder, not a file")
     path = _destination(path)
     if not path:  # abspath("") is the working folder: its name would be written in its parent
         raise FileNotFoundError(errno.ENOENT, "cannot write '': the path is empty")
@@ -134,7 +157,7 @@ def atomic_write(path) -> Iterator[BinaryIO]:
         raise FileExistsError(errno.EEXIST, f"cannot write {path!r}: it is {kind}, not a regular file, "
                                             "and is never replaced")
     _remove_stale(path)
-    tmp = temporary_name(path, os.getpid())
+    tmp = temporary_name(path, os.getpid(), next(_writes))
     try:
         with open(tmp, "wb") as f:
             yield f

@@ -13,6 +13,7 @@ Files are memory-mapped, never loaded whole; :meth:`Dataset.open` validates ever
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import zlib
@@ -52,6 +53,11 @@ class Position:
         return (f"Position(#{self.index}: {present[0]}+{present[1]} tokens, "
                 f"{len(self.legal_moves)} legal moves, target={self.target} (move {self.played_move}), "
                 f"value={self.value:.3f}{soft})")
+
+
+def _inode(path: str):
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
 
 
 def _fits(name: str, x: np.ndarray, lo: int, hi: int, what: str) -> None:
@@ -195,7 +201,27 @@ class Dataset:
                 fail(f"{name}.npy: cannot be read (truncated or not a .npy file: {type(e).__name__}: {e})")
         names = {name: name + ".npy" for name in _v.FILES}
         names["meta"] = "meta.json"
-        return cls(arrays, meta, path=path, source=source, names=names)
+        ds = cls(arrays, meta, path=path, source=source, names=names)
+        # each mapped file's (path, bytes mapped, inode): see _check_files
+        ds._mapped = [(a.filename, a.offset + a.nbytes, _inode(a.filename)) for a in arrays.values()
+                      if isinstance(a, np.memmap) and a.filename]
+        return ds
+
+    def _check_files(self) -> None:
+        """A DatasetError naming a file that is shorter than its memory map (the same file, cut
+        in place by another process): reading the lost pages is a SIGBUS, which kills the
+        process (the Loader's producers catch it; a read in Python cannot). A file replaced by
+        another (renamed over, as Dataset.save does) or removed is no fault: the map holds the
+        one that was opened."""
+        for file, size, inode in getattr(self, "_mapped", ()):
+            try:
+                st = os.stat(file)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) == inode and st.st_size < size:
+                raise DatasetError(self.path, f"{self.path!r}: {os.path.basename(file)} is shorter ({st.st_size:,} bytes) "
+                                              f"than its memory map ({size:,} bytes): it was cut while in use",
+                                   named=True)
 
     @classmethod
     def synthetic(cls, n: int, cfg: Any = None, seed: int = 0, **options) -> "Dataset":
@@ -207,22 +233,25 @@ class Dataset:
         """Writes the dataset as a folder of .npy files plus meta.json. Returns the path.
 
         A dataset already in `path` is replaced, never mixed with this one: every file is
-        first written whole to a temporary beside it (``.<name>.tmp-<pid>``), then the old
+        first written whole to a temporary beside it (``.<name>.tmp-<pid>.<n>``), then the old
         meta.json is removed, the arrays are renamed over the old ones (an old
         policy_target.npy this dataset lacks is removed) and meta.json comes last. So a
         failure or Ctrl-C while writing leaves the old dataset as it was, a folder with a
         meta.json is always complete, and a dataset saved over the folder it was opened
         from (its arrays memory-mapped from the files being replaced) is read whole first."""
-        from .atomic_file import temporary_name
+        from .atomic_file import _writes, temporary_name
 
         path = os.fspath(path)
+        if os.path.exists(path) and not os.path.isdir(path):  # makedirs said only "File exists"
+            raise FileExistsError(errno.EEXIST, f"Dataset.save: {path!r} is a file, not a folder: a dataset is a "
+                                                "folder of .npy files (give a folder's path)")
         os.makedirs(path, exist_ok=True)
         meta = os.path.join(path, "meta.json")
         files = {name: os.path.join(path, name + ".npy") for name in _v.FILES if getattr(self, name) is not None}
         temps = []
         try:
             for name, file in [*files.items(), ("meta", meta)]:
-                temps.append(temporary_name(file, os.getpid()))
+                temps.append(temporary_name(file, os.getpid(), next(_writes)))  # its own, whoever else writes
                 with open(temps[-1], "wb") as f:
                     if name == "meta":
                         f.write(json.dumps(self.meta, indent=1).encode())
@@ -254,6 +283,7 @@ class Dataset:
         datasets with the same fingerprint hold the same positions (checkpoints record it,
         and resuming on another dataset is refused). Computed once, reading every file."""
         if self._fingerprint is None:
+            self._check_files()
             crc = zlib.crc32(json.dumps([self.num_tokens, self.num_moves, self.tokens_per_side]).encode())
             for name in _v.FILES:
                 arr = getattr(self, name)
@@ -278,6 +308,7 @@ class Dataset:
         if i < -n or i >= n:
             raise IndexError(f"position {i} is out of range for a dataset of {n}")
         i = int(i) % n
+        self._check_files()
         a, b = int(self.legal_offsets[i]), int(self.legal_offsets[i + 1])
         pol = None if self.policy_target is None else np.array(self.policy_target[a:b])
         return Position(i, np.array(self.tokens[i]), np.array(self.legal_moves[a:b]),

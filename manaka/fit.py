@@ -359,7 +359,8 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
             optimizer settings (``manaka.shogi.recipe``, docs/shogi.md "The default recipe").
         log_every: read back the loss and print a log line every this many steps (and at the end).
         checkpoint: path of the checkpoint file; written at the end, every `checkpoint_every`
-            steps and on Ctrl-C (not when the call ran no step). An existing file is replaced
+            steps, on Ctrl-C and when taking a batch raises (a bad record: the steps before it
+            are kept; the error is raised after) (not when the call ran no step). An existing file is replaced
             unless `resume` continues it (``python -m manaka.train`` refuses that without --force);
             a file of the training data or of `eval_data` is refused (ValueError), as is a
             path that cannot be written (OSError), before any step.
@@ -375,7 +376,7 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         time_limit: stop after this many seconds of this call (the step in progress finishes;
             the last step is logged and checkpointed as at the end).
         eval_data: held-out data, anything :func:`manaka.evaluate` takes (a Dataset, shogi
-            records, a Loader): evaluated every `eval_every` steps (or `eval_every_seconds`)
+            records, a Loader other than `loader`: ValueError): evaluated every `eval_every` steps (or `eval_every_seconds`)
             and at the last step, its loss and accuracy shown in the log line and kept in the
             History (eval_loss, eval_accuracy, ...; the values mk.evaluate gives for the model
             at that step, with the trainer's value_weight). Those steps are always logged. The
@@ -420,6 +421,9 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     from .shogi.position import check_encoding
     check_encoding(model, loader, "fit")
     if eval_data is not None:
+        if eval_data is loader:  # each evaluation restarted it: the training loop's next batch was a RuntimeError
+            raise ValueError("fit: eval_data is the training loader itself; give the held-out data (a Dataset, "
+                             "shogi records, or a Loader of its own)")
         check_encoding(model, eval_data, "fit: eval_data")
     if checkpoint_every is not None and checkpoint_every < 1:
         raise ValueError(f"fit: checkpoint_every must be >= 1, got {checkpoint_every}")
@@ -645,6 +649,15 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
             loader.load_state_dict({"epoch": position[0], "batch_index": position[1]})
         say(_interrupted(step, first_step, checkpoint, saved_step, torn, save))
         raise
+    except Exception:
+        # raised while taking a batch (a bad record, a data file changed under the loader):
+        # the state is the last finished step, which the checkpoint keeps as a Ctrl-C does,
+        # rather than losing every step of the run
+        if taking and checkpoint:
+            loader.load_state_dict({"epoch": position[0], "batch_index": position[1]})
+            say(_interrupted(step, first_step, checkpoint, saved_step, False, save,
+                             what=f"stopped by an error in the data at step {step}"))
+        raise
     finally:
         if batches is not None:
             batches.close()  # stops and joins the producer threads
@@ -654,10 +667,10 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     return history
 
 
-def _interrupted(step: int, first_step: int, checkpoint, saved_step, torn: bool, save) -> str:
+def _interrupted(step: int, first_step: int, checkpoint, saved_step, torn: bool, save, what: str = "") -> str:
     """Saves the checkpoint of an interrupted run where the state is a finished step, and
     says truthfully what the checkpoint file holds."""
-    what = f"interrupted at step {step}"
+    what = what or f"interrupted at step {step}"
     if torn:
         reason = "the interrupt came inside a step, which may be half applied: not saved"
     elif not checkpoint:

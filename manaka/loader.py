@@ -39,7 +39,10 @@ class Loader:
 
     Position: the loader remembers where it is (``epoch``, ``batch_index``). A new
     iteration continues from there: breaking out of a loop and iterating again resumes the
-    same epoch; finishing an epoch moves to the next. ``state_dict()`` /
+    same epoch; finishing an epoch moves to the next. One iteration runs at a time: making a
+    new iterator (``iter(loader)``) supersedes every older one, whose next ``next()`` is a
+    RuntimeError (``zip(loader, loader)`` fails at once), and an iterator starts where the
+    loader is at its first ``next()``. ``state_dict()`` /
     ``load_state_dict()`` save and restore this position (mk.fit checkpoints it).
 
     Producers run below the caller's OS priority (``Loader.NICE``, Linux): they are
@@ -139,7 +142,8 @@ class Loader:
         self.epoch, self.batch_index = 0, 0
         # Dataset indices of the last batch's rows (recycled with its buffers unless copy=True).
         self.last_indices: Optional[np.ndarray] = None
-        self._run = 0
+        self._run = 0      # iterations made (iter()); the newest alone may take batches
+        self._started = 0  # the iteration whose producers run
         self._wait = 0.0
         self._closed = False
 
@@ -155,18 +159,31 @@ class Loader:
     def __iter__(self) -> Iterator[Batch]:
         if self._closed:
             raise RuntimeError("Loader: iterating a closed loader")
+        self._position()
+        # A newer iteration supersedes every older one from the moment it is made, started
+        # or not: counted when the generator first ran, two iterators made before either
+        # started (zip(loader, loader)) both began at the same position, the same batch
+        # yielded twice.
+        self._run += 1
+        return self._epoch(self._run)
+
+    def _position(self):
+        """(epoch, first batch) where an iteration starts now."""
         if self.batch_index >= self.num_batches:
             self.epoch, self.batch_index = self.epoch + 1, 0
         if not 0 <= self.epoch <= self.MAX_EPOCH:  # set by hand: the C core's int64 must not overflow
             raise ValueError(f"Loader: epoch must be in 0..2**62, got {self.epoch}")
-        return self._epoch(self.epoch, self.batch_index)
+        return self.epoch, self.batch_index
 
-    def _epoch(self, epoch: int, first: int) -> Iterator[Batch]:
+    def _epoch(self, run: int) -> Iterator[Batch]:
         # A newer iteration restarts the producers; an older, unfinished generator must then
-        # neither take its batches nor stop its threads when it is collected.
-        self._run += 1
-        run = self._run
+        # neither take its batches nor stop its threads when it is collected. The position
+        # is read when the generator starts: another iteration may have moved it since.
+        if run != self._run:
+            raise RuntimeError("Loader: this iteration was superseded by a newer one")
+        epoch, first = self._position()
         self._core.start(epoch, first)
+        self._started = run
         try:
             while not self._closed:
                 if run != self._run:
@@ -203,7 +220,7 @@ class Loader:
                     self.epoch, self.batch_index = epoch + 1, 0
                 yield batch
         finally:
-            if run == self._run:
+            if self._started == run:  # the producers are this iteration's (none newer started)
                 self._core.stop()
 
     # ------------------------------------------------------------------ position

@@ -180,6 +180,23 @@ def teacher_parameters(cfg: Any = None, teacher_seed: int = 0) -> Dict[str, np.n
     return _teacher(_shape_of(cfg), teacher_seed)[1]
 
 
+def _check_memory(n: int, shape: Dict[str, int]) -> None:
+    """MemoryError, before any work, when `n` positions cannot fit in this machine's memory:
+    the positions are made a chunk at a time, so --synthetic 10**12 ran for hours before
+    memory ran out. Each position takes at least its tokens, one legal move, its target,
+    value, count and offset."""
+    import os
+
+    least = n * (2 * shape["tokens_per_side"] * 2 + 4 + 4 + 4 + 4 + 8)
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows): nothing to compare with
+        return
+    if least > memory:
+        raise MemoryError(f"synthetic: {n:,} positions take at least {least / 2**30:,.1f} GiB, more than this "
+                          f"machine's {memory / 2**30:,.1f} GiB of memory")
+
+
 def make(n: int, cfg: Any = None, seed: int = 0, *, teacher_seed: int = 0, temperature: float = 1.0,
          soft_targets: bool = False):
     """`n` synthetic positions at the shapes of `cfg`, labelled by the teacher (module docstring).
@@ -199,12 +216,19 @@ def make(n: int, cfg: Any = None, seed: int = 0, *, teacher_seed: int = 0, tempe
         ``teacher_expected_accuracy``, ``chance_accuracy``, ``teacher_policy_loss_floor``,
         ``teacher_value_loss_floor`` and the generator's settings.
     """
+    import numbers
+
     from .dataset import Dataset
-    if int(n) < 1:
+    # an int: 1.5 was made 1 position and "10" ten
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise TypeError(f"synthetic: n must be an int, got {type(n).__name__}")
+    n = int(n)
+    if n < 1:
         raise ValueError(f"synthetic: n must be >= 1, got {n}")
     if not temperature > 0:
         raise ValueError(f"synthetic: temperature must be > 0, got {temperature}")
     shape = _shape_of(cfg)
+    _check_memory(n, shape)
     world, params = _teacher(shape, teacher_seed)
     rng = np.random.default_rng(seed)
     parts = {k: [] for k in ("tokens", "counts", "moves", "target", "value", "policy")}

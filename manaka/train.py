@@ -389,6 +389,9 @@ def main(argv=None) -> int:
         return fail("--resume needs --checkpoint")
     if args.save and args.no_save:
         return fail("--save and --no-save contradict each other")
+    # no held-out data to evaluate: the option was ignored without a word
+    if args.eval_every is not None and (args.eval_data is None if args.data else args.eval_positions == 0):
+        return fail("--eval-every needs held-out data: --eval-data" + ("" if args.data else " (or --eval-positions > 0)"))
     for option, path in (("--checkpoint", args.checkpoint), ("--save", args.save)):
         if path and os.path.isdir(path):  # found now, not when the run's end writes it
             return fail(f"{option} {path} is a folder; give a file path")
@@ -584,6 +587,7 @@ def _train(args, rank: int = 0, world: int = 1, group=None) -> int:
                                        mirror=kind != "data" and recipe["mirror"])
             if args.eval_data:  # the training records' scale (a fitted one included)
                 held_out = open_data(args.eval_data, kind, **records, **_scale_of(data))
+                _check_held_out(args, data, held_out)
         else:
             # Vocabularies and shapes of the seed configuration; orders as the model's.
             shape = mk.ModelConfig(**{**SEED_SHAPES, "orders": args.orders or preset["orders"]})
@@ -744,7 +748,23 @@ def data_kind(path: str, option: str = "--data") -> str:
         raise ValueError(f"{option} {path}: a file of an unknown kind ({suffix}); {accepted}")
     if any(ch in path for ch in "*?["):
         raise ValueError(f"{option} {path}: no file matches this glob; {accepted}")
+    if os.path.exists(path):  # a FIFO, socket or device: it was reported as missing
+        raise ValueError(f"{option} {path}: not a regular file or folder (a FIFO, socket or device); {accepted}")
     raise ValueError(f"{option} {path}: no such file or folder; {accepted}")
+
+
+def _check_held_out(args, data, held_out) -> None:
+    """Says so when --eval-data reads a file --data reads (a glob of --data that takes in the
+    held-out file too): its figures, printed as held-out and choosing the kept step, are then
+    partly the training positions' own. A note, not a refusal: the run is still what was asked."""
+    from .fit import _data_files
+
+    real = lambda d: {os.path.realpath(f) for f in _data_files(d)}
+    shared = sorted(real(data) & real(held_out))
+    if shared:
+        print(f"note: --eval-data {args.eval_data} and --data {args.data} share {len(shared)} file(s) "
+              f"({shared[0]}{', ...' if len(shared) > 1 else ''}): the held-out figures below include training "
+              "positions, and are optimistic")
 
 
 def _is_records(path: str) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 
@@ -113,6 +114,13 @@ def table(figures) -> str:
     return "\n".join(lines)
 
 
+def _shared_files(a, b) -> bool:
+    from ..fit import _data_files
+
+    real = lambda d: {os.path.realpath(f) for f in _data_files(d)}
+    return bool(real(a) & real(b))
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
@@ -131,6 +139,8 @@ def main(argv=None) -> int:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
     where = "DATA itself (it has seen the answers: an optimistic bound)" if train is None else f"--train {args.train}"
+    if train is not None and _shared_files(train, data):  # a --train glob that takes in DATA: as optimistic
+        where += " (it shares files with DATA, whose answers it has seen: an optimistic bound)"
     if args.json:
         clean = {k: {m: (None if isinstance(x, float) and math.isnan(x) else x) for m, x in v.items()}
                  for k, v in figures.items()}

@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..atomic_file import atomic_write
+from ..atomic_file import atomic_write, unwritable
 from .game import Game
 from .position import move_to_usi
 
@@ -173,6 +173,11 @@ def _check_output(out: str, inputs: List[str], files: List[str], force: bool) ->
                          "nothing was written")
     if os.path.isdir(out):
         raise IsADirectoryError(errno.EISDIR, f"the output {out!r} is a folder; {USAGE}")
+    # a FIFO or device (never replaced), or a folder we may not write: refused now, before
+    # _not_hcpe opens it (a FIFO blocked that open: a hang) and before every record is parsed
+    problem = unwritable(out)
+    if problem:
+        raise PermissionError(errno.EACCES, f"the output {out!r} cannot be written: {problem}; nothing was written")
     if not os.path.exists(out):
         return
     why = _not_hcpe(out)
@@ -231,7 +236,8 @@ def convert(out: str, inputs: List[str], log=print, force: bool = False) -> Dict
     """Writes every position of the games in `inputs` to the HCPE file `out`; returns counts.
 
     Raises FileNotFoundError for a missing input, ValueError (FileExistsError for an existing
-    output without `force`) for an output it refuses, before reading any record, and
+    output without `force`, PermissionError for one that cannot be written: a FIFO or device,
+    a folder without write access) for an output it refuses, before reading any record, and
     ValueError when no position was converted; `out` is then unchanged."""
     import cshogi
 

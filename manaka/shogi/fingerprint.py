@@ -37,13 +37,21 @@ def _sample_indices(counts: List[int]) -> np.ndarray:
 
 
 def identity(ds) -> dict:
-    """The identity of a ``shogi.RecordFiles`` (see the module's docstring)."""
+    """The identity of a ``shogi.RecordFiles`` (see the module's docstring): of the records
+    it opened. The sizes are the files' when opened and the sampled indices its own records':
+    the files' sizes now (a file appended to since, a training file selfplay still writes)
+    sampled records it does not hold, and an hcpe3 file's bytes / 38 (its games are of any
+    length) indices past its last record: an IndexError at fit's first checkpoint, after
+    the training."""
     from .records import RECORD_BYTES
 
     width = RECORD_BYTES[ds.format]
-    sizes = [os.path.getsize(f) for f in ds.files]
+    sizes = list(ds._sizes)
+    ds.check_files()  # a cut mapping reads as SIGBUS, which kills the process
+    counts = [len(a) for a in ds._arrays]
+    legacy = [s // width for s in sizes]  # the sampling checkpoints were saved with, where it fits
     crc = 0
-    picks = _sample_indices([s // width for s in sizes])
+    picks = _sample_indices(legacy if sum(legacy) <= sum(counts) and ds.meta["shogi_format"] == "hcpe3" else counts)
     for i in picks:
         crc = zlib.crc32(np.ascontiguousarray(ds.record(int(i))).tobytes(), zlib.crc32(int(i).to_bytes(8, "little"), crc))
     out = {"format": ds.meta["shogi_format"], "records": len(ds),

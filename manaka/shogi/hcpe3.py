@@ -26,7 +26,7 @@ from .. import _core
 from ..dataset import Dataset, Position
 from .position import MOVE_ENCODINGS, MOVE_KINDS, check_moves, kinds_meta, num_labels
 from .eval_scale import EVAL_SCALE, check_eval_scale
-from .records import HCPE, RecordFiles, _check_on_bad, _scale_text, expand_paths, resolve_eval_scale, value_weight
+from .records import HCPE, RecordFiles, _check_on_bad, file_inode, _scale_text, expand_paths, resolve_eval_scale, value_weight
 
 __all__ = ["open_hcpe3", "Hcpe3Files", "GAME_DTYPE", "MOVE_INFO_DTYPE", "MOVE_VISITS_DTYPE"]
 
@@ -71,6 +71,7 @@ class Hcpe3Files(RecordFiles):
         self.eval_weight = value_weight(value)
         self.files = expand_paths(paths, "hcpe3")
         self._arrays, self._raw, self._info, self._game, self._ply = [], [], [], [], []
+        self._sizes, self._inodes = [], []  # each file's bytes and inode when opened (its identity)
         self.cut_short, skipped = 0, 0
         for path in self.files:
             raw = _read_bytes(path)
@@ -82,6 +83,8 @@ class Hcpe3Files(RecordFiles):
             skipped += bad
             self._arrays.append(np.ascontiguousarray(hcpe[:n]))
             self._raw.append(raw)
+            self._sizes.append(len(raw))
+            self._inodes.append(file_inode(path))
             self._info.append(np.ascontiguousarray(info[:n]))
             self._game.append(game[:n].copy())
             self._ply.append(ply[:n].copy())

@@ -157,15 +157,17 @@ def _go_args(player: Player, clock: Clock, left: List[int]) -> str:
     """The go arguments for a move with `left` ms on the clocks."""
     if player.go is not None:
         return player.go
+    # at most USI's 2^63 - 1: a main time near it grows past it by the increments
+    ms = lambda v: min(v, MAX_GO_VALUE)
     words = []
     if clock.timed:
-        words += [f"btime {left[0]}", f"wtime {left[1]}"]
+        words += [f"btime {ms(left[0])}", f"wtime {ms(left[1])}"]
         if clock.inc:
-            words += [f"binc {clock.inc}", f"winc {clock.inc}"]
+            words += [f"binc {ms(clock.inc)}", f"winc {ms(clock.inc)}"]
         else:
-            words += [f"byoyomi {clock.byoyomi or 0}"]
+            words += [f"byoyomi {ms(clock.byoyomi or 0)}"]
     if clock.nodes is not None:
-        words.append(f"nodes {clock.nodes}")
+        words.append(f"nodes {ms(clock.nodes)}")
     return " ".join(words)
 
 
@@ -218,11 +220,19 @@ def play_game(seats: Sequence[_Seat], opening: List[int], clock: Clock, max_plie
 
 
 def run_match(a: Player, b: Player, games: int, clock: Clock, openings: Tuple[int, int] = (8, 8),
-              max_plies: int = 320, seed: int = 0, report=print) -> List[GameRecord]:
-    """`games` games, A Black in the even ones; openings drawn per pair of games."""
+              max_plies: int = 320, seed: int = 0, report=print,
+              records: Optional[List[GameRecord]] = None) -> List[GameRecord]:
+    """`games` games, A Black in the even ones; openings drawn per pair of games. ValueError
+    when an opening may reach `max_plies`: such a game ends a draw before either engine
+    moves, and would count in the score. Each finished game is appended to `records` (a new
+    list when None), which is returned: a caller that passes its own list keeps the games
+    played before an EngineError or a Ctrl-C."""
+    if openings[1] >= max_plies:
+        raise ValueError(f"match: openings of up to {openings[1]} random plies leave no ply to the engines "
+                         f"under max_plies={max_plies}")
     rng = random.Random(seed)
     seats = {"A": _Seat(a, clock.move_timeout), "B": _Seat(b, clock.move_timeout)}
-    records: List[GameRecord] = []
+    records = [] if records is None else records
     try:
         opening: List[int] = []
         for g in range(games):
@@ -325,6 +335,12 @@ def main(argv=None) -> int:
                                ("--seed", args.seed, 0)):
         if value is not None and value < low:
             p.error(f"{option} must be >= {low}, got {value}")
+        if value is not None and value > MAX_GO_VALUE:  # what an engine reads (a signed 64-bit integer)
+            p.error(f"{option} must be <= 2^63 - 1, got {value}")
+    # every game must have an engine move: one over at the opening's end is a draw nobody played
+    if args.openings[1] >= args.max_plies:
+        p.error(f"--openings {args.openings[1]} random plies reach --max-plies {args.max_plies}: "
+                "no ply would be left to the engines (give fewer opening plies or more --max-plies)")
     for option, value in (("--go-a", args.go_a), ("--go-b", args.go_b)):
         problem = go_args_problem(value) if value is not None else None
         if problem:
@@ -355,18 +371,30 @@ def main(argv=None) -> int:
     a = Player(args.engine_a, args.name_a or args.engine_a, args.option_a, args.go_a)
     b = Player(args.engine_b, args.name_b or args.engine_b, args.option_b, args.go_b)
     clock = Clock(args.time, args.byoyomi, args.inc, args.nodes, args.grace, args.move_timeout)
+    records: List[GameRecord] = []
+    code = 0
     try:
-        records = run_match(a, b, args.games, clock, args.openings, args.max_plies, args.seed)
-    except EngineError as e:
-        print(f"match: {e}", file=sys.stderr)
-        return 1
+        run_match(a, b, args.games, clock, args.openings, args.max_plies, args.seed, records=records)
+    except (EngineError, KeyboardInterrupt) as e:
+        # the games already played are summarised and written, not lost with a traceback
+        code = 130 if isinstance(e, KeyboardInterrupt) else 1
+        why = "interrupted" if code == 130 else str(e)
+        print(f"match: {why}; stopped after {len(records)} of {args.games} games"
+              + (" (the summary below is theirs)" if records else ""), file=sys.stderr)
+        if not records:
+            return code
     s = summary(a, b, records)
     print(summary_line(s))
     if args.json:
-        with atomic_write(args.json) as f:
-            finite = {k: (_fmt(v) if isinstance(v, float) and abs(v) == float("inf") else v) for k, v in s.items()}
-            f.write(json.dumps({"summary": finite, "games": [asdict(r) for r in records]}, indent=1).encode())
-    return 0
+        finite = {k: (_fmt(v) if isinstance(v, float) and abs(v) == float("inf") else v) for k, v in s.items()}
+        try:
+            with atomic_write(args.json) as f:
+                f.write(json.dumps({"summary": finite, "games": [asdict(r) for r in records]}, indent=1).encode())
+        except OSError as e:  # checked writable before the games; a full disk or a vanished folder since
+            print(f"match: --json {args.json} could not be written ({e}); the summary above is the "
+                  "match's result", file=sys.stderr)
+            return 1
+    return code
 
 
 if __name__ == "__main__":

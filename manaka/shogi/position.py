@@ -131,6 +131,16 @@ class Position:
     def __init__(self, board: bytes, hand: bytes, side: int, move_number: int = 1):
         self.board, self.hand, self.side = bytes(board), bytes(hand), int(side)
         self.move_number = int(move_number)
+        # the layout every method reads (a side of 5 was an IndexError in sfen(), 2**40 an
+        # unnamed OverflowError in the C core); whether the cells make a legal position is
+        # the C core's question (analyse)
+        if len(self.board) != 81 or len(self.hand) != 14:
+            raise ValueError(f"shogi: Position needs an 81-byte board and a 14-byte hand, got "
+                             f"{len(self.board)} and {len(self.hand)} bytes")
+        if self.side not in (0, 1):
+            raise ValueError(f"shogi: Position's side must be 0 (Black) or 1 (White), got {self.side}")
+        if self.move_number < 0:
+            raise ValueError(f"shogi: Position's move_number must be >= 0, got {self.move_number}")
 
     def analyse(self, moves: str = "dlshogi"):
         """(status, moves, labels, tokens) from the C core, labels in the encoding `moves`;
@@ -149,6 +159,9 @@ class Position:
                 if empty:
                     row, empty = row + str(empty), 0
                 kind, color = (cell & 15) - 1, cell >> 4
+                if not 0 <= kind < 14 or color > 1:  # it was written as another piece (255: "+g")
+                    raise ValueError(f"shogi: Position's cell {9 * (file - 1) + rank} holds {cell}, "
+                                     "which is no piece (1 + kind + 16 * colour, kind 0..13)")
                 letter = ("+" + _LETTERS[kind - 8]) if kind >= 8 else _LETTERS[kind]
                 row += letter if color == 0 else letter.lower()
             rows.append(row + (str(empty) if empty else ""))
@@ -209,7 +222,7 @@ def parse_sfen(sfen: str) -> Position:
     for rank, row in enumerate(rows):
         file, promoted = 9, False
         for ch in row:
-            if ch.isdigit():
+            if ch in "123456789":  # not str.isdigit: "９" was read as 9, "²" an unnamed int() error, "0" skipped
                 file -= int(ch)
                 continue
             if ch == "+":

@@ -82,12 +82,42 @@ def _check_on_bad(on_bad: str) -> None:
         raise ValueError(f"shogi: on_bad must be 'raise' or 'skip', got {on_bad!r}")
 
 
+def file_inode(path: str) -> Tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def check_not_cut(path: str, size: int, inode: Tuple[int, int]) -> None:
+    """A ValueError when `path` is still the file (`inode`) mapped at `size` bytes and is now
+    shorter (see RecordFiles.check_files)."""
+    try:
+        st = os.stat(path)
+    except OSError:  # removed: its pages live as long as the map
+        return
+    if (st.st_dev, st.st_ino) == tuple(inode) and st.st_size < size:
+        raise ValueError(f"shogi: {path} is shorter ({st.st_size:,} bytes) than when it was opened ({size:,} bytes): "
+                         "it was cut while in use, and its records cannot be read")
+
+
+def _check_format(fmt) -> int:
+    """`fmt` as HCPE (0) or PSV (1): 2 was a KeyError, "hcpe" or 2**70 an unnamed TypeError
+    or OverflowError."""
+    import numbers
+
+    if isinstance(fmt, bool) or not isinstance(fmt, numbers.Integral):
+        raise TypeError(f"shogi: fmt must be shogi.HCPE (0) or shogi.PSV (1), got {type(fmt).__name__} {fmt!r:.50}")
+    if int(fmt) not in (HCPE, PSV):
+        raise ValueError(f"shogi: fmt must be shogi.HCPE (0) or shogi.PSV (1), got {fmt}")
+    return int(fmt)
+
+
 def read_records(path: str, fmt: int, on_bad: str = "raise") -> Tuple[np.ndarray, int]:
     """(records uint8 [N, record bytes] memory-mapped and read-only, trailing bytes
     ignored). A size that is not a multiple of the record size is an error unless
     on_bad="skip". The mapping keeps no file descriptor (any number of files can be
     open at once)."""
     _check_on_bad(on_bad)
+    fmt = _check_format(fmt)
     width = RECORD_BYTES[fmt]
     records, size = _core.map_records(os.fspath(path), width, "shogi")
     extra = size % width
@@ -98,7 +128,20 @@ def read_records(path: str, fmt: int, on_bad: str = "raise") -> Tuple[np.ndarray
 
 
 def decode(records: np.ndarray, fmt: int):
-    """(board [N, 81], hand [N, 2, 7], side [N], move16 [N], eval [N], result [N], status [N])."""
+    """(board [N, 81], hand [N, 2, 7], side [N], move16 [N], eval [N], result [N], status [N])
+    of `records`, uint8 [N, record bytes] (as read_records gives them)."""
+    fmt = _check_format(fmt)
+    want = f"uint8 [N, {RECORD_BYTES[fmt]}] (one row a record)"
+    # NumPy's own words named neither the argument nor the shape wanted ("object of too small
+    # depth", "Cannot cast array data from dtype('int32')")
+    if isinstance(records, np.ndarray) and records.dtype != np.uint8:
+        raise TypeError(f"shogi: decode: records must be {want}, got dtype {records.dtype}")
+    try:
+        ndim = np.ndim(records)
+    except ValueError as e:  # a ragged list
+        raise TypeError(f"shogi: decode: records must be {want}: {e}") from None
+    if ndim != 2:
+        raise ValueError(f"shogi: decode: records must be {want}, got {ndim} dimension(s)")
     return _core.shogi_decode(fmt, records)
 
 
@@ -141,13 +184,17 @@ class RecordFiles:
         self._encoding = MOVE_ENCODINGS[moves]
         if not isinstance(mirror, bool):
             raise TypeError(f"shogi: mirror must be True or False, got {mirror!r}")
+        fmt = _check_format(fmt)
         self.format, self.value, self.on_bad, self.mirror = fmt, value, on_bad, mirror
         self.eval_weight = value_weight(value)
         self.files = expand_paths(paths, fmt)
         self._arrays, self.cut_short = [], 0
+        self._sizes, self._inodes = [], []  # each file's bytes and inode when opened (its identity)
         for path in self.files:
             records, extra = read_records(path, fmt, on_bad)
             self._arrays.append(np.ascontiguousarray(records) if len(records) == 0 else records)
+            self._sizes.append(len(records) * RECORD_BYTES[fmt] + extra)
+            self._inodes.append(file_inode(path))
             self.cut_short += extra > 0
         self._starts = np.cumsum([0] + [len(a) for a in self._arrays])
         if self._starts[-1] == 0:
@@ -198,6 +245,15 @@ class RecordFiles:
         f = int(np.searchsorted(self._starts, i, side="right")) - 1
         return self.files[f], int(i - self._starts[f])
 
+    def check_files(self) -> None:
+        """A ValueError naming a file that is shorter than when it was opened (the same file,
+        cut in place by another process): its records are memory-mapped, and reading the lost
+        pages is a SIGBUS, which kills the process (the Loader's producers catch it; a read in
+        Python cannot). A file replaced by another (renamed over) or removed is no fault: the
+        map holds the one that was opened."""
+        for path, size, inode in zip(self.files, self._sizes, self._inodes):
+            check_not_cut(path, size, inode)
+
     def record(self, i: int) -> np.ndarray:
         """The record bytes of dataset index i (a mirrored row: its record's, unmirrored)."""
         i, _ = self._unmirrored(i)
@@ -211,6 +267,8 @@ class RecordFiles:
         if i < -n or i >= n:
             raise IndexError(f"record {i} is out of range for {n} records")
         i = int(i) % n
+        f = int(np.searchsorted(self._starts, self._unmirrored(i)[0], side="right")) - 1
+        check_not_cut(self.files[f], self._sizes[f], self._inodes[f])  # its file only: one stat
         tokens, offsets, labels, target, value, status = _core.shogi_rows(self.format, self.record(i)[None],
                                                                            self.eval_weight, self._unmirrored(i)[1],
                                                                            self._encoding, self._scale)
@@ -221,6 +279,7 @@ class RecordFiles:
 
     def to_dataset(self) -> Dataset:
         """Every record decoded now into an in-memory Dataset (bad records: per on_bad)."""
+        self.check_files()
         parts, skipped = [], self.cut_short
         for mirrored, path, records in [(m, p, r) for m in ([False, True] if self.mirror else [False])
                                         for p, r in zip(self.files, self._arrays)]:

@@ -16,7 +16,8 @@ what a reader of the code needs:
   ``.games`` index and fsynced. That line is the commit: on a rerun, records past the
   positions the index counts (a game cut short by a crash) are cut off, and play resumes
   at the first game not in either index. Output therefore does not depend on --workers
-  beyond what the engine itself carries from game to game (see above).
+  beyond what the engine itself carries from game to game (see above). A run holds a lock
+  on --out while it writes: a second run on the same files is refused.
 - The held-out split is by game (game i held out iff i < --held-out-games, or a draw from
   generator (seed, i) falls below --held-out-fraction), so no game has positions in both.
 - Every engine move is checked against the C move generator. An illegal move ends its
@@ -186,10 +187,12 @@ def held_out_path(out: str) -> str:
 class GameFile:
     """An HCPE file and its ``.games`` index, opened for appending whole games."""
 
-    def __init__(self, path: str, log: Callable[[str], None]):
+    def __init__(self, path: str, log: Callable[[str], None], data=None):
+        """`data`: `path` already opened for appending (and locked by _lock)."""
         self.path, self.index_path = path, path + ".games"
         self.counts = self._recover(log)
-        self.data = open(path, "ab")
+        self.data = open(path, "ab") if data is None else data
+        self.data.seek(0, os.SEEK_END)  # opened before _recover cut it: tell() is where games are appended
         self.index = open(self.index_path, "a")
 
     def _recover(self, log) -> List[int]:
@@ -266,6 +269,40 @@ def _open_outputs(out: str, held: Optional[str], settings: Settings, log) -> Tup
             other, g = files[real.index(real[i])]
             raise ValueError(f"selfplay: {role} {f} is also {other} {g}: choose another --out or held-out file; "
                              "nothing was written")
+    for role, f in files:  # a FIFO blocked the open that appends to it (a hang); a folder is no file
+        if os.path.exists(f) and not os.path.isfile(f):
+            raise ValueError(f"selfplay: {role} {f} is not a regular file (a folder, FIFO, socket or device): "
+                             "choose another --out or held-out file; nothing was written")
+    created = not os.path.exists(out)
+    lock = _lock(out)
+    try:
+        return _open_locked(out, held, meta, settings, log, lock)
+    except BaseException:
+        lock.close()
+        if created and os.path.exists(out) and os.path.getsize(out) == 0:  # refused: leave no file behind
+            os.remove(out)
+        raise
+
+
+def _lock(path: str):
+    """`path` opened for appending, with an exclusive lock that lasts as long as the run: a
+    second run writing the same files (the command started twice) cut the first one's game
+    in progress as "not finished writing" and played the same games again beside it."""
+    f = open(path, "ab")
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): unlocked, as before
+        return f
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise ValueError(f"selfplay: another selfplay run is writing {path} (it holds the file's lock): wait for "
+                         "it to end, or write to another --out; nothing was written") from None
+    return f
+
+
+def _open_locked(out: str, held: Optional[str], meta: str, settings: Settings, log, lock) -> Tuple[GameFile, Optional[GameFile]]:
     identity = settings.identity()
     if os.path.exists(meta):
         try:
@@ -295,7 +332,7 @@ def _open_outputs(out: str, held: Optional[str], settings: Settings, log) -> Tup
                 raise ValueError(f"selfplay: {path} exists and is not a selfplay output of this command "
                                  f"(no {meta}); it is left alone: choose another --out")
         _write_settings(meta, identity)
-    train = GameFile(out, log)
+    train = GameFile(out, log, lock)
     heldout = GameFile(held, log) if held else None
     return train, heldout
 
@@ -313,9 +350,14 @@ def selfplay(out: str, games: int, settings: Settings, workers: int = 1, held_ou
     if games < 0 or workers < 1 or settings.nodes < 1:
         raise ValueError(f"selfplay: games must be >= 0, workers >= 1 and nodes >= 1 "
                          f"(got {games}, {workers}, {settings.nodes})")
+    if settings.nodes > 2**63 - 1:  # "go nodes" beyond what an engine reads: refused by it, or wrapped
+        raise ValueError(f"selfplay: nodes must be <= 2^63 - 1, got {settings.nodes}")
     lo, hi = settings.random_plies
     if not 0 <= lo <= hi:
         raise ValueError(f"selfplay: random plies must be a range lo-hi with 0 <= lo <= hi, got {lo}-{hi}")
+    if hi >= settings.max_plies >= 1:  # a game whose opening reaches it ends before the engine moves: no record
+        raise ValueError(f"selfplay: random plies {lo}-{hi} reach max plies {settings.max_plies}: no ply would be "
+                         "left to the engine (give fewer random plies or more max plies)")
     if settings.held_out_games is not None and settings.held_out_fraction is not None:
         raise ValueError("selfplay: give --held-out-games or --held-out-fraction, not both")
     if settings.held_out_fraction is not None and not 0.0 <= settings.held_out_fraction <= 1.0:
@@ -511,7 +553,7 @@ def _plies(text: str) -> Tuple[int, int]:
 
 
 def _option(text: str) -> Tuple[str, str]:
-    if "=" not in text:
+    if "=" not in text or not text.partition("=")[0].strip():  # "=3": an option named ''
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
     name, value = text.split("=", 1)
     return name.strip(), value.strip()

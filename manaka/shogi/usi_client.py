@@ -232,7 +232,9 @@ class UsiEngine:
             # out too, not keep its caller reading forever
             if wait <= 0:
                 raise queue.Empty
-            line = self._lines.get(timeout=wait)
+            # a wait of centuries (a clock of 2^62 ms) overflowed the platform's time_t: an
+            # OverflowError traceback; threading's bound is as good as forever
+            line = self._lines.get(timeout=min(wait, threading.TIMEOUT_MAX))
         except queue.Empty:
             raise self._failure(f"did not answer within {limit:g} s", doing) from None
         if line is None:

@@ -8,6 +8,7 @@ ignored. Every bestmove is checked against the C generator's legal moves of the 
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -176,6 +177,7 @@ class UsiEngine:
         self.options = dict(options or {})
         self.options["MarginMs"] = Option("spin", 50, lambda v: setattr(self, "margin_ms", v), 0, 60000)
         self.game: Optional[Game] = None
+        self.gone = False  # set when the output's reader has closed it: the loop then ends
         self._write_lock = threading.Lock()
         self._thread: Optional[threading.Thread] = None
         self._budget: Optional[Budget] = None
@@ -187,9 +189,23 @@ class UsiEngine:
 
     # ------------------------------------------------------------------ output
     def send(self, line: str) -> None:
+        """Writes one line; once the reader has closed its end (a GUI that died, ``| head``)
+        nothing more is written and the loop ends at the next command, not with a traceback
+        from whichever thread wrote."""
         with self._write_lock:
-            self.out.write(line + "\n")
-            self.out.flush()
+            if self.gone:
+                return
+            try:
+                self.out.write(line + "\n")
+                self.out.flush()
+            except (BrokenPipeError, ValueError):  # ValueError: the stream was closed
+                self.gone = True
+                if self.out is sys.stdout:
+                    # the interpreter flushes stdout at exit: that write must not fail too
+                    try:
+                        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                    except (OSError, ValueError):
+                        pass
 
     def info(self, text: str) -> None:
         self.send("info string " + " ".join(text.split()))
@@ -201,11 +217,15 @@ class UsiEngine:
             if self.out is sys.stdout and hasattr(self.out, "reconfigure"):
                 # an echoed line (info string) in a character the locale cannot write
                 self.out.reconfigure(errors="backslashreplace")
-        for line in lines:
-            if not self.command(line):
-                break
+        code = 0
+        try:
+            for line in lines:
+                if not self.command(line) or self.gone:
+                    break
+        except KeyboardInterrupt:  # Ctrl-C in a terminal: as quit, with the shell's status, no traceback
+            code = 130
         self._stop_search()
-        return 0
+        return code
 
     def command(self, line: str) -> bool:
         """Handles one line; False after ``quit``."""
@@ -265,6 +285,11 @@ class UsiEngine:
     def _on_go(self, args) -> None:
         if self._searching():
             raise ValueError("a search is running")
+        if "mate" in args:
+            # a mate search (tsume): its caller waits for a ``checkmate`` line, never for
+            # bestmove, and USI's answer for an engine without one is this
+            self.send("checkmate notimplemented")
+            return
         try:
             limits = GoLimits.parse(args)
         except ValueError as e:  # a GUI waits for bestmove after any go: never leave it waiting

@@ -63,7 +63,10 @@ class LossModule(nn.Module):
         super().__init__()
         if not isinstance(net, Network):
             raise TypeError(f"LossModule: net must be a manaka.torch.Network, got {type(net).__name__}")
-        self.net, self.value_weight, self.check = net, float(value_weight), bool(check)
+        from ..evaluate.metrics import check_value_weight
+
+        # refused here, not at the first forward of every rank (Network.loss's rule)
+        self.net, self.value_weight, self.check = net, check_value_weight("LossModule", value_weight), bool(check)
 
     def forward(self, tokens: Tensor, legal: Tensor, counts: Tensor, target: Tensor, value: Tensor,
                 policy_target: Optional[Tensor] = None) -> Tensor:

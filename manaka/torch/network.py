@@ -301,7 +301,16 @@ class Network(nn.Module):
         ValueError instead of a wrong or infinite loss. The check is a custom op, so it also
         runs inside ``torch.compile(fullgraph=True)``. It reads the whole batch (CUDA
         tensors: one synchronising copy to the host); ``check=False`` skips it for a batch
-        known good, such as a :class:`manaka.Loader`'s, which its producer checked."""
+        known good, such as a :class:`manaka.Loader`'s, which its producer checked.
+
+        ``value_weight`` follows the trainer's rule: a finite real number >= 0 (TypeError /
+        ValueError otherwise: NaN made the loss NaN, a negative weight trained the value head
+        away from its targets), checked in eager mode (not while ``torch.compile`` traces,
+        where it may be symbolic); a tensor is taken as it is."""
+        if not isinstance(value_weight, Tensor) and not torch.compiler.is_compiling():
+            from ..evaluate.metrics import check_value_weight
+
+            value_weight = check_value_weight("Network.loss", value_weight)
         if check:
             value = _checked(self.config, tokens, legal, counts, target, value, policy_target, "Network.loss")
         logits, z = self.logits(tokens, legal, counts)

@@ -56,6 +56,11 @@ def _device(op: str, **tensors: Optional[Tensor]) -> str:
     for name, t in present.items():
         if not isinstance(t, Tensor):
             raise TypeError(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+        # the kernels read strided memory: NumPy and DLPack refuse any other kind unnamed
+        if t.layout != torch.strided or t.is_quantized:
+            kind = "quantized" if t.is_quantized else str(t.layout).replace("torch.", "")
+            raise TypeError(f"{op}: {name} is a {kind} tensor; pass a dense one "
+                            f"({name}.to_dense() or {name}.dequantize())")
     on_gpu = {name: t.device.type == "cuda" for name, t in present.items()}
     if not any(on_gpu.values()):
         for name, t in present.items():

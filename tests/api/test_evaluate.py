@@ -287,8 +287,14 @@ def test_command_prints_the_api_figures(shogi_files):
     assert row["frequency"].split()[1:5] == [f"{f['loss']:.4f}", f"{f['policy_loss']:.4f}", f"{f['accuracy']:.2%}",
                                              f"{f['top5_accuracy']:.2%}"], done.stdout
     assert row["chance"].split()[6] == "0.6931"  # value BCE of the constant 0.5 ("chance (uniform)" is two words)
-    assert "200 positions of --train train.hcpe" in done.stdout
+    assert "200 positions of --train train.hcpe; value" in done.stdout
     assert f"{api['positions']:,} positions, {api['decisive']:,} decisive" in done.stdout
+    # --train taking in DATA's file: the frequency baseline has seen its answers, and says so as
+    # when it is counted on DATA itself (it was shown as if counted on other games)
+    done = run("tiny.manaka", "held.hcpe", "--train", "*.hcpe", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    assert "positions of --train *.hcpe (it shares files with DATA, whose answers it has seen: an optimistic " \
+           "bound)" in done.stdout, done.stdout
 
 
 def test_command_reads_the_eval_with_the_scale_given(shogi_files):

@@ -140,6 +140,12 @@ def test_bad_arguments(data):
         mk.fit(model, loader, steps=1, eval_data=[1, 2], progress=False)
     with pytest.raises(ValueError, match="eval_data holds no position"):
         mk.fit(model, loader, steps=1, eval_data=[], progress=False)
+    # the training loader as its own held-out data: the first evaluation restarted it and
+    # the next training step failed ("superseded"), the model already trained that far
+    before = {k: v.copy() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match="eval_data is the training loader itself"):
+        mk.fit(model, loader, steps=4, eval_data=loader, eval_every=2, progress=False)
+    assert all(np.array_equal(v, model.state_dict()[k]) for k, v in before.items())
     assert loader.epoch == 0 and loader.batch_index == 0  # refused before any step
 
 
@@ -172,3 +178,8 @@ def test_cli_evaluates_while_training(capsys, monkeypatch, tmp_path):
     with pytest.raises(SystemExit) as e:
         train.main(["--steps", "4", "--eval-every", "-1", *base])
     assert e.value.code == 2 and "--eval-every: must be >= 0" in capsys.readouterr().err
+    # no held-out data: --eval-every was ignored without a word
+    no_held = [a if a != "200" else "0" for a in base]
+    assert train.main(["--steps", "4", "--eval-every", "2", *no_held]) == 2
+    assert "--eval-every needs held-out data: --eval-data (or --eval-positions > 0)" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "model-3.manaka")  # refused before training: nothing saved

@@ -74,6 +74,50 @@ def test_stale_temporaries_of_dead_writers_are_removed(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, alive.name, other.name])
 
 
+def test_threads_saving_one_path_at_once_each_write_a_whole_file(tmp_path):
+    # they shared the temporary .m.manaka.tmp-<pid>: each truncated and wrote the other's,
+    # renames failed with FileNotFoundError, and a file of both could replace the good one
+    import threading
+
+    path, failures = tmp_path / "m.manaka", []
+    models = [mk.Model(cases.config(), seed=s) for s in (1, 2)]
+
+    def save_often(model):
+        for _ in range(25):
+            try:
+                model.save(path)
+            except Exception as e:  # noqa: BLE001 - every failure is the finding
+                failures.append(repr(e))
+    threads = [threading.Thread(target=save_often, args=(m,)) for m in models]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    back = mk.Model.load(path)  # one of the two, whole (its CRC checked)
+    assert any(all(np.array_equal(v, m.state_dict()[k]) for k, v in back.state_dict().items()) for m in models)
+    assert os.listdir(tmp_path) == ["m.manaka"]
+    stale = tmp_path / f".m.manaka.tmp-{_dead_pid()}.7"  # a dead writer's numbered temporary: removed
+    stale.write_bytes(b"x")
+    models[0].save(path)
+    assert os.listdir(tmp_path) == ["m.manaka"]
+
+
+def test_a_path_ending_with_a_separator_is_refused_before_writing(tmp_path):
+    # abspath dropped the separator: the file was written as "new" and its rename onto
+    # "new/" failed with "Not a directory" (after a whole training run, for --save)
+    from manaka.atomic_file import unwritable
+
+    target = str(tmp_path / "new") + os.sep
+    assert "names a folder" in unwritable(target)
+    with pytest.raises(IsADirectoryError, match="ends with a path separator, which names a folder"):
+        mk.Model(cases.config()).save(target)
+    assert os.listdir(tmp_path) == []
+    (tmp_path / "new").mkdir()  # an existing folder: refused as before, by its kind
+    with pytest.raises(IsADirectoryError):
+        mk.Model(cases.config()).save(target)
+
+
 def test_kill_9_during_a_write_leaves_a_temporary_the_next_write_removes(tmp_path):
     path = tmp_path / "c.ckpt"
     code = ("import os, sys; from manaka.atomic_file import atomic_write\n"

@@ -206,6 +206,9 @@ def test_an_output_that_is_the_other_output_or_an_input_is_refused_before_anythi
     for option in ("--save", "--checkpoint"):
         line = one_line(cli(base + ["--data", "ds", option, "afile/sub/m.out"], tmp_path))
         assert f"{option} afile/sub/m.out cannot be written: {tmp_path / 'afile'} is a file" in line, line
+        # a folder's name ("runs/new/"): the run trained, then its rename failed ("Not a directory")
+        line = one_line(cli(base + ["--data", "ds", option, "runs/new/"], tmp_path))
+        assert f"{option} runs/new/ cannot be written: it ends with a path separator, which names a folder" in line
     assert (tmp_path / "afile").read_text() == "x"
     # a meta.json holding the synthetic data's figure keys with other values: the summary
     # formatted them and failed after training, before the model was saved (a traceback)

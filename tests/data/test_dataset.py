@@ -252,6 +252,14 @@ def test_saving_over_the_folder_a_dataset_was_opened_from_keeps_it_whole(tmp_pat
     assert back.fingerprint == opened.fingerprint and back.policy_target is not None
 
 
+def test_saving_to_a_file_is_refused_naming_it(tmp_path):
+    # os.makedirs said only "[Errno 17] File exists: '...'"
+    (tmp_path / "x.hcpe").write_bytes(b"mine")
+    with pytest.raises(FileExistsError, match=r"Dataset.save: .*x\.hcpe' is a file, not a folder"):
+        mk.Dataset.from_arrays(**arrays(N=4)).save(tmp_path / "x.hcpe")
+    assert (tmp_path / "x.hcpe").read_bytes() == b"mine" and os.listdir(tmp_path) == ["x.hcpe"]
+
+
 def test_saving_over_another_dataset_replaces_it_whole(tmp_path):
     # the old dataset's soft targets must not stay beside the new one's arrays (same legal
     # lists: Dataset.open would have read them as the new dataset's)

@@ -133,6 +133,40 @@ def test_position_resume(ds):
             mk.Loader(ds, batch_size=100, seed=3).load_state_dict(bad)
 
 
+def test_an_iterator_is_superseded_when_a_newer_one_is_made_not_when_it_starts(ds):
+    # counted at its first next(), two iterators made before either started (zip(loader,
+    # loader)) both began at the loader's position: the same batch was yielded twice
+    base = os_threads()
+    full = epoch(mk.Loader(ds, batch_size=100, seed=3))
+    loader = mk.Loader(ds, batch_size=100, seed=3, copy=True)
+    with pytest.raises(RuntimeError, match="superseded"):
+        for _ in zip(loader, loader):
+            pass
+    assert loader.state_dict()["batch_index"] == 0  # nothing was taken
+    older, newer = iter(loader), iter(loader)
+    next(newer)
+    assert np.array_equal(loader.last_indices, full[0][0])
+    with pytest.raises(RuntimeError, match="superseded"):
+        next(older)
+    # the position is read when an iteration starts: a state loaded in between is where it begins
+    later = iter(loader)
+    loader.load_state_dict({"epoch": 0, "batch_index": 5})
+    next(later)
+    assert np.array_equal(loader.last_indices, full[5][0]) and loader.state_dict()["batch_index"] == 6
+    # a started iteration that was superseded stops no producer of the newer one when collected
+    first = iter(loader)
+    next(first)
+    second = iter(loader)
+    next(second)
+    assert np.array_equal(loader.last_indices, full[7][0])
+    del first
+    next(second)
+    assert np.array_equal(loader.last_indices, full[8][0])
+    loader.close()
+    del second, older, newer, later
+    assert settle(base)
+
+
 def test_stats(ds):
     loader = mk.Loader(ds, batch_size=100, prefetch=3)
     epoch(loader)

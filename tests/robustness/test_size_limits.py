@@ -145,7 +145,22 @@ def test_the_cli_prints_one_line_for_a_huge_size(tmp_path):
     base = [sys.executable, "-m", "manaka.train", "--steps", "1", "--synthetic", "200", "--eval-positions", "0",
             "--device", "cpu", "--no-progress"]
     for extra, words in ((["--embed-dim", str(2**62)], "parameters"), (["--batch-size", str(2**62)], "batch_size"),
-                         (["--batch-size", str(2**40)], "batch_size")):
+                         (["--batch-size", str(2**40)], "batch_size"),
+                         (["--synthetic", str(10**12)], "positions take at least")):
         out = subprocess.run(base + extra, capture_output=True, text=True, timeout=300, cwd=ROOT)
         lines = out.stderr.strip().splitlines()
         assert out.returncode == 2 and len(lines) == 1 and words in lines[0], (extra, out.stderr[-2000:])
+
+
+def test_synthetic_data_larger_than_memory_is_refused_before_any_work():
+    # made a chunk at a time, 10**12 positions ran for hours before memory ran out
+    import time
+
+    start = time.perf_counter()
+    for n in (10**12, 2**62):
+        with pytest.raises(MemoryError, match=rf"synthetic: {n:,} positions take at least .* GiB, more than this "):
+            synthetic.make(n, None)
+    assert time.perf_counter() - start < 5
+    for bad in (1.5, "10", True, None):  # 1.5 was made 1 position, "10" ten
+        with pytest.raises(TypeError, match="synthetic: n must be an int"):
+            mk.Dataset.synthetic(bad)

@@ -182,6 +182,20 @@ def test_a_forgotten_output_is_refused_and_the_record_kept(tmp_path, capsys):
     assert a.read_bytes() == before and leftovers(tmp_path) == []
 
 
+def test_an_output_that_is_a_fifo_is_refused_before_anything_is_read(tmp_path, capsys):
+    # checking whether the existing output was HCPE opened it to read: a FIFO blocked (a hang)
+    import os
+    import stat
+
+    a, b = two_games(tmp_path)
+    fifo = tmp_path / "o.hcpe"
+    os.mkfifo(fifo)
+    code, out, err = run(capsys, fifo, a, b, "--force")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert f"the output {str(fifo)!r} cannot be written: it is a FIFO" in err and "nothing was written" in err
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and leftovers(tmp_path) == []
+
+
 def test_an_output_that_is_an_input_is_refused(tmp_path, capsys):
     _, b = two_games(tmp_path)
     before = b.read_bytes()

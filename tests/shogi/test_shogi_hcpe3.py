@@ -185,6 +185,48 @@ def test_cli_trains_on_hcpe3(tmp_path, games, capsys, monkeypatch):
     assert "holds hcpe3 (1) and other record files" in capsys.readouterr().err
 
 
+def wide_games(n_games, plies, candidates, seed=0):
+    """hcpe3 bytes of games whose every position lists `candidates` moves (126 bytes a
+    record at 30: the file's bytes / 38 is over three times its records)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n_games):
+        board, body = cshogi.Board(), []
+        header = np.zeros(1, GAME)
+        board.to_hcp(header["hcp"])
+        header["result"] = 1
+        for _ in range(plies):
+            moves = list(board.legal_moves)
+            k = min(candidates, len(moves))
+            info = np.zeros(1, MOVE_INFO)
+            info["selectedMove16"], info["candidateNum"] = cshogi.move16(moves[0]), k
+            visits = np.zeros(k, MOVE_VISITS)
+            visits["move16"] = [cshogi.move16(m) for m in moves[:k]]
+            visits["visitNum"] = rng.integers(1, 100, k)
+            body.append(info.tobytes() + visits.tobytes())
+            board.push(moves[0])
+        header["moveNum"] = plies
+        out.append(header.tobytes() + b"".join(body))
+    return b"".join(out)
+
+
+def test_a_checkpoint_of_a_run_on_games_with_many_candidates(tmp_path):
+    # the records' identity sampled indices up to the file's bytes / 38: past the last record
+    # of games with long candidate lists, an IndexError at fit's first checkpoint, after the
+    # training, and nothing was saved
+    from train_cli import TINY
+    from manaka import train
+
+    (tmp_path / "wide.hcpe3").write_bytes(wide_games(3, 20, 30))
+    ds = shogi.open_hcpe3(str(tmp_path / "wide.hcpe3"))
+    assert (tmp_path / "wide.hcpe3").stat().st_size // 38 > 3 * len(ds)
+    assert ds.fingerprint.startswith(f"{len(ds)}-")
+    run = ["--data", str(tmp_path / "wide.hcpe3"), "--checkpoint", str(tmp_path / "run.ckpt"), "--no-progress",
+           "--batch-size", "16", "--device", "cpu", "--no-save", *TINY]
+    assert train.main(["--steps", "2", *run]) == 0
+    assert train.main(["--steps", "4", "--resume", *run]) == 0  # the identity it saved is its own again
+
+
 def first_record_of_game(records, g):
     return next(i for i, r in enumerate(records) if r["game"] == g)
 

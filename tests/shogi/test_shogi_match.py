@@ -291,3 +291,69 @@ def test_match_command_line(tmp_path):
     assert out.read_bytes() == before
     forced = subprocess.run(cmd + ["--force"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
     assert forced.returncode == 0 and json.loads(out.read_text())["summary"]["wins"] == 2, forced.stderr
+
+
+def test_openings_that_reach_max_plies_are_refused(capsys):
+    # such a game ends a draw at the opening's end, before either engine moves: counted, it
+    # pulled every score towards 0.5 with no engine having played
+    with pytest.raises(ValueError, match="max_plies=8"):
+        run_match(fake("random"), fake("random"), 2, Clock(nodes=1), openings=(2, 8), max_plies=8, report=None)
+    from manaka.shogi import match
+    for argv in (["--max-plies", "8"], ["--openings", "2-9", "--max-plies", "9"]):
+        with pytest.raises(SystemExit) as e:
+            match.main(["a", "b", "--games", "2", "--nodes", "1", *argv])
+        assert e.value.code == 2 and "--max-plies" in capsys.readouterr().err
+
+
+def test_a_json_file_that_cannot_be_written_after_the_games_is_one_line(tmp_path, monkeypatch, capsys):
+    from manaka.shogi import match
+
+    def full_disk(path):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(match, "atomic_write", full_disk)
+    out = tmp_path / "m.json"
+    code = match.main([fake("random").command, fake("resign").command, "--games", "2", "--byoyomi", "500",
+                       "--openings", "1", "--json", str(out)])
+    captured = capsys.readouterr()
+    assert code == 1 and not out.exists()
+    assert "2 games, +2 =0 -0" in captured.out  # the result was printed before the write
+    assert f"--json {out} could not be written" in captured.err and "No space left" in captured.err
+
+
+@pytest.mark.parametrize("stop, code", [(KeyboardInterrupt, 130), ("engine", 1)])
+def test_games_played_before_a_ctrl_c_or_an_engine_failure_are_summarised_and_written(tmp_path, monkeypatch,
+                                                                                        capsys, stop, code):
+    # they were lost: a KeyboardInterrupt traceback, or "match: ..." and exit 1, no summary, no --json
+    from manaka.shogi import match
+    from manaka.shogi.usi_client import EngineError
+
+    real, calls = match.play_game, []
+
+    def third_game_stops(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt if stop is KeyboardInterrupt else EngineError("usi: cannot start the engine 'x'")
+        return real(*args)
+    monkeypatch.setattr(match, "play_game", third_game_stops)
+    out = tmp_path / "m.json"
+    got = match.main([fake("random").command, fake("resign").command, "--games", "6", "--byoyomi", "500",
+                      "--openings", "1", "--json", str(out)])
+    captured = capsys.readouterr()
+    assert got == code
+    assert "stopped after 2 of 6 games" in captured.err and ("interrupted" if code == 130 else "cannot start") in captured.err
+    assert "2 games, +2 =0 -0" in captured.out
+    data = json.loads(out.read_text())
+    assert data["summary"]["games"] == 2 and len(data["games"]) == 2
+
+
+def test_clocks_of_centuries_play_and_clocks_past_64_bits_are_refused(capsys):
+    # a wait of 2^62 ms overflowed time_t in the queue's timeout: an OverflowError traceback
+    # at the first move; a main time near 2^63 grew past what an engine reads by the increments
+    for clock in (Clock(time=2**62, byoyomi=2**62), Clock(time=2**63 - 1, inc=2**63 - 1), Clock(nodes=1, move_timeout=1e16)):
+        records = run_match(fake("random"), fake("random", 1), 2, clock, openings=(0, 2), max_plies=8, report=None)
+        assert [r.reason for r in records] == ["max plies", "max plies"], records
+    from manaka.shogi import match
+    for option in ("--time", "--byoyomi", "--inc", "--nodes", "--grace"):
+        with pytest.raises(SystemExit) as e:
+            match.main(["a", "b", option, str(2**63)])
+        assert e.value.code == 2 and f"{option} must be <= 2^63 - 1, got {2**63}" in capsys.readouterr().err

@@ -128,3 +128,68 @@ def test_a_fifo_among_the_records_is_refused_without_waiting(tmp_path, pool, how
     assert done.returncode == 0, done.stderr
     want = f"shogi: {str(tmp_path / f'z{suffix}')!r} is not a regular file (a folder, FIFO, socket or device)"
     assert done.stdout.strip() == want, done.stdout
+
+
+def test_the_identity_is_of_the_records_opened_whatever_the_file_became(tmp_path, pool):
+    # it read the files' sizes now: a training file appended to since (selfplay still
+    # writing it) gave a checkpoint identity of records the run never read
+    _, arr = pool
+    path = tmp_path / "a.hcpe"
+    arr[:40].tofile(path)
+    grown = shogi.open_hcpe(str(path))
+    want = shogi.open_hcpe(str(path)).identity
+    with open(path, "ab") as f:
+        arr[40:].tofile(f)
+    assert grown.identity == want and grown.identity["files"] == [["a.hcpe", 40 * 38]]
+    # cut short under its map: a ValueError naming the file (the sampled records past its end
+    # would have been a SIGBUS)
+    cut = shogi.open_hcpe(str(path))
+    os.truncate(path, 10 * 38)
+    with pytest.raises(ValueError, match=r"a\.hcpe is shorter \(380 bytes\) than when it was opened \(2,280 bytes\)"):
+        cut.fingerprint
+
+
+CUT_UNDER_THE_MAP = """
+import os, sys
+import manaka as mk
+from manaka import shogi
+kind, path = sys.argv[1], sys.argv[2]
+ds = shogi.open_hcpe(path) if kind == "records" else mk.Dataset.open(path)
+victim = path if kind == "records" else os.path.join(path, "tokens.npy")
+os.truncate(victim, 0)
+for read in (lambda: ds[len(ds) - 1], lambda: ds.fingerprint) + ((ds.to_dataset,) if kind == "records" else ()):
+    try:
+        read()
+        print("read")
+    except ValueError as e:
+        print("refused:", e)
+"""
+
+
+@pytest.mark.parametrize("kind", ["records", "dataset"])
+def test_reading_a_file_cut_under_its_map_is_an_error_not_a_sigbus(tmp_path, pool, kind):
+    # ds[i], the fingerprint (fit's first checkpoint) and to_dataset read the memory map in
+    # Python: the lost pages of a file cut in place by another process killed it with SIGBUS
+    import manaka as mk
+
+    _, arr = pool
+    arr.tofile(tmp_path / "a.hcpe")
+    path = str(tmp_path / "a.hcpe")
+    if kind == "dataset":
+        path = shogi.open_hcpe(path).to_dataset().save(str(tmp_path / "ds"))
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, "-c", CUT_UNDER_THE_MAP, kind, path], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])  # -7: SIGBUS
+    lines = out.stdout.splitlines()
+    assert lines and all(line.startswith("refused:") and "cut while in use" in line for line in lines), lines
+    # a file replaced by another (renamed over: what convert and Dataset.save do) is no fault
+    arr.tofile(tmp_path / "a.hcpe")  # whole again (the child cut it)
+    if kind == "dataset":
+        shogi.open_hcpe(str(tmp_path / "a.hcpe")).to_dataset().save(path)
+    ds = shogi.open_hcpe(str(tmp_path / "a.hcpe")) if kind == "records" else mk.Dataset.open(path)
+    victim = str(tmp_path / "a.hcpe") if kind == "records" else os.path.join(path, "tokens.npy")
+    with open(victim + ".new", "wb") as f:
+        f.write(b"\0" * 38)
+    os.replace(victim + ".new", victim)
+    assert ds[len(ds) - 1] is not None and ds.fingerprint

@@ -163,3 +163,25 @@ def test_bad_arguments(tmp_path):
         shogi.open_hcpe(str(tmp_path))
     with pytest.raises(ValueError, match="no file matches"):
         shogi.open_psv(str(tmp_path / "*.bin"))
+
+
+def test_a_bad_format_or_records_array_is_refused_by_name(tmp_path, records):
+    # fmt 2 was a KeyError, "hcpe" and 2**70 unnamed TypeError / OverflowError; a 1-d or an
+    # int32 array NumPy's "object of too small depth" / "Cannot cast array data"
+    hcpe = records[0] if isinstance(records, tuple) else records
+    path = tmp_path / "x.hcpe"
+    np.zeros((2, 38), np.uint8).tofile(path)
+    for fmt, exc in ((2, ValueError), (-1, ValueError), (2**70, ValueError), ("hcpe", TypeError), (None, TypeError),
+                     (True, TypeError), (1.0, TypeError)):
+        for call in (lambda: shogi.decode(np.zeros((1, 38), np.uint8), fmt), lambda: shogi.read_records(str(path), fmt),
+                     lambda: shogi.open_records(str(path), fmt)):
+            with pytest.raises(exc, match=r"^shogi: fmt must be shogi.HCPE \(0\) or shogi.PSV \(1\), got "):
+                call()
+    rows = np.zeros((3, 38), np.uint8)
+    for bad, exc, part in ((rows.ravel(), ValueError, "got 1 dimension"), (rows[None], ValueError, "got 3 dimension"),
+                           (None, ValueError, "got 0 dimension"), (rows.astype(np.int32), TypeError, "got dtype int32"),
+                           (rows.astype(np.float32), TypeError, "got dtype float32"),
+                           ([[0] * 38, [0] * 5], (TypeError, ValueError), "")):  # ragged: per NumPy version
+        with pytest.raises(exc, match=rf"^shogi: decode: records must be uint8 \[N, 38\].*{part}"):
+            shogi.decode(bad, shogi.HCPE)
+    assert len(shogi.decode(rows.tolist(), np.int64(shogi.HCPE))[0]) == 3  # a list of byte rows, a NumPy int

@@ -147,3 +147,33 @@ def test_well_formed_hands_agree_with_cshogi():
         pos = shogi.parse_sfen(sfen)
         assert (pos.board, pos.hand, pos.side) == c_position(cshogi.Board(sfen)), hand
         assert pos.sfen() == cshogi.Board(sfen).sfen(), hand
+
+
+@pytest.mark.parametrize("row", ["９", "²7", "09", "4０5", "81"])
+def test_a_board_digit_other_than_1_to_9_is_refused_naming_the_rank(row):
+    # str.isdigit took "９" as 9 and "0" as an empty run of files; "²" failed in int() unnamed
+    sfen = f"4k4/9/9/{row}/9/9/9/9/4K4 b - 1"
+    if row == "81":  # two digits in a row are unusual but spell 9 files
+        assert shogi.parse_sfen(sfen) == shogi.parse_sfen(sfen.replace("81", "9"))
+        return
+    with pytest.raises(ValueError, match=r"^shogi: .*bad board at rank 4"):
+        shogi.parse_sfen(sfen)
+
+
+def test_a_position_made_by_hand_is_checked_for_its_layout():
+    start = shogi.parse_sfen(shogi.STARTING_SFEN)
+    Position = type(start)
+    for args, part in (((start.board[:80], start.hand, 0), "81-byte board and a 14-byte hand"),
+                       ((start.board, start.hand + b"\0", 0), "81-byte board and a 14-byte hand"),
+                       ((start.board, start.hand, 2), "side must be 0 .* got 2$"),
+                       ((start.board, start.hand, 2**40), "side must be 0"),  # an unnamed OverflowError in C
+                       ((start.board, start.hand, 0, -1), "move_number must be >= 0")):
+        with pytest.raises(ValueError, match=part):
+            Position(*args)
+    # a cell that is no piece: sfen() wrote 255 as "+g" (a promoted gold that shogi has not)
+    bad = Position(b"\xff" + start.board[1:], start.hand, 0)
+    with pytest.raises(ValueError, match="cell 0 holds 255, which is no piece"):
+        bad.sfen()
+    with pytest.raises(ValueError, match="no piece"):
+        shogi.legal_moves(bad)
+    assert Position(start.board, start.hand, 0, 7).sfen() == shogi.STARTING_SFEN.replace(" 1", " 7")

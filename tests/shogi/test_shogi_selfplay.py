@@ -183,6 +183,44 @@ def test_a_held_out_file_that_is_one_of_the_outs_files_is_refused(tmp_path, suff
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("which", ["out", "index", "held"])
+def test_an_output_that_is_a_fifo_or_a_folder_is_refused_before_anything_is_written(tmp_path, which):
+    # a FIFO: opening it to append blocked until a reader came (a hang), after the settings
+    # file had been written beside it
+    out, held = tmp_path / "x.hcpe", tmp_path / "h.hcpe"
+    target = {"out": out, "index": Path(str(out) + ".games"), "held": held}[which]
+    for make in (os.mkfifo, os.mkdir):
+        make(target)
+        with pytest.raises(ValueError, match=f"{re.escape(str(target))} is not a regular file.*nothing was written"):
+            run(out, 2, settings(held_out_games=1), held_out_out=str(held))
+        assert os.listdir(tmp_path) == [target.name]
+        os.rmdir(target) if target.is_dir() else os.remove(target)
+
+
+def test_a_second_run_on_the_same_files_is_refused_while_the_first_writes(tmp_path):
+    # it cut the first run's game in progress as "not finished writing", then played the
+    # same games again beside the first's (the command started twice: 2 x the games asked)
+    import fcntl
+
+    (tmp_path / "a").mkdir()
+    out = tmp_path / "a" / "x.hcpe"
+    run(out, 2, settings())
+    before = files_of(out)
+    with open(out, "ab") as other:  # the running first run's hold on its output
+        fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(ValueError, match=r"another selfplay run is writing .*x\.hcpe.*nothing was written"):
+            run(out, 4, settings())
+        (tmp_path / "new").mkdir()
+        fresh = tmp_path / "new" / "y.hcpe"
+        with open(fresh, "ab") as hold:  # another run's first game, not written yet
+            fcntl.flock(hold.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with pytest.raises(ValueError, match="another selfplay run"):
+                run(fresh, 1, settings())
+    assert files_of(out) == before
+    run(out, 4, settings())  # once the first has ended, the run continues its files
+    assert len(games_index(out)) == 4
+
+
 def test_an_interrupted_append_leaves_no_game_the_index_does_not_count(tmp_path):
     # Ctrl-C between a game's records and its index line left the records in the data file,
     # uncounted, until a rerun cut them off (a reader of the file saw a game the index lacks)
@@ -376,7 +414,8 @@ def test_engine_start_problems(tmp_path):
 def test_bad_arguments(tmp_path):
     out = str(tmp_path / "x.hcpe")
     for kw, match in [(dict(held_out_fraction=1.5), "fraction"), (dict(random_plies=(5, 2)), "random plies"),
-                      (dict(nodes=0), "nodes"), (dict(max_plies=0), "max plies"),
+                      (dict(nodes=0), "nodes"), (dict(nodes=2**63), r"nodes must be <= 2\^63 - 1"),
+                      (dict(max_plies=0), "max plies"),
                       (dict(held_out_games=1, held_out_fraction=0.1), "not both"),
                       # an engine given no time, or unbounded waits (nan): refused before it starts
                       (dict(timeout=0.0), "timeout must be a finite number of seconds > 0, got 0.0"),
@@ -388,6 +427,13 @@ def test_bad_arguments(tmp_path):
     assert not os.path.exists(out)
     r = cli("--engine", fake(), "--nodes", 5, "--games", 1, "--out", out, "--random-plies", "9-3")
     assert r.returncode == 2 and "LO-HI" in r.stderr
+    # every game whose opening reaches max plies ended before the engine moved: 0 records, exit 0
+    with pytest.raises(ValueError, match="random plies 2-6 reach max plies 6: no ply would be left"):
+        sp.selfplay(out, 1, settings(max_plies=6), log=lambda line: None)
+    # an option with no name ("=3") was sent to the engine as '' and failed its games
+    r = cli("--engine", fake(), "--nodes", 5, "--games", 1, "--out", out, "--option", "=3")
+    assert r.returncode == 2 and "expected NAME=VALUE, got '=3'" in r.stderr
+    assert not os.path.exists(out)
 
 
 def test_scores():

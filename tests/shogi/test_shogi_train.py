@@ -1,6 +1,7 @@
 """python -m manaka.train on shogi records: --data and --eval-data chosen by suffix
 (.hcpe: dlshogi HCPE, .bin: YaneuraOu PSV), files written by cshogi."""
 import numpy as np
+import pytest
 
 from shogi_reference import make_records
 from train_cli import TINY, cli, one_line
@@ -18,6 +19,10 @@ def test_cli_trains_on_hcpe_and_psv_files(tmp_path, capsys, monkeypatch):
     assert train.main(["--data", str(tmp_path / "*.hcpe"), "--eval-data", str(tmp_path / "held.hcpe"), *base]) == 0
     out = capsys.readouterr().out
     assert "data: shogi.RecordFiles(300 HCPE records in 2 file(s)" in out and "held-out (60 positions)" in out, out
+    # the glob took in the held-out file: its figures were printed as held-out without a word
+    assert f"note: --eval-data {tmp_path / 'held.hcpe'} and --data {tmp_path / '*.hcpe'} share 1 file(s)" in out
+    assert train.main(["--data", str(tmp_path / "train.hcpe"), "--eval-data", str(tmp_path / "held.hcpe"), *base]) == 0
+    assert "note: --eval-data" not in capsys.readouterr().out
     assert train.main(["--data", str(tmp_path / "games.bin"), *base]) == 0
     assert "data: shogi.RecordFiles(300 PSV records in 1 file(s)" in capsys.readouterr().out
 
@@ -137,11 +142,13 @@ def test_data_paths_that_are_not_training_data_say_what_they_are(tmp_path):
     (tmp_path / "kifu" / "g2.kif").write_text("")
     (tmp_path / "x.hcpe.usi").write_text("position startpos\n")
     (tmp_path / "empty").mkdir()
+    os.mkfifo(tmp_path / "fifo.hcpe")
     cases = {"kifu": "a folder of 2 CSA / KIF game record(s), which training does not read; convert CSA / KIF "
                      "game records first: python -m manaka.shogi convert games.hcpe kifu",
              "kifu/g1.csa": "a CSA / KIF game record, which training does not read; convert",
              "x.hcpe.usi": "a file of an unknown kind (.usi); --data takes a dataset folder with meta.json",
              "missing": "no such file or folder; --data takes a dataset folder with meta.json",
+             "fifo.hcpe": "not a regular file or folder (a FIFO, socket or device); --data takes",  # was "no such file"
              "empty": "a folder with no meta.json and no record file; --data takes",
              "*.psv": "no file matches this glob"}
     for path, words in cases.items():
@@ -209,3 +216,34 @@ def test_a_dataset_folder_of_move_kind_records_trains_the_kind_table(tmp_path):
         assert model.config.move_kinds == want, name
         rows = model.state_dict()["move_table"].shape[0]
         assert rows == (model.config.num_moves // 28 if want else model.config.num_moves) == (262_440 if want else 2_187)
+
+
+def test_a_bad_record_met_late_keeps_the_steps_before_it_in_the_checkpoint(tmp_path):
+    # the run ended with the one-line error and nothing saved: every step before it was lost
+    import os
+
+    import manaka as mk
+    from manaka import shogi
+
+    _, hcpe, _ = make_records(200, 37)
+    hcpe["hcp"][199] = 255  # not a position: met at the epoch's last batch (no shuffle)
+    hcpe.tofile(tmp_path / "a.hcpe")
+    data = shogi.open_hcpe(str(tmp_path / "a.hcpe"))
+    model = mk.Model(mk.ModelConfig(num_tokens=data.num_tokens, num_moves=data.num_moves, tokens_per_side=40,
+                                    embed_dim=4, orders=2, pair_dim=1, hidden=(8,), head_width=4), seed=0)
+    loader = mk.Loader(data, batch_size=20, producers=1, shuffle=False)
+    lines, ckpt = [], str(tmp_path / "run.ckpt")
+    with pytest.raises(ValueError, match=r"a\.hcpe: record 199"):
+        mk.fit(model, loader, steps=30, checkpoint=ckpt, progress=False, log=lines.append)
+    assert any("stopped by an error in the data at step 9; saved the checkpoint" in line for line in lines), lines
+    from manaka import checkpoint
+    saved = checkpoint.load(ckpt)
+    assert saved["step"] == 9 and saved["loader"]["batch_index"] == 9  # the failing batch is not counted
+    assert all(np.array_equal(v, model.state_dict()[k]) for k, v in saved["model"].items())
+    # a run that meets it before any step saves nothing, and says so as before
+    os.remove(ckpt)
+    loader = mk.Loader(data, batch_size=20, producers=1, shuffle=False)
+    loader.load_state_dict({"epoch": 0, "batch_index": 9})
+    with pytest.raises(ValueError, match=r"record 199"):
+        mk.fit(model, loader, steps=30, checkpoint=ckpt, progress=False, log=lines.append)
+    assert not os.path.exists(ckpt)

@@ -445,3 +445,70 @@ def test_a_batch_size_outside_the_options_range_is_a_usage_error(model_file, siz
                           env={**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")})
     assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr, done
     assert done.stderr.splitlines()[-1].endswith(f"--batch-size must be in [1, 4096], got {size}"), done.stderr
+
+
+@pytest.mark.parametrize("after", [["isready"], ["position startpos", "go infinite", "WAIT", "stop"]])
+def test_a_reader_that_closes_the_output_ends_the_engine_quietly(model_file, after):
+    # a GUI that died (or ``| head``): the engine's next write fails; it must end with exit
+    # code 0, not a BrokenPipeError traceback from the main or the search thread
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-m", "manaka.shogi", "usi", "--model", model_file, "--threads", "1"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=ROOT)
+    try:
+        proc.stdin.write("usi\n")
+        proc.stdin.flush()
+        for line in proc.stdout:
+            if line.startswith("usiok"):
+                break
+        proc.stdout.close()
+        for line in after:
+            if line == "WAIT":
+                time.sleep(1.5)  # the search's info lines (one a second) meet the closed pipe
+                continue
+            proc.stdin.write(line + "\n")
+            proc.stdin.flush()
+        assert proc.wait(60) == 0
+        err = proc.stderr.read()
+        assert "Traceback" not in err and "BrokenPipe" not in err, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdin.close()
+        proc.stderr.close()
+
+
+def test_a_mate_search_is_answered_checkmate_notimplemented(model_file):
+    # a tsume request waits for ``checkmate``: it was answered "bestmove" after an info
+    # string and 1 s of ordinary thought, which such a caller never reads
+    with started_engine(model_file) as e:
+        e.send("position sfen " + MATE_IN_ONE)
+        for go in ("go mate 1000", "go mate infinite"):
+            e.send(go)
+            lines = e.wait_for("checkmate", 30)
+            assert lines == ["checkmate notimplemented"], lines
+        assert bestmove(e)[0] == "G*5b"  # an ordinary go after it
+
+
+def test_ctrl_c_ends_the_engine_like_quit_without_a_traceback(model_file):
+    import signal
+
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-m", "manaka.shogi", "usi", "--model", model_file, "--threads", "1"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=ROOT)
+    try:
+        proc.stdin.write("usi\nposition startpos\ngo infinite\n")
+        proc.stdin.flush()
+        for line in proc.stdout:
+            if line.startswith("info depth"):  # searching
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130 and "Traceback" not in err, err
+        assert out.splitlines()[-1].split()[0] == "bestmove"  # the search it stopped still answered
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()

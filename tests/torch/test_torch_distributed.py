@@ -81,3 +81,8 @@ def test_bad_calls_without_a_process_group():
         mktd.all_reduce_pair_grad(mkt.Network(ddp_workers.config()))
     with pytest.raises(TypeError, match="Network"):
         mktd.LossModule(object())
+    # a value weight Network.loss refuses: at construction, not at every rank's first forward
+    for bad, exc in ((float("nan"), ValueError), (-1.0, ValueError), ("1", TypeError)):
+        with pytest.raises(exc, match="LossModule: value_weight must be"):
+            mktd.LossModule(net, value_weight=bad)
+    assert mktd.LossModule(net, value_weight=0.5).value_weight == 0.5

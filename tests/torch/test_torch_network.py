@@ -797,3 +797,23 @@ def test_move_kinds_go_both_ways_start_at_zero_and_are_decayed():
 def test_move_kinds_under_cpu_autocast_bf16_are_near_float32():
     net, _, b = _kinds_case(12, 2, 72, (3, 2, 1), 3, 1, 1, 1)
     checks.assert_autocast_near_float32(net, b, (KIND, "move_table"))
+
+
+def test_a_value_weight_the_trainer_refuses_is_refused_by_the_loss_too():
+    # Network.loss took NaN (a NaN loss) and -1 (the value head trained away from its
+    # targets) where mk.Model.loss_and_grad and mk.Trainer refuse them
+    cfg = cases.config(hidden=(8,))
+    b = cases.batch(cfg, B=4, L=6, seed=1)
+    net, tens = mkt.Network(cfg), mkt.batch_tensors(b)
+    for bad, exc in ((float("nan"), ValueError), (-1.0, ValueError), (float("inf"), ValueError), ("1", TypeError),
+                     (None, TypeError)):
+        with pytest.raises(exc, match="Network.loss: value_weight must be"):
+            net.loss(**tens, value_weight=bad)
+        with pytest.raises(exc, match="Model.loss_and_grad: value_weight must be"):
+            mk.Model(cfg).loss_and_grad(b, value_weight=bad)
+    want = float(net.loss(**tens, value_weight=0.5))
+    assert float(net.loss(**tens, value_weight=torch.tensor(0.5))) == pytest.approx(want)  # a tensor: as it is
+    # traced by torch.compile, with a float that becomes symbolic on the second value: no graph break
+    compiled = torch.compile(lambda w: net.loss(**tens, value_weight=w), fullgraph=True, backend="eager")
+    for w in (0.5, 0.25, 2.0):
+        assert float(compiled(w)) == pytest.approx(float(net.loss(**tens, value_weight=w)), rel=1e-6)

@@ -254,3 +254,20 @@ def test_manaka_ops_on_a_tensor_that_requires_grad_says_detach(rng):
     # detached, the same call is fine and equals the NumPy one
     got = mk.ops.gather_dot(t(hidden, True).detach(), t(table), t(indices), t(c))
     np.testing.assert_array_equal(got, mk.ops.gather_dot(hidden, table, indices, c))
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # torch: CSR is beta, quantized tensors deprecated
+def test_a_sparse_or_quantized_tensor_is_refused_by_name(rng):
+    hidden, table, indices, c = gather_inputs(rng, 4, 6, 3, 5, None)
+    h, tb, ix, cn = t(hidden), t(table), t(indices), t(c)
+    for args, name, kind in (((h, tb.to_sparse(), ix, cn), "table", "sparse_coo"),
+                             ((h.to_sparse_csr(), tb, ix, cn), "hidden", "sparse_csr"),
+                             ((torch.quantize_per_tensor(h, 0.1, 0, torch.qint8), tb, ix, cn), "hidden", "quantized"),
+                             ((h, tb, ix.to_sparse(), cn), "indices", "sparse_coo")):
+        with pytest.raises(TypeError, match=rf"gather_dot: {name} is a {kind} tensor; pass a dense one"):
+            mkt.gather_dot(*args)
+    emb, tok = rng.standard_normal((6, 3), dtype=np.float32), make_tokens(rng, 2, 2, 4, 6)
+    with pytest.raises(TypeError, match="power_sums: emb is a sparse_coo tensor"):
+        mkt.power_sums(t(emb).to_sparse(), t(tok), 2)
+    with pytest.raises(TypeError, match="pair_sums: tokens is a sparse_coo tensor"):
+        mkt.pair_sums(t(rng.standard_normal((21, 2), dtype=np.float32)), t(tok).to_sparse())
