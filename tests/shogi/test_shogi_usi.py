@@ -447,14 +447,19 @@ def test_a_batch_size_outside_the_options_range_is_a_usage_error(model_file, siz
     assert done.stderr.splitlines()[-1].endswith(f"--batch-size must be in [1, 4096], got {size}"), done.stderr
 
 
+def spawned_engine(model_file) -> subprocess.Popen:
+    """The engine on one thread as a process with text pipes (the caller closes them)."""
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.Popen([sys.executable, "-m", "manaka.shogi", "usi", "--model", model_file, "--threads", "1"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=ROOT)
+
+
 @pytest.mark.parametrize("after", [["isready"], ["position startpos", "go infinite", "WAIT", "stop"]])
 def test_a_reader_that_closes_the_output_ends_the_engine_quietly(model_file, after):
     # a GUI that died (or ``| head``): the engine's next write fails; it must end with exit
     # code 0, not a BrokenPipeError traceback from the main or the search thread
-    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen([sys.executable, "-m", "manaka.shogi", "usi", "--model", model_file, "--threads", "1"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, cwd=ROOT)
+    proc = spawned_engine(model_file)
     try:
         proc.stdin.write("usi\n")
         proc.stdin.flush()
@@ -494,10 +499,7 @@ def test_a_mate_search_is_answered_checkmate_notimplemented(model_file):
 def test_ctrl_c_ends_the_engine_like_quit_without_a_traceback(model_file):
     import signal
 
-    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen([sys.executable, "-m", "manaka.shogi", "usi", "--model", model_file, "--threads", "1"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, cwd=ROOT)
+    proc = spawned_engine(model_file)
     try:
         proc.stdin.write("usi\nposition startpos\ngo infinite\n")
         proc.stdin.flush()
