@@ -509,8 +509,8 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
             saved_step = step
             return
         _checkpoint().save(checkpoint, {"step": step, "model": model.state_dict(), "trainer": trainer.state_dict(),
-                                "loader": loader.state_dict(), "history": history.records,
-                                "model_config": _config_of(model), "dataset": _dataset_of(loader)})
+                                        "loader": loader.state_dict(), "history": history.records,
+                                        "model_config": _config_of(model), "dataset": _dataset_of(loader)})
         saved_step = step
 
     start = time.perf_counter()
