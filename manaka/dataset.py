@@ -24,6 +24,7 @@ import numpy as np
 
 from . import validate as _v
 from .errors import DatasetError
+from .mapped_files import file_inode, shorter_now
 
 __all__ = ["Dataset", "Position"]
 
@@ -53,11 +54,6 @@ class Position:
         return (f"Position(#{self.index}: {present[0]}+{present[1]} tokens, "
                 f"{len(self.legal_moves)} legal moves, target={self.target} (move {self.played_move}), "
                 f"value={self.value:.3f}{soft})")
-
-
-def _inode(path: str):
-    st = os.stat(path)
-    return st.st_dev, st.st_ino
 
 
 def _fits(name: str, x: np.ndarray, lo: int, hi: int, what: str) -> None:
@@ -203,23 +199,16 @@ class Dataset:
         names["meta"] = "meta.json"
         ds = cls(arrays, meta, path=path, source=source, names=names)
         # each mapped file's (path, bytes mapped, inode): see _check_files
-        ds._mapped = [(a.filename, a.offset + a.nbytes, _inode(a.filename)) for a in arrays.values()
+        ds._mapped = [(a.filename, a.offset + a.nbytes, file_inode(a.filename)) for a in arrays.values()
                       if isinstance(a, np.memmap) and a.filename]
         return ds
 
     def _check_files(self) -> None:
-        """A DatasetError naming a file that is shorter than its memory map (the same file, cut
-        in place by another process): reading the lost pages is a SIGBUS, which kills the
-        process (the Loader's producers catch it; a read in Python cannot). A file replaced by
-        another (renamed over, as Dataset.save does) or removed is no fault: the map holds the
-        one that was opened."""
+        """A DatasetError naming a file that is shorter than its memory map (manaka.mapped_files)."""
         for file, size, inode in getattr(self, "_mapped", ()):
-            try:
-                st = os.stat(file)
-            except OSError:
-                continue
-            if (st.st_dev, st.st_ino) == inode and st.st_size < size:
-                raise DatasetError(self.path, f"{self.path!r}: {os.path.basename(file)} is shorter ({st.st_size:,} bytes) "
+            now = shorter_now(file, size, inode)
+            if now is not None:
+                raise DatasetError(self.path, f"{self.path!r}: {os.path.basename(file)} is shorter ({now:,} bytes) "
                                               f"than its memory map ({size:,} bytes): it was cut while in use",
                                    named=True)
 

@@ -26,7 +26,8 @@ from .. import _core
 from ..dataset import Dataset, Position
 from .position import MOVE_ENCODINGS, MOVE_KINDS, check_moves, kinds_meta, num_labels
 from .eval_scale import EVAL_SCALE, check_eval_scale
-from .records import HCPE, RecordFiles, _check_on_bad, file_inode, _scale_text, expand_paths, resolve_eval_scale, value_weight
+from ..mapped_files import file_inode
+from .records import HCPE, RecordFiles, _check_on_bad, _scale_text, expand_paths, resolve_eval_scale, value_weight
 
 __all__ = ["open_hcpe3", "Hcpe3Files", "GAME_DTYPE", "MOVE_INFO_DTYPE", "MOVE_VISITS_DTYPE"]
 

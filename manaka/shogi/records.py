@@ -17,6 +17,7 @@ from .. import _core
 from . import fingerprint as _fingerprint
 from .eval_scale import EVAL_SCALE, check_eval_scale, fit_eval_scale
 from ..dataset import Dataset, Position
+from ..mapped_files import file_inode, shorter_now
 from .position import MOVE_ENCODINGS, MOVE_KINDS, NUM_TOKENS, TOKENS_PER_SIDE, check_moves, kinds_meta, num_labels
 
 __all__ = ["HCPE", "PSV", "RECORD_BYTES", "expand_paths", "read_records", "decode", "value_weight",
@@ -82,20 +83,12 @@ def _check_on_bad(on_bad: str) -> None:
         raise ValueError(f"shogi: on_bad must be 'raise' or 'skip', got {on_bad!r}")
 
 
-def file_inode(path: str) -> Tuple[int, int]:
-    st = os.stat(path)
-    return st.st_dev, st.st_ino
-
-
 def check_not_cut(path: str, size: int, inode: Tuple[int, int]) -> None:
-    """A ValueError when `path` is still the file (`inode`) mapped at `size` bytes and is now
-    shorter (see RecordFiles.check_files)."""
-    try:
-        st = os.stat(path)
-    except OSError:  # removed: its pages live as long as the map
-        return
-    if (st.st_dev, st.st_ino) == tuple(inode) and st.st_size < size:
-        raise ValueError(f"shogi: {path} is shorter ({st.st_size:,} bytes) than when it was opened ({size:,} bytes): "
+    """A ValueError when `path` is still the file `inode` mapped at `size` bytes and is now
+    shorter (manaka.mapped_files)."""
+    now = shorter_now(path, size, inode)
+    if now is not None:
+        raise ValueError(f"shogi: {path} is shorter ({now:,} bytes) than when it was opened ({size:,} bytes): "
                          "it was cut while in use, and its records cannot be read")
 
 
