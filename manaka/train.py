@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import math
 import os
 import sys
 import time
@@ -76,6 +77,8 @@ GAME_RECORDS = (".csa", ".kif", ".kifu")
 
 
 def _positive(kind):
+    """A parser of numbers > 0; a float must also be finite (an infinite --epochs, --time-limit
+    or --lr is no run length or rate)."""
     def parse(text: str):
         try:
             x = kind(text)
@@ -83,6 +86,8 @@ def _positive(kind):
             raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
         if not x > 0:
             raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        if kind is float and not math.isfinite(x):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
         return x
     return parse
 

@@ -275,6 +275,15 @@ def test_non_positive_sizes_are_refused_and_zero_steps_says_nothing_was_trained(
     assert os.listdir(tmp_path) == []
 
 
+def test_infinite_run_lengths_and_rates_are_refused_naming_the_option(tmp_path):
+    """Before, --epochs inf failed after the model was built with "cannot convert float
+    infinity to integer", and --time-limit / --lr inf with fit's and Trainer's names."""
+    for option in ("--epochs", "--time-limit", "--lr", "--dist-timeout"):
+        out = cli([*QUICK, option, "inf"], tmp_path)
+        assert out.returncode == 2 and f"argument {option}: must be a finite number, got inf" in out.stderr, out.stderr
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_time_limit_alone_trains_until_it_over_many_epochs(tmp_path):
     """Before, a time limit alone still stopped after one epoch (4 steps here)."""
     mk.Dataset.synthetic(128, SMALL, seed=0).save(tmp_path / "train")
