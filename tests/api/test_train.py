@@ -284,6 +284,16 @@ def test_infinite_run_lengths_and_rates_are_refused_naming_the_option(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_an_empty_path_is_refused_not_read_as_an_option_not_given(tmp_path):
+    """Before, --data "" trained on synthetic data, --eval-data "" and --checkpoint "" ran
+    without them, and --save "" saved to model.manaka, each without a word."""
+    for option in ("--data", "--eval-data", "--checkpoint", "--save"):
+        out = cli(["--steps", "1", *QUICK, option, ""], tmp_path)
+        assert out.returncode == 2, out.stdout
+        assert f"argument {option}: an empty path (an unset shell variable?)" in out.stderr, out.stderr
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_time_limit_alone_trains_until_it_over_many_epochs(tmp_path):
     """Before, a time limit alone still stopped after one epoch (4 steps here)."""
     mk.Dataset.synthetic(128, SMALL, seed=0).save(tmp_path / "train")
