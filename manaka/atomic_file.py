@@ -17,6 +17,7 @@ import itertools
 import os
 import re
 import stat
+import tempfile
 from contextlib import contextmanager
 from typing import BinaryIO, Iterator, Optional
 
@@ -114,6 +115,17 @@ def _names_a_folder(path) -> bool:
     return text.endswith(tuple(sep for sep in (os.sep, os.altsep) if sep)) and not os.path.isdir(text)
 
 
+def _can_create_in(folder: str) -> bool:
+    """Whether a file can be made in `folder`, found by making one (an unnamed one where the
+    filesystem allows, removed at once): os.access says yes to root for any folder, /proc
+    and a read-only mount's included, where the write then failed at the end."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
+
+
 def unwritable(path) -> str:
     """Why atomic_write(path) could not write `path` for its folder, or "": the nearest of its
     folders that exists (atomic_write makes the others) is a file, or is not writable. For a
@@ -129,7 +141,7 @@ def unwritable(path) -> str:
         folder = os.path.dirname(folder)
     if not os.path.isdir(folder):
         return f"{folder} is a file, not a folder"
-    if not os.access(folder, os.W_OK | os.X_OK):
+    if not os.access(folder, os.W_OK | os.X_OK) or not _can_create_in(folder):
         return f"the folder {folder} is not writable"
     kind = _special(path)
     return f"it is {kind}, not a regular file (it is never replaced)" if kind else ""
@@ -159,7 +171,11 @@ def atomic_write(path) -> Iterator[BinaryIO]:
     _remove_stale(path)
     tmp = temporary_name(path, os.getpid(), next(_writes))
     try:
-        with open(tmp, "wb") as f:
+        f = open(tmp, "wb")
+    except OSError as e:  # the message names the file asked for, not our temporary
+        raise type(e)(e.errno, f"cannot write {path!r}: cannot create a file in {folder!r}: {e.strerror}") from None
+    try:
+        with f:
             yield f
             f.flush()
             os.fsync(f.fileno())

@@ -43,6 +43,17 @@ def test_save_creates_missing_folders_and_names_a_blocked_one(tmp_path):
         model.save(tmp_path / "file" / "m.manaka")
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="a folder no file can be made in: Linux's /proc")
+def test_a_folder_no_file_can_be_made_in_is_named_before_and_at_the_write():
+    """os.access says root may write /proc: unwritable said "" and a run's final save failed
+    naming our temporary ('/proc/.m.manaka.tmp-123.0'), not the path asked for."""
+    from manaka.atomic_file import unwritable
+
+    assert unwritable("/proc/m.manaka") == "the folder /proc is not writable"
+    with pytest.raises(FileNotFoundError, match=r"cannot write '/proc/m.manaka': cannot create a file in '/proc'"):
+        mk.Model(cases.config(), seed=2).save("/proc/m.manaka")
+
+
 def test_an_empty_or_bytes_path(tmp_path, monkeypatch):
     # "": abspath("") is the working folder, so the temporary went to its parent and the
     # error named neither; a bytes path failed in the temporaries' search (a str pattern)
