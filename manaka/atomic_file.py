@@ -31,6 +31,11 @@ __all__ = ["atomic_write", "temporary_name", "unwritable"]
 _writes = itertools.count()
 
 
+# The errors of a write to a file (no filename in them): a full disk, a quota, a size limit, a
+# failing device.
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+
+
 def temporary_name(path: str, pid: int, write: Optional[int] = None) -> str:
     """``.<name>.tmp-<pid>``, or ``.<name>.tmp-<pid>.<write>`` for one write of several."""
     folder, base = os.path.split(os.path.abspath(path))
@@ -180,10 +185,19 @@ def atomic_write(path) -> Iterator[BinaryIO]:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:
+        _discard(tmp)
+        if e.filename is None and e.errno in _NO_ROOM:  # a write's error names no file: say which
+            raise type(e)(e.errno, f"cannot write {path!r}: {e.strerror}") from None
+        raise
     except BaseException:  # including KeyboardInterrupt: never leave our temporary behind
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
+        _discard(tmp)
         raise
     _fsync_dir(folder)
+
+
+def _discard(tmp: str) -> None:
+    try:
+        os.remove(tmp)
+    except OSError:
+        pass
