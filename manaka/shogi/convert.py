@@ -262,7 +262,9 @@ def convert(out: str, inputs: List[str], log=print, force: bool = False) -> Dict
                     if records is None:
                         counts["left_out_games"] += 1
                         continue
-                    records.tofile(f)
+                    # f.write, not records.tofile(f): numpy's tofile drops the error of a
+                    # buffered write (a full disk under 4 KB) and the file came out short
+                    f.write(records.tobytes())
                     counts["games"] += 1
                     counts["positions"] += len(records)
         if counts["positions"] == 0:  # raised inside the writer: no file, an old one kept
