@@ -21,7 +21,7 @@ import tempfile
 from contextlib import contextmanager
 from typing import BinaryIO, Iterator, Optional
 
-__all__ = ["atomic_write", "temporary_name", "unwritable"]
+__all__ = ["atomic_write", "naming_the_file", "temporary_name", "unwritable"]
 
 
 # Each write's own number within this process: two threads writing one destination at once
@@ -34,6 +34,14 @@ _writes = itertools.count()
 # The errors of a write to a file (no filename in them): a full disk, a quota, a size limit, a
 # failing device.
 _NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+
+
+def naming_the_file(error: OSError, path) -> OSError:
+    """`error`, or where it is a write's error that names no file (a full disk...), the same
+    error naming `path`, the file being written."""
+    if error.filename is None and error.errno in _NO_ROOM:
+        return type(error)(error.errno, f"cannot write {os.fsdecode(os.fspath(path))!r}: {error.strerror}")
+    return error
 
 
 def temporary_name(path: str, pid: int, write: Optional[int] = None) -> str:
@@ -187,9 +195,7 @@ def atomic_write(path) -> Iterator[BinaryIO]:
         os.replace(tmp, path)
     except OSError as e:
         _discard(tmp)
-        if e.filename is None and e.errno in _NO_ROOM:  # a write's error names no file: say which
-            raise type(e)(e.errno, f"cannot write {path!r}: {e.strerror}") from None
-        raise
+        raise naming_the_file(e, path) from None
     except BaseException:  # including KeyboardInterrupt: never leave our temporary behind
         _discard(tmp)
         raise
