@@ -251,6 +251,23 @@ def test_an_interrupted_append_leaves_no_game_the_index_does_not_count(tmp_path)
     assert again.counts == [3] and lines == []  # nothing to cut off
 
 
+def test_a_game_that_does_not_fit_on_the_disk_is_taken_back_and_the_file_named(tmp_path):
+    """On a full disk the data file's buffered write failed again in the cleanup's flush, so
+    the part of the game that fitted stayed in the file, uncounted, and the error said only
+    "No space left on device". A file size limit of 1,000 bytes stands in for the full disk."""
+    path = tmp_path / "x.hcpe"
+    code = ("import resource, signal, sys; import numpy as np; from manaka.shogi import selfplay as sp\n"
+            "game = sp.GameFile(sys.argv[1], print)\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (1000, resource.RLIM_INFINITY))\n"
+            "game.append(np.ones(100, sp.HCPE_DTYPE))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == f"OSError: [Errno 27] cannot write {str(path)!r}: File too large"
+    assert path.read_bytes() == b"" and games_index(path) == []
+
+
 def test_settings_that_cannot_be_read_are_named(tmp_path):
     out = tmp_path / "x.hcpe"
     Path(str(out) + ".selfplay.json").write_bytes(b"\xa4\x00 not json")
