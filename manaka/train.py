@@ -201,9 +201,10 @@ def parser() -> argparse.ArgumentParser:
                    help="held-out synthetic positions (same teacher, other seed) evaluated every --eval-every steps "
                         "and at the end (default 4096)")
     g = p.add_argument_group("run length (default: one epoch, at most one minute)")
-    g.add_argument("--steps", type=_non_negative_int, help="optimizer steps in total (counted from the start when "
-                   "resuming)")
-    g.add_argument("--epochs", type=_positive(float), help="or epochs over the data (may be fractional)")
+    length = g.add_mutually_exclusive_group()  # both: --epochs was ignored without a word
+    length.add_argument("--steps", type=_non_negative_int, help="optimizer steps in total (counted from the start "
+                        "when resuming)")
+    length.add_argument("--epochs", type=_positive(float), help="or epochs over the data (may be fractional)")
     g.add_argument("--time-limit", type=_positive(float), metavar="SECONDS",
                    help="stop after this many seconds (default 60 when neither --steps nor --epochs is given); "
                         "alone, the run lasts until then, over as many epochs as fit")

@@ -294,6 +294,14 @@ def test_an_empty_path_is_refused_not_read_as_an_option_not_given(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_steps_and_epochs_together_are_refused(tmp_path):
+    """Before, --steps won and --epochs was ignored without a word (--steps 1000 --epochs 0.02
+    trained 2.5 epochs)."""
+    out = cli([*QUICK, "--steps", "3", "--epochs", "0.5"], tmp_path)
+    assert out.returncode == 2 and "argument --epochs: not allowed with argument --steps" in out.stderr, out.stderr
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_time_limit_alone_trains_until_it_over_many_epochs(tmp_path):
     """Before, a time limit alone still stopped after one epoch (4 steps here)."""
     mk.Dataset.synthetic(128, SMALL, seed=0).save(tmp_path / "train")
