@@ -213,6 +213,7 @@ def _check_resume(path: str, state: dict, model, loader, total: int, bounded: bo
     if bounded and step > total:
         raise CheckpointMismatch(path, f"is at step {step}, beyond the end of this run (step {total}); "
                                        f"ask for at least {step} steps to continue it")
+    _check_schedule_end(path, state["trainer"], total, bounded)
     saved, mine = state.get("model_config"), _config_of(model)
     known = _saved_config(saved) if saved is not None else None
     if known is not None:
@@ -237,6 +238,22 @@ def _check_resume(path: str, state: dict, model, loader, total: int, bounded: bo
                                        f"run's ({mine['positions']} positions {where(mine)}, fingerprint "
                                        f"{mine['fingerprint']})")
     return step
+
+
+def _check_schedule_end(path: str, trainer_state, total: int, bounded: bool) -> None:
+    """Refuses to resume a cosine schedule past its last step: the trainer restores the
+    checkpoint's schedule, so the steps after it ran at min_lr (0 by default), training
+    nothing, while the run said it trained them."""
+    hyper = trainer_state.get("hyperparameters") if isinstance(trainer_state, dict) else None
+    if not isinstance(hyper, dict) or hyper.get("schedule") != "cosine":
+        return
+    end = hyper.get("total_steps")
+    if isinstance(end, int) and (not bounded or total > end):
+        goes_to = f"goes on to step {total}" if bounded else "is bounded by time alone"
+        raise CheckpointMismatch(path, f"holds a cosine schedule that ends at step {end} (the learning rate stays "
+                                       f"at min_lr {hyper.get('min_lr')} after it), and this run {goes_to}: its "
+                                       f"steps past {end} would not train; ask for at most {end} steps to continue "
+                                       "it, or start a new run")
 
 
 def _restore(path: str, state: dict, model, trainer, loader) -> None:
@@ -368,7 +385,8 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
             position restored): a resumed CPU run ends bitwise equal to an uninterrupted one.
             A checkpoint of another model config, another dataset (``Dataset.fingerprint``,
             or for shogi records ``RecordFiles.fingerprint``: the files, their sizes, sampled
-            records, value and on_bad) or a step beyond `steps` is refused with
+            records, value and on_bad), a step beyond `steps`, or a cosine schedule that ends
+            before this run does (its steps past the end would train at min_lr) is refused with
             :class:`manaka.CheckpointMismatch` before anything changes; a damaged one with
             :class:`manaka.CheckpointError`. A missing one: the log says the run starts at step 0.
         progress: show a tqdm progress bar (a widget in notebooks).

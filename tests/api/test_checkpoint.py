@@ -112,6 +112,22 @@ def ds():
     return mk.Dataset.synthetic(300, SMALL, seed=0)
 
 
+def test_resume_refuses_to_run_a_cosine_schedule_past_its_end(ds, tmp_path):
+    """The checkpoint's schedule is restored: resumed to a later step than its cosine's end,
+    the extra steps ran at lr 0 (python -m manaka.train --steps 60 --resume after --steps 30
+    on shogi records) and changed nothing, while the run said it trained them."""
+    path = tmp_path / "run.ckpt"
+    cosine = lambda model, **_: mk.Trainer(model, lr=1e-2, warmup_steps=1, schedule="cosine", total_steps=4)
+    _run(ds, path, 4, trainer_cls=cosine)
+    before = path.read_bytes()
+    with pytest.raises(mk.CheckpointMismatch, match=r"run.ckpt'?: holds a cosine schedule that ends at step 4 .* "
+                                                    r"this run goes on to step 6: its steps past 4 would not train"):
+        _run(ds, path, 6, trainer_cls=cosine, resume=True)
+    assert path.read_bytes() == before
+    _, trainer = _run(ds, path, 4, trainer_cls=cosine, resume=True)  # the same run, at its end
+    assert trainer.step_count == 4
+
+
 def test_resume_refuses_another_model_another_dataset_or_fewer_steps(ds, tmp_path):
     path = tmp_path / "deep" / "er" / "run.ckpt"  # the folder is created
     _run(ds, path, 4)
