@@ -256,6 +256,20 @@ def _check_schedule_end(path: str, trainer_state, total: int, bounded: bool) -> 
                                        "it, or start a new run")
 
 
+def _replaced_hyperparameters(asked, restored) -> Optional[str]:
+    """The log line naming the trainer's hyperparameters that resuming replaced with the
+    checkpoint's (a run's --lr or --warmup changed since: it trains at the checkpoint's), or
+    None. total_steps counts only for a cosine schedule (a constant one never reads it)."""
+    if not isinstance(asked, dict) or not isinstance(restored, dict):
+        return None
+    counts = lambda name: name != "total_steps" or "cosine" in (asked.get("schedule"), restored.get("schedule"))
+    changed = [f"{name} {restored[name]} (this run's: {asked.get(name)})" for name in restored
+               if counts(name) and restored[name] != asked.get(name)]
+    if not changed:
+        return None
+    return "resumed with the checkpoint's hyperparameters, not this run's: " + ", ".join(changed)
+
+
 def _restore(path: str, state: dict, model, trainer, loader) -> None:
     """Loads model, trainer and loader state, all or nothing: if one refuses its part, the
     ones already loaded get their previous state back."""
@@ -494,11 +508,13 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     lead = rank == 0
     held_loader = None if eval_data is None or not lead else _eval_loader(eval_data, eval_batch_size)
 
-    history, step, saved_step = History(), 0, None
+    history, step, saved_step, replaced_note = History(), 0, None, None
     if resume and os.path.exists(checkpoint):
         state = _checkpoint().load(checkpoint)
         step = _check_resume(checkpoint, state, model, loader, total, bounded)
+        asked = getattr(trainer, "hyperparameters", None)
         _restore(checkpoint, state, model, trainer, loader)
+        replaced_note = _replaced_hyperparameters(asked, getattr(trainer, "hyperparameters", None))
         history = History(state.get("history"))
         saved_step = step
     history.start_step = step
@@ -518,6 +534,8 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         say = lambda line: None  # noqa: E731  (rank 0 logs for every rank)
     if schedule_note:
         say(schedule_note)
+    if replaced_note:
+        say(replaced_note)
     if resume and saved_step is None:
         say(f"no checkpoint at {checkpoint} yet: this run starts at step 0 and will write it")
 

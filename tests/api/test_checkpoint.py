@@ -128,6 +128,25 @@ def test_resume_refuses_to_run_a_cosine_schedule_past_its_end(ds, tmp_path):
     assert trainer.step_count == 4
 
 
+def test_resume_says_which_hyperparameters_the_checkpoint_replaced(ds, tmp_path):
+    """The checkpoint's hyperparameters are restored over the trainer's: a run resumed with
+    another --lr trained at the old one, its log line showing the new one, without a word."""
+    path = tmp_path / "run.ckpt"
+    _run(ds, path, 4)  # lr 1e-2, no warm-up
+
+    def resumed(trainer_cls):
+        model = mk.Model(mk.ModelConfig(embed_dim=8, **CFG), seed=0)
+        lines = []
+        mk.fit(model, mk.Loader(ds, batch_size=48, producers=2, seed=7), steps=6, trainer=trainer_cls(model),
+               checkpoint=str(path), resume=True, progress=False, log=lines.append)
+        return [line for line in lines if line.startswith("resumed with")]
+
+    said = resumed(lambda model: mk.Trainer(model, lr=0.5, warmup_steps=3))
+    assert said == ["resumed with the checkpoint's hyperparameters, not this run's: lr 0.01 (this run's: 0.5), "
+                    "warmup_steps 0 (this run's: 3)"]
+    assert resumed(lambda model: mk.Trainer(model, lr=1e-2)) == []  # the same run (total_steps unread: constant)
+
+
 def test_resume_refuses_another_model_another_dataset_or_fewer_steps(ds, tmp_path):
     path = tmp_path / "deep" / "er" / "run.ckpt"  # the folder is created
     _run(ds, path, 4)
