@@ -34,6 +34,7 @@ import time
 import manaka as mk
 
 from .atomic_file import unwritable
+from .distributed_trainer import ExchangeFailed
 from .fit import format_duration
 from .shogi.eval_scale import EVAL_SCALE
 from .shogi.position import MOVE_ENCODINGS
@@ -674,7 +675,7 @@ def _train(args, rank: int = 0, world: int = 1, group=None) -> int:
             baselines = label_baselines(counted, held_out, batch_size=max(batch_size, 1024))
         summary(history, loader, data, held_out, model, batch_size, args.checkpoint, baselines)
         save_model(args, model, history)
-    except (mk.FileFormatError, OSError) as e:
+    except (mk.FileFormatError, OSError, ExchangeFailed) as e:  # ExchangeFailed: --nproc lost a process
         return fail(str(e))
     except ValueError as e:  # shogi records are decoded while training; fit names data without a batch
         if not str(e).startswith(("shogi:", "fit:")):

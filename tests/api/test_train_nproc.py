@@ -47,3 +47,22 @@ def test_two_processes_then_resume_in_one_and_three(tmp_path):
     out = cli("--nproc", 2, "--batch-size", 40, "--steps", 9, "--checkpoint", "run.ckpt", "--resume", cwd=tmp_path)
     assert out.returncode == 2 and "not a multiple of this loader's world_size 2 x batch_size 40" in out.stderr
     assert "failed" in out.stderr.splitlines()[-1]
+
+
+def test_a_lost_process_ends_the_others_in_one_line(tmp_path, monkeypatch, capsys):
+    """A rank killed (kill -9) mid-run made the others print ExchangeFailed's traceback; its
+    message, which says what failed where, is the one line now."""
+    import manaka as mk
+    from manaka import train
+    from manaka.distributed_trainer import ExchangeFailed
+
+    said = ("Trainer.step: the exchange of the dense gradients with the other ranks failed at step 3 on rank 0 "
+            "of 2: a rank died or did not answer within the process group's timeout")
+
+    def lost(*args, **kwargs):
+        raise ExchangeFailed(said)
+
+    monkeypatch.setattr(mk, "fit", lost)
+    monkeypatch.chdir(tmp_path)
+    assert train.main([*SMALL, "--synthetic", "300", "--eval-positions", "0", "--steps", "3", "--device", "cpu"]) == 2
+    assert capsys.readouterr().err == f"python -m manaka.train: {said}\n"
