@@ -496,6 +496,7 @@ def _spawn(args) -> int:
             p.start()
         failed_at = None
         try:
+            _stop_ranks_on_sigterm(procs)
             while any(p.is_alive() for p in procs):
                 for p in procs:
                     p.join(0.2)
@@ -516,6 +517,25 @@ def _spawn(args) -> int:
               file=sys.stderr)
         return bad[0][1] if bad[0][1] and bad[0][1] > 0 else 1
     return 0
+
+
+def _stop_ranks_on_sigterm(procs) -> None:
+    """SIGTERM to this command (kill PID, a job scheduler) stops its processes too, then
+    ends it with status 143: they were left training on their own, writing the checkpoint,
+    after the command had ended. (Ctrl-C reaches them from the terminal: see _spawn.)"""
+    import signal
+
+    def stop(signum, frame):
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(30)
+        print(f"python -m manaka.train: terminated; stopped the {len(procs)} processes (the checkpoint holds its last "
+              "save, if any)", file=sys.stderr)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def _rank(args, rank: int, rendezvous: str) -> None:
