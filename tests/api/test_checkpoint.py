@@ -73,6 +73,18 @@ def test_the_converter_rewrites_a_trusted_old_checkpoint(tmp_path):
     assert (tmp_path / "new.ckpt").read_bytes()[:8] == b"MANAKA\x00\x02"
 
 
+def test_the_converter_says_a_current_checkpoint_needs_no_conversion(tmp_path):
+    """A checkpoint of this format was asked for --trust-pickle, and with it failed as
+    "cannot be unpickled: UnpicklingError: invalid load key, 'M'"."""
+    ckpt.save(tmp_path / "c.ckpt", {"step": 1})
+    for trust in ([], ["--trust-pickle"]):
+        out = subprocess.run([sys.executable, "-m", "manaka.checkpoint", "convert", str(tmp_path / "c.ckpt"),
+                              str(tmp_path / "new.ckpt"), *trust], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and "is a manaka file of this format already, not a pickle: there is nothing " \
+                                       "to convert" in out.stderr, out.stderr
+    assert sorted(os.listdir(tmp_path)) == ["c.ckpt"]
+
+
 @pytest.mark.parametrize("damage", ["truncated", "flipped", "empty", "header"])
 def test_damaged_checkpoints_name_the_file(tmp_path, damage):
     path = tmp_path / "c.ckpt"
