@@ -301,6 +301,10 @@ def main(argv=None) -> int:
         own = isinstance(e, OSError) and e.filename is None and e.strerror
         print(f"python -m manaka.shogi convert: {e.strerror if own else e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # the atomic writer has removed its temporary: OUT is as it was
+        print(f"python -m manaka.shogi convert: interrupted; nothing was written ({args.out} is as it was)",
+              file=sys.stderr)
+        return 130
     print(f"wrote {counts['positions']:,} positions of {counts['games']:,} games from {counts['files']:,} files "
           f"to {args.out} ({_summary(counts)})")
     return 0

@@ -278,6 +278,23 @@ def test_an_output_that_runs_out_of_room_fails_naming_it_and_is_not_written(tmp_
     assert not out.exists() and leftovers(tmp_path) == []
 
 
+def test_ctrl_c_is_one_line_and_keeps_the_old_output(tmp_path, capsys, monkeypatch):
+    """Ctrl-C while the records were parsed printed a KeyboardInterrupt traceback."""
+    a, b = two_games(tmp_path)
+    out = tmp_path / "out.hcpe"
+    assert run(capsys, out, a)[0] == 0
+    kept = out.read_bytes()
+
+    def interrupted(paths):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(convert, "_parse_isolated", interrupted)
+    code, said, err = run(capsys, out, a, b, "--force")
+    assert code == 130 and said == ""
+    assert err == f"python -m manaka.shogi convert: interrupted; nothing was written ({out} is as it was)\n"
+    assert out.read_bytes() == kept and leftovers(tmp_path) == []
+
+
 def test_a_game_with_an_illegal_move_is_left_out_and_reported(tmp_path, capsys):
     seed = int(np.random.SeedSequence().entropy % 10_000)
     while True:
