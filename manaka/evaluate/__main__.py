@@ -138,6 +138,9 @@ def main(argv=None) -> int:
     except (FileFormatError, ValueError, TypeError, OSError, RuntimeError, MemoryError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted; nothing was evaluated", file=sys.stderr)
+        return 130
     where = "DATA itself (it has seen the answers: an optimistic bound)" if train is None else f"--train {args.train}"
     if train is not None and _shared_files(train, data):  # a --train glob that takes in DATA: as optimistic
         where += " (it shares files with DATA, whose answers it has seen: an optimistic bound)"
