@@ -739,6 +739,32 @@ def _suffixes(names, suffixes) -> int:
     return sum(1 for n in names if n.lower().endswith(suffixes))
 
 
+def _record_kind(name: str) -> str:
+    """"hcpe3", "hcpe" or "psv" for a record file's name, by its suffix, else ""."""
+    lower = name.lower()
+    if lower.endswith(".hcpe3"):
+        return "hcpe3"
+    if lower.endswith(".hcpe"):
+        return "hcpe"
+    return "psv" if lower.endswith((".bin", ".psv")) else ""
+
+
+def _kind_of_matches(pattern: str, option: str) -> tuple:
+    """(the record kind of every file a glob matches, "") or ("", the first match that is no
+    record file), by the matches' names: by the pattern's, 'games/*' of HCPE files was "a file
+    of an unknown kind (no suffix)". Matches that are records of several kinds: a ValueError
+    naming one of each."""
+    matches = sorted(glob.glob(pattern))
+    kinds = {_record_kind(m) for m in matches}
+    if "" in kinds:
+        return "", next(m for m in matches if not _record_kind(m))
+    if len(kinds) > 1:
+        examples = ", ".join(f"{next(m for m in matches if _record_kind(m) == k)} ({k})" for k in sorted(kinds))
+        raise ValueError(f"{option} {pattern}: the glob matches record files of several kinds ({examples}): "
+                         "name one kind")
+    return kinds.pop(), ""
+
+
 def data_kind(path: str, option: str = "--data") -> str:
     """"data" (a dataset folder), "hcpe", "hcpe3" or "psv" (shogi records) for `path`; anything else
     is a ValueError saying what the path is and what is accepted."""
@@ -769,19 +795,18 @@ def data_kind(path: str, option: str = "--data") -> str:
                              "Dataset.save: an unfinished or damaged dataset?)")
         raise ValueError(f"{option} {path}: a folder with no meta.json and no record file; {accepted}")
     if os.path.isfile(path) or any(ch in path for ch in "*?[") and glob.glob(path):
-        lower = path.lower()
-        if lower.endswith(".hcpe3"):
-            return "hcpe3"
-        if lower.endswith(".hcpe"):
-            return "hcpe"
-        if lower.endswith((".bin", ".psv")):
-            return "psv"
+        kind, name = (_record_kind(path), path) if os.path.isfile(path) else _kind_of_matches(path, option)
+        if kind:
+            return kind
+        what = path if name == path else f"{path} matches {name}"  # the file that is no record
+        lower = name.lower()
         if lower.endswith(GAME_RECORDS):
-            raise ValueError(f"{option} {path}: a CSA / KIF game record, which training does not read; {convert}")
-        if os.path.basename(path) == "meta.json":
-            raise ValueError(f"{option} {path}: give the dataset folder, {os.path.dirname(path) or '.'}, not its meta.json")
-        suffix = os.path.splitext(path)[1] or "no suffix"
-        raise ValueError(f"{option} {path}: a file of an unknown kind ({suffix}); {accepted}")
+            raise ValueError(f"{option} {what}: a CSA / KIF game record, which training does not read; {convert}")
+        if os.path.basename(name) == "meta.json":
+            raise ValueError(f"{option} {what}: give the dataset folder, {os.path.dirname(name) or '.'}, not its "
+                             "meta.json")
+        suffix = os.path.splitext(name)[1] or "no suffix"
+        raise ValueError(f"{option} {what}: a file of an unknown kind ({suffix}); {accepted}")
     if any(ch in path for ch in "*?["):
         raise ValueError(f"{option} {path}: no file matches this glob; {accepted}")
     if os.path.exists(path):  # a FIFO, socket or device: it was reported as missing

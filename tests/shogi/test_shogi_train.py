@@ -157,6 +157,23 @@ def test_data_paths_that_are_not_training_data_say_what_they_are(tmp_path):
         assert "HCPE files (.hcpe), YaneuraOu PSV files (.bin, .psv)" in line or "convert" in line, line
 
 
+def test_a_glob_is_read_by_the_kind_of_the_files_it_matches(tmp_path, monkeypatch):
+    """The kind came from the pattern's suffix: 'games/*' of HCPE files was "a file of an
+    unknown kind (no suffix)", and 'g/[ab].*' over HCPE and PSV files "unknown kind (.*)"."""
+    from manaka.train import data_kind
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "games").mkdir()
+    for name in ("a.hcpe", "b.hcpe", "c.bin", "d.txt"):
+        (tmp_path / "games" / name).write_bytes(b"")
+    assert data_kind("games/[ab]*") == "hcpe" and data_kind("games/c*") == "psv"
+    with pytest.raises(ValueError, match=r"--data games/\[ac\]\.\*: the glob matches record files of several kinds "
+                                         r"\(games/a.hcpe \(hcpe\), games/c.bin \(psv\)\): name one kind"):
+        data_kind("games/[ac].*")
+    with pytest.raises(ValueError, match=r"--data games/\* matches games/d.txt: a file of an unknown kind \(.txt\)"):
+        data_kind("games/*")
+
+
 def test_a_model_too_large_for_memory_on_records_is_one_line(tmp_path):
     _, hcpe, _ = make_records(40, 36)
     hcpe.tofile(tmp_path / "x.hcpe")
