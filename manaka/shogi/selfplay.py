@@ -328,7 +328,9 @@ def _open_locked(out: str, held: Optional[str], meta: str, settings: Settings, l
             if path and os.path.exists(path) and os.path.getsize(path) > 0 and not os.path.exists(path + ".games"):
                 raise ValueError(f"selfplay: {path} exists and is not a selfplay output of this command "
                                  f"(no {path}.games); it is left alone: choose another file")
-        if before != identity and not _holds_games(out, held):
+        # the default held-out file too, which a run without a split does not name: a run that
+        # had written its game 0 there replayed it into --out (a held-out game trained on)
+        if before != identity and not _holds_games(out, held) and not _holds_games(held_out_path(out), None):
             # a run that wrote no game (an engine command with a typo) binds no settings
             log(f"selfplay: {out} holds no game yet: its settings are replaced by this command's")
             _write_settings(meta, identity)

@@ -268,6 +268,20 @@ def test_a_game_that_does_not_fit_on_the_disk_is_taken_back_and_the_file_named(t
     assert path.read_bytes() == b"" and games_index(path) == []
 
 
+def test_a_rerun_without_the_split_cannot_replay_a_held_out_game_into_the_train_file(tmp_path):
+    """Settings are replaced while --out holds no game, but only --out and the run's own
+    held-out file were looked at: a run without a split, after one that had written its
+    game 0 to the default held-out file, replayed game 0 into --out, trained on and held out."""
+    out = tmp_path / "x.hcpe"
+    run(out, 0, settings())  # settings without a split, no game
+    run(out, 1, settings(held_out_games=5))  # no game in --out yet: its settings replace them
+    assert games_index(tmp_path / "x-heldout.hcpe") != [] and games_index(out) == []
+    with pytest.raises(ValueError, match=r"x\.hcpe holds games made with other settings \(held_out_games: 5 before, "
+                                         r"None now\)"):
+        run(out, 2, settings())
+    assert games_index(out) == []
+
+
 def test_settings_that_cannot_be_read_are_named(tmp_path):
     out = tmp_path / "x.hcpe"
     Path(str(out) + ".selfplay.json").write_bytes(b"\xa4\x00 not json")
