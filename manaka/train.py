@@ -697,8 +697,9 @@ def _train(args, rank: int = 0, world: int = 1, group=None) -> int:
         save_model(args, model, history)
     except (mk.FileFormatError, OSError, ExchangeFailed) as e:  # ExchangeFailed: --nproc lost a process
         return fail(str(e))
-    except ValueError as e:  # shogi records are decoded while training; fit names data without a batch
-        if not str(e).startswith(("shogi:", "fit:")):
+    except ValueError as e:  # shogi records are decoded while training; fit names data without a batch,
+        # evaluate held-out data without a usable position
+        if not str(e).startswith(("shogi:", "fit:", "evaluate:")):
             raise
         return fail(str(e))
     return 0

@@ -37,6 +37,23 @@ def test_cli_names_a_bad_record_in_one_line(tmp_path, capsys):
     assert np.all(hcpe["gameResult"][:17] <= 2)
 
 
+
+def test_held_out_records_all_skipped_are_one_line(tmp_path, capsys):
+    """--eval-data whose every record --on-bad skip leaves out ended the run at its first
+    evaluation with evaluate's ValueError as a traceback."""
+    _, hcpe, _ = make_records(60, 33)
+    hcpe[:40].tofile(tmp_path / "train.hcpe")
+    held = hcpe[40:].copy()
+    held["gameResult"] = 9
+    held.tofile(tmp_path / "held.hcpe")
+    assert train.main(["--data", str(tmp_path / "train.hcpe"), "--eval-data", str(tmp_path / "held.hcpe"),
+                       "--on-bad", "skip", "--steps", "3", "--batch-size", "16", "--no-progress", "--no-save",
+                       *TINY]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"python -m manaka.train: evaluate: no position to evaluate in {str(tmp_path / 'held.hcpe')!r}: "
+                   "all 20 record(s) read were bad and skipped (on_bad='skip'); a mean over no position is not a "
+                   "loss\n")
+
 import os  # noqa: E402
 import re  # noqa: E402
 import subprocess  # noqa: E402
