@@ -284,14 +284,17 @@ def _open_outputs(out: str, held: Optional[str], settings: Settings, log) -> Tup
         if os.path.exists(f) and not os.path.isfile(f):
             raise ValueError(f"selfplay: {role} {f} is not a regular file (a folder, FIFO, socket or device): "
                              "choose another --out or held-out file; nothing was written")
-    created = not os.path.exists(out)
+    # refused (a held-out file that cannot be opened, say): leave none of the files this call made
+    made = [f for f in (out, out + ".games", meta) if not os.path.exists(f)]
     lock = _lock(out)
     try:
         return _open_locked(out, held, meta, settings, log, lock)
     except BaseException:
         lock.close()
-        if created and os.path.exists(out) and os.path.getsize(out) == 0:  # refused: leave no file behind
-            os.remove(out)
+        if out in made and os.path.exists(out) and os.path.getsize(out) == 0:  # no game: the others hold none
+            for f in made:
+                if os.path.exists(f):
+                    os.remove(f)
         raise
 
 

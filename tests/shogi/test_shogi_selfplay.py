@@ -282,6 +282,15 @@ def test_a_rerun_without_the_split_cannot_replay_a_held_out_game_into_the_train_
     assert games_index(out) == []
 
 
+def test_a_held_out_file_that_cannot_be_opened_leaves_no_file(tmp_path):
+    """--out's index and settings were written before the held-out file was opened, and were
+    left behind when it could not be (only --out itself was removed)."""
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(NotADirectoryError):
+        run(tmp_path / "x.hcpe", 1, settings(held_out_games=1), held_out_out=str(tmp_path / "file" / "y.hcpe"))
+    assert os.listdir(tmp_path) == ["file"]
+
+
 def test_settings_that_cannot_be_read_are_named(tmp_path):
     out = tmp_path / "x.hcpe"
     Path(str(out) + ".selfplay.json").write_bytes(b"\xa4\x00 not json")
