@@ -641,6 +641,9 @@ def _train(args, rank: int = 0, world: int = 1, group=None) -> int:
         loader = mk.Loader(data, batch_size=batch_size, producers=args.producers, prefetch=args.prefetch,
                            shuffle=True, seed=args.seed, rank=rank, world_size=world, drop_last=world > 1)
         total = None if by_time else args.steps if args.steps is not None else int(round(epochs * len(loader)))
+        if args.epochs is not None and total == 0:  # "no step was run (--steps 0)" said a step count never given
+            raise ValueError(f"--epochs {args.epochs:g} is less than half a step of the {len(loader):,} of an epoch: "
+                             "nothing would be trained")
         schedule = option("schedule")
         if total is None and schedule == "cosine" and args.schedule is not None:
             raise ValueError("--schedule cosine decays to the last step, which a --time-limit alone does not fix: "

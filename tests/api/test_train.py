@@ -302,6 +302,15 @@ def test_steps_and_epochs_together_are_refused(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_epochs_of_less_than_a_step_are_refused(tmp_path):
+    """--epochs 0.001 rounded to 0 steps, and the run said "no step was run (--steps 0)",
+    naming an option it was not given, and exited 0."""
+    line = one_line(cli([*QUICK, "--epochs", "0.001"], tmp_path))  # 600 positions: 10 steps of 64 an epoch
+    assert line == "python -m manaka.train: --epochs 0.001 is less than half a step of the 10 of an epoch: " \
+                   "nothing would be trained"
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_time_limit_alone_trains_until_it_over_many_epochs(tmp_path):
     """Before, a time limit alone still stopped after one epoch (4 steps here)."""
     mk.Dataset.synthetic(128, SMALL, seed=0).save(tmp_path / "train")
