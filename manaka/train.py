@@ -116,6 +116,17 @@ def _value(text: str):
     return x
 
 
+class _Once(argparse.Action):
+    """An option that may be given once: a second --data was taken for the first without a
+    word (last wins), where the user meant both files."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        if getattr(namespace, self.dest) is not None:
+            parser.error(f"argument {option_string}: given twice ({getattr(namespace, self.dest)} and {value}); "
+                         "name several files with one glob or folder")
+        setattr(namespace, self.dest, value)
+
+
 def path_option(text: str) -> str:
     """A path option (here, in manaka.evaluate and in the match's --json): never empty. An
     unset shell variable (--data "$DATA") gave "", which read as the option not given: the
@@ -168,11 +179,11 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m manaka.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("data")
-    g.add_argument("--data", type=path_option, metavar="PATH", help="a dataset folder with meta.json (docs/design.md §4), or shogi "
+    g.add_argument("--data", type=path_option, action=_Once, metavar="PATH", help="a dataset folder with meta.json (docs/design.md §4), or shogi "
                    "records by suffix: 'games/*.hcpe' (dlshogi HCPE), '*.bin' / '*.psv' (YaneuraOu PSV), a file, "
                    "glob or folder (docs/shogi.md; CSA / KIF game records: convert them first with "
                    f"'{CONVERT} kifu/'); default: synthetic data")
-    g.add_argument("--eval-data", type=path_option, metavar="PATH", help="held-out data evaluated while training, every --eval-every "
+    g.add_argument("--eval-data", type=path_option, action=_Once, metavar="PATH", help="held-out data evaluated while training, every --eval-every "
                    "steps and at the end (the same kinds as --data)")
     g.add_argument("--value", type=_value, metavar="result|eval|λ",
                    help="shogi records: the value target: the game result, the evaluation (sigmoid(eval/s), s from "

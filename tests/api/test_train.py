@@ -311,6 +311,16 @@ def test_epochs_of_less_than_a_step_are_refused(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_data_given_twice_is_refused(tmp_path):
+    """--data a --data b trained on b alone (argparse: the last wins), without a word."""
+    for option in ("--data", "--eval-data"):
+        out = cli([*QUICK, "--steps", "1", option, "a.hcpe", option, "b.hcpe"], tmp_path)
+        assert out.returncode == 2, out.stdout
+        assert (f"argument {option}: given twice (a.hcpe and b.hcpe); name several files with one glob or folder"
+                in out.stderr), out.stderr
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_time_limit_alone_trains_until_it_over_many_epochs(tmp_path):
     """Before, a time limit alone still stopped after one epoch (4 steps here)."""
     mk.Dataset.synthetic(128, SMALL, seed=0).save(tmp_path / "train")
