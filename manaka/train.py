@@ -179,12 +179,14 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m manaka.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("data")
-    g.add_argument("--data", type=path_option, action=_Once, metavar="PATH", help="a dataset folder with meta.json (docs/design.md §4), or shogi "
-                   "records by suffix: 'games/*.hcpe' (dlshogi HCPE), '*.bin' / '*.psv' (YaneuraOu PSV), a file, "
-                   "glob or folder (docs/shogi.md; CSA / KIF game records: convert them first with "
-                   f"'{CONVERT} kifu/'); default: synthetic data")
-    g.add_argument("--eval-data", type=path_option, action=_Once, metavar="PATH", help="held-out data evaluated while training, every --eval-every "
-                   "steps and at the end (the same kinds as --data)")
+    g.add_argument("--data", type=path_option, action=_Once, metavar="PATH",
+                   help="a dataset folder with meta.json (docs/design.md §4), or shogi records by suffix: "
+                        "'games/*.hcpe' (dlshogi HCPE), '*.bin' / '*.psv' (YaneuraOu PSV), a file, glob or folder "
+                        "(docs/shogi.md; CSA / KIF game records: convert them first with "
+                        f"'{CONVERT} kifu/'); default: synthetic data")
+    g.add_argument("--eval-data", type=path_option, action=_Once, metavar="PATH",
+                   help="held-out data evaluated while training, every --eval-every steps and at the end (the same "
+                        "kinds as --data)")
     g.add_argument("--value", type=_value, metavar="result|eval|λ",
                    help="shogi records: the value target: the game result, the evaluation (sigmoid(eval/s), s from "
                         "--eval-scale) or "
@@ -275,16 +277,18 @@ def parser() -> argparse.ArgumentParser:
                    "value never sees the pair table (needs --value-hidden; 0: the trunk)")
     g = p.add_argument_group("logging, checkpoints and the model file")
     g.add_argument("--log-every", type=_positive(int), default=25, help="log line every this many steps (default 25)")
-    g.add_argument("--checkpoint", type=path_option, metavar="PATH", help="checkpoint file (model, optimizer, schedule, data position), "
-                   "written at the end, every --checkpoint-every steps and on Ctrl-C; an existing one is "
-                   "continued with --resume or replaced with --force, never silently")
+    g.add_argument("--checkpoint", type=path_option, metavar="PATH",
+                   help="checkpoint file (model, optimizer, schedule, data position), written at the end, every "
+                        "--checkpoint-every steps and on Ctrl-C; an existing one is continued with --resume or "
+                        "replaced with --force, never silently")
     g.add_argument("--checkpoint-every", type=_positive(int), metavar="STEPS", help="also checkpoint every this many "
                    "steps")
     g.add_argument("--resume", action="store_true", help="continue from --checkpoint (a missing one: start fresh)")
     g.add_argument("--force", action="store_true", help="replace an existing --checkpoint instead of refusing")
-    g.add_argument("--save", type=path_option, metavar="PATH", help="save the trained model here, replacing the file (mk.Model.load "
-                   "reads it); default: next to --checkpoint (run.ckpt -> run.manaka), else model.manaka, under a "
-                   "free name (run-1.manaka) rather than replacing a file")
+    g.add_argument("--save", type=path_option, metavar="PATH",
+                   help="save the trained model here, replacing the file (mk.Model.load reads it); default: next "
+                        "to --checkpoint (run.ckpt -> run.manaka), else model.manaka, under a free name "
+                        "(run-1.manaka) rather than replacing a file")
     g.add_argument("--no-save", action="store_true", help="do not save the trained model")
     g.add_argument("--no-progress", action="store_true", help="no progress bar (log lines only)")
     g = p.add_argument_group("data-parallel training (several processes; needs PyTorch)")
