@@ -58,8 +58,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("model", metavar="MODEL", help="a model file (mk.Model.save, python -m manaka.train --save)")
     p.add_argument("data", metavar="DATA", help="a dataset folder (docs/design.md §4), or shogi records: "
                    "'games/*.hcpe' (dlshogi HCPE), '*.bin' / '*.psv' (YaneuraOu PSV), a file, glob or folder")
-    p.add_argument("--train", type=path_option, metavar="DATA", help="count the frequency baseline's moves on this data (the "
-                   "training data) instead of on DATA itself")
+    p.add_argument("--train", type=path_option, metavar="DATA",
+                   help="count the frequency baseline's moves on this data (the training data) instead of on DATA "
+                        "itself")
     p.add_argument("--value", type=value_option, default="result", metavar="result|eval|λ",
                    help="value target of shogi records: the game result (default), the engine eval "
                         "(sigmoid(eval / S), S from --eval-scale), or the mix (1 - λ) result + λ eval")

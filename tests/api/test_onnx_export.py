@@ -910,5 +910,6 @@ def test_command_ctrl_c_is_one_line_and_writes_nothing(tmp_path, monkeypatch, ca
     monkeypatch.setattr(export, "export_onnx", interrupted)
     out = tmp_path / "m.onnx"
     assert export.main([str(tmp_path / "m.manaka"), str(out)]) == 130
-    assert capsys.readouterr().err == f"python -m manaka.export: interrupted; nothing was written ({out} is as it was)\n"
+    said = capsys.readouterr().err
+    assert said == f"python -m manaka.export: interrupted; nothing was written ({out} is as it was)\n"
     assert sorted(os.listdir(tmp_path)) == ["m.manaka"]
