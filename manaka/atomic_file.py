@@ -17,10 +17,11 @@ import itertools
 import os
 import re
 import stat
+import tempfile
 from contextlib import contextmanager
 from typing import BinaryIO, Iterator, Optional
 
-__all__ = ["atomic_write", "temporary_name", "unwritable"]
+__all__ = ["atomic_write", "naming_the_file", "temporary_name", "unwritable"]
 
 
 # Each write's own number within this process: two threads writing one destination at once
@@ -28,6 +29,19 @@ __all__ = ["atomic_write", "temporary_name", "unwritable"]
 # writing the other's temporary (a file of both, which the CRC refused) and failing its rename
 # with a FileNotFoundError once the other had moved it.
 _writes = itertools.count()
+
+
+# The errors of a write to a file (no filename in them): a full disk, a quota, a size limit, a
+# failing device.
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+
+
+def naming_the_file(error: OSError, path) -> OSError:
+    """`error`, or where it is a write's error that names no file (a full disk...), the same
+    error naming `path`, the file being written."""
+    if error.filename is None and error.errno in _NO_ROOM:
+        return type(error)(error.errno, f"cannot write {os.fsdecode(os.fspath(path))!r}: {error.strerror}")
+    return error
 
 
 def temporary_name(path: str, pid: int, write: Optional[int] = None) -> str:
@@ -114,6 +128,17 @@ def _names_a_folder(path) -> bool:
     return text.endswith(tuple(sep for sep in (os.sep, os.altsep) if sep)) and not os.path.isdir(text)
 
 
+def _can_create_in(folder: str) -> bool:
+    """Whether a file can be made in `folder`, found by making one (an unnamed one where the
+    filesystem allows, removed at once): os.access says yes to root for any folder, /proc
+    and a read-only mount's included, where the write then failed at the end."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
+
+
 def unwritable(path) -> str:
     """Why atomic_write(path) could not write `path` for its folder, or "": the nearest of its
     folders that exists (atomic_write makes the others) is a file, or is not writable. For a
@@ -129,7 +154,7 @@ def unwritable(path) -> str:
         folder = os.path.dirname(folder)
     if not os.path.isdir(folder):
         return f"{folder} is a file, not a folder"
-    if not os.access(folder, os.W_OK | os.X_OK):
+    if not os.access(folder, os.W_OK | os.X_OK) or not _can_create_in(folder):
         return f"the folder {folder} is not writable"
     kind = _special(path)
     return f"it is {kind}, not a regular file (it is never replaced)" if kind else ""
@@ -159,15 +184,26 @@ def atomic_write(path) -> Iterator[BinaryIO]:
     _remove_stale(path)
     tmp = temporary_name(path, os.getpid(), next(_writes))
     try:
-        with open(tmp, "wb") as f:
+        f = open(tmp, "wb")
+    except OSError as e:  # the message names the file asked for, not our temporary
+        raise type(e)(e.errno, f"cannot write {path!r}: cannot create a file in {folder!r}: {e.strerror}") from None
+    try:
+        with f:
             yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:
+        _discard(tmp)
+        raise naming_the_file(e, path) from None
     except BaseException:  # including KeyboardInterrupt: never leave our temporary behind
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
+        _discard(tmp)
         raise
     _fsync_dir(folder)
+
+
+def _discard(tmp: str) -> None:
+    try:
+        os.remove(tmp)
+    except OSError:
+        pass

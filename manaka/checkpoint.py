@@ -123,6 +123,16 @@ def load(path) -> Dict[str, Any]:
     return state
 
 
+def _refuse_current(path) -> None:
+    """A file of this format (a checkpoint, or a model) has nothing to convert: it was asked
+    for --trust-pickle, and with it failed as "cannot be unpickled: invalid load key, 'M'"."""
+    with open(path, "rb") as f:
+        head = f.read(len(model_file.MAGIC))
+    if head[:-1] == model_file.MAGIC[:-1]:
+        raise CheckpointError(path, "is a manaka file of this format already, not a pickle: there is nothing to "
+                                    "convert (a checkpoint in it is read as it is)")
+
+
 def convert(old, new, trust_pickle: bool = False, overwrite: bool = False) -> str:
     """Rewrites a pickle checkpoint of an older manaka in this format.
 
@@ -130,6 +140,8 @@ def convert(old, new, trust_pickle: bool = False, overwrite: bool = False) -> st
     pass it only for a file you wrote yourself or otherwise trust. An existing `new` (another
     run's checkpoint, or `old` itself) is replaced only with ``overwrite=True`` (``--force``):
     a FileExistsError naming it otherwise, before `old` is read."""
+    model_file.refuse_special(old, CheckpointError)
+    _refuse_current(old)
     if not trust_pickle:
         raise CheckpointError(old, "converting a pickle runs any code it holds: pass trust_pickle=True "
                                    "(--trust-pickle) only for a file you trust")
@@ -138,7 +150,6 @@ def convert(old, new, trust_pickle: bool = False, overwrite: bool = False) -> st
                               "to replace it; nothing was written")
     import pickle
 
-    model_file.refuse_special(old, CheckpointError)
     with open(old, "rb") as f:
         try:
             state = pickle.load(f)

@@ -29,6 +29,15 @@ from .mapped_files import file_inode, shorter_now
 __all__ = ["Dataset", "Position"]
 
 
+def _write_npy(f, array: np.ndarray) -> None:
+    """np.save's bytes (a version 1.0 header, then the array in C order), every one through
+    f.write: np.save's own ndarray.tofile dropped the error of a buffered write under 4 KB,
+    and a full disk then left a short .npy file behind a save that had succeeded."""
+    array = np.ascontiguousarray(array)
+    np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(array))
+    f.write(array.reshape(-1).view(np.uint8).data)
+
+
 @dataclass(frozen=True)
 class Position:
     """One position of a dataset, for inspection (``ds[i]``)."""
@@ -228,7 +237,7 @@ class Dataset:
         failure or Ctrl-C while writing leaves the old dataset as it was, a folder with a
         meta.json is always complete, and a dataset saved over the folder it was opened
         from (its arrays memory-mapped from the files being replaced) is read whole first."""
-        from .atomic_file import _writes, temporary_name
+        from .atomic_file import _writes, naming_the_file, temporary_name
 
         path = os.fspath(path)
         if os.path.exists(path) and not os.path.isdir(path):  # makedirs said only "File exists"
@@ -241,13 +250,16 @@ class Dataset:
         try:
             for name, file in [*files.items(), ("meta", meta)]:
                 temps.append(temporary_name(file, os.getpid(), next(_writes)))  # its own, whoever else writes
-                with open(temps[-1], "wb") as f:
-                    if name == "meta":
-                        f.write(json.dumps(self.meta, indent=1).encode())
-                    else:
-                        np.save(f, np.asarray(getattr(self, name)))
-                    f.flush()
-                    os.fsync(f.fileno())
+                try:
+                    with open(temps[-1], "wb") as f:
+                        if name == "meta":
+                            f.write(json.dumps(self.meta, indent=1).encode())
+                        else:
+                            _write_npy(f, np.asarray(getattr(self, name)))
+                        f.flush()
+                        os.fsync(f.fileno())
+                except OSError as e:
+                    raise naming_the_file(e, file) from None
             if os.path.lexists(meta):
                 os.remove(meta)
             for tmp, file in zip(temps, files.values()):

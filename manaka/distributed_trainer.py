@@ -43,10 +43,15 @@ import numpy as np
 
 from . import _core
 
-__all__ = ["Exchange", "exchange_bytes"]
+__all__ = ["Exchange", "ExchangeFailed", "exchange_bytes"]
 
 _STATS = _core.STATS
 _FIELDS = ("loss", "policy_loss", "value_loss", "accuracy")
+
+
+class ExchangeFailed(RuntimeError):
+    """A collective of the step failed: another rank died, or did not answer within the
+    process group's timeout. The message says what was exchanged, at which step."""
 
 
 class _CudaBuffer:
@@ -117,7 +122,7 @@ class Exchange:
         try:
             return fn(*args, group=self.group, **kwargs)
         except RuntimeError as e:  # gloo / NCCL errors (DistBackendError is one)
-            raise RuntimeError(f"Trainer.step: the exchange of {what} with the other ranks failed at step "
+            raise ExchangeFailed(f"Trainer.step: the exchange of {what} with the other ranks failed at step "
                                f"{self.trainer.step_count + 1} on rank {self.rank} of {self.world}: a rank "
                                f"died or did not answer within the process group's timeout ({e})") from e
 

@@ -128,6 +128,9 @@ def main(argv=None) -> int:
     except (ValueError, TypeError, OSError, ImportError, MemoryError) as e:
         print(f"python -m manaka.export: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # the atomic writer has removed its temporary: OUT is as it was
+        print(f"python -m manaka.export: interrupted; nothing was written ({args.out} is as it was)", file=sys.stderr)
+        return 130
     c = model.config
     print(f"wrote {args.out} ({os.path.getsize(args.out) / 2**20:,.1f} MiB, opset {args.opset}): "
           f"inputs tokens int32 [batch, 2, {c.tokens_per_side}], legal int32 [batch, legal_moves], counts int32 "

@@ -213,6 +213,7 @@ def _check_resume(path: str, state: dict, model, loader, total: int, bounded: bo
     if bounded and step > total:
         raise CheckpointMismatch(path, f"is at step {step}, beyond the end of this run (step {total}); "
                                        f"ask for at least {step} steps to continue it")
+    _check_schedule_end(path, state["trainer"], total, bounded)
     saved, mine = state.get("model_config"), _config_of(model)
     known = _saved_config(saved) if saved is not None else None
     if known is not None:
@@ -237,6 +238,36 @@ def _check_resume(path: str, state: dict, model, loader, total: int, bounded: bo
                                        f"run's ({mine['positions']} positions {where(mine)}, fingerprint "
                                        f"{mine['fingerprint']})")
     return step
+
+
+def _check_schedule_end(path: str, trainer_state, total: int, bounded: bool) -> None:
+    """Refuses to resume a cosine schedule past its last step: the trainer restores the
+    checkpoint's schedule, so the steps after it ran at min_lr (0 by default), training
+    nothing, while the run said it trained them."""
+    hyper = trainer_state.get("hyperparameters") if isinstance(trainer_state, dict) else None
+    if not isinstance(hyper, dict) or hyper.get("schedule") != "cosine":
+        return
+    end = hyper.get("total_steps")
+    if isinstance(end, int) and (not bounded or total > end):
+        goes_to = f"goes on to step {total}" if bounded else "is bounded by time alone"
+        raise CheckpointMismatch(path, f"holds a cosine schedule that ends at step {end} (the learning rate stays "
+                                       f"at min_lr {hyper.get('min_lr')} after it), and this run {goes_to}: its "
+                                       f"steps past {end} would not train; ask for at most {end} steps to continue "
+                                       "it, or start a new run")
+
+
+def _replaced_hyperparameters(asked, restored) -> Optional[str]:
+    """The log line naming the trainer's hyperparameters that resuming replaced with the
+    checkpoint's (a run's --lr or --warmup changed since: it trains at the checkpoint's), or
+    None. total_steps counts only for a cosine schedule (a constant one never reads it)."""
+    if not isinstance(asked, dict) or not isinstance(restored, dict):
+        return None
+    counts = lambda name: name != "total_steps" or "cosine" in (asked.get("schedule"), restored.get("schedule"))
+    changed = [f"{name} {restored[name]} (this run's: {asked.get(name)})" for name in restored
+               if counts(name) and restored[name] != asked.get(name)]
+    if not changed:
+        return None
+    return "resumed with the checkpoint's hyperparameters, not this run's: " + ", ".join(changed)
 
 
 def _restore(path: str, state: dict, model, trainer, loader) -> None:
@@ -368,7 +399,8 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
             position restored): a resumed CPU run ends bitwise equal to an uninterrupted one.
             A checkpoint of another model config, another dataset (``Dataset.fingerprint``,
             or for shogi records ``RecordFiles.fingerprint``: the files, their sizes, sampled
-            records, value and on_bad) or a step beyond `steps` is refused with
+            records, value and on_bad), a step beyond `steps`, or a cosine schedule that ends
+            before this run does (its steps past the end would train at min_lr) is refused with
             :class:`manaka.CheckpointMismatch` before anything changes; a damaged one with
             :class:`manaka.CheckpointError`. A missing one: the log says the run starts at step 0.
         progress: show a tqdm progress bar (a widget in notebooks).
@@ -476,11 +508,13 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
     lead = rank == 0
     held_loader = None if eval_data is None or not lead else _eval_loader(eval_data, eval_batch_size)
 
-    history, step, saved_step = History(), 0, None
+    history, step, saved_step, replaced_note = History(), 0, None, None
     if resume and os.path.exists(checkpoint):
         state = _checkpoint().load(checkpoint)
         step = _check_resume(checkpoint, state, model, loader, total, bounded)
+        asked = getattr(trainer, "hyperparameters", None)
         _restore(checkpoint, state, model, trainer, loader)
+        replaced_note = _replaced_hyperparameters(asked, getattr(trainer, "hyperparameters", None))
         history = History(state.get("history"))
         saved_step = step
     history.start_step = step
@@ -500,6 +534,8 @@ def fit(model, loader, steps: Optional[int] = None, epochs: Optional[float] = No
         say = lambda line: None  # noqa: E731  (rank 0 logs for every rank)
     if schedule_note:
         say(schedule_note)
+    if replaced_note:
+        say(replaced_note)
     if resume and saved_step is None:
         say(f"no checkpoint at {checkpoint} yet: this run starts at step 0 and will write it")
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import math
 import os
 import sys
 import time
@@ -33,6 +34,7 @@ import time
 import manaka as mk
 
 from .atomic_file import unwritable
+from .distributed_trainer import ExchangeFailed
 from .fit import format_duration
 from .shogi.eval_scale import EVAL_SCALE
 from .shogi.position import MOVE_ENCODINGS
@@ -76,6 +78,8 @@ GAME_RECORDS = (".csa", ".kif", ".kifu")
 
 
 def _positive(kind):
+    """A parser of numbers > 0; a float must also be finite (an infinite --epochs, --time-limit
+    or --lr is no run length or rate)."""
     def parse(text: str):
         try:
             x = kind(text)
@@ -83,6 +87,8 @@ def _positive(kind):
             raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
         if not x > 0:
             raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        if kind is float and not math.isfinite(x):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
         return x
     return parse
 
@@ -108,6 +114,26 @@ def _value(text: str):
     if not 0.0 <= x <= 1.0:
         raise argparse.ArgumentTypeError(f"expected result, eval or a weight in [0, 1], got {text!r}")
     return x
+
+
+class _Once(argparse.Action):
+    """An option that may be given once: a second --data was taken for the first without a
+    word (last wins), where the user meant both files."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        if getattr(namespace, self.dest) is not None:
+            parser.error(f"argument {option_string}: given twice ({getattr(namespace, self.dest)} and {value}); "
+                         "name several files with one glob or folder")
+        setattr(namespace, self.dest, value)
+
+
+def path_option(text: str) -> str:
+    """A path option (here, in manaka.evaluate and in the match's --json): never empty. An
+    unset shell variable (--data "$DATA") gave "", which read as the option not given: the
+    run trained on synthetic data, or kept no checkpoint, without a word."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path (an unset shell variable?)")
+    return text
 
 
 def eval_scale_option(text: str):
@@ -153,12 +179,14 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m manaka.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("data")
-    g.add_argument("--data", metavar="PATH", help="a dataset folder with meta.json (docs/design.md §4), or shogi "
-                   "records by suffix: 'games/*.hcpe' (dlshogi HCPE), '*.bin' / '*.psv' (YaneuraOu PSV), a file, "
-                   "glob or folder (docs/shogi.md; CSA / KIF game records: convert them first with "
-                   f"'{CONVERT} kifu/'); default: synthetic data")
-    g.add_argument("--eval-data", metavar="PATH", help="held-out data evaluated while training, every --eval-every "
-                   "steps and at the end (the same kinds as --data)")
+    g.add_argument("--data", type=path_option, action=_Once, metavar="PATH",
+                   help="a dataset folder with meta.json (docs/design.md §4), or shogi records by suffix: "
+                        "'games/*.hcpe' (dlshogi HCPE), '*.bin' / '*.psv' (YaneuraOu PSV), a file, glob or folder "
+                        "(docs/shogi.md; CSA / KIF game records: convert them first with "
+                        f"'{CONVERT} kifu/'); default: synthetic data")
+    g.add_argument("--eval-data", type=path_option, action=_Once, metavar="PATH",
+                   help="held-out data evaluated while training, every --eval-every steps and at the end (the same "
+                        "kinds as --data)")
     g.add_argument("--value", type=_value, metavar="result|eval|λ",
                    help="shogi records: the value target: the game result, the evaluation (sigmoid(eval/s), s from "
                         "--eval-scale) or "
@@ -187,9 +215,10 @@ def parser() -> argparse.ArgumentParser:
                    help="held-out synthetic positions (same teacher, other seed) evaluated every --eval-every steps "
                         "and at the end (default 4096)")
     g = p.add_argument_group("run length (default: one epoch, at most one minute)")
-    g.add_argument("--steps", type=_non_negative_int, help="optimizer steps in total (counted from the start when "
-                   "resuming)")
-    g.add_argument("--epochs", type=_positive(float), help="or epochs over the data (may be fractional)")
+    length = g.add_mutually_exclusive_group()  # both: --epochs was ignored without a word
+    length.add_argument("--steps", type=_non_negative_int, help="optimizer steps in total (counted from the start "
+                        "when resuming)")
+    length.add_argument("--epochs", type=_positive(float), help="or epochs over the data (may be fractional)")
     g.add_argument("--time-limit", type=_positive(float), metavar="SECONDS",
                    help="stop after this many seconds (default 60 when neither --steps nor --epochs is given); "
                         "alone, the run lasts until then, over as many epochs as fit")
@@ -248,16 +277,18 @@ def parser() -> argparse.ArgumentParser:
                    "value never sees the pair table (needs --value-hidden; 0: the trunk)")
     g = p.add_argument_group("logging, checkpoints and the model file")
     g.add_argument("--log-every", type=_positive(int), default=25, help="log line every this many steps (default 25)")
-    g.add_argument("--checkpoint", metavar="PATH", help="checkpoint file (model, optimizer, schedule, data position), "
-                   "written at the end, every --checkpoint-every steps and on Ctrl-C; an existing one is "
-                   "continued with --resume or replaced with --force, never silently")
+    g.add_argument("--checkpoint", type=path_option, metavar="PATH",
+                   help="checkpoint file (model, optimizer, schedule, data position), written at the end, every "
+                        "--checkpoint-every steps and on Ctrl-C; an existing one is continued with --resume or "
+                        "replaced with --force, never silently")
     g.add_argument("--checkpoint-every", type=_positive(int), metavar="STEPS", help="also checkpoint every this many "
                    "steps")
     g.add_argument("--resume", action="store_true", help="continue from --checkpoint (a missing one: start fresh)")
     g.add_argument("--force", action="store_true", help="replace an existing --checkpoint instead of refusing")
-    g.add_argument("--save", metavar="PATH", help="save the trained model here, replacing the file (mk.Model.load "
-                   "reads it); default: next to --checkpoint (run.ckpt -> run.manaka), else model.manaka, under a "
-                   "free name (run-1.manaka) rather than replacing a file")
+    g.add_argument("--save", type=path_option, metavar="PATH",
+                   help="save the trained model here, replacing the file (mk.Model.load reads it); default: next "
+                        "to --checkpoint (run.ckpt -> run.manaka), else model.manaka, under a free name "
+                        "(run-1.manaka) rather than replacing a file")
     g.add_argument("--no-save", action="store_true", help="do not save the trained model")
     g.add_argument("--no-progress", action="store_true", help="no progress bar (log lines only)")
     g = p.add_argument_group("data-parallel training (several processes; needs PyTorch)")
@@ -480,6 +511,7 @@ def _spawn(args) -> int:
             p.start()
         failed_at = None
         try:
+            _stop_ranks_on_sigterm(procs)
             while any(p.is_alive() for p in procs):
                 for p in procs:
                     p.join(0.2)
@@ -500,6 +532,25 @@ def _spawn(args) -> int:
               file=sys.stderr)
         return bad[0][1] if bad[0][1] and bad[0][1] > 0 else 1
     return 0
+
+
+def _stop_ranks_on_sigterm(procs) -> None:
+    """SIGTERM to this command (kill PID, a job scheduler) stops its processes too, then
+    ends it with status 143: they were left training on their own, writing the checkpoint,
+    after the command had ended. (Ctrl-C reaches them from the terminal: see _spawn.)"""
+    import signal
+
+    def stop(signum, frame):
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(30)
+        print(f"python -m manaka.train: terminated; stopped the {len(procs)} processes (the checkpoint holds its last "
+              "save, if any)", file=sys.stderr)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def _rank(args, rank: int, rendezvous: str) -> None:
@@ -605,6 +656,9 @@ def _train(args, rank: int = 0, world: int = 1, group=None) -> int:
         loader = mk.Loader(data, batch_size=batch_size, producers=args.producers, prefetch=args.prefetch,
                            shuffle=True, seed=args.seed, rank=rank, world_size=world, drop_last=world > 1)
         total = None if by_time else args.steps if args.steps is not None else int(round(epochs * len(loader)))
+        if args.epochs is not None and total == 0:  # "no step was run (--steps 0)" said a step count never given
+            raise ValueError(f"--epochs {args.epochs:g} is less than half a step of the {len(loader):,} of an epoch: "
+                             "nothing would be trained")
         schedule = option("schedule")
         if total is None and schedule == "cosine" and args.schedule is not None:
             raise ValueError("--schedule cosine decays to the last step, which a --time-limit alone does not fix: "
@@ -659,10 +713,11 @@ def _train(args, rank: int = 0, world: int = 1, group=None) -> int:
             baselines = label_baselines(counted, held_out, batch_size=max(batch_size, 1024))
         summary(history, loader, data, held_out, model, batch_size, args.checkpoint, baselines)
         save_model(args, model, history)
-    except (mk.FileFormatError, OSError) as e:
+    except (mk.FileFormatError, OSError, ExchangeFailed) as e:  # ExchangeFailed: --nproc lost a process
         return fail(str(e))
-    except ValueError as e:  # shogi records are decoded while training; fit names data without a batch
-        if not str(e).startswith(("shogi:", "fit:")):
+    except ValueError as e:  # shogi records are decoded while training; fit names data without a batch,
+        # evaluate held-out data without a usable position
+        if not str(e).startswith(("shogi:", "fit:", "evaluate:")):
             raise
         return fail(str(e))
     return 0
@@ -703,6 +758,32 @@ def _suffixes(names, suffixes) -> int:
     return sum(1 for n in names if n.lower().endswith(suffixes))
 
 
+def _record_kind(name: str) -> str:
+    """"hcpe3", "hcpe" or "psv" for a record file's name, by its suffix, else ""."""
+    lower = name.lower()
+    if lower.endswith(".hcpe3"):
+        return "hcpe3"
+    if lower.endswith(".hcpe"):
+        return "hcpe"
+    return "psv" if lower.endswith((".bin", ".psv")) else ""
+
+
+def _kind_of_matches(pattern: str, option: str) -> tuple:
+    """(the record kind of every file a glob matches, "") or ("", the first match that is no
+    record file), by the matches' names: by the pattern's, 'games/*' of HCPE files was "a file
+    of an unknown kind (no suffix)". Matches that are records of several kinds: a ValueError
+    naming one of each."""
+    matches = sorted(glob.glob(pattern))
+    kinds = {_record_kind(m) for m in matches}
+    if "" in kinds:
+        return "", next(m for m in matches if not _record_kind(m))
+    if len(kinds) > 1:
+        examples = ", ".join(f"{next(m for m in matches if _record_kind(m) == k)} ({k})" for k in sorted(kinds))
+        raise ValueError(f"{option} {pattern}: the glob matches record files of several kinds ({examples}): "
+                         "name one kind")
+    return kinds.pop(), ""
+
+
 def data_kind(path: str, option: str = "--data") -> str:
     """"data" (a dataset folder), "hcpe", "hcpe3" or "psv" (shogi records) for `path`; anything else
     is a ValueError saying what the path is and what is accepted."""
@@ -733,19 +814,18 @@ def data_kind(path: str, option: str = "--data") -> str:
                              "Dataset.save: an unfinished or damaged dataset?)")
         raise ValueError(f"{option} {path}: a folder with no meta.json and no record file; {accepted}")
     if os.path.isfile(path) or any(ch in path for ch in "*?[") and glob.glob(path):
-        lower = path.lower()
-        if lower.endswith(".hcpe3"):
-            return "hcpe3"
-        if lower.endswith(".hcpe"):
-            return "hcpe"
-        if lower.endswith((".bin", ".psv")):
-            return "psv"
+        kind, name = (_record_kind(path), path) if os.path.isfile(path) else _kind_of_matches(path, option)
+        if kind:
+            return kind
+        what = path if name == path else f"{path} matches {name}"  # the file that is no record
+        lower = name.lower()
         if lower.endswith(GAME_RECORDS):
-            raise ValueError(f"{option} {path}: a CSA / KIF game record, which training does not read; {convert}")
-        if os.path.basename(path) == "meta.json":
-            raise ValueError(f"{option} {path}: give the dataset folder, {os.path.dirname(path) or '.'}, not its meta.json")
-        suffix = os.path.splitext(path)[1] or "no suffix"
-        raise ValueError(f"{option} {path}: a file of an unknown kind ({suffix}); {accepted}")
+            raise ValueError(f"{option} {what}: a CSA / KIF game record, which training does not read; {convert}")
+        if os.path.basename(name) == "meta.json":
+            raise ValueError(f"{option} {what}: give the dataset folder, {os.path.dirname(name) or '.'}, not its "
+                             "meta.json")
+        suffix = os.path.splitext(name)[1] or "no suffix"
+        raise ValueError(f"{option} {what}: a file of an unknown kind ({suffix}); {accepted}")
     if any(ch in path for ch in "*?["):
         raise ValueError(f"{option} {path}: no file matches this glob; {accepted}")
     if os.path.exists(path):  # a FIFO, socket or device: it was reported as missing

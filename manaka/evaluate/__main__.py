@@ -52,14 +52,15 @@ def positive(text: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    from ..train import eval_scale_option
+    from ..train import eval_scale_option, path_option
 
     p = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="MODEL", help="a model file (mk.Model.save, python -m manaka.train --save)")
     p.add_argument("data", metavar="DATA", help="a dataset folder (docs/design.md §4), or shogi records: "
                    "'games/*.hcpe' (dlshogi HCPE), '*.bin' / '*.psv' (YaneuraOu PSV), a file, glob or folder")
-    p.add_argument("--train", metavar="DATA", help="count the frequency baseline's moves on this data (the "
-                   "training data) instead of on DATA itself")
+    p.add_argument("--train", type=path_option, metavar="DATA",
+                   help="count the frequency baseline's moves on this data (the training data) instead of on DATA "
+                        "itself")
     p.add_argument("--value", type=value_option, default="result", metavar="result|eval|λ",
                    help="value target of shogi records: the game result (default), the engine eval "
                         "(sigmoid(eval / S), S from --eval-scale), or the mix (1 - λ) result + λ eval")
@@ -138,6 +139,9 @@ def main(argv=None) -> int:
     except (FileFormatError, ValueError, TypeError, OSError, RuntimeError, MemoryError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted; nothing was evaluated", file=sys.stderr)
+        return 130
     where = "DATA itself (it has seen the answers: an optimistic bound)" if train is None else f"--train {args.train}"
     if train is not None and _shared_files(train, data):  # a --train glob that takes in DATA: as optimistic
         where += " (it shares files with DATA, whose answers it has seen: an optimistic bound)"

@@ -262,7 +262,9 @@ def convert(out: str, inputs: List[str], log=print, force: bool = False) -> Dict
                     if records is None:
                         counts["left_out_games"] += 1
                         continue
-                    records.tofile(f)
+                    # f.write, not records.tofile(f): numpy's tofile drops the error of a
+                    # buffered write (a full disk under 4 KB) and the file came out short
+                    f.write(records.tobytes())
                     counts["games"] += 1
                     counts["positions"] += len(records)
         if counts["positions"] == 0:  # raised inside the writer: no file, an old one kept
@@ -299,6 +301,10 @@ def main(argv=None) -> int:
         own = isinstance(e, OSError) and e.filename is None and e.strerror
         print(f"python -m manaka.shogi convert: {e.strerror if own else e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # the atomic writer has removed its temporary: OUT is as it was
+        print(f"python -m manaka.shogi convert: interrupted; nothing was written ({args.out} is as it was)",
+              file=sys.stderr)
+        return 130
     print(f"wrote {counts['positions']:,} positions of {counts['games']:,} games from {counts['files']:,} files "
           f"to {args.out} ({_summary(counts)})")
     return 0

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
 from ..atomic_file import atomic_write, unwritable
+from ..train import path_option
 from .elo import elo_interval
 from .game import Game, declaration_wins
 from .position import usi_to_move
@@ -324,7 +325,8 @@ def main(argv=None) -> int:
                    help="random opening plies, N or LOW-HIGH (default 8)")
     p.add_argument("--max-plies", type=int, default=320, help="a draw after this many plies (default 320)")
     p.add_argument("--seed", type=int, default=0, help="openings seed (default 0)")
-    p.add_argument("--json", metavar="PATH", help="also write the summary and every game (moves in USI) here")
+    p.add_argument("--json", type=path_option, metavar="PATH",
+                   help="also write the summary and every game (moves in USI) here")
     p.add_argument("--force", action="store_true", help="replace the --json file if it exists")
     args = p.parse_args(argv)
     if args.games < 1:

@@ -40,7 +40,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from .. import _core
-from ..atomic_file import atomic_write
+from ..atomic_file import atomic_write, naming_the_file
 from .game import Game, declaration_wins
 from .position import usi_to_move
 from .usi_client import EngineError, UsiEngine
@@ -191,9 +191,11 @@ class GameFile:
         """`data`: `path` already opened for appending (and locked by _lock)."""
         self.path, self.index_path = path, path + ".games"
         self.counts = self._recover(log)
-        self.data = open(path, "ab") if data is None else data
+        # unbuffered: what append wrote is in the file, and what it takes back is not left in a
+        # buffer that a later flush writes behind the cut
+        self.data = open(path, "ab", buffering=0) if data is None else data
         self.data.seek(0, os.SEEK_END)  # opened before _recover cut it: tell() is where games are appended
-        self.index = open(self.index_path, "a")
+        self.index = open(self.index_path, "ab", buffering=0)
 
     def _recover(self, log) -> List[int]:
         counts: List[int] = []
@@ -223,25 +225,34 @@ class GameFile:
         """One whole game: its records, then its line in the index. A failure or Ctrl-C before
         the line is written takes the records back out, so the data file never holds a game
         its index does not count (a reader of the file would see it; a rerun cut it off)."""
-        start, indexed = self.data.tell(), False
+        start, line_start, indexed = self.data.tell(), self.index.tell(), False
         try:
-            self.data.write(records.tobytes())
-            self.data.flush()
+            _write_all(self.data, records.tobytes(), self.path)
             os.fsync(self.data.fileno())
-            self.index.write(f"{len(records)}\n")
-            indexed = True  # the line is written (buffered, flushed at the latest by close)
-            self.index.flush()
+            _write_all(self.index, f"{len(records)}\n".encode(), self.index_path)
+            indexed = True  # the whole line is in the file
             os.fsync(self.index.fileno())
         except BaseException:
-            if not indexed:
-                self.data.flush()  # what the buffer still holds goes out first, then is cut off
+            if not indexed:  # a full disk may have taken part of either
                 os.ftruncate(self.data.fileno(), start)
+                os.ftruncate(self.index.fileno(), line_start)
             raise
         self.counts.append(len(records))
 
     def close(self) -> None:
         self.data.close()
         self.index.close()
+
+
+def _write_all(f, data: bytes, path: str) -> None:
+    """Every byte of `data` to the unbuffered file `f` (a write may take fewer); a full disk's
+    error names `path`."""
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[f.write(view):]
+    except OSError as e:
+        raise naming_the_file(e, path) from None
 
 
 def _write_settings(meta: str, identity: dict) -> None:
@@ -273,14 +284,17 @@ def _open_outputs(out: str, held: Optional[str], settings: Settings, log) -> Tup
         if os.path.exists(f) and not os.path.isfile(f):
             raise ValueError(f"selfplay: {role} {f} is not a regular file (a folder, FIFO, socket or device): "
                              "choose another --out or held-out file; nothing was written")
-    created = not os.path.exists(out)
+    # refused (a held-out file that cannot be opened, say): leave none of the files this call made
+    made = [f for f in (out, out + ".games", meta) if not os.path.exists(f)]
     lock = _lock(out)
     try:
         return _open_locked(out, held, meta, settings, log, lock)
     except BaseException:
         lock.close()
-        if created and os.path.exists(out) and os.path.getsize(out) == 0:  # refused: leave no file behind
-            os.remove(out)
+        if out in made and os.path.exists(out) and os.path.getsize(out) == 0:  # no game: the others hold none
+            for f in made:
+                if os.path.exists(f):
+                    os.remove(f)
         raise
 
 
@@ -288,7 +302,7 @@ def _lock(path: str):
     """`path` opened for appending, with an exclusive lock that lasts as long as the run: a
     second run writing the same files (the command started twice) cut the first one's game
     in progress as "not finished writing" and played the same games again beside it."""
-    f = open(path, "ab")
+    f = open(path, "ab", buffering=0)  # GameFile's data file: unbuffered
     try:
         import fcntl
     except ImportError:  # no flock (Windows): unlocked, as before
@@ -317,7 +331,9 @@ def _open_locked(out: str, held: Optional[str], meta: str, settings: Settings, l
             if path and os.path.exists(path) and os.path.getsize(path) > 0 and not os.path.exists(path + ".games"):
                 raise ValueError(f"selfplay: {path} exists and is not a selfplay output of this command "
                                  f"(no {path}.games); it is left alone: choose another file")
-        if before != identity and not _holds_games(out, held):
+        # the default held-out file too, which a run without a split does not name: a run that
+        # had written its game 0 there replayed it into --out (a held-out game trained on)
+        if before != identity and not _holds_games(out, held) and not _holds_games(held_out_path(out), None):
             # a run that wrote no game (an engine command with a typo) binds no settings
             log(f"selfplay: {out} holds no game yet: its settings are replaced by this command's")
             _write_settings(meta, identity)

@@ -73,6 +73,18 @@ def test_the_converter_rewrites_a_trusted_old_checkpoint(tmp_path):
     assert (tmp_path / "new.ckpt").read_bytes()[:8] == b"MANAKA\x00\x02"
 
 
+def test_the_converter_says_a_current_checkpoint_needs_no_conversion(tmp_path):
+    """A checkpoint of this format was asked for --trust-pickle, and with it failed as
+    "cannot be unpickled: UnpicklingError: invalid load key, 'M'"."""
+    ckpt.save(tmp_path / "c.ckpt", {"step": 1})
+    for trust in ([], ["--trust-pickle"]):
+        out = subprocess.run([sys.executable, "-m", "manaka.checkpoint", "convert", str(tmp_path / "c.ckpt"),
+                              str(tmp_path / "new.ckpt"), *trust], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and "is a manaka file of this format already, not a pickle: there is nothing " \
+                                       "to convert" in out.stderr, out.stderr
+    assert sorted(os.listdir(tmp_path)) == ["c.ckpt"]
+
+
 @pytest.mark.parametrize("damage", ["truncated", "flipped", "empty", "header"])
 def test_damaged_checkpoints_name_the_file(tmp_path, damage):
     path = tmp_path / "c.ckpt"
@@ -110,6 +122,41 @@ def _run(ds, path, steps, embed_dim=8, resume=False, trainer_cls=mk.Trainer, mov
 @pytest.fixture(scope="module")
 def ds():
     return mk.Dataset.synthetic(300, SMALL, seed=0)
+
+
+def test_resume_refuses_to_run_a_cosine_schedule_past_its_end(ds, tmp_path):
+    """The checkpoint's schedule is restored: resumed to a later step than its cosine's end,
+    the extra steps ran at lr 0 (python -m manaka.train --steps 60 --resume after --steps 30
+    on shogi records) and changed nothing, while the run said it trained them."""
+    path = tmp_path / "run.ckpt"
+    cosine = lambda model, **_: mk.Trainer(model, lr=1e-2, warmup_steps=1, schedule="cosine", total_steps=4)
+    _run(ds, path, 4, trainer_cls=cosine)
+    before = path.read_bytes()
+    with pytest.raises(mk.CheckpointMismatch, match=r"run.ckpt'?: holds a cosine schedule that ends at step 4 .* "
+                                                    r"this run goes on to step 6: its steps past 4 would not train"):
+        _run(ds, path, 6, trainer_cls=cosine, resume=True)
+    assert path.read_bytes() == before
+    _, trainer = _run(ds, path, 4, trainer_cls=cosine, resume=True)  # the same run, at its end
+    assert trainer.step_count == 4
+
+
+def test_resume_says_which_hyperparameters_the_checkpoint_replaced(ds, tmp_path):
+    """The checkpoint's hyperparameters are restored over the trainer's: a run resumed with
+    another --lr trained at the old one, its log line showing the new one, without a word."""
+    path = tmp_path / "run.ckpt"
+    _run(ds, path, 4)  # lr 1e-2, no warm-up
+
+    def resumed(trainer_cls):
+        model = mk.Model(mk.ModelConfig(embed_dim=8, **CFG), seed=0)
+        lines = []
+        mk.fit(model, mk.Loader(ds, batch_size=48, producers=2, seed=7), steps=6, trainer=trainer_cls(model),
+               checkpoint=str(path), resume=True, progress=False, log=lines.append)
+        return [line for line in lines if line.startswith("resumed with")]
+
+    said = resumed(lambda model: mk.Trainer(model, lr=0.5, warmup_steps=3))
+    assert said == ["resumed with the checkpoint's hyperparameters, not this run's: lr 0.01 (this run's: 0.5), "
+                    "warmup_steps 0 (this run's: 3)"]
+    assert resumed(lambda model: mk.Trainer(model, lr=1e-2)) == []  # the same run (total_steps unread: constant)
 
 
 def test_resume_refuses_another_model_another_dataset_or_fewer_steps(ds, tmp_path):

@@ -348,3 +348,24 @@ def test_command_bad_inputs_are_one_line(shogi_files, args, message):
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and done.stdout == "", (args, done.stdout, done.stderr)
     assert len(lines) == 1 and lines[0].startswith("python -m manaka.evaluate: ") and message in lines[0], lines
+
+
+def test_command_refuses_an_empty_train_path(shogi_files):
+    """Before, --train "" counted the frequency baseline on DATA itself, as if not given."""
+    done = run("tiny.manaka", "held.hcpe", "--train", "", cwd=shogi_files)
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    assert done.stderr.splitlines()[-1] == ("python -m manaka.evaluate: error: argument --train: an empty path "
+                                            "(an unset shell variable?)"), done.stderr
+
+
+def test_command_ctrl_c_is_one_line(shogi_files, monkeypatch, capsys):
+    """Ctrl-C while the model was evaluated printed a KeyboardInterrupt traceback."""
+    from manaka.evaluate import __main__ as command
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(command, "evaluate", interrupted)
+    assert command.main([str(shogi_files / "tiny.manaka"), str(shogi_files / "held.hcpe")]) == 130
+    said = capsys.readouterr()
+    assert said.out == "" and said.err == "python -m manaka.evaluate: interrupted; nothing was evaluated\n"

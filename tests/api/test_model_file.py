@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import signal
 import stat
 import struct
 import subprocess
@@ -41,6 +42,17 @@ def test_save_creates_missing_folders_and_names_a_blocked_one(tmp_path):
     (tmp_path / "file").write_text("not a folder")
     with pytest.raises(OSError, match="cannot create the folder .*file"):
         model.save(tmp_path / "file" / "m.manaka")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="a folder no file can be made in: Linux's /proc")
+def test_a_folder_no_file_can_be_made_in_is_named_before_and_at_the_write():
+    """os.access says root may write /proc: unwritable said "" and a run's final save failed
+    naming our temporary ('/proc/.m.manaka.tmp-123.0'), not the path asked for."""
+    from manaka.atomic_file import unwritable
+
+    assert unwritable("/proc/m.manaka") == "the folder /proc is not writable"
+    with pytest.raises(FileNotFoundError, match=r"cannot write '/proc/m.manaka': cannot create a file in '/proc'"):
+        mk.Model(cases.config(), seed=2).save("/proc/m.manaka")
 
 
 def test_an_empty_or_bytes_path(tmp_path, monkeypatch):
@@ -130,6 +142,23 @@ def test_kill_9_during_a_write_leaves_a_temporary_the_next_write_removes(tmp_pat
     from manaka import checkpoint
     checkpoint.save(path, {"step": 1})
     assert [p.name for p in tmp_path.iterdir()] == ["c.ckpt"]
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="a file size limit (POSIX)")
+def test_a_write_that_runs_out_of_room_names_the_file_and_leaves_nothing(tmp_path):
+    """A full disk, a quota or a size limit failed with "[Errno 28] No space left on device"
+    alone: which of a run's files could not be written went unsaid. Here a size limit of
+    4 KB stands in for a full disk (the write's error, EFBIG, carries no file name either)."""
+    path = tmp_path / "m.manaka"
+    code = ("import resource, signal, sys; import manaka as mk\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+            "mk.Model(mk.ModelConfig(num_tokens=300, num_moves=500, tokens_per_side=8, embed_dim=8, orders=2,\n"
+            "                        pair_dim=2, hidden=(8,), head_width=4)).save(sys.argv[1])\n")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert f"cannot write {str(path)!r}: File too large" in out.stderr.splitlines()[-1], out.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def _craft(path, header: dict, data: bytes = b"", version=2):

@@ -896,3 +896,20 @@ def test_command(tmp_path, rng):
         assert done.returncode == 0, done.stderr
         assert node in {n.output[0] for n in onnx.load(tmp_path / f"{name}.onnx").graph.node}, name
         check_runs(session(tmp_path / f"{name}.onnx"), model, [inputs(rng, config, 5, 9)])
+
+
+def test_command_ctrl_c_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    """Ctrl-C while the graph was built or checked printed a KeyboardInterrupt traceback."""
+    from manaka import export
+
+    mk.Model(mk.ModelConfig(**CONFIGS["small"]), seed=8).save(tmp_path / "m.manaka")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export, "export_onnx", interrupted)
+    out = tmp_path / "m.onnx"
+    assert export.main([str(tmp_path / "m.manaka"), str(out)]) == 130
+    said = capsys.readouterr().err
+    assert said == f"python -m manaka.export: interrupted; nothing was written ({out} is as it was)\n"
+    assert sorted(os.listdir(tmp_path)) == ["m.manaka"]

@@ -275,6 +275,52 @@ def test_non_positive_sizes_are_refused_and_zero_steps_says_nothing_was_trained(
     assert os.listdir(tmp_path) == []
 
 
+def test_infinite_run_lengths_and_rates_are_refused_naming_the_option(tmp_path):
+    """Before, --epochs inf failed after the model was built with "cannot convert float
+    infinity to integer", and --time-limit / --lr inf with fit's and Trainer's names."""
+    for option in ("--epochs", "--time-limit", "--lr", "--dist-timeout"):
+        out = cli([*QUICK, option, "inf"], tmp_path)
+        assert out.returncode == 2 and f"argument {option}: must be a finite number, got inf" in out.stderr, out.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_empty_path_is_refused_not_read_as_an_option_not_given(tmp_path):
+    """Before, --data "" trained on synthetic data, --eval-data "" and --checkpoint "" ran
+    without them, and --save "" saved to model.manaka, each without a word."""
+    for option in ("--data", "--eval-data", "--checkpoint", "--save"):
+        out = cli(["--steps", "1", *QUICK, option, ""], tmp_path)
+        assert out.returncode == 2, out.stdout
+        assert f"argument {option}: an empty path (an unset shell variable?)" in out.stderr, out.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_steps_and_epochs_together_are_refused(tmp_path):
+    """Before, --steps won and --epochs was ignored without a word (--steps 1000 --epochs 0.02
+    trained 2.5 epochs)."""
+    out = cli([*QUICK, "--steps", "3", "--epochs", "0.5"], tmp_path)
+    assert out.returncode == 2 and "argument --epochs: not allowed with argument --steps" in out.stderr, out.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_epochs_of_less_than_a_step_are_refused(tmp_path):
+    """--epochs 0.001 rounded to 0 steps, and the run said "no step was run (--steps 0)",
+    naming an option it was not given, and exited 0."""
+    line = one_line(cli([*QUICK, "--epochs", "0.001"], tmp_path))  # 600 positions: 10 steps of 64 an epoch
+    assert line == "python -m manaka.train: --epochs 0.001 is less than half a step of the 10 of an epoch: " \
+                   "nothing would be trained"
+    assert os.listdir(tmp_path) == []
+
+
+def test_data_given_twice_is_refused(tmp_path):
+    """--data a --data b trained on b alone (argparse: the last wins), without a word."""
+    for option in ("--data", "--eval-data"):
+        out = cli([*QUICK, "--steps", "1", option, "a.hcpe", option, "b.hcpe"], tmp_path)
+        assert out.returncode == 2, out.stdout
+        assert (f"argument {option}: given twice (a.hcpe and b.hcpe); name several files with one glob or folder"
+                in out.stderr), out.stderr
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_time_limit_alone_trains_until_it_over_many_epochs(tmp_path):
     """Before, a time limit alone still stopped after one epoch (4 steps here)."""
     mk.Dataset.synthetic(128, SMALL, seed=0).save(tmp_path / "train")

@@ -47,3 +47,63 @@ def test_two_processes_then_resume_in_one_and_three(tmp_path):
     out = cli("--nproc", 2, "--batch-size", 40, "--steps", 9, "--checkpoint", "run.ckpt", "--resume", cwd=tmp_path)
     assert out.returncode == 2 and "not a multiple of this loader's world_size 2 x batch_size 40" in out.stderr
     assert "failed" in out.stderr.splitlines()[-1]
+
+
+def test_a_lost_process_ends_the_others_in_one_line(tmp_path, monkeypatch, capsys):
+    """A rank killed (kill -9) mid-run made the others print ExchangeFailed's traceback; its
+    message, which says what failed where, is the one line now."""
+    import manaka as mk
+    from manaka import train
+    from manaka.distributed_trainer import ExchangeFailed
+
+    said = ("Trainer.step: the exchange of the dense gradients with the other ranks failed at step 3 on rank 0 "
+            "of 2: a rank died or did not answer within the process group's timeout")
+
+    def lost(*args, **kwargs):
+        raise ExchangeFailed(said)
+
+    monkeypatch.setattr(mk, "fit", lost)
+    monkeypatch.chdir(tmp_path)
+    assert train.main([*SMALL, "--synthetic", "300", "--eval-positions", "0", "--steps", "3", "--device", "cpu"]) == 2
+    assert capsys.readouterr().err == f"python -m manaka.train: {said}\n"
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="children found through Linux's /proc")
+def test_sigterm_stops_the_processes_with_the_command(tmp_path):
+    """kill PID (a job scheduler's SIGTERM) ended the command and left its processes training
+    on their own, writing the checkpoint, until their last step."""
+    import signal
+    import time
+
+    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "manaka.train", *SMALL, "--synthetic", "300", "--eval-positions", "0",
+           "--batch-size", "8", "--nproc", "2", "--steps", "1000000", "--log-every", "5", "--no-save"]
+    run = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+    children = []
+    try:
+        for line in run.stdout:  # training has started in every process
+            if "step=" in line:
+                break
+        with open(f"/proc/{run.pid}/task/{run.pid}/children") as f:
+            children = [int(c) for c in f.read().split()]
+        run.send_signal(signal.SIGTERM)
+        code = run.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while any(_running(c) for c in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [c for c in children if _running(c)]
+        assert code == 143 and "terminated; stopped the 2 processes" in run.stderr.read()
+    finally:
+        for c in children:  # none, unless the test failed
+            if _running(c):
+                os.kill(c, signal.SIGKILL)
+        run.kill()
+        run.wait()

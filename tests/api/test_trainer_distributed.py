@@ -79,7 +79,7 @@ def test_a_rank_lost_mid_step_makes_the_others_raise(tmp_path, how):
         if r == 1:
             continue
         assert codes[r] == 1, (codes, errors)
-        assert re.search(r"RuntimeError: Trainer.step: the exchange of .* failed at step 2 on rank \d of "
+        assert re.search(r"ExchangeFailed: Trainer.step: the exchange of .* failed at step 2 on rank \d of "
                          rf"{world}: a rank died or did not answer", errors[r]), errors[r]
     assert time.monotonic() - start < LIMIT_S
 

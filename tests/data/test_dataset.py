@@ -273,6 +273,24 @@ def test_saving_over_another_dataset_replaces_it_whole(tmp_path):
                                                                      "target", "value")] + ["meta.json"])
 
 
+def test_a_save_that_runs_out_of_room_fails_naming_the_file(tmp_path):
+    """np.save's ndarray.tofile dropped the error of a buffered write under 4 KB: on a full
+    disk Dataset.save returned and left a short legal_moves.npy, which Dataset.open then
+    refused. A file size limit of 1,000 bytes stands in for the full disk here."""
+    code = ("import resource, signal, sys; import manaka as mk; from model_cases import SMALL\n"
+            "data = mk.Dataset.synthetic(10, SMALL, seed=0)\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (1000, resource.RLIM_INFINITY))\n"
+            "data.save(sys.argv[1])\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, HELPERS])}
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "ds")], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 1, done.stderr
+    said = done.stderr.strip().splitlines()[-1]
+    assert said == f"OSError: [Errno 27] cannot write {str(tmp_path / 'ds' / 'legal_moves.npy')!r}: File too large"
+    assert os.listdir(tmp_path / "ds") == []
+
+
 def test_a_save_that_fails_leaves_the_old_dataset_and_no_temporary(tmp_path):
     path = mk.Dataset.from_arrays(**arrays(N=6, soft=True)).save(tmp_path / "ds")
     before = _files(path)

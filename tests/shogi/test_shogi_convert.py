@@ -254,6 +254,47 @@ def test_nothing_converted_fails_and_keeps_the_old_output(tmp_path, capsys):
     assert out.read_bytes() == kept and leftovers(tmp_path) == []
 
 
+def test_an_output_that_runs_out_of_room_fails_naming_it_and_is_not_written(tmp_path):
+    """numpy's records.tofile(f) dropped the error of a buffered write under 4 KB: on a full
+    disk convert said it wrote every position and left a short (or empty) file. A file size
+    limit of 200 bytes stands in for the full disk here."""
+    import os
+    import subprocess
+    import sys
+
+    from paths import ROOT
+
+    a, b = two_games(tmp_path)
+    out = tmp_path / "out.hcpe"
+    code = ("import resource, signal, sys; from manaka.shogi import convert\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))\n"
+            "sys.exit(convert.main(sys.argv[1:]))\n")
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    done = subprocess.run([sys.executable, "-c", code, str(out), str(a), str(b)], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 2 and "wrote" not in done.stdout, done.stdout
+    assert f"cannot write {str(out)!r}: File too large" in done.stderr, done.stderr
+    assert not out.exists() and leftovers(tmp_path) == []
+
+
+def test_ctrl_c_is_one_line_and_keeps_the_old_output(tmp_path, capsys, monkeypatch):
+    """Ctrl-C while the records were parsed printed a KeyboardInterrupt traceback."""
+    a, b = two_games(tmp_path)
+    out = tmp_path / "out.hcpe"
+    assert run(capsys, out, a)[0] == 0
+    kept = out.read_bytes()
+
+    def interrupted(paths):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(convert, "_parse_isolated", interrupted)
+    code, said, err = run(capsys, out, a, b, "--force")
+    assert code == 130 and said == ""
+    assert err == f"python -m manaka.shogi convert: interrupted; nothing was written ({out} is as it was)\n"
+    assert out.read_bytes() == kept and leftovers(tmp_path) == []
+
+
 def test_a_game_with_an_illegal_move_is_left_out_and_reported(tmp_path, capsys):
     seed = int(np.random.SeedSequence().entropy % 10_000)
     while True:

@@ -225,7 +225,9 @@ def test_a_bad_engine_command_or_option_is_a_usage_error():
                         "expected (one of nodes, depth, movetime, mate, byoyomi, btime, wtime, binc, winc)"),
                        # a path under a file was found only when the match's end wrote its games
                        ([good, good, "--json", f"{FAKE}/m.json"],
-                        f"--json {FAKE}/m.json cannot be written: {FAKE} is a file, not a folder")):
+                        f"--json {FAKE}/m.json cannot be written: {FAKE} is a file, not a folder"),
+                       # "" read as no --json: the games were played and none written
+                       ([good, good, "--json", ""], "argument --json: an empty path (an unset shell variable?)")):
         done = subprocess.run([sys.executable, "-m", "manaka.shogi", "match", *argv, "--games", "2"],
                               capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr

@@ -251,6 +251,46 @@ def test_an_interrupted_append_leaves_no_game_the_index_does_not_count(tmp_path)
     assert again.counts == [3] and lines == []  # nothing to cut off
 
 
+def test_a_game_that_does_not_fit_on_the_disk_is_taken_back_and_the_file_named(tmp_path):
+    """On a full disk the data file's buffered write failed again in the cleanup's flush, so
+    the part of the game that fitted stayed in the file, uncounted, and the error said only
+    "No space left on device". A file size limit of 1,000 bytes stands in for the full disk."""
+    path = tmp_path / "x.hcpe"
+    code = ("import resource, signal, sys; import numpy as np; from manaka.shogi import selfplay as sp\n"
+            "game = sp.GameFile(sys.argv[1], print)\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (1000, resource.RLIM_INFINITY))\n"
+            "game.append(np.ones(100, sp.HCPE_DTYPE))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == f"OSError: [Errno 27] cannot write {str(path)!r}: File too large"
+    assert path.read_bytes() == b"" and games_index(path) == []
+
+
+def test_a_rerun_without_the_split_cannot_replay_a_held_out_game_into_the_train_file(tmp_path):
+    """Settings are replaced while --out holds no game, but only --out and the run's own
+    held-out file were looked at: a run without a split, after one that had written its
+    game 0 to the default held-out file, replayed game 0 into --out, trained on and held out."""
+    out = tmp_path / "x.hcpe"
+    run(out, 0, settings())  # settings without a split, no game
+    run(out, 1, settings(held_out_games=5))  # no game in --out yet: its settings replace them
+    assert games_index(tmp_path / "x-heldout.hcpe") != [] and games_index(out) == []
+    with pytest.raises(ValueError, match=r"x\.hcpe holds games made with other settings \(held_out_games: 5 before, "
+                                         r"None now\)"):
+        run(out, 2, settings())
+    assert games_index(out) == []
+
+
+def test_a_held_out_file_that_cannot_be_opened_leaves_no_file(tmp_path):
+    """--out's index and settings were written before the held-out file was opened, and were
+    left behind when it could not be (only --out itself was removed)."""
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(NotADirectoryError):
+        run(tmp_path / "x.hcpe", 1, settings(held_out_games=1), held_out_out=str(tmp_path / "file" / "y.hcpe"))
+    assert os.listdir(tmp_path) == ["file"]
+
+
 def test_settings_that_cannot_be_read_are_named(tmp_path):
     out = tmp_path / "x.hcpe"
     Path(str(out) + ".selfplay.json").write_bytes(b"\xa4\x00 not json")

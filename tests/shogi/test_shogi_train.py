@@ -37,6 +37,23 @@ def test_cli_names_a_bad_record_in_one_line(tmp_path, capsys):
     assert np.all(hcpe["gameResult"][:17] <= 2)
 
 
+
+def test_held_out_records_all_skipped_are_one_line(tmp_path, capsys):
+    """--eval-data whose every record --on-bad skip leaves out ended the run at its first
+    evaluation with evaluate's ValueError as a traceback."""
+    _, hcpe, _ = make_records(60, 33)
+    hcpe[:40].tofile(tmp_path / "train.hcpe")
+    held = hcpe[40:].copy()
+    held["gameResult"] = 9
+    held.tofile(tmp_path / "held.hcpe")
+    assert train.main(["--data", str(tmp_path / "train.hcpe"), "--eval-data", str(tmp_path / "held.hcpe"),
+                       "--on-bad", "skip", "--steps", "3", "--batch-size", "16", "--no-progress", "--no-save",
+                       *TINY]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"python -m manaka.train: evaluate: no position to evaluate in {str(tmp_path / 'held.hcpe')!r}: "
+                   "all 20 record(s) read were bad and skipped (on_bad='skip'); a mean over no position is not a "
+                   "loss\n")
+
 import os  # noqa: E402
 import re  # noqa: E402
 import subprocess  # noqa: E402
@@ -155,6 +172,23 @@ def test_data_paths_that_are_not_training_data_say_what_they_are(tmp_path):
         line = one_line(cli(["--data", path, "--steps", "1", *QUICK], tmp_path))
         assert f"--data {path}: {words}" in line, line
         assert "HCPE files (.hcpe), YaneuraOu PSV files (.bin, .psv)" in line or "convert" in line, line
+
+
+def test_a_glob_is_read_by_the_kind_of_the_files_it_matches(tmp_path, monkeypatch):
+    """The kind came from the pattern's suffix: 'games/*' of HCPE files was "a file of an
+    unknown kind (no suffix)", and 'g/[ab].*' over HCPE and PSV files "unknown kind (.*)"."""
+    from manaka.train import data_kind
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "games").mkdir()
+    for name in ("a.hcpe", "b.hcpe", "c.bin", "d.txt"):
+        (tmp_path / "games" / name).write_bytes(b"")
+    assert data_kind("games/[ab]*") == "hcpe" and data_kind("games/c*") == "psv"
+    with pytest.raises(ValueError, match=r"--data games/\[ac\]\.\*: the glob matches record files of several kinds "
+                                         r"\(games/a.hcpe \(hcpe\), games/c.bin \(psv\)\): name one kind"):
+        data_kind("games/[ac].*")
+    with pytest.raises(ValueError, match=r"--data games/\* matches games/d.txt: a file of an unknown kind \(.txt\)"):
+        data_kind("games/*")
 
 
 def test_a_model_too_large_for_memory_on_records_is_one_line(tmp_path):
