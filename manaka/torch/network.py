@@ -349,6 +349,17 @@ class Network(nn.Module):
         model.load_state_dict({n: state[n].detach().cpu().numpy() for n in model.shapes})
         return model
 
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """torch's ``load_state_dict``, all or nothing: torch copies every tensor it can
+        before it raises about a missing or unexpected key or a wrong shape, which left the
+        network half loaded; here a failure first restores every tensor as it was."""
+        before = {name: t.detach().clone() for name, t in self.state_dict().items()}
+        try:
+            return super().load_state_dict(state_dict, strict=strict, assign=assign)
+        except BaseException:
+            super().load_state_dict(before, strict=True, assign=assign)
+            raise
+
     def _load_model_state(self, state: Dict[str, np.ndarray]) -> None:
         """Copies a ``mk.Model.state_dict()`` into the parameters it names."""
         with torch.no_grad():
