@@ -146,3 +146,41 @@ def test_each_stats_fetches_its_own_step():
     assert steps == list(range(1, len(got) + 1))
     for s in got:
         assert s.as_dict() == want[s.step], s.step
+
+
+def _step_in_forked_child(trainer, batch, results):
+    """Runs in a child of fork(): a step, then an attempt to use 2 threads."""
+    trainer.step(batch)
+    try:
+        mk.set_num_threads(2)
+        results.put(("set_num_threads(2) was accepted", mk.get_num_threads()))
+    except ValueError as e:
+        results.put((str(e), mk.get_num_threads()))
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork()")
+def test_a_forked_child_steps_on_one_thread_instead_of_hanging():
+    """libgomp keeps the parent's thread team after fork(), and the child's first parallel
+    region waited for it forever: a child of a process that trained runs on one thread,
+    and asking it for more says why."""
+    import multiprocessing
+
+    cfg = cases.config(num_tokens=64, num_moves=300, T=16, D=32, hidden=(256, 256), W=64)
+    trainer = mk.Trainer(mk.Model(cfg, seed=0))
+    batch = cases.batch(cfg, B=64, L=32)
+    mk.set_num_threads(2)
+    try:
+        trainer.step(batch)  # the parent's team of 2 threads exists now
+        fork = multiprocessing.get_context("fork")
+        results = fork.Queue()
+        child = fork.Process(target=_step_in_forked_child, args=(trainer, batch, results), daemon=True)
+        child.start()
+        child.join(30)
+        if child.exitcode is None:
+            child.kill()
+        assert child.exitcode == 0, "the forked child hung or failed"
+        message, threads = results.get(timeout=10)
+        assert "fork()" in message and "'spawn'" in message and threads == 1
+        assert mk.get_num_threads() == 2  # the parent keeps its threads
+    finally:
+        mk.set_num_threads(0)
