@@ -346,7 +346,9 @@ class Network(nn.Module):
         if extra and strict:
             raise KeyError(f"Network.to_model: {extra} are not parameters of manaka.Model "
                            "(pass strict=False to leave them out)")
-        model.load_state_dict({n: state[n].detach().cpu().numpy() for n in model.shapes})
+        # as float32, mk.Model's dtype: NumPy has no bfloat16 (a half-precision network's
+        # .numpy() raised), and a float64 one is rounded as load_state_dict rounds it
+        model.load_state_dict({n: state[n].detach().to("cpu", torch.float32).numpy() for n in model.shapes})
         return model
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):

@@ -101,6 +101,15 @@ def test_to_model_refuses_parameters_manaka_has_no_place_for():
     assert isinstance(WithExtra.from_model(model), WithExtra)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_to_model_of_a_network_in_another_float_dtype_holds_its_values_as_float32(dtype):
+    """A bfloat16 network's to_model() raised NumPy's "Got unsupported ScalarType BFloat16"."""
+    net = mkt.Network(cases.config(), seed=0).to(dtype)
+    model = net.to_model()
+    for name, t in net.state_dict().items():
+        assert np.array_equal(model.state_dict()[name], t.to(torch.float32).numpy()), name
+
+
 @pytest.mark.parametrize("spoil", ["missing", "unexpected", "shape"])
 def test_load_state_dict_that_fails_leaves_the_network_as_it_was(spoil):
     """torch's load_state_dict copies the tensors it can before raising; Network's restores
