@@ -184,3 +184,60 @@ def test_a_forked_child_steps_on_one_thread_instead_of_hanging():
         assert mk.get_num_threads() == 2  # the parent keeps its threads
     finally:
         mk.set_num_threads(0)
+
+
+class _StepsAfterFirstWrite:
+    """A model's core that, once its first parameter write has returned, starts a step on
+    another thread and returns only when that step holds the model: a step that lands
+    between two writes of one load, deterministically."""
+
+    def __init__(self, core, trainer, batch):
+        self._real, self._trainer, self._batch = core, trainer, batch
+        self.stepper = None
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def _after_write(self):
+        if self.stepper is not None:
+            return
+        self.stepper = threading.Thread(target=self._trainer.step, args=(self._batch,))
+        self.stepper.start()
+        while self.stepper.is_alive():
+            try:
+                self._real.read("value.bias")
+            except RuntimeError:  # "in use by another thread": the step holds the model
+                return
+
+    def write(self, name, array):
+        self._real.write(name, array)
+        self._after_write()
+
+    def write_all(self, pairs):
+        self._real.write_all(pairs)
+        self._after_write()
+
+
+def test_model_load_state_dict_is_not_split_by_a_step_on_another_thread():
+    """Model.load_state_dict wrote its tensors one call each: a step starting between two of
+    them made the next fail ("in use"), leaving the model half loaded. It writes them all
+    under one hold of the model: loaded whole (or, refused, unchanged)."""
+    cfg = cases.config(num_tokens=64, num_moves=300, T=16, D=32, hidden=(256, 256), W=64)
+    model = mk.Model(cfg, seed=0)
+    trainer = mk.Trainer(model, lr=0.0, weight_decay=0.0)  # its steps leave the parameters alone
+    before = model.state_dict()
+    state = {name: np.full_like(a, 0.25) for name, a in before.items()}
+    core = model._core
+    model._core = racing = _StepsAfterFirstWrite(core, trainer, cases.batch(cfg, B=512, L=64))
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as e:
+        assert "in use" in str(e), e
+    finally:
+        model._core = core
+        if racing.stepper is not None:
+            racing.stepper.join()
+    after = model.state_dict()
+    loaded = [name for name in after if np.array_equal(after[name], state[name])]
+    assert loaded in ([], list(after)), f"half loaded: {loaded}"
+    assert loaded == list(after)  # the step came after the whole load
