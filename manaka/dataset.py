@@ -25,6 +25,7 @@ import numpy as np
 from . import validate as _v
 from .errors import DatasetError
 from .mapped_files import file_inode, shorter_now
+from .ops import _as_int
 
 __all__ = ["Dataset", "Position"]
 
@@ -144,6 +145,9 @@ class Dataset:
         Raises:
             ValueError / TypeError naming the argument, the first bad position and the rule.
         """
+        # ints only: int() read 20.7 as 20, "20" as 20 and True as 1 (check_meta rules the range)
+        num_tokens = _as_int("Dataset.from_arrays", "num_tokens", num_tokens)
+        num_moves = _as_int("Dataset.from_arrays", "num_moves", num_moves)
         move_dtype = np.int16 if num_moves <= 32768 else np.int32
         arrays = {
             "tokens": _int_arg("tokens", tokens, np.int16, -32768, 32767, "int16 token ids"),
@@ -157,8 +161,8 @@ class Dataset:
             "policy_target": None if policy_target is None else _float_arg("policy_target", policy_target),
         }
         T = arrays["tokens"].shape[2] if arrays["tokens"].ndim == 3 else 1  # shape errors come next
-        full_meta = {"version": _v.FORMAT_VERSION, "num_tokens": int(num_tokens),
-                     "num_moves": int(num_moves), "T": int(T), **(meta or {})}
+        full_meta = {"version": _v.FORMAT_VERSION, "num_tokens": num_tokens,
+                     "num_moves": num_moves, "T": int(T), **(meta or {})}
         return cls(arrays, full_meta, source="Dataset.from_arrays")
 
     @classmethod

@@ -6,6 +6,7 @@ position). See :class:`Loader` for the guarantees.
 """
 from __future__ import annotations
 
+import os
 import time
 from typing import Dict, Iterator, Mapping, Optional
 
@@ -144,6 +145,7 @@ class Loader:
         self.last_indices: Optional[np.ndarray] = None
         self._run = 0      # iterations made (iter()); the newest alone may take batches
         self._started = 0  # the iteration whose producers run
+        self._producers_pid: Optional[int] = None  # the process whose threads they are, while they run
         self._wait = 0.0
         self._closed = False
 
@@ -159,6 +161,7 @@ class Loader:
     def __iter__(self) -> Iterator[Batch]:
         if self._closed:
             raise RuntimeError("Loader: iterating a closed loader")
+        self._check_process()
         self._position()
         # A newer iteration supersedes every older one from the moment it is made, started
         # or not: counted when the generator first ran, two iterators made before either
@@ -166,6 +169,13 @@ class Loader:
         # yielded twice.
         self._run += 1
         return self._epoch(self._run)
+
+    def _check_process(self):
+        """Refuses a loader whose producers run in another process: a child of fork() has none
+        of its parent's threads, so it waited forever for their next batch."""
+        if self._producers_pid not in (None, os.getpid()):
+            raise RuntimeError(f"Loader: its producer threads run in process {self._producers_pid}, of which "
+                               "this process is a fork() (which copies no thread): make a new mk.Loader here")
 
     def _position(self):
         """(epoch, first batch) where an iteration starts now."""
@@ -181,13 +191,15 @@ class Loader:
         # is read when the generator starts: another iteration may have moved it since.
         if run != self._run:
             raise RuntimeError("Loader: this iteration was superseded by a newer one")
+        self._check_process()
         epoch, first = self._position()
         self._core.start(epoch, first)
-        self._started = run
+        self._started, self._producers_pid = run, os.getpid()
         try:
             while not self._closed:
                 if run != self._run:
                     raise RuntimeError("Loader: this iteration was superseded by a newer one")
+                self._check_process()
                 start = time.perf_counter()
                 try:
                     item = self._core.next(Batch)
@@ -220,8 +232,10 @@ class Loader:
                     self.epoch, self.batch_index = epoch + 1, 0
                 yield batch
         finally:
-            if self._started == run:  # the producers are this iteration's (none newer started)
+            # the producers are this iteration's (none newer started), and this process's
+            if self._started == run and self._producers_pid == os.getpid():
                 self._core.stop()
+                self._producers_pid = None
 
     # ------------------------------------------------------------------ position
     def state_dict(self) -> Dict[str, int]:

@@ -358,8 +358,9 @@ class Model:
             if not np.isfinite(arr).all():
                 raise ValueError(f"Model.load_state_dict: {name} holds a non-finite value")
             arrays[name] = arr
-        for name, arr in arrays.items():
-            self._core.write(name, arr)
+        # one call holding the model for every copy: a step on another thread then waits out
+        # the whole load or makes it fail before anything is written
+        self._core.write_all(list(arrays.items()))
 
     # ------------------------------------------------------------ files
     def save(self, path) -> None:

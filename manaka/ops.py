@@ -41,13 +41,17 @@ __all__ = [
 _DLPACK_CPU = 1
 
 
-def _on_gpu(x: Any) -> bool:
+def _on_gpu(op: str, name: str, x: Any) -> bool:
     if isinstance(x, np.ndarray):
         return False
     if hasattr(x, "__cuda_array_interface__"):
         return True
     if hasattr(x, "__dlpack_device__"):
-        return x.__dlpack_device__()[0] != _DLPACK_CPU
+        try:  # torch's meta tensors have no DLPack device: its ValueError named nothing
+            device = x.__dlpack_device__()[0]
+        except (TypeError, ValueError, RuntimeError, BufferError, IndexError) as e:
+            raise TypeError(f"{op}: {name} ({type(x).__name__}) has no DLPack device manaka can read: {e}") from None
+        return device != _DLPACK_CPU
     return False
 
 
@@ -62,7 +66,7 @@ def _backend(op: str, **arrays: Any):
         if getattr(x, "requires_grad", False) is True:
             raise TypeError(f"{op}: {name} is a tensor that requires grad; manaka.ops computes no gradients: "
                             f"pass {name}.detach(), or use manaka.torch.{op}, which records them for autograd")
-    gpu = {name: _on_gpu(x) for name, x in arrays.items() if x is not None}
+    gpu = {name: _on_gpu(op, name, x) for name, x in arrays.items() if x is not None}
     if any(gpu.values()):
         cpu_names = [name for name, on in gpu.items() if not on]
         if cpu_names:
@@ -76,9 +80,20 @@ def _backend(op: str, **arrays: Any):
     converted = {}
     for name, x in arrays.items():
         if x is not None and not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__"):
-            x = np.from_dlpack(x)
+            x = _from_dlpack(op, name, x)
         converted[name] = x
     return _core, converted
+
+
+def _from_dlpack(op: str, name: str, x: Any) -> np.ndarray:
+    """A NumPy view of a CPU object that speaks DLPack. What NumPy cannot view (a bfloat16 or
+    meta tensor, a conjugate view, a malformed capsule) is a TypeError naming the argument:
+    NumPy's own error ("Unsupported dtype in DLTensor.") named nothing."""
+    try:
+        return np.from_dlpack(x)
+    except (TypeError, ValueError, RuntimeError, BufferError) as e:
+        raise TypeError(f"{op}: {name} ({type(x).__name__}) cannot be read as a NumPy array through DLPack: "
+                        f"{e} (CPU arguments must be float32 arrays or integer index arrays)") from None
 
 
 def gather_dot(

@@ -272,12 +272,18 @@ class Trainer:
 
         The trainer keeps its own pair_state_dtype: moments saved with the other one are
         converted (exactly to float32, to the nearest value in bf16)."""
-        try:
-            h = dict(state["hyperparameters"])
-            step_count = state["step_count"]
-            moments = [state["exp_avg"], state["exp_avg_sq"]]
-        except (KeyError, TypeError) as e:
-            raise ValueError(f"Trainer.load_state_dict: not a trainer state: missing {e}") from None
+        if not isinstance(state, Mapping):  # a str or None was "missing string indices must be integers"
+            raise TypeError(f"Trainer.load_state_dict: state must be a mapping (Trainer.state_dict()'s dict), "
+                            f"got {type(state).__name__}")
+        missing = [key for key in ("hyperparameters", "step_count", "exp_avg", "exp_avg_sq") if key not in state]
+        if missing:
+            raise ValueError(f"Trainer.load_state_dict: not a trainer state: missing {missing}")
+        if not isinstance(state["hyperparameters"], Mapping):
+            raise ValueError(f"Trainer.load_state_dict: hyperparameters must be a dict, "
+                             f"got {type(state['hyperparameters']).__name__}")
+        h = dict(state["hyperparameters"])
+        step_count = state["step_count"]
+        moments = [state["exp_avg"], state["exp_avg_sq"]]
         saved_dtype = state.get("pair_state_dtype", "float32")  # states from before the option
         # every name of hyperparameters, no other: _hyper(**h) refused one with a TypeError
         # about _hyper's own arguments
@@ -296,7 +302,11 @@ class Trainer:
                 raise KeyError(f"Trainer.load_state_dict: moment names {sorted(set(moment) ^ set(shapes))} "
                                "do not match the model")
             for name, shape in shapes.items():
-                arr = np.asarray(moment[name])
+                try:  # e.g. a torch tensor of a dtype NumPy has not (bfloat16)
+                    arr = np.asarray(moment[name])
+                except (TypeError, ValueError, RuntimeError) as e:
+                    raise TypeError(f"Trainer.load_state_dict: {name} cannot be read as a NumPy array "
+                                    f"({type(moment[name]).__name__}: {e})") from None
                 if arr.shape != tuple(shape) or arr.dtype.kind != "f":
                     raise ValueError(f"Trainer.load_state_dict: {name} has shape {arr.shape} and dtype "
                                      f"{arr.dtype}, expected {tuple(shape)} float")

@@ -346,8 +346,21 @@ class Network(nn.Module):
         if extra and strict:
             raise KeyError(f"Network.to_model: {extra} are not parameters of manaka.Model "
                            "(pass strict=False to leave them out)")
-        model.load_state_dict({n: state[n].detach().cpu().numpy() for n in model.shapes})
+        # as float32, mk.Model's dtype: NumPy has no bfloat16 (a half-precision network's
+        # .numpy() raised), and a float64 one is rounded as load_state_dict rounds it
+        model.load_state_dict({n: state[n].detach().to("cpu", torch.float32).numpy() for n in model.shapes})
         return model
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """torch's ``load_state_dict``, all or nothing: torch copies every tensor it can
+        before it raises about a missing or unexpected key or a wrong shape, which left the
+        network half loaded; here a failure first restores every tensor as it was."""
+        before = {name: t.detach().clone() for name, t in self.state_dict().items()}
+        try:
+            return super().load_state_dict(state_dict, strict=strict, assign=assign)
+        except BaseException:
+            super().load_state_dict(before, strict=True, assign=assign)
+            raise
 
     def _load_model_state(self, state: Dict[str, np.ndarray]) -> None:
         """Copies a ``mk.Model.state_dict()`` into the parameters it names."""

@@ -184,6 +184,31 @@ def test_state_dict_resumes_training_exactly():
     assert snapshot(a, ta) == snapshot(b_model, tb)
 
 
+def test_load_state_dict_names_what_is_wrong_with_a_state_that_is_not_one():
+    """A str or None was "not a trainer state: missing string indices must be integers", and
+    a moment torch holds in bfloat16 was NumPy's "Got unsupported ScalarType BFloat16"."""
+    cfg = cases.config()
+    trainer = mk.Trainer(mk.Model(cfg, seed=0))
+    before = snapshot(trainer.model, trainer)
+    for bad in ("run.ckpt", None, [("step_count", 0)]):
+        with pytest.raises(TypeError, match="Trainer.load_state_dict: state must be a mapping"):
+            trainer.load_state_dict(bad)
+    good = trainer.state_dict()
+    with pytest.raises(ValueError, match=r"not a trainer state: missing \['exp_avg_sq'\]"):
+        trainer.load_state_dict({k: v for k, v in good.items() if k != "exp_avg_sq"})
+    with pytest.raises(ValueError, match="hyperparameters must be a dict, got NoneType"):
+        trainer.load_state_dict({**good, "hyperparameters": None})
+
+    class NoNumpy:  # what np.asarray cannot read: a bfloat16 torch tensor, say
+        def __array__(self, *args, **kwargs):
+            raise TypeError("Got unsupported ScalarType BFloat16")
+
+    moments = {**good["exp_avg"], "embedding": NoNumpy()}
+    with pytest.raises(TypeError, match="Trainer.load_state_dict: embedding cannot be read as a NumPy array"):
+        trainer.load_state_dict({**good, "exp_avg": moments})
+    assert snapshot(trainer.model, trainer) == before
+
+
 def test_stats_are_lazy_floats():
     cfg = cases.config()
     trainer = mk.Trainer(mk.Model(cfg, seed=0), lr=1e-3)

@@ -146,3 +146,98 @@ def test_each_stats_fetches_its_own_step():
     assert steps == list(range(1, len(got) + 1))
     for s in got:
         assert s.as_dict() == want[s.step], s.step
+
+
+def _step_in_forked_child(trainer, batch, results):
+    """Runs in a child of fork(): a step, then an attempt to use 2 threads."""
+    trainer.step(batch)
+    try:
+        mk.set_num_threads(2)
+        results.put(("set_num_threads(2) was accepted", mk.get_num_threads()))
+    except ValueError as e:
+        results.put((str(e), mk.get_num_threads()))
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork()")
+def test_a_forked_child_steps_on_one_thread_instead_of_hanging():
+    """libgomp keeps the parent's thread team after fork(), and the child's first parallel
+    region waited for it forever: a child of a process that trained runs on one thread,
+    and asking it for more says why."""
+    import multiprocessing
+
+    cfg = cases.config(num_tokens=64, num_moves=300, T=16, D=32, hidden=(256, 256), W=64)
+    trainer = mk.Trainer(mk.Model(cfg, seed=0))
+    batch = cases.batch(cfg, B=64, L=32)
+    mk.set_num_threads(2)
+    try:
+        trainer.step(batch)  # the parent's team of 2 threads exists now
+        fork = multiprocessing.get_context("fork")
+        results = fork.Queue()
+        child = fork.Process(target=_step_in_forked_child, args=(trainer, batch, results), daemon=True)
+        child.start()
+        child.join(30)
+        if child.exitcode is None:
+            child.kill()
+        assert child.exitcode == 0, "the forked child hung or failed"
+        message, threads = results.get(timeout=10)
+        assert "fork()" in message and "'spawn'" in message and threads == 1
+        assert mk.get_num_threads() == 2  # the parent keeps its threads
+    finally:
+        mk.set_num_threads(0)
+
+
+class _StepsAfterFirstWrite:
+    """A model's core that, once its first parameter write has returned, starts a step on
+    another thread and returns only when that step holds the model: a step that lands
+    between two writes of one load, deterministically."""
+
+    def __init__(self, core, trainer, batch):
+        self._real, self._trainer, self._batch = core, trainer, batch
+        self.stepper = None
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def _after_write(self):
+        if self.stepper is not None:
+            return
+        self.stepper = threading.Thread(target=self._trainer.step, args=(self._batch,))
+        self.stepper.start()
+        while self.stepper.is_alive():
+            try:
+                self._real.read("value.bias")
+            except RuntimeError:  # "in use by another thread": the step holds the model
+                return
+
+    def write(self, name, array):
+        self._real.write(name, array)
+        self._after_write()
+
+    def write_all(self, pairs):
+        self._real.write_all(pairs)
+        self._after_write()
+
+
+def test_model_load_state_dict_is_not_split_by_a_step_on_another_thread():
+    """Model.load_state_dict wrote its tensors one call each: a step starting between two of
+    them made the next fail ("in use"), leaving the model half loaded. It writes them all
+    under one hold of the model: loaded whole (or, refused, unchanged)."""
+    cfg = cases.config(num_tokens=64, num_moves=300, T=16, D=32, hidden=(256, 256), W=64)
+    model = mk.Model(cfg, seed=0)
+    trainer = mk.Trainer(model, lr=0.0, weight_decay=0.0)  # its steps leave the parameters alone
+    before = model.state_dict()
+    state = {name: np.full_like(a, 0.25) for name, a in before.items()}
+    core = model._core
+    model._core = racing = _StepsAfterFirstWrite(core, trainer, cases.batch(cfg, B=512, L=64))
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as e:
+        assert "in use" in str(e), e
+    finally:
+        model._core = core
+        if racing.stepper is not None:
+            racing.stepper.join()
+    after = model.state_dict()
+    loaded = [name for name in after if np.array_equal(after[name], state[name])]
+    assert loaded in ([], list(after)), f"half loaded: {loaded}"
+    assert loaded == list(after)  # the step came after the whole load

@@ -37,6 +37,19 @@ def test_bad_meta_json_is_a_dataset_error(tmp_path):
         mk.Dataset.open(path)
 
 
+@pytest.mark.parametrize("name", ["num_tokens", "num_moves"])
+@pytest.mark.parametrize("bad", [0.7, "40", True, None])
+def test_a_vocabulary_size_that_is_not_an_int_is_refused_by_name(name, bad):
+    """int() made 40.7 a vocabulary of 40, "40" one of 40 and True one of 1."""
+    a = arrays()
+    size = a[name]
+    if isinstance(bad, float):
+        bad += size
+    with pytest.raises(TypeError, match=f"Dataset.from_arrays: {name} must be an int, got {type(bad).__name__}"):
+        mk.Dataset.from_arrays(**{**a, name: bad})
+    assert mk.Dataset.from_arrays(**{**a, name: np.int64(size)}).meta[name] == size  # NumPy's ints are ints
+
+
 def test_a_repeated_legal_move_is_refused_with_its_position():
     a = arrays(N=6, M=40, seed=3)
     offsets = a["legal_offsets"]

@@ -235,3 +235,33 @@ def test_a_file_truncated_under_a_running_loader_is_an_error_not_sigbus(tmp_path
         pytest.importorskip("cshogi")
     out = run_child(TRUNCATED, str(tmp_path), kind)
     assert out.startswith("ok"), out
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_forked_child_is_told_its_parents_producers_are_not_there():
+    """fork() copies no thread: a child that went on iterating its parent's loader took the
+    batches already packed, then waited forever for the next. It is now a RuntimeError
+    (continuing the iteration or starting another), a new Loader works in the child, and
+    the parent's iteration goes on."""
+    out = run_child(SETUP + """
+    import signal
+    loader = mk.Loader(ds, batch_size=8, producers=2)
+    it = iter(loader)
+    first = next(it)
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(30)  # a hang kills the child: its status says so
+        said = []
+        for attempt in (lambda: sum(len(b) for b in it), lambda: iter(loader)):
+            try:
+                attempt()
+            except RuntimeError as e:
+                said.append("fork()" in str(e) and "new mk.Loader" in str(e))
+        fresh = sum(len(b) for b in mk.Loader(ds, batch_size=8, producers=2))
+        print("child", said, fresh, flush=True)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0, f"the forked child ended with status {status} (14: it hung)"
+    print("ok", len(first) + sum(len(b) for b in it))
+    """)
+    assert "child [True, True] 400" in out and "ok 400" in out, out

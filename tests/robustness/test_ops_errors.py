@@ -227,3 +227,35 @@ def test_pair_vocab_is_found_exactly_up_to_the_largest(V):
     if V in (1, 2, 3, 4, 1000):  # a table small enough to build: V was found
         got = mk.ops.pair_sums_backward(np.zeros((1, 2, 1), np.float32), tok, n)
         assert got.shape == (n, 1)
+
+
+class _DLPackOnCPU:
+    """A CPU object speaking DLPack that NumPy cannot view, as torch's bfloat16 tensors or
+    conjugate views are (their __dlpack__ raises), or whose device it cannot tell (meta)."""
+
+    def __init__(self, device_error=None):
+        self.device_error = device_error
+
+    def __dlpack_device__(self):
+        if self.device_error:
+            raise ValueError(self.device_error)
+        return (1, 0)
+
+    def __dlpack__(self, **kwargs):
+        raise BufferError("Can't export tensors with the conjugate bit set")
+
+
+@pytest.mark.parametrize("device_error, pattern", [
+    (None, "hidden .*cannot be read as a NumPy array through DLPack: Can't export"),
+    ("Unknown device type meta for Dlpack", "hidden .*has no DLPack device manaka can read: Unknown device type meta"),
+])
+def test_a_dlpack_object_numpy_cannot_view_is_a_type_error_naming_it(gd, device_error, pattern):
+    """NumPy's own errors ("Unsupported dtype in DLTensor.", BufferError, ValueError) named no argument."""
+    with pytest.raises(TypeError, match=f"gather_dot: {pattern}"):
+        call_gather_dot({**gd, "hidden": _DLPackOnCPU(device_error)})
+
+
+def test_a_bfloat16_torch_tensor_is_a_type_error_naming_it(gd):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="gather_dot: table .*cannot be read as a NumPy array.*Unsupported dtype"):
+        call_gather_dot({**gd, "table": torch.from_numpy(gd["table"]).bfloat16()})

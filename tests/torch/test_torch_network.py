@@ -101,6 +101,37 @@ def test_to_model_refuses_parameters_manaka_has_no_place_for():
     assert isinstance(WithExtra.from_model(model), WithExtra)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_to_model_of_a_network_in_another_float_dtype_holds_its_values_as_float32(dtype):
+    """A bfloat16 network's to_model() raised NumPy's "Got unsupported ScalarType BFloat16"."""
+    net = mkt.Network(cases.config(), seed=0).to(dtype)
+    model = net.to_model()
+    for name, t in net.state_dict().items():
+        assert np.array_equal(model.state_dict()[name], t.to(torch.float32).numpy()), name
+
+
+@pytest.mark.parametrize("spoil", ["missing", "unexpected", "shape"])
+def test_load_state_dict_that_fails_leaves_the_network_as_it_was(spoil):
+    """torch's load_state_dict copies the tensors it can before raising; Network's restores
+    them, so a state of another model size or with a key too few changes nothing."""
+    net = mkt.Network(cases.config(), seed=0)
+    before = {name: t.clone() for name, t in net.state_dict().items()}
+    state = {name: t + 1 for name, t in before.items()}  # every tensor different
+    if spoil == "missing":
+        del state["value.bias"]
+    elif spoil == "unexpected":
+        state["extra"] = torch.zeros(1)
+    else:
+        state["value.bias"] = torch.zeros(2)
+    with pytest.raises(RuntimeError, match="Error"):
+        net.load_state_dict(state)
+    for name, t in net.state_dict().items():
+        assert torch.equal(t, before[name]), name
+    if spoil != "shape":  # what torch allows with strict=False is still loaded
+        net.load_state_dict(state, strict=False)
+        assert torch.equal(net.embedding, before["embedding"] + 1)
+
+
 def test_bad_arguments():
     with pytest.raises(TypeError, match="config must be a manaka.ModelConfig"):
         mkt.Network({"num_tokens": 3})

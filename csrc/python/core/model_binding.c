@@ -386,6 +386,52 @@ static PyObject *model_write(mk_model_object *self, PyObject *args) {
     return mk_tensor_copy(self, op, index, value, NULL, 0);
 }
 
+/* write_all([(name, array), ...]): sets those parameters, all or none: every array is
+ * checked, then the model is held once for every copy, so a step another thread starts
+ * cannot come between two of them and make a later one fail, leaving a model half set. */
+static PyObject *model_write_all(mk_model_object *self, PyObject *pairs) {
+    MK_REQUIRE(self->model, "Model", NULL);
+    static const char op[] = "Model.load_state_dict";
+    if (!PyList_Check(pairs)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a list of (name, array) pairs", op);
+        return NULL;
+    }
+    const Py_ssize_t n = PyList_GET_SIZE(pairs);
+    PyArrayObject **arrays = calloc((size_t)(n > 0 ? n : 1), sizeof *arrays);
+    int *indices = calloc((size_t)(n > 0 ? n : 1), sizeof *indices);
+    PyObject *result = NULL;
+    if (!arrays || !indices) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name, *value;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(pairs, i), "OO", &name, &value)) goto done;
+        const mk_tensor *t = find(self->model, name, op, &indices[i]);
+        if (!t || !(arrays[i] = mk_tensor_arg(t, value, op))) goto done;
+    }
+    if (mk_model_acquire(self, op) < 0) goto done;
+    const mk_backend *be = mk_model_backend(self->model);
+    void *stream = mk_model_stream(self->model);
+    float *params = mk_model_params(self->model);
+    mk_status status = MK_OK;
+    Py_BEGIN_ALLOW_THREADS;
+    for (Py_ssize_t i = 0; i < n && status == MK_OK; i++) {
+        const mk_tensor *t = mk_model_tensor(self->model, indices[i]);
+        status = be->to_device(stream, params + t->offset, PyArray_DATA(arrays[i]),
+                               (size_t)t->numel * sizeof(float));
+    }
+    Py_END_ALLOW_THREADS;
+    mk_model_release(self);
+    if (status != MK_OK) mk_raise_status(status);
+    else result = Py_NewRef(Py_None);
+done:
+    for (Py_ssize_t i = 0; arrays && i < n; i++) Py_XDECREF(arrays[i]);
+    free(arrays);
+    free(indices);
+    return result;
+}
+
 int mk_model_batch_begin(mk_model_object *self, const char *op, PyObject *obj, int with_targets,
                          mk_batch_hold *hold, mk_batch *batch) {
     const char *device = mk_model_backend(self->model)->name;
@@ -509,6 +555,8 @@ static PyMethodDef model_methods[] = {
      "address(name) -> (pointer, shape) of the live parameter in the backend's memory."},
     {"read", (PyCFunction)model_read, METH_VARARGS, "read(name, grad=False): a copy."},
     {"write", (PyCFunction)model_write, METH_VARARGS, "write(name, array): set a parameter."},
+    {"write_all", (PyCFunction)model_write_all, METH_O,
+     "write_all([(name, array), ...]): set those parameters, all or none."},
     {"forward", (PyCFunction)model_forward, METH_O,
      "forward(batch) -> (logits, value) for a _core.Batch."},
     {"loss_and_grad", (PyCFunction)model_loss_and_grad, METH_VARARGS,
