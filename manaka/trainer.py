@@ -9,6 +9,7 @@ import numpy as np
 from . import _core
 from .batch import Batch
 from .model import Model, real_arg
+from .ops import _as_int
 
 __all__ = ["Trainer", "Stats"]
 
@@ -191,6 +192,10 @@ class Trainer:
 
     def lr_at(self, step: int) -> float:
         """Learning rate of the step with 0-based index `step` (as float32)."""
+        # an int in int64's range: 1.5 and 2**70 were C's errors, naming nothing
+        step = _as_int("Trainer.lr_at", "step", step)
+        if not 0 <= step < 2**63:
+            raise ValueError(f"Trainer.lr_at: step must be in [0, 2**63), got {step}")
         return self._core.lr_at(step)
 
     @property

@@ -444,6 +444,8 @@ def check_batch(config: ModelConfig, tokens: Tensor, legal: Tensor, counts: Tens
     negative or do not sum to 1. Float fields are read as float32 (as the loss reads them).
     CPU tensors are read in place; CUDA tensors are copied to the host first (one
     synchronising read of the batch per call)."""
+    if not isinstance(config, ModelConfig):  # None failed on config.num_tokens, naming nothing
+        raise TypeError(f"check_batch: config must be a manaka.ModelConfig, got {type(config).__name__}")
     _checked(config, tokens, legal, counts, target, value, policy_target, op)
 
 
@@ -484,6 +486,8 @@ def batch_tensors(batch: Batch, device=None) -> Dict[str, Optional[Tensor]]:
     CPU tensors share the batch's memory, except a read-only array's, such as a
     :class:`manaka.Loader` batch's, which is copied), keyed as :meth:`Network.loss`'s
     arguments: ``net.loss(**batch_tensors(batch))``."""
+    if not all(hasattr(batch, name) for name in _BATCH_FIELDS):  # None was an AttributeError
+        raise TypeError(f"batch_tensors: batch must be a manaka.Batch, got {type(batch).__name__}")
     out = {}
     for name in _BATCH_FIELDS:
         arr = getattr(batch, name)

@@ -209,6 +209,14 @@ def test_load_state_dict_names_what_is_wrong_with_a_state_that_is_not_one():
     assert snapshot(trainer.model, trainer) == before
 
 
+def test_lr_at_names_a_step_that_is_not_an_int_of_int64():
+    trainer = mk.Trainer(mk.Model(cases.config(), seed=0), schedule="cosine", total_steps=10)
+    assert trainer.lr_at(np.int64(10)) == trainer.lr_at(10) == 0.0
+    for bad, error in ((1.5, TypeError), (True, TypeError), (2**70, ValueError), (-1, ValueError)):
+        with pytest.raises(error, match="Trainer.lr_at: step must be"):  # 1.5 and 2**70 named nothing
+            trainer.lr_at(bad)
+
+
 def test_stats_are_lazy_floats():
     cfg = cases.config()
     trainer = mk.Trainer(mk.Model(cfg, seed=0), lr=1e-3)

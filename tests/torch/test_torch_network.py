@@ -137,6 +137,11 @@ def test_bad_arguments():
         mkt.Network({"num_tokens": 3})
     with pytest.raises(TypeError, match="model must be a manaka.Model"):
         mkt.Network.from_model("model.mk")
+    with pytest.raises(TypeError, match="batch_tensors: batch must be a manaka.Batch, got NoneType"):
+        mkt.batch_tensors(None)  # an AttributeError about 'tokens'
+    tensors = mkt.batch_tensors(cases.batch(cases.config()))
+    with pytest.raises(TypeError, match="check_batch: config must be a manaka.ModelConfig, got NoneType"):
+        mkt.check_batch(None, **tensors)  # an AttributeError about 'num_tokens'
 
 
 # (move_pairs, board, move_hidden, move_shared, move_hidden_gate, move_kinds): no table, a
