@@ -28,11 +28,13 @@ import argparse
 import glob
 import math
 import os
+import signal
 import sys
 import time
 
 import manaka as mk
 
+from . import interrupt
 from .atomic_file import unwritable
 from .distributed_trainer import ExchangeFailed
 from .fit import format_duration
@@ -435,6 +437,9 @@ def main(argv=None) -> int:
     if args.nproc > 1:
         return _spawn(args)
     args.stage = "before"  # before, in or after mk.fit: what an interrupt leaves saved
+    # kill PID, or a job scheduler's time limit, ends the run as Ctrl-C does: at the end of
+    # the step in progress, with the checkpoint saved there (status 143 instead of 130)
+    interrupt.stop_on_sigterm()
     try:
         return _train(args)
     except KeyboardInterrupt:
@@ -444,7 +449,7 @@ def main(argv=None) -> int:
             held = f"the checkpoint {args.checkpoint} holds the last step; " if args.checkpoint else ""
             print(f"python -m manaka.train: interrupted after training; {held}the model was not saved", file=sys.stderr)
         # in mk.fit: its line has said what it saved
-        return 130
+        return 128 + (interrupt.last_signal() or signal.SIGINT)
 
 
 def _input_files(path: str) -> list:
@@ -538,8 +543,6 @@ def _stop_ranks_on_sigterm(procs) -> None:
     """SIGTERM to this command (kill PID, a job scheduler) stops its processes too, then
     ends it with status 143: they were left training on their own, writing the checkpoint,
     after the command had ended. (Ctrl-C reaches them from the terminal: see _spawn.)"""
-    import signal
-
     def stop(signum, frame):
         for p in procs:
             if p.is_alive():

@@ -225,8 +225,8 @@ def test_an_output_that_is_the_other_output_or_an_input_is_refused_before_anythi
     assert out.returncode == 0 and mk.Model.load(tmp_path / "ds" / "notes.txt").config.embed_dim == 8, out.stderr
 
 
-def _interrupt(args, cwd):
-    """Starts a run, sends SIGINT once it has logged step 3 (from inside the run), and
+def _interrupt(args, cwd, signum=signal.SIGINT):
+    """Starts a run, sends signum once it has logged step 3 (from inside the run), and
     returns (return code, stdout, stderr)."""
     proc = subprocess.Popen(CLI + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=cwd, env=ENV)
@@ -235,7 +235,7 @@ def _interrupt(args, cwd):
         for line in proc.stdout:
             lines.append(line)
             if "step=3 " in line:
-                proc.send_signal(signal.SIGINT)
+                proc.send_signal(signum)
                 break
         out, err = proc.communicate(timeout=120)
     finally:
@@ -255,6 +255,17 @@ def test_ctrl_c_saves_the_checkpoint_and_says_so_without_a_traceback(tmp_path):
     resumed = cli(["--steps", step + 2, "--log-every", "1", "--checkpoint", path, "--resume", *QUICK], tmp_path)
     assert resumed.returncode == 0 and f"done: step {step + 2}," in resumed.stdout, resumed.stderr
     assert f"step={step + 1} " in resumed.stdout and f"step={step} " not in resumed.stdout
+
+
+def test_sigterm_saves_the_checkpoint_at_the_end_of_its_step_and_exits_143(tmp_path):
+    # kill PID or a job scheduler's time limit: the steps since the last checkpoint are kept
+    path = tmp_path / "term.ckpt"
+    code, out, err = _interrupt(["--steps", "100000", "--log-every", "1", "--checkpoint", path, *QUICK], tmp_path,
+                                signal.SIGTERM)
+    assert code == 143 and "Traceback" not in err, err[-3000:]
+    m = re.search(r"interrupted at step (\d+); saved the checkpoint (\S+) at step (\d+)\n", out)
+    assert m and m.group(1) == m.group(3) and m.group(2) == str(path), out[-3000:]
+    assert int(m.group(1)) >= 3 and mk.checkpoint.load(path)["step"] == int(m.group(1))
 
 
 def test_ctrl_c_without_a_checkpoint_says_nothing_was_saved(tmp_path):
