@@ -271,7 +271,7 @@ def test_device_array_cannot_be_constructed_directly():
     ((64, (2,), "complex64"), TypeError, "dtype complex64 is not supported"),
     ((64, (2,), "no-such-dtype"), TypeError, "not understood"),
     ((0, (2,), "float32"), ValueError, "NULL"),
-    ((66, (2,), "float32"), ValueError, "not aligned"),
+    ((66, (2,), "float32"), ValueError, r"DeviceArray.from_ptr: ptr 0x42 is not aligned to its float32 items"),
     ((64, (2**62, 4), "float32"), ValueError, r"the shape has more than 2\^56 elements"),
 ])
 def test_from_ptr_argument_errors(args, error, match):

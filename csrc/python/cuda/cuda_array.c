@@ -252,8 +252,8 @@ static PyObject *array_from_ptr(PyObject *cls, PyObject *args, PyObject *kw) {
         return NULL;
     }
     if (address % (unsigned long long)dt->itemsize) {
-        PyErr_Format(PyExc_ValueError, "%s: ptr 0x%llx is not aligned to its %s items", where,
-                     address, dt->name);
+        PyErr_Format(PyExc_ValueError, "%s: ptr %p is not aligned to its %s items", where,
+                     (void *)(uintptr_t)address, dt->name);
         return NULL;
     }
     /* Only now touch the device: what memory is this? */
@@ -262,8 +262,8 @@ static PyObject *array_from_ptr(PyObject *cls, PyObject *args, PyObject *kw) {
     if (status != MK_OK) return mk_raise_where(where, status);
     if (address && kind == MK_MEM_HOST) {
         PyErr_Format(PyExc_ValueError,
-                     "%s: ptr 0x%llx is not CUDA device or managed memory (a host address?)",
-                     where, address);
+                     "%s: ptr %p is not CUDA device or managed memory (a host address?)",
+                     where, (void *)(uintptr_t)address);
         return NULL;
     }
     mk_device_array *self = alloc_array(ndim, shape, dt);
