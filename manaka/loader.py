@@ -121,6 +121,10 @@ class Loader:
                 raise ValueError(f"Loader: {name} must be >= {low}, got {value}")
             if value > high:
                 raise ValueError(f"Loader: {name} must be <= {high}, got {value}")
+        for name, value in (("shuffle", shuffle), ("drop_last", drop_last), ("copy", copy)):
+            # bool() would take any object: shuffle="no" shuffled, copy=None did not copy
+            if not (isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1))):
+                raise TypeError(f"Loader: {name} must be True or False, got {value!r}")
         if not isinstance(rank, (int, np.integer)) or isinstance(rank, bool):
             raise TypeError(f"Loader: rank must be an int, got {type(rank).__name__}")
         if not 0 <= rank < world_size:

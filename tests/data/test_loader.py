@@ -195,6 +195,17 @@ def test_bad_arguments(ds):
         mk._core.Loader(ds.tokens, bad, ds.legal_moves, ds.target, ds.value, None, 4, 1, 1, True, 0, False)
 
 
+def test_switches_take_true_or_false_not_any_object(ds):
+    # bool() took anything: shuffle="no" shuffled, copy=None did not copy
+    for name, value in (("shuffle", "no"), ("drop_last", None), ("copy", "False"), ("shuffle", 2), ("copy", 0.0)):
+        with pytest.raises(TypeError, match=f"Loader: {name} must be True or False, got {value!r}"):
+            mk.Loader(ds, **{name: value})
+    for value in (True, False, np.bool_(True), 1, 0, np.int64(1)):
+        assert mk.Loader(ds, shuffle=value, drop_last=value, copy=value).shuffle is bool(value)
+    unshuffled = order(ds, shuffle=0, seed=3)
+    assert np.array_equal(unshuffled, np.arange(len(unshuffled)))
+
+
 # ---------------------------------------------------------------- shutdown: no threads left
 
 def settle(baseline):
