@@ -509,6 +509,7 @@ def _spawn(args) -> int:
         if have < args.nproc:
             return fail(f"--nproc {args.nproc} on --device cuda needs a GPU per process; PyTorch sees {have}")
     ctx = multiprocessing.get_context("spawn")
+    args.command_pid = os.getpid()  # each process ends with it: _end_with_the_command
     with tempfile.TemporaryDirectory(prefix="manaka-train-") as tmp:
         procs = [ctx.Process(target=_rank, args=(args, r, os.path.join(tmp, "rendezvous")), name=f"rank{r}")
                  for r in range(args.nproc)]
@@ -556,9 +557,24 @@ def _stop_ranks_on_sigterm(procs) -> None:
     signal.signal(signal.SIGTERM, stop)
 
 
+def _end_with_the_command(command_pid: int) -> None:
+    """A process of --nproc gets SIGTERM (and ends) when the command that started it ends
+    in any way, kill -9 included, which no handler of the command sees: before, its
+    processes trained on as orphans. Linux's PR_SET_PDEATHSIG; elsewhere nothing changes."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+    if os.getppid() != command_pid:  # it ended before the request was made
+        os._exit(128 + signal.SIGTERM)
+
+
 def _rank(args, rank: int, rendezvous: str) -> None:
     """One process of --nproc: its torch.distributed rank, then the run on its shard; only
     rank 0 prints (the others' errors still go to stderr)."""
+    _end_with_the_command(args.command_pid)
     import datetime
 
     import torch.distributed as dist
