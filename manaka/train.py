@@ -105,6 +105,16 @@ def _non_negative_int(text: str) -> int:
     return x
 
 
+MAX_SEED = 2**62  # what the Loader (< 2**63) and the held-out data's seed + 1,000,003 take
+
+
+def _seed(text: str) -> int:
+    x = _non_negative_int(text)
+    if x > MAX_SEED:  # else refused later as the Loader's seed, naming no option
+        raise argparse.ArgumentTypeError(f"must be <= 2**62, got {text}")
+    return x
+
+
 def _value(text: str):
     """--value: result, eval, or a mixing weight in [0, 1]."""
     if text in ("result", "eval"):
@@ -247,7 +257,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--producers", type=_positive(int), default=4, help="C threads packing batches (default 4)")
     g.add_argument("--prefetch", type=_positive(int), default=8, help="batches packed ahead of the trainer (default 8)")
     g.add_argument("--threads", type=_positive(int), help="CPU threads of the model's ops (default: all cores)")
-    g.add_argument("--seed", type=_non_negative_int, default=0,
+    g.add_argument("--seed", type=_seed, default=0,
                    help="model initialisation, data order and synthetic data (default 0)")
     g = p.add_argument_group("model (default: --preset shogi for shogi records, else small on the CPU, seed on the GPU)")
     g.add_argument("--preset", choices=sorted(PRESETS), help="small: learns within a minute on a CPU; "

@@ -295,6 +295,14 @@ def test_infinite_run_lengths_and_rates_are_refused_naming_the_option(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_a_seed_too_large_for_the_data_order_is_refused_naming_the_option(tmp_path):
+    # before: "Loader: seed must be <= ...", naming no option of the command
+    out = cli([*QUICK, "--steps", "1", "--seed", str(2**63)], tmp_path)
+    assert out.returncode == 2 and f"argument --seed: must be <= 2**62, got {2**63}" in out.stderr, out.stderr
+    out = cli([*QUICK, "--steps", "1", "--no-save", "--seed", str(2**62)], tmp_path)
+    assert out.returncode == 0, out.stderr
+
+
 def test_an_empty_path_is_refused_not_read_as_an_option_not_given(tmp_path):
     """Before, --data "" trained on synthetic data, --eval-data "" and --checkpoint "" ran
     without them, and --save "" saved to model.manaka, each without a word."""
