@@ -398,7 +398,7 @@ def run(a) -> dict:
     if a.save:
         os.makedirs(a.save, exist_ok=True)
     if not a.time and not a.positions:
-        raise ValueError("strength: give --time or --positions")
+        raise ValueError("give --time or --positions (a budget > 0)")
     out = {"config": {**{k: v for k, v in cfg.items() if k != "settings"}, "set": list(a.set)},
            "data": {"train_positions": os.path.getsize(a.train) // RECORD,
                     "held_positions": os.path.getsize(a.held) // RECORD}, "recipe": {
@@ -477,6 +477,8 @@ def _argument_error(a) -> str:
     for option, value in (("--resnet-lr", a.resnet_lr), ("--rate-guess", a.rate_guess)):
         if not (math.isfinite(value) and value > 0):
             return f"{option} must be a finite number > 0, got {value}"
+    if not a.time and not a.positions:
+        return "give --time or --positions (a budget > 0)"
     if a.save and os.path.exists(a.save) and not os.path.isdir(a.save):
         return f"--save {a.save} is a file, not a folder"
     return ""

@@ -286,10 +286,12 @@ def test_bad_arguments(tmp_path, capsys):
                           (["--eval-positions", "-3"], "--eval-positions must be a finite number >= 0"),
                           (["--resnet-batch", "0"], "--resnet-batch must be >= 1, got 0"),
                           (["--rate-guess", "nan"], "--rate-guess must be a finite number > 0, got nan"),
-                          (["--save", str(tmp_path / "file")], "is a file, not a folder")):
+                          (["--save", str(tmp_path / "file")], "is a file, not a folder"),
+                          (["--time", "0"], "strength: give --time or --positions")):  # said "strength: strength:"
         assert strength.main([str(tmp_path / "a.hcpe"), str(tmp_path / "a.hcpe"), "--only", "manaka", *args]) == 2
         err = capsys.readouterr().err
-        assert err.startswith("strength: ") and message in err and len(err.splitlines()) == 1, (args, err)
+        assert err.startswith("strength: ") and message in err and "strength: strength" not in err, (args, err)
+        assert len(err.splitlines()) == 1, (args, err)
 
 
 def test_mirror_records(tmp_path):
