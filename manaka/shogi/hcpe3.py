@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import _core
 from ..dataset import Dataset, Position
-from .position import MOVE_ENCODINGS, MOVE_KINDS, check_moves, kinds_meta, num_labels
+from .position import kinds_meta
 from .eval_scale import EVAL_SCALE, check_eval_scale
 from ..mapped_files import file_inode
 from .records import HCPE, RecordFiles, _check_on_bad, _scale_text, expand_paths, resolve_eval_scale, value_weight
@@ -63,10 +63,7 @@ class Hcpe3Files(RecordFiles):
                  eval_scale: Union[float, str] = EVAL_SCALE):
         _check_on_bad(on_bad)
         scale = check_eval_scale(eval_scale)
-        self.moves = check_moves(moves)
-        self.num_moves = num_labels(moves)
-        self.move_kinds = MOVE_KINDS.get(moves, 0)  # ModelConfig.move_kinds of a model reading them
-        self._encoding = MOVE_ENCODINGS[moves]
+        self._take_moves(moves)
         self.format, self.value, self.on_bad = HCPE, value, on_bad
         self.mirror = False  # a mirrored row's candidates would need mirroring too: not offered
         self.eval_weight = value_weight(value)

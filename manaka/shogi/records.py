@@ -167,14 +167,20 @@ class RecordFiles:
 
     num_tokens, tokens_per_side = NUM_TOKENS, TOKENS_PER_SIDE
 
+    def _take_moves(self, moves: str) -> None:
+        """The move encoding (checked) and what follows from it: the label count, the
+        move kinds (ModelConfig.move_kinds of a model reading these records) and the C
+        core's encoding number."""
+        self.moves = check_moves(moves)
+        self.num_moves = num_labels(moves)
+        self.move_kinds = MOVE_KINDS.get(moves, 0)
+        self._encoding = MOVE_ENCODINGS[moves]
+
     def __init__(self, paths, fmt: int, value: Union[str, float] = "result", on_bad: str = "raise",
                  mirror: bool = False, moves: str = "dlshogi", eval_scale: Union[float, str] = EVAL_SCALE):
         _check_on_bad(on_bad)
         scale = check_eval_scale(eval_scale)
-        self.moves = check_moves(moves)
-        self.num_moves = num_labels(moves)
-        self.move_kinds = MOVE_KINDS.get(moves, 0)  # ModelConfig.move_kinds of a model reading them
-        self._encoding = MOVE_ENCODINGS[moves]
+        self._take_moves(moves)
         if not isinstance(mirror, bool):
             raise TypeError(f"shogi: mirror must be True or False, got {mirror!r}")
         fmt = _check_format(fmt)
