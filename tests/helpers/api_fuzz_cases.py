@@ -543,6 +543,10 @@ def loader_case(rng):
             v.append(False)
         elif x > {"batch_size": 2**20, "producers": 64, "prefetch": 1024, "seed": 2**63 - 1}[name]:
             v.append(None)  # resources or a C type's range: a clean refusal or it works
+    for name in ("shuffle", "drop_last", "copy"):  # True or False: bools, or the ints 0 and 1
+        x = args[name]
+        if not (isinstance(x, (bool, np.bool_)) or (isinstance(x, (int, np.integer)) and x in (0, 1))):
+            v.append(False)
     nb = None
     if both(*v) is not False:
         bs = int(args["batch_size"])
